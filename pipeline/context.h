@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: Apache-2.0
+// Per-lcore state every pipeline stage works on. One LcoreContext per worker lcore, written
+// only by that lcore (the control plane reads counters and last-seen stamps, never writes).
+#pragma once
+
+#include <rte_mbuf.h>
+#include <rte_ring.h>
+
+#include <array>
+#include <cstdint>
+
+#include "dataplane/counters.h"
+#include "dataplane/events.h"
+#include "dataplane/snapshot.h"
+
+namespace ina::pipeline {
+
+inline constexpr uint16_t kMaxBurst = 64;
+inline constexpr uint16_t kMaxRxQueuesPerLcore = 32;
+
+struct RxQueue {
+    uint16_t port;
+    uint16_t queue;
+};
+
+struct TxBuffer {
+    uint16_t count = 0;
+    std::array<rte_mbuf*, kMaxBurst> pkts{};
+};
+
+// Direct-mapped memory of recently reported events, so a flood of packets to one unresolved
+// address or from one unknown MAC sends one event per interval instead of one per packet.
+struct RecentEvents {
+    static constexpr size_t kSlots = 256;
+    std::array<uint64_t, kSlots> key{};
+    std::array<uint64_t, kSlots> tsc{};
+
+    // True (and remembers `k`) if `k` was not reported within `interval` cycles of `now`.
+    bool should_report(uint64_t k, uint64_t now, uint64_t interval) {
+        size_t slot = (k ^ (k >> 17) ^ (k >> 31)) & (kSlots - 1);
+        if (key[slot] == k && now - tsc[slot] < interval) {
+            return false;
+        }
+        key[slot] = k;
+        tsc[slot] = now;
+        return true;
+    }
+};
+
+struct alignas(64) LcoreContext {
+    unsigned lcore_id = 0;
+    uint16_t tx_queue = 0;  // this lcore's TX queue id on every port
+    uint16_t burst_size = 32;
+    uint16_t n_rx = 0;
+    std::array<RxQueue, kMaxRxQueuesPerLcore> rx{};
+
+    uint64_t now_tsc = 0;          // stamped once per loop iteration
+    uint64_t tsc_hz = 0;
+    uint64_t last_rx_tsc = 0;      // read by the control plane for idle-exit
+    uint64_t event_interval_tsc = 0;
+
+    std::array<TxBuffer, dp::kMaxPorts> tx{};
+    // Ports this lcore may transmit on (configured and started). Stage tests leave it false and
+    // inspect `tx` directly instead.
+    std::array<bool, dp::kMaxPorts> tx_enabled{};
+
+    rte_ring* events = nullptr;  // SPSC, to the control plane; may be null in stage tests
+    RecentEvents recent;
+
+    // FDB last-seen TSC stamps indexed by FdbEntry::index (max_fdb_entries long).
+    uint64_t* fdb_seen = nullptr;
+    uint32_t fdb_seen_len = 0;
+
+    dp::LcoreCounters counters;
+};
+
+// Posts an event to the control plane; a full ring loses the event and counts it.
+inline void post_event(LcoreContext& ctx, const dp::Event& ev) {
+    if (ctx.events == nullptr ||
+        rte_ring_sp_enqueue_elem(ctx.events, const_cast<dp::Event*>(&ev), sizeof(dp::Event)) != 0) {
+        ++ctx.counters.events_lost;
+    }
+}
+
+inline void count_drop(LcoreContext& ctx, dp::DropReason reason) {
+    ++ctx.counters.drops[static_cast<size_t>(reason)];
+}
+
+// A batch per outgoing edge of a stage. Edge is an enum class ending in `count`.
+template <typename Edge>
+struct EdgeBatches {
+    static constexpr size_t kEdges = static_cast<size_t>(Edge::count);
+    std::array<uint16_t, kEdges> n{};
+    std::array<std::array<rte_mbuf*, kMaxBurst>, kEdges> pkts;
+
+    void push(Edge e, rte_mbuf* m) {
+        auto i = static_cast<size_t>(e);
+        pkts[i][n[i]++] = m;
+    }
+    uint16_t size(Edge e) const { return n[static_cast<size_t>(e)]; }
+    rte_mbuf** begin(Edge e) { return pkts[static_cast<size_t>(e)].data(); }
+    rte_mbuf* at(Edge e, uint16_t i) const { return pkts[static_cast<size_t>(e)][i]; }
+};
+
+}  // namespace ina::pipeline

@@ -1,0 +1,47 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "pipeline/eth_input.h"
+
+#include <rte_ether.h>
+
+#include "pipeline/l2_bridge.h"
+
+namespace ina::pipeline {
+
+void eth_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n,
+               EdgeBatches<EthEdge>& out) {
+    for (uint16_t i = 0; i < n; ++i) {
+        rte_mbuf* m = pkts[i];
+        if (m->port >= snap.n_ports || rte_pktmbuf_data_len(m) < sizeof(rte_ether_hdr))
+            [[unlikely]] {
+            count_drop(ctx, dp::DropReason::runt);
+            out.push(EthEdge::drop, m);
+            continue;
+        }
+        const auto* eth = rte_pktmbuf_mtod(m, const rte_ether_hdr*);
+        const dp::PortView& pv = snap.ports[m->port];
+        const bool in_group = pv.l2_group != dp::kNoGroup;
+        if (in_group && !rte_is_multicast_ether_addr(&eth->src_addr)) {
+            l2_learn(ctx, snap, eth->src_addr, static_cast<uint16_t>(pv.l2_group), m->port);
+        }
+        const uint16_t type = rte_be_to_cpu_16(eth->ether_type);
+        if (rte_is_same_ether_addr(&eth->dst_addr, &pv.mac)) [[likely]] {
+            if (type == RTE_ETHER_TYPE_IPV4) [[likely]] {
+                out.push(EthEdge::ipv4, m);
+            } else if (type == RTE_ETHER_TYPE_ARP) {
+                out.push(EthEdge::arp, m);
+            } else {
+                count_drop(ctx, dp::DropReason::unsupported_ethertype);
+                out.push(EthEdge::drop, m);
+            }
+        } else if (type == RTE_ETHER_TYPE_ARP && rte_is_broadcast_ether_addr(&eth->dst_addr)) {
+            out.push(EthEdge::arp, m);
+        } else if (in_group) {
+            out.push(EthEdge::bridge, m);
+        } else {
+            count_drop(ctx, dp::DropReason::not_for_us);
+            out.push(EthEdge::drop, m);
+        }
+    }
+}
+
+}  // namespace ina::pipeline

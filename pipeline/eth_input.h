@@ -1,0 +1,21 @@
+// SPDX-License-Identifier: Apache-2.0
+// First stage: classify frames by destination MAC and ethertype.
+#pragma once
+
+#include "pipeline/context.h"
+
+namespace ina::pipeline {
+
+enum class EthEdge : uint8_t {
+    arp,     // ARP to us or broadcast: answer, learn, or bridge
+    ipv4,    // IPv4 to our MAC: route or deliver locally
+    bridge,  // frame on an L2-group port not addressed to us
+    drop,    // reason already counted
+    count
+};
+
+// Ingress port is m->port. Learns source MACs on L2-group ports.
+void eth_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n,
+               EdgeBatches<EthEdge>& out);
+
+}  // namespace ina::pipeline

@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "pipeline/ipv4_forward.h"
+
+#include <rte_ip.h>
+#include <rte_lpm.h>
+
+#include "net/checksum.h"
+#include "pipeline/port_tx.h"
+
+namespace ina::pipeline {
+
+namespace {
+
+constexpr size_t kL2 = sizeof(rte_ether_hdr);
+
+bool martian_source(uint32_t a) {
+    return a == 0 || (a >> 24) == 127 || (a >> 28) == 0xE || a == 0xFFFFFFFF;
+}
+
+bool martian_destination(uint32_t a) {
+    // Multicast is not routed until the BIER multicast service claims it.
+    return (a >> 24) == 0 || (a >> 24) == 127 || (a >> 28) >= 0xE;
+}
+
+void resolve(LcoreContext& ctx, const dp::Snapshot& snap, uint32_t ip, uint16_t port) {
+    const uint64_t key = static_cast<uint64_t>(ip) | static_cast<uint64_t>(port) << 32 |
+                         static_cast<uint64_t>(dp::EventType::resolve_request) << 48;
+    const uint64_t interval = snap.arp_request_interval_ms * ctx.tsc_hz / 1000;
+    if (ctx.recent.should_report(key, ctx.now_tsc, interval)) {
+        dp::Event ev{};
+        ev.type = dp::EventType::resolve_request;
+        ev.ip = ip;
+        ev.port = port;
+        post_event(ctx, ev);
+    }
+}
+
+}  // namespace
+
+dp::DropReason ipv4_check(const rte_mbuf* m) {
+    if (rte_pktmbuf_data_len(m) < kL2 + sizeof(rte_ipv4_hdr)) {
+        return dp::DropReason::ipv4_malformed;
+    }
+    const auto* ip = rte_pktmbuf_mtod_offset(m, const rte_ipv4_hdr*, kL2);
+    const uint32_t ihl = (ip->version_ihl & 0x0f) * 4u;
+    const uint32_t total = rte_be_to_cpu_16(ip->total_length);
+    if ((ip->version_ihl >> 4) != 4 || ihl < sizeof(rte_ipv4_hdr) || total < ihl ||
+        kL2 + ihl > rte_pktmbuf_data_len(m) || kL2 + total > rte_pktmbuf_pkt_len(m)) {
+        return dp::DropReason::ipv4_malformed;
+    }
+    const uint64_t ck = m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK;
+    if (ck == RTE_MBUF_F_RX_IP_CKSUM_BAD) {
+        return dp::DropReason::ipv4_bad_checksum;
+    }
+    if (ck != RTE_MBUF_F_RX_IP_CKSUM_GOOD && net::ones_complement_sum(ip, ihl) != 0xffff) {
+        return dp::DropReason::ipv4_bad_checksum;
+    }
+    return dp::DropReason::count;
+}
+
+void ipv4_forward(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n,
+                  EdgeBatches<Ipv4Edge>& out) {
+    // One bulk LPM lookup for the burst: it overlaps the table's cache misses across packets.
+    uint32_t dst[kMaxBurst];
+    uint32_t hop[kMaxBurst];
+    dp::DropReason verdict[kMaxBurst];
+    for (uint16_t i = 0; i < n; ++i) {
+        verdict[i] = ipv4_check(pkts[i]);
+        const auto* ip = rte_pktmbuf_mtod_offset(pkts[i], const rte_ipv4_hdr*, kL2);
+        dst[i] = verdict[i] == dp::DropReason::count ? rte_be_to_cpu_32(ip->dst_addr) : 0;
+    }
+    rte_lpm_lookup_bulk(snap.lpm, dst, hop, n);
+
+    for (uint16_t i = 0; i < n; ++i) {
+        rte_mbuf* m = pkts[i];
+        if (verdict[i] != dp::DropReason::count) [[unlikely]] {
+            count_drop(ctx, verdict[i]);
+            out.push(Ipv4Edge::drop, m);
+            continue;
+        }
+        auto* eth = rte_pktmbuf_mtod(m, rte_ether_hdr*);
+        auto* ip = reinterpret_cast<rte_ipv4_hdr*>(eth + 1);
+        if (martian_source(rte_be_to_cpu_32(ip->src_addr)) || martian_destination(dst[i]))
+            [[unlikely]] {
+            count_drop(ctx, dp::DropReason::ipv4_martian);
+            out.push(Ipv4Edge::drop, m);
+            continue;
+        }
+        if (!(hop[i] & RTE_LPM_LOOKUP_SUCCESS)) [[unlikely]] {
+            count_drop(ctx, dp::DropReason::no_route);
+            out.push(Ipv4Edge::drop, m);
+            continue;
+        }
+        const dp::NextHop& nh = snap.nexthops[hop[i] & 0x00ffffff];
+        if (nh.kind == dp::NextHopKind::local) {
+            out.push(Ipv4Edge::local, m);
+            continue;
+        }
+        if (ip->time_to_live <= 1) [[unlikely]] {
+            count_drop(ctx, dp::DropReason::ttl_exceeded);
+            out.push(Ipv4Edge::drop, m);
+            continue;
+        }
+        const uint32_t next = nh.kind == dp::NextHopKind::gateway ? nh.gateway : dst[i];
+        const dp::Neighbour* nb = snap.neighbour(next);
+        if (nb == nullptr) [[unlikely]] {
+            resolve(ctx, snap, next, nh.port);
+            count_drop(ctx, dp::DropReason::neighbour_unresolved);
+            out.push(Ipv4Edge::drop, m);
+            continue;
+        }
+        if (rte_be_to_cpu_16(ip->total_length) > snap.ports[nb->port].mtu) [[unlikely]] {
+            count_drop(ctx, dp::DropReason::mtu_exceeded);
+            out.push(Ipv4Edge::drop, m);
+            continue;
+        }
+        // TTL shares a 16-bit checksum word with the protocol field.
+        const uint16_t old_word = static_cast<uint16_t>(rte_cpu_to_be_16(
+            static_cast<uint16_t>(ip->time_to_live << 8 | ip->next_proto_id)));
+        --ip->time_to_live;
+        const uint16_t new_word = static_cast<uint16_t>(rte_cpu_to_be_16(
+            static_cast<uint16_t>(ip->time_to_live << 8 | ip->next_proto_id)));
+        ip->hdr_checksum = net::checksum_update16(ip->hdr_checksum, old_word, new_word);
+        eth->dst_addr = nb->mac;
+        eth->src_addr = snap.ports[nb->port].mac;
+        ++ctx.counters.routed;
+        tx_enqueue(ctx, nb->port, m);
+    }
+}
+
+}  // namespace ina::pipeline

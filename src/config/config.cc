@@ -1,0 +1,737 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "config/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <charconv>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace ina::config {
+
+const PortConfig* Config::find_port(std::string_view name) const {
+    for (const auto& p : ports) {
+        if (p.name == name) {
+            return &p;
+        }
+    }
+    return nullptr;
+}
+
+int Config::port_index(std::string_view name) const {
+    for (size_t i = 0; i < ports.size(); ++i) {
+        if (ports[i].name == name) {
+            return static_cast<int>(i);
+        }
+    }
+    return -1;
+}
+
+std::string Error::str() const {
+    std::ostringstream os;
+    os << file;
+    if (mark.line > 0) {
+        os << ':' << mark.line << ':' << mark.column;
+    }
+    os << ": " << message;
+    return os.str();
+}
+
+std::string LoadResult::error_text() const {
+    std::string out;
+    for (const auto& e : errors) {
+        out += e.str();
+        out += '\n';
+    }
+    return out;
+}
+
+namespace {
+
+Mark mark_of(const YAML::Node& n) {
+    auto m = n.Mark();
+    if (m.line < 0) {
+        return {};
+    }
+    return Mark{m.line + 1, m.column + 1};
+}
+
+// Walks a YAML document, collecting every error rather than stopping at the first, so an
+// operator fixes a file in one pass.
+class Reader {
+public:
+    Reader(std::string file, std::vector<Error>& errors) : file_(std::move(file)), errors_(errors) {}
+
+    void error(Mark m, std::string message) { errors_.push_back({file_, m, std::move(message)}); }
+    void error(const YAML::Node& n, std::string message) { error(mark_of(n), std::move(message)); }
+
+    bool expect_map(const YAML::Node& n, const std::string& what) {
+        if (!n.IsMap()) {
+            error(n, "expected " + what + " (a mapping)");
+            return false;
+        }
+        return true;
+    }
+
+    bool expect_seq(const YAML::Node& n, const std::string& what) {
+        if (!n.IsSequence()) {
+            error(n, "expected " + what + " (a list)");
+            return false;
+        }
+        return true;
+    }
+
+    // Reject keys outside `allowed`; keys are snake_case and a kebab-case spelling gets a hint.
+    void check_keys(const YAML::Node& map, std::initializer_list<std::string_view> allowed,
+                    const std::string& where) {
+        for (auto it = map.begin(); it != map.end(); ++it) {
+            if (!it->first.IsScalar()) {
+                error(it->first, "expected a key name in " + where);
+                continue;
+            }
+            const auto key = it->first.Scalar();
+            if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) {
+                continue;
+            }
+            std::string message = "unknown key '" + key + "' in " + where;
+            std::string snake = key;
+            std::replace(snake.begin(), snake.end(), '-', '_');
+            if (snake != key && std::find(allowed.begin(), allowed.end(), snake) != allowed.end()) {
+                message += "; keys are snake_case: did you mean '" + snake + "'?";
+            } else {
+                message += "; expected one of:";
+                for (auto a : allowed) {
+                    message += ' ';
+                    message += a;
+                }
+            }
+            error(it->first, message);
+        }
+    }
+
+    bool scalar(const YAML::Node& n, const std::string& what, std::string& out) {
+        if (!n.IsScalar()) {
+            error(n, "expected " + what + " (a scalar)");
+            return false;
+        }
+        out = n.Scalar();
+        return true;
+    }
+
+    template <typename T>
+    bool uint_value(const YAML::Node& n, const std::string& what, T& out, uint64_t min,
+                    uint64_t max) {
+        std::string s;
+        if (!scalar(n, what, s)) {
+            return false;
+        }
+        uint64_t v = 0;
+        auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+        if (s.empty() || ec != std::errc{} || ptr != s.data() + s.size() || v < min || v > max) {
+            error(n, "expected " + what + ": an integer from " + std::to_string(min) + " to " +
+                         std::to_string(max) + ", got '" + s + "'");
+            return false;
+        }
+        out = static_cast<T>(v);
+        return true;
+    }
+
+    bool bool_value(const YAML::Node& n, const std::string& what, bool& out) {
+        std::string s;
+        if (!scalar(n, what, s)) {
+            return false;
+        }
+        if (s == "true") {
+            out = true;
+        } else if (s == "false") {
+            out = false;
+        } else {
+            error(n, "expected " + what + ": true or false, got '" + s + "'");
+            return false;
+        }
+        return true;
+    }
+
+    bool string_value(const YAML::Node& n, const std::string& what, std::string& out,
+                      bool allow_empty = false) {
+        if (!scalar(n, what, out)) {
+            return false;
+        }
+        if (!allow_empty && out.empty()) {
+            error(n, "expected " + what + ", got an empty string");
+            return false;
+        }
+        return true;
+    }
+
+    template <typename T, typename Parse>
+    bool parsed(const YAML::Node& n, const std::string& what, T& out, Parse parse) {
+        std::string s;
+        if (!scalar(n, what, s)) {
+            return false;
+        }
+        auto v = parse(s);
+        if (!v) {
+            error(n, "expected " + what + ", got '" + s + "'");
+            return false;
+        }
+        out = *v;
+        return true;
+    }
+
+    // Calls `fn(value)` when `key` is present in `map`.
+    void optional(const YAML::Node& map, const char* key,
+                  const std::function<void(const YAML::Node&)>& fn) {
+        const YAML::Node v = map[key];
+        if (v.IsDefined()) {
+            fn(v);
+        }
+    }
+
+    bool required(const YAML::Node& map, const char* key, const std::string& where,
+                  const std::function<void(const YAML::Node&)>& fn) {
+        const YAML::Node v = map[key];
+        if (!v.IsDefined()) {
+            error(map, "missing key '" + std::string(key) + "' in " + where);
+            return false;
+        }
+        fn(v);
+        return true;
+    }
+
+private:
+    std::string file_;
+    std::vector<Error>& errors_;
+};
+
+bool valid_name(const std::string& s) {
+    if (s.empty() || s.size() > 32) {
+        return false;
+    }
+    return std::all_of(s.begin(), s.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               c == '_' || c == '-' || c == '.';
+    });
+}
+
+void read_port(Reader& r, const YAML::Node& n, PortConfig& p) {
+    p.mark = mark_of(n);
+    if (!r.expect_map(n, "a port")) {
+        return;
+    }
+    r.check_keys(n,
+                 {"name", "devargs", "rx_queues", "rx_descriptors", "tx_descriptors", "mac", "mtu",
+                  "promiscuous", "ipv4", "l2_group"},
+                 "a port");
+    r.required(n, "name", "a port", [&](const YAML::Node& v) {
+        if (r.string_value(v, "a port name", p.name) && !valid_name(p.name)) {
+            r.error(v, "expected a port name of 1-32 letters, digits, '_', '-' or '.', got '" +
+                           p.name + "'");
+        }
+    });
+    r.required(n, "devargs", "a port", [&](const YAML::Node& v) {
+        r.string_value(v, "devargs: a PCI address or a vdev string", p.devargs);
+    });
+    r.optional(n, "rx_queues", [&](const YAML::Node& v) {
+        r.uint_value(v, "rx_queues", p.rx_queues, 1, 64);
+    });
+    r.optional(n, "rx_descriptors", [&](const YAML::Node& v) {
+        r.uint_value(v, "rx_descriptors", p.rx_descriptors, 32, 32768);
+    });
+    r.optional(n, "tx_descriptors", [&](const YAML::Node& v) {
+        r.uint_value(v, "tx_descriptors", p.tx_descriptors, 32, 32768);
+    });
+    r.optional(n, "mac", [&](const YAML::Node& v) {
+        net::MacAddr mac;
+        if (r.parsed(v, "a MAC address like 02:00:00:00:00:01", mac, net::MacAddr::parse)) {
+            if (mac.is_multicast() || mac.is_zero()) {
+                r.error(v, "expected a unicast, non-zero MAC address, got '" + mac.str() + "'");
+            }
+            p.mac = mac;
+        }
+    });
+    r.optional(n, "mtu", [&](const YAML::Node& v) { r.uint_value(v, "mtu", p.mtu, 68, 9600); });
+    r.optional(n, "promiscuous",
+               [&](const YAML::Node& v) { r.bool_value(v, "promiscuous", p.promiscuous); });
+    r.optional(n, "ipv4", [&](const YAML::Node& v) {
+        if (!r.expect_seq(v, "a list of interface addresses like 10.0.1.1/24")) {
+            return;
+        }
+        for (const auto& a : v) {
+            net::Ipv4Prefix prefix;
+            if (r.parsed(a, "an interface address like 10.0.1.1/24", prefix,
+                         net::Ipv4Prefix::parse)) {
+                if (prefix.length == 0) {
+                    r.error(a, "expected a prefix length from 1 to 32");
+                } else if (prefix.length < 31 && (prefix.addr.value == prefix.network() ||
+                                                  prefix.addr.value == prefix.broadcast())) {
+                    r.error(a, "expected a host address, got the network or broadcast address '" +
+                                   prefix.str() + "'");
+                } else {
+                    p.ipv4.push_back(prefix);
+                }
+            }
+        }
+    });
+    r.optional(n, "l2_group", [&](const YAML::Node& v) {
+        if (r.string_value(v, "an L2 group name", p.l2_group) && !valid_name(p.l2_group)) {
+            r.error(v, "expected an L2 group name of 1-32 letters, digits, '_', '-' or '.'");
+        }
+    });
+}
+
+void read_lcore(Reader& r, const YAML::Node& n, LcoreConfig& l) {
+    l.mark = mark_of(n);
+    if (!r.expect_map(n, "an lcore")) {
+        return;
+    }
+    r.check_keys(n, {"lcore", "rx"}, "an lcore");
+    r.required(n, "lcore", "an lcore",
+               [&](const YAML::Node& v) { r.uint_value(v, "an lcore id", l.lcore, 0, 1023); });
+    r.required(n, "rx", "an lcore", [&](const YAML::Node& v) {
+        if (!r.expect_seq(v, "a list of {port, queue}")) {
+            return;
+        }
+        for (const auto& q : v) {
+            RxQueueRef ref;
+            ref.mark = mark_of(q);
+            if (!r.expect_map(q, "an RX queue {port: NAME, queue: N}")) {
+                continue;
+            }
+            r.check_keys(q, {"port", "queue"}, "an RX queue");
+            r.required(q, "port", "an RX queue",
+                       [&](const YAML::Node& x) { r.string_value(x, "a port name", ref.port); });
+            r.optional(q, "queue",
+                       [&](const YAML::Node& x) { r.uint_value(x, "a queue id", ref.queue, 0, 63); });
+            l.rx.push_back(ref);
+        }
+    });
+}
+
+void read_route(Reader& r, const YAML::Node& n, RouteConfig& rt) {
+    rt.mark = mark_of(n);
+    if (!r.expect_map(n, "a route")) {
+        return;
+    }
+    r.check_keys(n, {"prefix", "via", "port"}, "a route");
+    r.required(n, "prefix", "a route", [&](const YAML::Node& v) {
+        if (r.parsed(v, "a prefix like 10.0.3.0/24", rt.prefix, net::Ipv4Prefix::parse) &&
+            rt.prefix.addr.value != rt.prefix.network()) {
+            net::Ipv4Prefix fixed{net::Ipv4Addr{rt.prefix.network()}, rt.prefix.length};
+            r.error(v, "expected a network address with no host bits set; did you mean '" +
+                           fixed.str() + "'?");
+        }
+    });
+    r.optional(n, "via", [&](const YAML::Node& v) {
+        net::Ipv4Addr a;
+        if (r.parsed(v, "a gateway address like 10.0.2.2", a, net::Ipv4Addr::parse)) {
+            rt.via = a;
+        }
+    });
+    r.optional(n, "port",
+               [&](const YAML::Node& v) { r.string_value(v, "an egress port name", rt.port); });
+    if (!rt.via && rt.port.empty()) {
+        r.error(n, "expected 'via' (a gateway) or 'port' (a device route) in a route");
+    }
+}
+
+void read_neighbour(Reader& r, const YAML::Node& n, NeighbourConfig& nb) {
+    nb.mark = mark_of(n);
+    if (!r.expect_map(n, "a neighbour")) {
+        return;
+    }
+    r.check_keys(n, {"ip", "mac", "port"}, "a neighbour");
+    r.required(n, "ip", "a neighbour", [&](const YAML::Node& v) {
+        r.parsed(v, "an IPv4 address", nb.ip, net::Ipv4Addr::parse);
+    });
+    r.required(n, "mac", "a neighbour", [&](const YAML::Node& v) {
+        if (r.parsed(v, "a MAC address like 02:00:00:00:00:01", nb.mac, net::MacAddr::parse) &&
+            (nb.mac.is_multicast() || nb.mac.is_zero())) {
+            r.error(v, "expected a unicast, non-zero MAC address");
+        }
+    });
+    r.required(n, "port", "a neighbour",
+               [&](const YAML::Node& v) { r.string_value(v, "a port name", nb.port); });
+}
+
+bool parse_listen(const std::string& s) {
+    if (s.empty()) {
+        return true;
+    }
+    auto colon = s.rfind(':');
+    if (colon == std::string::npos || colon == 0) {
+        return false;
+    }
+    unsigned port = 0;
+    auto ps = s.substr(colon + 1);
+    auto [ptr, ec] = std::from_chars(ps.data(), ps.data() + ps.size(), port);
+    return ec == std::errc{} && ptr == ps.data() + ps.size() && port > 0 && port < 65536;
+}
+
+void read_document(Reader& r, const YAML::Node& root, Config& c) {
+    if (!r.expect_map(root, "a configuration document")) {
+        return;
+    }
+    r.check_keys(root,
+                 {"version", "eal", "mempool", "ports", "lcores", "dataplane", "routes",
+                  "neighbours", "l2", "arp", "control"},
+                 "the top level");
+    r.required(root, "version", "the top level", [&](const YAML::Node& v) {
+        r.uint_value(v, "version (this build reads version 1)", c.version, 1, 1);
+    });
+    r.optional(root, "eal", [&](const YAML::Node& v) {
+        if (!r.expect_map(v, "eal settings")) {
+            return;
+        }
+        r.check_keys(v, {"args"}, "eal");
+        r.optional(v, "args", [&](const YAML::Node& a) {
+            if (!r.expect_seq(a, "a list of EAL arguments")) {
+                return;
+            }
+            for (const auto& x : a) {
+                std::string s;
+                if (r.string_value(x, "an EAL argument", s)) {
+                    c.eal_args.push_back(s);
+                }
+            }
+        });
+    });
+    r.optional(root, "mempool", [&](const YAML::Node& v) {
+        if (!r.expect_map(v, "mempool settings")) {
+            return;
+        }
+        r.check_keys(v, {"mbufs", "cache_size", "data_room"}, "mempool");
+        r.optional(v, "mbufs", [&](const YAML::Node& x) {
+            r.uint_value(x, "mbufs", c.mempool.mbufs, 1023, 16u << 20);
+        });
+        r.optional(v, "cache_size", [&](const YAML::Node& x) {
+            r.uint_value(x, "cache_size", c.mempool.cache_size, 0, 512);
+        });
+        r.optional(v, "data_room", [&](const YAML::Node& x) {
+            r.uint_value(x, "data_room", c.mempool.data_room, 256, 65535);
+        });
+    });
+    r.required(root, "ports", "the top level", [&](const YAML::Node& v) {
+        if (!r.expect_seq(v, "a list of ports")) {
+            return;
+        }
+        for (const auto& p : v) {
+            PortConfig port;
+            read_port(r, p, port);
+            c.ports.push_back(std::move(port));
+        }
+    });
+    r.optional(root, "lcores", [&](const YAML::Node& v) {
+        if (!r.expect_seq(v, "a list of lcores")) {
+            return;
+        }
+        for (const auto& l : v) {
+            LcoreConfig lc;
+            read_lcore(r, l, lc);
+            c.lcores.push_back(std::move(lc));
+        }
+    });
+    r.optional(root, "dataplane", [&](const YAML::Node& v) {
+        if (!r.expect_map(v, "dataplane settings")) {
+            return;
+        }
+        r.check_keys(v, {"burst_size", "tx_drain_us", "idle_sleep_us", "idle_loops_before_sleep"},
+                     "dataplane");
+        auto& d = c.dataplane;
+        r.optional(v, "burst_size",
+                   [&](const YAML::Node& x) { r.uint_value(x, "burst_size", d.burst_size, 1, 64); });
+        r.optional(v, "tx_drain_us", [&](const YAML::Node& x) {
+            r.uint_value(x, "tx_drain_us", d.tx_drain_us, 1, 1000000);
+        });
+        r.optional(v, "idle_sleep_us", [&](const YAML::Node& x) {
+            r.uint_value(x, "idle_sleep_us", d.idle_sleep_us, 0, 100000);
+        });
+        r.optional(v, "idle_loops_before_sleep", [&](const YAML::Node& x) {
+            r.uint_value(x, "idle_loops_before_sleep", d.idle_loops_before_sleep, 1, 1u << 30);
+        });
+    });
+    r.optional(root, "routes", [&](const YAML::Node& v) {
+        if (!r.expect_seq(v, "a list of routes")) {
+            return;
+        }
+        for (const auto& x : v) {
+            RouteConfig rt;
+            read_route(r, x, rt);
+            c.routes.push_back(std::move(rt));
+        }
+    });
+    r.optional(root, "neighbours", [&](const YAML::Node& v) {
+        if (!r.expect_seq(v, "a list of neighbours")) {
+            return;
+        }
+        for (const auto& x : v) {
+            NeighbourConfig nb;
+            read_neighbour(r, x, nb);
+            c.neighbours.push_back(std::move(nb));
+        }
+    });
+    r.optional(root, "l2", [&](const YAML::Node& v) {
+        if (!r.expect_map(v, "l2 settings")) {
+            return;
+        }
+        r.check_keys(v, {"mac_ageing_s", "max_fdb_entries"}, "l2");
+        r.optional(v, "mac_ageing_s", [&](const YAML::Node& x) {
+            r.uint_value(x, "mac_ageing_s", c.l2.mac_ageing_s, 1, 1000000);
+        });
+        r.optional(v, "max_fdb_entries", [&](const YAML::Node& x) {
+            r.uint_value(x, "max_fdb_entries", c.l2.max_fdb_entries, 16, 1u << 20);
+        });
+    });
+    r.optional(root, "arp", [&](const YAML::Node& v) {
+        if (!r.expect_map(v, "arp settings")) {
+            return;
+        }
+        r.check_keys(v, {"neighbour_timeout_s", "request_interval_ms", "max_neighbours"}, "arp");
+        r.optional(v, "neighbour_timeout_s", [&](const YAML::Node& x) {
+            r.uint_value(x, "neighbour_timeout_s", c.arp.neighbour_timeout_s, 10, 1000000);
+        });
+        r.optional(v, "request_interval_ms", [&](const YAML::Node& x) {
+            r.uint_value(x, "request_interval_ms", c.arp.request_interval_ms, 10, 600000);
+        });
+        r.optional(v, "max_neighbours", [&](const YAML::Node& x) {
+            r.uint_value(x, "max_neighbours", c.arp.max_neighbours, 16, 1u << 20);
+        });
+    });
+    r.optional(root, "control", [&](const YAML::Node& v) {
+        if (!r.expect_map(v, "control settings")) {
+            return;
+        }
+        r.check_keys(v, {"listen"}, "control");
+        r.optional(v, "listen", [&](const YAML::Node& x) {
+            if (r.string_value(x, "a listen address", c.control.listen, true) &&
+                !parse_listen(c.control.listen)) {
+                r.error(x, "expected a listen address HOST:PORT like 127.0.0.1:9464, or \"\" to "
+                           "disable");
+            }
+        });
+    });
+}
+
+// Cross-references: names resolve, queues are polled once, addresses do not collide.
+void validate(Reader& r, const Config& c) {
+    std::set<std::string> names;
+    std::map<std::string, std::set<std::string>> groups;
+    for (const auto& p : c.ports) {
+        if (!p.name.empty() && !names.insert(p.name).second) {
+            r.error(p.mark, "duplicate port name '" + p.name + "'");
+        }
+        if (!p.l2_group.empty()) {
+            groups[p.l2_group].insert(p.name);
+        }
+    }
+    for (const auto& [g, members] : groups) {
+        if (members.size() < 2) {
+            r.error(c.find_port(*members.begin())->mark,
+                    "L2 group '" + g + "' has one port; expected at least two ports per group");
+        }
+    }
+    // Connected prefixes may overlap only inside one L2 group (a bridged segment).
+    for (size_t i = 0; i < c.ports.size(); ++i) {
+        for (size_t j = i; j < c.ports.size(); ++j) {
+            const auto& a = c.ports[i];
+            const auto& b = c.ports[j];
+            for (size_t x = 0; x < a.ipv4.size(); ++x) {
+                for (size_t y = (i == j ? x + 1 : 0); y < b.ipv4.size(); ++y) {
+                    const auto& pa = a.ipv4[x];
+                    const auto& pb = b.ipv4[y];
+                    if (pa.addr == pb.addr) {
+                        r.error(b.mark, "address " + pb.addr.str() + " on port '" + b.name +
+                                            "' is already used on port '" + a.name + "'");
+                        continue;
+                    }
+                    bool overlap = pa.contains(pb.addr) || pb.contains(pa.addr);
+                    bool same_segment = i == j || (!a.l2_group.empty() && a.l2_group == b.l2_group);
+                    if (overlap && !same_segment) {
+                        r.error(b.mark, "prefix " + pb.str() + " on port '" + b.name +
+                                            "' overlaps " + pa.str() + " on port '" + a.name +
+                                            "'; expected distinct subnets on routed ports");
+                    }
+                }
+            }
+        }
+    }
+
+    std::set<unsigned> lcore_ids;
+    std::set<std::pair<std::string, uint16_t>> polled;
+    for (const auto& l : c.lcores) {
+        if (!lcore_ids.insert(l.lcore).second) {
+            r.error(l.mark, "lcore " + std::to_string(l.lcore) + " is listed twice");
+        }
+        for (const auto& q : l.rx) {
+            const auto* p = c.find_port(q.port);
+            if (p == nullptr) {
+                r.error(q.mark, "unknown port '" + q.port + "'; expected a name from 'ports'");
+                continue;
+            }
+            if (q.queue >= p->rx_queues) {
+                r.error(q.mark, "port '" + q.port + "' has " + std::to_string(p->rx_queues) +
+                                    " RX queue(s); expected a queue from 0 to " +
+                                    std::to_string(p->rx_queues - 1));
+                continue;
+            }
+            if (!polled.insert({q.port, q.queue}).second) {
+                r.error(q.mark, "port '" + q.port + "' queue " + std::to_string(q.queue) +
+                                    " is polled by more than one lcore");
+            }
+        }
+    }
+    if (!c.lcores.empty()) {
+        for (const auto& p : c.ports) {
+            for (uint16_t q = 0; q < p.rx_queues; ++q) {
+                if (!polled.count({p.name, q})) {
+                    r.error(p.mark, "port '" + p.name + "' queue " + std::to_string(q) +
+                                        " is polled by no lcore; expected it in some lcore's rx list");
+                }
+            }
+        }
+    }
+
+    auto connected_port = [&](net::Ipv4Addr a) -> const PortConfig* {
+        for (const auto& p : c.ports) {
+            for (const auto& pfx : p.ipv4) {
+                if (pfx.contains(a)) {
+                    return &p;
+                }
+            }
+        }
+        return nullptr;
+    };
+    std::set<net::Ipv4Prefix> prefixes;
+    for (const auto& rt : c.routes) {
+        if (!rt.port.empty() && c.find_port(rt.port) == nullptr) {
+            r.error(rt.mark, "unknown port '" + rt.port + "' in route " + rt.prefix.str());
+        }
+        if (rt.via && rt.port.empty() && connected_port(*rt.via) == nullptr) {
+            r.error(rt.mark, "gateway " + rt.via->str() + " of route " + rt.prefix.str() +
+                                 " is in no connected subnet; expected it inside a port's ipv4 "
+                                 "prefix, or an explicit 'port'");
+        }
+        if (!prefixes.insert(rt.prefix).second) {
+            r.error(rt.mark, "duplicate route " + rt.prefix.str());
+        }
+    }
+    std::set<net::Ipv4Addr> neighbour_ips;
+    for (const auto& nb : c.neighbours) {
+        if (c.find_port(nb.port) == nullptr) {
+            r.error(nb.mark, "unknown port '" + nb.port + "' for neighbour " + nb.ip.str());
+        }
+        if (!neighbour_ips.insert(nb.ip).second) {
+            r.error(nb.mark, "duplicate neighbour " + nb.ip.str());
+        }
+    }
+}
+
+LoadResult finish(Config c, std::vector<Error> errors, const std::string& source) {
+    LoadResult result;
+    if (errors.empty()) {
+        Reader r(source, errors);
+        validate(r, c);
+    }
+    if (errors.empty()) {
+        c.source = source;
+        result.config = std::move(c);
+    }
+    result.errors = std::move(errors);
+    return result;
+}
+
+LoadResult load_node(const YAML::Node& root, const std::string& source) {
+    std::vector<Error> errors;
+    Config c;
+    Reader r(source, errors);
+    read_document(r, root, c);
+    return finish(std::move(c), std::move(errors), source);
+}
+
+LoadResult parse_failure(const YAML::Exception& e, const std::string& source) {
+    LoadResult result;
+    Mark m = e.mark.line >= 0 ? Mark{e.mark.line + 1, e.mark.column + 1} : Mark{};
+    result.errors.push_back({source, m, "YAML syntax error: " + e.msg});
+    return result;
+}
+
+}  // namespace
+
+LoadResult load_string(const std::string& yaml, const std::string& source_name) {
+    try {
+        return load_node(YAML::Load(yaml), source_name);
+    } catch (const YAML::Exception& e) {
+        return parse_failure(e, source_name);
+    }
+}
+
+LoadResult load_file(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) {
+        LoadResult result;
+        result.errors.push_back({path, {}, "cannot open file"});
+        return result;
+    }
+    std::stringstream buf;
+    buf << in.rdbuf();
+    return load_string(buf.str(), path);
+}
+
+std::vector<Error> validate(const Config& cfg) {
+    std::vector<Error> errors;
+    Reader r(cfg.source.empty() ? "api" : cfg.source, errors);
+    validate(r, cfg);
+    return errors;
+}
+
+std::vector<std::string> restart_required(const Config& running, const Config& next) {
+    std::vector<std::string> reasons;
+    if (running.eal_args != next.eal_args) {
+        reasons.push_back("eal.args changed");
+    }
+    if (running.mempool.mbufs != next.mempool.mbufs ||
+        running.mempool.cache_size != next.mempool.cache_size ||
+        running.mempool.data_room != next.mempool.data_room) {
+        reasons.push_back("mempool changed");
+    }
+    if (running.ports.size() != next.ports.size()) {
+        reasons.push_back("the set of ports changed");
+    } else {
+        for (size_t i = 0; i < running.ports.size(); ++i) {
+            const auto& a = running.ports[i];
+            const auto& b = next.ports[i];
+            if (a.name != b.name || a.devargs != b.devargs || a.rx_queues != b.rx_queues ||
+                a.rx_descriptors != b.rx_descriptors || a.tx_descriptors != b.tx_descriptors ||
+                a.mac != b.mac || a.mtu != b.mtu || a.promiscuous != b.promiscuous) {
+                reasons.push_back("port '" + a.name + "' hardware settings changed");
+            }
+        }
+    }
+    auto lcore_key = [](const Config& c) {
+        std::vector<std::tuple<unsigned, std::string, uint16_t>> v;
+        for (const auto& l : c.lcores) {
+            for (const auto& q : l.rx) {
+                v.emplace_back(l.lcore, q.port, q.queue);
+            }
+        }
+        return v;
+    };
+    if (lcore_key(running) != lcore_key(next)) {
+        reasons.push_back("lcores changed");
+    }
+    if (running.control.listen != next.control.listen) {
+        reasons.push_back("control.listen changed");
+    }
+    if (running.l2.max_fdb_entries != next.l2.max_fdb_entries ||
+        running.arp.max_neighbours != next.arp.max_neighbours) {
+        reasons.push_back("table sizes changed");
+    }
+    return reasons;
+}
+
+}  // namespace ina::config

@@ -1,0 +1,137 @@
+// SPDX-License-Identifier: Apache-2.0
+// The switch's configuration as plain values, and the YAML loader that produces it.
+// Pure code: no DPDK state. Every error names file:line:col and what was expected; loading
+// either returns a complete, validated Config or errors and nothing else.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "net/addr.h"
+
+namespace ina::config {
+
+// Where a value came from, so later (semantic) errors can point at it.
+struct Mark {
+    int line = 0;    // 1-based; 0 = unknown (built by API, not from a file)
+    int column = 0;  // 1-based
+};
+
+struct PortConfig {
+    std::string name;
+    std::string devargs;  // PCI address ("0000:3b:00.0") or vdev string ("net_null0,no-rx=1")
+    uint16_t rx_queues = 1;
+    uint16_t rx_descriptors = 1024;
+    uint16_t tx_descriptors = 1024;
+    std::optional<net::MacAddr> mac;  // override the port's own MAC
+    uint16_t mtu = 1500;
+    bool promiscuous = true;
+    std::vector<net::Ipv4Prefix> ipv4;  // interface addresses
+    std::string l2_group;               // empty: routed port only
+    Mark mark;
+};
+
+struct RxQueueRef {
+    std::string port;
+    uint16_t queue = 0;
+    Mark mark;
+};
+
+struct LcoreConfig {
+    unsigned lcore = 0;
+    std::vector<RxQueueRef> rx;
+    Mark mark;
+};
+
+struct MempoolConfig {
+    uint32_t mbufs = 8191;
+    uint32_t cache_size = 256;
+    uint16_t data_room = 2176;  // RTE_MBUF_DEFAULT_BUF_SIZE
+};
+
+struct DataplaneConfig {
+    uint16_t burst_size = 32;
+    uint32_t tx_drain_us = 100;
+    // Idle back-off: after idle_loops_before_sleep empty polls, sleep idle_sleep_us per loop.
+    // 0 disables it (pure polling, lowest latency).
+    uint32_t idle_sleep_us = 0;
+    uint32_t idle_loops_before_sleep = 256;
+};
+
+struct RouteConfig {
+    net::Ipv4Prefix prefix;
+    std::optional<net::Ipv4Addr> via;  // gateway; resolved to a port through a connected prefix
+    std::string port;                  // device route (no gateway) or explicit egress port
+    Mark mark;
+};
+
+struct NeighbourConfig {
+    net::Ipv4Addr ip;
+    net::MacAddr mac;
+    std::string port;
+    Mark mark;
+};
+
+struct L2Config {
+    uint32_t mac_ageing_s = 300;
+    uint32_t max_fdb_entries = 4096;
+};
+
+struct ArpConfig {
+    uint32_t neighbour_timeout_s = 1200;  // learned entries are re-resolved before this passes
+    uint32_t request_interval_ms = 1000;  // at most one request per unresolved address per interval
+    uint32_t max_neighbours = 4096;
+};
+
+struct ControlConfig {
+    std::string listen = "127.0.0.1:9464";  // HTTP: /metrics and /api/v1; "" disables it
+};
+
+struct Config {
+    int version = 1;
+    std::string source;  // file name the config was read from, for error messages
+    std::vector<std::string> eal_args;
+    MempoolConfig mempool;
+    std::vector<PortConfig> ports;
+    std::vector<LcoreConfig> lcores;
+    DataplaneConfig dataplane;
+    std::vector<RouteConfig> routes;
+    std::vector<NeighbourConfig> neighbours;
+    L2Config l2;
+    ArpConfig arp;
+    ControlConfig control;
+
+    const PortConfig* find_port(std::string_view name) const;
+    int port_index(std::string_view name) const;  // -1 if absent
+};
+
+struct Error {
+    std::string file;
+    Mark mark;
+    std::string message;  // "expected ..." or what is wrong
+    std::string str() const;  // "file:line:col: message"
+};
+
+struct LoadResult {
+    std::optional<Config> config;
+    std::vector<Error> errors;  // empty iff config is set
+    bool ok() const { return config.has_value(); }
+    std::string error_text() const;  // one error per line
+};
+
+// Parse and validate. `source_name` is used in error messages.
+LoadResult load_file(const std::string& path);
+LoadResult load_string(const std::string& yaml, const std::string& source_name);
+
+// Cross-reference checks (names resolve, queues polled once, subnets distinct) for a Config
+// assembled in code, e.g. by the control API. Marks in the errors are those the values carry.
+std::vector<Error> validate(const Config& cfg);
+
+// Fields a running switch cannot change without a restart (EAL, ports' devargs and queues,
+// lcores, mempool). Returns a human-readable reason for each difference; empty if a reload of
+// `next` over `running` is allowed.
+std::vector<std::string> restart_required(const Config& running, const Config& next);
+
+}  // namespace ina::config

@@ -1,0 +1,541 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "control/control_plane.h"
+
+#include <rte_arp.h>
+#include <rte_cycles.h>
+#include <rte_log.h>
+#include <rte_mbuf.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace ina::control {
+
+namespace {
+
+uint64_t mac_key(const uint8_t* mac) {
+    uint64_t k = 0;
+    std::memcpy(&k, mac, 6);
+    return k;
+}
+
+rte_ether_addr mac_of_key(uint64_t k) {
+    rte_ether_addr m;
+    std::memcpy(m.addr_bytes, &k, 6);
+    return m;
+}
+
+net::MacAddr to_mac(const rte_ether_addr& e) {
+    net::MacAddr m;
+    std::memcpy(m.bytes.data(), e.addr_bytes, 6);
+    return m;
+}
+
+runtime::LoopSettings loop_settings(const config::Config& cfg) {
+    runtime::LoopSettings s;
+    s.burst_size = cfg.dataplane.burst_size;
+    s.drain_tsc = rte_get_tsc_hz() * cfg.dataplane.tx_drain_us / 1000000;
+    s.idle_sleep_us = cfg.dataplane.idle_sleep_us;
+    s.idle_loops_before_sleep = cfg.dataplane.idle_loops_before_sleep;
+    return s;
+}
+
+ApplyResult failure(std::vector<std::string> errors) {
+    ApplyResult r;
+    r.errors = std::move(errors);
+    return r;
+}
+
+}  // namespace
+
+ControlPlane::ControlPlane(runtime::Dataplane& dataplane, std::vector<runtime::PortRuntime> ports,
+                           config::Config running)
+    : dataplane_(dataplane), ports_(std::move(ports)), running_(std::move(running)) {
+    tsc_hz_ = rte_get_tsc_hz();
+    start_tsc_ = rte_rdtsc();
+    for (uint32_t i = running_.l2.max_fdb_entries; i > 0; --i) {
+        free_fdb_indices_.push_back(i - 1);
+    }
+}
+
+bool ControlPlane::start(std::string& error) {
+    std::lock_guard lock(mu_);
+    return publish_locked(error);
+}
+
+int ControlPlane::config_index(uint16_t port_id) const {
+    for (size_t i = 0; i < ports_.size(); ++i) {
+        if (ports_[i].port_id == port_id) {
+            return static_cast<int>(i);
+        }
+    }
+    return -1;
+}
+
+std::string ControlPlane::port_name(uint16_t port_id) const {
+    int i = config_index(port_id);
+    return i < 0 ? std::to_string(port_id) : ports_[static_cast<size_t>(i)].name;
+}
+
+bool ControlPlane::publish_locked(std::string& error) {
+    std::vector<dp::PortBinding> bindings;
+    for (const auto& p : ports_) {
+        bindings.push_back({p.port_id, p.mac});
+    }
+    std::vector<dp::DynamicNeighbour> learned;
+    for (const auto& [ip, l] : learned_) {
+        learned.push_back({ip, l.mac, l.port});
+    }
+    std::vector<dp::DynamicFdbEntry> fdb;
+    for (const auto& [key, e] : fdb_) {
+        fdb.push_back({mac_of_key(key.first), key.second, e.port, e.index});
+    }
+    auto snap = dp::Snapshot::build(running_, bindings, learned, fdb, next_generation_, error);
+    if (!snap) {
+        return false;
+    }
+    ++next_generation_;
+    auto pub = std::make_unique<runtime::Published>();
+    pub->snapshot = std::move(snap);
+    pub->loop = loop_settings(running_);
+    dataplane_.publish(std::move(pub));
+    ++counters_.snapshots_published;
+    return true;
+}
+
+bool ControlPlane::in_segment_subnet(uint16_t port_id, uint32_t ip) const {
+    const auto& snap = snapshot();
+    const auto& pv = snap.ports[port_id];
+    if (pv.subnet_of(ip) != nullptr) {
+        return true;
+    }
+    if (pv.l2_group == dp::kNoGroup) {
+        return false;
+    }
+    const auto& g = snap.groups[static_cast<size_t>(pv.l2_group)];
+    for (uint16_t k = 0; k < g.n_ports; ++k) {
+        if (snap.ports[g.ports[k]].subnet_of(ip) != nullptr) {
+            return true;
+        }
+    }
+    return false;
+}
+
+void ControlPlane::handle_event(const dp::Event& ev, bool& dirty) {
+    ++counters_.events_processed;
+    if (ev.port >= dp::kMaxPorts || config_index(ev.port) < 0) {
+        return;
+    }
+    const uint64_t now = rte_rdtsc();
+    switch (ev.type) {
+    case dp::EventType::neighbour_seen:
+    case dp::EventType::neighbour_refresh: {
+        const bool is_static = std::any_of(running_.neighbours.begin(), running_.neighbours.end(),
+                                           [&](const auto& n) { return n.ip.value == ev.ip; });
+        if (is_static || !in_segment_subnet(ev.port, ev.ip)) {
+            return;
+        }
+        rte_ether_addr mac;
+        std::memcpy(mac.addr_bytes, ev.mac, 6);
+        auto it = learned_.find(ev.ip);
+        if (it == learned_.end()) {
+            if (ev.type == dp::EventType::neighbour_refresh) {
+                return;
+            }
+            if (learned_.size() + running_.neighbours.size() >= running_.arp.max_neighbours) {
+                ++counters_.neighbour_table_full;
+                return;
+            }
+            learned_[ev.ip] = Learned{mac, ev.port, now, 0};
+            pending_.erase(ev.ip);
+            dirty = true;
+            return;
+        }
+        if (!rte_is_same_ether_addr(&it->second.mac, &mac) || it->second.port != ev.port) {
+            it->second.mac = mac;
+            it->second.port = ev.port;
+            dirty = true;
+        }
+        it->second.updated_tsc = now;
+        return;
+    }
+    case dp::EventType::resolve_request: {
+        if (learned_.count(ev.ip) != 0) {
+            return;  // already resolved; the snapshot carrying it is on its way
+        }
+        auto& p = pending_[ev.ip];
+        p.port = ev.port;
+        const uint64_t interval = running_.arp.request_interval_ms * tsc_hz_ / 1000;
+        if (p.attempts == 0 || now - p.last_request_tsc >= interval) {
+            p.last_request_tsc = now;
+            ++p.attempts;
+            send_arp_request(ev.ip, ev.port);
+        }
+        return;
+    }
+    case dp::EventType::fdb_learn: {
+        const auto key = std::make_pair(mac_key(ev.mac), ev.group);
+        auto it = fdb_.find(key);
+        if (it == fdb_.end()) {
+            if (free_fdb_indices_.empty()) {
+                ++counters_.fdb_table_full;
+                return;
+            }
+            const uint32_t index = free_fdb_indices_.back();
+            free_fdb_indices_.pop_back();
+            fdb_[key] = FdbState{ev.port, index, now};
+            dirty = true;
+        } else if (it->second.port != ev.port) {
+            it->second.port = ev.port;  // station moved
+            it->second.learned_tsc = now;
+            dirty = true;
+        }
+        return;
+    }
+    }
+}
+
+void ControlPlane::age_locked(bool& dirty) {
+    const uint64_t now = rte_rdtsc();
+    const uint64_t timeout = running_.arp.neighbour_timeout_s * tsc_hz_;
+    const uint64_t interval = running_.arp.request_interval_ms * tsc_hz_ / 1000;
+    for (auto it = learned_.begin(); it != learned_.end();) {
+        const uint64_t age = now - it->second.updated_tsc;
+        if (age > timeout) {
+            it = learned_.erase(it);
+            ++counters_.neighbours_expired;
+            dirty = true;
+            continue;
+        }
+        // Re-resolve in the last quarter of the lifetime, so a live neighbour never expires
+        // and traffic to it never sees a gap.
+        if (age > timeout / 4 * 3 && now - it->second.refresh_sent_tsc > interval) {
+            it->second.refresh_sent_tsc = now;
+            send_arp_request(it->first, it->second.port);
+        }
+        ++it;
+    }
+    for (auto it = pending_.begin(); it != pending_.end();) {
+        if (now - it->second.last_request_tsc < interval) {
+            ++it;
+            continue;
+        }
+        if (it->second.attempts >= 3) {
+            it = pending_.erase(it);  // unreachable for now; the next packet asks again
+            continue;
+        }
+        it->second.last_request_tsc = now;
+        ++it->second.attempts;
+        send_arp_request(it->first, it->second.port);
+        ++it;
+    }
+    const uint64_t ageing = running_.l2.mac_ageing_s * tsc_hz_;
+    for (auto it = fdb_.begin(); it != fdb_.end();) {
+        uint64_t last = it->second.learned_tsc;
+        for (const auto& w : dataplane_.workers) {
+            if (it->second.index < w.ctx->fdb_seen_len) {
+                last = std::max(last, w.ctx->fdb_seen[it->second.index]);
+            }
+        }
+        if (now - last > ageing) {
+            free_fdb_indices_.push_back(it->second.index);
+            it = fdb_.erase(it);
+            ++counters_.fdb_expired;
+            dirty = true;
+        } else {
+            ++it;
+        }
+    }
+}
+
+void ControlPlane::send_arp_request(uint32_t ip, uint16_t port_id) {
+    const auto& snap = snapshot();
+    // Ask on the port, or on every member of its L2 group, from the address whose subnet holds
+    // the target.
+    std::vector<uint16_t> out_ports{port_id};
+    const auto& pv = snap.ports[port_id];
+    if (pv.l2_group != dp::kNoGroup) {
+        const auto& g = snap.groups[static_cast<size_t>(pv.l2_group)];
+        out_ports.assign(g.ports.begin(), g.ports.begin() + g.n_ports);
+    }
+    uint32_t sender = 0;
+    for (uint16_t p : out_ports) {
+        if (const auto* a = snap.ports[p].subnet_of(ip)) {
+            sender = a->addr.value;
+        }
+    }
+    if (sender == 0 || dataplane_.workers.empty()) {
+        ++counters_.arp_requests_failed;
+        return;
+    }
+    for (uint16_t p : out_ports) {
+        rte_mbuf* m = rte_pktmbuf_alloc(dataplane_.pool);
+        if (m == nullptr) {
+            ++counters_.arp_requests_failed;
+            continue;
+        }
+        const uint16_t len = sizeof(rte_ether_hdr) + sizeof(rte_arp_hdr);
+        auto* eth = reinterpret_cast<rte_ether_hdr*>(rte_pktmbuf_append(m, len));
+        if (eth == nullptr) {
+            rte_pktmbuf_free(m);
+            ++counters_.arp_requests_failed;
+            continue;
+        }
+        std::memset(eth, 0xff, sizeof(eth->dst_addr));
+        eth->src_addr = snap.ports[p].mac;
+        eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_ARP);
+        auto* arp = reinterpret_cast<rte_arp_hdr*>(eth + 1);
+        arp->arp_hardware = rte_cpu_to_be_16(RTE_ARP_HRD_ETHER);
+        arp->arp_protocol = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
+        arp->arp_hlen = RTE_ETHER_ADDR_LEN;
+        arp->arp_plen = 4;
+        arp->arp_opcode = rte_cpu_to_be_16(RTE_ARP_OP_REQUEST);
+        arp->arp_data.arp_sha = snap.ports[p].mac;
+        arp->arp_data.arp_sip = rte_cpu_to_be_32(sender);
+        std::memset(&arp->arp_data.arp_tha, 0, sizeof(arp->arp_data.arp_tha));
+        arp->arp_data.arp_tip = rte_cpu_to_be_32(ip);
+        m->port = p;
+        // Spread control transmissions over workers; each worker owns its TX queues.
+        auto& w = dataplane_.workers[next_tx_worker_++ % dataplane_.workers.size()];
+        if (rte_ring_sp_enqueue(w.control_tx, m) != 0) {
+            rte_pktmbuf_free(m);
+            ++counters_.arp_requests_failed;
+            continue;
+        }
+        ++counters_.arp_requests_sent;
+    }
+}
+
+void ControlPlane::tick() {
+    std::lock_guard lock(mu_);
+    bool dirty = false;
+    dp::Event events[256];
+    for (auto& w : dataplane_.workers) {
+        unsigned n = 0;
+        do {
+            n = rte_ring_sc_dequeue_burst_elem(w.events, events, sizeof(dp::Event), 256, nullptr);
+            for (unsigned i = 0; i < n; ++i) {
+                handle_event(events[i], dirty);
+            }
+        } while (n == 256);
+    }
+    age_locked(dirty);
+    if (dirty) {
+        std::string error;
+        if (!publish_locked(error)) {
+            RTE_LOG(ERR, USER1, "cannot publish learned state: %s\n", error.c_str());
+        }
+    }
+    dataplane_.reclaim();
+}
+
+ApplyResult ControlPlane::apply_locked(config::Config next) {
+    auto errors = config::validate(next);
+    if (!errors.empty()) {
+        std::vector<std::string> out;
+        for (const auto& e : errors) {
+            out.push_back(e.str());
+        }
+        ++counters_.reloads_failed;
+        return failure(out);
+    }
+    auto restart = config::restart_required(running_, next);
+    if (!restart.empty()) {
+        for (auto& r : restart) {
+            r = "needs a restart, not a reload: " + r;
+        }
+        ++counters_.reloads_failed;
+        return failure(restart);
+    }
+    config::Config previous = std::move(running_);
+    running_ = std::move(next);
+    // Learned neighbours that left their port's subnets are forgotten with the old config.
+    for (auto it = learned_.begin(); it != learned_.end();) {
+        bool keep = false;
+        for (const auto& p : running_.ports) {
+            for (const auto& a : p.ipv4) {
+                keep = keep || a.contains(net::Ipv4Addr{it->first});
+            }
+        }
+        it = keep ? std::next(it) : learned_.erase(it);
+    }
+    std::string error;
+    if (!publish_locked(error)) {
+        running_ = std::move(previous);
+        ++counters_.reloads_failed;
+        return failure({error});
+    }
+    ++counters_.reloads_ok;
+    ApplyResult r;
+    r.ok = true;
+    r.generation = dataplane_.generation();
+    return r;
+}
+
+ApplyResult ControlPlane::apply(config::Config next) {
+    std::lock_guard lock(mu_);
+    return apply_locked(std::move(next));
+}
+
+ApplyResult ControlPlane::reload_file() {
+    std::string source;
+    {
+        std::lock_guard lock(mu_);
+        source = running_.source;
+    }
+    auto loaded = config::load_file(source);
+    if (!loaded.ok()) {
+        std::lock_guard lock(mu_);
+        ++counters_.reloads_failed;
+        std::vector<std::string> out;
+        for (const auto& e : loaded.errors) {
+            out.push_back(e.str());
+        }
+        return failure(out);
+    }
+    return apply(std::move(*loaded.config));
+}
+
+ApplyResult ControlPlane::add_route(const config::RouteConfig& route) {
+    std::lock_guard lock(mu_);
+    config::Config next = running_;
+    next.routes.push_back(route);
+    return apply_locked(std::move(next));
+}
+
+ApplyResult ControlPlane::remove_route(const net::Ipv4Prefix& prefix) {
+    std::lock_guard lock(mu_);
+    config::Config next = running_;
+    auto it = std::remove_if(next.routes.begin(), next.routes.end(),
+                             [&](const auto& r) { return r.prefix == prefix; });
+    if (it == next.routes.end()) {
+        return failure({"no route " + prefix.str()});
+    }
+    next.routes.erase(it, next.routes.end());
+    return apply_locked(std::move(next));
+}
+
+ApplyResult ControlPlane::add_neighbour(const config::NeighbourConfig& neighbour) {
+    std::lock_guard lock(mu_);
+    config::Config next = running_;
+    next.neighbours.push_back(neighbour);
+    return apply_locked(std::move(next));
+}
+
+ApplyResult ControlPlane::remove_neighbour(net::Ipv4Addr ip) {
+    std::lock_guard lock(mu_);
+    config::Config next = running_;
+    auto it = std::remove_if(next.neighbours.begin(), next.neighbours.end(),
+                             [&](const auto& n) { return n.ip == ip; });
+    if (it == next.neighbours.end()) {
+        return failure({"no static neighbour " + ip.str()});
+    }
+    next.neighbours.erase(it, next.neighbours.end());
+    return apply_locked(std::move(next));
+}
+
+config::Config ControlPlane::running_config() const {
+    std::lock_guard lock(mu_);
+    return running_;
+}
+
+std::vector<NeighbourView> ControlPlane::neighbours() const {
+    std::lock_guard lock(mu_);
+    const uint64_t now = rte_rdtsc();
+    std::vector<NeighbourView> out;
+    for (const auto& n : running_.neighbours) {
+        out.push_back({n.ip, n.mac, n.port, true, 0});
+    }
+    for (const auto& [ip, l] : learned_) {
+        out.push_back({net::Ipv4Addr{ip}, to_mac(l.mac), port_name(l.port), false,
+                       static_cast<double>(now - l.updated_tsc) / static_cast<double>(tsc_hz_)});
+    }
+    return out;
+}
+
+std::vector<FdbView> ControlPlane::fdb() const {
+    std::lock_guard lock(mu_);
+    const uint64_t now = rte_rdtsc();
+    const auto& snap = snapshot();
+    std::vector<FdbView> out;
+    for (const auto& [key, e] : fdb_) {
+        uint64_t last = e.learned_tsc;
+        for (const auto& w : dataplane_.workers) {
+            if (e.index < w.ctx->fdb_seen_len) {
+                last = std::max(last, w.ctx->fdb_seen[e.index]);
+            }
+        }
+        const std::string group =
+            key.second < snap.groups.size() ? snap.groups[key.second].name : "?";
+        out.push_back({to_mac(mac_of_key(key.first)), group, port_name(e.port),
+                       static_cast<double>(now - last) / static_cast<double>(tsc_hz_)});
+    }
+    return out;
+}
+
+Stats ControlPlane::stats() const {
+    Stats s;
+    {
+        std::lock_guard lock(mu_);
+        s.control = counters_;
+        s.static_neighbours = running_.neighbours.size();
+        s.learned_neighbours = learned_.size();
+        s.fdb_entries = fdb_.size();
+        s.routes = running_.routes.size();
+    }
+    s.generation = dataplane_.generation();
+    s.uptime_s = static_cast<double>(rte_rdtsc() - start_tsc_) / static_cast<double>(tsc_hz_);
+    s.ports = ports_;
+    for (const auto& w : dataplane_.workers) {
+        // Plain reads of another lcore's counters: each word is written by one lcore only, and
+        // an aligned 64-bit load is never torn.
+        const dp::LcoreCounters c = w.ctx->counters;
+        s.per_lcore.emplace_back(w.lcore_id, c);
+        auto& t = s.total;
+        t.loops += c.loops;
+        t.busy_loops += c.busy_loops;
+        t.rx_bursts += c.rx_bursts;
+        t.idle_sleeps += c.idle_sleeps;
+        t.tx_bursts += c.tx_bursts;
+        for (size_t i = 0; i < dp::kBurstBuckets; ++i) {
+            t.burst_size[i] += c.burst_size[i];
+        }
+        t.routed += c.routed;
+        t.bridged += c.bridged;
+        t.flooded += c.flooded;
+        t.arp_replies += c.arp_replies;
+        t.arp_learned += c.arp_learned;
+        t.icmp_echo_replies += c.icmp_echo_replies;
+        t.events_lost += c.events_lost;
+        for (size_t i = 0; i < dp::kDropReasonCount; ++i) {
+            t.drops[i] += c.drops[i];
+        }
+        for (size_t p = 0; p < dp::kMaxPorts; ++p) {
+            t.ports[p].rx_packets += c.ports[p].rx_packets;
+            t.ports[p].rx_bytes += c.ports[p].rx_bytes;
+            t.ports[p].tx_packets += c.ports[p].tx_packets;
+            t.ports[p].tx_bytes += c.ports[p].tx_bytes;
+            t.ports[p].tx_dropped += c.ports[p].tx_dropped;
+        }
+    }
+    if (dataplane_.pool != nullptr) {
+        s.mempool_available = rte_mempool_avail_count(dataplane_.pool);
+        s.mempool_in_use = rte_mempool_in_use_count(dataplane_.pool);
+        s.mempool_size = dataplane_.pool->size;
+    }
+    return s;
+}
+
+bool ControlPlane::idle_for(uint64_t idle_ms) const {
+    const uint64_t now = rte_rdtsc();
+    const uint64_t limit = idle_ms * tsc_hz_ / 1000;
+    for (const auto& w : dataplane_.workers) {
+        if (now - w.ctx->last_rx_tsc < limit || rte_ring_count(w.control_tx) != 0 ||
+            rte_ring_count(w.events) != 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
+}  // namespace ina::control

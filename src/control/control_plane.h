@@ -1,0 +1,147 @@
+// SPDX-License-Identifier: Apache-2.0
+// The control plane: owns the running config, the learned neighbour table and the FDB, turns
+// worker events into new snapshots, ages entries, sends ARP requests, and applies reloads.
+// It runs on the EAL main lcore (tick) and serves the HTTP API thread; one mutex guards its
+// state, and nothing here is ever on the packet path.
+#pragma once
+
+#include <rte_ether.h>
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "dataplane/counters.h"
+#include "runtime/dataplane.h"
+#include "runtime/ports.h"
+
+namespace ina::control {
+
+struct ApplyResult {
+    bool ok = false;
+    uint64_t generation = 0;
+    std::vector<std::string> errors;
+};
+
+struct NeighbourView {
+    net::Ipv4Addr ip;
+    net::MacAddr mac;
+    std::string port;
+    bool is_static = false;
+    double age_s = 0;
+};
+
+struct FdbView {
+    net::MacAddr mac;
+    std::string group;
+    std::string port;
+    double idle_s = 0;
+};
+
+struct ControlCounters {
+    uint64_t reloads_ok = 0;
+    uint64_t reloads_failed = 0;
+    uint64_t snapshots_published = 0;
+    uint64_t events_processed = 0;
+    uint64_t arp_requests_sent = 0;
+    uint64_t arp_requests_failed = 0;  // no mbuf or the worker's control ring was full
+    uint64_t neighbours_expired = 0;
+    uint64_t fdb_expired = 0;
+    uint64_t neighbour_table_full = 0;
+    uint64_t fdb_table_full = 0;
+};
+
+// Everything a scrape needs, copied out under the lock (counters summed across lcores).
+struct Stats {
+    uint64_t generation = 0;
+    double uptime_s = 0;
+    std::vector<runtime::PortRuntime> ports;
+    dp::LcoreCounters total;
+    std::vector<std::pair<unsigned, dp::LcoreCounters>> per_lcore;
+    ControlCounters control;
+    size_t static_neighbours = 0;
+    size_t learned_neighbours = 0;
+    size_t fdb_entries = 0;
+    size_t routes = 0;
+    unsigned mempool_available = 0;
+    unsigned mempool_in_use = 0;
+    unsigned mempool_size = 0;
+};
+
+class ControlPlane {
+public:
+    ControlPlane(runtime::Dataplane& dataplane, std::vector<runtime::PortRuntime> ports,
+                 config::Config running);
+
+    // Publishes the first snapshot. Must succeed before workers start.
+    bool start(std::string& error);
+
+    // One round of control work: events, ageing, ARP retries, publication, reclamation.
+    void tick();
+
+    // Re-reads the file the running config came from (SIGHUP, POST /api/v1/reload).
+    ApplyResult reload_file();
+    // Validates `next`, refuses restart-only changes, publishes it. An invalid `next` changes
+    // nothing that runs.
+    ApplyResult apply(config::Config next);
+    ApplyResult add_route(const config::RouteConfig& route);
+    ApplyResult remove_route(const net::Ipv4Prefix& prefix);
+    ApplyResult add_neighbour(const config::NeighbourConfig& neighbour);
+    ApplyResult remove_neighbour(net::Ipv4Addr ip);
+
+    config::Config running_config() const;
+    std::vector<NeighbourView> neighbours() const;
+    std::vector<FdbView> fdb() const;
+    Stats stats() const;
+    uint64_t generation() const { return dataplane_.generation(); }
+    // True when every worker has received nothing for `idle_ms` and no control work is pending.
+    bool idle_for(uint64_t idle_ms) const;
+
+private:
+    struct Learned {
+        rte_ether_addr mac{};
+        uint16_t port = 0;
+        uint64_t updated_tsc = 0;
+        uint64_t refresh_sent_tsc = 0;
+    };
+    struct Pending {
+        uint16_t port = 0;
+        uint64_t last_request_tsc = 0;
+        uint32_t attempts = 0;
+    };
+    struct FdbState {
+        uint16_t port = 0;
+        uint32_t index = 0;
+        uint64_t learned_tsc = 0;
+    };
+
+    ApplyResult apply_locked(config::Config next);
+    bool publish_locked(std::string& error);
+    void handle_event(const dp::Event& ev, bool& dirty);
+    void age_locked(bool& dirty);
+    void send_arp_request(uint32_t ip, uint16_t port_id);
+    int config_index(uint16_t port_id) const;
+    std::string port_name(uint16_t port_id) const;
+    bool in_segment_subnet(uint16_t port_id, uint32_t ip) const;
+    const dp::Snapshot& snapshot() const { return *dataplane_.current()->snapshot; }
+
+    mutable std::mutex mu_;
+    runtime::Dataplane& dataplane_;
+    std::vector<runtime::PortRuntime> ports_;
+    config::Config running_;
+    uint64_t next_generation_ = 1;
+    uint64_t tsc_hz_ = 0;
+    uint64_t start_tsc_ = 0;
+    std::map<uint32_t, Learned> learned_;
+    std::map<uint32_t, Pending> pending_;
+    std::map<std::pair<uint64_t, uint16_t>, FdbState> fdb_;  // (mac, group) -> entry
+    std::vector<uint32_t> free_fdb_indices_;
+    ControlCounters counters_;
+    unsigned next_tx_worker_ = 0;
+};
+
+}  // namespace ina::control

@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: Apache-2.0
+// Per-lcore counters. Each lcore writes only its own block with plain increments; the control
+// plane sums the blocks when scraped. A torn read is impossible for aligned 64-bit words on the
+// supported targets, and a scrape that is one packet stale is fine.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace ina::dp {
+
+inline constexpr uint16_t kMaxPorts = 32;
+
+// Every reason a packet is dropped or not forwarded. Names become the `reason` label.
+#define INA_DROP_REASONS(X)                                                                      \
+    X(runt, "frame shorter than its headers")                                                    \
+    X(not_for_us, "unicast frame for another MAC on a routed port")                              \
+    X(unsupported_ethertype, "ethertype the switch does not handle on a routed port")            \
+    X(arp_malformed, "ARP that is not Ethernet/IPv4 or is truncated")                            \
+    X(arp_not_for_us, "ARP for an address this switch does not own")                            \
+    X(ipv4_malformed, "bad IPv4 version, header length or total length")                         \
+    X(ipv4_bad_checksum, "IPv4 header checksum mismatch")                                        \
+    X(ipv4_martian, "IPv4 source or destination that is never routed")                           \
+    X(ttl_exceeded, "TTL would reach zero")                                                      \
+    X(no_route, "no route to the destination")                                                   \
+    X(neighbour_unresolved, "next hop MAC unknown; ARP resolution requested")                    \
+    X(mtu_exceeded, "packet longer than the egress MTU")                                         \
+    X(local_unsupported, "packet to a switch address that no local service takes")               \
+    X(l2_same_port, "bridged frame whose destination is on its ingress port")                    \
+    X(tx_full, "transmit queue rejected the packet")
+
+enum class DropReason : uint8_t {
+#define INA_X(name, help) name,
+    INA_DROP_REASONS(INA_X)
+#undef INA_X
+    count
+};
+
+inline constexpr size_t kDropReasonCount = static_cast<size_t>(DropReason::count);
+
+inline constexpr std::array<std::string_view, kDropReasonCount> kDropReasonNames = {
+#define INA_X(name, help) #name,
+    INA_DROP_REASONS(INA_X)
+#undef INA_X
+};
+
+inline constexpr std::array<std::string_view, kDropReasonCount> kDropReasonHelp = {
+#define INA_X(name, help) help,
+    INA_DROP_REASONS(INA_X)
+#undef INA_X
+};
+
+// RX burst sizes in power-of-two buckets: 1, 2-3, 4-7, 8-15, 16-31, 32-63, 64.
+inline constexpr size_t kBurstBuckets = 7;
+
+struct PortCounters {
+    uint64_t rx_packets = 0;
+    uint64_t rx_bytes = 0;
+    uint64_t tx_packets = 0;
+    uint64_t tx_bytes = 0;
+    uint64_t tx_dropped = 0;  // rejected by the PMD's TX burst, freed
+};
+
+struct alignas(64) LcoreCounters {
+    uint64_t loops = 0;
+    uint64_t busy_loops = 0;  // loops that received at least one packet
+    uint64_t rx_bursts = 0;   // non-empty RX bursts
+    uint64_t idle_sleeps = 0;
+    uint64_t tx_bursts = 0;
+    std::array<uint64_t, kBurstBuckets> burst_size{};
+    uint64_t routed = 0;
+    uint64_t bridged = 0;
+    uint64_t flooded = 0;  // frames flooded to an L2 group (counted once per frame)
+    uint64_t arp_replies = 0;
+    uint64_t arp_learned = 0;  // ARP packets that reported a neighbour to the control plane
+    uint64_t icmp_echo_replies = 0;
+    uint64_t events_lost = 0;  // control-plane events dropped because the ring was full
+    std::array<uint64_t, kDropReasonCount> drops{};
+    std::array<PortCounters, kMaxPorts> ports{};
+};
+
+inline size_t burst_bucket(uint16_t n) {
+    size_t b = 0;
+    while (n > 1 && b + 1 < kBurstBuckets) {
+        n >>= 1;
+        ++b;
+    }
+    return b;
+}
+
+}  // namespace ina::dp

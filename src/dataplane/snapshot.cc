@@ -1,0 +1,218 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "dataplane/snapshot.h"
+
+#include <rte_errno.h>
+#include <rte_hash.h>
+#include <rte_jhash.h>
+#include <rte_lpm.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+namespace ina::dp {
+
+Snapshot::~Snapshot() {
+    rte_lpm_free(lpm);
+    rte_hash_free(neighbour_hash);
+    rte_hash_free(fdb_hash);
+}
+
+const NextHop* Snapshot::route(uint32_t dst) const {
+    uint32_t index = 0;
+    if (rte_lpm_lookup(lpm, dst, &index) != 0) {
+        return nullptr;
+    }
+    return &nexthops[index];
+}
+
+const Neighbour* Snapshot::neighbour(uint32_t ip) const {
+    void* data = nullptr;
+    if (rte_hash_lookup_data(neighbour_hash, &ip, &data) < 0) {
+        return nullptr;
+    }
+    return &neighbours[reinterpret_cast<uintptr_t>(data)];
+}
+
+const FdbEntry* Snapshot::fdb(const rte_ether_addr& mac, uint16_t group) const {
+    FdbKey key{};
+    std::memcpy(key.mac, mac.addr_bytes, 6);
+    key.group = group;
+    void* data = nullptr;
+    if (rte_hash_lookup_data(fdb_hash, &key, &data) < 0) {
+        return nullptr;
+    }
+    return &fdb_entries[reinterpret_cast<uintptr_t>(data)];
+}
+
+namespace {
+
+rte_ether_addr to_ether(const net::MacAddr& m) {
+    rte_ether_addr e;
+    std::memcpy(e.addr_bytes, m.bytes.data(), 6);
+    return e;
+}
+
+rte_hash* make_hash(const std::string& name, uint32_t entries, uint32_t key_len) {
+    rte_hash_parameters params{};
+    params.name = name.c_str();
+    params.entries = entries < 8 ? 8 : entries;
+    params.key_len = key_len;
+    params.hash_func = rte_jhash;
+    params.hash_func_init_val = 0;
+    params.socket_id = SOCKET_ID_ANY;
+    return rte_hash_create(&params);
+}
+
+}  // namespace
+
+std::unique_ptr<Snapshot> Snapshot::build(const config::Config& cfg,
+                                          const std::vector<PortBinding>& bindings,
+                                          const std::vector<DynamicNeighbour>& learned,
+                                          const std::vector<DynamicFdbEntry>& fdb,
+                                          uint64_t generation, std::string& error) {
+    std::unique_ptr<Snapshot> s(new Snapshot());
+    s->generation = generation;
+    s->max_fdb_entries = cfg.l2.max_fdb_entries;
+    s->arp_request_interval_ms = cfg.arp.request_interval_ms;
+    if (bindings.size() != cfg.ports.size()) {
+        error = "internal: port bindings do not match the configured ports";
+        return nullptr;
+    }
+    std::vector<uint16_t> id(cfg.ports.size());
+    for (size_t i = 0; i < cfg.ports.size(); ++i) {
+        id[i] = bindings[i].port_id;
+        if (id[i] >= kMaxPorts) {
+            error = "DPDK port id " + std::to_string(id[i]) + " is above the supported " +
+                    std::to_string(kMaxPorts - 1);
+            return nullptr;
+        }
+        s->n_ports = std::max<uint16_t>(s->n_ports, static_cast<uint16_t>(id[i] + 1));
+    }
+    auto port_of = [&](const std::string& name) { return id[static_cast<size_t>(cfg.port_index(name))]; };
+
+    std::map<std::string, int16_t> group_ids;
+    for (size_t i = 0; i < cfg.ports.size(); ++i) {
+        const auto& pc = cfg.ports[i];
+        auto& pv = s->ports[id[i]];
+        pv.present = true;
+        pv.promiscuous = pc.promiscuous;
+        pv.mac = pc.mac ? to_ether(*pc.mac) : bindings[i].mac;
+        pv.mtu = pc.mtu;
+        if (pc.ipv4.size() > kMaxAddrsPerPort) {
+            error = "port '" + pc.name + "': at most " + std::to_string(kMaxAddrsPerPort) +
+                    " addresses per port";
+            return nullptr;
+        }
+        pv.n_addrs = static_cast<uint8_t>(pc.ipv4.size());
+        std::copy(pc.ipv4.begin(), pc.ipv4.end(), pv.addrs.begin());
+        if (!pc.l2_group.empty()) {
+            auto [it, inserted] = group_ids.try_emplace(pc.l2_group,
+                                                        static_cast<int16_t>(s->groups.size()));
+            if (inserted) {
+                s->groups.push_back(L2Group{pc.l2_group, 0, {}});
+            }
+            auto& g = s->groups[static_cast<size_t>(it->second)];
+            g.ports[g.n_ports++] = id[i];
+            pv.l2_group = it->second;
+        }
+    }
+
+    // Names of DPDK objects must be unique process-wide: the generation makes them so.
+    const std::string suffix = std::to_string(generation);
+    rte_lpm_config lpm_cfg{};
+    lpm_cfg.max_rules = static_cast<uint32_t>(cfg.routes.size() + 2 * cfg.ports.size() *
+                                                                      kMaxAddrsPerPort + 16);
+    lpm_cfg.number_tbl8s = 256;
+    s->lpm = rte_lpm_create(("lpm" + suffix).c_str(), SOCKET_ID_ANY, &lpm_cfg);
+    if (s->lpm == nullptr) {
+        error = std::string("rte_lpm_create: ") + rte_strerror(rte_errno);
+        return nullptr;
+    }
+    auto add_route = [&](const net::Ipv4Prefix& p, const NextHop& nh) {
+        s->nexthops.push_back(nh);
+        return rte_lpm_add(s->lpm, p.network(), p.length,
+                           static_cast<uint32_t>(s->nexthops.size() - 1)) == 0;
+    };
+    // Static routes first; connected subnets and local /32s are added after and win on equal
+    // prefixes, since a connected subnet must never be shadowed by a static route to it.
+    for (const auto& rt : cfg.routes) {
+        NextHop nh;
+        if (rt.via) {
+            nh.kind = NextHopKind::gateway;
+            nh.gateway = rt.via->value;
+            int port = rt.port.empty() ? -1 : port_of(rt.port);
+            for (size_t i = 0; port < 0 && i < cfg.ports.size(); ++i) {
+                if (s->ports[id[i]].subnet_of(nh.gateway)) {
+                    port = id[i];
+                }
+            }
+            nh.port = static_cast<uint16_t>(port < 0 ? 0 : port);
+        } else {
+            nh.kind = NextHopKind::connected;
+            nh.port = port_of(rt.port);
+        }
+        if (!add_route(rt.prefix, nh)) {
+            error = "cannot add route " + rt.prefix.str();
+            return nullptr;
+        }
+    }
+    for (size_t i = 0; i < cfg.ports.size(); ++i) {
+        for (const auto& a : cfg.ports[i].ipv4) {
+            if (!add_route(net::Ipv4Prefix{net::Ipv4Addr{a.network()}, a.length},
+                           NextHop{NextHopKind::connected, 0, id[i]}) ||
+                !add_route(net::Ipv4Prefix{a.addr, 32}, NextHop{NextHopKind::local, 0, id[i]})) {
+                error = "cannot add connected route " + a.str();
+                return nullptr;
+            }
+        }
+    }
+
+    const uint32_t max_neigh = cfg.arp.max_neighbours;
+    s->neighbour_hash = make_hash("nb" + suffix, max_neigh, sizeof(uint32_t));
+    if (s->neighbour_hash == nullptr) {
+        error = std::string("rte_hash_create(neighbours): ") + rte_strerror(rte_errno);
+        return nullptr;
+    }
+    auto add_neighbour = [&](uint32_t ip, const rte_ether_addr& mac, uint16_t port) {
+        void* existing = nullptr;
+        if (rte_hash_lookup_data(s->neighbour_hash, &ip, &existing) >= 0) {
+            return true;  // static entries are added first and win over learned ones
+        }
+        s->neighbours.push_back(Neighbour{mac, port});
+        auto* index = reinterpret_cast<void*>(static_cast<uintptr_t>(s->neighbours.size() - 1));
+        return rte_hash_add_key_data(s->neighbour_hash, &ip, index) == 0;
+    };
+    for (const auto& nb : cfg.neighbours) {
+        if (!add_neighbour(nb.ip.value, to_ether(nb.mac), port_of(nb.port))) {
+            error = "neighbour table full";
+            return nullptr;
+        }
+    }
+    for (const auto& nb : learned) {
+        if (!add_neighbour(nb.ip, nb.mac, nb.port)) {
+            error = "neighbour table full";
+            return nullptr;
+        }
+    }
+
+    s->fdb_hash = make_hash("fdb" + suffix, cfg.l2.max_fdb_entries, sizeof(FdbKey));
+    if (s->fdb_hash == nullptr) {
+        error = std::string("rte_hash_create(fdb): ") + rte_strerror(rte_errno);
+        return nullptr;
+    }
+    for (const auto& e : fdb) {
+        FdbKey key{};
+        std::memcpy(key.mac, e.mac.addr_bytes, 6);
+        key.group = e.group;
+        s->fdb_entries.push_back(FdbEntry{e.port, e.index});
+        auto* index = reinterpret_cast<void*>(static_cast<uintptr_t>(s->fdb_entries.size() - 1));
+        if (rte_hash_add_key_data(s->fdb_hash, &key, index) != 0) {
+            error = "FDB full";
+            return nullptr;
+        }
+    }
+    return s;
+}
+
+}  // namespace ina::dp

@@ -1,0 +1,146 @@
+// SPDX-License-Identifier: Apache-2.0
+// The immutable forwarding state that worker lcores read. The control plane builds a complete
+// Snapshot, publishes it with one pointer store, and frees the previous one only after an RCU
+// (QSBR) grace period, so a worker never sees a half-built table and never takes a lock.
+#pragma once
+
+#include <rte_ether.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "dataplane/counters.h"
+
+struct rte_lpm;
+struct rte_hash;
+
+namespace ina::dp {
+
+inline constexpr uint8_t kMaxAddrsPerPort = 8;
+inline constexpr int16_t kNoGroup = -1;
+
+struct PortView {
+    bool present = false;
+    bool promiscuous = true;
+    rte_ether_addr mac{};
+    uint16_t mtu = 1500;
+    int16_t l2_group = kNoGroup;
+    uint8_t n_addrs = 0;
+    std::array<net::Ipv4Prefix, kMaxAddrsPerPort> addrs{};
+
+    // The interface address on this port whose subnet contains `ip` (host order), or nullptr.
+    const net::Ipv4Prefix* subnet_of(uint32_t ip) const {
+        for (uint8_t i = 0; i < n_addrs; ++i) {
+            if (addrs[i].contains(net::Ipv4Addr{ip})) {
+                return &addrs[i];
+            }
+        }
+        return nullptr;
+    }
+    bool owns(uint32_t ip) const {
+        for (uint8_t i = 0; i < n_addrs; ++i) {
+            if (addrs[i].addr.value == ip) {
+                return true;
+            }
+        }
+        return false;
+    }
+};
+
+enum class NextHopKind : uint8_t {
+    connected,  // destination is on a connected subnet: resolve the destination itself
+    gateway,    // resolve `gateway`
+    local,      // one of the switch's own addresses
+};
+
+struct NextHop {
+    NextHopKind kind = NextHopKind::connected;
+    uint32_t gateway = 0;  // host order, for kind == gateway
+    uint16_t port = 0;     // port the next hop is reached through (ARP is sent there)
+};
+
+struct Neighbour {
+    rte_ether_addr mac{};
+    uint16_t port = 0;
+};
+
+struct L2Group {
+    std::string name;
+    uint16_t n_ports = 0;  // one past the highest DPDK port id in use
+    std::array<uint16_t, kMaxPorts> ports{};
+};
+
+struct FdbEntry {
+    uint16_t port = 0;
+    uint32_t index = 0;  // stable slot in the per-lcore last-seen arrays
+};
+
+// Key of an FDB lookup: padded to 8 bytes so hashing never reads indeterminate bytes.
+struct FdbKey {
+    uint8_t mac[6];
+    uint16_t group;
+};
+static_assert(sizeof(FdbKey) == 8);
+
+// What the control plane knows beyond the config: learned neighbours and MAC entries.
+struct DynamicNeighbour {
+    uint32_t ip = 0;
+    rte_ether_addr mac{};
+    uint16_t port = 0;
+};
+struct DynamicFdbEntry {
+    rte_ether_addr mac{};
+    uint16_t group = 0;
+    uint16_t port = 0;
+    uint32_t index = 0;
+};
+
+struct PortBinding {
+    uint16_t port_id = 0;
+    rte_ether_addr mac{};
+};
+
+class Snapshot {
+public:
+    ~Snapshot();
+    Snapshot(const Snapshot&) = delete;
+    Snapshot& operator=(const Snapshot&) = delete;
+
+    // Builds a snapshot; on failure returns nullptr and sets `error`. `ports[i]` binds config
+    // port i to its DPDK port id and the MAC the device reports (config `mac` overrides it).
+    // Every port number inside a snapshot (PortView index, next hops, neighbours, groups) is a
+    // DPDK port id, because that is what mbuf->port carries.
+    static std::unique_ptr<Snapshot> build(const config::Config& cfg,
+                                           const std::vector<PortBinding>& ports,
+                                           const std::vector<DynamicNeighbour>& learned,
+                                           const std::vector<DynamicFdbEntry>& fdb,
+                                           uint64_t generation, std::string& error);
+
+    uint64_t generation = 0;
+    uint16_t n_ports = 0;  // one past the highest DPDK port id in use
+    std::array<PortView, kMaxPorts> ports{};
+    std::vector<NextHop> nexthops;
+    std::vector<Neighbour> neighbours;
+    std::vector<L2Group> groups;
+    std::vector<FdbEntry> fdb_entries;
+    uint32_t max_fdb_entries = 0;
+    uint64_t arp_request_interval_ms = 1000;
+
+    // Read-only after build: concurrent lookups from every lcore need no lock.
+    rte_lpm* lpm = nullptr;          // dst (host order) -> index into nexthops
+    rte_hash* neighbour_hash = nullptr;  // uint32 ip (host order) -> index into neighbours
+    rte_hash* fdb_hash = nullptr;        // FdbKey -> index into fdb_entries
+
+    const NextHop* route(uint32_t dst) const;
+    const Neighbour* neighbour(uint32_t ip) const;
+    const FdbEntry* fdb(const rte_ether_addr& mac, uint16_t group) const;
+
+private:
+    Snapshot() = default;
+};
+
+}  // namespace ina::dp

@@ -1,0 +1,203 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "metrics/metrics.h"
+
+#include <prometheus/text_serializer.h>
+#include <rte_ethdev.h>
+
+#include <sstream>
+
+namespace ina::metrics {
+
+namespace {
+
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+using Labels = std::vector<ClientMetric::Label>;
+
+class Builder {
+public:
+    MetricFamily& family(const std::string& name, const std::string& help, MetricType type) {
+        out_.push_back(MetricFamily{"inaswitch_" + name, help, type, {}});
+        return out_.back();
+    }
+    void counter(const std::string& name, const std::string& help, double v, Labels l = {}) {
+        add(family(name, help, MetricType::Counter), v, std::move(l));
+    }
+    void gauge(const std::string& name, const std::string& help, double v, Labels l = {}) {
+        add(family(name, help, MetricType::Gauge), v, std::move(l));
+    }
+    static void add(MetricFamily& f, double v, Labels l) {
+        ClientMetric m;
+        m.label = std::move(l);
+        if (f.type == MetricType::Counter) {
+            m.counter.value = v;
+        } else {
+            m.gauge.value = v;
+        }
+        f.metric.push_back(std::move(m));
+    }
+    std::vector<MetricFamily> take() { return std::move(out_); }
+
+private:
+    std::vector<MetricFamily> out_;
+};
+
+double d(uint64_t v) { return static_cast<double>(v); }
+
+}  // namespace
+
+std::vector<prometheus::MetricFamily> families(const control::Stats& s) {
+    Builder b;
+    b.gauge("build_info", "Build of the running switch", 1, {{"version", INASWITCH_VERSION}});
+    b.gauge("uptime_seconds", "Seconds since the dataplane started", s.uptime_s);
+    b.gauge("config_generation", "Generation of the published forwarding snapshot",
+            d(s.generation));
+    {
+        auto& f = b.family("config_reloads_total", "Config reloads by result", MetricType::Counter);
+        Builder::add(f, d(s.control.reloads_ok), {{"result", "ok"}});
+        Builder::add(f, d(s.control.reloads_failed), {{"result", "failed"}});
+    }
+    b.counter("snapshots_published_total", "Forwarding snapshots published (config or learning)",
+              d(s.control.snapshots_published));
+
+    // Ports: what the dataplane counted, then what the device itself reports.
+    struct PortMetric {
+        const char* name;
+        const char* help;
+        uint64_t dp::PortCounters::*field;
+    };
+    const PortMetric port_metrics[] = {
+        {"port_rx_packets_total", "Packets received by the dataplane", &dp::PortCounters::rx_packets},
+        {"port_rx_bytes_total", "Bytes received by the dataplane", &dp::PortCounters::rx_bytes},
+        {"port_tx_packets_total", "Packets accepted by the port's TX queues",
+         &dp::PortCounters::tx_packets},
+        {"port_tx_bytes_total", "Bytes accepted by the port's TX queues", &dp::PortCounters::tx_bytes},
+        {"port_tx_dropped_total", "Packets the port's TX queues rejected (freed)",
+         &dp::PortCounters::tx_dropped},
+    };
+    for (const auto& pm : port_metrics) {
+        auto& f = b.family(pm.name, pm.help, MetricType::Counter);
+        for (const auto& p : s.ports) {
+            Builder::add(f, d(s.total.ports[p.port_id].*pm.field), {{"port", p.name}});
+        }
+    }
+    struct HwMetric {
+        const char* name;
+        const char* help;
+        uint64_t rte_eth_stats::*field;
+    };
+    const HwMetric hw_metrics[] = {
+        {"port_hw_rx_missed_total", "Packets the NIC dropped for lack of RX descriptors",
+         &rte_eth_stats::imissed},
+        {"port_hw_rx_errors_total", "Erroneous packets received by the NIC", &rte_eth_stats::ierrors},
+        {"port_hw_tx_errors_total", "Packets the NIC failed to transmit", &rte_eth_stats::oerrors},
+        {"port_hw_rx_nombuf_total", "RX mbuf allocation failures", &rte_eth_stats::rx_nombuf},
+        {"port_hw_rx_packets_total", "Packets received as the device counts them",
+         &rte_eth_stats::ipackets},
+        {"port_hw_tx_packets_total", "Packets transmitted as the device counts them",
+         &rte_eth_stats::opackets},
+    };
+    std::vector<rte_eth_stats> hw(s.ports.size());
+    for (size_t i = 0; i < s.ports.size(); ++i) {
+        if (rte_eth_stats_get(s.ports[i].port_id, &hw[i]) != 0) {
+            hw[i] = rte_eth_stats{};
+        }
+    }
+    for (const auto& hm : hw_metrics) {
+        auto& f = b.family(hm.name, hm.help, MetricType::Counter);
+        for (size_t i = 0; i < s.ports.size(); ++i) {
+            Builder::add(f, d(hw[i].*hm.field), {{"port", s.ports[i].name}});
+        }
+    }
+    {
+        auto& f = b.family("port_link_up", "1 if the port's link is up", MetricType::Gauge);
+        for (const auto& p : s.ports) {
+            rte_eth_link link{};
+            const bool up = rte_eth_link_get_nowait(p.port_id, &link) == 0 &&
+                            link.link_status == RTE_ETH_LINK_UP;
+            Builder::add(f, up ? 1 : 0, {{"port", p.name}, {"driver", p.driver}});
+        }
+    }
+
+    {
+        auto& f = b.family("drops_total", "Packets dropped by the dataplane, by reason",
+                           MetricType::Counter);
+        for (size_t i = 0; i < dp::kDropReasonCount; ++i) {
+            Builder::add(f, d(s.total.drops[i]), {{"reason", std::string(dp::kDropReasonNames[i])}});
+        }
+    }
+    b.counter("routed_packets_total", "IPv4 packets routed", d(s.total.routed));
+    b.counter("bridged_packets_total", "Frames bridged to a known port in an L2 group",
+              d(s.total.bridged));
+    b.counter("flooded_packets_total", "Frames flooded in an L2 group (once per frame)",
+              d(s.total.flooded));
+    b.counter("arp_replies_total", "ARP replies sent for the switch's own addresses",
+              d(s.total.arp_replies));
+    b.counter("arp_requests_sent_total", "ARP requests sent to resolve next hops",
+              d(s.control.arp_requests_sent));
+    b.counter("arp_requests_failed_total", "ARP requests not sent (no mbuf or ring full)",
+              d(s.control.arp_requests_failed));
+    b.counter("icmp_echo_replies_total", "ICMP echo replies sent for the switch's own addresses",
+              d(s.total.icmp_echo_replies));
+    b.counter("control_events_total", "Worker events processed by the control plane",
+              d(s.control.events_processed));
+    b.counter("control_events_lost_total", "Worker events lost to a full ring",
+              d(s.total.events_lost));
+    b.counter("neighbours_expired_total", "Learned neighbours removed by ageing",
+              d(s.control.neighbours_expired));
+    b.counter("fdb_expired_total", "FDB entries removed by ageing", d(s.control.fdb_expired));
+    b.counter("table_full_total", "Learning refused because a table was full",
+              d(s.control.neighbour_table_full + s.control.fdb_table_full));
+    {
+        auto& f = b.family("neighbours", "Neighbour table entries", MetricType::Gauge);
+        Builder::add(f, d(s.static_neighbours), {{"kind", "static"}});
+        Builder::add(f, d(s.learned_neighbours), {{"kind", "learned"}});
+    }
+    b.gauge("fdb_entries", "Learned MAC addresses in all L2 groups", d(s.fdb_entries));
+    b.gauge("routes", "Configured static routes", d(s.routes));
+    b.gauge("mempool_mbufs", "Mbufs in the packet pool", d(s.mempool_size));
+    b.gauge("mempool_mbufs_in_use", "Mbufs currently in use", d(s.mempool_in_use));
+
+    // Per-lcore loop health.
+    struct LcoreMetric {
+        const char* name;
+        const char* help;
+        uint64_t dp::LcoreCounters::*field;
+    };
+    const LcoreMetric lcore_metrics[] = {
+        {"lcore_loops_total", "Poll loop iterations", &dp::LcoreCounters::loops},
+        {"lcore_busy_loops_total", "Poll loop iterations that received packets",
+         &dp::LcoreCounters::busy_loops},
+        {"lcore_rx_bursts_total", "Non-empty RX bursts", &dp::LcoreCounters::rx_bursts},
+        {"lcore_tx_bursts_total", "TX bursts handed to ports", &dp::LcoreCounters::tx_bursts},
+        {"lcore_idle_sleeps_total", "Idle back-off sleeps", &dp::LcoreCounters::idle_sleeps},
+    };
+    for (const auto& lm : lcore_metrics) {
+        auto& f = b.family(lm.name, lm.help, MetricType::Counter);
+        for (const auto& [lcore, c] : s.per_lcore) {
+            Builder::add(f, d(c.*lm.field), {{"lcore", std::to_string(lcore)}});
+        }
+    }
+    {
+        static const char* const kBucketNames[dp::kBurstBuckets] = {"1",     "2-3",   "4-7", "8-15",
+                                                                    "16-31", "32-63", "64"};
+        auto& f = b.family("lcore_rx_bursts_by_size_total", "Non-empty RX bursts by packet count",
+                           MetricType::Counter);
+        for (const auto& [lcore, c] : s.per_lcore) {
+            for (size_t i = 0; i < dp::kBurstBuckets; ++i) {
+                Builder::add(f, d(c.burst_size[i]),
+                             {{"lcore", std::to_string(lcore)}, {"size", kBucketNames[i]}});
+            }
+        }
+    }
+    return b.take();
+}
+
+std::string render(const control::Stats& stats) {
+    std::ostringstream os;
+    prometheus::TextSerializer().Serialize(os, families(stats));
+    return os.str();
+}
+
+}  // namespace ina::metrics

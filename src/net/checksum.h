@@ -1,0 +1,30 @@
+// SPDX-License-Identifier: Apache-2.0
+// Internet checksum helpers (RFC 1071, RFC 1624). Pure; values are in network byte order as they
+// sit in the header, so callers never swap.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ina::net {
+
+// One's-complement sum of a buffer, folded to 16 bits (not inverted).
+uint16_t ones_complement_sum(const void* data, size_t len, uint32_t initial = 0);
+
+// Checksum over a buffer: the inverted folded sum, ready to store.
+inline uint16_t internet_checksum(const void* data, size_t len) {
+    return static_cast<uint16_t>(~ones_complement_sum(data, len));
+}
+
+// RFC 1624 eqn. 3 incremental update, HC' = ~(~HC + ~m + m'), for one 16-bit word changed from
+// old_word to new_word. All three are raw header words (network order); the result is too.
+inline uint16_t checksum_update16(uint16_t checksum, uint16_t old_word, uint16_t new_word) {
+    uint32_t sum = static_cast<uint16_t>(~checksum);
+    sum += static_cast<uint16_t>(~old_word);
+    sum += new_word;
+    sum = (sum & 0xffff) + (sum >> 16);
+    sum = (sum & 0xffff) + (sum >> 16);
+    return static_cast<uint16_t>(~sum);
+}
+
+}  // namespace ina::net

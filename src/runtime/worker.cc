@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: Apache-2.0
+// The worker loop, after DPDK's l3fwd: drain TX on a TSC timer, poll every owned RX queue in
+// bursts, run each burst to completion through the pipeline, then report a quiescent state.
+#include <rte_cycles.h>
+#include <rte_ethdev.h>
+#include <rte_lcore.h>
+
+#include "pipeline/pipeline.h"
+#include "pipeline/port_tx.h"
+#include "runtime/dataplane.h"
+
+namespace ina::runtime {
+
+namespace {
+
+// Mbufs the control plane wants sent (ARP requests): this lcore owns the TX queues.
+void drain_control_tx(Worker& w) {
+    rte_mbuf* pkts[pipeline::kMaxBurst];
+    const unsigned n = rte_ring_sc_dequeue_burst(w.control_tx, reinterpret_cast<void**>(pkts),
+                                                 pipeline::kMaxBurst, nullptr);
+    for (unsigned i = 0; i < n; ++i) {
+        pipeline::tx_enqueue(*w.ctx, pkts[i]->port, pkts[i]);
+    }
+}
+
+}  // namespace
+
+int worker_main(void* arg) {
+    auto& dataplane = *static_cast<Dataplane*>(arg);
+    const unsigned lcore = rte_lcore_id();
+    Worker* self = nullptr;
+    for (auto& w : dataplane.workers) {
+        if (w.lcore_id == lcore) {
+            self = &w;
+        }
+    }
+    if (self == nullptr) {
+        return -1;
+    }
+    Worker& w = *self;
+    pipeline::LcoreContext& ctx = *w.ctx;
+    rte_rcu_qsbr_thread_online(dataplane.qsbr, lcore);
+
+    rte_mbuf* pkts[pipeline::kMaxBurst];
+    uint64_t last_drain = rte_rdtsc();
+    ctx.last_rx_tsc = last_drain;
+    uint32_t idle_loops = 0;
+
+    while (!dataplane.stop.load(std::memory_order_relaxed)) {
+        // The snapshot pointer is read once per iteration and dropped before the quiescent
+        // report below: that is the whole RCU read-side contract.
+        const Published& pub = *dataplane.current();
+        const dp::Snapshot& snap = *pub.snapshot;
+        ctx.burst_size = pub.loop.burst_size;
+        ctx.now_tsc = rte_rdtsc();
+        ++ctx.counters.loops;
+
+        if (ctx.now_tsc - last_drain > pub.loop.drain_tsc) {
+            pipeline::tx_flush_all(ctx);
+            last_drain = ctx.now_tsc;
+        }
+        if ((ctx.counters.loops & 15) == 0) {
+            drain_control_tx(w);
+        }
+
+        uint32_t received = 0;
+        for (uint16_t q = 0; q < ctx.n_rx; ++q) {
+            const uint16_t port = ctx.rx[q].port;
+            const uint16_t n = rte_eth_rx_burst(port, ctx.rx[q].queue, pkts, ctx.burst_size);
+            if (n == 0) {
+                continue;
+            }
+            received += n;
+            ++ctx.counters.rx_bursts;
+            ++ctx.counters.burst_size[dp::burst_bucket(n)];
+            auto& pc = ctx.counters.ports[port];
+            pc.rx_packets += n;
+            for (uint16_t i = 0; i < n; ++i) {
+                pc.rx_bytes += rte_pktmbuf_pkt_len(pkts[i]);
+            }
+            pipeline::process_burst(ctx, snap, pkts, n);
+        }
+        rte_rcu_qsbr_quiescent(dataplane.qsbr, lcore);
+
+        if (received != 0) {
+            ++ctx.counters.busy_loops;
+            ctx.last_rx_tsc = ctx.now_tsc;
+            idle_loops = 0;
+        } else if (pub.loop.idle_sleep_us != 0 && ++idle_loops >= pub.loop.idle_loops_before_sleep) {
+            // Back-off for shared cores (testbeds running many switches): only when idle, and
+            // only after TX is flushed so nothing waits in a buffer while we sleep.
+            pipeline::tx_flush_all(ctx);
+            ++ctx.counters.idle_sleeps;
+            rte_delay_us_sleep(pub.loop.idle_sleep_us);
+        }
+    }
+    drain_control_tx(w);
+    pipeline::tx_flush_all(ctx);
+    rte_rcu_qsbr_thread_offline(dataplane.qsbr, lcore);
+    return 0;
+}
+
+}  // namespace ina::runtime
