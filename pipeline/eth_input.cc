@@ -20,7 +20,8 @@ void eth_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uin
         const auto* eth = rte_pktmbuf_mtod(m, const rte_ether_hdr*);
         const dp::PortView& pv = snap.ports[m->port];
         const bool in_group = pv.l2_group != dp::kNoGroup;
-        if (in_group && !rte_is_multicast_ether_addr(&eth->src_addr)) {
+        if (in_group && rte_is_unicast_ether_addr(&eth->src_addr) &&
+            !rte_is_zero_ether_addr(&eth->src_addr)) {
             l2_learn(ctx, snap, eth->src_addr, static_cast<uint16_t>(pv.l2_group), m->port);
         }
         const uint16_t type = rte_be_to_cpu_16(eth->ether_type);

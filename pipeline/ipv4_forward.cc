@@ -101,15 +101,13 @@ void ipv4_forward(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, 
             out.push(Ipv4Edge::drop, m);
             continue;
         }
-        const uint32_t next = nh.kind == dp::NextHopKind::gateway ? nh.gateway : dst[i];
-        const dp::Neighbour* nb = snap.neighbour(next);
-        if (nb == nullptr) [[unlikely]] {
-            resolve(ctx, snap, next, nh.port);
+        if (!nh.resolved) [[unlikely]] {
+            resolve(ctx, snap, nh.kind == dp::NextHopKind::gateway ? nh.gateway : dst[i], nh.port);
             count_drop(ctx, dp::DropReason::neighbour_unresolved);
             out.push(Ipv4Edge::drop, m);
             continue;
         }
-        if (rte_be_to_cpu_16(ip->total_length) > snap.ports[nb->port].mtu) [[unlikely]] {
+        if (rte_be_to_cpu_16(ip->total_length) > snap.ports[nh.out_port].mtu) [[unlikely]] {
             count_drop(ctx, dp::DropReason::mtu_exceeded);
             out.push(Ipv4Edge::drop, m);
             continue;
@@ -121,10 +119,10 @@ void ipv4_forward(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, 
         const uint16_t new_word = static_cast<uint16_t>(rte_cpu_to_be_16(
             static_cast<uint16_t>(ip->time_to_live << 8 | ip->next_proto_id)));
         ip->hdr_checksum = net::checksum_update16(ip->hdr_checksum, old_word, new_word);
-        eth->dst_addr = nb->mac;
-        eth->src_addr = snap.ports[nb->port].mac;
+        eth->dst_addr = nh.dst_mac;
+        eth->src_addr = snap.ports[nh.out_port].mac;
         ++ctx.counters.routed;
-        tx_enqueue(ctx, nb->port, m);
+        tx_enqueue(ctx, nh.out_port, m);
     }
 }
 

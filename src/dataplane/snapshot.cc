@@ -120,22 +120,66 @@ std::unique_ptr<Snapshot> Snapshot::build(const config::Config& cfg,
 
     // Names of DPDK objects must be unique process-wide: the generation makes them so.
     const std::string suffix = std::to_string(generation);
+
+    // Neighbours first: routes are resolved against them while the LPM is built.
+    const uint32_t max_neigh = cfg.arp.max_neighbours;
+    s->neighbour_hash = make_hash("nb" + suffix, max_neigh, sizeof(uint32_t));
+    if (s->neighbour_hash == nullptr) {
+        error = std::string("rte_hash_create(neighbours): ") + rte_strerror(rte_errno);
+        return nullptr;
+    }
+    std::vector<uint32_t> neighbour_ips;
+    auto add_neighbour = [&](uint32_t ip, const rte_ether_addr& mac, uint16_t port) {
+        void* existing = nullptr;
+        if (rte_hash_lookup_data(s->neighbour_hash, &ip, &existing) >= 0) {
+            return true;  // static entries are added first and win over learned ones
+        }
+        s->neighbours.push_back(Neighbour{mac, port});
+        neighbour_ips.push_back(ip);
+        auto* index = reinterpret_cast<void*>(static_cast<uintptr_t>(s->neighbours.size() - 1));
+        return rte_hash_add_key_data(s->neighbour_hash, &ip, index) == 0;
+    };
+    for (const auto& nb : cfg.neighbours) {
+        if (!add_neighbour(nb.ip.value, to_ether(nb.mac), port_of(nb.port))) {
+            error = "neighbour table full";
+            return nullptr;
+        }
+    }
+    for (const auto& nb : learned) {
+        if (!add_neighbour(nb.ip, nb.mac, nb.port)) {
+            error = "neighbour table full";
+            return nullptr;
+        }
+    }
+
+    // The LPM answers everything the packet path needs in one lookup: every resolved neighbour
+    // is a /32 whose next hop carries its MAC and port, and gateway routes are resolved here,
+    // so forwarding a packet never touches a hash table.
     rte_lpm_config lpm_cfg{};
-    lpm_cfg.max_rules = static_cast<uint32_t>(cfg.routes.size() + 2 * cfg.ports.size() *
-                                                                      kMaxAddrsPerPort + 16);
-    lpm_cfg.number_tbl8s = 256;
+    lpm_cfg.max_rules = static_cast<uint32_t>(cfg.routes.size() + neighbour_ips.size() +
+                                              2 * cfg.ports.size() * kMaxAddrsPerPort + 16);
+    lpm_cfg.number_tbl8s = std::max<uint32_t>(256, static_cast<uint32_t>(neighbour_ips.size()));
     s->lpm = rte_lpm_create(("lpm" + suffix).c_str(), SOCKET_ID_ANY, &lpm_cfg);
     if (s->lpm == nullptr) {
         error = std::string("rte_lpm_create: ") + rte_strerror(rte_errno);
         return nullptr;
     }
-    auto add_route = [&](const net::Ipv4Prefix& p, const NextHop& nh) {
+    auto add_route = [&](const net::Ipv4Prefix& p, NextHop nh) {
+        const uint32_t target = nh.kind == NextHopKind::gateway ? nh.gateway : 0;
+        if (target != 0) {
+            if (const Neighbour* n = s->neighbour(target)) {
+                nh.resolved = true;
+                nh.out_port = n->port;
+                nh.dst_mac = n->mac;
+            }
+        }
         s->nexthops.push_back(nh);
         return rte_lpm_add(s->lpm, p.network(), p.length,
                            static_cast<uint32_t>(s->nexthops.size() - 1)) == 0;
     };
-    // Static routes first; connected subnets and local /32s are added after and win on equal
-    // prefixes, since a connected subnet must never be shadowed by a static route to it.
+    // Order matters on equal prefixes (the last add wins): static routes, then connected
+    // subnets (never shadowed by a static route to them), then neighbours, then the switch's
+    // own addresses.
     for (const auto& rt : cfg.routes) {
         NextHop nh;
         if (rt.via) {
@@ -160,39 +204,35 @@ std::unique_ptr<Snapshot> Snapshot::build(const config::Config& cfg,
     for (size_t i = 0; i < cfg.ports.size(); ++i) {
         for (const auto& a : cfg.ports[i].ipv4) {
             if (!add_route(net::Ipv4Prefix{net::Ipv4Addr{a.network()}, a.length},
-                           NextHop{NextHopKind::connected, 0, id[i]}) ||
-                !add_route(net::Ipv4Prefix{a.addr, 32}, NextHop{NextHopKind::local, 0, id[i]})) {
+                           NextHop{NextHopKind::connected, 0, id[i]})) {
                 error = "cannot add connected route " + a.str();
                 return nullptr;
             }
         }
     }
-
-    const uint32_t max_neigh = cfg.arp.max_neighbours;
-    s->neighbour_hash = make_hash("nb" + suffix, max_neigh, sizeof(uint32_t));
-    if (s->neighbour_hash == nullptr) {
-        error = std::string("rte_hash_create(neighbours): ") + rte_strerror(rte_errno);
-        return nullptr;
-    }
-    auto add_neighbour = [&](uint32_t ip, const rte_ether_addr& mac, uint16_t port) {
-        void* existing = nullptr;
-        if (rte_hash_lookup_data(s->neighbour_hash, &ip, &existing) >= 0) {
-            return true;  // static entries are added first and win over learned ones
+    for (size_t k = 0; k < neighbour_ips.size(); ++k) {
+        // A neighbour becomes a host route only where the destination is reached directly; a
+        // more specific static route through a gateway keeps its traffic.
+        const NextHop* covering = s->route(neighbour_ips[k]);
+        if (covering != nullptr && covering->kind == NextHopKind::gateway) {
+            continue;
         }
-        s->neighbours.push_back(Neighbour{mac, port});
-        auto* index = reinterpret_cast<void*>(static_cast<uintptr_t>(s->neighbours.size() - 1));
-        return rte_hash_add_key_data(s->neighbour_hash, &ip, index) == 0;
-    };
-    for (const auto& nb : cfg.neighbours) {
-        if (!add_neighbour(nb.ip.value, to_ether(nb.mac), port_of(nb.port))) {
-            error = "neighbour table full";
+        const Neighbour& n = s->neighbours[k];
+        NextHop nh{NextHopKind::connected, 0, n.port};
+        nh.resolved = true;
+        nh.out_port = n.port;
+        nh.dst_mac = n.mac;
+        if (!add_route(net::Ipv4Prefix{net::Ipv4Addr{neighbour_ips[k]}, 32}, nh)) {
+            error = "cannot add neighbour route " + net::Ipv4Addr{neighbour_ips[k]}.str();
             return nullptr;
         }
     }
-    for (const auto& nb : learned) {
-        if (!add_neighbour(nb.ip, nb.mac, nb.port)) {
-            error = "neighbour table full";
-            return nullptr;
+    for (size_t i = 0; i < cfg.ports.size(); ++i) {
+        for (const auto& a : cfg.ports[i].ipv4) {
+            if (!add_route(net::Ipv4Prefix{a.addr, 32}, NextHop{NextHopKind::local, 0, id[i]})) {
+                error = "cannot add local address " + a.str();
+                return nullptr;
+            }
         }
     }
 

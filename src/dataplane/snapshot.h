@@ -61,6 +61,11 @@ struct NextHop {
     NextHopKind kind = NextHopKind::connected;
     uint32_t gateway = 0;  // host order, for kind == gateway
     uint16_t port = 0;     // port the next hop is reached through (ARP is sent there)
+    // Set when the next hop's MAC is known at build time (a neighbour's /32, or a gateway that
+    // is a neighbour): the packet path forwards with no further lookup.
+    bool resolved = false;
+    uint16_t out_port = 0;
+    rte_ether_addr dst_mac{};
 };
 
 struct Neighbour {
