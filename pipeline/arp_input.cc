@@ -11,40 +11,10 @@
 namespace ina::pipeline {
 
 int owner_in_segment(const dp::Snapshot& snap, uint16_t port, uint32_t ip) {
-    const dp::PortView& pv = snap.ports[port];
-    if (pv.owns(ip)) {
-        return port;
-    }
-    if (pv.l2_group == dp::kNoGroup) {
-        return -1;
-    }
-    const dp::L2Group& g = snap.groups[static_cast<size_t>(pv.l2_group)];
-    for (uint16_t k = 0; k < g.n_ports; ++k) {
-        if (snap.ports[g.ports[k]].owns(ip)) {
-            return g.ports[k];
-        }
-    }
-    return -1;
+    return snap.segment_owner(port, ip);
 }
 
 namespace {
-
-bool in_segment_subnet(const dp::Snapshot& snap, uint16_t port, uint32_t ip) {
-    const dp::PortView& pv = snap.ports[port];
-    if (pv.subnet_of(ip) != nullptr) {
-        return true;
-    }
-    if (pv.l2_group == dp::kNoGroup) {
-        return false;
-    }
-    const dp::L2Group& g = snap.groups[static_cast<size_t>(pv.l2_group)];
-    for (uint16_t k = 0; k < g.n_ports; ++k) {
-        if (snap.ports[g.ports[k]].subnet_of(ip) != nullptr) {
-            return true;
-        }
-    }
-    return false;
-}
 
 void report_sender(LcoreContext& ctx, dp::EventType type, uint32_t ip, const rte_ether_addr& mac,
                    uint16_t port) {
@@ -94,7 +64,7 @@ void arp_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uin
         const int owner = owner_in_segment(snap, port, tip);
         const bool sender_valid = sip != 0 && !rte_is_multicast_ether_addr(&sha) &&
                                   !rte_is_zero_ether_addr(&sha) &&
-                                  in_segment_subnet(snap, port, sip) &&
+                                  snap.segment_has_subnet(port, sip) &&
                                   owner_in_segment(snap, port, sip) < 0;
         if (sender_valid) {
             // An ARP to us creates the entry (RFC 826 merge); others only refresh an entry the

@@ -103,24 +103,6 @@ bool ControlPlane::publish_locked(std::string& error) {
     return true;
 }
 
-bool ControlPlane::in_segment_subnet(uint16_t port_id, uint32_t ip) const {
-    const auto& snap = snapshot();
-    const auto& pv = snap.ports[port_id];
-    if (pv.subnet_of(ip) != nullptr) {
-        return true;
-    }
-    if (pv.l2_group == dp::kNoGroup) {
-        return false;
-    }
-    const auto& g = snap.groups[static_cast<size_t>(pv.l2_group)];
-    for (uint16_t k = 0; k < g.n_ports; ++k) {
-        if (snap.ports[g.ports[k]].subnet_of(ip) != nullptr) {
-            return true;
-        }
-    }
-    return false;
-}
-
 void ControlPlane::handle_event(const dp::Event& ev, bool& dirty) {
     ++counters_.events_processed;
     if (ev.port >= dp::kMaxPorts || config_index(ev.port) < 0) {
@@ -132,7 +114,7 @@ void ControlPlane::handle_event(const dp::Event& ev, bool& dirty) {
     case dp::EventType::neighbour_refresh: {
         const bool is_static = std::any_of(running_.neighbours.begin(), running_.neighbours.end(),
                                            [&](const auto& n) { return n.ip.value == ev.ip; });
-        if (is_static || !in_segment_subnet(ev.port, ev.ip)) {
+        if (is_static || !snapshot().segment_has_subnet(ev.port, ev.ip)) {
             return;
         }
         rte_ether_addr mac;
@@ -491,32 +473,7 @@ Stats ControlPlane::stats() const {
         // an aligned 64-bit load is never torn.
         const dp::LcoreCounters c = w.ctx->counters;
         s.per_lcore.emplace_back(w.lcore_id, c);
-        auto& t = s.total;
-        t.loops += c.loops;
-        t.busy_loops += c.busy_loops;
-        t.rx_bursts += c.rx_bursts;
-        t.idle_sleeps += c.idle_sleeps;
-        t.tx_bursts += c.tx_bursts;
-        for (size_t i = 0; i < dp::kBurstBuckets; ++i) {
-            t.burst_size[i] += c.burst_size[i];
-        }
-        t.routed += c.routed;
-        t.bridged += c.bridged;
-        t.flooded += c.flooded;
-        t.arp_replies += c.arp_replies;
-        t.arp_learned += c.arp_learned;
-        t.icmp_echo_replies += c.icmp_echo_replies;
-        t.events_lost += c.events_lost;
-        for (size_t i = 0; i < dp::kDropReasonCount; ++i) {
-            t.drops[i] += c.drops[i];
-        }
-        for (size_t p = 0; p < dp::kMaxPorts; ++p) {
-            t.ports[p].rx_packets += c.ports[p].rx_packets;
-            t.ports[p].rx_bytes += c.ports[p].rx_bytes;
-            t.ports[p].tx_packets += c.ports[p].tx_packets;
-            t.ports[p].tx_bytes += c.ports[p].tx_bytes;
-            t.ports[p].tx_dropped += c.ports[p].tx_dropped;
-        }
+        s.total += c;
     }
     if (dataplane_.pool != nullptr) {
         s.mempool_available = rte_mempool_avail_count(dataplane_.pool);

@@ -126,7 +126,6 @@ private:
     void send_arp_request(uint32_t ip, uint16_t port_id);
     int config_index(uint16_t port_id) const;
     std::string port_name(uint16_t port_id) const;
-    bool in_segment_subnet(uint16_t port_id, uint32_t ip) const;
     const dp::Snapshot& snapshot() const { return *dataplane_.current()->snapshot; }
 
     mutable std::mutex mu_;

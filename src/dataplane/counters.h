@@ -79,6 +79,36 @@ struct alignas(64) LcoreCounters {
     uint64_t events_lost = 0;  // control-plane events dropped because the ring was full
     std::array<uint64_t, kDropReasonCount> drops{};
     std::array<PortCounters, kMaxPorts> ports{};
+
+    // Control-plane side only: sums another lcore's block into this one.
+    LcoreCounters& operator+=(const LcoreCounters& o) {
+        loops += o.loops;
+        busy_loops += o.busy_loops;
+        rx_bursts += o.rx_bursts;
+        idle_sleeps += o.idle_sleeps;
+        tx_bursts += o.tx_bursts;
+        for (size_t i = 0; i < kBurstBuckets; ++i) {
+            burst_size[i] += o.burst_size[i];
+        }
+        routed += o.routed;
+        bridged += o.bridged;
+        flooded += o.flooded;
+        arp_replies += o.arp_replies;
+        arp_learned += o.arp_learned;
+        icmp_echo_replies += o.icmp_echo_replies;
+        events_lost += o.events_lost;
+        for (size_t i = 0; i < kDropReasonCount; ++i) {
+            drops[i] += o.drops[i];
+        }
+        for (size_t p = 0; p < kMaxPorts; ++p) {
+            ports[p].rx_packets += o.ports[p].rx_packets;
+            ports[p].rx_bytes += o.ports[p].rx_bytes;
+            ports[p].tx_packets += o.ports[p].tx_packets;
+            ports[p].tx_bytes += o.ports[p].tx_bytes;
+            ports[p].tx_dropped += o.ports[p].tx_dropped;
+        }
+        return *this;
+    }
 };
 
 inline size_t burst_bucket(uint16_t n) {

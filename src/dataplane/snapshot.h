@@ -141,6 +141,34 @@ public:
     rte_hash* fdb_hash = nullptr;        // FdbKey -> index into fdb_entries
 
     const NextHop* route(uint32_t dst) const;
+
+    // The port's segment is the port itself plus, if it is in an L2 group, the group's other
+    // members. Returns the first port of the segment for which `pred(port_id)` holds, or -1.
+    template <typename Pred>
+    int find_in_segment(uint16_t port, Pred&& pred) const {
+        if (pred(port)) {
+            return port;
+        }
+        const PortView& pv = ports[port];
+        if (pv.l2_group == kNoGroup) {
+            return -1;
+        }
+        const L2Group& g = groups[static_cast<size_t>(pv.l2_group)];
+        for (uint16_t k = 0; k < g.n_ports; ++k) {
+            if (g.ports[k] != port && pred(g.ports[k])) {
+                return g.ports[k];
+            }
+        }
+        return -1;
+    }
+    // Port in `port`'s segment that owns address `ip`, or -1.
+    int segment_owner(uint16_t port, uint32_t ip) const {
+        return find_in_segment(port, [&](uint16_t p) { return ports[p].owns(ip); });
+    }
+    // True if `ip` is inside a subnet configured on `port`'s segment.
+    bool segment_has_subnet(uint16_t port, uint32_t ip) const {
+        return find_in_segment(port, [&](uint16_t p) { return ports[p].subnet_of(ip) != nullptr; }) >= 0;
+    }
     const Neighbour* neighbour(uint32_t ip) const;
     const FdbEntry* fdb(const rte_ether_addr& mac, uint16_t group) const;
 
