@@ -275,6 +275,9 @@ void read_port(Reader& r, const YAML::Node& n, PortConfig& p) {
                 } else {
                     p.ipv4.push_back(prefix);
                 }
+                if (p.ipv4.size() == 9) {
+                    r.error(a, "expected at most 8 interface addresses per port");
+                }
             }
         }
     });
@@ -406,6 +409,7 @@ void read_document(Reader& r, const YAML::Node& root, Config& c) {
             return;
         }
         r.check_keys(v, {"mbufs", "cache_size", "data_room"}, "mempool");
+        c.mempool.mark = mark_of(v);
         r.optional(v, "mbufs", [&](const YAML::Node& x) {
             r.uint_value(x, "mbufs", c.mempool.mbufs, 1023, 16u << 20);
         });
@@ -529,6 +533,17 @@ void validate(Reader& r, const Config& c) {
             groups[p.l2_group].insert(p.name);
         }
     }
+    for (const auto& p : c.ports) {
+        if (!p.l2_group.empty() && !p.promiscuous) {
+            r.error(p.mark, "port '" + p.name + "' is in L2 group '" + p.l2_group +
+                                "' and must be promiscuous to bridge; expected promiscuous: true");
+        }
+    }
+    if (uint64_t{c.mempool.cache_size} * 3 / 2 > c.mempool.mbufs) {
+        r.error(c.mempool.mark, "mempool.cache_size " + std::to_string(c.mempool.cache_size) +
+                            " is too large for " + std::to_string(c.mempool.mbufs) +
+                            " mbufs; expected cache_size * 1.5 <= mbufs");
+    }
     for (const auto& [g, members] : groups) {
         if (members.size() < 2) {
             r.error(c.find_port(*members.begin())->mark,
@@ -566,6 +581,10 @@ void validate(Reader& r, const Config& c) {
     for (const auto& l : c.lcores) {
         if (!lcore_ids.insert(l.lcore).second) {
             r.error(l.mark, "lcore " + std::to_string(l.lcore) + " is listed twice");
+        }
+        if (l.rx.size() > 32) {
+            r.error(l.mark, "lcore " + std::to_string(l.lcore) + " polls " +
+                                std::to_string(l.rx.size()) + " RX queues; expected at most 32");
         }
         for (const auto& q : l.rx) {
             const auto* p = c.find_port(q.port);

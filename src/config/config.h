@@ -49,6 +49,7 @@ struct MempoolConfig {
     uint32_t mbufs = 8191;
     uint32_t cache_size = 256;
     uint16_t data_room = 2176;  // RTE_MBUF_DEFAULT_BUF_SIZE
+    Mark mark;
 };
 
 struct DataplaneConfig {

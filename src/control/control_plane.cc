@@ -319,6 +319,8 @@ ApplyResult ControlPlane::apply_locked(config::Config next) {
             out.push_back(e.str());
         }
         ++counters_.reloads_failed;
+        RTE_LOG(WARNING, USER1, "config change refused (%zu errors); running config unchanged\n",
+                out.size());
         return failure(out);
     }
     auto restart = config::restart_required(running_, next);
@@ -351,6 +353,9 @@ ApplyResult ControlPlane::apply_locked(config::Config next) {
     ApplyResult r;
     r.ok = true;
     r.generation = dataplane_.generation();
+    RTE_LOG(NOTICE, USER1, "config applied: generation %lu, %zu routes, %zu static neighbours\n",
+            static_cast<unsigned long>(r.generation), running_.routes.size(),
+            running_.neighbours.size());
     return r;
 }
 

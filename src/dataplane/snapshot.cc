@@ -158,7 +158,8 @@ std::unique_ptr<Snapshot> Snapshot::build(const config::Config& cfg,
     rte_lpm_config lpm_cfg{};
     lpm_cfg.max_rules = static_cast<uint32_t>(cfg.routes.size() + neighbour_ips.size() +
                                               2 * cfg.ports.size() * kMaxAddrsPerPort + 16);
-    lpm_cfg.number_tbl8s = std::max<uint32_t>(256, static_cast<uint32_t>(neighbour_ips.size()));
+    // One tbl8 group per /24 that holds a longer prefix; bounded by the rule count.
+    lpm_cfg.number_tbl8s = std::max<uint32_t>(256, lpm_cfg.max_rules);
     s->lpm = rte_lpm_create(("lpm" + suffix).c_str(), SOCKET_ID_ANY, &lpm_cfg);
     if (s->lpm == nullptr) {
         error = std::string("rte_lpm_create: ") + rte_strerror(rte_errno);
@@ -174,13 +175,26 @@ std::unique_ptr<Snapshot> Snapshot::build(const config::Config& cfg,
             }
         }
         s->nexthops.push_back(nh);
-        return rte_lpm_add(s->lpm, p.network(), p.length,
-                           static_cast<uint32_t>(s->nexthops.size() - 1)) == 0;
+        const auto index = static_cast<uint32_t>(s->nexthops.size() - 1);
+        if (p.length == 0) {
+            // rte_lpm rejects depth 0: a default route is its two /1 halves.
+            return rte_lpm_add(s->lpm, 0, 1, index) == 0 &&
+                   rte_lpm_add(s->lpm, 0x80000000u, 1, index) == 0;
+        }
+        return rte_lpm_add(s->lpm, p.network(), p.length, index) == 0;
     };
     // Order matters on equal prefixes (the last add wins): static routes, then connected
     // subnets (never shadowed by a static route to them), then neighbours, then the switch's
     // own addresses.
+    // Shortest prefixes first, so a configured /1 overrides the halves of a default route.
+    std::vector<const config::RouteConfig*> static_routes;
     for (const auto& rt : cfg.routes) {
+        static_routes.push_back(&rt);
+    }
+    std::stable_sort(static_routes.begin(), static_routes.end(),
+                     [](const auto* a, const auto* b) { return a->prefix.length < b->prefix.length; });
+    for (const auto* rtp : static_routes) {
+        const auto& rt = *rtp;
         NextHop nh;
         if (rt.via) {
             nh.kind = NextHopKind::gateway;

@@ -98,16 +98,19 @@ bool choose_workers(const config::Config& cfg, std::vector<unsigned>& out, std::
 }
 
 // Assigns RX queues to workers: as configured, or round-robin over every (port, queue).
-void assign_rx(const config::Config& cfg, const std::vector<PortRuntime>& ports,
-               Dataplane& dataplane) {
+bool assign_rx(const config::Config& cfg, const std::vector<PortRuntime>& ports,
+               Dataplane& dataplane, std::string& error) {
     std::map<std::string, uint16_t> port_ids;
     for (const auto& p : ports) {
         port_ids[p.name] = p.port_id;
     }
+    bool fits = true;
     auto add = [&](Worker& w, uint16_t port, uint16_t queue) {
         auto& ctx = *w.ctx;
         if (ctx.n_rx < pipeline::kMaxRxQueuesPerLcore) {
             ctx.rx[ctx.n_rx++] = {port, queue};
+        } else {
+            fits = false;
         }
     };
     if (!cfg.lcores.empty()) {
@@ -129,6 +132,11 @@ void assign_rx(const config::Config& cfg, const std::vector<PortRuntime>& ports,
             w.ctx->tx_enabled[p.port_id] = true;
         }
     }
+    if (!fits) {
+        error = "more than " + std::to_string(pipeline::kMaxRxQueuesPerLcore) +
+                " RX queues per worker lcore; add lcores or list them under 'lcores'";
+    }
+    return fits;
 }
 
 }  // namespace
@@ -165,7 +173,10 @@ int run_switch(config::Config cfg, const RunOptions& opt) {
             stop_ports(ports);
             return fail(error);
         }
-        assign_rx(cfg, ports, dataplane);
+        if (!assign_rx(cfg, ports, dataplane, error)) {
+            stop_ports(ports);
+            return fail(error);
+        }
         const std::string listen = cfg.control.listen;
         control::ControlPlane control(dataplane, ports, std::move(cfg));
         if (!control.start(error)) {

@@ -1,0 +1,243 @@
+// SPDX-License-Identifier: Apache-2.0
+// AVX2 (+F16C) kernels. Every function that uses these instructions carries
+// __attribute__((target(...))), so this file builds with the project's baseline flags and is only
+// entered after __builtin_cpu_supports said yes. FMA is deliberately not enabled: nothing here
+// needs it, and it could let the compiler contract a*b+c and break bit-exactness.
+// Tails (n % lanes) go through a small bounce buffer with the same vector code, so they follow
+// exactly the same arithmetic; acc/in/out are never touched past element n.
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "reduce/kernels_internal.h"
+
+#define INA_AVX2 __attribute__((target("avx2,f16c")))
+
+namespace ina::reduce::detail {
+namespace {
+
+// Traits: the accumulator vector V of one element type, how wire bytes become a V (load_in) and
+// back (store_out), and the four operations with the semantics of the scalar reference.
+struct F32 {
+    using Acc = float;
+    using V = __m256;
+    static constexpr size_t kLanes = 8;
+    static constexpr size_t kWire = 4;
+
+    INA_AVX2 static V load_acc(const Acc* p) { return _mm256_loadu_ps(p); }
+    INA_AVX2 static void store_acc(Acc* p, V v) { _mm256_storeu_ps(p, v); }
+    INA_AVX2 static V load_in(const unsigned char* p) {
+        return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
+    }
+    INA_AVX2 static void store_out(unsigned char* p, V v) {
+        _mm256_storeu_ps(reinterpret_cast<float*>(p), v);
+    }
+
+    INA_AVX2 static V nan() { return _mm256_castsi256_ps(_mm256_set1_epi32(0x7FC00000)); }
+    INA_AVX2 static V canon(V v) { return _mm256_blendv_ps(v, nan(), _mm256_cmp_ps(v, v, _CMP_UNORD_Q)); }
+    INA_AVX2 static V sum(V a, V b) { return canon(_mm256_add_ps(a, b)); }
+    INA_AVX2 static V prod(V a, V b) { return canon(_mm256_mul_ps(a, b)); }
+    // minps returns b when the operands compare equal (also -0 vs +0): OR in a's bits then.
+    INA_AVX2 static V min(V a, V b) {
+        const V eq = _mm256_cmp_ps(a, b, _CMP_EQ_OQ);
+        const V r = _mm256_or_ps(_mm256_min_ps(a, b), _mm256_and_ps(eq, a));
+        return _mm256_blendv_ps(r, nan(), _mm256_cmp_ps(a, b, _CMP_UNORD_Q));
+    }
+    INA_AVX2 static V max(V a, V b) {
+        const V eq = _mm256_cmp_ps(a, b, _CMP_EQ_OQ);
+        const V r = _mm256_blendv_ps(_mm256_max_ps(a, b), _mm256_and_ps(a, b), eq);
+        return _mm256_blendv_ps(r, nan(), _mm256_cmp_ps(a, b, _CMP_UNORD_Q));
+    }
+};
+
+struct F64 {
+    using Acc = double;
+    using V = __m256d;
+    static constexpr size_t kLanes = 4;
+    static constexpr size_t kWire = 8;
+
+    INA_AVX2 static V load_acc(const Acc* p) { return _mm256_loadu_pd(p); }
+    INA_AVX2 static void store_acc(Acc* p, V v) { _mm256_storeu_pd(p, v); }
+    INA_AVX2 static V load_in(const unsigned char* p) {
+        return _mm256_loadu_pd(reinterpret_cast<const double*>(p));
+    }
+    INA_AVX2 static void store_out(unsigned char* p, V v) {
+        _mm256_storeu_pd(reinterpret_cast<double*>(p), v);
+    }
+
+    INA_AVX2 static V nan() {
+        return _mm256_castsi256_pd(_mm256_set1_epi64x(static_cast<long long>(kCanonicalNanF64)));
+    }
+    INA_AVX2 static V canon(V v) { return _mm256_blendv_pd(v, nan(), _mm256_cmp_pd(v, v, _CMP_UNORD_Q)); }
+    INA_AVX2 static V sum(V a, V b) { return canon(_mm256_add_pd(a, b)); }
+    INA_AVX2 static V prod(V a, V b) { return canon(_mm256_mul_pd(a, b)); }
+    INA_AVX2 static V min(V a, V b) {
+        const V eq = _mm256_cmp_pd(a, b, _CMP_EQ_OQ);
+        const V r = _mm256_or_pd(_mm256_min_pd(a, b), _mm256_and_pd(eq, a));
+        return _mm256_blendv_pd(r, nan(), _mm256_cmp_pd(a, b, _CMP_UNORD_Q));
+    }
+    INA_AVX2 static V max(V a, V b) {
+        const V eq = _mm256_cmp_pd(a, b, _CMP_EQ_OQ);
+        const V r = _mm256_blendv_pd(_mm256_max_pd(a, b), _mm256_and_pd(a, b), eq);
+        return _mm256_blendv_pd(r, nan(), _mm256_cmp_pd(a, b, _CMP_UNORD_Q));
+    }
+};
+
+// fp16 wire, fp32 accumulator: F16C conversions (VCVTPS2PH with round to nearest even).
+struct F16 : F32 {
+    static constexpr size_t kWire = 2;
+    INA_AVX2 static V load_in(const unsigned char* p) {
+        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    }
+    INA_AVX2 static void store_out(unsigned char* p, V v) {
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+    }
+};
+
+// bf16 wire, fp32 accumulator: widen by a 16-bit shift; narrow with integer round to nearest even.
+struct BF16 : F32 {
+    static constexpr size_t kWire = 2;
+    INA_AVX2 static V load_in(const unsigned char* p) {
+        const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+    }
+    INA_AVX2 static void store_out(unsigned char* p, V v) {
+        const __m256i u = _mm256_castps_si256(v);
+        const __m256i hi = _mm256_srli_epi32(u, 16);
+        const __m256i lsb = _mm256_and_si256(hi, _mm256_set1_epi32(1));
+        const __m256i rounded =
+            _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)), lsb), 16);
+        const __m256i quiet = _mm256_or_si256(hi, _mm256_set1_epi32(0x0040));
+        const __m256i isnan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+        const __m256i r = _mm256_blendv_epi8(rounded, quiet, isnan);  // every lane <= 0xFFFF
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
+                         _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1)));
+    }
+};
+
+struct I32 {
+    using Acc = int32_t;
+    using V = __m256i;
+    static constexpr size_t kLanes = 8;
+    static constexpr size_t kWire = 4;
+
+    INA_AVX2 static V load_acc(const Acc* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+    INA_AVX2 static void store_acc(Acc* p, V v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
+    INA_AVX2 static V load_in(const unsigned char* p) {
+        return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    }
+    INA_AVX2 static void store_out(unsigned char* p, V v) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v);
+    }
+
+    INA_AVX2 static V canon(V v) { return v; }
+    INA_AVX2 static V sum(V a, V b) { return _mm256_add_epi32(a, b); }     // wraps
+    INA_AVX2 static V prod(V a, V b) { return _mm256_mullo_epi32(a, b); }  // low 32 bits: wraps
+    INA_AVX2 static V min(V a, V b) { return _mm256_min_epi32(a, b); }
+    INA_AVX2 static V max(V a, V b) { return _mm256_max_epi32(a, b); }
+};
+
+struct I64 : I32 {
+    using Acc = int64_t;
+    static constexpr size_t kLanes = 4;
+    static constexpr size_t kWire = 8;
+
+    INA_AVX2 static V load_acc(const Acc* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+    INA_AVX2 static void store_acc(Acc* p, V v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
+
+    INA_AVX2 static V sum(V a, V b) { return _mm256_add_epi64(a, b); }
+    // No 64-bit multiply in AVX2: a*b mod 2^64 = alo*blo + ((ahi*blo + alo*bhi) << 32).
+    INA_AVX2 static V prod(V a, V b) {
+        const V lo = _mm256_mul_epu32(a, b);
+        const V cross = _mm256_add_epi64(_mm256_mul_epu32(_mm256_srli_epi64(a, 32), b),
+                                         _mm256_mul_epu32(a, _mm256_srli_epi64(b, 32)));
+        return _mm256_add_epi64(lo, _mm256_slli_epi64(cross, 32));
+    }
+    INA_AVX2 static V min(V a, V b) { return _mm256_blendv_epi8(a, b, _mm256_cmpgt_epi64(a, b)); }
+    INA_AVX2 static V max(V a, V b) { return _mm256_blendv_epi8(b, a, _mm256_cmpgt_epi64(a, b)); }
+};
+
+template <class T, Op op>
+INA_AVX2 typename T::V apply(typename T::V a, typename T::V b) {
+    if constexpr (op == Op::sum) return T::sum(a, b);
+    if constexpr (op == Op::prod) return T::prod(a, b);
+    if constexpr (op == Op::min) return T::min(a, b);
+    if constexpr (op == Op::max) return T::max(a, b);
+}
+
+template <class T>
+INA_AVX2 void load(void* acc_v, const void* in_v, size_t n) {
+    auto* acc = static_cast<typename T::Acc*>(acc_v);
+    const auto* in = static_cast<const unsigned char*>(in_v);
+    size_t i = 0;
+    for (; i + T::kLanes <= n; i += T::kLanes) {
+        T::store_acc(acc + i, T::canon(T::load_in(in + i * T::kWire)));
+    }
+    if (i < n) {
+        const size_t r = n - i;
+        alignas(32) unsigned char inbuf[T::kLanes * T::kWire] = {};
+        alignas(32) typename T::Acc accbuf[T::kLanes] = {};
+        std::memcpy(inbuf, in + i * T::kWire, r * T::kWire);
+        T::store_acc(accbuf, T::canon(T::load_in(inbuf)));
+        std::memcpy(acc + i, accbuf, r * sizeof(typename T::Acc));
+    }
+}
+
+template <class T, Op op>
+INA_AVX2 void accumulate(void* acc_v, const void* in_v, size_t n) {
+    auto* acc = static_cast<typename T::Acc*>(acc_v);
+    const auto* in = static_cast<const unsigned char*>(in_v);
+    size_t i = 0;
+    for (; i + T::kLanes <= n; i += T::kLanes) {
+        T::store_acc(acc + i, apply<T, op>(T::load_acc(acc + i), T::load_in(in + i * T::kWire)));
+    }
+    if (i < n) {
+        const size_t r = n - i;
+        alignas(32) unsigned char inbuf[T::kLanes * T::kWire] = {};
+        alignas(32) typename T::Acc accbuf[T::kLanes] = {};
+        std::memcpy(inbuf, in + i * T::kWire, r * T::kWire);
+        std::memcpy(accbuf, acc + i, r * sizeof(typename T::Acc));
+        T::store_acc(accbuf, apply<T, op>(T::load_acc(accbuf), T::load_in(inbuf)));
+        std::memcpy(acc + i, accbuf, r * sizeof(typename T::Acc));
+    }
+}
+
+template <class T>
+INA_AVX2 void store(void* out_v, const void* acc_v, size_t n) {
+    const auto* acc = static_cast<const typename T::Acc*>(acc_v);
+    auto* out = static_cast<unsigned char*>(out_v);
+    size_t i = 0;
+    for (; i + T::kLanes <= n; i += T::kLanes) T::store_out(out + i * T::kWire, T::load_acc(acc + i));
+    if (i < n) {
+        const size_t r = n - i;
+        alignas(32) unsigned char outbuf[T::kLanes * T::kWire] = {};
+        alignas(32) typename T::Acc accbuf[T::kLanes] = {};
+        std::memcpy(accbuf, acc + i, r * sizeof(typename T::Acc));
+        T::store_out(outbuf, T::load_acc(accbuf));
+        std::memcpy(out + i * T::kWire, outbuf, r * T::kWire);
+    }
+}
+
+template <class T>
+constexpr TypeKernels make() {
+    return TypeKernels{
+        &load<T>,
+        {&accumulate<T, Op::sum>, &accumulate<T, Op::prod>, &accumulate<T, Op::min>,
+         &accumulate<T, Op::max>},
+        &store<T>,
+    };
+}
+
+}  // namespace
+
+// Indexed by ElemType: int32, fp32, fp16, bf16, int64, fp64.
+constinit const Kernels avx2_kernels{
+    Isa::avx2,
+    {make<I32>(), make<F32>(), make<F16>(), make<BF16>(), make<I64>(), make<F64>()},
+};
+
+}  // namespace ina::reduce::detail
+
+#endif  // __x86_64__
