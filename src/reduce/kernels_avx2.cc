@@ -25,6 +25,7 @@ struct F32 {
     using V = __m256;
     static constexpr size_t kLanes = 8;
     static constexpr size_t kWire = 4;
+    static constexpr bool kPairStore = false;  // store_out2() narrows two vectors at once
 
     INA_AVX2 static V load_acc(const Acc* p) { return _mm256_loadu_ps(p); }
     INA_AVX2 static void store_acc(Acc* p, V v) { _mm256_storeu_ps(p, v); }
@@ -57,6 +58,7 @@ struct F64 {
     using V = __m256d;
     static constexpr size_t kLanes = 4;
     static constexpr size_t kWire = 8;
+    static constexpr bool kPairStore = false;
 
     INA_AVX2 static V load_acc(const Acc* p) { return _mm256_loadu_pd(p); }
     INA_AVX2 static void store_acc(Acc* p, V v) { _mm256_storeu_pd(p, v); }
@@ -103,7 +105,8 @@ struct BF16 : F32 {
         const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
         return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
     }
-    INA_AVX2 static void store_out(unsigned char* p, V v) {
+    // Rounded bf16 bits in the low half of each 32-bit lane (every lane <= 0xFFFF).
+    INA_AVX2 static __m256i narrow(V v) {
         const __m256i u = _mm256_castps_si256(v);
         const __m256i hi = _mm256_srli_epi32(u, 16);
         const __m256i lsb = _mm256_and_si256(hi, _mm256_set1_epi32(1));
@@ -111,9 +114,18 @@ struct BF16 : F32 {
             _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)), lsb), 16);
         const __m256i quiet = _mm256_or_si256(hi, _mm256_set1_epi32(0x0040));
         const __m256i isnan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-        const __m256i r = _mm256_blendv_epi8(rounded, quiet, isnan);  // every lane <= 0xFFFF
+        return _mm256_blendv_epi8(rounded, quiet, isnan);
+    }
+    INA_AVX2 static void store_out(unsigned char* p, V v) {
+        const __m256i r = narrow(v);
         _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
                          _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1)));
+    }
+    // Two vectors at once: one in-lane pack, one cross-lane permute, one 32-byte store.
+    static constexpr bool kPairStore = true;
+    INA_AVX2 static void store_out2(unsigned char* p, V v0, V v1) {
+        const __m256i packed = _mm256_packus_epi32(narrow(v0), narrow(v1));  // 0..3 8..11 | 4..7 12..15
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm256_permute4x64_epi64(packed, 0xD8));
     }
 };
 
@@ -122,6 +134,7 @@ struct I32 {
     using V = __m256i;
     static constexpr size_t kLanes = 8;
     static constexpr size_t kWire = 4;
+    static constexpr bool kPairStore = false;
 
     INA_AVX2 static V load_acc(const Acc* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
     INA_AVX2 static void store_acc(Acc* p, V v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
@@ -209,6 +222,11 @@ INA_AVX2 void store(void* out_v, const void* acc_v, size_t n) {
     const auto* acc = static_cast<const typename T::Acc*>(acc_v);
     auto* out = static_cast<unsigned char*>(out_v);
     size_t i = 0;
+    if constexpr (T::kPairStore) {
+        for (; i + 2 * T::kLanes <= n; i += 2 * T::kLanes) {
+            T::store_out2(out + i * T::kWire, T::load_acc(acc + i), T::load_acc(acc + i + T::kLanes));
+        }
+    }
     for (; i + T::kLanes <= n; i += T::kLanes) T::store_out(out + i * T::kWire, T::load_acc(acc + i));
     if (i < n) {
         const size_t r = n - i;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Scalar reference kernels: one element at a time, written to be obviously correct. The SIMD
-// kernels must match them bit for bit. Wire elements are assembled from little-endian bytes, so
-// this file is correct on any host byte order (on x86 it compiles to plain loads).
+// kernels must match them bit for bit. Wire elements are little-endian: read with memcpy on a
+// little-endian host, assembled byte by byte otherwise, so this file is correct on any host.
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -15,13 +15,21 @@ namespace {
 template <class U>
 U read_le(const unsigned char* p) {
     U v = 0;
-    for (size_t b = 0; b < sizeof(U); ++b) v |= static_cast<U>(static_cast<U>(p[b]) << (8 * b));
+    if constexpr (std::endian::native == std::endian::little) {
+        std::memcpy(&v, p, sizeof v);
+    } else {
+        for (size_t b = 0; b < sizeof(U); ++b) v |= static_cast<U>(static_cast<U>(p[b]) << (8 * b));
+    }
     return v;
 }
 
 template <class U>
 void write_le(unsigned char* p, U v) {
-    for (size_t b = 0; b < sizeof(U); ++b) p[b] = static_cast<unsigned char>(v >> (8 * b));
+    if constexpr (std::endian::native == std::endian::little) {
+        std::memcpy(p, &v, sizeof v);
+    } else {
+        for (size_t b = 0; b < sizeof(U); ++b) p[b] = static_cast<unsigned char>(v >> (8 * b));
+    }
 }
 
 template <class F>

@@ -10,7 +10,8 @@
 //     to acc_elem_size()), acc_elem_size(t) bytes per element (acc_bytes() rounds up a size):
 //       int32 -> int32, int64 -> int64, fp32 -> fp32, fp64 -> fp64, fp16 and bf16 -> fp32.
 //   - Kernels touch exactly n elements (no over-read or over-write; tails are handled with masks
-//     or a bounce buffer); n = 0 is a no-op. acc, in and out must not overlap.
+//     or a bounce buffer); n = 0 is a no-op (the pointers may then be null). acc, in and out
+//     must not overlap.
 //
 // The three operations, per element type
 //   load(acc, in, n)            first contribution: widen/copy in[] into acc[]
