@@ -96,6 +96,11 @@ void ipv4_forward(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, 
             out.push(Ipv4Edge::local, m);
             continue;
         }
+        if (nh.kind == dp::NextHopKind::broadcast) [[unlikely]] {
+            count_drop(ctx, dp::DropReason::ipv4_martian);
+            out.push(Ipv4Edge::drop, m);
+            continue;
+        }
         if (ip->time_to_live <= 1) [[unlikely]] {
             count_drop(ctx, dp::DropReason::ttl_exceeded);
             out.push(Ipv4Edge::drop, m);

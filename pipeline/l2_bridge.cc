@@ -19,7 +19,7 @@ void l2_learn(LcoreContext& ctx, const dp::Snapshot& snap, const rte_ether_addr&
     uint64_t key = 0;
     std::memcpy(&key, mac.addr_bytes, 6);
     key ^= static_cast<uint64_t>(group) << 48 ^ static_cast<uint64_t>(port) << 56 ^
-           static_cast<uint64_t>(dp::EventType::fdb_learn) << 62;
+           static_cast<uint64_t>(dp::EventType::fdb_learn) << 60;
     if (!ctx.recent.should_report(key, ctx.now_tsc, ctx.event_interval_tsc)) {
         return;
     }

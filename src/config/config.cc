@@ -539,11 +539,6 @@ void validate(Reader& r, const Config& c) {
                                 "' and must be promiscuous to bridge; expected promiscuous: true");
         }
     }
-    if (uint64_t{c.mempool.cache_size} * 3 / 2 > c.mempool.mbufs) {
-        r.error(c.mempool.mark, "mempool.cache_size " + std::to_string(c.mempool.cache_size) +
-                            " is too large for " + std::to_string(c.mempool.mbufs) +
-                            " mbufs; expected cache_size * 1.5 <= mbufs");
-    }
     for (const auto& [g, members] : groups) {
         if (members.size() < 2) {
             r.error(c.find_port(*members.begin())->mark,

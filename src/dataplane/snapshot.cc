@@ -247,6 +247,12 @@ std::unique_ptr<Snapshot> Snapshot::build(const config::Config& cfg,
                 error = "cannot add local address " + a.str();
                 return nullptr;
             }
+            if (a.length < 31 &&
+                !add_route(net::Ipv4Prefix{net::Ipv4Addr{a.broadcast()}, 32},
+                           NextHop{NextHopKind::broadcast, 0, id[i]})) {
+                error = "cannot add broadcast address of " + a.str();
+                return nullptr;
+            }
         }
     }
 

@@ -55,6 +55,7 @@ enum class NextHopKind : uint8_t {
     connected,  // destination is on a connected subnet: resolve the destination itself
     gateway,    // resolve `gateway`
     local,      // one of the switch's own addresses
+    broadcast,  // a connected subnet's broadcast address: never forwarded (RFC 2644)
 };
 
 struct NextHop {

@@ -1,0 +1,890 @@
+// SPDX-License-Identifier: Apache-2.0
+// The YAML loader: every key, defaults, every class of error with its file:line:col, and which
+// changes need a restart.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+
+namespace {
+
+using ina::config::Config;
+using ina::config::load_file;
+using ina::config::load_string;
+using ina::config::LoadResult;
+using ina::config::restart_required;
+using ina::net::Ipv4Addr;
+using ina::net::Ipv4Prefix;
+using ina::net::MacAddr;
+
+constexpr const char* kFull = R"(version: 1
+eal:
+  args: ["-l", "0-2", "--no-pci"]
+mempool:
+  mbufs: 16383
+  cache_size: 128
+  data_room: 4096
+ports:
+  - name: up0
+    devargs: "0000:3b:00.0"
+    rx_queues: 2
+    rx_descriptors: 2048
+    tx_descriptors: 512
+    mac: 02:00:00:00:00:01
+    mtu: 9000
+    promiscuous: false
+    ipv4: [10.0.1.1/24, 10.0.9.1/30]
+  - name: lan0
+    devargs: net_null0,no-rx=1
+    ipv4: [10.0.2.1/24]
+    l2_group: lan
+  - name: lan1
+    devargs: net_null1
+    ipv4: [10.0.2.3/24]
+    l2_group: lan
+lcores:
+  - lcore: 1
+    rx:
+      - {port: up0, queue: 0}
+      - {port: up0, queue: 1}
+  - lcore: 2
+    rx:
+      - port: lan0
+      - port: lan1
+        queue: 0
+dataplane:
+  burst_size: 64
+  tx_drain_us: 50
+  idle_sleep_us: 10
+  idle_loops_before_sleep: 1000
+routes:
+  - prefix: 0.0.0.0/0
+    via: 10.0.1.254
+  - prefix: 10.8.0.0/16
+    port: lan0
+  - prefix: 172.16.0.0/12
+    via: 10.0.2.9
+    port: lan1
+neighbours:
+  - ip: 10.0.1.254
+    mac: 02:aa:bb:cc:dd:01
+    port: up0
+l2:
+  mac_ageing_s: 60
+  max_fdb_entries: 1024
+arp:
+  neighbour_timeout_s: 600
+  request_interval_ms: 500
+  max_neighbours: 2048
+control:
+  listen: "0.0.0.0:9100"
+)";
+
+constexpr const char* kMinimal = R"(version: 1
+ports:
+  - name: p0
+    devargs: net_null0
+)";
+
+Ipv4Prefix pfx(const char* s) { return *Ipv4Prefix::parse(s); }
+Ipv4Addr ip(const char* s) { return *Ipv4Addr::parse(s); }
+MacAddr mac(const char* s) { return *MacAddr::parse(s); }
+
+std::string all_errors(const LoadResult& r) { return r.error_text(); }
+
+// Asserts that loading `yaml` fails with an error whose text starts with `prefix` (the exact
+// "file:line:col: " position) and contains `part`.
+::testing::AssertionResult HasError(const std::string& yaml, const std::string& prefix,
+                                    const std::string& part) {
+    auto r = load_string(yaml, "t.yaml");
+    if (r.ok()) {
+        return ::testing::AssertionFailure() << "loaded without errors";
+    }
+    if (r.config.has_value()) {
+        return ::testing::AssertionFailure() << "errors but a config was returned";
+    }
+    for (const auto& e : r.errors) {
+        const auto s = e.str();
+        if (s.rfind(prefix, 0) == 0 && s.find(part) != std::string::npos) {
+            return ::testing::AssertionSuccess();
+        }
+    }
+    return ::testing::AssertionFailure()
+           << "no error starting with '" << prefix << "' containing '" << part << "' in:\n"
+           << r.error_text();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Valid files
+
+TEST(ConfigLoad, EveryKey) {
+    auto r = load_string(kFull, "full.yaml");
+    ASSERT_TRUE(r.ok()) << all_errors(r);
+    ASSERT_TRUE(r.errors.empty());
+    const Config& c = *r.config;
+    EXPECT_EQ(c.version, 1);
+    EXPECT_EQ(c.source, "full.yaml");
+    EXPECT_EQ(c.eal_args, (std::vector<std::string>{"-l", "0-2", "--no-pci"}));
+    EXPECT_EQ(c.mempool.mbufs, 16383u);
+    EXPECT_EQ(c.mempool.cache_size, 128u);
+    EXPECT_EQ(c.mempool.data_room, 4096);
+
+    ASSERT_EQ(c.ports.size(), 3u);
+    const auto& up = c.ports[0];
+    EXPECT_EQ(up.name, "up0");
+    EXPECT_EQ(up.devargs, "0000:3b:00.0");
+    EXPECT_EQ(up.rx_queues, 2);
+    EXPECT_EQ(up.rx_descriptors, 2048);
+    EXPECT_EQ(up.tx_descriptors, 512);
+    ASSERT_TRUE(up.mac.has_value());
+    EXPECT_EQ(*up.mac, mac("02:00:00:00:00:01"));
+    EXPECT_EQ(up.mtu, 9000);
+    EXPECT_FALSE(up.promiscuous);
+    EXPECT_EQ(up.ipv4, (std::vector<Ipv4Prefix>{pfx("10.0.1.1/24"), pfx("10.0.9.1/30")}));
+    EXPECT_EQ(up.l2_group, "");
+    EXPECT_EQ(up.mark.line, 9);
+    EXPECT_EQ(up.mark.column, 5);
+
+    EXPECT_EQ(c.ports[1].name, "lan0");
+    EXPECT_EQ(c.ports[1].devargs, "net_null0,no-rx=1");
+    EXPECT_EQ(c.ports[1].l2_group, "lan");
+    EXPECT_EQ(c.ports[1].rx_queues, 1);
+    EXPECT_FALSE(c.ports[1].mac.has_value());
+    EXPECT_TRUE(c.ports[1].promiscuous);
+    EXPECT_EQ(c.ports[1].mark.line, 18);
+    EXPECT_EQ(c.ports[2].l2_group, "lan");
+    EXPECT_EQ(c.ports[2].ipv4, (std::vector<Ipv4Prefix>{pfx("10.0.2.3/24")}));
+
+    ASSERT_EQ(c.lcores.size(), 2u);
+    EXPECT_EQ(c.lcores[0].lcore, 1u);
+    ASSERT_EQ(c.lcores[0].rx.size(), 2u);
+    EXPECT_EQ(c.lcores[0].rx[0].port, "up0");
+    EXPECT_EQ(c.lcores[0].rx[0].queue, 0);
+    EXPECT_EQ(c.lcores[0].rx[1].port, "up0");
+    EXPECT_EQ(c.lcores[0].rx[1].queue, 1);
+    EXPECT_EQ(c.lcores[1].lcore, 2u);
+    ASSERT_EQ(c.lcores[1].rx.size(), 2u);
+    EXPECT_EQ(c.lcores[1].rx[0].port, "lan0");
+    EXPECT_EQ(c.lcores[1].rx[0].queue, 0);
+    EXPECT_EQ(c.lcores[1].rx[1].port, "lan1");
+
+    EXPECT_EQ(c.dataplane.burst_size, 64);
+    EXPECT_EQ(c.dataplane.tx_drain_us, 50u);
+    EXPECT_EQ(c.dataplane.idle_sleep_us, 10u);
+    EXPECT_EQ(c.dataplane.idle_loops_before_sleep, 1000u);
+
+    ASSERT_EQ(c.routes.size(), 3u);
+    EXPECT_EQ(c.routes[0].prefix, pfx("0.0.0.0/0"));
+    ASSERT_TRUE(c.routes[0].via.has_value());
+    EXPECT_EQ(*c.routes[0].via, ip("10.0.1.254"));
+    EXPECT_EQ(c.routes[0].port, "");
+    EXPECT_EQ(c.routes[1].prefix, pfx("10.8.0.0/16"));
+    EXPECT_FALSE(c.routes[1].via.has_value());
+    EXPECT_EQ(c.routes[1].port, "lan0");
+    EXPECT_EQ(*c.routes[2].via, ip("10.0.2.9"));
+    EXPECT_EQ(c.routes[2].port, "lan1");
+    EXPECT_EQ(c.routes[2].mark.line, 46);
+
+    ASSERT_EQ(c.neighbours.size(), 1u);
+    EXPECT_EQ(c.neighbours[0].ip, ip("10.0.1.254"));
+    EXPECT_EQ(c.neighbours[0].mac, mac("02:aa:bb:cc:dd:01"));
+    EXPECT_EQ(c.neighbours[0].port, "up0");
+
+    EXPECT_EQ(c.l2.mac_ageing_s, 60u);
+    EXPECT_EQ(c.l2.max_fdb_entries, 1024u);
+    EXPECT_EQ(c.arp.neighbour_timeout_s, 600u);
+    EXPECT_EQ(c.arp.request_interval_ms, 500u);
+    EXPECT_EQ(c.arp.max_neighbours, 2048u);
+    EXPECT_EQ(c.control.listen, "0.0.0.0:9100");
+
+    EXPECT_EQ(c.find_port("lan1"), &c.ports[2]);
+    EXPECT_EQ(c.find_port("nope"), nullptr);
+    EXPECT_EQ(c.port_index("lan0"), 1);
+    EXPECT_EQ(c.port_index("nope"), -1);
+}
+
+TEST(ConfigLoad, DefaultsApply) {
+    auto r = load_string(kMinimal, "min.yaml");
+    ASSERT_TRUE(r.ok()) << all_errors(r);
+    const Config& c = *r.config;
+    const Config d;
+    EXPECT_TRUE(c.eal_args.empty());
+    EXPECT_EQ(c.mempool.mbufs, 8191u);
+    EXPECT_EQ(c.mempool.cache_size, 256u);
+    EXPECT_EQ(c.mempool.data_room, 2176);
+    ASSERT_EQ(c.ports.size(), 1u);
+    const auto& p = c.ports[0];
+    EXPECT_EQ(p.rx_queues, 1);
+    EXPECT_EQ(p.rx_descriptors, 1024);
+    EXPECT_EQ(p.tx_descriptors, 1024);
+    EXPECT_FALSE(p.mac.has_value());
+    EXPECT_EQ(p.mtu, 1500);
+    EXPECT_TRUE(p.promiscuous);
+    EXPECT_TRUE(p.ipv4.empty());
+    EXPECT_TRUE(p.l2_group.empty());
+    EXPECT_TRUE(c.lcores.empty());
+    EXPECT_EQ(c.dataplane.burst_size, 32);
+    EXPECT_EQ(c.dataplane.tx_drain_us, 100u);
+    EXPECT_EQ(c.dataplane.idle_sleep_us, 0u);
+    EXPECT_EQ(c.dataplane.idle_loops_before_sleep, 256u);
+    EXPECT_TRUE(c.routes.empty());
+    EXPECT_TRUE(c.neighbours.empty());
+    EXPECT_EQ(c.l2.mac_ageing_s, 300u);
+    EXPECT_EQ(c.l2.max_fdb_entries, 4096u);
+    EXPECT_EQ(c.arp.neighbour_timeout_s, 1200u);
+    EXPECT_EQ(c.arp.request_interval_ms, 1000u);
+    EXPECT_EQ(c.arp.max_neighbours, 4096u);
+    EXPECT_EQ(c.control.listen, "127.0.0.1:9464");
+    EXPECT_EQ(c.control.listen, d.control.listen);
+}
+
+TEST(ConfigLoad, EmptyListenDisablesControl) {
+    auto r = load_string(std::string(kMinimal) + "control:\n  listen: \"\"\n", "t.yaml");
+    ASSERT_TRUE(r.ok()) << all_errors(r);
+    EXPECT_EQ(r.config->control.listen, "");
+}
+
+TEST(ConfigLoad, SlashThirtyOneAndThirtyTwoInterfaceAddresses) {
+    auto r = load_string(R"(version: 1
+ports:
+  - name: p0
+    devargs: a
+    ipv4: [10.0.0.0/31, 10.0.0.9/32]
+)",
+                         "t.yaml");
+    ASSERT_TRUE(r.ok()) << all_errors(r);
+    EXPECT_EQ(r.config->ports[0].ipv4.size(), 2u);
+}
+
+TEST(ConfigLoad, FileOnDisk) {
+    const std::string path = ::testing::TempDir() + "ina_config_test_ok.yaml";
+    {
+        std::ofstream out(path);
+        out << kFull;
+    }
+    auto r = load_file(path);
+    std::remove(path.c_str());
+    ASSERT_TRUE(r.ok()) << all_errors(r);
+    EXPECT_EQ(r.config->source, path);
+    EXPECT_EQ(r.config->ports.size(), 3u);
+}
+
+TEST(ConfigLoad, FileErrorsNameTheFile) {
+    const std::string path = ::testing::TempDir() + "ina_config_test_bad.yaml";
+    {
+        std::ofstream out(path);
+        out << "version: 1\nports:\n  - name: p0\n    devargs: x\n    mtu: 10\n";
+    }
+    auto r = load_file(path);
+    std::remove(path.c_str());
+    ASSERT_FALSE(r.ok());
+    ASSERT_EQ(r.errors.size(), 1u);
+    EXPECT_EQ(r.errors[0].str(), path + ":5:10: expected mtu: an integer from 68 to 9600, got '10'");
+}
+
+TEST(ConfigLoad, MissingFile) {
+    auto r = load_file("/nonexistent/dir/inaswitch.yaml");
+    ASSERT_FALSE(r.ok());
+    ASSERT_EQ(r.errors.size(), 1u);
+    EXPECT_EQ(r.errors[0].str(), "/nonexistent/dir/inaswitch.yaml: cannot open file");
+    EXPECT_EQ(r.error_text(), "/nonexistent/dir/inaswitch.yaml: cannot open file\n");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors: keys and types
+
+TEST(ConfigErrors, UnknownTopLevelKey) {
+    EXPECT_TRUE(HasError("version: 1\nportz: []\nports:\n  - name: p0\n    devargs: x\n",
+                         "t.yaml:2:1: ", "unknown key 'portz' in the top level; expected one of:"));
+    EXPECT_TRUE(HasError("version: 1\nportz: []\nports:\n  - name: p0\n    devargs: x\n",
+                         "t.yaml:2:1: ", " ports "));
+}
+
+TEST(ConfigErrors, KebabCaseKeyGetsAHint) {
+    EXPECT_TRUE(HasError("version: 1\nports:\n  - name: p0\n    devargs: x\n    rx-queues: 2\n",
+                         "t.yaml:5:5: ",
+                         "unknown key 'rx-queues' in a port; keys are snake_case: did you mean "
+                         "'rx_queues'?"));
+    EXPECT_TRUE(HasError(std::string(kMinimal) + "dataplane:\n  burst-size: 8\n", "t.yaml:6:3: ",
+                         "did you mean 'burst_size'?"));
+    EXPECT_TRUE(HasError(std::string(kMinimal) + "l2:\n  mac-ageing-s: 8\n", "t.yaml:6:3: ",
+                         "did you mean 'mac_ageing_s'?"));
+}
+
+TEST(ConfigErrors, UnknownKeysInEverySection) {
+    const std::string base = kMinimal;
+    EXPECT_TRUE(HasError(base + "eal:\n  argz: []\n", "t.yaml:6:3: ", "unknown key 'argz' in eal"));
+    EXPECT_TRUE(HasError(base + "mempool:\n  size: 1\n", "t.yaml:6:3: ",
+                         "unknown key 'size' in mempool"));
+    EXPECT_TRUE(HasError(base + "arp:\n  timeout: 1\n", "t.yaml:6:3: ",
+                         "unknown key 'timeout' in arp"));
+    EXPECT_TRUE(HasError(base + "control:\n  port: 1\n", "t.yaml:6:3: ",
+                         "unknown key 'port' in control"));
+    EXPECT_TRUE(HasError(base + "routes:\n  - prefix: 10.0.0.0/8\n    gw: 10.0.0.1\n",
+                         "t.yaml:7:5: ", "unknown key 'gw' in a route"));
+    EXPECT_TRUE(HasError(base + "neighbours:\n  - {ip: 10.0.0.1, mac: 02:00:00:00:00:01, port: p0, "
+                                "vlan: 3}\n",
+                         "t.yaml:6:54: ", "unknown key 'vlan' in a neighbour"));
+    EXPECT_TRUE(HasError(base + "lcores:\n  - lcore: 1\n    rx: [{port: p0, q: 0}]\n",
+                         "t.yaml:7:21: ", "unknown key 'q' in an RX queue"));
+}
+
+TEST(ConfigErrors, StringForAnInteger) {
+    EXPECT_TRUE(HasError("version: 1\nports:\n  - name: p0\n    devargs: x\n    mtu: big\n",
+                         "t.yaml:5:10: ", "expected mtu: an integer from 68 to 9600, got 'big'"));
+    EXPECT_TRUE(HasError("version: 1\nports:\n  - name: p0\n    devargs: x\n    rx_queues: 1.5\n",
+                         "t.yaml:5:16: ", "expected rx_queues: an integer from 1 to 64, got '1.5'"));
+    EXPECT_TRUE(HasError("version: 1\nports:\n  - name: p0\n    devargs: x\n    mtu: -1500\n",
+                         "t.yaml:5:10: ", "got '-1500'"));
+    EXPECT_TRUE(HasError(std::string(kMinimal) + "mempool:\n  mbufs: lots\n", "t.yaml:6:10: ",
+                         "expected mbufs: an integer"));
+}
+
+TEST(ConfigErrors, MapWhereAListBelongs) {
+    EXPECT_TRUE(HasError("version: 1\nports: {name: p0}\n", "t.yaml:2:8: ",
+                         "expected a list of ports (a list)"));
+    EXPECT_TRUE(HasError("version: 1\nports:\n  name: p0\n", "t.yaml:3:3: ",
+                         "expected a list of ports (a list)"));
+    EXPECT_TRUE(HasError(std::string(kMinimal) + "routes:\n  prefix: 10.0.0.0/8\n", "t.yaml:6:3: ",
+                         "expected a list of routes (a list)"));
+    EXPECT_TRUE(HasError("version: 1\nports:\n  - name: p0\n    devargs: x\n    ipv4: 10.0.0.1/8\n",
+                         "t.yaml:5:11: ", "(a list)"));
+}
+
+TEST(ConfigErrors, ListOrScalarWhereAMapBelongs) {
+    EXPECT_TRUE(HasError(std::string(kMinimal) + "dataplane: [1, 2]\n", "t.yaml:5:12: ",
+                         "expected dataplane settings (a mapping)"));
+    EXPECT_TRUE(HasError("version: 1\nports:\n  - p0\n", "t.yaml:3:5: ", "expected a port (a mapping)"));
+    EXPECT_TRUE(HasError("- 1\n- 2\n", "t.yaml:1:1: ", "expected a configuration document"));
+    EXPECT_TRUE(HasError("version: 1\nports:\n  - name: [p0]\n    devargs: x\n", "t.yaml:3:11: ",
+                         "expected a port name (a scalar)"));
+}
+
+TEST(ConfigErrors, BooleansAreStrict) {
+    EXPECT_TRUE(HasError("version: 1\nports:\n  - name: p0\n    devargs: x\n    promiscuous: yes\n",
+                         "t.yaml:5:18: ", "expected promiscuous: true or false, got 'yes'"));
+}
+
+TEST(ConfigErrors, IntegersOutOfRange) {
+    const auto port = [](const std::string& line) {
+        return "version: 1\nports:\n  - name: p0\n    devargs: x\n    " + line + "\n";
+    };
+    EXPECT_TRUE(HasError(port("mtu: 67"), "t.yaml:5:10: ", "from 68 to 9600, got '67'"));
+    EXPECT_TRUE(HasError(port("mtu: 9601"), "t.yaml:5:10: ", "from 68 to 9600, got '9601'"));
+    EXPECT_TRUE(HasError(port("rx_queues: 0"), "t.yaml:5:16: ", "from 1 to 64, got '0'"));
+    EXPECT_TRUE(HasError(port("rx_queues: 65"), "t.yaml:5:16: ", "from 1 to 64, got '65'"));
+    EXPECT_TRUE(HasError(port("rx_descriptors: 31"), "t.yaml:5:21: ", "from 32 to 32768"));
+    EXPECT_TRUE(HasError(port("tx_descriptors: 40000"), "t.yaml:5:21: ", "from 32 to 32768"));
+    EXPECT_TRUE(HasError(port("mtu: 99999999999999999999999"), "t.yaml:5:10: ",
+                         "from 68 to 9600"));
+    const std::string base = kMinimal;
+    EXPECT_TRUE(HasError(base + "dataplane:\n  burst_size: 65\n", "t.yaml:6:15: ",
+                         "expected burst_size: an integer from 1 to 64, got '65'"));
+    EXPECT_TRUE(HasError(base + "dataplane:\n  burst_size: 0\n", "t.yaml:6:15: ", "from 1 to 64"));
+    EXPECT_TRUE(HasError(base + "mempool:\n  mbufs: 1022\n", "t.yaml:6:10: ", "got '1022'"));
+    EXPECT_TRUE(HasError(base + "mempool:\n  cache_size: 513\n", "t.yaml:6:15: ", "from 0 to 512"));
+    EXPECT_TRUE(HasError(base + "arp:\n  request_interval_ms: 9\n", "t.yaml:6:24: ",
+                         "from 10 to 600000"));
+    EXPECT_TRUE(HasError(base + "l2:\n  max_fdb_entries: 15\n", "t.yaml:6:20: ", "from 16 to"));
+    EXPECT_TRUE(HasError(base + "lcores:\n  - lcore: 1024\n    rx: [{port: p0}]\n", "t.yaml:6:12: ",
+                         "expected an lcore id: an integer from 0 to 1023"));
+    EXPECT_TRUE(HasError(base + "lcores:\n  - lcore: 1\n    rx: [{port: p0, queue: 64}]\n",
+                         "t.yaml:7:28: ", "expected a queue id: an integer from 0 to 63"));
+}
+
+TEST(ConfigErrors, BadMac) {
+    const auto port = [](const std::string& m) {
+        return "version: 1\nports:\n  - name: p0\n    devargs: x\n    mac: " + m + "\n";
+    };
+    EXPECT_TRUE(HasError(port("02:00:00:00:00"), "t.yaml:5:10: ",
+                         "expected a MAC address like 02:00:00:00:00:01, got '02:00:00:00:00'"));
+    EXPECT_TRUE(HasError(port("02.00.00.00.00.01"), "t.yaml:5:10: ", "expected a MAC address"));
+    EXPECT_TRUE(HasError(port("01:00:5e:00:00:01"), "t.yaml:5:10: ",
+                         "expected a unicast, non-zero MAC address, got '01:00:5e:00:00:01'"));
+    EXPECT_TRUE(HasError(port("00:00:00:00:00:00"), "t.yaml:5:10: ",
+                         "expected a unicast, non-zero MAC address"));
+    EXPECT_TRUE(HasError(std::string(kMinimal) +
+                             "neighbours:\n  - ip: 10.0.0.1\n    mac: ff:ff:ff:ff:ff:ff\n    port: p0\n",
+                         "t.yaml:7:10: ", "expected a unicast, non-zero MAC address"));
+}
+
+TEST(ConfigErrors, BadAddressesAndPrefixes) {
+    const auto port = [](const std::string& a) {
+        return "version: 1\nports:\n  - name: p0\n    devargs: x\n    ipv4: [" + a + "]\n";
+    };
+    EXPECT_TRUE(HasError(port("10.0.0.1"), "t.yaml:5:12: ",
+                         "expected an interface address like 10.0.1.1/24, got '10.0.0.1'"));
+    EXPECT_TRUE(HasError(port("10.0.0.1/33"), "t.yaml:5:12: ", "got '10.0.0.1/33'"));
+    EXPECT_TRUE(HasError(port("300.0.0.1/24"), "t.yaml:5:12: ", "got '300.0.0.1/24'"));
+    EXPECT_TRUE(HasError(port("10.0.0.1/0"), "t.yaml:5:12: ", "expected a prefix length from 1 to 32"));
+    EXPECT_TRUE(HasError(port("10.0.0.0/24"), "t.yaml:5:12: ",
+                         "expected a host address, got the network or broadcast address "
+                         "'10.0.0.0/24'"));
+    EXPECT_TRUE(HasError(port("10.0.0.1/24, 10.0.1.255/24"), "t.yaml:5:25: ",
+                         "network or broadcast address '10.0.1.255/24'"));
+    const std::string base = kMinimal;
+    EXPECT_TRUE(HasError(base + "neighbours:\n  - ip: 10.0.0.256\n    mac: 02:00:00:00:00:09\n"
+                                "    port: p0\n",
+                         "t.yaml:6:9: ", "expected an IPv4 address, got '10.0.0.256'"));
+    EXPECT_TRUE(HasError(base + "routes:\n  - prefix: 10.0.0.0\n    port: p0\n", "t.yaml:6:13: ",
+                         "expected a prefix like 10.0.3.0/24, got '10.0.0.0'"));
+    EXPECT_TRUE(HasError(base + "routes:\n  - prefix: 10.0.0.0/8\n    via: 10.0.0.01\n",
+                         "t.yaml:7:10: ", "expected a gateway address like 10.0.2.2, got '10.0.0.01'"));
+    EXPECT_TRUE(HasError(base + "control:\n  listen: localhost\n", "t.yaml:6:11: ",
+                         "expected a listen address HOST:PORT"));
+    EXPECT_TRUE(HasError(base + "control:\n  listen: \"127.0.0.1:70000\"\n", "t.yaml:6:11: ",
+                         "expected a listen address HOST:PORT"));
+}
+
+TEST(ConfigErrors, RoutePrefixWithHostBits) {
+    EXPECT_TRUE(HasError(std::string(kMinimal) + "routes:\n  - prefix: 10.0.3.7/24\n    port: p0\n",
+                         "t.yaml:6:13: ",
+                         "expected a network address with no host bits set; did you mean "
+                         "'10.0.3.0/24'?"));
+}
+
+TEST(ConfigErrors, RouteNeedsViaOrPort) {
+    EXPECT_TRUE(HasError(std::string(kMinimal) + "routes:\n  - prefix: 10.0.3.0/24\n",
+                         "t.yaml:6:5: ", "expected 'via' (a gateway) or 'port'"));
+}
+
+TEST(ConfigErrors, MissingRequiredKeys) {
+    EXPECT_TRUE(HasError("version: 1\nports:\n  - name: p0\n", "t.yaml:3:5: ",
+                         "missing key 'devargs' in a port"));
+    EXPECT_TRUE(HasError("version: 1\nports:\n  - devargs: x\n", "t.yaml:3:5: ",
+                         "missing key 'name' in a port"));
+    EXPECT_TRUE(HasError("version: 1\n", "t.yaml:1:1: ", "missing key 'ports' in the top level"));
+    EXPECT_TRUE(HasError(std::string(kMinimal) + "lcores:\n  - lcore: 1\n", "t.yaml:6:5: ",
+                         "missing key 'rx' in an lcore"));
+}
+
+TEST(ConfigErrors, BadNames) {
+    EXPECT_TRUE(HasError("version: 1\nports:\n  - name: \"p 0\"\n    devargs: x\n", "t.yaml:3:11: ",
+                         "expected a port name of 1-32 letters"));
+    EXPECT_TRUE(HasError("version: 1\nports:\n  - name: \"\"\n    devargs: x\n", "t.yaml:3:11: ",
+                         "expected a port name, got an empty string"));
+}
+
+TEST(ConfigErrors, Version) {
+    EXPECT_TRUE(HasError("ports:\n  - name: p0\n    devargs: x\n", "t.yaml:1:1: ",
+                         "missing key 'version' in the top level"));
+    EXPECT_TRUE(HasError("version: 2\nports:\n  - name: p0\n    devargs: x\n", "t.yaml:1:10: ",
+                         "this build reads version 1"));
+    EXPECT_TRUE(HasError("version: 2\nports:\n  - name: p0\n    devargs: x\n", "t.yaml:1:10: ",
+                         "got '2'"));
+}
+
+TEST(ConfigErrors, YamlSyntaxErrorReportsItsLine) {
+    auto r = load_string("version: 1\nports:\n  - name: p0\n    devargs: [x\n", "t.yaml");
+    ASSERT_FALSE(r.ok());
+    ASSERT_EQ(r.errors.size(), 1u);
+    EXPECT_EQ(r.errors[0].mark.line >= 4, true) << r.error_text();
+    EXPECT_NE(r.errors[0].str().find("YAML syntax error: "), std::string::npos) << r.error_text();
+
+    auto r2 = load_string("version: 1\nports:\n  - name: p0\n  devargs: x\n bad: [\n", "t.yaml");
+    ASSERT_FALSE(r2.ok());
+    ASSERT_EQ(r2.errors.size(), 1u);
+    EXPECT_TRUE(r2.errors[0].str().rfind("t.yaml:4:", 0) == 0) << r2.error_text();
+    EXPECT_NE(r2.errors[0].str().find("YAML syntax error"), std::string::npos);
+}
+
+TEST(ConfigErrors, EmptyDocument) {
+    auto r = load_string("", "t.yaml");
+    ASSERT_FALSE(r.ok());
+    ASSERT_FALSE(r.errors.empty());
+    EXPECT_NE(r.error_text().find("expected a configuration document (a mapping)"),
+              std::string::npos)
+        << r.error_text();
+}
+
+TEST(ConfigErrors, EveryErrorIsReported) {
+    auto r = load_string(R"(version: 1
+ports:
+  - name: p0
+    devargs: x
+    mtu: huge
+    mac: nope
+    colour: red
+  - name: p1
+dataplane:
+  burst_size: 100
+)",
+                         "t.yaml");
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.errors.size(), 5u) << r.error_text();
+    const std::string text = r.error_text();
+    EXPECT_NE(text.find("t.yaml:5:10: expected mtu"), std::string::npos) << text;
+    EXPECT_NE(text.find("t.yaml:6:10: expected a MAC address"), std::string::npos) << text;
+    EXPECT_NE(text.find("t.yaml:7:5: unknown key 'colour' in a port"), std::string::npos) << text;
+    EXPECT_NE(text.find("t.yaml:8:5: missing key 'devargs' in a port"), std::string::npos) << text;
+    EXPECT_NE(text.find("t.yaml:10:15: expected burst_size"), std::string::npos) << text;
+    // One error per line, each terminated.
+    EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 5);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors: cross-references
+
+TEST(ConfigErrors, DuplicatePortName) {
+    EXPECT_TRUE(HasError(R"(version: 1
+ports:
+  - name: p0
+    devargs: a
+  - name: p0
+    devargs: b
+)",
+                         "t.yaml:5:5: ", "duplicate port name 'p0'"));
+}
+
+TEST(ConfigErrors, UnknownPortInRoute) {
+    EXPECT_TRUE(HasError(std::string(kMinimal) + "routes:\n  - prefix: 10.0.0.0/8\n    port: p9\n",
+                         "t.yaml:6:5: ", "unknown port 'p9' in route 10.0.0.0/8"));
+}
+
+TEST(ConfigErrors, UnknownPortForNeighbour) {
+    EXPECT_TRUE(HasError(std::string(kMinimal) +
+                             "neighbours:\n  - ip: 10.0.0.1\n    mac: 02:00:00:00:00:09\n    port: p9\n",
+                         "t.yaml:6:5: ", "unknown port 'p9' for neighbour 10.0.0.1"));
+}
+
+TEST(ConfigErrors, UnknownPortInLcoreRx) {
+    EXPECT_TRUE(HasError(std::string(kMinimal) +
+                             "lcores:\n  - lcore: 1\n    rx:\n      - {port: p0}\n      - {port: p9}\n",
+                         "t.yaml:9:9: ", "unknown port 'p9'; expected a name from 'ports'"));
+}
+
+TEST(ConfigErrors, QueueBeyondThePortsQueues) {
+    EXPECT_TRUE(HasError(std::string(kMinimal) +
+                             "lcores:\n  - lcore: 1\n    rx:\n      - {port: p0, queue: 1}\n",
+                         "t.yaml:8:9: ", "port 'p0' has 1 RX queue(s); expected a queue from 0 to 0"));
+}
+
+TEST(ConfigErrors, QueuePolledTwice) {
+    EXPECT_TRUE(HasError(std::string(kMinimal) +
+                             "lcores:\n  - lcore: 1\n    rx: [{port: p0}]\n"
+                             "  - lcore: 2\n    rx: [{port: p0, queue: 0}]\n",
+                         "t.yaml:9:10: ", "port 'p0' queue 0 is polled by more than one lcore"));
+}
+
+TEST(ConfigErrors, LcoreListedTwice) {
+    EXPECT_TRUE(HasError(R"(version: 1
+ports:
+  - name: p0
+    devargs: x
+    rx_queues: 2
+lcores:
+  - lcore: 1
+    rx: [{port: p0, queue: 0}]
+  - lcore: 1
+    rx: [{port: p0, queue: 1}]
+)",
+                         "t.yaml:9:5: ", "lcore 1 is listed twice"));
+}
+
+TEST(ConfigErrors, QueuePolledByNobody) {
+    const std::string yaml = R"(version: 1
+ports:
+  - name: p0
+    devargs: x
+    rx_queues: 2
+  - name: p1
+    devargs: y
+lcores:
+  - lcore: 1
+    rx: [{port: p0, queue: 1}]
+)";
+    EXPECT_TRUE(HasError(yaml, "t.yaml:3:5: ",
+                         "port 'p0' queue 0 is polled by no lcore; expected it in some lcore's rx "
+                         "list"));
+    EXPECT_TRUE(HasError(yaml, "t.yaml:6:5: ", "port 'p1' queue 0 is polled by no lcore"));
+    // Without an lcores section the runtime assigns queues itself: no error.
+    EXPECT_TRUE(load_string(R"(version: 1
+ports:
+  - name: p0
+    devargs: x
+    rx_queues: 2
+)",
+                            "t.yaml")
+                    .ok());
+}
+
+TEST(ConfigErrors, OverlappingSubnetsOnRoutedPorts) {
+    EXPECT_TRUE(HasError(R"(version: 1
+ports:
+  - name: p0
+    devargs: a
+    ipv4: [10.0.0.1/16]
+  - name: p1
+    devargs: b
+    ipv4: [10.0.5.1/24]
+)",
+                         "t.yaml:6:5: ",
+                         "prefix 10.0.5.1/24 on port 'p1' overlaps 10.0.0.1/16 on port 'p0'; "
+                         "expected distinct subnets on routed ports"));
+    EXPECT_TRUE(HasError(R"(version: 1
+ports:
+  - name: p0
+    devargs: a
+    ipv4: [10.0.0.1/24]
+    l2_group: g
+  - name: p1
+    devargs: b
+    ipv4: [10.0.0.2/24]
+    l2_group: h
+  - name: p2
+    devargs: c
+    l2_group: g
+  - name: p3
+    devargs: d
+    l2_group: h
+)",
+                         "t.yaml:7:5: ", "overlaps 10.0.0.1/24 on port 'p0'"));
+}
+
+TEST(ConfigErrors, SameAddressTwice) {
+    EXPECT_TRUE(HasError(R"(version: 1
+ports:
+  - name: p0
+    devargs: a
+    ipv4: [10.0.0.1/24]
+    l2_group: g
+  - name: p1
+    devargs: b
+    ipv4: [10.0.0.1/24]
+    l2_group: g
+)",
+                         "t.yaml:7:5: ", "address 10.0.0.1 on port 'p1' is already used on port 'p0'"));
+}
+
+TEST(ConfigLoad, OverlapAllowedWithinOneL2Group) {
+    auto r = load_string(R"(version: 1
+ports:
+  - name: p0
+    devargs: a
+    ipv4: [10.0.0.1/24]
+    l2_group: g
+  - name: p1
+    devargs: b
+    ipv4: [10.0.0.2/24]
+    l2_group: g
+  - name: p2
+    devargs: c
+    ipv4: [10.0.1.1/24, 10.0.1.2/25]
+)",
+                         "t.yaml");
+    EXPECT_TRUE(r.ok()) << all_errors(r);
+}
+
+TEST(ConfigErrors, L2GroupWithOnePort) {
+    EXPECT_TRUE(HasError(R"(version: 1
+ports:
+  - name: p0
+    devargs: a
+  - name: p1
+    devargs: b
+    l2_group: lonely
+)",
+                         "t.yaml:5:5: ",
+                         "L2 group 'lonely' has one port; expected at least two ports per group"));
+}
+
+TEST(ConfigErrors, L2GroupPortsMustBePromiscuous) {
+    EXPECT_TRUE(HasError(R"(version: 1
+ports:
+  - name: p0
+    devargs: a
+    l2_group: g
+  - name: p1
+    devargs: b
+    l2_group: g
+    promiscuous: false
+)",
+                         "t.yaml:6:5: ", "port 'p1' is in L2 group 'g' and must be promiscuous"));
+}
+
+TEST(ConfigErrors, AtMostEightAddressesPerPort) {
+    std::string list;
+    for (int i = 1; i <= 9; ++i) {
+        list += (i > 1 ? ", " : "") + ("10.0." + std::to_string(i) + ".1/24");
+    }
+    // The ninth address is the one reported: "    ipv4: [" is 11 characters, each earlier
+    // entry "10.0.N.1/24, " 13.
+    EXPECT_TRUE(HasError("version: 1\nports:\n  - name: p0\n    devargs: x\n    ipv4: [" + list +
+                             "]\n",
+                         "t.yaml:5:" + std::to_string(12 + 8 * 13) + ": ",
+                         "expected at most 8 interface addresses per port"));
+    std::string eight = list.substr(0, list.rfind(", "));
+    EXPECT_TRUE(load_string("version: 1\nports:\n  - name: p0\n    devargs: x\n    ipv4: [" + eight +
+                                "]\n",
+                            "t.yaml")
+                    .ok());
+}
+
+TEST(ConfigErrors, LcorePollsTooManyQueues) {
+    std::string yaml = "version: 1\nports:\n  - name: p0\n    devargs: x\n    rx_queues: 33\n"
+                       "lcores:\n  - lcore: 1\n    rx:\n";
+    for (int q = 0; q < 33; ++q) {
+        yaml += "      - {port: p0, queue: " + std::to_string(q) + "}\n";
+    }
+    EXPECT_TRUE(HasError(yaml, "t.yaml:7:5: ", "lcore 1 polls 33 RX queues; expected at most 32"));
+}
+
+TEST(ConfigErrors, GatewayOutsideConnectedSubnets) {
+    EXPECT_TRUE(HasError(R"(version: 1
+ports:
+  - name: p0
+    devargs: a
+    ipv4: [10.0.0.1/24]
+routes:
+  - prefix: 0.0.0.0/0
+    via: 10.9.9.9
+)",
+                         "t.yaml:7:5: ", "gateway 10.9.9.9 of route 0.0.0.0/0 is in no connected subnet"));
+}
+
+TEST(ConfigErrors, DuplicateRouteAndNeighbour) {
+    const std::string yaml = R"(version: 1
+ports:
+  - name: p0
+    devargs: a
+    ipv4: [10.0.0.1/24]
+routes:
+  - {prefix: 10.1.0.0/16, via: 10.0.0.2}
+  - {prefix: 10.1.0.0/16, via: 10.0.0.3}
+neighbours:
+  - {ip: 10.0.0.2, mac: 02:00:00:00:00:02, port: p0}
+  - {ip: 10.0.0.2, mac: 02:00:00:00:00:03, port: p0}
+)";
+    EXPECT_TRUE(HasError(yaml, "t.yaml:8:5: ", "duplicate route 10.1.0.0/16"));
+    EXPECT_TRUE(HasError(yaml, "t.yaml:11:5: ", "duplicate neighbour 10.0.0.2"));
+}
+
+TEST(ConfigErrors, EverySemanticErrorIsReported) {
+    auto r = load_string(R"(version: 1
+ports:
+  - name: p0
+    devargs: a
+  - name: p0
+    devargs: b
+    l2_group: solo
+routes:
+  - prefix: 10.0.0.0/8
+    port: nope
+neighbours:
+  - {ip: 10.0.0.2, mac: 02:00:00:00:00:02, port: gone}
+)",
+                         "t.yaml");
+    ASSERT_FALSE(r.ok());
+    const std::string text = r.error_text();
+    EXPECT_EQ(r.errors.size(), 4u) << text;
+    EXPECT_NE(text.find("t.yaml:5:5: duplicate port name 'p0'"), std::string::npos) << text;
+    // Both ports are named p0, so the group error points at the first of them.
+    EXPECT_NE(text.find(":5: L2 group 'solo' has one port"), std::string::npos) << text;
+    EXPECT_NE(text.find("t.yaml:9:5: unknown port 'nope' in route"), std::string::npos) << text;
+    EXPECT_NE(text.find("t.yaml:12:5: unknown port 'gone' for neighbour"), std::string::npos) << text;
+}
+
+// ---------------------------------------------------------------------------------------------
+// restart_required
+
+class RestartRequired : public ::testing::Test {
+protected:
+    void SetUp() override {
+        auto r = load_string(kFull, "full.yaml");
+        ASSERT_TRUE(r.ok()) << r.error_text();
+        base = *r.config;
+    }
+    // Asserts that `change` applied to a copy of the base needs a restart, naming `what`.
+    void ExpectRestart(const std::function<void(Config&)>& change, const std::string& what) {
+        Config next = base;
+        change(next);
+        auto reasons = restart_required(base, next);
+        ASSERT_FALSE(reasons.empty()) << what;
+        bool found = false;
+        for (const auto& s : reasons) {
+            found = found || s.find(what) != std::string::npos;
+        }
+        EXPECT_TRUE(found) << "no reason mentions '" << what << "'; first: " << reasons[0];
+    }
+    Config base;
+};
+
+TEST_F(RestartRequired, IdenticalConfigsNeedNone) {
+    EXPECT_TRUE(restart_required(base, base).empty());
+    auto again = load_string(kFull, "other-name.yaml");
+    ASSERT_TRUE(again.ok());
+    EXPECT_TRUE(restart_required(base, *again.config).empty());
+}
+
+TEST_F(RestartRequired, EachRestartOnlyChange) {
+    ExpectRestart([](Config& c) { c.eal_args.push_back("--no-telemetry"); }, "eal.args");
+    ExpectRestart([](Config& c) { c.mempool.mbufs = 32767; }, "mempool");
+    ExpectRestart([](Config& c) { c.mempool.cache_size = 0; }, "mempool");
+    ExpectRestart([](Config& c) { c.mempool.data_room = 2176; }, "mempool");
+    ExpectRestart([](Config& c) { c.ports.pop_back(); }, "the set of ports");
+    ExpectRestart([](Config& c) { c.ports.push_back(c.ports[0]); }, "the set of ports");
+    ExpectRestart([](Config& c) { c.ports[1].name = "lanX"; }, "hardware settings");
+    ExpectRestart([](Config& c) { c.ports[1].devargs = "net_null7"; }, "port 'lan0'");
+    ExpectRestart([](Config& c) { c.ports[0].rx_queues = 1; }, "port 'up0' hardware settings");
+    ExpectRestart([](Config& c) { c.ports[0].rx_descriptors = 1024; }, "port 'up0'");
+    ExpectRestart([](Config& c) { c.ports[0].tx_descriptors = 1024; }, "port 'up0'");
+    ExpectRestart([](Config& c) { c.ports[0].mac = mac("02:00:00:00:00:99"); }, "port 'up0'");
+    ExpectRestart([](Config& c) { c.ports[0].mac.reset(); }, "port 'up0'");
+    ExpectRestart([](Config& c) { c.ports[2].mtu = 9000; }, "port 'lan1'");
+    ExpectRestart([](Config& c) { c.ports[0].promiscuous = true; }, "port 'up0'");
+    ExpectRestart([](Config& c) { c.lcores[0].lcore = 3; }, "lcores");
+    ExpectRestart([](Config& c) { std::swap(c.lcores[0].rx[0], c.lcores[1].rx[0]); }, "lcores");
+    ExpectRestart([](Config& c) { c.lcores[1].rx[1].queue = 1; }, "lcores");
+    ExpectRestart([](Config& c) { c.lcores.clear(); }, "lcores");
+    ExpectRestart([](Config& c) { c.control.listen = "127.0.0.1:1"; }, "control.listen");
+    ExpectRestart([](Config& c) { c.l2.max_fdb_entries = 2048; }, "table sizes");
+    ExpectRestart([](Config& c) { c.arp.max_neighbours = 4096; }, "table sizes");
+}
+
+TEST_F(RestartRequired, ReportsEveryChangedPort) {
+    Config next = base;
+    next.ports[0].mtu = 1500;
+    next.ports[2].mtu = 9000;
+    next.mempool.mbufs = 8191;
+    auto reasons = restart_required(base, next);
+    EXPECT_EQ(reasons.size(), 3u);
+}
+
+TEST_F(RestartRequired, RoutesNeighboursAndTunablesReloadLive) {
+    Config next = base;
+    next.routes.pop_back();
+    next.routes[0].via = ip("10.0.1.253");
+    ina::config::RouteConfig extra;
+    extra.prefix = pfx("10.200.0.0/16");
+    extra.via = ip("10.0.1.250");
+    next.routes.push_back(extra);
+    next.neighbours.clear();
+    ina::config::NeighbourConfig nb;
+    nb.ip = ip("10.0.2.77");
+    nb.mac = mac("02:00:00:00:00:77");
+    nb.port = "lan0";
+    next.neighbours.push_back(nb);
+    next.ports[0].ipv4.push_back(pfx("10.0.50.1/24"));
+    next.l2.mac_ageing_s = 10;
+    next.arp.request_interval_ms = 100;
+    next.arp.neighbour_timeout_s = 60;
+    EXPECT_TRUE(restart_required(base, next).empty());
+
+    // The same, written as a file and loaded: a routes/neighbours edit is a live reload.
+    std::string edited = kFull;
+    const auto at = edited.find("  - prefix: 10.8.0.0/16");
+    ASSERT_NE(at, std::string::npos);
+    edited.insert(at, "  - prefix: 192.168.0.0/16\n    via: 10.0.1.9\n");
+    auto r = load_string(edited, "edited.yaml");
+    ASSERT_TRUE(r.ok()) << r.error_text();
+    EXPECT_EQ(r.config->routes.size(), 4u);
+    EXPECT_TRUE(restart_required(base, *r.config).empty());
+}
+
+}  // namespace
