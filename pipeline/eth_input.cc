@@ -25,7 +25,15 @@ void eth_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uin
             l2_learn(ctx, snap, eth->src_addr, static_cast<uint16_t>(pv.l2_group), m->port);
         }
         const uint16_t type = rte_be_to_cpu_16(eth->ether_type);
-        if (rte_is_same_ether_addr(&eth->dst_addr, &pv.mac)) [[likely]] {
+        // On an L2-group port a frame to any member's MAC is for the switch (one router per
+        // segment); the check runs only for group ports and stops at the first match.
+        const bool to_us =
+            rte_is_same_ether_addr(&eth->dst_addr, &pv.mac) ||
+            (in_group && rte_is_unicast_ether_addr(&eth->dst_addr) &&
+             snap.find_in_segment(m->port, [&](uint16_t p) {
+                 return rte_is_same_ether_addr(&eth->dst_addr, &snap.ports[p].mac);
+             }) >= 0);
+        if (to_us) [[likely]] {
             if (type == RTE_ETHER_TYPE_IPV4) [[likely]] {
                 out.push(EthEdge::ipv4, m);
             } else if (type == RTE_ETHER_TYPE_ARP) {

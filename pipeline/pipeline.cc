@@ -30,19 +30,29 @@ void process_burst(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
     eth_input(ctx, snap, pkts, n, eth);
     free_drops(eth);
 
-    // Frames for the bridge come from eth_input and from arp_input.
-    rte_mbuf* bridge[kMaxBurst];
-    uint16_t n_bridge = 0;
-    for (uint16_t i = 0; i < eth.size(EthEdge::bridge); ++i) {
-        bridge[n_bridge++] = eth.at(EthEdge::bridge, i);
-    }
-
+    EdgeBatches<ArpEdge> arp;
     if (eth.size(EthEdge::arp) != 0) {
-        EdgeBatches<ArpEdge> arp;
         arp_input(ctx, snap, eth.begin(EthEdge::arp), eth.size(EthEdge::arp), arp);
         free_drops(arp);
-        for (uint16_t i = 0; i < arp.size(ArpEdge::bridge); ++i) {
-            bridge[n_bridge++] = arp.at(ArpEdge::bridge, i);
+    }
+    // Frames for the bridge come from eth_input and from arp_input. Both lists are
+    // subsequences of the burst, so merging them by walking the burst restores arrival order:
+    // a bridge must not reorder frames between the same pair of stations (802.1D).
+    rte_mbuf* bridge[kMaxBurst];
+    uint16_t n_bridge = 0;
+    {
+        uint16_t from_eth = 0;
+        uint16_t from_arp = 0;
+        const uint16_t n_eth = eth.size(EthEdge::bridge);
+        const uint16_t n_arp = arp.size(ArpEdge::bridge);
+        for (uint16_t i = 0; i < n && (from_eth < n_eth || from_arp < n_arp); ++i) {
+            if (from_eth < n_eth && eth.at(EthEdge::bridge, from_eth) == pkts[i]) {
+                bridge[n_bridge++] = pkts[i];
+                ++from_eth;
+            } else if (from_arp < n_arp && arp.at(ArpEdge::bridge, from_arp) == pkts[i]) {
+                bridge[n_bridge++] = pkts[i];
+                ++from_arp;
+            }
         }
     }
     if (eth.size(EthEdge::ipv4) != 0) {

@@ -157,18 +157,7 @@ bool ApiServer::start(const std::string& listen, std::string& error) {
         reply(res, 200, to_json(control_.running_config()));
     });
     s.Put("/api/v1/config", [this](const httplib::Request& req, httplib::Response& res) {
-        auto loaded = config::load_string(req.body, "api");
-        if (!loaded.ok()) {
-            std::vector<std::string> errors;
-            for (const auto& e : loaded.errors) {
-                errors.push_back(e.str());
-            }
-            reply(res, 422, {{"ok", false}, {"errors", errors}});
-            return;
-        }
-        // The file stays the source for later reloads (SIGHUP).
-        loaded.config->source = control_.running_config().source;
-        reply_result(res, control_.apply(std::move(*loaded.config)));
+        reply_result(res, control_.apply_yaml(req.body, "api"));
     });
     s.Post("/api/v1/reload", [this](const httplib::Request&, httplib::Response& res) {
         reply_result(res, control_.reload_file());

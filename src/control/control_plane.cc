@@ -90,7 +90,16 @@ bool ControlPlane::publish_locked(std::string& error) {
     for (const auto& [key, e] : fdb_) {
         fdb.push_back({mac_of_key(key.first), key.second, e.port, e.index});
     }
+    // Each snapshot owns an LPM with a 64 MiB first-level table: free what the workers have
+    // finished with before building, and if memory is still short, wait out the grace period
+    // (workers pass a quiescent state every loop, so this takes microseconds) and retry once.
+    dataplane_.reclaim();
     auto snap = dp::Snapshot::build(running_, bindings, learned, fdb, next_generation_, error);
+    if (!snap && dataplane_.reclaim() != 0) {
+        dataplane_.reclaim_all();
+        error.clear();
+        snap = dp::Snapshot::build(running_, bindings, learned, fdb, next_generation_, error);
+    }
     if (!snap) {
         return false;
     }
@@ -364,15 +373,9 @@ ApplyResult ControlPlane::apply(config::Config next) {
     return apply_locked(std::move(next));
 }
 
-ApplyResult ControlPlane::reload_file() {
-    std::string source;
-    {
-        std::lock_guard lock(mu_);
-        source = running_.source;
-    }
-    auto loaded = config::load_file(source);
+ApplyResult ControlPlane::apply_loaded(config::LoadResult loaded) {
+    std::lock_guard lock(mu_);
     if (!loaded.ok()) {
-        std::lock_guard lock(mu_);
         ++counters_.reloads_failed;
         std::vector<std::string> out;
         for (const auto& e : loaded.errors) {
@@ -380,7 +383,22 @@ ApplyResult ControlPlane::reload_file() {
         }
         return failure(out);
     }
-    return apply(std::move(*loaded.config));
+    // The file stays the source of later reloads, whoever supplied this config.
+    loaded.config->source = running_.source;
+    return apply_locked(std::move(*loaded.config));
+}
+
+ApplyResult ControlPlane::reload_file() {
+    std::string source;
+    {
+        std::lock_guard lock(mu_);
+        source = running_.source;
+    }
+    return apply_loaded(config::load_file(source));
+}
+
+ApplyResult ControlPlane::apply_yaml(const std::string& yaml, const std::string& source_name) {
+    return apply_loaded(config::load_string(yaml, source_name));
 }
 
 ApplyResult ControlPlane::add_route(const config::RouteConfig& route) {

@@ -85,6 +85,8 @@ public:
 
     // Re-reads the file the running config came from (SIGHUP, POST /api/v1/reload).
     ApplyResult reload_file();
+    // Parses and applies a whole YAML config (PUT /api/v1/config); errors name `source_name`.
+    ApplyResult apply_yaml(const std::string& yaml, const std::string& source_name);
     // Validates `next`, refuses restart-only changes, publishes it. An invalid `next` changes
     // nothing that runs.
     ApplyResult apply(config::Config next);
@@ -120,6 +122,7 @@ private:
     };
 
     ApplyResult apply_locked(config::Config next);
+    ApplyResult apply_loaded(config::LoadResult loaded);
     bool publish_locked(std::string& error);
     void handle_event(const dp::Event& ev, bool& dirty);
     void age_locked(bool& dirty);

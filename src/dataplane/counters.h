@@ -16,7 +16,7 @@ inline constexpr uint16_t kMaxPorts = 32;
 // Every reason a packet is dropped or not forwarded. Names become the `reason` label.
 #define INA_DROP_REASONS(X)                                                                      \
     X(runt, "frame shorter than its headers")                                                    \
-    X(not_for_us, "unicast frame for another MAC on a routed port")                              \
+    X(not_for_us, "frame for another MAC, or non-ARP broadcast/multicast, on a routed port")                              \
     X(unsupported_ethertype, "ethertype the switch does not handle on a routed port")            \
     X(arp_malformed, "ARP that is not Ethernet/IPv4 or is truncated")                            \
     X(arp_not_for_us, "ARP for an address this switch does not own")                            \

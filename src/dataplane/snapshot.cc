@@ -157,7 +157,7 @@ std::unique_ptr<Snapshot> Snapshot::build(const config::Config& cfg,
     // so forwarding a packet never touches a hash table.
     rte_lpm_config lpm_cfg{};
     lpm_cfg.max_rules = static_cast<uint32_t>(cfg.routes.size() + neighbour_ips.size() +
-                                              2 * cfg.ports.size() * kMaxAddrsPerPort + 16);
+                                              4 * cfg.ports.size() * kMaxAddrsPerPort + 16);
     // One tbl8 group per /24 that holds a longer prefix; bounded by the rule count.
     lpm_cfg.number_tbl8s = std::max<uint32_t>(256, lpm_cfg.max_rules);
     s->lpm = rte_lpm_create(("lpm" + suffix).c_str(), SOCKET_ID_ANY, &lpm_cfg);
@@ -247,10 +247,13 @@ std::unique_ptr<Snapshot> Snapshot::build(const config::Config& cfg,
                 error = "cannot add local address " + a.str();
                 return nullptr;
             }
+            // The subnet's broadcast and (old-style broadcast) network addresses.
             if (a.length < 31 &&
-                !add_route(net::Ipv4Prefix{net::Ipv4Addr{a.broadcast()}, 32},
-                           NextHop{NextHopKind::broadcast, 0, id[i]})) {
-                error = "cannot add broadcast address of " + a.str();
+                (!add_route(net::Ipv4Prefix{net::Ipv4Addr{a.broadcast()}, 32},
+                            NextHop{NextHopKind::broadcast, 0, id[i]}) ||
+                 !add_route(net::Ipv4Prefix{net::Ipv4Addr{a.network()}, 32},
+                            NextHop{NextHopKind::broadcast, 0, id[i]}))) {
+                error = "cannot add broadcast addresses of " + a.str();
                 return nullptr;
             }
         }

@@ -108,8 +108,17 @@ TEST_F(EthInput, BridgesOnGroupPorts) {
     EXPECT_EQ(classify(ip_frame(mac("01:00:5e:01:02:03"), kHostB), kG0), EthEdge::bridge);
     EXPECT_EQ(classify(eth_frame(kStranger, kHostC, RTE_ETHER_TYPE_IPV6, payload_of(60)), kH1),
               EthEdge::bridge);
-    // A frame for another switch port's MAC is bridged like any other unicast.
-    EXPECT_EQ(classify(ip_frame(port_mac(kG1), kHostB), kG0), EthEdge::bridge);
+    // A frame for a switch port outside the segment is bridged like any other unicast.
+    EXPECT_EQ(classify(ip_frame(port_mac(kR0), kHostB), kG0), EthEdge::bridge);
+    EXPECT_EQ(classify(ip_frame(port_mac(kG0), kHostB), kH0), EthEdge::bridge);
+    EXPECT_EQ(total_drops(), 0u);
+}
+
+TEST_F(EthInput, AnyMemberMacOfTheSegmentIsTheSwitch) {
+    // One router per segment: a frame to another member's MAC is for the switch, not flooded.
+    EXPECT_EQ(classify(ip_frame(port_mac(kG1), kHostB), kG0), EthEdge::ipv4);
+    EXPECT_EQ(classify(ip_frame(port_mac(kG2), kHostB), kG0), EthEdge::ipv4);
+    EXPECT_EQ(classify(ip_frame(port_mac(kH1), kHostB), kH0), EthEdge::ipv4);
     EXPECT_EQ(total_drops(), 0u);
 }
 

@@ -297,7 +297,9 @@ TEST_F(Ipv4Forward, DirectedBroadcastIsNotForwardedNorResolved) {
                    dp::DropReason::ipv4_martian);
     expect_dropped(frame(kR0, ip4("10.0.1.9"), ip4("10.0.3.255")), kR0,
                    dp::DropReason::ipv4_martian);
-    EXPECT_EQ(drops(dp::DropReason::ipv4_martian), 2u);
+    expect_dropped(frame(kR0, ip4("10.0.1.9"), ip4("10.0.2.0")), kR0,
+                   dp::DropReason::ipv4_martian);
+    EXPECT_EQ(drops(dp::DropReason::ipv4_martian), 3u);
     EXPECT_EQ(drops(dp::DropReason::neighbour_unresolved), 0u);
     dp::Event ev{};
     EXPECT_NE(rte_ring_sc_dequeue_elem(ctx->events, &ev, sizeof ev), 0) << "no event expected";
