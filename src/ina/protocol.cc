@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "ina/protocol.h"
+
+#include <cstring>
+
+namespace ina::proto {
+
+// Layout (network byte order), docs/protocol.md:
+//   0: magic 'I' 'N'   2: version(4) | type(4)   3: flags
+//   4: op(4) | elem_type(4)   5: bsl_code(4) | reserved(4)   6: set_id   7: reserved
+//   8: job_id(32)   12: seq(32)   16: elem_count(16)   18: reserved(16)   20: reserved(32)
+//   24: BitString, then elements
+
+namespace {
+
+uint16_t load16(const uint8_t* p) { return static_cast<uint16_t>(p[0] << 8 | p[1]); }
+uint32_t load32(const uint8_t* p) {
+    return uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 | p[3];
+}
+void store16(uint8_t* p, uint16_t v) {
+    p[0] = static_cast<uint8_t>(v >> 8);
+    p[1] = static_cast<uint8_t>(v);
+}
+void store32(uint8_t* p, uint32_t v) {
+    p[0] = static_cast<uint8_t>(v >> 24);
+    p[1] = static_cast<uint8_t>(v >> 16);
+    p[2] = static_cast<uint8_t>(v >> 8);
+    p[3] = static_cast<uint8_t>(v);
+}
+
+ParseResult fail(ParseError e) {
+    ParseResult r;
+    r.error = e;
+    return r;
+}
+
+}  // namespace
+
+std::string_view to_string(ParseError e) {
+    switch (e) {
+    case ParseError::truncated: return "truncated";
+    case ParseError::bad_magic: return "bad_magic";
+    case ParseError::bad_version: return "bad_version";
+    case ParseError::bad_type: return "bad_type";
+    case ParseError::bad_op: return "bad_op";
+    case ParseError::bad_elem_type: return "bad_elem_type";
+    case ParseError::bad_bsl: return "bad_bsl";
+    case ParseError::unknown_flags: return "unknown_flags";
+    case ParseError::reserved_nonzero: return "reserved_nonzero";
+    case ParseError::length_mismatch: return "length_mismatch";
+    }
+    return "unknown";
+}
+
+ParseResult parse(const uint8_t* p, size_t len) {
+    if (len < kFixedHeaderBytes) {
+        return fail(ParseError::truncated);
+    }
+    if (p[0] != kMagic0 || p[1] != kMagic1) {
+        return fail(ParseError::bad_magic);
+    }
+    if ((p[2] >> 4) != kVersion) {
+        return fail(ParseError::bad_version);
+    }
+    Header h;
+    const uint8_t type = p[2] & 0x0f;
+    if (type != static_cast<uint8_t>(PacketType::data) &&
+        type != static_cast<uint8_t>(PacketType::result)) {
+        return fail(ParseError::bad_type);
+    }
+    h.type = static_cast<PacketType>(type);
+    h.flags = p[3];
+    if ((h.flags & ~kKnownFlags) != 0) {
+        return fail(ParseError::unknown_flags);
+    }
+    h.op = p[4] >> 4;
+    h.elem_type = p[4] & 0x0f;
+    if (h.op > kMaxOp) {
+        return fail(ParseError::bad_op);
+    }
+    if (h.elem_type > kMaxElemType) {
+        return fail(ParseError::bad_elem_type);
+    }
+    h.bsl_code = p[5] >> 4;
+    if (bsl_code_to_bytes(h.bsl_code) == 0) {
+        return fail(ParseError::bad_bsl);
+    }
+    if ((p[5] & 0x0f) != 0 || p[7] != 0 || load16(p + 18) != 0 || load32(p + 20) != 0) {
+        return fail(ParseError::reserved_nonzero);
+    }
+    h.set_id = p[6];
+    h.job_id = load32(p + 8);
+    h.seq = load32(p + 12);
+    h.elem_count = load16(p + 16);
+    if (h.total_bytes() != len) {
+        return fail(ParseError::length_mismatch);
+    }
+    ParseResult r;
+    r.packet = Parsed{h, p + kFixedHeaderBytes, p + kFixedHeaderBytes + h.bitstring_bytes()};
+    return r;
+}
+
+size_t write_header(uint8_t* p, const Header& h, const uint8_t* bitstring) {
+    p[0] = kMagic0;
+    p[1] = kMagic1;
+    p[2] = static_cast<uint8_t>(kVersion << 4 | (static_cast<uint8_t>(h.type) & 0x0f));
+    p[3] = h.flags;
+    p[4] = static_cast<uint8_t>((h.op & 0x0f) << 4 | (h.elem_type & 0x0f));
+    p[5] = static_cast<uint8_t>((h.bsl_code & 0x0f) << 4);
+    p[6] = h.set_id;
+    p[7] = 0;
+    store32(p + 8, h.job_id);
+    store32(p + 12, h.seq);
+    store16(p + 16, h.elem_count);
+    store16(p + 18, 0);
+    store32(p + 20, 0);
+    const uint16_t bs = h.bitstring_bytes();
+    std::memcpy(p + kFixedHeaderBytes, bitstring, bs);
+    return kFixedHeaderBytes + bs;
+}
+
+void set_type(uint8_t* header, PacketType type) {
+    header[2] = static_cast<uint8_t>((header[2] & 0xf0) | (static_cast<uint8_t>(type) & 0x0f));
+}
+
+void set_flags(uint8_t* header, uint8_t flags) { header[3] = flags; }
+
+}  // namespace ina::proto

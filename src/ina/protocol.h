@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: Apache-2.0
+// The INA wire protocol, version 1 (docs/protocol.md): a header carried in UDP, followed by the
+// P-BM as an RFC 8279 BitString and the chunk's elements. Pure code: parsing reads bytes,
+// building writes bytes; neither allocates nor throws, so the packet path can call both.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace ina::proto {
+
+inline constexpr uint16_t kDefaultUdpPort = 9470;
+inline constexpr uint8_t kMagic0 = 0x49;  // 'I'
+inline constexpr uint8_t kMagic1 = 0x4E;  // 'N'
+inline constexpr uint8_t kVersion = 1;
+inline constexpr size_t kFixedHeaderBytes = 24;
+
+enum class PacketType : uint8_t {
+    data = 1,    // a contribution (one worker's chunk, or a switch's partial aggregate) to the root
+    result = 2,  // the aggregated chunk, from the root back to the workers
+};
+
+// Flag bits (header octet 3).
+inline constexpr uint8_t kFlagRetransmit = 0x01;  // sender already sent this chunk once
+inline constexpr uint8_t kFlagEcnEcho = 0x02;     // congestion seen on the way (echoed back)
+inline constexpr uint8_t kFlagFallback = 0x04;    // forwarded unaggregated (no slot): root reduces it
+inline constexpr uint8_t kKnownFlags = kFlagRetransmit | kFlagEcnEcho | kFlagFallback;
+
+// Wire values of the reduce op and element type; they match ina::reduce::Op and ElemType.
+inline constexpr uint8_t kMaxOp = 3;        // sum, prod, min, max
+inline constexpr uint8_t kMaxElemType = 5;  // int32, fp32, fp16, bf16, int64, fp64
+
+constexpr size_t elem_bytes(uint8_t elem_type) {
+    constexpr uint8_t sizes[] = {4, 4, 2, 2, 8, 8};
+    return elem_type <= kMaxElemType ? sizes[elem_type] : 0;
+}
+
+// RFC 8296 BSL code points: 1 = 64 bits ... 7 = 4096 bits.
+constexpr uint16_t bsl_code_to_bytes(uint8_t code) {
+    return code >= 1 && code <= 7 ? static_cast<uint16_t>(4u << code) : 0;
+}
+
+struct Header {
+    PacketType type = PacketType::data;
+    uint8_t flags = 0;
+    uint8_t op = 0;
+    uint8_t elem_type = 0;
+    uint8_t bsl_code = 1;  // RFC 8296 code point of the P-BM's length
+    uint8_t set_id = 0;    // SI of the P-BM (BFR-ids ((SI*BSL)+1) .. ((SI+1)*BSL))
+    uint32_t job_id = 0;
+    uint32_t seq = 0;            // chunk sequence number within the job
+    uint16_t elem_count = 0;
+
+    uint16_t bitstring_bytes() const { return bsl_code_to_bytes(bsl_code); }
+    size_t payload_bytes() const { return elem_bytes(elem_type) * elem_count; }
+    size_t total_bytes() const { return kFixedHeaderBytes + bitstring_bytes() + payload_bytes(); }
+};
+
+// Why a UDP payload on the INA port is not a valid INA packet. Each is a counter reason.
+enum class ParseError : uint8_t {
+    truncated,        // shorter than the fixed header
+    bad_magic,        // not "IN": some other protocol on the INA port
+    bad_version,
+    bad_type,
+    bad_op,
+    bad_elem_type,
+    bad_bsl,          // reserved BSL code point
+    unknown_flags,
+    reserved_nonzero,
+    length_mismatch,  // UDP payload length differs from header + BitString + elements
+};
+
+std::string_view to_string(ParseError e);
+
+struct Parsed {
+    Header header;
+    const uint8_t* bitstring = nullptr;  // P-BM, header.bitstring_bytes() long, wire order
+    const uint8_t* payload = nullptr;    // elements, little-endian
+};
+
+struct ParseResult {
+    std::optional<Parsed> packet;
+    ParseError error = ParseError::truncated;  // meaningful when !packet
+};
+
+// Parses a whole UDP payload. `len` must be exactly the UDP payload length.
+ParseResult parse(const uint8_t* p, size_t len);
+
+// Writes the fixed header and the BitString (`bitstring`, header.bitstring_bytes() long) at
+// `p`; the caller places the payload after them. Returns bytes written (header + BitString).
+size_t write_header(uint8_t* p, const Header& h, const uint8_t* bitstring);
+
+// In-place edits the packet path needs without a full rewrite.
+inline uint8_t* bitstring_at(uint8_t* header) { return header + kFixedHeaderBytes; }
+void set_type(uint8_t* header, PacketType type);
+void set_flags(uint8_t* header, uint8_t flags);
+
+}  // namespace ina::proto
