@@ -12,6 +12,8 @@
 #include <set>
 #include <sstream>
 
+#include "wire/bitstring.h"
+
 namespace ina::config {
 
 const PortConfig* Config::find_port(std::string_view name) const {
@@ -362,6 +364,186 @@ void read_neighbour(Reader& r, const YAML::Node& n, NeighbourConfig& nb) {
                [&](const YAML::Node& v) { r.string_value(v, "a port name", nb.port); });
 }
 
+template <typename E, size_t N>
+std::optional<E> parse_enum(const std::string& text, const std::array<std::string_view, N>& names) {
+    for (size_t i = 0; i < N; ++i) {
+        if (names[i] == text) {
+            return static_cast<E>(i);
+        }
+    }
+    return std::nullopt;
+}
+
+constexpr std::array<std::string_view, 4> kOpNames = {"sum", "prod", "min", "max"};
+constexpr std::array<std::string_view, 6> kElemTypeNames = {"int32", "fp32",  "fp16",
+                                                            "bf16",  "int64", "fp64"};
+
+void read_ina_job(Reader& r, const YAML::Node& n, InaJobConfig& j) {
+    j.mark = mark_of(n);
+    if (!r.expect_map(n, "an INA job")) {
+        return;
+    }
+    r.check_keys(n,
+                 {"job_id", "role", "bsl", "set_id", "abm", "op", "elem_type", "max_elements",
+                  "window", "slot_timeout_ms", "root", "parent", "source", "workers", "ingress",
+                  "on_reject"},
+                 "an INA job");
+    r.required(n, "job_id", "an INA job",
+               [&](const YAML::Node& v) { r.uint_value(v, "job_id", j.job_id, 0, 0xFFFFFFFFu); });
+    r.required(n, "role", "an INA job", [&](const YAML::Node& v) {
+        std::string s;
+        if (r.string_value(v, "role", s)) {
+            if (s == "aggregator") {
+                j.role = InaRole::aggregator;
+            } else if (s == "root") {
+                j.role = InaRole::root;
+            } else {
+                r.error(v, "expected role: aggregator or root, got '" + s + "'");
+            }
+        }
+    });
+    r.optional(n, "bsl", [&](const YAML::Node& v) {
+        if (r.uint_value(v, "bsl (bits)", j.bsl_bits, 64, 4096) &&
+            !wire::is_valid_bsl_bits(j.bsl_bits)) {
+            r.error(v, "expected bsl: 64, 128, 256, 512, 1024, 2048 or 4096 bits");
+        }
+    });
+    r.optional(n, "set_id", [&](const YAML::Node& v) {
+        r.uint_value(v, "set_id", j.set_id, 0, 255);
+    });
+    r.required(n, "abm", "an INA job", [&](const YAML::Node& v) {
+        std::string text;
+        if (!r.string_value(v, "abm: the BFR-ids this switch aggregates, like \"1-4\"", text)) {
+            return;
+        }
+        auto ids = wire::parse_bfr_id_list(text);
+        if (!ids || ids->empty()) {
+            r.error(v, "expected abm: a non-empty list of BFR-ids like \"1,2,5-8\", got '" +
+                           text + "'");
+            return;
+        }
+        j.abm = *ids;
+        const uint32_t first = uint32_t{j.set_id} * j.bsl_bits + 1;
+        const uint32_t last = first + j.bsl_bits - 1;
+        if (j.abm.front() < first || j.abm.back() > last) {
+            r.error(v, "expected every BFR-id of abm in set " + std::to_string(j.set_id) +
+                           " of BSL " + std::to_string(j.bsl_bits) + ": " +
+                           std::to_string(first) + " to " + std::to_string(last));
+        }
+    });
+    r.required(n, "op", "an INA job", [&](const YAML::Node& v) {
+        std::string s;
+        if (r.string_value(v, "op", s)) {
+            auto op = parse_enum<uint8_t>(s, kOpNames);
+            if (!op) {
+                r.error(v, "expected op: sum, prod, min or max, got '" + s + "'");
+            } else {
+                j.op = *op;
+            }
+        }
+    });
+    r.required(n, "elem_type", "an INA job", [&](const YAML::Node& v) {
+        std::string s;
+        if (r.string_value(v, "elem_type", s)) {
+            auto t = parse_enum<uint8_t>(s, kElemTypeNames);
+            if (!t) {
+                r.error(v, "expected elem_type: int32, fp32, fp16, bf16, int64 or fp64, got '" +
+                               s + "'");
+            } else {
+                j.elem_type = *t;
+            }
+        }
+    });
+    r.optional(n, "max_elements", [&](const YAML::Node& v) {
+        r.uint_value(v, "max_elements", j.max_elements, 1, 65535);
+    });
+    r.optional(n, "window", [&](const YAML::Node& v) {
+        if (r.uint_value(v, "window", j.window, 1, 1u << 20) && (j.window & (j.window - 1)) != 0) {
+            r.error(v, "expected window: a power of two (chunk seq maps to seq mod window), got " +
+                           std::to_string(j.window));
+        }
+    });
+    r.optional(n, "slot_timeout_ms", [&](const YAML::Node& v) {
+        r.uint_value(v, "slot_timeout_ms", j.slot_timeout_ms, 1, 3600000);
+    });
+    r.required(n, "root", "an INA job", [&](const YAML::Node& v) {
+        r.parsed(v, "root: the VAT root's IPv4 address", j.root, net::Ipv4Addr::parse);
+    });
+    r.optional(n, "parent", [&](const YAML::Node& v) {
+        net::Ipv4Addr a;
+        if (r.parsed(v, "parent: an IPv4 address", a, net::Ipv4Addr::parse)) {
+            j.parent = a;
+        }
+    });
+    r.optional(n, "source", [&](const YAML::Node& v) {
+        net::Ipv4Addr a;
+        if (r.parsed(v, "source: an IPv4 address of this switch", a, net::Ipv4Addr::parse)) {
+            j.source = a;
+        }
+    });
+    r.optional(n, "workers", [&](const YAML::Node& v) {
+        if (!r.expect_seq(v, "a list of workers {bfr_id, ip}")) {
+            return;
+        }
+        for (const auto& w : v) {
+            InaWorkerConfig wc;
+            wc.mark = mark_of(w);
+            if (!r.expect_map(w, "a worker {bfr_id: N, ip: A.B.C.D}")) {
+                continue;
+            }
+            r.check_keys(w, {"bfr_id", "ip"}, "a worker");
+            r.required(w, "bfr_id", "a worker", [&](const YAML::Node& x) {
+                r.uint_value(x, "bfr_id", wc.bfr_id, 1, 65535);
+            });
+            r.required(w, "ip", "a worker", [&](const YAML::Node& x) {
+                r.parsed(x, "an IPv4 address", wc.ip, net::Ipv4Addr::parse);
+            });
+            j.workers.push_back(wc);
+        }
+    });
+    r.optional(n, "ingress", [&](const YAML::Node& v) {
+        if (!r.expect_map(v, "ingress rules {ports, sources}")) {
+            return;
+        }
+        r.check_keys(v, {"ports", "sources"}, "ingress");
+        r.optional(v, "ports", [&](const YAML::Node& x) {
+            if (!r.expect_seq(x, "a list of port names")) {
+                return;
+            }
+            for (const auto& p : x) {
+                std::string name;
+                if (r.string_value(p, "a port name", name)) {
+                    j.ingress_ports.push_back(name);
+                }
+            }
+        });
+        r.optional(v, "sources", [&](const YAML::Node& x) {
+            if (!r.expect_seq(x, "a list of source prefixes like 10.0.1.0/24")) {
+                return;
+            }
+            for (const auto& p : x) {
+                net::Ipv4Prefix pfx;
+                if (r.parsed(p, "a source prefix like 10.0.1.0/24", pfx,
+                             net::Ipv4Prefix::parse)) {
+                    j.ingress_sources.push_back(pfx);
+                }
+            }
+        });
+    });
+    r.optional(n, "on_reject", [&](const YAML::Node& v) {
+        std::string s;
+        if (r.string_value(v, "on_reject", s)) {
+            if (s == "forward") {
+                j.on_reject = RejectAction::forward;
+            } else if (s == "drop") {
+                j.on_reject = RejectAction::drop;
+            } else {
+                r.error(v, "expected on_reject: forward or drop, got '" + s + "'");
+            }
+        }
+    });
+}
+
 bool parse_listen(const std::string& s) {
     if (s.empty()) {
         return true;
@@ -382,7 +564,7 @@ void read_document(Reader& r, const YAML::Node& root, Config& c) {
     }
     r.check_keys(root,
                  {"version", "eal", "mempool", "ports", "lcores", "dataplane", "routes",
-                  "neighbours", "l2", "arp", "control"},
+                  "neighbours", "l2", "arp", "ina", "control"},
                  "the top level");
     r.required(root, "version", "the top level", [&](const YAML::Node& v) {
         r.uint_value(v, "version (this build reads version 1)", c.version, 1, 1);
@@ -504,6 +686,25 @@ void read_document(Reader& r, const YAML::Node& root, Config& c) {
         });
         r.optional(v, "max_neighbours", [&](const YAML::Node& x) {
             r.uint_value(x, "max_neighbours", c.arp.max_neighbours, 16, 1u << 20);
+        });
+    });
+    r.optional(root, "ina", [&](const YAML::Node& v) {
+        if (!r.expect_map(v, "ina settings")) {
+            return;
+        }
+        r.check_keys(v, {"udp_port", "jobs"}, "ina");
+        r.optional(v, "udp_port", [&](const YAML::Node& x) {
+            r.uint_value(x, "udp_port", c.ina.udp_port, 1, 65535);
+        });
+        r.optional(v, "jobs", [&](const YAML::Node& x) {
+            if (!r.expect_seq(x, "a list of INA jobs")) {
+                return;
+            }
+            for (const auto& jn : x) {
+                InaJobConfig job;
+                read_ina_job(r, jn, job);
+                c.ina.jobs.push_back(std::move(job));
+            }
         });
     });
     r.optional(root, "control", [&](const YAML::Node& v) {
@@ -634,6 +835,39 @@ void validate(Reader& r, const Config& c) {
             r.error(rt.mark, "duplicate route " + rt.prefix.str());
         }
     }
+    std::set<uint32_t> job_ids;
+    for (const auto& j : c.ina.jobs) {
+        if (!job_ids.insert(j.job_id).second) {
+            r.error(j.mark, "duplicate INA job_id " + std::to_string(j.job_id));
+        }
+        for (const auto& p : j.ingress_ports) {
+            if (c.find_port(p) == nullptr) {
+                r.error(j.mark, "unknown port '" + p + "' in the ingress of job " +
+                                    std::to_string(j.job_id));
+            }
+        }
+        if (j.role == InaRole::root) {
+            std::set<uint16_t> seen;
+            for (const auto& w : j.workers) {
+                if (!std::binary_search(j.abm.begin(), j.abm.end(), w.bfr_id)) {
+                    r.error(w.mark, "worker bfr_id " + std::to_string(w.bfr_id) +
+                                        " is not in the job's abm");
+                }
+                if (!seen.insert(w.bfr_id).second) {
+                    r.error(w.mark, "duplicate worker bfr_id " + std::to_string(w.bfr_id));
+                }
+            }
+            if (seen.size() != j.abm.size()) {
+                r.error(j.mark, "job " + std::to_string(j.job_id) +
+                                    " is a root: expected a worker address for every BFR-id of "
+                                    "its abm (results go to them)");
+            }
+        } else if (!j.workers.empty()) {
+            r.error(j.mark, "job " + std::to_string(j.job_id) +
+                                ": 'workers' is for the root; an aggregator sends its partial "
+                                "result to 'parent' (default 'root')");
+        }
+    }
     std::set<net::Ipv4Addr> neighbour_ips;
     for (const auto& nb : c.neighbours) {
         if (c.find_port(nb.port) == nullptr) {
@@ -740,6 +974,9 @@ std::vector<std::string> restart_required(const Config& running, const Config& n
     }
     if (running.control.listen != next.control.listen) {
         reasons.push_back("control.listen changed");
+    }
+    if (running.ina.udp_port != next.ina.udp_port) {
+        reasons.push_back("ina.udp_port changed");
     }
     if (running.l2.max_fdb_entries != next.l2.max_fdb_entries ||
         running.arp.max_neighbours != next.arp.max_neighbours) {

@@ -86,6 +86,43 @@ struct ArpConfig {
     uint32_t max_neighbours = 4096;
 };
 
+enum class InaRole : uint8_t { aggregator, root };
+enum class RejectAction : uint8_t { forward, drop };
+
+// Where the root sends a worker's results (unicast until BIER dissemination).
+struct InaWorkerConfig {
+    uint16_t bfr_id = 0;
+    net::Ipv4Addr ip;
+    Mark mark;
+};
+
+// One AllReduce job on this switch: its VAT node (A-BM and role) and its limits.
+struct InaJobConfig {
+    uint32_t job_id = 0;
+    InaRole role = InaRole::aggregator;
+    uint16_t bsl_bits = 256;
+    uint16_t set_id = 0;
+    std::vector<uint16_t> abm;  // BFR-ids this switch aggregates (sorted, in set_id)
+    uint8_t op = 0;             // wire value (ina::reduce::Op)
+    uint8_t elem_type = 1;      // wire value (ina::reduce::ElemType)
+    uint16_t max_elements = 256;
+    uint32_t window = 256;  // slot indices per lcore (a power of two) >= every worker's window
+    uint32_t slot_timeout_ms = 5000;
+    net::Ipv4Addr root;                    // the VAT root's address (data travels toward it)
+    std::optional<net::Ipv4Addr> parent;   // next VAT node for partial results (default: root)
+    std::optional<net::Ipv4Addr> source;   // source address of emitted packets
+    std::vector<InaWorkerConfig> workers;  // root: result destinations by BFR-id
+    std::vector<std::string> ingress_ports;           // empty: any port
+    std::vector<net::Ipv4Prefix> ingress_sources;     // empty: any source
+    RejectAction on_reject = RejectAction::forward;   // packets that fail the VAT checks
+    Mark mark;
+};
+
+struct InaConfig {
+    uint16_t udp_port = 9470;
+    std::vector<InaJobConfig> jobs;
+};
+
 struct ControlConfig {
     std::string listen = "127.0.0.1:9464";  // HTTP: /metrics and /api/v1; "" disables it
 };
@@ -102,6 +139,7 @@ struct Config {
     std::vector<NeighbourConfig> neighbours;
     L2Config l2;
     ArpConfig arp;
+    InaConfig ina;
     ControlConfig control;
 
     const PortConfig* find_port(std::string_view name) const;

@@ -888,3 +888,122 @@ TEST_F(RestartRequired, RoutesNeighboursAndTunablesReloadLive) {
 }
 
 }  // namespace
+
+namespace ina::config {
+namespace {
+
+const std::string kInaBase = std::string(kMinimal) + R"(ina:
+  udp_port: 9471
+  jobs:
+)";
+
+TEST(InaConfig, AggregatorAndRootJobsLoad) {
+    auto r = load_string(kInaBase + R"(    - job_id: 7
+      role: aggregator
+      bsl: 64
+      abm: "1-2"
+      op: sum
+      elem_type: fp32
+      max_elements: 354
+      window: 64
+      root: 10.0.9.1
+      parent: 10.0.5.1
+      ingress: {ports: [p0], sources: [10.0.1.0/24]}
+      on_reject: drop
+    - job_id: 8
+      role: root
+      abm: "1,3"
+      op: max
+      elem_type: bf16
+      root: 10.0.9.1
+      workers: [{bfr_id: 1, ip: 10.0.1.2}, {bfr_id: 3, ip: 10.0.1.4}]
+)",
+                         "t.yaml");
+    ASSERT_TRUE(r.ok()) << r.error_text();
+    const auto& ina = r.config->ina;
+    EXPECT_EQ(ina.udp_port, 9471);
+    ASSERT_EQ(ina.jobs.size(), 2u);
+    const auto& a = ina.jobs[0];
+    EXPECT_EQ(a.job_id, 7u);
+    EXPECT_EQ(a.role, InaRole::aggregator);
+    EXPECT_EQ(a.bsl_bits, 64);
+    EXPECT_EQ(a.abm, (std::vector<uint16_t>{1, 2}));
+    EXPECT_EQ(a.op, 0);
+    EXPECT_EQ(a.elem_type, 1);
+    EXPECT_EQ(a.max_elements, 354);
+    EXPECT_EQ(a.window, 64u);
+    EXPECT_EQ(a.root.str(), "10.0.9.1");
+    ASSERT_TRUE(a.parent.has_value());
+    EXPECT_EQ(a.parent->str(), "10.0.5.1");
+    EXPECT_EQ(a.ingress_ports, (std::vector<std::string>{"p0"}));
+    ASSERT_EQ(a.ingress_sources.size(), 1u);
+    EXPECT_EQ(a.on_reject, RejectAction::drop);
+    const auto& b = ina.jobs[1];
+    EXPECT_EQ(b.role, InaRole::root);
+    EXPECT_EQ(b.bsl_bits, 256);  // default
+    EXPECT_EQ(b.op, 3);
+    EXPECT_EQ(b.elem_type, 3);
+    EXPECT_EQ(b.window, 256u);
+    ASSERT_EQ(b.workers.size(), 2u);
+    EXPECT_EQ(b.workers[1].bfr_id, 3);
+    EXPECT_EQ(b.on_reject, RejectAction::forward);
+}
+
+std::string job(const std::string& extra) {
+    return kInaBase + "    - job_id: 1\n      role: aggregator\n      abm: \"1-2\"\n      op: sum\n"
+                      "      elem_type: int32\n      root: 10.0.9.1\n" + extra;
+}
+
+TEST(InaConfig, ErrorsNameTheirPlace) {
+    // Lines: 1-4 minimal, 5 "ina:", 6 udp_port, 7 "jobs:", 8 "- job_id", 9 role, 10 abm,
+    // 11 op, 12 elem_type, 13 root, 14 the extra line.
+    EXPECT_TRUE(HasError(job("      window: 48\n"), "t.yaml:14:15: ", "a power of two"));
+    EXPECT_TRUE(HasError(job("      bsl: 100\n"), "t.yaml:14:12: ", "64, 128, 256"));
+    EXPECT_TRUE(HasError(job("      on_reject: ignore\n"), "t.yaml:14:18: ", "forward or drop"));
+    EXPECT_TRUE(HasError(job("      colour: red\n"), "t.yaml:14:7: ", "unknown key 'colour'"));
+    EXPECT_TRUE(HasError(job("      ingress: {ports: [p7]}\n"), "t.yaml:8:7: ", "unknown port 'p7'"));
+    EXPECT_TRUE(HasError(job("      workers: [{bfr_id: 1, ip: 10.0.1.2}]\n"), "t.yaml:8:7: ",
+                         "'workers' is for the root"));
+    auto bad_field = [](const std::string& key, const std::string& value) {
+        std::string y = job("");
+        const auto at = y.find("      " + key + ": ");
+        const auto end = y.find('\n', at);
+        return y.replace(at, end - at, "      " + key + ": " + value);
+    };
+    EXPECT_TRUE(HasError(bad_field("role", "leaf"), "t.yaml:9:13: ", "aggregator or root"));
+    EXPECT_TRUE(HasError(bad_field("abm", "\"0-2\""), "t.yaml:10:12: ", "list of BFR-ids"));
+    EXPECT_TRUE(HasError(bad_field("abm", "\"\""), "t.yaml:10:12: ", "got an empty string"));
+    EXPECT_TRUE(HasError(bad_field("abm", "\"1,300\""), "t.yaml:10:12: ", "in set 0 of BSL 256"));
+    EXPECT_TRUE(HasError(bad_field("op", "mean"), "t.yaml:11:11: ", "sum, prod, min or max"));
+    EXPECT_TRUE(HasError(bad_field("elem_type", "fp8"), "t.yaml:12:18: ", "int32, fp32"));
+    EXPECT_TRUE(HasError(bad_field("root", "10.0.9"), "t.yaml:13:13: ", "IPv4 address"));
+}
+
+TEST(InaConfig, RootNeedsAWorkerForEveryBit) {
+    const std::string root = kInaBase +
+        "    - job_id: 1\n      role: root\n      abm: \"1-2\"\n      op: sum\n"
+        "      elem_type: int32\n      root: 10.0.9.1\n";
+    EXPECT_TRUE(HasError(root + "      workers: [{bfr_id: 1, ip: 10.0.1.2}]\n", "t.yaml:8:7: ",
+                         "a worker address for every BFR-id"));
+    EXPECT_TRUE(HasError(root + "      workers: [{bfr_id: 1, ip: 10.0.1.2}, {bfr_id: 5, ip: 10.0.1.3}]\n",
+                         "t.yaml:14:44: ", "not in the job's abm"));
+}
+
+TEST(InaConfig, DuplicateJobIdsAndPortChangeNeedsRestart) {
+    EXPECT_TRUE(HasError(job("    - {job_id: 1, role: aggregator, abm: \"3\", op: sum, elem_type: "
+                             "int32, root: 10.0.9.1}\n"),
+                         "t.yaml:14:7: ", "duplicate INA job_id 1"));
+    auto a = load_string(job(""), "t.yaml");
+    ASSERT_TRUE(a.ok()) << a.error_text();
+    Config b = *a.config;
+    b.ina.udp_port = 9999;
+    auto reasons = restart_required(*a.config, b);
+    ASSERT_EQ(reasons.size(), 1u);
+    EXPECT_NE(reasons[0].find("ina.udp_port"), std::string::npos);
+    Config c = *a.config;
+    c.ina.jobs.clear();  // jobs come and go without a restart
+    EXPECT_TRUE(restart_required(*a.config, c).empty());
+}
+
+}  // namespace
+}  // namespace ina::config

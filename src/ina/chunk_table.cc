@@ -1,0 +1,316 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "ina/chunk_table.h"
+
+#include <bit>
+#include <cassert>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace ina {
+
+namespace {
+
+using wire::bits_equal;
+using wire::bits_intersect;
+using wire::bits_or_into;
+using wire::bits_subset;
+
+}  // namespace
+
+std::string_view validate(const JobParams& p) {
+    if (!wire::is_valid_bsl_bits(p.abm.bsl_bits())) {
+        return "A-BM has an invalid BSL";
+    }
+    if (p.abm.is_zero()) {
+        return "A-BM is empty";
+    }
+    if (!reduce::op_from_wire(static_cast<uint8_t>(p.op))) {
+        return "unknown op";
+    }
+    if (!reduce::elem_type_from_wire(static_cast<uint8_t>(p.elem_type))) {
+        return "unknown element type";
+    }
+    if (p.max_elems == 0 || p.max_elems > 0xFFFF) {
+        return "max_elems must be 1..65535";
+    }
+    // A power of two divides 2^32, so seq and seq - W share an index even across the wrap of
+    // seq at 2^32 (with W = 3, 0xFFFFFFFF and 0 would both map to index 0).
+    if (p.window == 0 || p.window > kMaxWindow || !std::has_single_bit(p.window)) {
+        return "window must be a power of two, 1..2^20";
+    }
+    if (p.role != Role::aggregator && p.role != Role::root) {
+        return "unknown role";
+    }
+    return "";
+}
+
+uint8_t header_mismatch(const proto::Header& h, const JobParams& p) {
+    uint8_t m = 0;
+    if (h.type != proto::PacketType::data) m |= mismatch::type;
+    if (h.job_id != p.job_id) m |= mismatch::job;
+    if (h.op != static_cast<uint8_t>(p.op)) m |= mismatch::op;
+    if (h.elem_type != static_cast<uint8_t>(p.elem_type)) m |= mismatch::elem_type;
+    if (h.bitstring_bytes() != p.abm.size_bytes()) m |= mismatch::bsl;
+    if (h.set_id != p.set_id) m |= mismatch::set_id;
+    return m;
+}
+
+std::string_view mismatch_name(uint8_t bit) {
+    switch (bit) {
+    case mismatch::job: return "job";
+    case mismatch::op: return "op";
+    case mismatch::elem_type: return "elem_type";
+    case mismatch::bsl: return "bsl";
+    case mismatch::set_id: return "set_id";
+    case mismatch::type: return "type";
+    default: return "unknown";
+    }
+}
+
+std::string_view to_string(Verdict v) {
+    switch (v) {
+    case Verdict::not_mine: return "not_mine";
+    case Verdict::outside_abm: return "outside_abm";
+    case Verdict::bad_length: return "bad_length";
+    case Verdict::count_mismatch: return "count_mismatch";
+    case Verdict::absorbed: return "absorbed";
+    case Verdict::completed: return "completed";
+    case Verdict::duplicate: return "duplicate";
+    case Verdict::overlap: return "overlap";
+    case Verdict::resend_result: return "resend_result";
+    case Verdict::stale: return "stale";
+    case Verdict::fallback: return "fallback";
+    case Verdict::no_slot: return "no_slot";
+    }
+    return "unknown";
+}
+
+ChunkTable::ChunkTable(const JobParams& p) : ChunkTable(p, reduce::kernels()) {}
+
+ChunkTable::ChunkTable(const JobParams& p, const reduce::Kernels& k) : params_(p) {
+    if (const std::string_view why = validate(p); !why.empty()) {
+        throw std::invalid_argument("ina chunk table: " + std::string(why));
+    }
+    bs_bytes_ = p.abm.size_bytes();
+    acc_bytes_ = reduce::acc_bytes(p.elem_type, p.max_elems);
+    window_ = p.window;
+    const reduce::TypeKernels& tk = k[p.elem_type];
+    load_ = tk.load;
+    accumulate_ = tk.accumulator(p.op);
+    store_ = tk.store;
+
+    const size_t n = size_t{2} * window_;
+    entries_.resize(n);
+    index_.resize(window_);
+    bitmaps_.assign(n * 2 * bs_bytes_, 0);
+    // One block for all accumulators, aligned by hand (acc_bytes_ is a multiple of kAccAlign, so
+    // every accumulator starts on its own cache line: no false sharing between entries and the
+    // kernels' alignment contract holds).
+    acc_raw_ = std::make_unique<std::byte[]>(n * acc_bytes_ + reduce::kAccAlign);
+    const auto base = reinterpret_cast<uintptr_t>(acc_raw_.get());
+    const uintptr_t aligned = (base + reduce::kAccAlign - 1) / reduce::kAccAlign * reduce::kAccAlign;
+    std::byte* acc = acc_raw_.get() + (aligned - base);
+    for (size_t i = 0; i < n; ++i) {
+        Entry& e = entries_[i];
+        e.absorbed = bitmaps_.data() + (2 * i) * bs_bytes_;
+        e.released = bitmaps_.data() + (2 * i + 1) * bs_bytes_;
+        e.acc = acc + i * acc_bytes_;
+        assert(reinterpret_cast<uintptr_t>(e.acc) % reduce::kAccAlign == 0);
+    }
+}
+
+ChunkTable::~ChunkTable() = default;
+
+ChunkTable::Entry* ChunkTable::find(uint32_t index, uint32_t seq) noexcept {
+    // Invariant: at most one non-empty entry per (index, seq) — lookup precedes every allocation.
+    for (uint32_t j = 0; j < 2; ++j) {
+        Entry& e = entries_[size_t{2} * index + j];
+        if (e.state != State::empty && e.seq == seq) {
+            return &e;
+        }
+    }
+    return nullptr;
+}
+
+const ChunkTable::Entry* ChunkTable::find(uint32_t index, uint32_t seq) const noexcept {
+    return const_cast<ChunkTable*>(this)->find(index, seq);
+}
+
+void ChunkTable::free_entry(Entry& e) noexcept {
+    e.state = State::empty;
+    --in_use_;
+}
+
+void ChunkTable::raise_floor(IndexState& s, uint32_t seq) noexcept {
+    if (!s.floor_valid || seq_diff(seq, s.released_floor) > 0) {
+        s.released_floor = seq;
+        s.floor_valid = true;
+    }
+}
+
+void ChunkTable::release(uint32_t index, uint32_t seq, const uint8_t* pbm, uint64_t now) noexcept {
+    // A contribution for seq from the workers in pbm proves they hold the result of seq - W,
+    // which lives at the same index. Only complete entries are released: an aggregating entry for
+    // seq - W would contradict the window rule (a misbehaving worker) and must keep its partial
+    // sum, or the chunk would be split.
+    Entry* e = find(index, seq - window_);
+    if (e == nullptr || e->state != State::complete) {
+        return;
+    }
+    bits_or_into(e->released, pbm, bs_bytes_);
+    e->last_activity = now;
+    if (bits_equal(e->released, params_.abm.data(), bs_bytes_)) {
+        // Every worker holds the result: no retransmission can need it any more.
+        raise_floor(index_[index], e->seq);
+        free_entry(*e);
+    }
+}
+
+Verdict ChunkTable::on_data(const uint8_t* pbm, uint32_t seq, uint32_t elem_count,
+                            const void* payload, uint8_t flags, uint64_t now) noexcept {
+    const uint8_t* abm = params_.abm.data();
+    // 1-2. Is it ours, and well formed? Nothing below runs for a packet that fails here.
+    if (!bits_intersect(pbm, abm, bs_bytes_)) {
+        return finish(Verdict::not_mine);
+    }
+    if (!bits_subset(pbm, abm, bs_bytes_)) {
+        return finish(Verdict::outside_abm);
+    }
+    if (elem_count == 0 || elem_count > params_.max_elems) {
+        return finish(Verdict::bad_length);
+    }
+    if ((flags & proto::kFlagRetransmit) != 0) ++counters_.rx_retransmit;
+    if ((flags & proto::kFlagFallback) != 0) ++counters_.rx_fallback_flag;
+
+    const uint32_t index = seq & (window_ - 1);
+    // 5. Release first: it may free the very entry this seq needs (seq - W's, at the same index).
+    release(index, seq, pbm, now);
+
+    // 3. The chunk's entry.
+    if (Entry* e = find(index, seq)) {
+        if (elem_count != e->count) {
+            return finish(Verdict::count_mismatch);
+        }
+        e->last_activity = now;
+        e->flags |= flags & proto::kFlagEcnEcho;
+        if (e->state == State::complete) {
+            return finish(Verdict::resend_result);
+        }
+        if (bits_subset(pbm, e->absorbed, bs_bytes_)) {
+            return finish(Verdict::duplicate);
+        }
+        if (bits_intersect(pbm, e->absorbed, bs_bytes_)) {
+            return finish(Verdict::overlap);
+        }
+        accumulate_(e->acc, payload, elem_count);
+        bits_or_into(e->absorbed, pbm, bs_bytes_);
+        if (bits_equal(e->absorbed, abm, bs_bytes_)) {
+            e->state = State::complete;
+            return finish(Verdict::completed);
+        }
+        return finish(Verdict::absorbed);
+    }
+
+    // 4. No entry. A freed-complete chunk is never re-allocated (its late packets are stale) and
+    // a chunk that fell back never gets an entry (sticky): allocation needs seq above both marks.
+    IndexState& is = index_[index];
+    if (is.floor_valid && seq_le(seq, is.released_floor)) {
+        return finish(Verdict::stale);
+    }
+    if (is.fallback_valid && seq_le(seq, is.fallback_until)) {
+        return finish(Verdict::fallback);
+    }
+    Entry* slot = nullptr;
+    for (uint32_t j = 0; j < 2 && slot == nullptr; ++j) {
+        Entry& c = entries_[size_t{2} * index + j];
+        if (c.state == State::empty) {
+            slot = &c;
+        }
+    }
+    for (uint32_t j = 0; j < 2 && slot == nullptr; ++j) {
+        Entry& c = entries_[size_t{2} * index + j];
+        // Obsolete: a packet for seq >= c.seq + 2W means its sender holds the result of
+        // seq - W >= c.seq + W, so every worker sent c.seq + W, so every worker holds c.seq's
+        // result. Only complete entries go (an aggregating one keeps its partial sum: never split).
+        if (c.state == State::complete && seq_diff(seq, c.seq) >= static_cast<int32_t>(2 * window_)) {
+            ++counters_.obsolete_evictions;
+            raise_floor(is, c.seq);
+            free_entry(c);
+            slot = &c;
+        }
+    }
+    if (slot == nullptr) {
+        if (params_.role == Role::root) {
+            return finish(Verdict::no_slot);  // nowhere further to go: the worker retransmits
+        }
+        // seq is above fallback_until here (checked above), so the mark only moves forward.
+        is.fallback_until = seq;
+        is.fallback_valid = true;
+        return finish(Verdict::fallback);
+    }
+
+    slot->seq = seq;
+    slot->count = elem_count;
+    slot->last_activity = now;
+    slot->flags = flags & proto::kFlagEcnEcho;
+    ++in_use_;
+    load_(slot->acc, payload, elem_count);
+    std::memcpy(slot->absorbed, pbm, bs_bytes_);
+    std::memset(slot->released, 0, bs_bytes_);
+    if (bits_equal(slot->absorbed, abm, bs_bytes_)) {
+        // One packet covers the whole A-BM (a single child whose A-BM equals ours).
+        slot->state = State::complete;
+        return finish(Verdict::completed);
+    }
+    slot->state = State::aggregating;
+    return finish(Verdict::absorbed);
+}
+
+uint32_t ChunkTable::store_result(uint32_t seq, void* out) const noexcept {
+    const Entry* e = find(seq & (window_ - 1), seq);
+    if (e == nullptr || e->state != State::complete) {
+        return 0;
+    }
+    store_(out, e->acc, e->count);
+    return e->count;
+}
+
+uint8_t ChunkTable::result_flags(uint32_t seq) const noexcept {
+    const Entry* e = find(seq & (window_ - 1), seq);
+    return e == nullptr ? 0 : e->flags;
+}
+
+ChunkTable::State ChunkTable::state_of(uint32_t seq) const noexcept {
+    const Entry* e = find(seq & (window_ - 1), seq);
+    return e == nullptr ? State::empty : e->state;
+}
+
+size_t ChunkTable::expire(uint64_t now) noexcept {
+    size_t freed = 0;
+    for (Entry& e : entries_) {
+        // Unsigned difference: correct across a wrap of the caller's clock.
+        if (e.state != State::empty && now - e.last_activity > params_.idle_timeout) {
+            if (e.state == State::complete) {
+                // Its result was emitted: never aggregate (and emit) this chunk again.
+                raise_floor(index_[e.seq & (window_ - 1)], e.seq);
+            }
+            free_entry(e);
+            ++freed;
+        }
+    }
+    counters_.slot_timeouts += freed;
+    return freed;
+}
+
+void ChunkTable::reset() noexcept {
+    for (Entry& e : entries_) {
+        e.state = State::empty;
+    }
+    for (IndexState& s : index_) {
+        s = IndexState{};
+    }
+    in_use_ = 0;
+}
+
+}  // namespace ina

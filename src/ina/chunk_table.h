@@ -1,0 +1,224 @@
+// SPDX-License-Identifier: Apache-2.0
+// Per-lcore aggregation state for one INA job on one VAT node (aggregator or root): a fixed pool
+// of chunk slots that absorbs workers' (or child switches') contributions exactly once under loss,
+// duplication and reordering, with bounded memory. Pure code (no DPDK): a pipeline stage drives it
+// with the fields of a parsed INA data packet (ina/protocol.h) and acts on the Verdict.
+//
+// Model (docs/protocol.md, draft-song-ina-00; slot reuse as in SwitchML)
+//   - A chunk `seq` lives at index seq mod W (W a power of two). Each index has TWO entries (current + shadow).
+//     Workers keep at most W chunks outstanding: a worker sends seq only once it holds the result
+//     of every chunk <= seq - W. So when a contribution for seq + 2W arrives, every worker holds
+//     the result of seq + W, hence every worker has sent seq + W through this node, and those
+//     contributions released seq (rule below): one of the two entries is free again. Two entries
+//     per index therefore suffice; with windows larger than W the table still never double-counts
+//     or splits a chunk, it just falls back (or, at the root, drops: no_slot) more often.
+//   - Release proof: a data packet for seq' carrying P-BM P shows that every worker in P holds the
+//     result of seq' - W (they only advance their windows on results). R |= P on the entry of
+//     seq' - W; when R == A-BM nobody can need that result again, the entry is freed and the
+//     index's released_floor advances to its seq. Any later packet for a seq <= released_floor
+//     that has no entry is a late duplicate: stale.
+//     The proof comes from the sender's window, not from what the table does with the packet, so
+//     it is applied to EVERY packet that passes the A-BM and length checks, before the lookup:
+//     also when the packet itself then gets fallback, no_slot, stale or overlap. This matters: at
+//     the root, chunk c's packets (answered no_slot because c - W still holds the entry) are
+//     exactly what frees c - W's entry; releasing only on absorbed packets deadlocks.
+//   - Exactly once towards the parent: a chunk that completed here is never aggregated here again
+//     (every way a complete entry leaves — release, obsolete eviction, expiry — raises
+//     released_floor to its seq, so its later packets are stale). Only complete entries are
+//     released or evicted; an aggregating entry leaves only by expire() (its partial sum is then
+//     discarded and retransmissions start it afresh).
+//   - Fallback stickiness (aggregator): when a chunk's first packet finds no free entry it goes to
+//     the fallback path (towards the root, which reduces it) and fallback_until = seq; every later
+//     packet of a seq <= fallback_until without an entry also goes there. An entry, once
+//     allocated, is only ever removed when complete (release / obsolete) or by expire(), and a seq
+//     is allocated only when it is above both released_floor and fallback_until, so a chunk is
+//     either aggregated here entirely or forwarded entirely: never split.
+//   - Sequence numbers compare with RFC 1982 serial arithmetic (int32 difference), so a job may
+//     run through 2^32 and wrap. Requires every seq in flight at an index to lie within 2^31 of
+//     that index's floors (trivially true for a job that advances; see reset()).
+//
+// Hot path: on_data(), expire() and store_result() never allocate, lock or throw. All memory is
+// allocated in the constructor: per entry the two bitmaps (B, R) and a 64-byte-aligned
+// accumulator of reduce::acc_bytes(elem_type, max_elems) bytes. Not thread safe: one lcore owns a
+// table (packets of a job are steered to its lcore).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "ina/protocol.h"
+#include "reduce/reduce.h"
+#include "wire/bitstring.h"
+
+namespace ina {
+
+// RFC 1982 serial-number comparison on 32-bit sequence numbers: the sign of (a - b) taken as an
+// int32 (modular conversion, well defined in C++20). a is "after" b when the result is > 0.
+constexpr int32_t seq_diff(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b); }
+constexpr bool seq_le(uint32_t a, uint32_t b) { return seq_diff(a, b) <= 0; }
+
+enum class Role : uint8_t {
+    aggregator,  // completes send one data packet (P-BM = A-BM) to the parent; no slot: fallback
+    root,        // completes send the result to the workers; no slot: drop (no_slot)
+};
+
+struct JobParams {
+    uint32_t job_id = 0;
+    wire::BitString abm;             // A-BM: the BSL is abm.bsl_bits(); must not be all zero
+    uint16_t set_id = 0;             // SI of the A-BM (and so of every accepted P-BM)
+    reduce::Op op = reduce::Op::sum;
+    reduce::ElemType elem_type = reduce::ElemType::fp32;
+    uint32_t max_elems = 0;          // per chunk: 1 .. 65535 (the header's element count field)
+    uint32_t window = 0;             // W: slot indices, >= the workers' window; a power of two,
+                                     // 1 .. kMaxWindow (so seq mod W survives the 2^32 wrap)
+    Role role = Role::aggregator;
+    uint64_t idle_timeout = 0;       // in the caller's time unit (the `now` of on_data / expire)
+};
+
+// W is bounded so that seq - 2W comparisons stay far inside the serial-arithmetic range and the
+// table stays a sane size (2 entries per index).
+inline constexpr uint32_t kMaxWindow = 1u << 20;
+
+// Why JobParams are unusable, or "" when they are valid.
+std::string_view validate(const JobParams& p);
+
+// Header fields a data packet must share with its job; the caller checks them (after parse()) before
+// on_data(). Bit flags, 0 = the header matches.
+namespace mismatch {
+inline constexpr uint8_t job = 0x01;
+inline constexpr uint8_t op = 0x02;
+inline constexpr uint8_t elem_type = 0x04;
+inline constexpr uint8_t bsl = 0x08;     // BitString length differs from the A-BM's
+inline constexpr uint8_t set_id = 0x10;
+inline constexpr uint8_t type = 0x20;    // not a data packet (results never enter a chunk table)
+}  // namespace mismatch
+uint8_t header_mismatch(const proto::Header& h, const JobParams& p);
+// Name of one mismatch bit ("job", "op", ...), "unknown" for anything else.
+std::string_view mismatch_name(uint8_t bit);
+
+// What on_data() did with a contribution. Each is a counter reason. The caller's action:
+enum class Verdict : uint8_t {
+    not_mine,       // P-BM & A-BM == 0: route on untouched
+    outside_abm,    // P-BM has bits outside A-BM: drop (count)
+    bad_length,     // element count 0 or > max_elems: drop
+    count_mismatch, // element count differs from the chunk's first contribution: drop
+    absorbed,       // added to the chunk; not complete yet: consume the packet
+    completed,      // added and the chunk is now complete: emit (aggregator: data to the parent
+                    // with P-BM = A-BM; root: the result), payload from store_result()
+    duplicate,      // every bit of P-BM already absorbed: not added again; drop
+    overlap,        // some bits of P-BM absorbed, some not: cannot subtract, drop (sender retries)
+    resend_result,  // chunk already complete, so the sender lacks the result: re-emit it (root:
+                    // result to that sender; aggregator: data to the parent, retransmit flag)
+    stale,          // late duplicate of a chunk that was complete and released here: drop
+    fallback,       // aggregator, no slot (or the chunk already fell back): forward the packet
+                    // unaggregated towards the root with the fallback flag
+    no_slot,        // root, no slot: drop; the worker retransmits
+};
+inline constexpr size_t kNumVerdicts = 12;
+std::string_view to_string(Verdict v);
+
+// Plain counters, owned by the table's lcore (read them from elsewhere only as a racy snapshot).
+struct ChunkCounters {
+    std::array<uint64_t, kNumVerdicts> verdicts{};  // indexed by Verdict
+    uint64_t slot_timeouts = 0;       // entries freed by expire()
+    uint64_t obsolete_evictions = 0;  // complete entries reclaimed for seq >= theirs + 2W
+    uint64_t rx_retransmit = 0;       // contributions carrying kFlagRetransmit
+    uint64_t rx_fallback_flag = 0;    // contributions carrying kFlagFallback
+    uint64_t operator[](Verdict v) const { return verdicts[static_cast<size_t>(v)]; }
+};
+
+class ChunkTable {
+public:
+    enum class State : uint8_t { empty, aggregating, complete };
+
+    // Allocates everything. Throws std::invalid_argument if validate(p) is not "" (control plane
+    // only). `k` chooses the kernel table (tests force an ISA); results are bit-identical on all.
+    explicit ChunkTable(const JobParams& p);
+    ChunkTable(const JobParams& p, const reduce::Kernels& k);
+    ~ChunkTable();
+    ChunkTable(const ChunkTable&) = delete;
+    ChunkTable& operator=(const ChunkTable&) = delete;
+
+    // One data packet of this job (header already checked with header_mismatch()): `pbm` is the
+    // P-BM (abm.size_bytes() long, wire order), `payload` elem_count elements in wire format,
+    // `flags` the header flags (only counted: a fallback-flagged packet from a child switch is
+    // absorbed here like any other, which is safe because stickiness is decided per node),
+    // `now` the caller's clock (for expire()).
+    Verdict on_data(const uint8_t* pbm, uint32_t seq, uint32_t elem_count, const void* payload,
+                    uint8_t flags, uint64_t now) noexcept;
+
+    // Writes the result of complete chunk `seq` (narrowed to the wire type with the kernel's
+    // store) to `out` and returns its element count; 0 (nothing written) if seq is not complete
+    // here. `out` must hold count * elem_size(elem_type) bytes (any alignment).
+    uint32_t store_result(uint32_t seq, void* out) const noexcept;
+    // Flags the emitted result (or aggregate) must carry: proto::kFlagEcnEcho when any
+    // contribution that reached seq's entry carried it (the caller sets kFlagEcnEcho in the flags
+    // it passes to on_data for a CE-marked packet). 0 if seq has no entry.
+    uint8_t result_flags(uint32_t seq) const noexcept;
+    // The state of `seq`'s entry (empty if it has none).
+    State state_of(uint32_t seq) const noexcept;
+
+    // Frees every non-empty entry idle for more than idle_timeout (a dead job or worker: its
+    // releases never come). Returns how many (also counted as slot_timeouts). An expired complete
+    // chunk raises released_floor (its later packets are stale: it is never emitted twice); an
+    // expired aggregating chunk loses its partial sum and retransmissions start it afresh. O(2W).
+    size_t expire(uint64_t now) noexcept;
+
+    // Forgets every entry and floor (job restarted with a new sequence space). Control plane.
+    void reset() noexcept;
+
+    size_t slots_in_use() const noexcept { return in_use_; }
+    size_t capacity() const noexcept { return entries_.size(); }  // 2W
+    const ChunkCounters& counters() const noexcept { return counters_; }
+    const JobParams& params() const noexcept { return params_; }
+
+private:
+    struct Entry {
+        uint32_t seq = 0;
+        State state = State::empty;
+        uint32_t count = 0;          // elements, fixed by the first contribution
+        uint8_t flags = 0;           // kFlagEcnEcho if a contribution carried it
+        uint64_t last_activity = 0;
+        uint8_t* absorbed = nullptr;  // B: OR of absorbed P-BMs (bs_bytes_)
+        uint8_t* released = nullptr;  // R: bits proven to hold the result (bs_bytes_)
+        void* acc = nullptr;          // acc_bytes_, 64-byte aligned
+    };
+    // Per index: the two serial "high-water marks" of step 4. *_valid false = none yet.
+    struct IndexState {
+        uint32_t released_floor = 0;  // highest seq here whose entry was freed complete
+        uint32_t fallback_until = 0;  // highest seq here sent to fallback
+        bool floor_valid = false;
+        bool fallback_valid = false;
+    };
+
+    Verdict finish(Verdict v) noexcept {
+        ++counters_.verdicts[static_cast<size_t>(v)];
+        return v;
+    }
+    Entry* find(uint32_t index, uint32_t seq) noexcept;
+    const Entry* find(uint32_t index, uint32_t seq) const noexcept;
+    void release(uint32_t index, uint32_t seq, const uint8_t* pbm, uint64_t now) noexcept;
+    void free_entry(Entry& e) noexcept;
+    void raise_floor(IndexState& s, uint32_t seq) noexcept;
+
+    JobParams params_;
+    size_t bs_bytes_ = 0;
+    size_t acc_bytes_ = 0;
+    uint32_t window_ = 1;
+    reduce::LoadFn load_ = nullptr;
+    reduce::AccumulateFn accumulate_ = nullptr;
+    reduce::StoreFn store_ = nullptr;
+
+    std::vector<Entry> entries_;      // 2W: entries_[2i], entries_[2i + 1] belong to index i
+    std::vector<IndexState> index_;   // W
+    std::vector<uint8_t> bitmaps_;    // 2 bitmaps per entry
+    std::unique_ptr<std::byte[]> acc_raw_;  // accumulators, plus slack for 64-byte alignment
+    size_t in_use_ = 0;
+    ChunkCounters counters_;
+};
+
+}  // namespace ina

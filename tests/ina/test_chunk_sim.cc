@@ -1,0 +1,559 @@
+// SPDX-License-Identifier: Apache-2.0
+// The chunk table under random schedules: workers with sliding windows send their chunks, a
+// network delivers packets (data and results) in random order, duplicates some and loses
+// results; workers retransmit what is outstanding when nothing else can happen. Checked after
+// every packet and at the end:
+//   - every chunk completes exactly once (at the table, or — aggregator, fallback — at a model
+//     root that reduces fallback packets), with the int32 sum bit-exact;
+//   - no chunk is split: its packets are either all handled by the table or all sent to fallback;
+//   - with worker windows <= W: nothing ever falls back (two entries per index suffice), and at
+//     the end exactly the last W chunks are held (awaiting releases that only the next chunks
+//     would bring); expire() then frees them.
+// Deterministic: fixed seeds.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <memory>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "chunk_test_util.h"
+
+namespace ina::test {
+namespace {
+
+using V = Verdict;
+
+struct SimConfig {
+    Role role = Role::root;      // of the table under test ("parent")
+    uint32_t table_window = 4;
+    uint32_t min_worker_window = 1;
+    uint32_t max_worker_window = 4;
+    uint32_t chunks = 40;
+    uint32_t seq0 = 0;           // first chunk's seq (wrap-around runs start near 2^32)
+    double dup_prob = 0.0;       // a delivered data packet stays in the network once more
+    double result_loss = 0.0;    // a result packet is dropped
+    uint32_t child_window = 0;   // 0: four direct workers. Else workers 1 and 2 sit behind a
+                                 // child aggregator (A-BM {1,2}, this W) and 3, 4 are direct.
+    uint64_t seed = 1;
+};
+
+struct SimStats {
+    uint64_t fallback = 0, no_slot = 0, resend = 0, duplicate = 0, stale = 0, max_in_use = 0;
+    uint64_t child_fallback = 0, parent_rx_fallback_flag = 0;
+    size_t end_in_use = 0, child_end_in_use = 0;
+};
+
+constexpr unsigned kWorkers = 4;
+constexpr unsigned kAll = (1u << kWorkers) - 1;
+constexpr unsigned kChildBits = 0b0011;  // workers 0 and 1 (BFR-ids 1 and 2)
+
+uint32_t elems_of(uint32_t k) { return 1 + (k * 7) % 64; }
+
+// Bit w of mask is worker w, BFR-id w + 1.
+wire::BitString mask_bits(unsigned mask) {
+    std::vector<wire::BfrId> v;
+    for (unsigned w = 0; w < kWorkers; ++w) {
+        if ((mask >> w) & 1u) v.push_back(static_cast<wire::BfrId>(w + 1));
+    }
+    return *wire::BitString::from_bfr_ids(kBsl, 0, v);
+}
+
+std::vector<uint8_t> mask_sum(unsigned mask, uint32_t seq, uint32_t n) {
+    std::vector<uint8_t> out = int32_sum({}, seq, n);
+    for (unsigned w = 0; w < kWorkers; ++w) {
+        if ((mask >> w) & 1u) {
+            const std::vector<uint8_t> p = int32_payload(w + 1, seq, n);
+            for (uint32_t i = 0; i < n; ++i) {
+                uint32_t a, b;
+                std::memcpy(&a, out.data() + 4 * i, 4);
+                std::memcpy(&b, p.data() + 4 * i, 4);
+                a += b;
+                std::memcpy(out.data() + 4 * i, &a, 4);
+            }
+        }
+    }
+    return out;
+}
+
+class Sim {
+public:
+    explicit Sim(const SimConfig& c)
+        : c_(c), table_(make_job(c.role, c.table_window, kWorkers)), rng_(c.seed),
+          chunk_(c.chunks), worker_(kWorkers) {
+        if (c.child_window != 0) {
+            JobParams cp = make_job(Role::aggregator, c.child_window, 2);
+            child_ = std::make_unique<ChunkTable>(cp);
+        }
+        for (auto& w : worker_) {
+            w.window = std::uniform_int_distribution<uint32_t>(c.min_worker_window,
+                                                               c.max_worker_window)(rng_);
+            w.has_result.assign(c.chunks, false);
+        }
+    }
+
+    SimStats run() {
+        uint64_t steps = 0;
+        while (!done()) {
+            ++steps;
+            if (steps > 2'000'000) {
+                ADD_FAILURE() << "no progress";
+                break;
+            }
+            std::vector<unsigned> can_send;
+            for (unsigned w = 0; w < kWorkers; ++w) {
+                if (can_send_next(w)) can_send.push_back(w);
+            }
+            const bool deliver = !net_.empty() && (can_send.empty() || coin(0.5));
+            if (deliver) {
+                deliver_one();
+            } else if (!can_send.empty()) {
+                const unsigned w = can_send[rng_() % can_send.size()];
+                send_data(w, worker_[w].next++, 0);
+            } else {
+                // Stuck: every worker times out and retransmits what it lacks results for.
+                for (unsigned w = 0; w < kWorkers; ++w) {
+                    for (uint32_t k = worker_[w].low; k < worker_[w].next; ++k) {
+                        if (!worker_[w].has_result[k]) send_data(w, k, proto::kFlagRetransmit);
+                    }
+                }
+            }
+            stats_.max_in_use = std::max<uint64_t>(stats_.max_in_use, table_.slots_in_use());
+            if (::testing::Test::HasFailure()) break;
+        }
+        for (uint32_t k = 0; k < c_.chunks; ++k) {
+            const Chunk& ch = chunk_[k];
+            EXPECT_EQ(ch.completions, 1u) << "chunk " << k;
+            EXPECT_FALSE(ch.table_verdicts && ch.fallback_verdicts)
+                << "chunk " << k << " split between table and fallback";
+            if (child_) {
+                EXPECT_FALSE(ch.child_table_verdicts && ch.child_fallback_verdicts)
+                    << "chunk " << k << " split at the child";
+                // The child emits a chunk it aggregated exactly once (retransmits aside).
+                EXPECT_EQ(ch.child_completions, ch.child_fallback_verdicts ? 0u : 1u)
+                    << "chunk " << k;
+            }
+        }
+        EXPECT_LE(stats_.max_in_use, 2u * c_.table_window);
+        stats_.end_in_use = table_.slots_in_use();
+        stats_.fallback = table_.counters()[V::fallback];
+        stats_.no_slot = table_.counters()[V::no_slot];
+        stats_.resend = table_.counters()[V::resend_result];
+        stats_.duplicate = table_.counters()[V::duplicate];
+        stats_.stale = table_.counters()[V::stale];
+        stats_.parent_rx_fallback_flag = table_.counters().rx_fallback_flag;
+        EXPECT_EQ(table_.counters()[V::overlap], 0u);
+        EXPECT_EQ(table_.counters()[V::count_mismatch], 0u);
+        if (child_) {
+            stats_.child_fallback = child_->counters()[V::fallback];
+            stats_.child_end_in_use = child_->slots_in_use();
+            EXPECT_EQ(child_->counters()[V::overlap], 0u);
+        }
+        return stats_;
+    }
+
+    ChunkTable& table() { return table_; }
+    uint64_t now() const { return now_; }
+
+private:
+    struct Packet {
+        bool is_result = false;
+        bool to_child = false;
+        bool from_child = false;
+        unsigned bits = 0;     // data: the P-BM as a worker mask; result: the receiving worker
+        uint32_t k = 0;        // chunk number; seq = seq0 + k
+        uint8_t flags = 0;
+        std::vector<uint8_t> payload;  // data from the child; empty: the worker's own elements
+    };
+    struct Worker {
+        uint32_t window = 1;
+        uint32_t next = 0;  // next chunk to send for the first time
+        uint32_t low = 0;   // lowest chunk without a result
+        std::vector<bool> has_result;
+    };
+    struct Chunk {
+        unsigned completions = 0;        // at the root level: the table (root) or the model root
+        bool table_verdicts = false;     // absorbed / completed / duplicate / resend_result
+        bool fallback_verdicts = false;
+        unsigned fallback_bits = 0;      // model root: which workers' fallback packets it has
+        std::vector<uint32_t> fallback_sum;
+        unsigned child_completions = 0;
+        bool child_table_verdicts = false;
+        bool child_fallback_verdicts = false;
+    };
+
+    bool coin(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
+    uint32_t seq(uint32_t k) const { return c_.seq0 + k; }
+
+    bool can_send_next(unsigned w) const {
+        const Worker& x = worker_[w];
+        return x.next < c_.chunks && x.next < x.low + x.window;
+    }
+    bool done() const {
+        for (const Worker& w : worker_) {
+            if (w.low < c_.chunks) return false;
+        }
+        return true;
+    }
+
+    void send_data(unsigned w, uint32_t k, uint8_t flags) {
+        Packet p;
+        p.to_child = child_ && ((kChildBits >> w) & 1u);
+        p.bits = 1u << w;
+        p.k = k;
+        p.flags = flags;
+        net_.push_back(std::move(p));
+    }
+    void send_results(unsigned mask, uint32_t k) {
+        for (unsigned w = 0; w < kWorkers; ++w) {
+            if ((mask >> w) & 1u) send_result(w, k);
+        }
+    }
+    void send_result(unsigned w, uint32_t k) {
+        if (coin(c_.result_loss)) return;
+        Packet p;
+        p.is_result = true;
+        p.bits = w;
+        p.k = k;
+        net_.push_back(std::move(p));
+    }
+    // The child's aggregate (or a fallback-flagged forward) towards the table under test.
+    void forward_from_child(uint32_t k, unsigned bits, uint8_t flags, std::vector<uint8_t> payload) {
+        Packet p;
+        p.from_child = true;
+        p.bits = bits;
+        p.k = k;
+        p.flags = flags;
+        p.payload = std::move(payload);
+        net_.push_back(std::move(p));
+    }
+
+    void deliver_one() {
+        const size_t i = rng_() % net_.size();
+        Packet p = net_[i];
+        if (p.is_result || !coin(c_.dup_prob)) {
+            net_[i] = std::move(net_.back());
+            net_.pop_back();
+        }
+        ++now_;
+        if (p.is_result) {
+            Worker& x = worker_[p.bits];
+            x.has_result[p.k] = true;
+            while (x.low < c_.chunks && x.has_result[x.low]) ++x.low;
+            return;
+        }
+        const uint32_t n = elems_of(p.k);
+        if (p.payload.empty()) p.payload = mask_sum(p.bits, seq(p.k), n);
+        if (p.to_child) {
+            at_child(p, n);
+        } else {
+            at_table(p, n);
+        }
+    }
+
+    void at_child(const Packet& p, uint32_t n) {
+        const Verdict v = child_->on_data(mask_bits(p.bits).data(), seq(p.k), n, p.payload.data(),
+                                          p.flags, now_);
+        Chunk& ch = chunk_[p.k];
+        std::vector<uint8_t> agg(n * 4);
+        switch (v) {
+        case V::absorbed:
+        case V::duplicate: ch.child_table_verdicts = true; break;
+        case V::completed:
+        case V::resend_result:
+            ch.child_table_verdicts = true;
+            if (v == V::completed) ++ch.child_completions;
+            EXPECT_EQ(child_->store_result(seq(p.k), agg.data()), n);
+            EXPECT_EQ(agg, mask_sum(kChildBits, seq(p.k), n)) << "child chunk " << p.k;
+            forward_from_child(p.k, kChildBits, v == V::completed ? 0 : proto::kFlagRetransmit,
+                               std::move(agg));
+            break;
+        case V::stale: break;
+        case V::fallback:
+            ch.child_fallback_verdicts = true;
+            forward_from_child(p.k, p.bits, p.flags | proto::kFlagFallback, p.payload);
+            break;
+        default: ADD_FAILURE() << "child: unexpected verdict " << to_string(v) << " chunk " << p.k;
+        }
+    }
+
+    void at_table(const Packet& p, uint32_t n) {
+        const Verdict v = table_.on_data(mask_bits(p.bits).data(), seq(p.k), n, p.payload.data(),
+                                         p.flags, now_);
+        Chunk& ch = chunk_[p.k];
+        switch (v) {
+        case V::absorbed:
+        case V::duplicate: ch.table_verdicts = true; break;
+        case V::completed:
+            ch.table_verdicts = true;
+            ++ch.completions;
+            check_result(p.k);
+            send_results(kAll, p.k);  // root, or an aggregator whose parent answers at once
+            break;
+        case V::resend_result:
+            ch.table_verdicts = true;
+            check_result(p.k);
+            send_results(p.bits, p.k);
+            break;
+        case V::stale: break;  // late duplicate: every worker already has the result
+        case V::no_slot:
+            // Dropped at the root. A worker retransmits (modelled as an immediate re-queue); a
+            // child's aggregate is recovered by its workers' timeouts (the stuck branch of run()).
+            if (!p.from_child) send_data(std::countr_zero(p.bits), p.k, proto::kFlagRetransmit);
+            break;
+        case V::fallback: fallback(p, n); break;
+        default: ADD_FAILURE() << "unexpected verdict " << to_string(v) << " for chunk " << p.k;
+        }
+    }
+
+    // The model root reduces fallback packets, each worker once, and answers like a root.
+    void fallback(const Packet& p, uint32_t n) {
+        Chunk& ch = chunk_[p.k];
+        ch.fallback_verdicts = true;
+        if ((ch.fallback_bits & p.bits) == p.bits) {
+            if (ch.fallback_bits == kAll) send_results(p.bits, p.k);
+            return;
+        }
+        ASSERT_EQ(ch.fallback_bits & p.bits, 0u) << "overlapping fallback packets, chunk " << p.k;
+        ch.fallback_sum.resize(n, 0);
+        for (uint32_t i = 0; i < n; ++i) {
+            uint32_t x;
+            std::memcpy(&x, p.payload.data() + 4 * i, 4);
+            ch.fallback_sum[i] += x;
+        }
+        ch.fallback_bits |= p.bits;
+        if (ch.fallback_bits == kAll) {
+            ++ch.completions;
+            std::vector<uint8_t> got(n * 4);
+            std::memcpy(got.data(), ch.fallback_sum.data(), got.size());
+            EXPECT_EQ(got, int32_sum({1, 2, 3, 4}, seq(p.k), n)) << "fallback chunk " << p.k;
+            send_results(kAll, p.k);
+        }
+    }
+
+    void check_result(uint32_t k) {
+        const uint32_t n = elems_of(k);
+        std::vector<uint8_t> got(n * 4);
+        ASSERT_EQ(table_.store_result(seq(k), got.data()), n);
+        EXPECT_EQ(got, int32_sum({1, 2, 3, 4}, seq(k), n)) << "chunk " << k;
+    }
+
+    SimConfig c_;
+    ChunkTable table_;
+    std::unique_ptr<ChunkTable> child_;
+    std::mt19937_64 rng_;
+    std::vector<Chunk> chunk_;
+    std::vector<Worker> worker_;
+    std::vector<Packet> net_;
+    SimStats stats_;
+    uint64_t now_ = 0;
+};
+
+// Worker windows <= W: the two entries per index always suffice, under reordering, duplication
+// and lost results (retransmissions answered with resend_result). 10 W chunks per run.
+TEST(ChunkTableSim, WindowedNeverFallsBackAndDrains) {
+    uint64_t resends = 0, dups = 0, stales = 0;
+    for (Role role : {Role::aggregator, Role::root}) {
+        for (uint32_t w : {1u, 2u, 4u, 8u}) {
+            for (uint64_t seed = 1; seed <= 25; ++seed) {
+                SimConfig c;
+                c.role = role;
+                c.table_window = w;
+                c.min_worker_window = 1;
+                c.max_worker_window = w;
+                c.chunks = 10 * w;
+                c.dup_prob = seed % 3 == 0 ? 0.0 : 0.15;
+                c.result_loss = seed % 2 == 0 ? 0.0 : 0.1;
+                c.seed = seed * 1000 + w;
+                Sim sim(c);
+                const SimStats s = sim.run();
+                SCOPED_TRACE(testing::Message() << "W " << w << " seed " << seed);
+                EXPECT_EQ(s.fallback, 0u);
+                EXPECT_EQ(s.no_slot, 0u);
+                // The last W chunks wait for releases only chunks beyond the run would bring.
+                EXPECT_EQ(s.end_in_use, w);
+                EXPECT_EQ(sim.table().expire(sim.now() + 1000 + 1), w);
+                EXPECT_EQ(sim.table().slots_in_use(), 0u);
+                resends += s.resend;
+                dups += s.duplicate;
+                stales += s.stale;
+                if (HasFailure()) return;
+            }
+        }
+    }
+    // The schedules did exercise the paths they are meant to.
+    EXPECT_GT(resends, 0u);
+    EXPECT_GT(dups, 0u);
+    EXPECT_GT(stales, 0u);
+}
+
+// The final releases can also come from the workers moving on: after the run, one more round of
+// chunks (seq + W for each of the last W) frees every completed entry except those new ones.
+TEST(ChunkTableSim, FinalRoundReleases) {
+    const uint32_t w = 4;
+    ChunkTable t(make_job(Role::root, w));
+    for (uint32_t s = 0; s < 3 * w; ++s) {
+        for (unsigned b = 1; b <= kWorkers; ++b) {
+            const std::vector<uint8_t> p = int32_payload(b, s, 8);
+            t.on_data(ids({static_cast<wire::BfrId>(b)}).data(), s, 8, p.data(), 0, 0);
+        }
+        EXPECT_LE(t.slots_in_use(), 2u * w);
+    }
+    EXPECT_EQ(t.slots_in_use(), w);
+    // One contribution of each next chunk per worker: releases, and the new chunks complete.
+    for (uint32_t s = 3 * w; s < 4 * w; ++s) {
+        for (unsigned b = 1; b <= kWorkers; ++b) {
+            const std::vector<uint8_t> p = int32_payload(b, s, 8);
+            t.on_data(ids({static_cast<wire::BfrId>(b)}).data(), s, 8, p.data(), 0, 0);
+        }
+    }
+    for (uint32_t s = 2 * w; s < 3 * w; ++s) EXPECT_EQ(t.state_of(s), ChunkTable::State::empty);
+    EXPECT_EQ(t.slots_in_use(), w);
+}
+
+// Sequence numbers running through 2^32 behave exactly like any others.
+TEST(ChunkTableSim, WrapAround) {
+    for (uint64_t seed = 1; seed <= 20; ++seed) {
+        SimConfig c;
+        c.role = seed % 2 ? Role::root : Role::aggregator;
+        c.table_window = 4;
+        c.max_worker_window = 4;
+        c.chunks = 40;
+        c.seq0 = 0xFFFFFFFFu - 17;  // the wrap falls in the middle of the run
+        c.dup_prob = 0.1;
+        c.result_loss = 0.1;
+        c.seed = seed;
+        Sim sim(c);
+        const SimStats s = sim.run();
+        EXPECT_EQ(s.fallback, 0u);
+        EXPECT_EQ(s.no_slot, 0u);
+        EXPECT_EQ(s.end_in_use, 4u);
+        if (HasFailure()) return;
+    }
+}
+
+// Workers running ahead of the table (windows up to 2W, W small): chunks fall back, and a chunk
+// is never split between the table and the fallback path; every chunk still completes once.
+TEST(ChunkTableSim, FallbackNeverSplitsAChunk) {
+    uint64_t fallbacks = 0;
+    for (uint32_t w : {1u, 2u, 4u}) {
+        for (uint64_t seed = 1; seed <= 60; ++seed) {
+            SimConfig c;
+            c.role = Role::aggregator;
+            c.table_window = w;
+            c.min_worker_window = w + 1;
+            c.max_worker_window = 2 * w;
+            c.chunks = 10 * w + 6;
+            c.dup_prob = seed % 2 ? 0.0 : 0.1;
+            c.seed = seed * 7919 + w;
+            Sim sim(c);
+            const SimStats s = sim.run();
+            SCOPED_TRACE(testing::Message() << "W " << w << " seed " << seed);
+            EXPECT_EQ(s.no_slot, 0u);
+            fallbacks += s.fallback;
+            if (HasFailure()) return;
+        }
+    }
+    EXPECT_GT(fallbacks, 0u);
+}
+
+// The same schedules at the root: no fallback exists, the packet is dropped (no_slot) and
+// retransmitted; every chunk still completes exactly once at the table.
+TEST(ChunkTableSim, RootDropsWithNoSlotAndRecovers) {
+    uint64_t no_slots = 0;
+    for (uint32_t w : {1u, 2u, 4u}) {
+        for (uint64_t seed = 1; seed <= 60; ++seed) {
+            SimConfig c;
+            c.role = Role::root;
+            c.table_window = w;
+            c.min_worker_window = w + 1;
+            c.max_worker_window = 2 * w;
+            c.chunks = 10 * w + 6;
+            c.dup_prob = seed % 2 ? 0.0 : 0.1;
+            c.seed = seed * 104729 + w;
+            Sim sim(c);
+            const SimStats s = sim.run();
+            SCOPED_TRACE(testing::Message() << "W " << w << " seed " << seed);
+            EXPECT_EQ(s.fallback, 0u);
+            no_slots += s.no_slot;
+            if (HasFailure()) return;
+        }
+    }
+    EXPECT_GT(no_slots, 0u);
+}
+
+}  // namespace
+}  // namespace ina::test
+
+namespace ina::test {
+namespace {
+
+// A two-level tree: workers 1 and 2 behind a child aggregator, 3 and 4 direct. The child's
+// aggregate arrives as one packet with P-BM {1,2}; its retransmissions (resend_result at the
+// child) arrive flagged and are answered once the chunk is complete.
+TEST(ChunkTableSim, TwoLevelTree) {
+    uint64_t resends = 0;
+    for (Role role : {Role::root, Role::aggregator}) {
+        for (uint32_t w : {1u, 2u, 4u}) {
+            for (uint64_t seed = 1; seed <= 20; ++seed) {
+                SimConfig c;
+                c.role = role;
+                c.table_window = w;
+                c.child_window = w;
+                c.max_worker_window = w;
+                c.chunks = 10 * w;
+                c.dup_prob = 0.1;
+                c.result_loss = seed % 2 ? 0.1 : 0.0;
+                c.seed = seed * 31 + w;
+                Sim sim(c);
+                const SimStats s = sim.run();
+                SCOPED_TRACE(testing::Message() << "W " << w << " seed " << seed);
+                EXPECT_EQ(s.fallback, 0u);
+                EXPECT_EQ(s.child_fallback, 0u);
+                EXPECT_EQ(s.no_slot, 0u);
+                EXPECT_EQ(s.end_in_use, w);
+                EXPECT_EQ(s.child_end_in_use, w);
+                resends += s.resend;
+                if (::testing::Test::HasFailure()) return;
+            }
+        }
+    }
+    EXPECT_GT(resends, 0u);
+}
+
+// The child is too small for its workers' windows and falls back; the table above absorbs the
+// child's fallback-flagged single-worker packets like direct contributions. No chunk is split
+// at either level and each completes once.
+TEST(ChunkTableSim, TwoLevelChildFallsBack) {
+    uint64_t child_fallbacks = 0, flagged = 0;
+    for (Role role : {Role::root, Role::aggregator}) {
+        for (uint32_t cw : {1u, 2u}) {
+            for (uint64_t seed = 1; seed <= 40; ++seed) {
+                SimConfig c;
+                c.role = role;
+                c.child_window = cw;
+                c.table_window = 2 * cw;  // >= every worker window: the table never runs out
+                c.min_worker_window = cw + 1;
+                c.max_worker_window = 2 * cw;
+                c.chunks = 20 * cw;
+                c.dup_prob = seed % 2 ? 0.1 : 0.0;
+                c.seed = seed * 131 + cw;
+                Sim sim(c);
+                const SimStats s = sim.run();
+                SCOPED_TRACE(testing::Message() << "child W " << cw << " seed " << seed);
+                EXPECT_EQ(s.fallback, 0u);
+                EXPECT_EQ(s.no_slot, 0u);
+                child_fallbacks += s.child_fallback;
+                flagged += s.parent_rx_fallback_flag;
+                if (::testing::Test::HasFailure()) return;
+            }
+        }
+    }
+    EXPECT_GT(child_fallbacks, 0u);
+    EXPECT_GT(flagged, 0u);
+}
+
+}  // namespace
+}  // namespace ina::test

@@ -1,0 +1,402 @@
+// SPDX-License-Identifier: Apache-2.0
+// The chunk table, packet by packet: verdicts, results, release, stale, fallback stickiness,
+// expiry, wrap-around and floating point semantics. The randomised schedules are in
+// test_chunk_sim.cc.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+#include "chunk_test_util.h"
+#include "reduce/convert.h"
+
+namespace ina::test {
+namespace {
+
+using reduce::ElemType;
+using V = Verdict;
+
+// Feeds worker w's int32 contribution for seq (n elements).
+Verdict send(ChunkTable& t, const wire::BitString& p, unsigned w, uint32_t seq, uint32_t n = 16,
+             uint64_t now = 0, uint8_t flags = 0) {
+    const std::vector<uint8_t> payload = int32_payload(w, seq, n);
+    return t.on_data(p.data(), seq, n, payload.data(), flags, now);
+}
+Verdict send(ChunkTable& t, unsigned w, uint32_t seq, uint32_t n = 16, uint64_t now = 0,
+             uint8_t flags = 0) {
+    return send(t, ids({static_cast<wire::BfrId>(w)}), w, seq, n, now, flags);
+}
+
+std::vector<uint8_t> result(const ChunkTable& t, uint32_t seq, uint32_t n = 16) {
+    std::vector<uint8_t> out(n * 4, 0xEE);
+    EXPECT_EQ(t.store_result(seq, out.data()), n) << "seq " << seq;
+    return out;
+}
+
+// RFC 1982 serial arithmetic on seq.
+static_assert(seq_le(0xFFFFFFFFu, 0u) && !seq_le(0u, 0xFFFFFFFFu));
+static_assert(seq_le(5u, 5u) && seq_le(4u, 5u) && !seq_le(6u, 5u));
+static_assert(seq_diff(2u, 0xFFFFFFFEu) == 4 && seq_diff(0xFFFFFFFEu, 2u) == -4);
+static_assert(seq_diff(0x80000000u, 0u) == INT32_MIN);
+
+TEST(ChunkTableParams, Validate) {
+    EXPECT_EQ(validate(make_job(Role::root, 8)), "");
+    JobParams p = make_job(Role::root, 8);
+    p.window = 0;
+    EXPECT_NE(validate(p), "");
+    p.window = 6;  // not a power of two: seq mod W would break at the 2^32 wrap
+    EXPECT_NE(validate(p), "");
+    p.window = kMaxWindow * 2;
+    EXPECT_NE(validate(p), "");
+    p = make_job(Role::root, 8);
+    p.max_elems = 0;
+    EXPECT_NE(validate(p), "");
+    p.max_elems = 65536;
+    EXPECT_NE(validate(p), "");
+    p = make_job(Role::root, 8);
+    p.abm = ids({});
+    EXPECT_NE(validate(p), "");
+    EXPECT_THROW(ChunkTable{p}, std::invalid_argument);
+    ChunkTable t(make_job(Role::aggregator, 8));
+    EXPECT_EQ(t.capacity(), 16u);
+    EXPECT_EQ(t.slots_in_use(), 0u);
+}
+
+TEST(ChunkTableParams, HeaderMismatch) {
+    const JobParams p = make_job(Role::aggregator, 8);
+    proto::Header h;
+    h.type = proto::PacketType::data;
+    h.job_id = p.job_id;
+    h.op = static_cast<uint8_t>(p.op);
+    h.elem_type = static_cast<uint8_t>(p.elem_type);
+    h.bsl_code = 1;  // 64 bits
+    h.set_id = 0;
+    EXPECT_EQ(header_mismatch(h, p), 0);
+    proto::Header bad = h;
+    bad.job_id = 8;
+    bad.op = 1;
+    bad.elem_type = 1;
+    bad.bsl_code = 2;
+    bad.set_id = 1;
+    bad.type = proto::PacketType::result;
+    EXPECT_EQ(header_mismatch(bad, p), mismatch::job | mismatch::op | mismatch::elem_type |
+                                           mismatch::bsl | mismatch::set_id | mismatch::type);
+    bad = h;
+    bad.bsl_code = 3;
+    EXPECT_EQ(header_mismatch(bad, p), mismatch::bsl);
+    EXPECT_EQ(mismatch_name(mismatch::set_id), "set_id");
+    EXPECT_EQ(mismatch_name(0x80), "unknown");
+}
+
+TEST(ChunkTableParams, VerdictNames) {
+    for (size_t i = 0; i < kNumVerdicts; ++i) {
+        EXPECT_NE(to_string(static_cast<Verdict>(i)), "unknown") << i;
+    }
+    EXPECT_EQ(to_string(V::resend_result), "resend_result");
+}
+
+// One chunk, four workers, every arrival order: completes exactly once, bit-exact, duplicates
+// are not added twice, and packets after completion ask for the result again.
+TEST(ChunkTable, FourWorkersEveryOrderWithDuplicatesAndRetransmits) {
+    std::array<unsigned, 4> order{1, 2, 3, 4};
+    std::mt19937 rng(1);
+    uint32_t seq = 100;
+    do {
+        ChunkTable t(make_job(Role::root, 8));
+        const uint32_t n = 1 + seq % 64;
+        for (size_t i = 0; i < 4; ++i) {
+            const Verdict v = send(t, order[i], seq, n);
+            EXPECT_EQ(v, i == 3 ? V::completed : V::absorbed);
+            if (i < 3) {
+                // A duplicate of something already absorbed: not added again.
+                const unsigned again = order[std::uniform_int_distribution<size_t>(0, i)(rng)];
+                EXPECT_EQ(send(t, again, seq, n), V::duplicate);
+                EXPECT_EQ(t.state_of(seq), ChunkTable::State::aggregating);
+                std::vector<uint8_t> out(n * 4);
+                EXPECT_EQ(t.store_result(seq, out.data()), 0u);  // not complete yet
+            }
+        }
+        EXPECT_EQ(result(t, seq, n), int32_sum({1, 2, 3, 4}, seq, n));
+        // Retransmissions after completion (their sender lacks the result): resend, sum unchanged.
+        EXPECT_EQ(send(t, order[2], seq, n, 0, proto::kFlagRetransmit), V::resend_result);
+        EXPECT_EQ(send(t, order[0], seq, n), V::resend_result);
+        EXPECT_EQ(result(t, seq, n), int32_sum({1, 2, 3, 4}, seq, n));
+        EXPECT_EQ(t.counters()[V::completed], 1u);
+        EXPECT_EQ(t.counters()[V::duplicate], 3u);
+        EXPECT_EQ(t.counters()[V::resend_result], 2u);
+        EXPECT_EQ(t.counters().rx_retransmit, 1u);
+        EXPECT_EQ(t.slots_in_use(), 1u);
+        ++seq;
+    } while (std::next_permutation(order.begin(), order.end()));
+}
+
+// A = {1,2,3,4}; a child switch aggregates {1,2}; workers 3 and 4 are direct.
+TEST(ChunkTable, MultiBitContributionFromChildSwitch) {
+    ChunkTable t(make_job(Role::aggregator, 4));
+    const uint32_t n = 32;
+    const std::vector<uint8_t> child = int32_sum({1, 2}, 5, n);
+    EXPECT_EQ(send(t, 3, 5, n), V::absorbed);
+    EXPECT_EQ(t.on_data(ids({1, 2}).data(), 5, n, child.data(), 0, 0), V::absorbed);
+    // The child's retransmission, and a stray single-bit copy of one of its workers: duplicates.
+    EXPECT_EQ(t.on_data(ids({1, 2}).data(), 5, n, child.data(), proto::kFlagRetransmit, 0),
+              V::duplicate);
+    EXPECT_EQ(send(t, 1, 5, n), V::duplicate);
+    // {2,4}: bit 2 absorbed, bit 4 not: cannot be split, dropped.
+    EXPECT_EQ(send(t, ids({2, 4}), 4, 5, n), V::overlap);
+    EXPECT_EQ(send(t, 4, 5, n), V::completed);
+    EXPECT_EQ(result(t, 5, n), int32_sum({1, 2, 3, 4}, 5, n));
+
+    // One packet covering the whole A-BM completes at once (e.g. a single child below us).
+    const std::vector<uint8_t> all = int32_sum({1, 2, 3, 4}, 6, n);
+    EXPECT_EQ(t.on_data(first_n(4).data(), 6, n, all.data(), 0, 0), V::completed);
+    EXPECT_EQ(result(t, 6, n), all);
+}
+
+TEST(ChunkTable, RejectsBeforeTouchingState) {
+    ChunkTable t(make_job(Role::aggregator, 4, 4, ElemType::int32, 64));
+    EXPECT_EQ(send(t, 5, 0), V::not_mine);
+    EXPECT_EQ(send(t, ids({9, 17}), 9, 0), V::not_mine);
+    EXPECT_EQ(send(t, ids({4, 5}), 4, 0), V::outside_abm);
+    EXPECT_EQ(send(t, 1, 0, 0), V::bad_length);
+    EXPECT_EQ(send(t, 1, 0, 65), V::bad_length);
+    EXPECT_EQ(t.slots_in_use(), 0u);
+    EXPECT_EQ(send(t, 1, 0, 64), V::absorbed);
+    EXPECT_EQ(send(t, 2, 0, 63), V::count_mismatch);  // a chunk has one length
+    EXPECT_EQ(send(t, 2, 0, 64), V::absorbed);
+    const ChunkCounters& c = t.counters();
+    EXPECT_EQ(c[V::not_mine], 2u);
+    EXPECT_EQ(c[V::outside_abm], 1u);
+    EXPECT_EQ(c[V::bad_length], 2u);
+    EXPECT_EQ(c[V::count_mismatch], 1u);
+    EXPECT_EQ(c[V::absorbed], 2u);
+    EXPECT_EQ(t.slots_in_use(), 1u);
+}
+
+// Chunk seq is released by the workers' contributions for seq + W; then late copies are stale.
+TEST(ChunkTable, ReleaseThenStale) {
+    ChunkTable t(make_job(Role::root, 4));
+    for (unsigned w = 1; w <= 4; ++w) send(t, w, 2);
+    ASSERT_EQ(t.state_of(2), ChunkTable::State::complete);
+    for (unsigned w = 1; w <= 3; ++w) {
+        EXPECT_EQ(send(t, w, 6), V::absorbed);
+        // Worker 4 has not shown it has the result of 2: still kept for it.
+        EXPECT_EQ(t.state_of(2), ChunkTable::State::complete);
+    }
+    EXPECT_EQ(t.slots_in_use(), 2u);
+    EXPECT_EQ(send(t, 4, 2, 16, 0, proto::kFlagRetransmit), V::resend_result);
+    EXPECT_EQ(send(t, 4, 6), V::completed);
+    EXPECT_EQ(t.state_of(2), ChunkTable::State::empty);
+    EXPECT_EQ(t.slots_in_use(), 1u);
+    EXPECT_EQ(send(t, 1, 2), V::stale);
+    EXPECT_EQ(send(t, 4, 2), V::stale);
+    EXPECT_EQ(t.counters()[V::stale], 2u);
+    EXPECT_EQ(t.slots_in_use(), 1u);
+    EXPECT_EQ(result(t, 6), int32_sum({1, 2, 3, 4}, 6, 16));
+    // Chunk 10 = 6 + W releases 6 the same way.
+    for (unsigned w = 1; w <= 4; ++w) send(t, w, 10);
+    EXPECT_EQ(t.state_of(6), ChunkTable::State::empty);
+    EXPECT_EQ(t.slots_in_use(), 1u);
+}
+
+// W = 2: index 0 holds chunks 0, 2, 4, ... in two entries. Workers running ahead of the window
+// fill both; the next chunk falls back, and keeps falling back even once an entry is free.
+TEST(ChunkTable, FallbackIsSticky) {
+    ChunkTable t(make_job(Role::aggregator, 2));
+    EXPECT_EQ(send(t, 1, 0), V::absorbed);
+    EXPECT_EQ(send(t, 1, 2), V::absorbed);
+    EXPECT_EQ(send(t, 1, 4), V::fallback);  // both entries aggregating: none may be evicted
+    EXPECT_EQ(t.slots_in_use(), 2u);
+    for (unsigned w = 2; w <= 4; ++w) send(t, w, 0);
+    for (unsigned w = 2; w <= 4; ++w) send(t, w, 2);
+    EXPECT_EQ(t.state_of(0), ChunkTable::State::complete);
+    EXPECT_EQ(t.state_of(2), ChunkTable::State::complete);
+    // Chunk 0 is obsolete for seq 4 (4 >= 0 + 2W), but 4 already fell back: all of it goes there.
+    for (unsigned w = 2; w <= 4; ++w) EXPECT_EQ(send(t, w, 4), V::fallback);
+    EXPECT_EQ(send(t, 2, 4, 16, 0, proto::kFlagRetransmit), V::fallback);
+    EXPECT_EQ(t.state_of(4), ChunkTable::State::empty);
+    // Chunk 6 is past the fallback mark: it takes the obsolete entry of chunk 0.
+    EXPECT_EQ(send(t, 1, 6), V::absorbed);
+    EXPECT_EQ(t.counters().obsolete_evictions, 1u);
+    EXPECT_EQ(t.state_of(0), ChunkTable::State::empty);
+    EXPECT_EQ(send(t, 3, 0), V::stale);  // evicted complete: its floor moved
+    // A fallback-flagged packet from a child that had no slot is absorbed here like any other.
+    EXPECT_EQ(send(t, 2, 6, 16, 0, proto::kFlagFallback), V::absorbed);
+    EXPECT_EQ(t.counters().rx_fallback_flag, 1u);
+    EXPECT_EQ(t.counters()[V::fallback], 5u);
+}
+
+// The root has nowhere to fall back to: it drops (no_slot) and never marks the chunk, so the
+// worker's retransmission is aggregated once an entry is free.
+TEST(ChunkTable, RootReturnsNoSlot) {
+    ChunkTable t(make_job(Role::root, 2));
+    EXPECT_EQ(send(t, 1, 0), V::absorbed);
+    EXPECT_EQ(send(t, 1, 2), V::absorbed);
+    EXPECT_EQ(send(t, 1, 4), V::no_slot);
+    EXPECT_EQ(send(t, 2, 4), V::no_slot);
+    for (unsigned w = 2; w <= 4; ++w) send(t, w, 0);
+    EXPECT_EQ(t.state_of(0), ChunkTable::State::complete);
+    // Chunk 0 is complete and obsolete for seq 4: the retransmission takes its entry.
+    EXPECT_EQ(send(t, 1, 4, 16, 0, proto::kFlagRetransmit), V::absorbed);
+    for (unsigned w = 2; w <= 4; ++w) send(t, w, 4);
+    EXPECT_EQ(result(t, 4), int32_sum({1, 2, 3, 4}, 4, 16));
+    EXPECT_EQ(t.counters()[V::no_slot], 2u);
+    EXPECT_EQ(t.counters()[V::fallback], 0u);
+}
+
+TEST(ChunkTable, ExpireFreesIdleEntries) {
+    JobParams p = make_job(Role::aggregator, 4);
+    p.idle_timeout = 1000;
+    ChunkTable t(p);
+    EXPECT_EQ(send(t, 1, 0, 16, 10), V::absorbed);
+    EXPECT_EQ(send(t, 2, 0, 16, 20), V::absorbed);
+    for (unsigned w = 1; w <= 4; ++w) send(t, w, 1, 16, 500);
+    EXPECT_EQ(t.slots_in_use(), 2u);
+    EXPECT_EQ(t.expire(1020), 0u);  // idle exactly the timeout: kept
+    EXPECT_EQ(t.expire(1021), 1u);  // chunk 0 idle since 20
+    EXPECT_EQ(t.state_of(0), ChunkTable::State::empty);
+    EXPECT_EQ(t.state_of(1), ChunkTable::State::complete);
+    EXPECT_EQ(t.counters().slot_timeouts, 1u);
+    // The partial sum is gone: retransmissions start chunk 0 afresh and still sum exactly once.
+    for (unsigned w = 1; w <= 4; ++w) {
+        EXPECT_EQ(send(t, w, 0, 16, 1100, proto::kFlagRetransmit), w == 4 ? V::completed : V::absorbed);
+    }
+    EXPECT_EQ(result(t, 0), int32_sum({1, 2, 3, 4}, 0, 16));
+    EXPECT_EQ(t.expire(1100 + 1001), 2u);
+    EXPECT_EQ(t.slots_in_use(), 0u);
+    EXPECT_EQ(t.counters().slot_timeouts, 3u);
+    // Expired complete chunks were emitted already: their late packets are stale, never a second
+    // aggregation (and a second emission towards the parent).
+    EXPECT_EQ(send(t, 2, 0, 16, 2200), V::stale);
+    EXPECT_EQ(send(t, 3, 1, 16, 2200), V::stale);
+    EXPECT_EQ(t.slots_in_use(), 0u);
+}
+
+TEST(ChunkTable, SequenceWrapsAt2To32) {
+    ChunkTable t(make_job(Role::root, 4));
+    const uint32_t last = 0xFFFFFFFEu;  // index 2; last + W wraps to 2, same index
+    for (unsigned w = 1; w <= 4; ++w) send(t, w, last);
+    ASSERT_EQ(t.state_of(last), ChunkTable::State::complete);
+    for (unsigned w = 1; w <= 4; ++w) {
+        EXPECT_EQ(send(t, w, last + 4), w == 4 ? V::completed : V::absorbed);
+    }
+    EXPECT_EQ(last + 4, 2u);
+    EXPECT_EQ(t.state_of(last), ChunkTable::State::empty);  // released across the wrap
+    EXPECT_EQ(send(t, 2, last), V::stale);                   // 0xFFFFFFFE <= 2 in serial order
+    EXPECT_EQ(result(t, 2), int32_sum({1, 2, 3, 4}, 2, 16));
+    // Obsolete eviction across the wrap: seq 2 + 2W = 10 reclaims chunk 2's entry.
+    EXPECT_EQ(send(t, 1, 6), V::absorbed);
+    EXPECT_EQ(send(t, 1, 10), V::absorbed);
+    EXPECT_EQ(t.counters().obsolete_evictions, 1u);
+    EXPECT_EQ(send(t, 3, 2), V::stale);
+}
+
+// A CE-marked contribution (the caller passes kFlagEcnEcho) makes the chunk's result echo it.
+TEST(ChunkTable, EcnEchoFollowsTheChunk) {
+    ChunkTable t(make_job(Role::root, 4));
+    for (unsigned w = 1; w <= 4; ++w) send(t, w, 0);
+    EXPECT_EQ(t.result_flags(0), 0);
+    send(t, 1, 1);
+    send(t, 2, 1, 16, 0, proto::kFlagEcnEcho | proto::kFlagRetransmit);
+    send(t, 3, 1);
+    send(t, 4, 1);
+    EXPECT_EQ(t.result_flags(1), proto::kFlagEcnEcho);
+    EXPECT_EQ(t.result_flags(2), 0);
+    // A retransmission after completion that saw congestion marks the resent result too.
+    EXPECT_EQ(send(t, 3, 0, 16, 0, proto::kFlagEcnEcho), V::resend_result);
+    EXPECT_EQ(t.result_flags(0), proto::kFlagEcnEcho);
+    // A recycled entry starts clean.
+    for (unsigned w = 1; w <= 4; ++w) send(t, w, 4);
+    for (unsigned w = 1; w <= 4; ++w) send(t, w, 8);
+    EXPECT_EQ(t.result_flags(8), 0);
+}
+
+TEST(ChunkTable, ResetForgetsEverything) {
+    ChunkTable t(make_job(Role::root, 2));
+    for (unsigned w = 1; w <= 4; ++w) send(t, w, 0);
+    for (unsigned w = 1; w <= 4; ++w) send(t, w, 2);
+    EXPECT_EQ(send(t, 1, 0), V::stale);
+    t.reset();
+    EXPECT_EQ(t.slots_in_use(), 0u);
+    EXPECT_EQ(send(t, 1, 0), V::absorbed);  // a restarted job reuses low sequence numbers
+}
+
+// fp32: the result is the reduce library's fold in arrival order (load, then accumulate in the
+// order packets came), bit for bit, whatever ISA the table's kernels use.
+TEST(ChunkTableFloat, Fp32EqualsScalarFoldInArrivalOrder) {
+    const uint32_t n = 67;
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> mag(-30.0f, 30.0f);
+    std::array<std::vector<float>, 4> in;
+    for (auto& v : in) {
+        v.resize(n);
+        for (float& x : v) x = std::ldexp(mag(rng), static_cast<int>(rng() % 40) - 20);
+    }
+    const reduce::Kernels& scalar = reduce::select_kernels(reduce::Isa::scalar);
+    for (reduce::Isa isa : {reduce::Isa::scalar, reduce::Isa::avx2, reduce::Isa::avx512}) {
+        const reduce::Kernels& k = reduce::select_kernels(isa);
+        std::array<unsigned, 4> order{0, 1, 2, 3};
+        uint32_t seq = 0;
+        do {
+            ChunkTable t(make_job(Role::root, 8, 4, ElemType::fp32, 128), k);
+            alignas(64) std::array<float, 128> acc{};
+            for (size_t i = 0; i < 4; ++i) {
+                const unsigned w = order[i];
+                const Verdict v = t.on_data(ids({static_cast<wire::BfrId>(w + 1)}).data(), seq, n,
+                                            in[w].data(), 0, 0);
+                ASSERT_EQ(v, i == 3 ? V::completed : V::absorbed);
+                if (i == 0) {
+                    scalar.load(ElemType::fp32, acc.data(), in[w].data(), n);
+                } else {
+                    scalar.accumulate(ElemType::fp32, acc.data(), in[w].data(), n, reduce::Op::sum);
+                }
+                if (i == 1) {  // a duplicate in the middle changes nothing
+                    ASSERT_EQ(t.on_data(ids({static_cast<wire::BfrId>(w + 1)}).data(), seq, n,
+                                        in[w].data(), 0, 0),
+                              V::duplicate);
+                }
+            }
+            std::vector<float> want(n), got(n);
+            scalar.store(ElemType::fp32, want.data(), acc.data(), n);
+            ASSERT_EQ(t.store_result(seq, got.data()), n);
+            EXPECT_EQ(std::memcmp(want.data(), got.data(), n * 4), 0)
+                << reduce::to_string(k.isa) << " order " << order[0] << order[1] << order[2]
+                << order[3];
+            ++seq;
+        } while (std::next_permutation(order.begin(), order.end()));
+    }
+}
+
+// fp16 accumulates in fp32 and rounds once, at store: 1 + 3 x 2^-11 becomes 1 + 2^-9 (1.5 ulp,
+// a tie, to even), where rounding after every addition would have stayed at 1.0.
+TEST(ChunkTableFloat, Fp16AccumulatesInFp32AndRoundsOnce) {
+    ChunkTable t(make_job(Role::aggregator, 4, 4, ElemType::fp16, 8));
+    const uint16_t one = reduce::fp32_to_fp16(1.0f);
+    const uint16_t half_ulp = reduce::fp32_to_fp16(std::ldexp(1.0f, -11));
+    ASSERT_EQ(reduce::fp16_to_fp32(half_ulp), std::ldexp(1.0f, -11));
+    const std::array<uint16_t, 2> first{one, reduce::fp32_to_fp16(65504.0f)};
+    const std::array<uint16_t, 2> small{half_ulp, reduce::fp32_to_fp16(16.0f)};
+    EXPECT_EQ(t.on_data(ids({1}).data(), 0, 2, first.data(), 0, 0), V::absorbed);
+    EXPECT_EQ(t.on_data(ids({2}).data(), 0, 2, small.data(), 0, 0), V::absorbed);
+    EXPECT_EQ(t.on_data(ids({3}).data(), 0, 2, small.data(), 0, 0), V::absorbed);
+    EXPECT_EQ(t.on_data(ids({4}).data(), 0, 2, small.data(), 0, 0), V::completed);
+    std::array<uint16_t, 2> out{};
+    ASSERT_EQ(t.store_result(0, out.data()), 2u);
+    EXPECT_EQ(reduce::fp16_to_fp32(out[0]), 1.0f + std::ldexp(1.0f, -9));
+    EXPECT_EQ(out[0], reduce::fp32_to_fp16(1.0f + 3 * std::ldexp(1.0f, -11)));
+    // 65504 + 48 = 65552 >= 65520: overflows to +Inf only at the final rounding.
+    EXPECT_EQ(out[1], 0x7C00);
+    // Stepwise fp16 rounding would give exactly 1.0 for the first element.
+    float stepwise = 1.0f;
+    for (int i = 0; i < 3; ++i) {
+        stepwise = reduce::fp16_to_fp32(reduce::fp32_to_fp16(stepwise + std::ldexp(1.0f, -11)));
+    }
+    EXPECT_EQ(stepwise, 1.0f);
+}
+
+}  // namespace
+}  // namespace ina::test
