@@ -13,6 +13,10 @@
 #include "dataplane/events.h"
 #include "dataplane/snapshot.h"
 
+namespace ina {
+class ChunkTable;
+}
+
 namespace ina::pipeline {
 
 inline constexpr uint16_t kMaxBurst = 64;
@@ -47,6 +51,12 @@ struct RecentEvents {
     }
 };
 
+// A job's chunk table on this lcore, attached by the control plane through the command ring.
+struct InaAttached {
+    uint32_t job_id = 0;
+    ChunkTable* table = nullptr;
+};
+
 struct alignas(64) LcoreContext {
     unsigned lcore_id = 0;
     uint16_t tx_queue = 0;  // this lcore's TX queue id on every port
@@ -70,6 +80,21 @@ struct alignas(64) LcoreContext {
     // FDB last-seen TSC stamps indexed by FdbEntry::index (max_fdb_entries long).
     uint64_t* fdb_seen = nullptr;
     uint32_t fdb_seen_len = 0;
+
+    // INA: this lcore's chunk tables (owned by the control plane, used only by this lcore), and
+    // the pool result copies come from.
+    uint16_t n_ina = 0;
+    std::array<InaAttached, dp::kMaxInaJobs> ina{};
+    rte_mempool* pool = nullptr;
+
+    ChunkTable* ina_table(uint32_t job_id) const {
+        for (uint16_t i = 0; i < n_ina; ++i) {
+            if (ina[i].job_id == job_id) {
+                return ina[i].table;
+            }
+        }
+        return nullptr;
+    }
 
     dp::LcoreCounters counters;
 };

@@ -3,6 +3,7 @@
 
 #include "pipeline/arp_input.h"
 #include "pipeline/eth_input.h"
+#include "pipeline/ina_input.h"
 #include "pipeline/ipv4_forward.h"
 #include "pipeline/l2_bridge.h"
 #include "pipeline/local_input.h"
@@ -55,9 +56,19 @@ void process_burst(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
             }
         }
     }
-    if (eth.size(EthEdge::ipv4) != 0) {
+    // IPv4 meets INA first: contributions are absorbed, emitted results join the routed packets.
+    // ina_input may stop early to keep room for a root's result fan-out; loop until done.
+    for (uint16_t done = 0; done < eth.size(EthEdge::ipv4);) {
+        EdgeBatches<InaEdge> in;
+        done = static_cast<uint16_t>(
+            done + ina_input(ctx, snap, eth.begin(EthEdge::ipv4) + done,
+                             static_cast<uint16_t>(eth.size(EthEdge::ipv4) - done), in));
+        free_drops(in);
+        if (in.size(InaEdge::route) == 0) {
+            continue;
+        }
         EdgeBatches<Ipv4Edge> ip;
-        ipv4_forward(ctx, snap, eth.begin(EthEdge::ipv4), eth.size(EthEdge::ipv4), ip);
+        ipv4_forward(ctx, snap, in.begin(InaEdge::route), in.size(InaEdge::route), ip);
         free_drops(ip);
         if (ip.size(Ipv4Edge::local) != 0) {
             EdgeBatches<LocalEdge> local;

@@ -5,9 +5,13 @@
 #include <rte_cycles.h>
 #include <rte_log.h>
 #include <rte_mbuf.h>
+#include <rte_pause.h>
 
 #include <algorithm>
 #include <cstring>
+
+#include "ina/chunk_table.h"
+#include "wire/bitstring.h"
 
 namespace ina::control {
 
@@ -40,6 +44,28 @@ runtime::LoopSettings loop_settings(const config::Config& cfg) {
     return s;
 }
 
+ina::JobParams job_params(const config::InaJobConfig& j) {
+    ina::JobParams p;
+    p.job_id = j.job_id;
+    p.abm = wire::BitString::from_bfr_ids(j.bsl_bits, j.set_id, j.abm).value_or(wire::BitString{});
+    p.set_id = j.set_id;
+    p.op = static_cast<reduce::Op>(j.op);
+    p.elem_type = static_cast<reduce::ElemType>(j.elem_type);
+    p.max_elems = j.max_elements;
+    p.window = j.window;
+    p.role = j.role == config::InaRole::root ? ina::Role::root : ina::Role::aggregator;
+    p.idle_timeout = j.slot_timeout_ms * rte_get_tsc_hz() / 1000;
+    return p;
+}
+
+// Whether two configs of the same job need different chunk tables.
+bool same_tables(const config::InaJobConfig& a, const config::InaJobConfig& b) {
+    return a.role == b.role && a.bsl_bits == b.bsl_bits && a.set_id == b.set_id &&
+           a.abm == b.abm && a.op == b.op && a.elem_type == b.elem_type &&
+           a.max_elements == b.max_elements && a.window == b.window &&
+           a.slot_timeout_ms == b.slot_timeout_ms;
+}
+
 ApplyResult failure(std::vector<std::string> errors) {
     ApplyResult r;
     r.errors = std::move(errors);
@@ -58,9 +84,69 @@ ControlPlane::ControlPlane(runtime::Dataplane& dataplane, std::vector<runtime::P
     }
 }
 
+ControlPlane::~ControlPlane() = default;
+
 bool ControlPlane::start(std::string& error) {
     std::lock_guard lock(mu_);
-    return publish_locked(error);
+    return sync_jobs_locked(running_, error) && publish_locked(error);
+}
+
+bool ControlPlane::sync_jobs_locked(const config::Config& next, std::string& error) {
+    if (!next.ina.jobs.empty() && dataplane_.workers.size() > 1) {
+        error = "INA jobs need a single worker lcore for now (a chunk's packets must meet on one "
+                "lcore; steering across lcores is not built yet): give EAL two lcores";
+        return false;
+    }
+    detaching_.resize(dataplane_.workers.size());
+    auto send = [&](size_t w, const dp::Command& c) {
+        // The command ring is drained every loop; it is never full for long.
+        while (rte_ring_sp_enqueue_elem(dataplane_.workers[w].commands,
+                                        const_cast<dp::Command*>(&c), sizeof c) != 0) {
+            rte_pause();
+        }
+    };
+    auto detach = [&](uint32_t job_id, Job& job) {
+        for (size_t w = 0; w < job.tables.size(); ++w) {
+            send(w, dp::Command{dp::CommandType::ina_detach, {}, job_id, nullptr});
+            detaching_[w].push_back(std::move(job.tables[w]));
+        }
+    };
+    for (auto it = jobs_.begin(); it != jobs_.end();) {
+        const auto& cfgs = next.ina.jobs;
+        auto found = std::find_if(cfgs.begin(), cfgs.end(),
+                                  [&](const auto& j) { return j.job_id == it->first; });
+        if (found == cfgs.end() || !same_tables(*found, it->second.cfg)) {
+            detach(it->first, it->second);
+            it = jobs_.erase(it);
+        } else {
+            it->second.cfg = *found;
+            ++it;
+        }
+    }
+    for (const auto& j : next.ina.jobs) {
+        if (jobs_.count(j.job_id) != 0) {
+            continue;
+        }
+        const ina::JobParams params = job_params(j);
+        const auto why = ina::validate(params);
+        if (!why.empty()) {
+            error = "INA job " + std::to_string(j.job_id) + ": " + std::string(why);
+            return false;
+        }
+        Job job{j, {}};
+        for (size_t w = 0; w < dataplane_.workers.size(); ++w) {
+            job.tables.push_back(std::make_unique<ina::ChunkTable>(params));
+            send(w, dp::Command{dp::CommandType::ina_attach, {}, j.job_id, job.tables.back().get()});
+        }
+        jobs_.emplace(j.job_id, std::move(job));
+    }
+    return true;
+}
+
+void ControlPlane::on_job_detached(size_t worker) {
+    if (worker < detaching_.size() && !detaching_[worker].empty()) {
+        detaching_[worker].pop_front();  // frees the table: its lcore has let go of it
+    }
 }
 
 int ControlPlane::config_index(uint16_t port_id) const {
@@ -112,8 +198,12 @@ bool ControlPlane::publish_locked(std::string& error) {
     return true;
 }
 
-void ControlPlane::handle_event(const dp::Event& ev, bool& dirty) {
+void ControlPlane::handle_event(size_t worker, const dp::Event& ev, bool& dirty) {
     ++counters_.events_processed;
+    if (ev.type == dp::EventType::job_detached) {
+        on_job_detached(worker);
+        return;
+    }
     if (ev.port >= dp::kMaxPorts || config_index(ev.port) < 0) {
         return;
     }
@@ -164,6 +254,8 @@ void ControlPlane::handle_event(const dp::Event& ev, bool& dirty) {
         }
         return;
     }
+    case dp::EventType::job_detached:
+        return;  // handled above
     case dp::EventType::fdb_learn: {
         const auto key = std::make_pair(mac_key(ev.mac), ev.group);
         auto it = fdb_.find(key);
@@ -301,12 +393,13 @@ void ControlPlane::tick() {
     std::lock_guard lock(mu_);
     bool dirty = false;
     dp::Event events[256];
-    for (auto& w : dataplane_.workers) {
+    for (size_t k = 0; k < dataplane_.workers.size(); ++k) {
+        auto& w = dataplane_.workers[k];
         unsigned n = 0;
         do {
             n = rte_ring_sc_dequeue_burst_elem(w.events, events, sizeof(dp::Event), 256, nullptr);
             for (unsigned i = 0; i < n; ++i) {
-                handle_event(events[i], dirty);
+                handle_event(k, events[i], dirty);
             }
         } while (n == 256);
     }
@@ -339,6 +432,11 @@ ApplyResult ControlPlane::apply_locked(config::Config next) {
         }
         ++counters_.reloads_failed;
         return failure(restart);
+    }
+    std::string jobs_error;
+    if (!sync_jobs_locked(next, jobs_error)) {
+        ++counters_.reloads_failed;
+        return failure({jobs_error});
     }
     config::Config previous = std::move(running_);
     running_ = std::move(next);
@@ -497,6 +595,26 @@ Stats ControlPlane::stats() const {
         const dp::LcoreCounters c = w.ctx->counters;
         s.per_lcore.emplace_back(w.lcore_id, c);
         s.total += c;
+    }
+    {
+        std::lock_guard lock(mu_);
+        for (const auto& [id, job] : jobs_) {
+            JobStats js;
+            js.job_id = id;
+            js.is_root = job.cfg.role == config::InaRole::root;
+            for (const auto& t : job.tables) {
+                const auto& c = t->counters();
+                for (size_t v = 0; v < js.verdicts.size(); ++v) {
+                    js.verdicts[v] += c.verdicts[v];
+                }
+                js.slot_timeouts += c.slot_timeouts;
+                js.rx_retransmit += c.rx_retransmit;
+                js.rx_fallback_flag += c.rx_fallback_flag;
+                js.slots_in_use += t->slots_in_use();
+                js.capacity += t->capacity();
+            }
+            s.jobs.push_back(js);
+        }
     }
     if (dataplane_.pool != nullptr) {
         s.mempool_available = rte_mempool_avail_count(dataplane_.pool);

@@ -9,7 +9,9 @@
 
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -42,6 +44,26 @@ struct FdbView {
     double idle_s = 0;
 };
 
+}  // namespace ina::control
+
+namespace ina {
+class ChunkTable;
+}
+
+namespace ina::control {
+
+// One INA job's counters summed over the lcores' chunk tables.
+struct JobStats {
+    uint32_t job_id = 0;
+    bool is_root = false;
+    std::array<uint64_t, 12> verdicts{};  // indexed by ina::Verdict
+    uint64_t slot_timeouts = 0;
+    uint64_t rx_retransmit = 0;
+    uint64_t rx_fallback_flag = 0;
+    size_t slots_in_use = 0;
+    size_t capacity = 0;
+};
+
 struct ControlCounters {
     uint64_t reloads_ok = 0;
     uint64_t reloads_failed = 0;
@@ -70,12 +92,16 @@ struct Stats {
     unsigned mempool_available = 0;
     unsigned mempool_in_use = 0;
     unsigned mempool_size = 0;
+    std::vector<JobStats> jobs;
 };
 
 class ControlPlane {
 public:
     ControlPlane(runtime::Dataplane& dataplane, std::vector<runtime::PortRuntime> ports,
                  config::Config running);
+    ~ControlPlane();
+    ControlPlane(const ControlPlane&) = delete;
+    ControlPlane& operator=(const ControlPlane&) = delete;
 
     // Publishes the first snapshot. Must succeed before workers start.
     bool start(std::string& error);
@@ -122,9 +148,13 @@ private:
     };
 
     ApplyResult apply_locked(config::Config next);
+    // Brings the workers' chunk tables in line with `next`'s jobs: detaches removed or changed
+    // jobs, creates and attaches new ones. Call before publishing the snapshot that names them.
+    bool sync_jobs_locked(const config::Config& next, std::string& error);
+    void on_job_detached(size_t worker);
     ApplyResult apply_loaded(config::LoadResult loaded);
     bool publish_locked(std::string& error);
-    void handle_event(const dp::Event& ev, bool& dirty);
+    void handle_event(size_t worker, const dp::Event& ev, bool& dirty);
     void age_locked(bool& dirty);
     void send_arp_request(uint32_t ip, uint16_t port_id);
     int config_index(uint16_t port_id) const;
@@ -143,6 +173,13 @@ private:
     std::map<std::pair<uint64_t, uint16_t>, FdbState> fdb_;  // (mac, group) -> entry
     std::vector<uint32_t> free_fdb_indices_;
     ControlCounters counters_;
+    struct Job {
+        config::InaJobConfig cfg;
+        std::vector<std::unique_ptr<ChunkTable>> tables;  // one per worker, same order
+    };
+    std::map<uint32_t, Job> jobs_;
+    // Per worker, tables detached but not yet acknowledged, in the order the detaches were sent.
+    std::vector<std::deque<std::unique_ptr<ChunkTable>>> detaching_;
     unsigned next_tx_worker_ = 0;
 };
 

@@ -29,7 +29,11 @@ inline constexpr uint16_t kMaxPorts = 32;
     X(mtu_exceeded, "packet longer than the egress MTU")                                         \
     X(local_unsupported, "packet to a switch address that no local service takes")               \
     X(l2_same_port, "bridged frame whose destination is on its ingress port")                    \
-    X(tx_full, "transmit queue rejected the packet")
+    X(tx_full, "transmit queue rejected the packet")                                             \
+    X(ina_rejected, "INA contribution failing the job's checks, job set to on_reject: drop")     \
+    X(ina_duplicate, "INA contribution already absorbed (duplicate, overlap or stale)")          \
+    X(ina_no_slot, "INA contribution at a root with no free slot (the worker retransmits)")      \
+    X(ina_no_mbuf, "no mbuf for an INA result copy")
 
 enum class DropReason : uint8_t {
 #define INA_X(name, help) name,
@@ -77,6 +81,16 @@ struct alignas(64) LcoreCounters {
     uint64_t arp_learned = 0;  // ARP packets that reported a neighbour to the control plane
     uint64_t icmp_echo_replies = 0;
     uint64_t events_lost = 0;  // control-plane events dropped because the ring was full
+    // INA (per-job detail lives in each job's ChunkTable counters).
+    uint64_t ina_packets = 0;          // UDP on the INA port that parsed as INA
+    uint64_t ina_not_ina = 0;          // UDP on the INA port that did not parse: routed as is
+    uint64_t ina_unknown_job = 0;      // INA for a job this switch does not have: routed as is
+    uint64_t ina_rejected = 0;         // failed ingress or header checks, or outside the A-BM
+    uint64_t ina_absorbed = 0;
+    uint64_t ina_partials_sent = 0;    // aggregator: partial results to the parent
+    uint64_t ina_results_sent = 0;     // root: result packets to workers
+    uint64_t ina_resent = 0;           // results or partials re-emitted for a retransmission
+    uint64_t ina_fallbacks = 0;        // contributions forwarded unaggregated (fallback flag)
     std::array<uint64_t, kDropReasonCount> drops{};
     std::array<PortCounters, kMaxPorts> ports{};
 
@@ -97,6 +111,15 @@ struct alignas(64) LcoreCounters {
         arp_learned += o.arp_learned;
         icmp_echo_replies += o.icmp_echo_replies;
         events_lost += o.events_lost;
+        ina_packets += o.ina_packets;
+        ina_not_ina += o.ina_not_ina;
+        ina_unknown_job += o.ina_unknown_job;
+        ina_rejected += o.ina_rejected;
+        ina_absorbed += o.ina_absorbed;
+        ina_partials_sent += o.ina_partials_sent;
+        ina_results_sent += o.ina_results_sent;
+        ina_resent += o.ina_resent;
+        ina_fallbacks += o.ina_fallbacks;
         for (size_t i = 0; i < kDropReasonCount; ++i) {
             drops[i] += o.drops[i];
         }

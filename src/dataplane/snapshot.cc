@@ -259,6 +259,36 @@ std::unique_ptr<Snapshot> Snapshot::build(const config::Config& cfg,
         }
     }
 
+    s->ina_udp_port = cfg.ina.udp_port;
+    for (const auto& j : cfg.ina.jobs) {
+        InaJobView v;
+        v.job_id = j.job_id;
+        v.is_root = j.role == config::InaRole::root;
+        v.drop_rejected = j.on_reject == config::RejectAction::drop;
+        auto abm = wire::BitString::from_bfr_ids(j.bsl_bits, j.set_id, j.abm);
+        if (!abm || j.workers.size() > kMaxUnicastWorkers || s->ina_jobs.size() >= kMaxInaJobs) {
+            error = "INA job " + std::to_string(j.job_id) +
+                    ": bad A-BM, more than 32 workers or more than 64 jobs";
+            return nullptr;
+        }
+        v.abm = *abm;
+        v.bsl_code = *wire::bsl_code_from_bits(j.bsl_bits);
+        v.set_id = static_cast<uint8_t>(j.set_id);
+        v.op = j.op;
+        v.elem_type = j.elem_type;
+        v.max_elements = j.max_elements;
+        v.parent = j.parent ? j.parent->value : j.root.value;
+        v.source = j.source ? j.source->value : 0;
+        for (const auto& name : j.ingress_ports) {
+            v.ingress_ports |= 1u << port_of(name);
+        }
+        v.ingress_sources = j.ingress_sources;
+        for (const auto& w : j.workers) {
+            v.worker_ip[v.n_workers++] = w.ip.value;
+        }
+        s->ina_jobs.push_back(std::move(v));
+    }
+
     s->fdb_hash = make_hash("fdb" + suffix, cfg.l2.max_fdb_entries, sizeof(FdbKey));
     if (s->fdb_hash == nullptr) {
         error = std::string("rte_hash_create(fdb): ") + rte_strerror(rte_errno);

@@ -14,6 +14,7 @@
 
 #include "config/config.h"
 #include "dataplane/counters.h"
+#include "wire/bitstring.h"
 
 struct rte_lpm;
 struct rte_hash;
@@ -105,6 +106,43 @@ struct DynamicFdbEntry {
     uint32_t index = 0;
 };
 
+inline constexpr size_t kMaxInaJobs = 64;
+inline constexpr size_t kMaxUnicastWorkers = 32;  // root fan-out per result until BIER
+
+// One INA job as the packet path sees it (addresses in host order).
+struct InaJobView {
+    uint32_t job_id = 0;
+    bool is_root = false;
+    bool drop_rejected = false;   // on_reject: drop (else forward unmodified)
+    wire::BitString abm;
+    uint8_t bsl_code = 0;
+    uint8_t set_id = 0;
+    uint8_t op = 0;
+    uint8_t elem_type = 0;
+    uint16_t max_elements = 0;
+    uint32_t parent = 0;          // where partial results go (aggregator)
+    uint32_t source = 0;          // source address of emitted packets (0: egress interface's)
+    uint32_t ingress_ports = 0;   // bit per DPDK port id; 0 = any
+    std::vector<net::Ipv4Prefix> ingress_sources;  // empty = any
+    uint16_t n_workers = 0;
+    std::array<uint32_t, kMaxUnicastWorkers> worker_ip{};  // root: result destinations
+
+    bool ingress_allowed(uint16_t port, uint32_t src) const {
+        if (ingress_ports != 0 && (ingress_ports >> port & 1u) == 0) {
+            return false;
+        }
+        if (ingress_sources.empty()) {
+            return true;
+        }
+        for (const auto& p : ingress_sources) {
+            if (p.contains(net::Ipv4Addr{src})) {
+                return true;
+            }
+        }
+        return false;
+    }
+};
+
 struct PortBinding {
     uint16_t port_id = 0;
     rte_ether_addr mac{};
@@ -135,6 +173,17 @@ public:
     std::vector<FdbEntry> fdb_entries;
     uint32_t max_fdb_entries = 0;
     uint64_t arp_request_interval_ms = 1000;
+    uint16_t ina_udp_port = 0;  // network order comparisons are done on host order values
+    std::vector<InaJobView> ina_jobs;
+
+    const InaJobView* ina_job(uint32_t job_id) const {
+        for (const auto& j : ina_jobs) {
+            if (j.job_id == job_id) {
+                return &j;
+            }
+        }
+        return nullptr;
+    }
 
     // Read-only after build: concurrent lookups from every lcore need no lock.
     rte_lpm* lpm = nullptr;          // dst (host order) -> index into nexthops

@@ -9,6 +9,8 @@
 #include <optional>
 #include <string_view>
 
+#include "wire/bitstring.h"
+
 namespace ina::proto {
 
 inline constexpr uint16_t kDefaultUdpPort = 9470;
@@ -37,9 +39,10 @@ constexpr size_t elem_bytes(uint8_t elem_type) {
     return elem_type <= kMaxElemType ? sizes[elem_type] : 0;
 }
 
-// RFC 8296 BSL code points: 1 = 64 bits ... 7 = 4096 bits.
+// RFC 8296 BSL code points (wire/bitstring.h): bytes of the BitString, 0 for a reserved code.
 constexpr uint16_t bsl_code_to_bytes(uint8_t code) {
-    return code >= 1 && code <= 7 ? static_cast<uint16_t>(4u << code) : 0;
+    const auto bits = wire::bsl_bits_from_code(code);
+    return bits ? wire::bsl_bytes(*bits) : 0;
 }
 
 struct Header {

@@ -159,6 +159,55 @@ std::vector<prometheus::MetricFamily> families(const control::Stats& s) {
     b.gauge("mempool_mbufs", "Mbufs in the packet pool", d(s.mempool_size));
     b.gauge("mempool_mbufs_in_use", "Mbufs currently in use", d(s.mempool_in_use));
 
+    // In-network aggregation: dataplane totals, then per job (summed over lcores).
+    b.counter("ina_packets_total", "UDP datagrams on the INA port that parsed as INA",
+              d(s.total.ina_packets));
+    b.counter("ina_not_ina_total", "UDP datagrams on the INA port that did not parse (routed as is)",
+              d(s.total.ina_not_ina));
+    b.counter("ina_unknown_job_total", "INA packets for a job this switch does not have (routed)",
+              d(s.total.ina_unknown_job));
+    b.counter("ina_rejected_total",
+              "INA contributions failing ingress, header or A-BM checks (on_reject applies)",
+              d(s.total.ina_rejected));
+    b.counter("ina_absorbed_total", "Contributions absorbed into aggregation slots",
+              d(s.total.ina_absorbed));
+    b.counter("ina_partials_sent_total", "Partial results an aggregator sent to its parent",
+              d(s.total.ina_partials_sent));
+    b.counter("ina_results_sent_total", "Result packets a root sent to workers",
+              d(s.total.ina_results_sent));
+    b.counter("ina_resent_total", "Results or partials re-sent for a retransmitted contribution",
+              d(s.total.ina_resent));
+    b.counter("ina_fallbacks_total", "Contributions forwarded unaggregated (no slot)",
+              d(s.total.ina_fallbacks));
+    if (!s.jobs.empty()) {  // a family without samples is not valid exposition
+        static const char* const kVerdicts[] = {
+            "not_mine", "outside_abm", "bad_length", "count_mismatch", "absorbed", "completed",
+            "duplicate", "overlap",    "resend_result", "stale", "fallback", "no_slot"};
+        static_assert(std::size(kVerdicts) == std::tuple_size_v<decltype(control::JobStats{}.verdicts)>);
+        auto& f = b.family("ina_job_contributions_total",
+                           "INA data packets of a job by what its chunk table did with them",
+                           MetricType::Counter);
+        for (const auto& j : s.jobs) {
+            for (size_t v = 0; v < j.verdicts.size(); ++v) {
+                Builder::add(f, d(j.verdicts[v]),
+                             {{"job", std::to_string(j.job_id)}, {"verdict", kVerdicts[v]}});
+            }
+        }
+        auto& in_use = b.family("ina_job_slots_in_use", "Aggregation slots holding a chunk",
+                                MetricType::Gauge);
+        auto& cap = b.family("ina_job_slots", "Aggregation slots of the job (all lcores)",
+                             MetricType::Gauge);
+        auto& timeouts = b.family("ina_job_slot_timeouts_total",
+                                  "Slots freed because their chunk went idle",
+                                  MetricType::Counter);
+        for (const auto& j : s.jobs) {
+            const Labels l{{"job", std::to_string(j.job_id)}, {"role", j.is_root ? "root" : "aggregator"}};
+            Builder::add(in_use, d(j.slots_in_use), l);
+            Builder::add(cap, d(j.capacity), l);
+            Builder::add(timeouts, d(j.slot_timeouts), l);
+        }
+    }
+
     // Per-lcore loop health.
     struct LcoreMetric {
         const char* name;

@@ -22,6 +22,7 @@ Dataplane::~Dataplane() {
             rte_free(w.ctx);
         }
         rte_ring_free(w.events);
+        rte_ring_free(w.commands);
         if (w.control_tx != nullptr) {
             rte_mbuf* m = nullptr;
             while (rte_ring_sc_dequeue(w.control_tx, reinterpret_cast<void**>(&m)) == 0) {
@@ -67,9 +68,12 @@ bool Dataplane::init(const std::vector<unsigned>& worker_lcores, uint32_t max_fd
                                         SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
         w.control_tx = rte_ring_create(("ctx" + suffix).c_str(), 1024, SOCKET_ID_ANY,
                                        RING_F_SP_ENQ | RING_F_SC_DEQ);
+        w.commands = rte_ring_create_elem(("cmd" + suffix).c_str(), sizeof(dp::Command), 256,
+                                          SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
         w.ctx->events = w.events;
+        w.ctx->pool = pool;
         workers.push_back(w);
-        if (w.events == nullptr || w.control_tx == nullptr) {
+        if (w.events == nullptr || w.control_tx == nullptr || w.commands == nullptr) {
             error = std::string("cannot create lcore rings: ") + rte_strerror(rte_errno);
             return false;
         }

@@ -39,6 +39,7 @@ struct Worker {
     pipeline::LcoreContext* ctx = nullptr;  // rte_zmalloc'd, cache aligned
     rte_ring* events = nullptr;             // worker -> control, SPSC, dp::Event elements
     rte_ring* control_tx = nullptr;         // control -> worker, SPSC, mbufs to transmit
+    rte_ring* commands = nullptr;           // control -> worker, SPSC, dp::Command elements
 };
 
 class Dataplane {

@@ -5,6 +5,9 @@
 #include <rte_ethdev.h>
 #include <rte_lcore.h>
 
+#include <rte_pause.h>
+
+#include "ina/chunk_table.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/port_tx.h"
 #include "runtime/dataplane.h"
@@ -20,6 +23,46 @@ void drain_control_tx(Worker& w) {
                                                  pipeline::kMaxBurst, nullptr);
     for (unsigned i = 0; i < n; ++i) {
         pipeline::tx_enqueue(*w.ctx, pkts[i]->port, pkts[i]);
+    }
+}
+
+// Attach/detach of chunk tables. Run after the snapshot pointer is loaded: a snapshot that
+// names a new job was published after its attach was enqueued, so the attach is visible here.
+void drain_commands(Worker& w) {
+    dp::Command cmds[8];
+    unsigned n = 0;
+    auto& ctx = *w.ctx;
+    while ((n = rte_ring_sc_dequeue_burst_elem(w.commands, cmds, sizeof(dp::Command), 8,
+                                               nullptr)) != 0) {
+        for (unsigned i = 0; i < n; ++i) {
+            const dp::Command& c = cmds[i];
+            if (c.type == dp::CommandType::ina_attach && ctx.n_ina < ctx.ina.size()) {
+                ctx.ina[ctx.n_ina++] = {c.job_id, static_cast<ChunkTable*>(c.table)};
+            } else if (c.type == dp::CommandType::ina_detach) {
+                for (uint16_t k = 0; k < ctx.n_ina; ++k) {
+                    if (ctx.ina[k].job_id == c.job_id) {
+                        ctx.ina[k] = ctx.ina[--ctx.n_ina];
+                        break;
+                    }
+                }
+                dp::Event ev{};
+                ev.type = dp::EventType::job_detached;
+                ev.ip = c.job_id;
+                // The control plane waits for this ack before freeing the table, so it must
+                // not be lost: retry until the ring takes it (it drains every millisecond).
+                while (rte_ring_sp_enqueue_elem(w.events, &ev, sizeof ev) != 0) {
+                    rte_pause();
+                }
+            }
+        }
+    }
+}
+
+// Frees chunk slots of dead jobs and workers; a sweep every few thousand loops is plenty for
+// timeouts measured in milliseconds.
+void expire_tables(pipeline::LcoreContext& ctx) {
+    for (uint16_t k = 0; k < ctx.n_ina; ++k) {
+        ctx.ina[k].table->expire(ctx.now_tsc);
     }
 }
 
@@ -51,6 +94,9 @@ int worker_main(void* arg) {
         // report below: that is the whole RCU read-side contract.
         const Published& pub = *dataplane.current();
         const dp::Snapshot& snap = *pub.snapshot;
+        if (rte_ring_count(w.commands) != 0) [[unlikely]] {
+            drain_commands(w);
+        }
         ctx.burst_size = pub.loop.burst_size;
         ctx.now_tsc = rte_rdtsc();
         ++ctx.counters.loops;
@@ -61,6 +107,9 @@ int worker_main(void* arg) {
         }
         if ((ctx.counters.loops & 15) == 0) {
             drain_control_tx(w);
+        }
+        if ((ctx.counters.loops & 4095) == 0 && ctx.n_ina != 0) {
+            expire_tables(ctx);
         }
 
         uint32_t received = 0;

@@ -35,7 +35,7 @@ inline constexpr uint32_t kMaxBiftId = 0xFFFFF;   // 20 bits
 inline constexpr uint32_t kMaxEntropy = 0xFFFFF;  // 20 bits
 inline constexpr size_t kBierTtlOffset = 3;       // the TTL is the last octet of word 0
 
-// IANA "BIER Next Protocol Identifiers" (RFC 8296 §3; IANA registry). VPP and scapy use 5 for IPv6
+// IANA "BIER Next Protocol Identifiers" (registry set up by RFC 8296). VPP and scapy use 5 for IPv6
 // (and 8 for OAM): wrong. The INA payload has no code point of its own.
 namespace bier_proto {
 inline constexpr uint8_t kMplsDownstream = 1;  // MPLS packet, downstream-assigned label on top

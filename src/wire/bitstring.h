@@ -3,7 +3,7 @@
 // P-BM (per packet), and BIER's BitString and F-BM all use it (draft-song-ina-00: the VAT bitmap
 // "adopts the same specification as BIER"). Pure code, no DPDK.
 //
-// Encoding (RFC 8279 §3, §4; RFC 8296 §2)
+// Encoding (RFC 8279 "Encoding BFR Identifiers in BitStrings"; RFC 8296 header)
 //   - BSL (BitStringLength) is 64, 128, 256, 512, 1024, 2048 or 4096 bits; RFC 8296 code points
 //     1..7 name them (0 and 8..15 are reserved). VPP and scapy number them from 0: do not copy.
 //   - A BFR-id is 1..65535 (0 is not a BFR-id). For a BSL it maps to one (SI, BP):
@@ -49,7 +49,7 @@ inline constexpr size_t kMaxBitStringBytes = kMaxBslBits / 8;  // 512
 inline constexpr uint16_t kDefaultBslBits = 256;
 
 // ---------------------------------------------------------------------------------------------
-// BSL code points (RFC 8296 §2.1.2): code k names 2^(k+5) bits, for k = 1..7.
+// BSL code points (RFC 8296): code k names 2^(k+5) bits, for k = 1..7.
 
 constexpr std::optional<uint16_t> bsl_bits_from_code(uint8_t code) {
     if (code < 1 || code > 7) {

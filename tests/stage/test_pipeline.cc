@@ -110,6 +110,9 @@ TEST_F(Pipeline, MixedBurstEndToEnd) {
             case dp::EventType::neighbour_refresh:
                 ++refresh;
                 break;
+            case dp::EventType::job_detached:
+                ADD_FAILURE() << "no job was detached";
+                break;
             case dp::EventType::resolve_request:
                 ++resolve;
                 EXPECT_EQ(ev.ip, ip4("10.0.2.50"));

@@ -18,7 +18,7 @@ namespace {
 
 constexpr uint16_t kAllBsls[] = {64, 128, 256, 512, 1024, 2048, 4096};
 
-// ---- BSL code points (RFC 8296 §2.1.2; VPP and scapy are off by one) ----
+// ---- BSL code points (RFC 8296; VPP and scapy are off by one) ----
 
 TEST(BslCodePoints, RfcValuesArePinned) {
     static_assert(bsl_bits_from_code(1) == 64);

@@ -1,0 +1,280 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "pipeline/ina_input.h"
+
+#include <rte_ip.h>
+#include <rte_udp.h>
+
+#include <cstring>
+
+#include "ina/chunk_table.h"
+#include "ina/protocol.h"
+#include "net/checksum.h"
+#include "pipeline/ipv4_forward.h"
+
+namespace ina::pipeline {
+
+namespace {
+
+constexpr size_t kL2 = sizeof(rte_ether_hdr);
+constexpr size_t kL3 = sizeof(rte_ipv4_hdr);
+constexpr size_t kL4 = sizeof(rte_udp_hdr);
+
+// Source address for a packet this switch originates towards `dst`: the job's configured source,
+// else the first address of the interface the route to `dst` leaves by.
+uint32_t source_for(const dp::Snapshot& snap, const dp::InaJobView& job, uint32_t dst) {
+    if (job.source != 0) {
+        return job.source;
+    }
+    const dp::NextHop* nh = snap.route(dst);
+    if (nh == nullptr) {
+        return 0;
+    }
+    const uint16_t port = nh->resolved ? nh->out_port : nh->port;
+    const dp::PortView& pv = snap.ports[port];
+    return pv.n_addrs != 0 ? pv.addrs[0].addr.value : 0;
+}
+
+void write_ipv4(rte_ipv4_hdr* ip, uint32_t src, uint32_t dst, uint16_t total) {
+    ip->version_ihl = 0x45;
+    ip->type_of_service = 0;
+    ip->total_length = rte_cpu_to_be_16(total);
+    ip->packet_id = 0;
+    ip->fragment_offset = rte_cpu_to_be_16(RTE_IPV4_HDR_DF_FLAG);
+    ip->time_to_live = 64;
+    ip->next_proto_id = IPPROTO_UDP;
+    ip->src_addr = rte_cpu_to_be_32(src);
+    ip->dst_addr = rte_cpu_to_be_32(dst);
+    ip->hdr_checksum = 0;
+    ip->hdr_checksum = net::internet_checksum(ip, kL3);
+}
+
+// Rewrites `m` as a fresh INA datagram carrying `h` with BitString `bs` and the result of
+// `h.seq` from `table`. The old contents are not read (the accumulator lives in the table).
+// Returns false, leaving `m` untouched, if the frame does not fit one segment.
+bool build_ina(rte_mbuf* m, const ina::ChunkTable& table, const proto::Header& h,
+               const uint8_t* bs, uint32_t src, uint32_t dst, uint16_t port) {
+    const size_t ina_len = h.total_bytes();
+    const size_t frame = kL2 + kL3 + kL4 + ina_len;
+    if (m->nb_segs != 1 || frame > static_cast<size_t>(m->buf_len) - RTE_PKTMBUF_HEADROOM) {
+        return false;
+    }
+    m->data_off = RTE_PKTMBUF_HEADROOM;
+    m->data_len = static_cast<uint16_t>(frame);
+    m->pkt_len = static_cast<uint32_t>(frame);
+    m->ol_flags = 0;
+    auto* eth = rte_pktmbuf_mtod(m, rte_ether_hdr*);
+    std::memset(eth, 0, sizeof *eth);  // routing writes both MACs
+    eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
+    auto* ip = reinterpret_cast<rte_ipv4_hdr*>(eth + 1);
+    write_ipv4(ip, src, dst, static_cast<uint16_t>(kL3 + kL4 + ina_len));
+    auto* udp = reinterpret_cast<rte_udp_hdr*>(ip + 1);
+    udp->src_port = rte_cpu_to_be_16(port);
+    udp->dst_port = rte_cpu_to_be_16(port);
+    udp->dgram_len = rte_cpu_to_be_16(static_cast<uint16_t>(kL4 + ina_len));
+    udp->dgram_cksum = 0;  // optional in IPv4 (RFC 768); the INA header has its own checks
+    auto* hdr = reinterpret_cast<uint8_t*>(udp + 1);
+    const size_t at = proto::write_header(hdr, h, bs);
+    table.store_result(h.seq, hdr + at);
+    return true;
+}
+
+void retarget(rte_mbuf* m, uint32_t dst) {
+    auto* ip = rte_pktmbuf_mtod_offset(m, rte_ipv4_hdr*, kL2);
+    ip->dst_addr = rte_cpu_to_be_32(dst);
+    ip->hdr_checksum = 0;
+    ip->hdr_checksum = net::internet_checksum(ip, kL3);
+}
+
+struct Emitter {
+    LcoreContext& ctx;
+    const dp::Snapshot& snap;
+    EdgeBatches<InaEdge>& out;
+
+    // Aggregator: the chunk's partial result to the parent, P-BM = A-BM.
+    void partial(rte_mbuf* m, const dp::InaJobView& job, const ina::ChunkTable& table,
+                 const proto::Header& in, bool resend) {
+        proto::Header h = in;
+        h.type = proto::PacketType::data;
+        h.flags = static_cast<uint8_t>(table.result_flags(in.seq) |
+                                       (resend ? proto::kFlagRetransmit : 0));
+        const uint32_t src = source_for(snap, job, job.parent);
+        if (!build_ina(m, table, h, job.abm.data(), src, job.parent, snap.ina_udp_port)) {
+            count_drop(ctx, dp::DropReason::ina_no_mbuf);
+            out.push(InaEdge::drop, m);
+            return;
+        }
+        ++(resend ? ctx.counters.ina_resent : ctx.counters.ina_partials_sent);
+        out.push(InaEdge::route, m);
+    }
+
+    // Root: the result to every worker, or (a retransmission) to the one that asked.
+    void result(rte_mbuf* m, const dp::InaJobView& job, const ina::ChunkTable& table,
+                const proto::Header& in, uint32_t requester) {
+        proto::Header h = in;
+        h.type = proto::PacketType::result;
+        h.flags = table.result_flags(in.seq);
+        const uint32_t first = requester != 0 ? requester : job.worker_ip[0];
+        const uint32_t src = source_for(snap, job, first);
+        if (!build_ina(m, table, h, job.abm.data(), src, first, snap.ina_udp_port)) {
+            count_drop(ctx, dp::DropReason::ina_no_mbuf);
+            out.push(InaEdge::drop, m);
+            return;
+        }
+        if (requester != 0) {
+            ++ctx.counters.ina_resent;
+            out.push(InaEdge::route, m);
+            return;
+        }
+        ++ctx.counters.ina_results_sent;
+        out.push(InaEdge::route, m);
+        // One full copy per further worker until BIER replication replaces unicast fan-out.
+        for (uint16_t w = 1; w < job.n_workers; ++w) {
+            rte_mbuf* copy = rte_pktmbuf_copy(m, ctx.pool, 0, UINT32_MAX);
+            if (copy == nullptr) {
+                ++ctx.counters.drops[static_cast<size_t>(dp::DropReason::ina_no_mbuf)];
+                continue;
+            }
+            copy->port = m->port;
+            retarget(copy, job.worker_ip[w]);
+            ++ctx.counters.ina_results_sent;
+            out.push(InaEdge::route, copy);
+        }
+    }
+};
+
+void reject(LcoreContext& ctx, const dp::InaJobView& job, rte_mbuf* m, EdgeBatches<InaEdge>& out) {
+    ++ctx.counters.ina_rejected;
+    if (job.drop_rejected) {
+        count_drop(ctx, dp::DropReason::ina_rejected);
+        out.push(InaEdge::drop, m);
+    } else {
+        out.push(InaEdge::route, m);
+    }
+}
+
+}  // namespace
+
+uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n,
+                   EdgeBatches<InaEdge>& out) {
+    if (snap.ina_jobs.empty()) [[likely]] {
+        // No job on this switch: nothing to look at (the common ToR case costs one branch).
+        const uint16_t room = static_cast<uint16_t>(kMaxBurst - out.size(InaEdge::route));
+        const uint16_t take = n < room ? n : room;
+        for (uint16_t i = 0; i < take; ++i) {
+            out.push(InaEdge::route, pkts[i]);
+        }
+        return take;
+    }
+    Emitter emit{ctx, snap, out};
+    uint16_t i = 0;
+    for (; i < n; ++i) {
+        if (out.size(InaEdge::route) + kInaEmitReserve > kMaxBurst) {
+            break;
+        }
+        rte_mbuf* m = pkts[i];
+        // Anything that is not a sound, unfragmented UDP datagram to the INA port is routing's.
+        if (ipv4_check(m) != dp::DropReason::count) {
+            out.push(InaEdge::route, m);
+            continue;
+        }
+        const auto* ip = rte_pktmbuf_mtod_offset(m, const rte_ipv4_hdr*, kL2);
+        const size_t ihl = (ip->version_ihl & 0x0f) * 4u;
+        if (ip->next_proto_id != IPPROTO_UDP ||
+            (ip->fragment_offset & rte_cpu_to_be_16(0x3fff)) != 0 ||
+            rte_pktmbuf_data_len(m) < kL2 + ihl + kL4) {
+            out.push(InaEdge::route, m);
+            continue;
+        }
+        const auto* udp =
+            reinterpret_cast<const rte_udp_hdr*>(reinterpret_cast<const uint8_t*>(ip) + ihl);
+        if (rte_be_to_cpu_16(udp->dst_port) != snap.ina_udp_port) [[likely]] {
+            out.push(InaEdge::route, m);
+            continue;
+        }
+        const size_t udp_len = rte_be_to_cpu_16(udp->dgram_len);
+        if (udp_len < kL4 || kL2 + ihl + udp_len > rte_pktmbuf_data_len(m)) {
+            ++ctx.counters.ina_not_ina;
+            out.push(InaEdge::route, m);
+            continue;
+        }
+        const auto parsed =
+            proto::parse(reinterpret_cast<const uint8_t*>(udp + 1), udp_len - kL4);
+        if (!parsed.packet) {
+            ++ctx.counters.ina_not_ina;
+            out.push(InaEdge::route, m);
+            continue;
+        }
+        ++ctx.counters.ina_packets;
+        const proto::Header& h = parsed.packet->header;
+        const dp::InaJobView* job = snap.ina_job(h.job_id);
+        ina::ChunkTable* table = job != nullptr ? ctx.ina_table(h.job_id) : nullptr;
+        if (table == nullptr) {
+            ++ctx.counters.ina_unknown_job;  // another switch's job, or not attached yet
+            out.push(InaEdge::route, m);
+            continue;
+        }
+        if (h.type != proto::PacketType::data) {
+            out.push(InaEdge::route, m);  // results travel to the workers untouched
+            continue;
+        }
+        const uint32_t src = rte_be_to_cpu_32(ip->src_addr);
+        if (!job->ingress_allowed(m->port, src) || ina::header_mismatch(h, table->params()) != 0) {
+            reject(ctx, *job, m, out);
+            continue;
+        }
+        const ina::Verdict v = table->on_data(parsed.packet->bitstring, h.seq, h.elem_count,
+                                              parsed.packet->payload, h.flags, ctx.now_tsc);
+        switch (v) {
+        case ina::Verdict::not_mine:
+            out.push(InaEdge::route, m);
+            break;
+        case ina::Verdict::outside_abm:
+        case ina::Verdict::bad_length:
+        case ina::Verdict::count_mismatch:
+            reject(ctx, *job, m, out);
+            break;
+        case ina::Verdict::absorbed:
+            ++ctx.counters.ina_absorbed;
+            out.push(InaEdge::drop, m);
+            break;
+        case ina::Verdict::duplicate:
+        case ina::Verdict::overlap:
+        case ina::Verdict::stale:
+            count_drop(ctx, dp::DropReason::ina_duplicate);
+            out.push(InaEdge::drop, m);
+            break;
+        case ina::Verdict::no_slot:
+            count_drop(ctx, dp::DropReason::ina_no_slot);
+            out.push(InaEdge::drop, m);
+            break;
+        case ina::Verdict::fallback: {
+            // The contribution continues to the root; only the flag changes, so the UDP checksum
+            // (which would cover it) is cleared rather than recomputed over the payload.
+            auto* hdr = reinterpret_cast<uint8_t*>(const_cast<rte_udp_hdr*>(udp) + 1);
+            proto::set_flags(hdr, static_cast<uint8_t>(h.flags | proto::kFlagFallback));
+            const_cast<rte_udp_hdr*>(udp)->dgram_cksum = 0;
+            ++ctx.counters.ina_fallbacks;
+            out.push(InaEdge::route, m);
+            break;
+        }
+        case ina::Verdict::completed:
+            ++ctx.counters.ina_absorbed;
+            if (job->is_root) {
+                emit.result(m, *job, *table, h, 0);
+            } else {
+                emit.partial(m, *job, *table, h, false);
+            }
+            break;
+        case ina::Verdict::resend_result:
+            if (job->is_root) {
+                emit.result(m, *job, *table, h, src);
+            } else {
+                emit.partial(m, *job, *table, h, true);
+            }
+            break;
+        }
+    }
+    return i;
+}
+
+}  // namespace ina::pipeline
