@@ -222,8 +222,12 @@ uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
             reject(ctx, *job, m, out);
             continue;
         }
+        // A CE-marked contribution (RFC 3168) makes the chunk's result carry ECN echo, so the
+        // workers' senders learn of the congestion on the way up.
+        const bool ce = (ip->type_of_service & 0x03) == 0x03;
+        const uint8_t flags = static_cast<uint8_t>(h.flags | (ce ? proto::kFlagEcnEcho : 0));
         const ina::Verdict v = table->on_data(parsed.packet->bitstring, h.seq, h.elem_count,
-                                              parsed.packet->payload, h.flags, ctx.now_tsc);
+                                              parsed.packet->payload, flags, ctx.now_tsc);
         switch (v) {
         case ina::Verdict::not_mine:
             out.push(InaEdge::route, m);

@@ -5,7 +5,7 @@ A-BM = {1, 2}. w1's and w2's contributions to chunk 0 are absorbed and one parti
 retransmission after completion re-sends the partial with the retransmit flag; a contribution
 whose P-BM misses the A-BM (w3) and one of an unknown job are routed on untouched; bits outside
 the A-BM, a wrong op and a malformed INA header are rejected and (on_reject: forward) routed
-unmodified."""
+unmodified; a CE-marked contribution makes the partial carry ECN echo."""
 
 import os
 import sys
@@ -13,7 +13,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(HERE))
-from inapkt import DATA, RETRANSMIT, ina  # noqa: E402
+from inapkt import DATA, ECN_ECHO, RETRANSMIT, ina  # noqa: E402
 from pcapio import write_case_pcaps  # noqa: E402
 from scapy.all import IP, UDP, Ether, Raw  # noqa: E402
 
@@ -28,9 +28,10 @@ inputs = {p: [] for p in PORTS}
 expect = {p: [] for p in PORTS}
 
 
-def from_worker(w, payload, ident):
+def from_worker(w, payload, ident, tos=0):
     mac, ip = W[w]
-    return Ether(src=mac, dst=SW["p0"]) / IP(src=ip, dst="10.0.2.2", id=ident, flags="DF") / \
+    return Ether(src=mac, dst=SW["p0"]) / \
+        IP(src=ip, dst="10.0.2.2", id=ident, flags="DF", tos=tos) / \
         UDP(sport=40000 + w, dport=PORT) / Raw(payload)
 
 
@@ -81,9 +82,10 @@ expect["p1"].append(routed(p))
 p = from_worker(1, b"IN\x99 not an INA header at all", 9)     # not INA: ordinary UDP
 send(p)
 expect["p1"].append(routed(p))
-send(from_worker(1, ina(7, 3, [1], [5, 5, 5, 5]), 10))        # chunk 3: w1 then w2
+# Chunk 3: w1's contribution arrives CE-marked (ECN 11), so the partial echoes congestion.
+send(from_worker(1, ina(7, 3, [1], [5, 5, 5, 5]), 10, tos=0x03))
 send(from_worker(2, ina(7, 3, [2], [1, 2, 3, 4]), 11))
-expect["p1"].append(partial(3, [6, 7, 8, 9]))
+expect["p1"].append(partial(3, [6, 7, 8, 9], ECN_ECHO))
 
 if __name__ == "__main__":
     write_case_pcaps(HERE, PORTS, inputs, expect)
