@@ -85,7 +85,7 @@ def run_testpmd(vdevs, huge, duration, prefix, sink_port):
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             stdin=subprocess.DEVNULL)
     try:
-        out, _ = proc.communicate(timeout=duration + 2)
+        out, _ = proc.communicate(timeout=duration + 4)  # start-up takes ~1-2 s under load
     except subprocess.TimeoutExpired:
         proc.send_signal(signal.SIGINT)
         try:
@@ -197,7 +197,7 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "forwarding.json"))
     args = ap.parse_args()
     if args.smoke:
-        args.duration, args.repeat = 1.0, 1
+        args.duration, args.repeat = 2.0, 1
     huge = {"on": True, "off": False, "auto": hugepages_available()}[args.hugepages]
     env = {"cpu": cpu_model(), "cores": os.cpu_count(), "hugepages": huge,
            "dpdk": dpdk_version(), "frame_bytes": 64, "duration_s": args.duration,

@@ -21,6 +21,7 @@ namespace ina::pipeline {
 
 inline constexpr uint16_t kMaxBurst = 64;
 inline constexpr uint16_t kMaxRxQueuesPerLcore = 32;
+inline constexpr uint16_t kMaxWorkers = 16;
 
 struct RxQueue {
     uint16_t port;
@@ -80,6 +81,13 @@ struct alignas(64) LcoreContext {
     // FDB last-seen TSC stamps indexed by FdbEntry::index (max_fdb_entries long).
     uint64_t* fdb_seen = nullptr;
     uint32_t fdb_seen_len = 0;
+
+    // INA chunk steering: a chunk (job, seq) belongs to worker seq % n_workers; packets that
+    // arrive elsewhere are handed to their owner over an SPSC ring (handoff[owner]; null for
+    // this lcore itself), so every contribution to a chunk meets in one lcore's table.
+    uint16_t worker_index = 0;
+    uint16_t n_workers = 1;
+    std::array<rte_ring*, kMaxWorkers> handoff{};
 
     // INA: this lcore's chunk tables (owned by the control plane, used only by this lcore), and
     // the pool result copies come from.

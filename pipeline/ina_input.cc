@@ -222,6 +222,20 @@ uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
             reject(ctx, *job, m, out);
             continue;
         }
+        if (ctx.n_workers > 1) {
+            const uint16_t owner = static_cast<uint16_t>(h.seq % ctx.n_workers);
+            if (owner != ctx.worker_index) {
+                // Not this lcore's chunk: its owner holds the slot. The packet re-enters the
+                // owner's pipeline unchanged; no lock, no shared slot state.
+                if (rte_ring_sp_enqueue(ctx.handoff[owner], m) == 0) {
+                    ++ctx.counters.ina_handed_off;
+                } else {
+                    count_drop(ctx, dp::DropReason::ina_handoff_full);
+                    out.push(InaEdge::drop, m);
+                }
+                continue;
+            }
+        }
         // A CE-marked contribution (RFC 3168) makes the chunk's result carry ECN echo, so the
         // workers' senders learn of the congestion on the way up.
         const bool ce = (ip->type_of_service & 0x03) == 0x03;

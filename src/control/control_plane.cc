@@ -92,11 +92,6 @@ bool ControlPlane::start(std::string& error) {
 }
 
 bool ControlPlane::sync_jobs_locked(const config::Config& next, std::string& error) {
-    if (!next.ina.jobs.empty() && dataplane_.workers.size() > 1) {
-        error = "INA jobs need a single worker lcore for now (a chunk's packets must meet on one "
-                "lcore; steering across lcores is not built yet): give EAL two lcores";
-        return false;
-    }
     detaching_.resize(dataplane_.workers.size());
     auto send = [&](size_t w, const dp::Command& c) {
         // The command ring is drained every loop; it is never full for long.

@@ -33,7 +33,8 @@ inline constexpr uint16_t kMaxPorts = 32;
     X(ina_rejected, "INA contribution failing the job's checks, job set to on_reject: drop")     \
     X(ina_duplicate, "INA contribution already absorbed (duplicate, overlap or stale)")          \
     X(ina_no_slot, "INA contribution at a root with no free slot (the worker retransmits)")      \
-    X(ina_no_mbuf, "no mbuf for an INA result copy")
+    X(ina_no_mbuf, "no mbuf for an INA result copy")                                             \
+    X(ina_handoff_full, "INA contribution for another lcore's chunk while its hand-off ring was full")
 
 enum class DropReason : uint8_t {
 #define INA_X(name, help) name,
@@ -91,6 +92,7 @@ struct alignas(64) LcoreCounters {
     uint64_t ina_results_sent = 0;     // root: result packets to workers
     uint64_t ina_resent = 0;           // results or partials re-emitted for a retransmission
     uint64_t ina_fallbacks = 0;        // contributions forwarded unaggregated (fallback flag)
+    uint64_t ina_handed_off = 0;       // contributions passed to the lcore owning their chunk
     std::array<uint64_t, kDropReasonCount> drops{};
     std::array<PortCounters, kMaxPorts> ports{};
 
@@ -120,6 +122,7 @@ struct alignas(64) LcoreCounters {
         ina_results_sent += o.ina_results_sent;
         ina_resent += o.ina_resent;
         ina_fallbacks += o.ina_fallbacks;
+        ina_handed_off += o.ina_handed_off;
         for (size_t i = 0; i < kDropReasonCount; ++i) {
             drops[i] += o.drops[i];
         }

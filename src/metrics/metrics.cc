@@ -179,6 +179,8 @@ std::vector<prometheus::MetricFamily> families(const control::Stats& s) {
               d(s.total.ina_resent));
     b.counter("ina_fallbacks_total", "Contributions forwarded unaggregated (no slot)",
               d(s.total.ina_fallbacks));
+    b.counter("ina_handed_off_total", "Contributions passed to the lcore that owns their chunk",
+              d(s.total.ina_handed_off));
     if (!s.jobs.empty()) {  // a family without samples is not valid exposition
         static const char* const kVerdicts[] = {
             "not_mine", "outside_abm", "bad_length", "count_mismatch", "absorbed", "completed",

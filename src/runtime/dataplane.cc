@@ -23,6 +23,13 @@ Dataplane::~Dataplane() {
         }
         rte_ring_free(w.events);
         rte_ring_free(w.commands);
+        for (rte_ring* r : w.handoff_in) {
+            rte_mbuf* m = nullptr;
+            while (rte_ring_sc_dequeue(r, reinterpret_cast<void**>(&m)) == 0) {
+                rte_pktmbuf_free(m);
+            }
+            rte_ring_free(r);
+        }
         if (w.control_tx != nullptr) {
             rte_mbuf* m = nullptr;
             while (rte_ring_sc_dequeue(w.control_tx, reinterpret_cast<void**>(&m)) == 0) {
@@ -40,6 +47,10 @@ bool Dataplane::init(const std::vector<unsigned>& worker_lcores, uint32_t max_fd
     qsbr = static_cast<rte_rcu_qsbr*>(rte_zmalloc("qsbr", qsbr_size, RTE_CACHE_LINE_SIZE));
     if (qsbr == nullptr || rte_rcu_qsbr_init(qsbr, RTE_MAX_LCORE) != 0) {
         error = "cannot allocate RCU QSBR state";
+        return false;
+    }
+    if (worker_lcores.size() > pipeline::kMaxWorkers) {
+        error = "at most " + std::to_string(pipeline::kMaxWorkers) + " worker lcores are supported";
         return false;
     }
     uint16_t tx_queue = 0;
@@ -80,6 +91,27 @@ bool Dataplane::init(const std::vector<unsigned>& worker_lcores, uint32_t max_fd
         if (rte_rcu_qsbr_thread_register(qsbr, lcore) != 0) {
             error = "cannot register lcore " + suffix + " with RCU";
             return false;
+        }
+    }
+    // INA chunk steering: one SPSC ring per ordered pair of workers.
+    for (size_t from = 0; from < workers.size(); ++from) {
+        auto& ctx = *workers[from].ctx;
+        ctx.worker_index = static_cast<uint16_t>(from);
+        ctx.n_workers = static_cast<uint16_t>(workers.size());
+        for (size_t to = 0; to < workers.size(); ++to) {
+            if (from == to) {
+                continue;
+            }
+            const std::string name = "ho" + std::to_string(workers[from].lcore_id) + "_" +
+                                     std::to_string(workers[to].lcore_id);
+            rte_ring* r = rte_ring_create(name.c_str(), 1024, SOCKET_ID_ANY,
+                                          RING_F_SP_ENQ | RING_F_SC_DEQ);
+            if (r == nullptr) {
+                error = std::string("cannot create hand-off ring: ") + rte_strerror(rte_errno);
+                return false;
+            }
+            ctx.handoff[to] = r;
+            workers[to].handoff_in.push_back(r);
         }
     }
     return true;

@@ -40,6 +40,7 @@ struct Worker {
     rte_ring* events = nullptr;             // worker -> control, SPSC, dp::Event elements
     rte_ring* control_tx = nullptr;         // control -> worker, SPSC, mbufs to transmit
     rte_ring* commands = nullptr;           // control -> worker, SPSC, dp::Command elements
+    std::vector<rte_ring*> handoff_in;      // from each other worker, SPSC, mbufs (INA chunks)
 };
 
 class Dataplane {

@@ -129,6 +129,15 @@ int worker_main(void* arg) {
             }
             pipeline::process_burst(ctx, snap, pkts, n);
         }
+        // Contributions other lcores received for chunks this lcore owns.
+        for (rte_ring* r : w.handoff_in) {
+            const uint16_t n = static_cast<uint16_t>(rte_ring_sc_dequeue_burst(
+                r, reinterpret_cast<void**>(pkts), ctx.burst_size, nullptr));
+            if (n != 0) {
+                received += n;
+                pipeline::process_burst(ctx, snap, pkts, n);
+            }
+        }
         rte_rcu_qsbr_quiescent(dataplane.qsbr, lcore);
 
         if (received != 0) {

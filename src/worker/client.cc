@@ -1,0 +1,336 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "worker/client.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "ina/protocol.h"
+
+namespace ina::worker {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string errno_text(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
+
+uint32_t parse_ipv4(const std::string& text, const char* what) {
+    in_addr a{};
+    if (inet_pton(AF_INET, text.c_str(), &a) != 1) {
+        throw Error(std::string("bad ") + what + " address '" + text + "'");
+    }
+    return a.s_addr;
+}
+
+constexpr size_t kBatch = 64;
+
+// Fault injection draws (xorshift64*): a uniform double in [0, 1).
+struct FaultRng {
+    uint64_t s;
+    double next() {
+        s ^= s >> 12;
+        s ^= s << 25;
+        s ^= s >> 27;
+        return static_cast<double>((s * 0x2545F4914F6CDD1Dull) >> 11) * 0x1.0p-53;
+    }
+};
+
+}  // namespace
+
+Client::Client(const ClientOptions& options) : opt_(options), next_seq_(options.first_seq) {
+    const auto pos = wire::bfr_id_to_si_bp(opt_.bfr_id, opt_.bsl_bits);
+    if (!pos) {
+        throw Error("bad BFR-id or BSL");
+    }
+    set_id_ = pos->si;
+    auto own = wire::BitString::from_bfr_ids(opt_.bsl_bits, set_id_, {&opt_.bfr_id, 1});
+    if (!own) {
+        throw Error("cannot build this worker's P-BM");
+    }
+    own_ = *own;
+    if (opt_.abm.bsl_bits() != opt_.bsl_bits || !own_.is_subset_of(opt_.abm)) {
+        throw Error("the A-BM must have the BSL and contain this worker's BFR-id");
+    }
+    if (opt_.chunk_elems == 0 || opt_.chunk_elems > 65535) {
+        throw Error("chunk elements must be 1..65535");
+    }
+    if (opt_.window == 0 || opt_.window > (1u << 20)) {
+        throw Error("window must be 1..2^20");
+    }
+    const size_t max_pkt = proto::kFixedHeaderBytes + opt_.abm.size_bytes() +
+                           opt_.chunk_elems * reduce::elem_size(opt_.elem_type);
+    if (max_pkt > 65507) {
+        throw Error("chunk too large for one UDP datagram");
+    }
+    root_addr_ = parse_ipv4(opt_.root, "root");
+    const uint32_t bind_addr = parse_ipv4(opt_.bind, "bind");
+
+    fd_ = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd_ < 0) {
+        throw Error(errno_text("socket"));
+    }
+    const int one = 1;
+    ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    int buf = opt_.socket_buffer_bytes;
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+    ::setsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+    // No fragmentation (docs/protocol.md): send with DF.
+    int pmtu = IP_PMTUDISC_DO;
+    ::setsockopt(fd_, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(opt_.port);
+    sa.sin_addr.s_addr = bind_addr;
+    if (::bind(fd_, reinterpret_cast<const sockaddr*>(&sa), sizeof sa) != 0) {
+        const std::string e = errno_text("bind");
+        ::close(fd_);
+        throw Error(e + " (" + opt_.bind + ":" + std::to_string(opt_.port) + ")");
+    }
+}
+
+Client::~Client() {
+    if (fd_ >= 0) {
+        ::close(fd_);
+    }
+}
+
+Stats Client::allreduce(std::span<const std::byte> input, std::span<std::byte> output) {
+    const size_t esize = reduce::elem_size(opt_.elem_type);
+    if (input.size() % esize != 0 || output.size() != input.size()) {
+        throw Error("input must be whole elements and output the same size");
+    }
+    const size_t n_elems = input.size() / esize;
+    const uint64_t n_chunks = (n_elems + opt_.chunk_elems - 1) / opt_.chunk_elems;
+    if (n_chunks > (1ull << 31)) {
+        throw Error("tensor too large for one sequence space");
+    }
+    const uint32_t first = next_seq_;
+    next_seq_ += static_cast<uint32_t>(n_chunks);
+    Stats st;
+    st.chunks = n_chunks;
+    if (n_chunks == 0) {
+        return st;
+    }
+    const uint32_t W = opt_.window;
+    const size_t bs_bytes = opt_.abm.size_bytes();
+    const size_t hdr_bytes = proto::kFixedHeaderBytes + bs_bytes;
+    const size_t max_pkt = hdr_bytes + opt_.chunk_elems * esize;
+
+    auto chunk_count = [&](uint64_t c) -> uint32_t {
+        const uint64_t begin = c * opt_.chunk_elems;
+        return static_cast<uint32_t>(std::min<uint64_t>(opt_.chunk_elems, n_elems - begin));
+    };
+
+    // Per window slot (chunk c lives at c % W): its packet, built on first send.
+    std::vector<uint8_t> txbuf(static_cast<size_t>(W) * max_pkt);
+    std::vector<Clock::time_point> sent_at(W);
+    std::vector<uint8_t> done(n_chunks, 0);
+    uint64_t base = 0;  // lowest chunk without its result
+    uint64_t next = 0;  // next chunk never sent
+
+    sockaddr_in dst{};
+    dst.sin_family = AF_INET;
+    dst.sin_port = htons(opt_.port);
+    dst.sin_addr.s_addr = root_addr_;
+
+    FaultRng rng{opt_.fault_seed * 0x9E3779B97F4A7C15ull + opt_.bfr_id + 1};
+    const bool faults = opt_.fault_tx_loss > 0 || opt_.fault_tx_duplicate > 0 ||
+                        opt_.fault_rx_loss > 0 || opt_.fault_reorder > 0;
+
+    std::vector<mmsghdr> tx_msgs(kBatch);
+    std::vector<iovec> tx_iov(kBatch);
+    size_t tx_n = 0;
+    auto flush = [&]() {
+        if (faults && opt_.fault_reorder > 0) {
+            for (size_t i = 0; i + 1 < tx_n; ++i) {
+                if (rng.next() < opt_.fault_reorder) {
+                    std::swap(tx_msgs[i], tx_msgs[i + 1]);
+                    ++st.injected_faults;
+                }
+            }
+        }
+        size_t off = 0;
+        while (off < tx_n) {
+            const int r = ::sendmmsg(fd_, tx_msgs.data() + off, static_cast<unsigned>(tx_n - off), 0);
+            if (r < 0) {
+                if (errno == EINTR || errno == ENOBUFS || errno == EAGAIN) {
+                    continue;
+                }
+                throw Error(errno_text("sendmmsg"));
+            }
+            off += static_cast<size_t>(r);
+        }
+        tx_n = 0;
+    };
+    auto queue = [&](uint64_t c, bool retransmit) {
+        uint8_t* p = txbuf.data() + (c % W) * max_pkt;
+        const uint32_t count = chunk_count(c);
+        if (!retransmit) {
+            proto::Header h;
+            h.type = proto::PacketType::data;
+            h.flags = 0;
+            h.op = static_cast<uint8_t>(opt_.op);
+            h.elem_type = static_cast<uint8_t>(opt_.elem_type);
+            h.bsl_code = *wire::bsl_code_from_bits(opt_.bsl_bits);
+            h.set_id = static_cast<uint8_t>(set_id_);
+            h.job_id = opt_.job_id;
+            h.seq = first + static_cast<uint32_t>(c);
+            h.elem_count = static_cast<uint16_t>(count);
+            proto::write_header(p, h, own_.data());
+            std::memcpy(p + hdr_bytes, input.data() + c * opt_.chunk_elems * esize, count * esize);
+        } else {
+            proto::set_flags(p, proto::kFlagRetransmit);
+            ++st.retransmits;
+        }
+        ++st.packets_sent;
+        sent_at[c % W] = Clock::now();
+        int copies = 1;
+        if (faults) {
+            if (rng.next() < opt_.fault_tx_loss) {
+                copies = 0;
+            } else if (rng.next() < opt_.fault_tx_duplicate) {
+                copies = 2;
+            }
+            st.injected_faults += copies != 1 ? 1 : 0;
+        }
+        for (int k = 0; k < copies; ++k) {
+            tx_iov[tx_n] = {p, hdr_bytes + count * esize};
+            mmsghdr& m = tx_msgs[tx_n];
+            m = mmsghdr{};
+            m.msg_hdr.msg_name = &dst;
+            m.msg_hdr.msg_namelen = sizeof dst;
+            m.msg_hdr.msg_iov = &tx_iov[tx_n];
+            m.msg_hdr.msg_iovlen = 1;
+            if (++tx_n == kBatch) {
+                flush();
+            }
+        }
+    };
+
+    const size_t rx_room = 65536;
+    std::vector<uint8_t> rxbuf(kBatch * rx_room);
+    std::vector<mmsghdr> rx_msgs(kBatch);
+    std::vector<iovec> rx_iov(kBatch);
+    auto handle = [&](const uint8_t* p, size_t len) {
+        if (faults && rng.next() < opt_.fault_rx_loss) {
+            ++st.injected_faults;
+            return;
+        }
+        const auto parsed = proto::parse(p, len);
+        if (!parsed.packet || parsed.packet->header.type != proto::PacketType::result ||
+            parsed.packet->header.job_id != opt_.job_id) {
+            ++st.ignored;
+            return;
+        }
+        const proto::Header& h = parsed.packet->header;
+        const int64_t c = static_cast<int32_t>(h.seq - first);
+        if (c < 0 || static_cast<uint64_t>(c) >= n_chunks || static_cast<uint64_t>(c) >= next) {
+            ++st.ignored;  // another tensor's chunk, or one never sent
+            return;
+        }
+        const auto chunk = static_cast<uint64_t>(c);
+        if (done[chunk] != 0) {
+            ++st.duplicate_results;
+            return;
+        }
+        if (h.op != static_cast<uint8_t>(opt_.op) ||
+            h.elem_type != static_cast<uint8_t>(opt_.elem_type) ||
+            h.bitstring_bytes() != bs_bytes || h.set_id != set_id_ ||
+            h.elem_count != chunk_count(chunk) ||
+            !wire::bits_equal(parsed.packet->bitstring, opt_.abm.data(), bs_bytes)) {
+            ++st.bad_results;
+            return;
+        }
+        std::memcpy(output.data() + chunk * opt_.chunk_elems * esize, parsed.packet->payload,
+                    h.payload_bytes());
+        done[chunk] = 1;
+        ++st.results;
+    };
+
+    const auto start = Clock::now();
+    const auto deadline = start + opt_.overall_timeout;
+    const auto rto = std::chrono::duration_cast<Clock::duration>(opt_.retransmit_timeout);
+    while (base < n_chunks) {
+        auto now = Clock::now();
+        if (now > deadline) {
+            throw Error("timed out after " + std::to_string(opt_.overall_timeout.count()) +
+                        " ms: " + std::to_string(st.results) + " of " + std::to_string(n_chunks) +
+                        " results (first missing chunk " + std::to_string(base) + ")");
+        }
+        // Retransmit overdue chunks, then fill the window.
+        auto wake = deadline;
+        for (uint64_t c = base; c < next; ++c) {
+            if (done[c] != 0) {
+                continue;
+            }
+            if (now - sent_at[c % W] >= rto) {
+                queue(c, true);
+            }
+            wake = std::min(wake, sent_at[c % W] + rto);
+        }
+        while (next < n_chunks && next < base + W) {
+            queue(next, false);
+            wake = std::min(wake, sent_at[next % W] + rto);
+            ++next;
+        }
+        flush();
+
+        now = Clock::now();
+        const auto wait = std::max(Clock::duration::zero(), wake - now);
+        const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(wait).count();
+        timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+        pollfd pfd{fd_, POLLIN, 0};
+        const int pr = ::ppoll(&pfd, 1, &ts, nullptr);
+        if (pr < 0 && errno != EINTR) {
+            throw Error(errno_text("ppoll"));
+        }
+        if (pr <= 0) {
+            continue;
+        }
+        // Drain everything queued.
+        for (;;) {
+            for (size_t i = 0; i < kBatch; ++i) {
+                rx_iov[i] = {rxbuf.data() + i * rx_room, rx_room};
+                rx_msgs[i] = mmsghdr{};
+                rx_msgs[i].msg_hdr.msg_iov = &rx_iov[i];
+                rx_msgs[i].msg_hdr.msg_iovlen = 1;
+            }
+            const int r = ::recvmmsg(fd_, rx_msgs.data(), kBatch, MSG_DONTWAIT, nullptr);
+            if (r < 0) {
+                if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+                    break;
+                }
+                throw Error(errno_text("recvmmsg"));
+            }
+            for (int i = 0; i < r; ++i) {
+                const auto& m = rx_msgs[static_cast<size_t>(i)];
+                if ((m.msg_hdr.msg_flags & MSG_TRUNC) != 0) {
+                    ++st.ignored;
+                    continue;
+                }
+                handle(rxbuf.data() + static_cast<size_t>(i) * rx_room, m.msg_len);
+            }
+            if (static_cast<size_t>(r) < kBatch) {
+                break;
+            }
+        }
+        while (base < n_chunks && done[base] != 0) {
+            ++base;
+        }
+    }
+    st.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    if (st.seconds > 0) {
+        st.goodput_gbit_per_s = static_cast<double>(input.size()) * 8.0 / st.seconds / 1e9;
+    }
+    return st;
+}
+
+}  // namespace ina::worker

@@ -1,0 +1,98 @@
+// SPDX-License-Identifier: Apache-2.0
+// An INA worker (docs/protocol.md): performs AllReduce of a tensor through a Virtual Aggregation
+// Tree over plain Linux UDP sockets (no DPDK). The tensor is cut into chunks of `chunk_elems`
+// elements; chunk i travels as a data packet with seq = first_seq + i and P-BM = this worker's
+// bit, and comes back as a result packet (P-BM = the job's full A-BM) on the INA port.
+//
+// Window (the switch's slot-reuse rule, src/ina/chunk_table.h): chunk seq is sent only once the
+// results of every chunk <= seq - window are here, i.e. the chunks in flight always lie in
+// [base, base + window) where base is the lowest chunk without its result. So `window` must be
+// <= the job's window on every switch of the tree.
+//
+// Reliability: a chunk whose result has not come within `retransmit_timeout` is sent again with
+// the retransmit flag, until its result arrives; duplicate results are ignored. Everything is
+// bounded by `overall_timeout`: allreduce() throws instead of hanging.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+
+#include "reduce/reduce.h"
+#include "wire/bitstring.h"
+
+namespace ina::worker {
+
+struct ClientOptions {
+    uint32_t job_id = 0;
+    wire::BfrId bfr_id = 1;
+    uint16_t bsl_bits = 64;
+    wire::BitString abm;          // the job's full A-BM: every result must carry exactly it
+    reduce::ElemType elem_type = reduce::ElemType::fp32;
+    reduce::Op op = reduce::Op::sum;
+    std::string root = "";         // IPv4 address data packets go to (the VAT root or first switch)
+    uint16_t port = 9470;          // INA UDP port: destination of data, and bound here for results
+    std::string bind = "0.0.0.0";  // local address to bind (port `port`)
+    uint32_t chunk_elems = 256;    // elements per packet, 1..65535
+    uint32_t window = 64;          // chunks in flight, >= 1
+    uint32_t first_seq = 0;        // seq of the first chunk of the first allreduce()
+    std::chrono::microseconds retransmit_timeout{20000};
+    std::chrono::milliseconds overall_timeout{60000};
+    int socket_buffer_bytes = 8 << 20;
+    // Fault injection for tests (where netem is unavailable): probabilities in [0, 1] that a
+    // data packet is not sent, is sent twice, that a received result is dropped, and that a
+    // batch of sends is reordered (adjacent pairs swapped). Seeded by fault_seed.
+    double fault_tx_loss = 0;
+    double fault_tx_duplicate = 0;
+    double fault_rx_loss = 0;
+    double fault_reorder = 0;
+    uint64_t fault_seed = 1;
+};
+
+struct Stats {
+    uint64_t chunks = 0;            // chunks of the tensor
+    uint64_t packets_sent = 0;      // data packets, first sends and retransmissions
+    uint64_t retransmits = 0;       // data packets sent with the retransmit flag
+    uint64_t results = 0;           // results stored (one per chunk)
+    uint64_t duplicate_results = 0; // results for chunks already done (ignored)
+    uint64_t ignored = 0;           // datagrams that are not results of this job's window
+    uint64_t bad_results = 0;       // results of this job and window with a wrong P-BM, count,
+                                    // op or element type (ignored)
+    uint64_t injected_faults = 0;   // packets dropped, duplicated or reordered by fault injection
+    double seconds = 0;             // first send to last result
+    double goodput_gbit_per_s = 0;  // tensor bits / seconds
+};
+
+class Error : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+class Client {
+public:
+    // Validates the options and binds the UDP socket. Throws Error.
+    explicit Client(const ClientOptions& options);
+    ~Client();
+    Client(const Client&) = delete;
+    Client& operator=(const Client&) = delete;
+
+    // One AllReduce: `input` holds n elements of elem_type (little-endian wire format), the
+    // result goes to `output` (same size; may be the same buffer). The next call continues the
+    // job's sequence space after this one's chunks. Throws Error on a timeout or socket error.
+    Stats allreduce(std::span<const std::byte> input, std::span<std::byte> output);
+
+    const ClientOptions& options() const { return opt_; }
+
+private:
+    ClientOptions opt_;
+    int fd_ = -1;
+    uint32_t next_seq_ = 0;
+    uint32_t root_addr_ = 0;  // network byte order
+    wire::BitString own_;     // this worker's bit
+    uint16_t set_id_ = 0;
+};
+
+}  // namespace ina::worker

@@ -1,0 +1,186 @@
+// SPDX-License-Identifier: Apache-2.0
+// ina_input inside process_burst: absorb and complete into one partial result routed to the
+// parent, and chunk steering between two lcores over an SPSC hand-off ring.
+#include "pipeline/ina_input.h"
+
+#include <rte_ip.h>
+#include <rte_udp.h>
+
+#include <cstring>
+
+#include "ina/chunk_table.h"
+#include "ina/protocol.h"
+#include "net/checksum.h"
+#include "pipeline/pipeline.h"
+#include "stage_util.h"
+
+namespace ina::test {
+namespace {
+
+constexpr uint32_t kJob = 7;
+constexpr uint16_t kInaPort = 9470;
+
+const std::string kInaYaml = std::string(kStageYaml) + R"(ina:
+  jobs:
+    - job_id: 7
+      role: aggregator
+      bsl: 64
+      abm: "1-2"
+      op: sum
+      elem_type: int32
+      max_elements: 16
+      window: 8
+      root: 10.0.2.2
+)";
+
+ina::JobParams job_params() {
+    ina::JobParams p;
+    p.job_id = kJob;
+    const uint16_t ids[] = {1, 2};
+    p.abm = *wire::BitString::from_bfr_ids(64, 0, ids);
+    p.op = reduce::Op::sum;
+    p.elem_type = reduce::ElemType::int32;
+    p.max_elems = 16;
+    p.window = 8;
+    p.role = ina::Role::aggregator;
+    p.idle_timeout = ~uint64_t{0} / 4;
+    return p;
+}
+
+class InaInput : public StageTest {
+protected:
+    void SetUp() override {
+        StageTest::SetUp();
+        build(kInaYaml);
+        table = std::make_unique<ina::ChunkTable>(job_params());
+        ctx->ina[0] = {kJob, table.get()};
+        ctx->n_ina = 1;
+        ctx->pool = pool;
+    }
+    void TearDown() override {
+        if (handoff != nullptr) {
+            rte_mbuf* m = nullptr;
+            while (rte_ring_sc_dequeue(handoff, reinterpret_cast<void**>(&m)) == 0) {
+                rte_pktmbuf_free(m);
+            }
+            rte_ring_free(handoff);
+        }
+        StageTest::TearDown();
+    }
+
+    // A worker's contribution from 10.0.1.9 on r0 toward the root 10.0.2.2.
+    rte_mbuf* contribution(uint16_t bfr_id, uint32_t seq, const std::vector<int32_t>& values) {
+        proto::Header h;
+        h.type = proto::PacketType::data;
+        h.op = 0;
+        h.elem_type = 0;
+        h.bsl_code = 1;
+        h.job_id = kJob;
+        h.seq = seq;
+        h.elem_count = static_cast<uint16_t>(values.size());
+        const uint16_t ids[] = {bfr_id};
+        const auto bs = *wire::BitString::from_bfr_ids(64, 0, ids);
+        Bytes ina(h.total_bytes());
+        const size_t at = proto::write_header(ina.data(), h, bs.data());
+        std::memcpy(ina.data() + at, values.data(), values.size() * 4);
+        const uint32_t src = ip4("10.0.1.9"), dst = ip4("10.0.2.2");
+        return mbuf(eth_frame(port_mac(kR0), kHostA, RTE_ETHER_TYPE_IPV4,
+                              ipv4_packet(src, dst, IPPROTO_UDP,
+                                          udp_datagram(src, dst, 40001, kInaPort, ina))),
+                    kR0);
+    }
+
+    void run(std::vector<rte_mbuf*> in) {
+        pipeline::process_burst(*ctx, *snap, in.data(), static_cast<uint16_t>(in.size()));
+    }
+
+    std::unique_ptr<ina::ChunkTable> table;
+    rte_ring* handoff = nullptr;
+};
+
+TEST_F(InaInput, TwoContributionsBecomeOnePartialToTheParent) {
+    run({contribution(1, 0, {1, 2, -3}), contribution(1, 0, {1, 2, -3}),
+         contribution(2, 0, {10, 20, 30})});
+    EXPECT_EQ(ctx->counters.ina_absorbed, 2u);
+    EXPECT_EQ(ctx->counters.ina_partials_sent, 1u);
+    EXPECT_EQ(drops(dp::DropReason::ina_duplicate), 1u);
+    auto out = take_tx(kR1);
+    ASSERT_EQ(out.size(), 1u);
+    const Bytes f = bytes_of(out[0]);
+    free_mbufs(out);
+    const auto* ip = reinterpret_cast<const rte_ipv4_hdr*>(f.data() + 14);
+    EXPECT_EQ(rte_be_to_cpu_32(ip->src_addr), ip4("10.0.2.1"));  // r1's address
+    EXPECT_EQ(rte_be_to_cpu_32(ip->dst_addr), ip4("10.0.2.2"));
+    EXPECT_EQ(ip->time_to_live, 63);  // emitted with 64, then routed
+    EXPECT_EQ(net::ones_complement_sum(ip, 20), 0xffff) << "IPv4 header checksum";
+    const auto* udp = reinterpret_cast<const rte_udp_hdr*>(ip + 1);
+    EXPECT_EQ(rte_be_to_cpu_16(udp->dst_port), kInaPort);
+    const auto parsed = proto::parse(f.data() + 42, f.size() - 42);
+    ASSERT_TRUE(parsed.packet.has_value()) << proto::to_string(parsed.error);
+    EXPECT_EQ(parsed.packet->header.type, proto::PacketType::data);
+    EXPECT_EQ(parsed.packet->bitstring[7], 0x03) << "P-BM = A-BM = {1, 2}";
+    int32_t sum[3];
+    std::memcpy(sum, parsed.packet->payload, sizeof sum);
+    EXPECT_EQ(sum[0], 11);
+    EXPECT_EQ(sum[1], 22);
+    EXPECT_EQ(sum[2], 27);
+}
+
+TEST_F(InaInput, ChunksOwnedByAnotherLcoreAreHandedOverAndAggregatedThere) {
+    handoff = rte_ring_create("ina_ho_test", 64, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+    ASSERT_NE(handoff, nullptr);
+    ctx->n_workers = 2;
+    ctx->worker_index = 0;
+    ctx->handoff[1] = handoff;
+    // Chunk 1 belongs to worker 1 (1 mod 2), chunk 2 to this one.
+    run({contribution(1, 1, {5}), contribution(1, 2, {7}), contribution(2, 1, {6})});
+    EXPECT_EQ(ctx->counters.ina_handed_off, 2u);
+    EXPECT_EQ(ctx->counters.ina_absorbed, 1u);
+    EXPECT_EQ(table->state_of(1), ina::ChunkTable::State::empty) << "not this lcore's chunk";
+    EXPECT_EQ(table->state_of(2), ina::ChunkTable::State::aggregating);
+    ASSERT_EQ(rte_ring_count(handoff), 2u);
+
+    // The owner: its own context and table, fed from the ring as the worker loop does.
+    auto other_table = std::make_unique<ina::ChunkTable>(job_params());
+    auto other = std::make_unique<pipeline::LcoreContext>();
+    other->burst_size = 32;
+    other->tsc_hz = ctx->tsc_hz;
+    other->now_tsc = ctx->now_tsc;
+    other->worker_index = 1;
+    other->n_workers = 2;
+    other->ina[0] = {kJob, other_table.get()};
+    other->n_ina = 1;
+    other->pool = pool;
+    rte_mbuf* pkts[8];
+    const unsigned n = rte_ring_sc_dequeue_burst(handoff, reinterpret_cast<void**>(pkts), 8, nullptr);
+    ASSERT_EQ(n, 2u);
+    pipeline::process_burst(*other, *snap, pkts, static_cast<uint16_t>(n));
+    EXPECT_EQ(other->counters.ina_handed_off, 0u);
+    EXPECT_EQ(other->counters.ina_partials_sent, 1u);
+    EXPECT_EQ(other_table->state_of(1), ina::ChunkTable::State::complete);
+    auto& buf = other->tx[kR1];
+    ASSERT_EQ(buf.count, 1u);
+    const Bytes f = bytes_of(buf.pkts[0]);
+    rte_pktmbuf_free_bulk(buf.pkts.data(), buf.count);
+    buf.count = 0;
+    int32_t sum = 0;
+    std::memcpy(&sum, f.data() + 42 + 24 + 8, 4);
+    EXPECT_EQ(sum, 11);
+}
+
+TEST_F(InaInput, OtherUdpAndUnknownJobsAreRoutedUntouched) {
+    const uint32_t src = ip4("10.0.1.9"), dst = ip4("10.0.2.2");
+    Bytes plain = eth_frame(port_mac(kR0), kHostA, RTE_ETHER_TYPE_IPV4,
+                            ipv4_packet(src, dst, IPPROTO_UDP,
+                                        udp_datagram(src, dst, 1, 9471, payload_of(40))));
+    table.reset();
+    ctx->n_ina = 0;  // job in the snapshot, table not (yet) attached on this lcore
+    run({mbuf(plain, kR0), contribution(1, 0, {1})});
+    EXPECT_EQ(ctx->counters.ina_packets, 1u);
+    EXPECT_EQ(ctx->counters.ina_unknown_job, 1u);
+    EXPECT_EQ(ctx->counters.routed, 2u);
+    free_mbufs(take_tx(kR1));
+}
+
+}  // namespace
+}  // namespace ina::test
