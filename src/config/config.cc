@@ -364,19 +364,33 @@ void read_neighbour(Reader& r, const YAML::Node& n, NeighbourConfig& nb) {
                [&](const YAML::Node& v) { r.string_value(v, "a port name", nb.port); });
 }
 
-template <typename E, size_t N>
-std::optional<E> parse_enum(const std::string& text, const std::array<std::string_view, N>& names) {
-    for (size_t i = 0; i < N; ++i) {
-        if (names[i] == text) {
-            return static_cast<E>(i);
-        }
-    }
-    return std::nullopt;
-}
-
+constexpr std::array<std::string_view, 2> kRoleNames = {"aggregator", "root"};  // InaRole
+constexpr std::array<std::string_view, 2> kRejectNames = {"forward", "drop"};   // RejectAction
 constexpr std::array<std::string_view, 4> kOpNames = {"sum", "prod", "min", "max"};
 constexpr std::array<std::string_view, 6> kElemTypeNames = {"int32", "fp32",  "fp16",
                                                             "bf16",  "int64", "fp64"};
+
+// Reads one of `names` into `out` (its index, as the enum's value); the error lists them all.
+template <typename E, size_t N>
+void enum_value(Reader& r, const YAML::Node& v, const std::string& what,
+                const std::array<std::string_view, N>& names, E& out) {
+    std::string s;
+    if (!r.string_value(v, what, s)) {
+        return;
+    }
+    for (size_t i = 0; i < N; ++i) {
+        if (names[i] == s) {
+            out = static_cast<E>(i);
+            return;
+        }
+    }
+    std::string expected;
+    for (size_t i = 0; i < N; ++i) {
+        expected += i == 0 ? "" : (i + 1 == N ? " or " : ", ");
+        expected += names[i];
+    }
+    r.error(v, "expected " + what + ": " + expected + ", got '" + s + "'");
+}
 
 void read_ina_job(Reader& r, const YAML::Node& n, InaJobConfig& j) {
     j.mark = mark_of(n);
@@ -390,18 +404,8 @@ void read_ina_job(Reader& r, const YAML::Node& n, InaJobConfig& j) {
                  "an INA job");
     r.required(n, "job_id", "an INA job",
                [&](const YAML::Node& v) { r.uint_value(v, "job_id", j.job_id, 0, 0xFFFFFFFFu); });
-    r.required(n, "role", "an INA job", [&](const YAML::Node& v) {
-        std::string s;
-        if (r.string_value(v, "role", s)) {
-            if (s == "aggregator") {
-                j.role = InaRole::aggregator;
-            } else if (s == "root") {
-                j.role = InaRole::root;
-            } else {
-                r.error(v, "expected role: aggregator or root, got '" + s + "'");
-            }
-        }
-    });
+    r.required(n, "role", "an INA job",
+               [&](const YAML::Node& v) { enum_value(r, v, "role", kRoleNames, j.role); });
     r.optional(n, "bsl", [&](const YAML::Node& v) {
         if (r.uint_value(v, "bsl (bits)", j.bsl_bits, 64, 4096) &&
             !wire::is_valid_bsl_bits(j.bsl_bits)) {
@@ -431,28 +435,10 @@ void read_ina_job(Reader& r, const YAML::Node& n, InaJobConfig& j) {
                            std::to_string(first) + " to " + std::to_string(last));
         }
     });
-    r.required(n, "op", "an INA job", [&](const YAML::Node& v) {
-        std::string s;
-        if (r.string_value(v, "op", s)) {
-            auto op = parse_enum<uint8_t>(s, kOpNames);
-            if (!op) {
-                r.error(v, "expected op: sum, prod, min or max, got '" + s + "'");
-            } else {
-                j.op = *op;
-            }
-        }
-    });
+    r.required(n, "op", "an INA job",
+               [&](const YAML::Node& v) { enum_value(r, v, "op", kOpNames, j.op); });
     r.required(n, "elem_type", "an INA job", [&](const YAML::Node& v) {
-        std::string s;
-        if (r.string_value(v, "elem_type", s)) {
-            auto t = parse_enum<uint8_t>(s, kElemTypeNames);
-            if (!t) {
-                r.error(v, "expected elem_type: int32, fp32, fp16, bf16, int64 or fp64, got '" +
-                               s + "'");
-            } else {
-                j.elem_type = *t;
-            }
-        }
+        enum_value(r, v, "elem_type", kElemTypeNames, j.elem_type);
     });
     r.optional(n, "max_elements", [&](const YAML::Node& v) {
         r.uint_value(v, "max_elements", j.max_elements, 1, 65535);
@@ -531,16 +517,7 @@ void read_ina_job(Reader& r, const YAML::Node& n, InaJobConfig& j) {
         });
     });
     r.optional(n, "on_reject", [&](const YAML::Node& v) {
-        std::string s;
-        if (r.string_value(v, "on_reject", s)) {
-            if (s == "forward") {
-                j.on_reject = RejectAction::forward;
-            } else if (s == "drop") {
-                j.on_reject = RejectAction::drop;
-            } else {
-                r.error(v, "expected on_reject: forward or drop, got '" + s + "'");
-            }
-        }
+        enum_value(r, v, "on_reject", kRejectNames, j.on_reject);
     });
 }
 
