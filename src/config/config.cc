@@ -907,6 +907,22 @@ LoadResult load_file(const std::string& path) {
     return load_string(buf.str(), path);
 }
 
+JobParseResult parse_ina_job(const std::string& text, const std::string& source_name) {
+    JobParseResult result;
+    try {
+        const YAML::Node node = YAML::Load(text);
+        InaJobConfig job;
+        Reader r(source_name, result.errors);
+        read_ina_job(r, node, job);
+        if (result.errors.empty()) {
+            result.job = std::move(job);
+        }
+    } catch (const YAML::Exception& e) {
+        result.errors = parse_failure(e, source_name).errors;
+    }
+    return result;
+}
+
 std::vector<Error> validate(const Config& cfg) {
     std::vector<Error> errors;
     Reader r(cfg.source.empty() ? "api" : cfg.source, errors);

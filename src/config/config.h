@@ -164,6 +164,14 @@ struct LoadResult {
 LoadResult load_file(const std::string& path);
 LoadResult load_string(const std::string& yaml, const std::string& source_name);
 
+// Parses one INA job (a YAML or JSON mapping with the keys of an `ina.jobs` entry), e.g. the
+// body of POST /api/v1/jobs. Errors name `source_name`.
+struct JobParseResult {
+    std::optional<InaJobConfig> job;
+    std::vector<Error> errors;
+};
+JobParseResult parse_ina_job(const std::string& text, const std::string& source_name);
+
 // Cross-reference checks (names resolve, queues polled once, subnets distinct) for a Config
 // assembled in code, e.g. by the control API. Marks in the errors are those the values carry.
 std::vector<Error> validate(const Config& cfg);

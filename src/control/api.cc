@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <charconv>
+
 #include "metrics/metrics.h"
 
 namespace ina::control {
@@ -12,6 +14,48 @@ namespace ina::control {
 namespace {
 
 using nlohmann::json;
+
+json ina_jobs_json(const config::Config& c) {
+    static const char* const kOps[] = {"sum", "prod", "min", "max"};
+    static const char* const kTypes[] = {"int32", "fp32", "fp16", "bf16", "int64", "fp64"};
+    json jobs = json::array();
+    for (const auto& j : c.ina.jobs) {
+        std::string abm;
+        for (uint16_t id : j.abm) {
+            abm += (abm.empty() ? "" : ",") + std::to_string(id);
+        }
+        json workers = json::array();
+        for (const auto& w : j.workers) {
+            workers.push_back({{"bfr_id", w.bfr_id}, {"ip", w.ip.str()}});
+        }
+        json sources = json::array();
+        for (const auto& p : j.ingress_sources) {
+            sources.push_back(p.str());
+        }
+        json job = {{"job_id", j.job_id},
+                    {"role", j.role == config::InaRole::root ? "root" : "aggregator"},
+                    {"bsl", j.bsl_bits},
+                    {"set_id", j.set_id},
+                    {"abm", abm},
+                    {"op", kOps[j.op & 3]},
+                    {"elem_type", kTypes[j.elem_type % 6]},
+                    {"max_elements", j.max_elements},
+                    {"window", j.window},
+                    {"slot_timeout_ms", j.slot_timeout_ms},
+                    {"root", j.root.str()},
+                    {"workers", workers},
+                    {"ingress", {{"ports", j.ingress_ports}, {"sources", sources}}},
+                    {"on_reject", j.on_reject == config::RejectAction::drop ? "drop" : "forward"}};
+        if (j.parent) {
+            job["parent"] = j.parent->str();
+        }
+        if (j.source) {
+            job["source"] = j.source->str();
+        }
+        jobs.push_back(job);
+    }
+    return jobs;
+}
 
 json to_json(const config::Config& c) {
     json ports = json::array();
@@ -76,6 +120,7 @@ json to_json(const config::Config& c) {
              {{"neighbour_timeout_s", c.arp.neighbour_timeout_s},
               {"request_interval_ms", c.arp.request_interval_ms},
               {"max_neighbours", c.arp.max_neighbours}}},
+            {"ina", {{"udp_port", c.ina.udp_port}, {"jobs", ina_jobs_json(c)}}},
             {"control", {{"listen", c.control.listen}}}};
 }
 
@@ -240,6 +285,58 @@ bool ApiServer::start(const std::string& listen, std::string& error) {
         }
         auto r = control_.remove_neighbour(*ip);
         if (!r.ok && !r.errors.empty() && r.errors[0].rfind("no static", 0) == 0) {
+            reply(res, 404, {{"ok", false}, {"errors", r.errors}});
+            return;
+        }
+        reply_result(res, r);
+    });
+    s.Get("/api/v1/jobs", [this](const httplib::Request&, httplib::Response& res) {
+        static const char* const kVerdicts[] = {
+            "not_mine", "outside_abm", "bad_length", "count_mismatch", "absorbed", "completed",
+            "duplicate", "overlap", "resend_result", "stale", "fallback", "no_slot"};
+        const json cfg = to_json(control_.running_config());
+        const Stats st = control_.stats();
+        json out = json::array();
+        for (const auto& j : cfg["ina"]["jobs"]) {
+            json entry = j;
+            for (const auto& js : st.jobs) {
+                if (js.job_id == j["job_id"].get<uint32_t>()) {
+                    json verdicts = json::object();
+                    for (size_t v = 0; v < js.verdicts.size(); ++v) {
+                        verdicts[kVerdicts[v]] = js.verdicts[v];
+                    }
+                    entry["stats"] = {{"contributions", verdicts},
+                                      {"slots_in_use", js.slots_in_use},
+                                      {"slots", js.capacity},
+                                      {"slot_timeouts", js.slot_timeouts}};
+                }
+            }
+            out.push_back(entry);
+        }
+        reply(res, 200, out);
+    });
+    s.Post("/api/v1/jobs", [this](const httplib::Request& req, httplib::Response& res) {
+        auto parsed = config::parse_ina_job(req.body, "api");
+        if (!parsed.job) {
+            std::vector<std::string> errors;
+            for (const auto& e : parsed.errors) {
+                errors.push_back(e.str());
+            }
+            reply(res, 422, {{"ok", false}, {"errors", errors}});
+            return;
+        }
+        reply_result(res, control_.add_job(*parsed.job));
+    });
+    s.Delete("/api/v1/jobs", [this](const httplib::Request& req, httplib::Response& res) {
+        const std::string id = req.get_param_value("job_id");
+        uint32_t job_id = 0;
+        auto [ptr, ec] = std::from_chars(id.data(), id.data() + id.size(), job_id);
+        if (id.empty() || ec != std::errc{} || ptr != id.data() + id.size()) {
+            bad_request(res, "expected ?job_id=N");
+            return;
+        }
+        auto r = control_.remove_job(job_id);
+        if (!r.ok && !r.errors.empty() && r.errors[0].rfind("no job", 0) == 0) {
             reply(res, 404, {{"ok", false}, {"errors", r.errors}});
             return;
         }

@@ -513,6 +513,26 @@ ApplyResult ControlPlane::remove_route(const net::Ipv4Prefix& prefix) {
     return apply_locked(std::move(next));
 }
 
+ApplyResult ControlPlane::add_job(const config::InaJobConfig& job) {
+    std::lock_guard lock(mu_);
+    config::Config next = running_;
+    next.ina.jobs.push_back(job);
+    return apply_locked(std::move(next));
+}
+
+ApplyResult ControlPlane::remove_job(uint32_t job_id) {
+    std::lock_guard lock(mu_);
+    config::Config next = running_;
+    auto& jobs = next.ina.jobs;
+    auto it = std::remove_if(jobs.begin(), jobs.end(),
+                             [&](const auto& j) { return j.job_id == job_id; });
+    if (it == jobs.end()) {
+        return failure({"no job " + std::to_string(job_id)});
+    }
+    jobs.erase(it, jobs.end());
+    return apply_locked(std::move(next));
+}
+
 ApplyResult ControlPlane::add_neighbour(const config::NeighbourConfig& neighbour) {
     std::lock_guard lock(mu_);
     config::Config next = running_;

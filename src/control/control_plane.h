@@ -119,6 +119,8 @@ public:
     ApplyResult add_route(const config::RouteConfig& route);
     ApplyResult remove_route(const net::Ipv4Prefix& prefix);
     ApplyResult add_neighbour(const config::NeighbourConfig& neighbour);
+    ApplyResult add_job(const config::InaJobConfig& job);
+    ApplyResult remove_job(uint32_t job_id);
     ApplyResult remove_neighbour(net::Ipv4Addr ip);
 
     config::Config running_config() const;

@@ -53,9 +53,29 @@ def test(exe: str) -> None:
         m = put([job(6, "3-4")], 422, mempool={"mbufs": 4095})
         check(tb.api_json("GET", "/api/v1/config") == before, "a restart-only change is refused")
 
+        # The jobs resource: add, list with per-job counters, refuse a bad one, remove.
+        status, text = tb.http("POST", "/api/v1/jobs", job(8, "1-4"))
+        check(status == 200, f"POST /api/v1/jobs: HTTP {status} {text.strip()}")
+        jobs = tb.api_json("GET", "/api/v1/jobs")
+        ids = sorted(j["job_id"] for j in jobs)
+        check(ids == [6, 8], f"GET /api/v1/jobs lists jobs 6 and 8 ({ids})")
+        j8 = next(j for j in jobs if j["job_id"] == 8)
+        check(j8["abm"] == "1,2,3,4" and j8["stats"]["slots"] == 128 and
+              j8["stats"]["contributions"]["completed"] == 0,
+              f"job 8 with its config and counters ({j8})")
+        status, text = tb.http("POST", "/api/v1/jobs", job(8, "1-4"))
+        check(status == 422 and "duplicate INA job_id 8" in text, f"a second job 8 is refused ({status})")
+        status, text = tb.http("POST", "/api/v1/jobs", {"job_id": 9, "role": "leaf"})
+        check(status == 422 and "api:" in text, f"a malformed job names where ({status} {text.strip()})")
+        status, _ = tb.http("DELETE", "/api/v1/jobs?job_id=8")
+        check(status == 200, "DELETE /api/v1/jobs?job_id=8")
+        status, _ = tb.http("DELETE", "/api/v1/jobs?job_id=8")
+        check(status == 404, "deleting it again: 404")
+        check(sorted(j["job_id"] for j in tb.api_json("GET", "/api/v1/jobs")) == [6], "job 6 left")
+
         m = put([], 200)
         check(slots(m, 6) is None, "every job removed")
-        check(m.get("inaswitch_config_generation") >= g0 + 4, "one generation per applied change")
+        check(m.get("inaswitch_config_generation") >= g0 + 6, "one generation per applied change")
         _, received = h1.ping(h2.ip, count=5, interval=0.05)
         check(received == 5, f"traffic still flows ({received}/5)")
         check(tb.alive(), "switch still running")
