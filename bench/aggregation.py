@@ -45,7 +45,7 @@ def testpmd_io(pcap, seconds):
     cmd = ["dpdk-testpmd", "-l", "0-1", "--no-pci", "--no-huge", "-m", "512",
            "--file-prefix", "agg-tp-%d" % os.getpid(), "--log-level", "*:error",
            "--vdev", "net_pcap0,rx_pcap=%s,infinite_rx=1,tx_pcap=/dev/null" % pcap,
-           "--vdev", "net_null0,no-rx=1", "--", "--total-num-mbufs=16384",
+           "--vdev", "net_null0,no-rx=1", "--", "--total-num-mbufs=16384", "--mbuf-size=9216",
            "--forward-mode=io", "--stats-period", "1", "--auto-start", "--no-flush-rx"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             stdin=subprocess.DEVNULL)
