@@ -108,8 +108,9 @@ struct Emitter {
     }
 
     // Root: the result to every worker, or (a retransmission) to the one that asked.
+    // `resend`: a re-send of a complete chunk (counted apart from first results).
     void result(rte_mbuf* m, const dp::InaJobView& job, const ina::ChunkTable& table,
-                const proto::Header& in, uint32_t requester) {
+                const proto::Header& in, uint32_t requester, bool resend = false) {
         proto::Header h = in;
         h.type = proto::PacketType::result;
         h.flags = table.result_flags(in.seq);
@@ -125,7 +126,7 @@ struct Emitter {
             out.push(InaEdge::route, m);
             return;
         }
-        ++ctx.counters.ina_results_sent;
+        ++(resend ? ctx.counters.ina_resent : ctx.counters.ina_results_sent);
         out.push(InaEdge::route, m);
         // One full copy per further worker until BIER replication replaces unicast fan-out.
         for (uint16_t w = 1; w < job.n_workers; ++w) {
@@ -136,7 +137,7 @@ struct Emitter {
             }
             copy->port = m->port;
             retarget(copy, job.worker_ip[w]);
-            ++ctx.counters.ina_results_sent;
+            ++(resend ? ctx.counters.ina_resent : ctx.counters.ina_results_sent);
             out.push(InaEdge::route, copy);
         }
     }
@@ -285,7 +286,12 @@ uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
             break;
         case ina::Verdict::resend_result:
             if (job->is_root) {
-                emit.result(m, *job, *table, h, src);
+                // One bit: a worker asking again, answer it. Several: a child switch re-sending
+                // its partial for a worker that lost the result; the answer must reach the
+                // workers, not the switch, so all of them get it again.
+                const bool from_worker =
+                    wire::bits_popcount(parsed.packet->bitstring, h.bitstring_bytes()) == 1;
+                emit.result(m, *job, *table, h, from_worker ? src : 0, true);
             } else {
                 emit.partial(m, *job, *table, h, true);
             }

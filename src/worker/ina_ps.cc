@@ -257,9 +257,19 @@ int main(int argc, char** argv) {
                 }
             } else if (v == Verdict::resend_result) {
                 const size_t len = build_result(h);
-                sockaddr_in to = from;
-                to.sin_port = htons(port);
-                c.resent += send_to(to, len) ? 1 : 0;
+                // A single-bit P-BM is a worker asking again: answer it. A multi-bit P-BM is a
+                // switch re-sending its partial for a worker that lost the result; the switch
+                // cannot use the answer, so every worker gets the result again (workers ignore
+                // results they already have).
+                if (wire::bits_popcount(parsed.packet->bitstring, h.bitstring_bytes()) == 1) {
+                    sockaddr_in to = from;
+                    to.sin_port = htons(port);
+                    c.resent += send_to(to, len) ? 1 : 0;
+                } else {
+                    for (const auto& w : workers) {
+                        c.resent += send_to(w, len) ? 1 : 0;
+                    }
+                }
             }
         }
     }

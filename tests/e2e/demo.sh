@@ -7,7 +7,11 @@
 #                                     [  inaswitch   ]     (l2_group lab)
 #   h2 10.0.2.2/24 -- p1 10.0.2.1/24 /                  \ l1 ------------ -- h4 10.0.3.12/24
 #
+# Then an AllReduce through the switch: ina-worker in h1 and h2 (BFR-ids 1, 2 of INA job 1, the
+# switch its root), 256 Ki int32 elements each, verified against a local reference.
+#
 # Usage: tests/e2e/demo.sh [PATH/TO/inaswitch]   (default: build/src/app/inaswitch)
+# ina-worker: next to the switch's build dir (build/src/worker/ina-worker), or $INA_WORKER.
 # Needs root, iproute2, ethtool, iputils-ping, iperf3, curl (.ci/setup installs them).
 # Builds nothing. Removes everything it created on exit. Exits non-zero if traffic failed.
 set -euo pipefail
@@ -15,6 +19,8 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 exe=${1:-$repo/build/src/app/inaswitch}
 [ -x "$exe" ] || { echo "demo: no switch binary at $exe (build it: meson setup build && ninja -C build)" >&2; exit 2; }
+worker=${INA_WORKER:-$(cd "$(dirname "$exe")/.." && pwd)/worker/ina-worker}
+[ -x "$worker" ] || { echo "demo: no ina-worker at $worker (build it, or set INA_WORKER)" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || { echo "demo: needs root (network namespaces)" >&2; exit 2; }
 
 tag=$$
@@ -24,6 +30,7 @@ api_port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0
 api="http://127.0.0.1:$api_port"
 switch_pid=
 namespaces=()
+ina_pids=()
 failed=0
 
 say() { printf '\n== %s\n' "$*"; }
@@ -31,6 +38,7 @@ fail() { echo "demo: FAILED: $*" >&2; failed=1; }
 
 cleanup() {
   set +e
+  for pid in "${ina_pids[@]}"; do kill -TERM "$pid" 2>/dev/null; done
   if [ -n "$switch_pid" ] && kill -0 "$switch_pid" 2>/dev/null; then
     kill -TERM "$switch_pid"
     for _ in $(seq 100); do kill -0 "$switch_pid" 2>/dev/null || break; sleep 0.1; done
@@ -96,6 +104,12 @@ dataplane:
   idle_sleep_us: 20        # back off when idle: this demo shares its cores with the hosts
 control:
   listen: "127.0.0.1:$api_port"
+ina:
+  jobs:
+    # AllReduce job 1: the switch is the root; h1 and h2 are its workers (BFR-ids 1 and 2).
+    - {job_id: 1, role: root, bsl: 64, abm: "1-2", op: sum, elem_type: int32,
+       max_elements: 256, window: 64, slot_timeout_ms: 1000, root: 10.0.1.1,
+       workers: [{bfr_id: 1, ip: 10.0.1.2}, {bfr_id: 2, ip: 10.0.2.2}]}
 EOF
 "$exe" --check-config "$work/demo.yaml"
 
@@ -134,6 +148,25 @@ say "iperf3 TCP h1 -> h2, 2 s"
 iperf
 say "iperf3 UDP h1 -> h2 at 50 Mbit/s, 2 s"
 iperf -u -b 50M
+
+say "AllReduce: ina-worker in h1 and h2, 256 Ki int32 elements each, summed by the switch (job 1)"
+ina_pids=()
+for b in 1 2; do
+  in_ns "h$b" timeout 40 "$worker" --job 1 --bfr-id "$b" --abm 1-2 --root 10.0.1.1 \
+    --bind "10.0.$b.2" --type int32 --op sum --elements 262144 --chunk 256 --window 64 \
+    --seed 7 --timeout-ms 20000 >"$work/worker$b.json" 2>"$work/worker$b.err" &
+  ina_pids+=($!)
+done
+for b in 1 2; do
+  if wait "${ina_pids[$((b - 1))]}"; then
+    cat "$work/worker$b.json"
+  else
+    cat "$work/worker$b.json" "$work/worker$b.err" >&2
+    fail "ina-worker $b"
+  fi
+done
+say "switch INA metrics (inaswitch_ina_*)"
+curl -sf "$api/metrics" | grep '^inaswitch_ina_' || fail "no INA metrics"
 
 say "switch metrics: non-zero counters and gauges"
 curl -sf "$api/metrics" | grep -v '^#' | awk '$NF != 0' | grep -v -E 'lcore_|build_info|uptime' || true

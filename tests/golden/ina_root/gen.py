@@ -2,7 +2,8 @@
 """ina_root: the switch as the VAT root (draft-song-ina-00 allows a switch or a server).
 Chunk 0 (fp32) completes when w1 and w2 have contributed: one result per worker, unicast, with
 P-BM = A-BM and the element-wise sum. w1 retransmits chunk 0 after completion: the result goes
-to w1 alone. A contribution from outside the job's ingress prefix and one from another port are
+to w1 alone; a child switch's re-sent partial (multi-bit P-BM) makes the result go to every
+worker again, since the switch cannot use it. A contribution from outside the job's ingress prefix and one from another port are
 dropped (on_reject: drop), as is a duplicate."""
 
 import math
@@ -63,6 +64,12 @@ expect["p0"].append(result(1, 0, total))
 expect["p0"].append(result(2, 0, total))
 inputs["p0"].append(contribution(*W[1], ina(9, 0, [1], a, DATA, RETRANSMIT, etype="fp32"), 6))
 expect["p0"].append(result(1, 0, total))
+# A child switch re-sends its partial (P-BM {1,2}) because one of its workers lost the result:
+# the answer must reach the workers, so both get the result again.
+inputs["p0"].append(contribution("02:00:00:00:11:09", "10.0.1.9",
+                                 ina(9, 0, [1, 2], total, DATA, RETRANSMIT, etype="fp32"), 7))
+expect["p0"].append(result(1, 0, total))
+expect["p0"].append(result(2, 0, total))
 
 if __name__ == "__main__":
     write_case_pcaps(HERE, PORTS, inputs, expect)
