@@ -399,7 +399,8 @@ void read_ina_job(Reader& r, const YAML::Node& n, InaJobConfig& j) {
     }
     r.check_keys(n,
                  {"job_id", "role", "bsl", "set_id", "abm", "op", "elem_type", "max_elements",
-                  "window", "slot_timeout_ms", "root", "parent", "source", "workers", "ingress",
+                  "window", "worker_window", "slot_timeout_ms", "root", "parent", "source",
+                  "workers", "ingress",
                   "on_reject"},
                  "an INA job");
     r.required(n, "job_id", "an INA job",
@@ -447,6 +448,13 @@ void read_ina_job(Reader& r, const YAML::Node& n, InaJobConfig& j) {
         if (r.uint_value(v, "window", j.window, 1, 1u << 20) && (j.window & (j.window - 1)) != 0) {
             r.error(v, "expected window: a power of two (chunk seq maps to seq mod window), got " +
                            std::to_string(j.window));
+        }
+    });
+    r.optional(n, "worker_window", [&](const YAML::Node& v) {
+        if (r.uint_value(v, "worker_window", j.worker_window, 1, 1u << 20) &&
+            ((j.worker_window & (j.worker_window - 1)) != 0 || j.worker_window < j.window)) {
+            r.error(v, "expected worker_window: a power of two at least 'window' (" +
+                           std::to_string(j.window) + "), got " + std::to_string(j.worker_window));
         }
     });
     r.optional(n, "slot_timeout_ms", [&](const YAML::Node& v) {

@@ -106,7 +106,8 @@ struct InaJobConfig {
     uint8_t op = 0;             // wire value (ina::reduce::Op)
     uint8_t elem_type = 1;      // wire value (ina::reduce::ElemType)
     uint16_t max_elements = 256;
-    uint32_t window = 256;  // slot indices per lcore (a power of two) >= every worker's window
+    uint32_t window = 256;        // slot indices per lcore (a power of two)
+    uint32_t worker_window = 0;   // the workers' window; 0 = window. Power of two >= window
     uint32_t slot_timeout_ms = 5000;
     net::Ipv4Addr root;                    // the VAT root's address (data travels toward it)
     std::optional<net::Ipv4Addr> parent;   // next VAT node for partial results (default: root)

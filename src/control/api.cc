@@ -41,6 +41,7 @@ json ina_jobs_json(const config::Config& c) {
                     {"elem_type", kTypes[j.elem_type % 6]},
                     {"max_elements", j.max_elements},
                     {"window", j.window},
+                    {"worker_window", j.worker_window != 0 ? j.worker_window : j.window},
                     {"slot_timeout_ms", j.slot_timeout_ms},
                     {"root", j.root.str()},
                     {"workers", workers},

@@ -53,6 +53,7 @@ ina::JobParams job_params(const config::InaJobConfig& j) {
     p.elem_type = static_cast<reduce::ElemType>(j.elem_type);
     p.max_elems = j.max_elements;
     p.window = j.window;
+    p.worker_window = j.worker_window;
     p.role = j.role == config::InaRole::root ? ina::Role::root : ina::Role::aggregator;
     p.idle_timeout = j.slot_timeout_ms * rte_get_tsc_hz() / 1000;
     return p;
@@ -63,6 +64,7 @@ bool same_tables(const config::InaJobConfig& a, const config::InaJobConfig& b) {
     return a.role == b.role && a.bsl_bits == b.bsl_bits && a.set_id == b.set_id &&
            a.abm == b.abm && a.op == b.op && a.elem_type == b.elem_type &&
            a.max_elements == b.max_elements && a.window == b.window &&
+           a.worker_window == b.worker_window &&
            a.slot_timeout_ms == b.slot_timeout_ms;
 }
 

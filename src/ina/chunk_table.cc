@@ -39,6 +39,11 @@ std::string_view validate(const JobParams& p) {
     if (p.window == 0 || p.window > kMaxWindow || !std::has_single_bit(p.window)) {
         return "window must be a power of two, 1..2^20";
     }
+    if (p.worker_window != 0 &&
+        (p.worker_window < p.window || p.worker_window > kMaxWindow ||
+         !std::has_single_bit(p.worker_window))) {
+        return "worker_window must be a power of two, at least window, at most 2^20";
+    }
     if (p.role != Role::aggregator && p.role != Role::root) {
         return "unknown role";
     }
@@ -95,6 +100,7 @@ ChunkTable::ChunkTable(const JobParams& p, const reduce::Kernels& k) : params_(p
     bs_bytes_ = p.abm.size_bytes();
     acc_bytes_ = reduce::acc_bytes(p.elem_type, p.max_elems);
     window_ = p.window;
+    distance_ = p.worker_window != 0 ? p.worker_window : p.window;
     const reduce::TypeKernels& tk = k[p.elem_type];
     load_ = tk.load;
     accumulate_ = tk.accumulator(p.op);
@@ -150,11 +156,11 @@ void ChunkTable::raise_floor(IndexState& s, uint32_t seq) noexcept {
 }
 
 void ChunkTable::release(uint32_t index, uint32_t seq, const uint8_t* pbm, uint64_t now) noexcept {
-    // A contribution for seq from the workers in pbm proves they hold the result of seq - W,
-    // which lives at the same index. Only complete entries are released: an aggregating entry for
+    // A contribution for seq from the workers in pbm proves they hold the result of seq - D
+    // (D = the workers' window), which lives at the same index (D is a multiple of W). Only complete entries are released: an aggregating entry for
     // seq - W would contradict the window rule (a misbehaving worker) and must keep its partial
     // sum, or the chunk would be split.
-    Entry* e = find(index, seq - window_);
+    Entry* e = find(index, seq - distance_);
     if (e == nullptr || e->state != State::complete) {
         return;
     }
@@ -230,10 +236,11 @@ Verdict ChunkTable::on_data(const uint8_t* pbm, uint32_t seq, uint32_t elem_coun
     }
     for (uint32_t j = 0; j < 2 && slot == nullptr; ++j) {
         Entry& c = entries_[size_t{2} * index + j];
-        // Obsolete: a packet for seq >= c.seq + 2W means its sender holds the result of
-        // seq - W >= c.seq + W, so every worker sent c.seq + W, so every worker holds c.seq's
+        // Obsolete: a packet for seq >= c.seq + 2D means its sender holds the result of
+        // seq - D >= c.seq + D, so every worker sent c.seq + D, so every worker holds c.seq's
         // result. Only complete entries go (an aggregating one keeps its partial sum: never split).
-        if (c.state == State::complete && seq_diff(seq, c.seq) >= static_cast<int32_t>(2 * window_)) {
+        if (c.state == State::complete &&
+            seq_diff(seq, c.seq) >= static_cast<int32_t>(2 * distance_)) {
             ++counters_.obsolete_evictions;
             raise_floor(is, c.seq);
             free_entry(c);

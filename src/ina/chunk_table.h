@@ -76,6 +76,11 @@ struct JobParams {
     uint32_t window = 0;             // W: slot indices, >= the workers' window; a power of two,
                                      // 1 .. kMaxWindow (so seq mod W survives the 2^32 wrap)
     Role role = Role::aggregator;
+    // The workers' window (chunks a worker keeps outstanding): 0 means `window`. Release proofs
+    // and obsolete evictions are measured in it, so a switch may hold fewer slots than the
+    // workers keep in flight (the excess falls back) without ever releasing a result early.
+    // A power of two >= window, so seq - worker_window maps to seq's own index.
+    uint32_t worker_window = 0;
     uint64_t idle_timeout = 0;       // in the caller's time unit (the `now` of on_data / expire)
 };
 
@@ -209,6 +214,7 @@ private:
     size_t bs_bytes_ = 0;
     size_t acc_bytes_ = 0;
     uint32_t window_ = 1;
+    uint32_t distance_ = 1;  // release distance: the workers' window (>= window_)
     reduce::LoadFn load_ = nullptr;
     reduce::AccumulateFn accumulate_ = nullptr;
     reduce::StoreFn store_ = nullptr;

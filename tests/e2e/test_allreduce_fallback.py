@@ -14,8 +14,11 @@ the others are aggregated in the switch and reach ina-ps as one partial (P-BM 1-
 worker verifies its result; the switch counted both fallbacks and partials; ina-ps completed
 every chunk; the job's slots in use return to 0 after the slot timeout.
 
-Env: INAE2E_FALLBACK_ELEMENTS (default 512 Ki), INAE2E_FALLBACK_WORKER_ARGS (extra ina-worker
-options, e.g. "--fault-tx-loss 0.01" for experiments), INAE2E_INA_WORKER.
+The workers lose 1 % of their data packets and 1 % of the results they receive (ina-worker's
+fault injection; this kernel has no netem): with the job's worker_window declared, lost
+contributions of fallen-back chunks and lost results are recovered by retransmission.
+Env: INAE2E_FALLBACK_ELEMENTS (default 512 Ki), INAE2E_FALLBACK_WORKER_ARGS (ina-worker options,
+default "--fault-tx-loss 0.01 --fault-rx-loss 0.01"), INAE2E_INA_WORKER.
 """
 
 import json
@@ -44,7 +47,7 @@ def test(switch_exe: str) -> None:
     extra = {"ina": {"jobs": [{
         "job_id": JOB, "role": "aggregator", "bsl": 64, "abm": "1-3", "op": "sum",
         "elem_type": "int32", "max_elements": CHUNK, "window": SWITCH_WINDOW,
-        "slot_timeout_ms": SLOT_TIMEOUT_MS, "root": root.ip, "parent": root.ip,
+        "worker_window": WORKER_WINDOW, "slot_timeout_ms": SLOT_TIMEOUT_MS, "root": root.ip, "parent": root.ip,
         "on_reject": "drop",
     }]}}
     with Testbed(switch_exe, ports, extra=extra) as tb:
@@ -67,7 +70,8 @@ def test(switch_exe: str) -> None:
                     "--bind", h.ip, "--type", "int32", "--op", "sum", "--elements", str(elements),
                     "--chunk", str(CHUNK), "--window", str(WORKER_WINDOW), "--seed", "21",
                     "--timeout-ms", str(int(timeout_s * 1000))] +
-                    os.environ.get("INAE2E_FALLBACK_WORKER_ARGS", "").split()))
+                    os.environ.get("INAE2E_FALLBACK_WORKER_ARGS",
+                                   "--fault-tx-loss 0.01 --fault-rx-loss 0.01").split()))
             for b, p in enumerate(procs, 1):
                 try:
                     out, err = p.communicate(timeout=timeout_s + 30)

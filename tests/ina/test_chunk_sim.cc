@@ -35,6 +35,8 @@ struct SimConfig {
     uint32_t seq0 = 0;           // first chunk's seq (wrap-around runs start near 2^32)
     double dup_prob = 0.0;       // a delivered data packet stays in the network once more
     double result_loss = 0.0;    // a result packet is dropped
+    double data_loss = 0.0;      // a data packet is dropped on its way
+    uint32_t release_window = 0; // JobParams::worker_window of the table under test (0: window)
     uint32_t child_window = 0;   // 0: four direct workers. Else workers 1 and 2 sit behind a
                                  // child aggregator (A-BM {1,2}, this W) and 3, 4 are direct.
     uint64_t seed = 1;
@@ -78,10 +80,16 @@ std::vector<uint8_t> mask_sum(unsigned mask, uint32_t seq, uint32_t n) {
     return out;
 }
 
+JobParams with_release(JobParams p, uint32_t worker_window) {
+    p.worker_window = worker_window;
+    return p;
+}
+
 class Sim {
 public:
     explicit Sim(const SimConfig& c)
-        : c_(c), table_(make_job(c.role, c.table_window, kWorkers)), rng_(c.seed),
+        : c_(c), table_(with_release(make_job(c.role, c.table_window, kWorkers), c.release_window)),
+          rng_(c.seed),
           chunk_(c.chunks), worker_(kWorkers) {
         if (c.child_window != 0) {
             JobParams cp = make_job(Role::aggregator, c.child_window, 2);
@@ -233,6 +241,11 @@ private:
     void deliver_one() {
         const size_t i = rng_() % net_.size();
         Packet p = net_[i];
+        if (!p.is_result && coin(c_.data_loss)) {
+            net_[i] = std::move(net_.back());
+            net_.pop_back();
+            return;  // lost: the worker's timeout retransmits it
+        }
         if (p.is_result || !coin(c_.dup_prob)) {
             net_[i] = std::move(net_.back());
             net_.pop_back();
@@ -452,6 +465,35 @@ TEST(ChunkTableSim, FallbackNeverSplitsAChunk) {
             const SimStats s = sim.run();
             SCOPED_TRACE(testing::Message() << "W " << w << " seed " << seed);
             EXPECT_EQ(s.no_slot, 0u);
+            fallbacks += s.fallback;
+            if (HasFailure()) return;
+        }
+    }
+    EXPECT_GT(fallbacks, 0u);
+}
+
+// Workers keep more chunks in flight than the switch has slots, and data packets get lost. With
+// the workers' window declared (worker_window), releases wait for real proofs, so a fallen-back
+// chunk whose contribution was lost is retransmitted to the root instead of being taken for a
+// stale duplicate: every chunk completes exactly once, never split.
+TEST(ChunkTableSim, FallbackUnderLossWithWorkerWindowCompletes) {
+    uint64_t fallbacks = 0;
+    for (uint32_t w : {1u, 2u, 4u}) {
+        for (uint64_t seed = 1; seed <= 40; ++seed) {
+            SimConfig c;
+            c.role = Role::aggregator;
+            c.table_window = w;
+            c.min_worker_window = w + 1;
+            c.max_worker_window = 2 * w;
+            c.release_window = 2 * w;
+            c.chunks = 10 * w + 6;
+            c.data_loss = 0.05;
+            c.result_loss = seed % 3 ? 0.0 : 0.05;
+            c.dup_prob = seed % 2 ? 0.0 : 0.05;
+            c.seed = seed * 6151 + w;
+            Sim sim(c);
+            const SimStats s = sim.run();
+            SCOPED_TRACE(testing::Message() << "W " << w << " seed " << seed);
             fallbacks += s.fallback;
             if (HasFailure()) return;
         }

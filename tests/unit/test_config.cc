@@ -959,6 +959,9 @@ TEST(InaConfig, ErrorsNameTheirPlace) {
     // 11 op, 12 elem_type, 13 root, 14 the extra line.
     EXPECT_TRUE(HasError(job("      window: 48\n"), "t.yaml:14:15: ", "a power of two"));
     EXPECT_TRUE(HasError(job("      bsl: 100\n"), "t.yaml:14:12: ", "64, 128, 256"));
+    EXPECT_TRUE(HasError(job("      worker_window: 48\n"), "t.yaml:14:22: ",
+                         "a power of two at least 'window' (256)"));
+    EXPECT_TRUE(HasError(job("      worker_window: 128\n"), "t.yaml:14:22: ", "got 128"));
     EXPECT_TRUE(HasError(job("      on_reject: ignore\n"), "t.yaml:14:18: ", "forward or drop"));
     EXPECT_TRUE(HasError(job("      colour: red\n"), "t.yaml:14:7: ", "unknown key 'colour'"));
     EXPECT_TRUE(HasError(job("      ingress: {ports: [p7]}\n"), "t.yaml:8:7: ", "unknown port 'p7'"));
