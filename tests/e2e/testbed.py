@@ -243,6 +243,7 @@ class Port:
     ipv4: list[str] = dataclasses.field(default_factory=list)
     l2_group: str | None = None
     host: Host | None = None   # the host on the far end of this port's veth
+    queues: int = 1            # RX queues (and af_packet queue pairs)
     # Filled in by the testbed:
     index: int = 0
     dev: str = ""              # root-namespace veth end the switch opens
@@ -533,7 +534,11 @@ class Testbed:
             devargs = f"net_af_packet{p.index},iface={p.dev}"
             if self.qdisc_bypass:
                 devargs += ",qdisc_bypass=1"
+            if p.queues > 1:
+                devargs += f",qpairs={p.queues}"
             d: dict[str, Any] = {"name": p.name, "devargs": devargs}
+            if p.queues > 1:
+                d["rx_queues"] = p.queues
             if p.ipv4:
                 d["ipv4"] = list(p.ipv4)
             if p.l2_group:
