@@ -5,6 +5,9 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <string>
 
@@ -53,6 +56,11 @@ int main(int argc, char** argv) {
     app.add_option("--seed", seed, "data seed")->default_val(1);
     app.add_option("--workers-data", workers_data,
                    "BFR-ids whose generated data make up the reference (default: --abm)");
+    std::string input_path, output_path;
+    app.add_option("--input", input_path,
+                   "reduce this file's tensor (raw little-endian elements of --type) instead of "
+                   "generated data; --elements is then the file's length and nothing is verified");
+    app.add_option("--output", output_path, "write the reduced tensor here (raw, little-endian)");
     app.add_option("--fault-tx-loss", o.fault_tx_loss,
                    "test: probability a data packet is not sent")->check(CLI::Range(0.0, 1.0));
     app.add_option("--fault-tx-dup", o.fault_tx_duplicate,
@@ -98,11 +106,41 @@ int main(int argc, char** argv) {
 
     try {
         worker::Client client(o);
-        const auto input = worker::generate(o.elem_type, elements, seed, o.bfr_id);
+        std::vector<std::byte> input;
+        if (!input_path.empty()) {
+            std::ifstream in(input_path, std::ios::binary);
+            const std::vector<char> bytes{std::istreambuf_iterator<char>(in),
+                                          std::istreambuf_iterator<char>()};
+            if (!in.is_open()) {
+                throw worker::Error("cannot read --input " + input_path);
+            }
+            input.resize(bytes.size());
+            std::memcpy(input.data(), bytes.data(), bytes.size());
+            const size_t esize = reduce::elem_size(o.elem_type);
+            if (input.empty() || input.size() % esize != 0) {
+                throw worker::Error("--input " + input_path + ": expected a non-empty whole "
+                                    "number of " + std::to_string(esize) + "-byte elements");
+            }
+            elements = input.size() / esize;
+        } else {
+            input = worker::generate(o.elem_type, elements, seed, o.bfr_id);
+        }
         std::vector<std::byte> output(input.size());
         const worker::Stats st = client.allreduce(input, output);
-        const auto ref = worker::reference(o.elem_type, o.op, elements, seed, *ids);
-        const auto v = worker::verify(o.elem_type, o.op, elements, seed, *ids, ref, output);
+        worker::Verification v;
+        v.ok = true;
+        if (input_path.empty()) {
+            const auto ref = worker::reference(o.elem_type, o.op, elements, seed, *ids);
+            v = worker::verify(o.elem_type, o.op, elements, seed, *ids, ref, output);
+        }
+        if (!output_path.empty()) {
+            std::ofstream out(output_path, std::ios::binary);
+            out.write(reinterpret_cast<const char*>(output.data()),
+                      static_cast<std::streamsize>(output.size()));
+            if (!out) {
+                throw worker::Error("cannot write --output " + output_path);
+            }
+        }
         const bool ok = v.ok && st.bad_results == 0;
         std::printf(
             "{\"ok\": %s, \"bfr_id\": %u, \"elements\": %llu, \"chunks\": %llu, "

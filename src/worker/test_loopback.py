@@ -61,6 +61,55 @@ def run_case(d, job, port, etype, op, elements, extra=(), expect_ok=True):
                 p.wait(5)
 
 
+def file_case(d, job, port):
+    """Tensors from files (--input) reduced into files (--output): int32 sum of 4 workers'
+    files, checked element by element against the wrapping sum computed here."""
+    import struct
+    import tempfile
+    n = 3000
+    with tempfile.TemporaryDirectory() as tmp:
+        data = {i: [((i * 7919 + k * 104729) % 4294967296) - 2147483648 for k in range(n)]
+                for i in range(1, N + 1)}
+        for i, values in data.items():
+            with open(os.path.join(tmp, f"in{i}"), "wb") as f:
+                f.write(struct.pack(f"<{n}i", *values))
+        ps = subprocess.Popen([os.path.join(d, "ina-ps"), "--job", str(job), "--abm", f"1-{N}",
+                               "--type", "int32", "--op", "sum", "--bind", "127.0.0.1", "--port",
+                               str(port), "--idle-exit-ms", "30000", "--workers",
+                               ",".join(f"{i}=127.0.0.{i + 1}" for i in range(1, N + 1))],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        workers = []
+        try:
+            if "listening" not in ps.stderr.readline():
+                raise SystemExit("ina-ps did not start")
+            for i in range(1, N + 1):
+                workers.append(subprocess.Popen(
+                    [os.path.join(d, "ina-worker"), "--job", str(job), "--bfr-id", str(i),
+                     "--abm", f"1-{N}", "--root", "127.0.0.1", "--port", str(port), "--bind",
+                     f"127.0.0.{i + 1}", "--type", "int32", "--op", "sum",
+                     "--input", os.path.join(tmp, f"in{i}"),
+                     "--output", os.path.join(tmp, f"out{i}"), "--timeout-ms", "30000"],
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+            expected = [((sum(data[i][k] for i in data) + 2147483648) % 4294967296) - 2147483648
+                        for k in range(n)]
+            ok = True
+            for i, w in enumerate(workers, 1):
+                out, err = w.communicate(timeout=60)
+                with open(os.path.join(tmp, f"out{i}"), "rb") as f:
+                    got = list(struct.unpack(f"<{n}i", f.read()))
+                good = w.returncode == 0 and got == expected
+                ok &= good
+                print(f"{'ok' if good else 'FAIL'}: --input/--output worker {i}: result "
+                      f"{'equals' if got == expected else 'differs from'} the wrapping sum of "
+                      f"the 4 files {err.strip()}", flush=True)
+            return ok
+        finally:
+            for p in workers + [ps]:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait(5)
+
+
 def main():
     d = sys.argv[1]
     ok = True
@@ -80,6 +129,8 @@ def main():
     job += 1
     ok &= run_case(d, job, PORT_BASE + job % 100, "fp32", "sum", 5000,
                    ("--workers-data", "1-3"), expect_ok=False)
+    job += 1
+    ok &= file_case(d, job, PORT_BASE + job % 100)
     # No root: bounded by --timeout-ms, exit 1, ok=false.
     t0 = time.monotonic()
     p = subprocess.run([os.path.join(d, "ina-worker"), "--job", "1", "--bfr-id", "1", "--abm",
