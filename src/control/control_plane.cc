@@ -627,6 +627,8 @@ Stats ControlPlane::stats() const {
                 js.slot_timeouts += c.slot_timeouts;
                 js.rx_retransmit += c.rx_retransmit;
                 js.rx_fallback_flag += c.rx_fallback_flag;
+                js.fallback_no_slot += c.fallback_no_slot;
+                js.fallback_sticky += c.fallback_sticky;
                 js.slots_in_use += t->slots_in_use();
                 js.capacity += t->capacity();
             }

@@ -60,6 +60,8 @@ struct JobStats {
     uint64_t slot_timeouts = 0;
     uint64_t rx_retransmit = 0;
     uint64_t rx_fallback_flag = 0;
+    uint64_t fallback_no_slot = 0;
+    uint64_t fallback_sticky = 0;
     size_t slots_in_use = 0;
     size_t capacity = 0;
 };

@@ -225,6 +225,7 @@ Verdict ChunkTable::on_data(const uint8_t* pbm, uint32_t seq, uint32_t elem_coun
         return finish(Verdict::stale);
     }
     if (is.fallback_valid && seq_le(seq, is.fallback_until)) {
+        ++counters_.fallback_sticky;  // the chunk already fell back here: all of it does
         return finish(Verdict::fallback);
     }
     Entry* slot = nullptr;
@@ -254,6 +255,7 @@ Verdict ChunkTable::on_data(const uint8_t* pbm, uint32_t seq, uint32_t elem_coun
         // seq is above fallback_until here (checked above), so the mark only moves forward.
         is.fallback_until = seq;
         is.fallback_valid = true;
+        ++counters_.fallback_no_slot;
         return finish(Verdict::fallback);
     }
 

@@ -133,6 +133,10 @@ struct ChunkCounters {
     uint64_t obsolete_evictions = 0;  // complete entries reclaimed for seq >= theirs + 2W
     uint64_t rx_retransmit = 0;       // contributions carrying kFlagRetransmit
     uint64_t rx_fallback_flag = 0;    // contributions carrying kFlagFallback
+    // Fallback verdicts by reason: the chunk's first packet found no free slot, or the chunk
+    // had already fallen back (so its other contributions follow it).
+    uint64_t fallback_no_slot = 0;
+    uint64_t fallback_sticky = 0;
     uint64_t operator[](Verdict v) const { return verdicts[static_cast<size_t>(v)]; }
 };
 

@@ -199,6 +199,9 @@ std::vector<prometheus::MetricFamily> families(const control::Stats& s) {
                                 MetricType::Gauge);
         auto& cap = b.family("ina_job_slots", "Aggregation slots of the job (all lcores)",
                              MetricType::Gauge);
+        auto& fallbacks = b.family("ina_job_fallbacks_total",
+                                   "Contributions sent on to the root unaggregated, by reason",
+                                   MetricType::Counter);
         auto& timeouts = b.family("ina_job_slot_timeouts_total",
                                   "Slots freed because their chunk went idle",
                                   MetricType::Counter);
@@ -207,6 +210,10 @@ std::vector<prometheus::MetricFamily> families(const control::Stats& s) {
             Builder::add(in_use, d(j.slots_in_use), l);
             Builder::add(cap, d(j.capacity), l);
             Builder::add(timeouts, d(j.slot_timeouts), l);
+            Builder::add(fallbacks, d(j.fallback_no_slot),
+                         {{"job", std::to_string(j.job_id)}, {"reason", "no_slot"}});
+            Builder::add(fallbacks, d(j.fallback_sticky),
+                         {{"job", std::to_string(j.job_id)}, {"reason", "chunk_fell_back"}});
         }
     }
 

@@ -99,6 +99,13 @@ def test(switch_exe: str) -> None:
             check(partials > 0, f"the switch aggregated and sent {partials:.0f} partial results")
             # Every chunk is aggregated here entirely (one partial) or falls back entirely (its
             # three contributions, at least, go on unaggregated): never split.
+            no_slot = delta(after, before, "inaswitch_ina_job_fallbacks_total", job=str(JOB),
+                            reason="no_slot")
+            sticky = delta(after, before, "inaswitch_ina_job_fallbacks_total", job=str(JOB),
+                           reason="chunk_fell_back")
+            check(no_slot > 0 and no_slot + sticky == fallbacks,
+                  f"fallbacks by reason: {no_slot:.0f} no_slot + {sticky:.0f} chunk_fell_back "
+                  f"== {fallbacks:.0f}")
             check(partials <= chunks and fallbacks >= 3 * (chunks - partials),
                   f"{partials:.0f} partials + {fallbacks:.0f} fallbacks cover {chunks} chunks "
                   f"without splitting one")
