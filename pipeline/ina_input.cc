@@ -173,14 +173,16 @@ uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
             break;
         }
         rte_mbuf* m = pkts[i];
-        // Anything that is not a sound, unfragmented UDP datagram to the INA port is routing's.
-        if (ipv4_check(m) != dp::DropReason::count) {
+        // Anything that is not a sound, unfragmented UDP datagram to the INA port is routing's
+        // (which validates and counts it). The cheap protocol/port test comes first, so only
+        // INA candidates pay for the full header check here; routing checks the rest once.
+        if (rte_pktmbuf_data_len(m) < kL2 + kL3) {
             out.push(InaEdge::route, m);
             continue;
         }
         const auto* ip = rte_pktmbuf_mtod_offset(m, const rte_ipv4_hdr*, kL2);
         const size_t ihl = (ip->version_ihl & 0x0f) * 4u;
-        if (ip->next_proto_id != IPPROTO_UDP ||
+        if (ip->next_proto_id != IPPROTO_UDP || ihl < kL3 ||
             (ip->fragment_offset & rte_cpu_to_be_16(0x3fff)) != 0 ||
             rte_pktmbuf_data_len(m) < kL2 + ihl + kL4) {
             out.push(InaEdge::route, m);
@@ -188,7 +190,8 @@ uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
         }
         const auto* udp =
             reinterpret_cast<const rte_udp_hdr*>(reinterpret_cast<const uint8_t*>(ip) + ihl);
-        if (rte_be_to_cpu_16(udp->dst_port) != snap.ina_udp_port) [[likely]] {
+        if (rte_be_to_cpu_16(udp->dst_port) != snap.ina_udp_port ||
+            ipv4_check(m) != dp::DropReason::count) [[likely]] {
             out.push(InaEdge::route, m);
             continue;
         }
