@@ -115,6 +115,22 @@ inline void post_event(LcoreContext& ctx, const dp::Event& ev) {
     }
 }
 
+// Asks the control plane to resolve `ip` on `port` (ARP), at most once per request interval per
+// address, so a flood towards an unresolved next hop costs one event.
+inline void request_resolve(LcoreContext& ctx, const dp::Snapshot& snap, uint32_t ip,
+                            uint16_t port) {
+    const uint64_t key = static_cast<uint64_t>(ip) | static_cast<uint64_t>(port) << 32 |
+                         static_cast<uint64_t>(dp::EventType::resolve_request) << 48;
+    const uint64_t interval = snap.arp_request_interval_ms * ctx.tsc_hz / 1000;
+    if (ctx.recent.should_report(key, ctx.now_tsc, interval)) {
+        dp::Event ev{};
+        ev.type = dp::EventType::resolve_request;
+        ev.ip = ip;
+        ev.port = port;
+        post_event(ctx, ev);
+    }
+}
+
 inline void count_drop(LcoreContext& ctx, dp::DropReason reason) {
     ++ctx.counters.drops[static_cast<size_t>(reason)];
 }

@@ -4,8 +4,19 @@
 #include <rte_ether.h>
 
 #include "pipeline/l2_bridge.h"
+#include "wire/bier_header.h"
 
 namespace ina::pipeline {
+
+namespace {
+
+// 01:00:5e with the high bit of the fourth octet clear: an IPv4 group's MAC (RFC 1112).
+bool is_ipv4_multicast_mac(const rte_ether_addr& a) {
+    return a.addr_bytes[0] == 0x01 && a.addr_bytes[1] == 0x00 && a.addr_bytes[2] == 0x5e &&
+           (a.addr_bytes[3] & 0x80) == 0;
+}
+
+}  // namespace
 
 void eth_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n,
                EdgeBatches<EthEdge>& out) {
@@ -38,6 +49,8 @@ void eth_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uin
                 out.push(EthEdge::ipv4, m);
             } else if (type == RTE_ETHER_TYPE_ARP) {
                 out.push(EthEdge::arp, m);
+            } else if (type == wire::kBierEthertype) {
+                out.push(EthEdge::bier, m);
             } else {
                 count_drop(ctx, dp::DropReason::unsupported_ethertype);
                 out.push(EthEdge::drop, m);
@@ -46,6 +59,9 @@ void eth_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uin
             out.push(EthEdge::arp, m);
         } else if (in_group) {
             out.push(EthEdge::bridge, m);
+        } else if (type == RTE_ETHER_TYPE_IPV4 && !snap.bier_groups.empty() &&
+                   is_ipv4_multicast_mac(eth->dst_addr)) {
+            out.push(EthEdge::mcast, m);
         } else {
             count_drop(ctx, dp::DropReason::not_for_us);
             out.push(EthEdge::drop, m);

@@ -13,6 +13,7 @@ namespace ina::pipeline {
 
 enum class InaEdge : uint8_t {
     route,  // to ipv4_forward: ordinary traffic, untouched INA, fallbacks, emitted packets
+    bier,   // to bier_encap_results: a root's result for its workers, to go out over BIER
     drop,   // consumed (absorbed) or dropped; any drop reason already counted
     count
 };

@@ -2,6 +2,8 @@
 #include "pipeline/pipeline.h"
 
 #include "pipeline/arp_input.h"
+#include "pipeline/bier_encap.h"
+#include "pipeline/bier_input.h"
 #include "pipeline/eth_input.h"
 #include "pipeline/ina_input.h"
 #include "pipeline/ipv4_forward.h"
@@ -64,6 +66,11 @@ void process_burst(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
             done + ina_input(ctx, snap, eth.begin(EthEdge::ipv4) + done,
                              static_cast<uint16_t>(eth.size(EthEdge::ipv4) - done), in));
         free_drops(in);
+        if (in.size(InaEdge::bier) != 0) {
+            EdgeBatches<BierEncapEdge> enc;
+            bier_encap_results(ctx, snap, in.begin(InaEdge::bier), in.size(InaEdge::bier), enc);
+            free_drops(enc);
+        }
         if (in.size(InaEdge::route) == 0) {
             continue;
         }
@@ -75,6 +82,16 @@ void process_burst(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
             local_input(ctx, snap, ip.begin(Ipv4Edge::local), ip.size(Ipv4Edge::local), local);
             free_drops(local);
         }
+    }
+    if (eth.size(EthEdge::bier) != 0) {
+        EdgeBatches<BierEdge> bier;
+        bier_input(ctx, snap, eth.begin(EthEdge::bier), eth.size(EthEdge::bier), bier);
+        free_drops(bier);
+    }
+    if (eth.size(EthEdge::mcast) != 0) {
+        EdgeBatches<BierEncapEdge> enc;
+        bier_encap_groups(ctx, snap, eth.begin(EthEdge::mcast), eth.size(EthEdge::mcast), enc);
+        free_drops(enc);
     }
     if (n_bridge != 0) {
         EdgeBatches<BridgeEdge> br;

@@ -9,9 +9,11 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <numeric>
 #include <set>
 #include <sstream>
 
+#include "wire/bier_header.h"
 #include "wire/bitstring.h"
 
 namespace ina::config {
@@ -366,6 +368,7 @@ void read_neighbour(Reader& r, const YAML::Node& n, NeighbourConfig& nb) {
 
 constexpr std::array<std::string_view, 2> kRoleNames = {"aggregator", "root"};  // InaRole
 constexpr std::array<std::string_view, 2> kRejectNames = {"forward", "drop"};   // RejectAction
+constexpr std::array<std::string_view, 2> kResultNames = {"unicast", "bier"};   // ResultDelivery
 constexpr std::array<std::string_view, 4> kOpNames = {"sum", "prod", "min", "max"};
 constexpr std::array<std::string_view, 6> kElemTypeNames = {"int32", "fp32",  "fp16",
                                                             "bf16",  "int64", "fp64"};
@@ -392,6 +395,43 @@ void enum_value(Reader& r, const YAML::Node& v, const std::string& what,
     r.error(v, "expected " + what + ": " + expected + ", got '" + s + "'");
 }
 
+// A non-empty BFR-id list like "1,2,5-8" (see wire::parse_bfr_id_list) into `out`, sorted.
+bool bfr_id_list(Reader& r, const YAML::Node& v, const std::string& what,
+                 std::vector<uint16_t>& out) {
+    std::string text;
+    if (!r.string_value(v, what + ": BFR-ids like \"1-4\"", text)) {
+        return false;
+    }
+    auto ids = wire::parse_bfr_id_list(text);
+    if (!ids || ids->empty()) {
+        r.error(v, "expected " + what + ": a non-empty list of BFR-ids like \"1,2,5-8\", got '" +
+                       text + "'");
+        return false;
+    }
+    out = *ids;
+    return true;
+}
+
+// Every id of the sorted list `ids` lies in set `set_id` of BSL `bsl_bits`.
+bool check_in_set(Reader& r, const YAML::Node& v, const std::string& what,
+                  const std::vector<uint16_t>& ids, uint16_t bsl_bits, uint16_t set_id) {
+    const uint32_t first = uint32_t{set_id} * bsl_bits + 1;
+    const uint32_t last = first + bsl_bits - 1;
+    if (ids.front() < first || ids.back() > last) {
+        r.error(v, "expected every BFR-id of " + what + " in set " + std::to_string(set_id) +
+                       " of BSL " + std::to_string(bsl_bits) + ": " + std::to_string(first) +
+                       " to " + std::to_string(last));
+        return false;
+    }
+    return true;
+}
+
+void read_bsl(Reader& r, const YAML::Node& v, uint16_t& bsl_bits) {
+    if (r.uint_value(v, "bsl (bits)", bsl_bits, 64, 4096) && !wire::is_valid_bsl_bits(bsl_bits)) {
+        r.error(v, "expected bsl: 64, 128, 256, 512, 1024, 2048 or 4096 bits");
+    }
+}
+
 void read_ina_job(Reader& r, const YAML::Node& n, InaJobConfig& j) {
     j.mark = mark_of(n);
     if (!r.expect_map(n, "an INA job")) {
@@ -400,40 +440,19 @@ void read_ina_job(Reader& r, const YAML::Node& n, InaJobConfig& j) {
     r.check_keys(n,
                  {"job_id", "role", "bsl", "set_id", "abm", "op", "elem_type", "max_elements",
                   "window", "worker_window", "slot_timeout_ms", "root", "parent", "source",
-                  "workers", "ingress",
-                  "on_reject"},
+                  "workers", "results", "ingress", "on_reject"},
                  "an INA job");
     r.required(n, "job_id", "an INA job",
                [&](const YAML::Node& v) { r.uint_value(v, "job_id", j.job_id, 0, 0xFFFFFFFFu); });
     r.required(n, "role", "an INA job",
                [&](const YAML::Node& v) { enum_value(r, v, "role", kRoleNames, j.role); });
-    r.optional(n, "bsl", [&](const YAML::Node& v) {
-        if (r.uint_value(v, "bsl (bits)", j.bsl_bits, 64, 4096) &&
-            !wire::is_valid_bsl_bits(j.bsl_bits)) {
-            r.error(v, "expected bsl: 64, 128, 256, 512, 1024, 2048 or 4096 bits");
-        }
-    });
+    r.optional(n, "bsl", [&](const YAML::Node& v) { read_bsl(r, v, j.bsl_bits); });
     r.optional(n, "set_id", [&](const YAML::Node& v) {
         r.uint_value(v, "set_id", j.set_id, 0, 255);
     });
     r.required(n, "abm", "an INA job", [&](const YAML::Node& v) {
-        std::string text;
-        if (!r.string_value(v, "abm: the BFR-ids this switch aggregates, like \"1-4\"", text)) {
-            return;
-        }
-        auto ids = wire::parse_bfr_id_list(text);
-        if (!ids || ids->empty()) {
-            r.error(v, "expected abm: a non-empty list of BFR-ids like \"1,2,5-8\", got '" +
-                           text + "'");
-            return;
-        }
-        j.abm = *ids;
-        const uint32_t first = uint32_t{j.set_id} * j.bsl_bits + 1;
-        const uint32_t last = first + j.bsl_bits - 1;
-        if (j.abm.front() < first || j.abm.back() > last) {
-            r.error(v, "expected every BFR-id of abm in set " + std::to_string(j.set_id) +
-                           " of BSL " + std::to_string(j.bsl_bits) + ": " +
-                           std::to_string(first) + " to " + std::to_string(last));
+        if (bfr_id_list(r, v, "abm", j.abm)) {
+            check_in_set(r, v, "abm", j.abm, j.bsl_bits, j.set_id);
         }
     });
     r.required(n, "op", "an INA job",
@@ -527,6 +546,135 @@ void read_ina_job(Reader& r, const YAML::Node& n, InaJobConfig& j) {
     r.optional(n, "on_reject", [&](const YAML::Node& v) {
         enum_value(r, v, "on_reject", kRejectNames, j.on_reject);
     });
+    r.optional(n, "results", [&](const YAML::Node& v) {
+        enum_value(r, v, "results", kResultNames, j.results);
+    });
+}
+
+void read_bier_neighbour(Reader& r, const YAML::Node& n, const BiftConfig& t,
+                         BierNeighbourConfig& nb) {
+    nb.mark = mark_of(n);
+    if (!r.expect_map(n, "a BIER neighbour {via, bfr_ids}")) {
+        return;
+    }
+    r.check_keys(n, {"via", "bfr_ids"}, "a BIER neighbour");
+    r.required(n, "via", "a BIER neighbour", [&](const YAML::Node& v) {
+        r.parsed(v, "via: the neighbour BFR's IPv4 address", nb.via, net::Ipv4Addr::parse);
+    });
+    r.required(n, "bfr_ids", "a BIER neighbour", [&](const YAML::Node& v) {
+        if (bfr_id_list(r, v, "bfr_ids", nb.bfr_ids)) {
+            check_in_set(r, v, "bfr_ids", nb.bfr_ids, t.bsl_bits, t.set_id);
+        }
+    });
+}
+
+void read_bier_local(Reader& r, const YAML::Node& n, const BiftConfig& t, BierLocalConfig& l) {
+    l.mark = mark_of(n);
+    if (!r.expect_map(n, "a local BFER bit {bfr_id, host}")) {
+        return;
+    }
+    r.check_keys(n, {"bfr_id", "host"}, "a local BFER bit");
+    r.required(n, "bfr_id", "a local BFER bit", [&](const YAML::Node& v) {
+        if (r.uint_value(v, "bfr_id", l.bfr_id, 1, 65535)) {
+            check_in_set(r, v, "bfr_id", {l.bfr_id}, t.bsl_bits, t.set_id);
+        }
+    });
+    r.required(n, "host", "a local BFER bit", [&](const YAML::Node& v) {
+        r.parsed(v, "host: the IPv4 address packets for this bit are delivered to", l.host,
+                 net::Ipv4Addr::parse);
+    });
+}
+
+void read_bift(Reader& r, const YAML::Node& n, uint8_t sub_domain, BiftConfig& t) {
+    t.mark = mark_of(n);
+    if (!r.expect_map(n, "a BIFT")) {
+        return;
+    }
+    r.check_keys(n, {"bift_id", "bsl", "set_id", "neighbours", "local"}, "a BIFT");
+    r.optional(n, "bsl", [&](const YAML::Node& v) { read_bsl(r, v, t.bsl_bits); });
+    bool explicit_id = false;
+    r.optional(n, "bift_id", [&](const YAML::Node& v) {
+        explicit_id = r.uint_value(v, "bift_id (20 bits)", t.bift_id, 1, wire::kMaxBiftId);
+    });
+    r.optional(n, "set_id", [&](const YAML::Node& v) {
+        // An explicit BIFT-id may name any set a BFR-id reaches (BSL 64: SI up to 1023); the
+        // default BIFT-id encoding has 8 bits for it.
+        const uint32_t max_si = 65535u / t.bsl_bits;
+        if (r.uint_value(v, "set_id", t.set_id, 0, max_si) && !explicit_id && t.set_id > 255) {
+            r.error(v, "expected set_id at most 255 without an explicit bift_id (the default "
+                       "BIFT-id holds it in 8 bits)");
+        }
+    });
+    if (!explicit_id) {
+        const auto code = wire::bsl_code_from_bits(t.bsl_bits);
+        t.bift_id = wire::encode_bift_id({code.value_or(3), sub_domain,
+                                          static_cast<uint8_t>(t.set_id)})
+                        .value_or(0);
+    }
+    r.optional(n, "neighbours", [&](const YAML::Node& v) {
+        if (!r.expect_seq(v, "a list of BIER neighbours")) {
+            return;
+        }
+        for (const auto& x : v) {
+            read_bier_neighbour(r, x, t, t.neighbours.emplace_back());
+        }
+    });
+    r.optional(n, "local", [&](const YAML::Node& v) {
+        if (!r.expect_seq(v, "a list of local BFER bits")) {
+            return;
+        }
+        for (const auto& x : v) {
+            read_bier_local(r, x, t, t.local.emplace_back());
+        }
+    });
+}
+
+void read_bier_group(Reader& r, const YAML::Node& n, BierGroupConfig& g) {
+    g.mark = mark_of(n);
+    if (!r.expect_map(n, "a BIER multicast group {group, bfr_ids}")) {
+        return;
+    }
+    r.check_keys(n, {"group", "bfr_ids", "bsl"}, "a BIER multicast group");
+    r.required(n, "group", "a BIER multicast group", [&](const YAML::Node& v) {
+        if (r.parsed(v, "group: an IPv4 multicast address", g.group, net::Ipv4Addr::parse) &&
+            (g.group.value >> 28) != 0xE) {
+            r.error(v, "expected group: an IPv4 multicast address (224.0.0.0/4), got " +
+                           g.group.str());
+        }
+    });
+    r.required(n, "bfr_ids", "a BIER multicast group",
+               [&](const YAML::Node& v) { bfr_id_list(r, v, "bfr_ids", g.bfr_ids); });
+    r.optional(n, "bsl", [&](const YAML::Node& v) { read_bsl(r, v, g.bsl_bits); });
+}
+
+void read_bier(Reader& r, const YAML::Node& v, BierConfig& b) {
+    b.mark = mark_of(v);
+    if (!r.expect_map(v, "bier settings")) {
+        return;
+    }
+    r.check_keys(v, {"sub_domain", "bfr_id", "ttl", "bifts", "groups"}, "bier");
+    r.optional(v, "sub_domain", [&](const YAML::Node& x) {
+        r.uint_value(x, "sub_domain", b.sub_domain, 0, 255);
+    });
+    r.optional(v, "bfr_id",
+               [&](const YAML::Node& x) { r.uint_value(x, "bfr_id", b.bfr_id, 1, 65535); });
+    r.optional(v, "ttl", [&](const YAML::Node& x) { r.uint_value(x, "ttl", b.ttl, 1, 255); });
+    r.optional(v, "bifts", [&](const YAML::Node& x) {
+        if (!r.expect_seq(x, "a list of BIFTs")) {
+            return;
+        }
+        for (const auto& t : x) {
+            read_bift(r, t, b.sub_domain, b.bifts.emplace_back());
+        }
+    });
+    r.optional(v, "groups", [&](const YAML::Node& x) {
+        if (!r.expect_seq(x, "a list of BIER multicast groups")) {
+            return;
+        }
+        for (const auto& g : x) {
+            read_bier_group(r, g, b.groups.emplace_back());
+        }
+    });
 }
 
 bool parse_listen(const std::string& s) {
@@ -549,7 +697,7 @@ void read_document(Reader& r, const YAML::Node& root, Config& c) {
     }
     r.check_keys(root,
                  {"version", "eal", "mempool", "ports", "lcores", "dataplane", "routes",
-                  "neighbours", "l2", "arp", "ina", "control"},
+                  "neighbours", "l2", "arp", "ina", "bier", "control"},
                  "the top level");
     r.required(root, "version", "the top level", [&](const YAML::Node& v) {
         r.uint_value(v, "version (this build reads version 1)", c.version, 1, 1);
@@ -692,6 +840,7 @@ void read_document(Reader& r, const YAML::Node& root, Config& c) {
             }
         });
     });
+    r.optional(root, "bier", [&](const YAML::Node& v) { read_bier(r, v, c.bier); });
     r.optional(root, "control", [&](const YAML::Node& v) {
         if (!r.expect_map(v, "control settings")) {
             return;
@@ -705,6 +854,118 @@ void read_document(Reader& r, const YAML::Node& root, Config& c) {
             }
         });
     });
+}
+
+// A BFIR sending to `ids` needs its own BFR-id and a BIFT for every set the ids fall in.
+void check_bier_targets(Reader& r, const BierConfig& bier, Mark mark, const std::string& who,
+                        const std::vector<uint16_t>& ids, uint16_t bsl) {
+    if (bier.bfr_id == 0) {
+        r.error(mark, who + " is sent over BIER from this switch: expected bier.bfr_id (the "
+                            "BFIR-id of the packets)");
+    }
+    if (bsl == 0) {
+        r.error(mark, who + ": expected a BIFT to send it with (and, when the BIFTs have "
+                            "different BSLs, a 'bsl' saying which)");
+        return;
+    }
+    std::set<uint16_t> missing;
+    for (auto id : ids) {
+        const auto si = static_cast<uint16_t>((id - 1u) / bsl);
+        if (find_bift(bier, bsl, si) == nullptr) {
+            missing.insert(si);
+        }
+    }
+    for (auto si : missing) {
+        r.error(mark, who + " has BFR-ids in set " + std::to_string(si) + " of BSL " +
+                          std::to_string(bsl) + ": expected a BIFT with bsl: " +
+                          std::to_string(bsl) + " and set_id: " + std::to_string(si));
+    }
+}
+
+template <typename ConnectedPort>
+void validate_bier(Reader& r, const Config& c, ConnectedPort&& connected_port) {
+    const BierConfig& b = c.bier;
+    if (b.bifts.size() > 64) {
+        r.error(b.mark, "expected at most 64 BIFTs, got " + std::to_string(b.bifts.size()));
+    }
+    auto own = [&](net::Ipv4Addr a) {
+        for (const auto& p : c.ports) {
+            for (const auto& pfx : p.ipv4) {
+                if (pfx.addr == a) {
+                    return true;
+                }
+            }
+        }
+        return false;
+    };
+    std::set<uint32_t> ids;
+    std::set<std::pair<uint16_t, uint16_t>> tables;
+    for (const auto& t : b.bifts) {
+        const std::string name = "BIFT " + std::to_string(t.bift_id);
+        if (!ids.insert(t.bift_id).second) {
+            r.error(t.mark, "duplicate bift_id " + std::to_string(t.bift_id));
+        }
+        if (!tables.insert({t.bsl_bits, t.set_id}).second) {
+            r.error(t.mark, "a second BIFT for bsl " + std::to_string(t.bsl_bits) + " set " +
+                                std::to_string(t.set_id) + "; expected one per (BSL, set)");
+        }
+        if (t.neighbours.size() > 16) {
+            r.error(t.mark, name + ": expected at most 16 neighbours");
+        }
+        if (t.local.size() > 64) {
+            r.error(t.mark, name + ": expected at most 64 local bits");
+        }
+        std::map<uint16_t, unsigned> paths;  // BFR-id -> neighbours reaching it (ECMP width)
+        std::set<net::Ipv4Addr> vias;
+        for (const auto& nb : t.neighbours) {
+            if (!vias.insert(nb.via).second) {
+                r.error(nb.mark, name + ": neighbour " + nb.via.str() + " listed twice");
+            }
+            if (own(nb.via) || connected_port(nb.via) == nullptr) {
+                r.error(nb.mark, "BIER neighbour " + nb.via.str() +
+                                     " is not on a connected subnet; expected the address of "
+                                     "an adjacent BFR");
+            }
+            for (auto id : nb.bfr_ids) {
+                ++paths[id];
+            }
+        }
+        unsigned planes = 1;
+        for (const auto& [id, width] : paths) {
+            planes = std::lcm(planes, width);
+        }
+        if (planes > 16) {
+            r.error(t.mark, name + ": the ECMP path counts need " + std::to_string(planes) +
+                                " entropy planes (their least common multiple); expected at "
+                                "most 16");
+        }
+        std::set<uint16_t> local_ids;
+        for (const auto& l : t.local) {
+            if (!local_ids.insert(l.bfr_id).second) {
+                r.error(l.mark, name + ": local bfr_id " + std::to_string(l.bfr_id) +
+                                    " listed twice");
+            }
+            if (paths.count(l.bfr_id) != 0) {
+                r.error(l.mark, name + ": bfr_id " + std::to_string(l.bfr_id) +
+                                    " is local and also reached through a neighbour");
+            }
+            if (own(l.host) || connected_port(l.host) == nullptr) {
+                r.error(l.mark, "local host " + l.host.str() +
+                                    " is not on a connected subnet; expected a station "
+                                    "attached to this switch");
+            }
+        }
+    }
+    std::set<net::Ipv4Addr> groups;
+    for (const auto& g : b.groups) {
+        if (!groups.insert(g.group).second) {
+            r.error(g.mark, "duplicate BIER group " + g.group.str());
+        }
+        if (!g.bfr_ids.empty()) {
+            check_bier_targets(r, b, g.mark, "group " + g.group.str(), g.bfr_ids,
+                               bier_bsl_for(b, g.bsl_bits));
+        }
+    }
 }
 
 // Cross-references: names resolve, queues are polled once, addresses do not collide.
@@ -831,7 +1092,21 @@ void validate(Reader& r, const Config& c) {
                                     std::to_string(j.job_id));
             }
         }
-        if (j.role == InaRole::root) {
+        if (j.results == ResultDelivery::bier) {
+            if (j.role != InaRole::root) {
+                r.error(j.mark, "job " + std::to_string(j.job_id) +
+                                    ": 'results: bier' is for the root; an aggregator sends its "
+                                    "partial result to 'parent'");
+            } else {
+                check_bier_targets(r, c.bier, j.mark, "job " + std::to_string(j.job_id), j.abm,
+                                   bier_job_bsl(c.bier, j.bsl_bits));
+            }
+            if (!j.workers.empty()) {
+                r.error(j.mark, "job " + std::to_string(j.job_id) +
+                                    ": 'workers' lists unicast result destinations; with "
+                                    "'results: bier' the BFERs' local bits deliver them");
+            }
+        } else if (j.role == InaRole::root) {
             std::set<uint16_t> seen;
             for (const auto& w : j.workers) {
                 if (!std::binary_search(j.abm.begin(), j.abm.end(), w.bfr_id)) {
@@ -853,6 +1128,7 @@ void validate(Reader& r, const Config& c) {
                                 "result to 'parent' (default 'root')");
         }
     }
+    validate_bier(r, c, connected_port);
     std::set<net::Ipv4Addr> neighbour_ips;
     for (const auto& nb : c.neighbours) {
         if (c.find_port(nb.port) == nullptr) {
@@ -936,6 +1212,40 @@ std::vector<Error> validate(const Config& cfg) {
     Reader r(cfg.source.empty() ? "api" : cfg.source, errors);
     validate(r, cfg);
     return errors;
+}
+
+uint16_t bier_bsl_for(const BierConfig& bier, uint16_t wanted) {
+    if (wanted != 0) {
+        return wanted;
+    }
+    uint16_t bsl = 0;
+    for (const auto& t : bier.bifts) {
+        if (bsl != 0 && t.bsl_bits != bsl) {
+            return 0;
+        }
+        bsl = t.bsl_bits;
+    }
+    return bsl;
+}
+
+// The BSL a root job's results use over BIER: the job's own BSL where a BIFT has it (the A-BM
+// then goes out unchanged), else the one BSL of the BIFTs.
+uint16_t bier_job_bsl(const BierConfig& bier, uint16_t job_bsl) {
+    for (const auto& t : bier.bifts) {
+        if (t.bsl_bits == job_bsl) {
+            return job_bsl;
+        }
+    }
+    return bier_bsl_for(bier, 0);
+}
+
+const BiftConfig* find_bift(const BierConfig& bier, uint16_t bsl_bits, uint16_t set_id) {
+    for (const auto& t : bier.bifts) {
+        if (t.bsl_bits == bsl_bits && t.set_id == set_id) {
+            return &t;
+        }
+    }
+    return nullptr;
 }
 
 std::vector<std::string> restart_required(const Config& running, const Config& next) {

@@ -88,6 +88,9 @@ struct ArpConfig {
 
 enum class InaRole : uint8_t { aggregator, root };
 enum class RejectAction : uint8_t { forward, drop };
+// How a root returns a chunk's result: one unicast copy per worker, or one BIER packet per set
+// whose BitString is the root's A-BM (draft-song-ina-00), replicated by the BFRs on the way.
+enum class ResultDelivery : uint8_t { unicast, bier };
 
 // Where the root sends a worker's results (unicast until BIER dissemination).
 struct InaWorkerConfig {
@@ -112,7 +115,8 @@ struct InaJobConfig {
     net::Ipv4Addr root;                    // the VAT root's address (data travels toward it)
     std::optional<net::Ipv4Addr> parent;   // next VAT node for partial results (default: root)
     std::optional<net::Ipv4Addr> source;   // source address of emitted packets
-    std::vector<InaWorkerConfig> workers;  // root: result destinations by BFR-id
+    std::vector<InaWorkerConfig> workers;  // root, results: unicast: destinations by BFR-id
+    ResultDelivery results = ResultDelivery::unicast;  // root only
     std::vector<std::string> ingress_ports;           // empty: any port
     std::vector<net::Ipv4Prefix> ingress_sources;     // empty: any source
     RejectAction on_reject = RejectAction::forward;   // packets that fail the VAT checks
@@ -122,6 +126,49 @@ struct InaJobConfig {
 struct InaConfig {
     uint16_t udp_port = 9470;
     std::vector<InaJobConfig> jobs;
+};
+
+// BIER (RFC 8279, RFC 8296 over Ethernet). BFR-ids are global numbers (SI * BSL + BP); every
+// list of them here is in the same notation as an INA job's abm ("1-4,7").
+struct BierNeighbourConfig {
+    net::Ipv4Addr via;               // the neighbour BFR's address on a connected subnet
+    std::vector<uint16_t> bfr_ids;   // BFERs reached through it: its F-BM (sorted)
+    Mark mark;
+};
+
+// One of this BFR's own bits (it is the BFER for it): packets carrying it are decapsulated and
+// delivered to `host`, a station on a connected subnet.
+struct BierLocalConfig {
+    uint16_t bfr_id = 0;
+    net::Ipv4Addr host;
+    Mark mark;
+};
+
+// One BIFT: the forwarding table of one (sub-domain, BSL, set).
+struct BiftConfig {
+    uint32_t bift_id = 0;  // 20 bits; default: BSL code << 16 | sub-domain << 8 | set_id
+    uint16_t bsl_bits = 256;
+    uint16_t set_id = 0;
+    std::vector<BierNeighbourConfig> neighbours;  // a BFR-id under several = ECMP paths
+    std::vector<BierLocalConfig> local;
+    Mark mark;
+};
+
+// An IPv4 multicast group carried over BIER from this switch (the BFIR) to the BFERs named.
+struct BierGroupConfig {
+    net::Ipv4Addr group;
+    std::vector<uint16_t> bfr_ids;
+    uint16_t bsl_bits = 0;  // 0: the BSL of the sub-domain's BIFTs (they must agree)
+    Mark mark;
+};
+
+struct BierConfig {
+    uint8_t sub_domain = 0;
+    uint16_t bfr_id = 0;  // BFIR-id of packets this switch encapsulates; 0 = none (transit only)
+    uint8_t ttl = 64;     // BIER TTL of packets this switch encapsulates
+    std::vector<BiftConfig> bifts;
+    std::vector<BierGroupConfig> groups;
+    Mark mark;
 };
 
 struct ControlConfig {
@@ -141,6 +188,7 @@ struct Config {
     L2Config l2;
     ArpConfig arp;
     InaConfig ina;
+    BierConfig bier;
     ControlConfig control;
 
     const PortConfig* find_port(std::string_view name) const;
@@ -180,6 +228,15 @@ std::vector<Error> validate(const Config& cfg);
 // Fields a running switch cannot change without a restart (EAL, ports' devargs and queues,
 // lcores, mempool). Returns a human-readable reason for each difference; empty if a reload of
 // `next` over `running` is allowed.
+// The BSL the BIFTs give a BFIR's packets: `wanted` if non-zero, else the one BSL all BIFTs share;
+// 0 if there is no BIFT or they disagree.
+uint16_t bier_bsl_for(const BierConfig& bier, uint16_t wanted);
+// The BSL a root job's results use over BIER: the job's own BSL where a BIFT has it (the A-BM
+// then goes out unchanged), else bier_bsl_for(bier, 0).
+uint16_t bier_job_bsl(const BierConfig& bier, uint16_t job_bsl);
+// The BIFT of (sub-domain, bsl_bits, set_id), or nullptr.
+const BiftConfig* find_bift(const BierConfig& bier, uint16_t bsl_bits, uint16_t set_id);
+
 std::vector<std::string> restart_required(const Config& running, const Config& next);
 
 }  // namespace ina::config

@@ -8,6 +8,8 @@
 #include <charconv>
 
 #include "metrics/metrics.h"
+#include "wire/bier_header.h"
+#include "wire/bitstring.h"
 
 namespace ina::control {
 
@@ -20,10 +22,7 @@ json ina_jobs_json(const config::Config& c) {
     static const char* const kTypes[] = {"int32", "fp32", "fp16", "bf16", "int64", "fp64"};
     json jobs = json::array();
     for (const auto& j : c.ina.jobs) {
-        std::string abm;
-        for (uint16_t id : j.abm) {
-            abm += (abm.empty() ? "" : ",") + std::to_string(id);
-        }
+        const std::string abm = wire::format_bfr_id_list(j.abm);
         json workers = json::array();
         for (const auto& w : j.workers) {
             workers.push_back({{"bfr_id", w.bfr_id}, {"ip", w.ip.str()}});
@@ -46,7 +45,8 @@ json ina_jobs_json(const config::Config& c) {
                     {"root", j.root.str()},
                     {"workers", workers},
                     {"ingress", {{"ports", j.ingress_ports}, {"sources", sources}}},
-                    {"on_reject", j.on_reject == config::RejectAction::drop ? "drop" : "forward"}};
+                    {"on_reject", j.on_reject == config::RejectAction::drop ? "drop" : "forward"},
+                    {"results", j.results == config::ResultDelivery::bier ? "bier" : "unicast"}};
         if (j.parent) {
             job["parent"] = j.parent->str();
         }
@@ -56,6 +56,39 @@ json ina_jobs_json(const config::Config& c) {
         jobs.push_back(job);
     }
     return jobs;
+}
+
+json bier_json(const config::BierConfig& b) {
+    json bifts = json::array();
+    for (const auto& t : b.bifts) {
+        json neighbours = json::array();
+        for (const auto& nb : t.neighbours) {
+            neighbours.push_back(
+                {{"via", nb.via.str()}, {"bfr_ids", wire::format_bfr_id_list(nb.bfr_ids)}});
+        }
+        json local = json::array();
+        for (const auto& l : t.local) {
+            local.push_back({{"bfr_id", l.bfr_id}, {"host", l.host.str()}});
+        }
+        bifts.push_back({{"bift_id", t.bift_id},
+                         {"bsl", t.bsl_bits},
+                         {"set_id", t.set_id},
+                         {"neighbours", neighbours},
+                         {"local", local}});
+    }
+    json groups = json::array();
+    for (const auto& g : b.groups) {
+        json entry = {{"group", g.group.str()}, {"bfr_ids", wire::format_bfr_id_list(g.bfr_ids)}};
+        if (g.bsl_bits != 0) {
+            entry["bsl"] = g.bsl_bits;
+        }
+        groups.push_back(entry);
+    }
+    json out = {{"sub_domain", b.sub_domain}, {"ttl", b.ttl}, {"bifts", bifts}, {"groups", groups}};
+    if (b.bfr_id != 0) {
+        out["bfr_id"] = b.bfr_id;
+    }
+    return out;
 }
 
 json to_json(const config::Config& c) {
@@ -122,6 +155,7 @@ json to_json(const config::Config& c) {
               {"request_interval_ms", c.arp.request_interval_ms},
               {"max_neighbours", c.arp.max_neighbours}}},
             {"ina", {{"udp_port", c.ina.udp_port}, {"jobs", ina_jobs_json(c)}}},
+            {"bier", bier_json(c.bier)},
             {"control", {{"listen", c.control.listen}}}};
 }
 
@@ -342,6 +376,32 @@ bool ApiServer::start(const std::string& listen, std::string& error) {
             return;
         }
         reply_result(res, r);
+    });
+    s.Get("/api/v1/bier", [this](const httplib::Request&, httplib::Response& res) {
+        json out = bier_json(control_.running_config().bier);
+        const Stats st = control_.stats();
+        for (auto& t : out["bifts"]) {
+            for (const auto& bs : st.bifts) {
+                if (bs.bift_id != t["bift_id"].get<uint32_t>()) {
+                    continue;
+                }
+                json malformed = json::object();
+                for (size_t r = 0; r < dp::kBierMalformedReasons; ++r) {
+                    malformed[std::string(wire::to_string(static_cast<wire::BierParseError>(r)))] =
+                        bs.counters.malformed[r];
+                }
+                for (size_t k = 0; k < bs.neighbours.size() && k < t["neighbours"].size(); ++k) {
+                    t["neighbours"][k]["resolved"] = bs.neighbours[k].second;
+                    t["neighbours"][k]["copies"] = bs.counters.copies[k];
+                }
+                t["stats"] = {{"packets", bs.counters.packets},
+                              {"ttl_expired", bs.counters.ttl_expired},
+                              {"bits_no_neighbour", bs.counters.bits_no_neighbour},
+                              {"delivered", bs.counters.delivered},
+                              {"malformed", malformed}};
+            }
+        }
+        reply(res, 200, out);
     });
     s.Get("/api/v1/fdb", [this](const httplib::Request&, httplib::Response& res) {
         json out = json::array();

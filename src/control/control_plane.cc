@@ -186,6 +186,7 @@ bool ControlPlane::publish_locked(std::string& error) {
     if (!snap) {
         return false;
     }
+    assign_bier_slots_locked(*snap);
     ++next_generation_;
     auto pub = std::make_unique<runtime::Published>();
     pub->snapshot = std::move(snap);
@@ -193,6 +194,43 @@ bool ControlPlane::publish_locked(std::string& error) {
     dataplane_.publish(std::move(pub));
     ++counters_.snapshots_published;
     return true;
+}
+
+dp::BierCounters ControlPlane::bier_slot_total(size_t slot) const {
+    dp::BierCounters sum;
+    for (const auto& w : dataplane_.workers) {
+        sum += w.ctx->counters.bier[slot];
+    }
+    return sum;
+}
+
+void ControlPlane::assign_bier_slots_locked(dp::Snapshot& snap) {
+    std::array<bool, dp::kBierCounterSlots> kept{};
+    std::vector<dp::BiftView*> fresh;
+    for (auto& t : snap.bifts) {
+        auto it = std::find_if(bier_slots_.begin(), bier_slots_.end(), [&](const BierSlot& b) {
+            return b.in_use && b.bift_id == t.bift_id;
+        });
+        if (it != bier_slots_.end()) {
+            t.counter_slot = static_cast<uint16_t>(it - bier_slots_.begin());
+            kept[t.counter_slot] = true;
+        } else {
+            fresh.push_back(&t);
+        }
+    }
+    for (size_t i = 0; i < bier_slots_.size(); ++i) {
+        if (!kept[i]) {
+            bier_slots_[i].in_use = false;
+        }
+    }
+    for (auto* t : fresh) {
+        // There are as many slots as BIFTs a snapshot may hold, so one is always free.
+        auto it = std::find_if(bier_slots_.begin(), bier_slots_.end(),
+                               [](const BierSlot& b) { return !b.in_use; });
+        const auto slot = static_cast<size_t>(it - bier_slots_.begin());
+        *it = BierSlot{t->bift_id, true, bier_slot_total(slot)};
+        t->counter_slot = static_cast<uint16_t>(slot);
+    }
 }
 
 void ControlPlane::handle_event(size_t worker, const dp::Event& ev, bool& dirty) {
@@ -633,6 +671,32 @@ Stats ControlPlane::stats() const {
                 js.capacity += t->capacity();
             }
             s.jobs.push_back(js);
+        }
+        const dp::Snapshot& snap = snapshot();
+        s.bier_sub_domain = running_.bier.sub_domain;
+        for (const auto& t : snap.bifts) {
+            BiftStats b;
+            b.bift_id = t.bift_id;
+            b.bsl_bits = t.bsl_bits;
+            b.set_id = t.set_id;
+            for (uint16_t k = 0; k < t.n_neighbours; ++k) {
+                b.neighbours.emplace_back(net::Ipv4Addr{t.neighbours[k].ip}.str(),
+                                          t.neighbours[k].resolved);
+            }
+            b.local_bits = t.local_bp.size();
+            const dp::BierCounters total = bier_slot_total(t.counter_slot);
+            const dp::BierCounters& base = bier_slots_[t.counter_slot].baseline;
+            b.counters.packets = total.packets - base.packets;
+            b.counters.ttl_expired = total.ttl_expired - base.ttl_expired;
+            b.counters.bits_no_neighbour = total.bits_no_neighbour - base.bits_no_neighbour;
+            b.counters.delivered = total.delivered - base.delivered;
+            for (size_t i = 0; i < dp::kBierNeighbourSlots; ++i) {
+                b.counters.copies[i] = total.copies[i] - base.copies[i];
+            }
+            for (size_t i = 0; i < dp::kBierMalformedReasons; ++i) {
+                b.counters.malformed[i] = total.malformed[i] - base.malformed[i];
+            }
+            s.bifts.push_back(std::move(b));
         }
     }
     if (dataplane_.pool != nullptr) {

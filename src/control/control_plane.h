@@ -79,6 +79,16 @@ struct ControlCounters {
     uint64_t fdb_table_full = 0;
 };
 
+// One BIFT as configured and resolved, with its counters summed over lcores.
+struct BiftStats {
+    uint32_t bift_id = 0;
+    uint16_t bsl_bits = 0;
+    uint16_t set_id = 0;
+    std::vector<std::pair<std::string, bool>> neighbours;  // (address, MAC resolved), by index
+    size_t local_bits = 0;
+    dp::BierCounters counters;
+};
+
 // Everything a scrape needs, copied out under the lock (counters summed across lcores).
 struct Stats {
     uint64_t generation = 0;
@@ -95,6 +105,8 @@ struct Stats {
     unsigned mempool_in_use = 0;
     unsigned mempool_size = 0;
     std::vector<JobStats> jobs;
+    uint8_t bier_sub_domain = 0;
+    std::vector<BiftStats> bifts;
 };
 
 class ControlPlane {
@@ -185,6 +197,16 @@ private:
     // Per worker, tables detached but not yet acknowledged, in the order the detaches were sent.
     std::vector<std::deque<std::unique_ptr<ChunkTable>>> detaching_;
     unsigned next_tx_worker_ = 0;
+    // Per-BIFT counter slots (dp::LcoreCounters::bier), kept per BIFT-id across reloads. A slot
+    // freed by a removed BIFT is reused with a baseline, so a new BIFT's counters start at 0.
+    struct BierSlot {
+        uint32_t bift_id = 0;
+        bool in_use = false;
+        dp::BierCounters baseline;
+    };
+    std::array<BierSlot, dp::kBierCounterSlots> bier_slots_{};
+    void assign_bier_slots_locked(dp::Snapshot& snap);
+    dp::BierCounters bier_slot_total(size_t slot) const;
 };
 
 }  // namespace ina::control

@@ -34,7 +34,13 @@ inline constexpr uint16_t kMaxPorts = 32;
     X(ina_duplicate, "INA contribution already absorbed (duplicate, overlap or stale)")          \
     X(ina_no_slot, "INA contribution at a root with no free slot (the worker retransmits)")      \
     X(ina_no_mbuf, "no mbuf for an INA result copy")                                             \
-    X(ina_handoff_full, "INA contribution for another lcore's chunk while its hand-off ring was full")
+    X(ina_handoff_full, "INA contribution for another lcore's chunk while its hand-off ring was full") \
+    X(bier_unknown_bift, "BIER packet whose BIFT-id no BIFT of this switch has")                 \
+    X(bier_malformed, "BIER header malformed (reasons per BIFT: inaswitch_bier_malformed_total)") \
+    X(bier_ttl_expired, "BIER packet whose TTL leaves nothing to forward")                       \
+    X(bier_no_mbuf, "no mbuf for a BIER copy or delivery")                                       \
+    X(bier_unsupported_proto, "BIER payload for a local bit that is not IPv4")                   \
+    X(mcast_no_group, "IPv4 multicast for a group this switch does not carry over BIER")
 
 enum class DropReason : uint8_t {
 #define INA_X(name, help) name,
@@ -68,6 +74,34 @@ struct PortCounters {
     uint64_t tx_dropped = 0;  // rejected by the PMD's TX burst, freed
 };
 
+// Per-BIFT counters. A BIFT's slot (BiftView::counter_slot) is stable across reloads.
+inline constexpr size_t kBierCounterSlots = 64;
+inline constexpr size_t kBierNeighbourSlots = 16;
+inline constexpr size_t kBierMalformedReasons = 6;  // wire::BierParseError
+
+struct BierCounters {
+    uint64_t packets = 0;            // received for this BIFT, or encapsulated into it here
+    uint64_t ttl_expired = 0;        // packets that could not be forwarded to neighbours
+    uint64_t bits_no_neighbour = 0;  // bits cleared because no neighbour or own bit has them
+    uint64_t delivered = 0;          // decapsulated copies for own bits
+    std::array<uint64_t, kBierNeighbourSlots> copies{};  // by neighbour index in the BIFT
+    std::array<uint64_t, kBierMalformedReasons> malformed{};
+
+    BierCounters& operator+=(const BierCounters& o) {
+        packets += o.packets;
+        ttl_expired += o.ttl_expired;
+        bits_no_neighbour += o.bits_no_neighbour;
+        delivered += o.delivered;
+        for (size_t i = 0; i < kBierNeighbourSlots; ++i) {
+            copies[i] += o.copies[i];
+        }
+        for (size_t i = 0; i < kBierMalformedReasons; ++i) {
+            malformed[i] += o.malformed[i];
+        }
+        return *this;
+    }
+};
+
 struct alignas(64) LcoreCounters {
     uint64_t loops = 0;
     uint64_t busy_loops = 0;  // loops that received at least one packet
@@ -93,8 +127,12 @@ struct alignas(64) LcoreCounters {
     uint64_t ina_resent = 0;           // results or partials re-emitted for a retransmission
     uint64_t ina_fallbacks = 0;        // contributions forwarded unaggregated (fallback flag)
     uint64_t ina_handed_off = 0;       // contributions passed to the lcore owning their chunk
+    uint64_t bier_copies = 0;     // BIER copies sent to neighbours (all BIFTs)
+    uint64_t bier_delivered = 0;  // BIER payloads delivered to local hosts (all BIFTs)
+    uint64_t mcast_encapsulated = 0;  // IPv4 multicast packets this BFIR put on BIER
     std::array<uint64_t, kDropReasonCount> drops{};
     std::array<PortCounters, kMaxPorts> ports{};
+    std::array<BierCounters, kBierCounterSlots> bier{};
 
     // Control-plane side only: sums another lcore's block into this one.
     LcoreCounters& operator+=(const LcoreCounters& o) {
@@ -123,8 +161,14 @@ struct alignas(64) LcoreCounters {
         ina_resent += o.ina_resent;
         ina_fallbacks += o.ina_fallbacks;
         ina_handed_off += o.ina_handed_off;
+        bier_copies += o.bier_copies;
+        bier_delivered += o.bier_delivered;
+        mcast_encapsulated += o.mcast_encapsulated;
         for (size_t i = 0; i < kDropReasonCount; ++i) {
             drops[i] += o.drops[i];
+        }
+        for (size_t i = 0; i < kBierCounterSlots; ++i) {
+            bier[i] += o.bier[i];
         }
         for (size_t p = 0; p < kMaxPorts; ++p) {
             ports[p].rx_packets += o.ports[p].rx_packets;

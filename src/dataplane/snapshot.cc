@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <numeric>
 
 namespace ina::dp {
 
@@ -51,6 +52,137 @@ rte_ether_addr to_ether(const net::MacAddr& m) {
     rte_ether_addr e;
     std::memcpy(e.addr_bytes, m.bytes.data(), 6);
     return e;
+}
+
+// Resolves an adjacent station the way routing would: through the route to it, which carries its
+// MAC once the neighbour is known (static or learned; the snapshot is rebuilt when one is).
+BierAdjacency adjacency(const Snapshot& s, uint32_t ip) {
+    BierAdjacency a;
+    a.ip = ip;
+    if (const NextHop* nh = s.route(ip)) {
+        a.resolved = nh->resolved;
+        a.port = nh->resolved ? nh->out_port : nh->port;
+        a.dst_mac = nh->dst_mac;
+    }
+    return a;
+}
+
+// The BIER targets of a BFIR sending to `ids` with BSL `bsl`: one BitString per set.
+bool bier_targets(const Snapshot& s, const config::BierConfig& bier, uint16_t bsl,
+                  const std::vector<uint16_t>& ids, std::vector<BierTarget>& out,
+                  std::string& error) {
+    std::map<uint16_t, std::vector<uint16_t>> by_set;
+    for (auto id : ids) {
+        by_set[static_cast<uint16_t>((id - 1u) / bsl)].push_back(id);
+    }
+    for (const auto& [si, members] : by_set) {
+        const config::BiftConfig* t = config::find_bift(bier, bsl, si);
+        auto bits = wire::BitString::from_bfr_ids(bsl, si, members);
+        if (t == nullptr || !bits) {
+            error = "no BIFT for BSL " + std::to_string(bsl) + " set " + std::to_string(si);
+            return false;
+        }
+        for (uint16_t k = 0; k < s.bifts.size(); ++k) {
+            if (s.bifts[k].bift_id == t->bift_id) {
+                out.push_back(BierTarget{k, *bits});
+            }
+        }
+    }
+    return true;
+}
+
+bool build_bift(const Snapshot& s, const config::BiftConfig& t, BiftView& v, std::string& error) {
+    v.bift_id = t.bift_id;
+    v.bsl_bits = t.bsl_bits;
+    v.bs_bytes = wire::bsl_bytes(t.bsl_bits);
+    v.bsl_code = wire::bsl_code_from_bits(t.bsl_bits).value_or(0);
+    v.set_id = t.set_id;
+    if (t.neighbours.size() > kMaxBierNeighbours) {
+        error = "BIFT " + std::to_string(t.bift_id) + ": more than 16 neighbours";
+        return false;
+    }
+    v.n_neighbours = static_cast<uint16_t>(t.neighbours.size());
+    // ECMP: the paths of each BP in configuration order; plane e takes path e mod width.
+    std::map<uint16_t, std::vector<uint16_t>> paths;  // BP -> neighbour indices
+    for (uint16_t k = 0; k < v.n_neighbours; ++k) {
+        v.neighbours[k] = adjacency(s, t.neighbours[k].via.value);
+        for (auto id : t.neighbours[k].bfr_ids) {
+            paths[static_cast<uint16_t>((id - 1u) % t.bsl_bits + 1)].push_back(k);
+        }
+    }
+    unsigned planes = 1;
+    for (const auto& [bp, via] : paths) {
+        planes = std::lcm(planes, static_cast<unsigned>(via.size()));
+    }
+    if (planes > kMaxBierPlanes) {
+        error = "BIFT " + std::to_string(t.bift_id) + ": more than 16 ECMP planes";
+        return false;
+    }
+    v.n_planes = static_cast<uint16_t>(planes);
+    v.fbm.assign(size_t{planes} * v.n_neighbours * v.bs_bytes, 0);
+    v.local_mask.assign(v.bs_bytes, 0);
+    v.reachable_mask.assign(v.bs_bytes, 0);
+    for (const auto& [bp, via] : paths) {
+        wire::bits_set_bp(v.reachable_mask.data(), v.bs_bytes, bp);
+        for (uint16_t e = 0; e < planes; ++e) {
+            const uint16_t k = via[e % via.size()];
+            wire::bits_set_bp(const_cast<uint8_t*>(v.fbm_of(e, k)), v.bs_bytes, bp);
+        }
+    }
+    std::vector<const config::BierLocalConfig*> local;
+    for (const auto& l : t.local) {
+        local.push_back(&l);
+    }
+    std::sort(local.begin(), local.end(),
+              [](const auto* a, const auto* b) { return a->bfr_id < b->bfr_id; });
+    for (const auto* l : local) {
+        const auto bp = static_cast<uint16_t>((l->bfr_id - 1u) % t.bsl_bits + 1);
+        wire::bits_set_bp(v.local_mask.data(), v.bs_bytes, bp);
+        wire::bits_set_bp(v.reachable_mask.data(), v.bs_bytes, bp);
+        v.local_bp.push_back(bp);
+        v.local_host.push_back(adjacency(s, l->host.value));
+    }
+    return true;
+}
+
+bool build_bier(Snapshot& s, const config::Config& cfg, std::string& error) {
+    const config::BierConfig& bier = cfg.bier;
+    s.bier_bfr_id = bier.bfr_id;
+    s.bier_ttl = bier.ttl;
+    if (bier.bifts.size() > kMaxBifts) {
+        error = "more than 64 BIFTs";
+        return false;
+    }
+    for (const auto& t : bier.bifts) {
+        BiftView v;
+        if (!build_bift(s, t, v, error)) {
+            return false;
+        }
+        v.counter_slot = static_cast<uint16_t>(s.bifts.size());
+        s.bifts.push_back(std::move(v));
+    }
+    for (const auto& g : bier.groups) {
+        BierGroupView v;
+        v.group = g.group.value;
+        if (!bier_targets(s, bier, config::bier_bsl_for(bier, g.bsl_bits), g.bfr_ids, v.targets,
+                          error)) {
+            error = "group " + g.group.str() + ": " + error;
+            return false;
+        }
+        s.bier_groups.push_back(std::move(v));
+    }
+    for (size_t i = 0; i < cfg.ina.jobs.size() && i < s.ina_jobs.size(); ++i) {
+        const auto& j = cfg.ina.jobs[i];
+        if (j.results != config::ResultDelivery::bier) {
+            continue;
+        }
+        if (!bier_targets(s, bier, config::bier_job_bsl(bier, j.bsl_bits), j.abm,
+                          s.ina_jobs[i].bier_targets, error)) {
+            error = "INA job " + std::to_string(j.job_id) + ": " + error;
+            return false;
+        }
+    }
+    return true;
 }
 
 rte_hash* make_hash(const std::string& name, uint32_t entries, uint32_t key_len) {
@@ -286,7 +418,12 @@ std::unique_ptr<Snapshot> Snapshot::build(const config::Config& cfg,
         for (const auto& w : j.workers) {
             v.worker_ip[v.n_workers++] = w.ip.value;
         }
+        v.results_bier = j.results == config::ResultDelivery::bier;
         s->ina_jobs.push_back(std::move(v));
+    }
+
+    if (!build_bier(*s, cfg, error)) {
+        return nullptr;
     }
 
     s->fdb_hash = make_hash("fdb" + suffix, cfg.l2.max_fdb_entries, sizeof(FdbKey));

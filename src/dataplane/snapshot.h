@@ -109,6 +109,56 @@ struct DynamicFdbEntry {
 inline constexpr size_t kMaxInaJobs = 64;
 inline constexpr size_t kMaxUnicastWorkers = 32;  // root fan-out per result until BIER
 
+// BIER (RFC 8279 / RFC 8296). Limits keep per-lcore counters and per-packet loops bounded.
+inline constexpr size_t kMaxBifts = kBierCounterSlots;
+inline constexpr size_t kMaxBierNeighbours = kBierNeighbourSlots;
+inline constexpr size_t kMaxBierPlanes = 16;  // ECMP: lcm of the path counts of any bit
+
+// Where a BIER copy or a decapsulated delivery goes: an adjacent station resolved to a MAC and
+// port at build time, or (not yet resolved) the port an ARP request for it goes out of.
+struct BierAdjacency {
+    uint32_t ip = 0;  // host order
+    bool resolved = false;
+    uint16_t port = 0;  // out port when resolved; else where to resolve it
+    rte_ether_addr dst_mac{};
+};
+
+// One BIFT: (sub-domain, BSL, set) -> per neighbour F-BM, per ECMP plane; and the own bits.
+// Byte arrays hold BitStrings of bs_bytes each, in wire order (wire/bitstring.h).
+struct BiftView {
+    uint32_t bift_id = 0;
+    uint16_t bsl_bits = 0;
+    uint16_t bs_bytes = 0;
+    uint8_t bsl_code = 0;
+    uint16_t set_id = 0;
+    uint16_t counter_slot = 0;  // index into LcoreCounters::bier (stable across reloads)
+    uint16_t n_neighbours = 0;
+    std::array<BierAdjacency, kMaxBierNeighbours> neighbours{};
+    uint16_t n_planes = 1;  // a packet uses plane entropy % n_planes
+    // fbm[(plane * n_neighbours + k) * bs_bytes ...]: the bits neighbour k takes in that plane.
+    // Within a plane the F-BMs are disjoint, so one pass over the neighbours is RFC 8279's loop.
+    std::vector<uint8_t> fbm;
+    std::vector<uint8_t> local_mask;      // own bits (this BFR is their BFER)
+    std::vector<uint8_t> reachable_mask;  // own bits and every bit some neighbour takes
+    std::vector<uint16_t> local_bp;       // own bits' BPs, ascending
+    std::vector<BierAdjacency> local_host;  // parallel to local_bp: where each is delivered
+
+    const uint8_t* fbm_of(uint16_t plane, uint16_t k) const {
+        return fbm.data() + (size_t{plane} * n_neighbours + k) * bs_bytes;
+    }
+};
+
+// What a BFIR sends for one destination set: one packet per BIFT (set) with this BitString.
+struct BierTarget {
+    uint16_t bift = 0;  // index into Snapshot::bifts
+    wire::BitString bits;
+};
+
+struct BierGroupView {
+    uint32_t group = 0;  // host order
+    std::vector<BierTarget> targets;
+};
+
 // One INA job as the packet path sees it (addresses in host order).
 struct InaJobView {
     uint32_t job_id = 0;
@@ -126,6 +176,8 @@ struct InaJobView {
     std::vector<net::Ipv4Prefix> ingress_sources;  // empty = any
     uint16_t n_workers = 0;
     std::array<uint32_t, kMaxUnicastWorkers> worker_ip{};  // root: result destinations
+    bool results_bier = false;            // root: results go out over BIER, not unicast
+    std::vector<BierTarget> bier_targets;  // root with results_bier: one per set of the A-BM
 
     bool ingress_allowed(uint16_t port, uint32_t src) const {
         if (ingress_ports != 0 && (ingress_ports >> port & 1u) == 0) {
@@ -175,6 +227,29 @@ public:
     uint64_t arp_request_interval_ms = 1000;
     uint16_t ina_udp_port = 0;  // network order comparisons are done on host order values
     std::vector<InaJobView> ina_jobs;
+
+    uint16_t bier_bfr_id = 0;  // BFIR-id of packets this switch encapsulates
+    uint8_t bier_ttl = 64;
+    std::vector<BiftView> bifts;
+    std::vector<BierGroupView> bier_groups;
+
+    // BIFTs are few (one per set in use): a scan beats a hash here.
+    const BiftView* bift(uint32_t bift_id) const {
+        for (const auto& t : bifts) {
+            if (t.bift_id == bift_id) {
+                return &t;
+            }
+        }
+        return nullptr;
+    }
+    const BierGroupView* bier_group(uint32_t group) const {
+        for (const auto& g : bier_groups) {
+            if (g.group == group) {
+                return &g;
+            }
+        }
+        return nullptr;
+    }
 
     const InaJobView* ina_job(uint32_t job_id) const {
         for (const auto& j : ina_jobs) {

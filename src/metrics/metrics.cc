@@ -4,6 +4,12 @@
 #include <prometheus/text_serializer.h>
 #include <rte_ethdev.h>
 
+#include "wire/bier_header.h"
+
+#include <deque>
+#include <functional>
+#include <iterator>
+#include <optional>
 #include <sstream>
 
 namespace ina::metrics {
@@ -37,10 +43,13 @@ public:
         }
         f.metric.push_back(std::move(m));
     }
-    std::vector<MetricFamily> take() { return std::move(out_); }
+    std::vector<MetricFamily> take() {
+        return {std::make_move_iterator(out_.begin()), std::make_move_iterator(out_.end())};
+    }
 
 private:
-    std::vector<MetricFamily> out_;
+    // A deque: family() hands out references that must survive later family() calls.
+    std::deque<MetricFamily> out_;
 };
 
 double d(uint64_t v) { return static_cast<double>(v); }
@@ -214,6 +223,60 @@ std::vector<prometheus::MetricFamily> families(const control::Stats& s) {
                          {{"job", std::to_string(j.job_id)}, {"reason", "no_slot"}});
             Builder::add(fallbacks, d(j.fallback_sticky),
                          {{"job", std::to_string(j.job_id)}, {"reason", "chunk_fell_back"}});
+        }
+    }
+
+    b.counter("bier_copies_total", "BIER copies sent to neighbour BFRs (all BIFTs)",
+              d(s.total.bier_copies));
+    b.counter("bier_delivered_total", "BIER payloads delivered to local hosts (all BIFTs)",
+              d(s.total.bier_delivered));
+    b.counter("bier_mcast_encapsulated_total",
+              "IPv4 multicast packets this switch put on BIER as the BFIR",
+              d(s.total.mcast_encapsulated));
+    if (!s.bifts.empty()) {
+        auto label = [&](const control::BiftStats& t) {
+            return Labels{{"bift_id", std::to_string(t.bift_id)},
+                          {"sd", std::to_string(s.bier_sub_domain)},
+                          {"bsl", std::to_string(t.bsl_bits)},
+                          {"set", std::to_string(t.set_id)}};
+        };
+        auto& packets = b.family("bier_packets_total",
+                                 "BIER packets received for a BIFT or encapsulated into it",
+                                 MetricType::Counter);
+        auto& ttl = b.family("bier_ttl_expired_total",
+                             "BIER packets whose TTL left nothing to forward to neighbours",
+                             MetricType::Counter);
+        auto& no_nbr = b.family("bier_bits_no_neighbour_total",
+                                "BitString bits cleared because no neighbour or own bit has them",
+                                MetricType::Counter);
+        auto& delivered = b.family("bier_bift_delivered_total",
+                                   "Decapsulated deliveries for own bits", MetricType::Counter);
+        auto& malformed = b.family("bier_malformed_total", "Malformed BIER headers by reason",
+                                   MetricType::Counter);
+        std::optional<std::reference_wrapper<MetricFamily>> copies;
+        for (const auto& t : s.bifts) {
+            Builder::add(packets, d(t.counters.packets), label(t));
+            Builder::add(ttl, d(t.counters.ttl_expired), label(t));
+            Builder::add(no_nbr, d(t.counters.bits_no_neighbour), label(t));
+            Builder::add(delivered, d(t.counters.delivered), label(t));
+            for (size_t r = 0; r < dp::kBierMalformedReasons; ++r) {
+                auto l = label(t);
+                l.push_back({"reason", std::string(wire::to_string(
+                                           static_cast<wire::BierParseError>(r)))});
+                Builder::add(malformed, d(t.counters.malformed[r]), std::move(l));
+            }
+        }
+        for (const auto& t : s.bifts) {
+            for (size_t k = 0; k < t.neighbours.size(); ++k) {
+                if (!copies) {
+                    copies = b.family("bier_copies_by_neighbour_total",
+                                      "BIER copies sent per BIFT and neighbour",
+                                      MetricType::Counter);
+                }
+                auto l = label(t);
+                l.push_back({"neighbour", t.neighbours[k].first});
+                Builder::add(copies->get(), d(t.counters.copies[k]), std::move(l));
+            }
         }
     }
 

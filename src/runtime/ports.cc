@@ -94,6 +94,11 @@ bool start_ports(const config::Config& cfg, rte_mempool* pool, uint16_t tx_queue
         if (info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_IPV4_CKSUM) {
             conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_IPV4_CKSUM;
         }
+        // BIER copies are a private header mbuf chained to a shared payload. Software PMDs
+        // (pcap, af_packet, ring, null) take chains without asking; hardware must be told.
+        if (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) {
+            conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
+        }
         rc = rte_eth_dev_configure(pr.port_id, pc.rx_queues, tx_queues, &conf);
         if (rc != 0) {
             error = err(pc.name, "cannot configure", rc);

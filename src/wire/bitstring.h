@@ -234,6 +234,17 @@ inline size_t bits_popcount(const uint8_t* a, size_t len) noexcept {
     return count;
 }
 
+// popcount(a & ~b): e.g. the bits of a BitString that no F-BM or own bit covers.
+inline size_t bits_popcount_andnot(const uint8_t* a, const uint8_t* b, size_t len) noexcept {
+    detail::check_len(len);
+    size_t count = 0;
+    for (size_t i = 0; i < len; i += 8) {
+        count += static_cast<size_t>(
+            std::popcount(detail::load64(a + i) & ~detail::load64(b + i)));
+    }
+    return count;
+}
+
 // Single bits by BP. A bp outside 1..len*8 tests false; set/clear then change nothing and return
 // false.
 inline bool bits_test_bp(const uint8_t* a, size_t len, uint16_t bp) noexcept {

@@ -1,0 +1,159 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "pipeline/bier_forward.h"
+
+#include <rte_ip.h>
+#include <rte_udp.h>
+
+#include "net/checksum.h"
+#include "pipeline/port_tx.h"
+#include "wire/bier_header.h"
+
+namespace ina::pipeline {
+
+namespace {
+
+constexpr size_t kL2 = sizeof(rte_ether_hdr);
+
+void write_eth(uint8_t* d, const rte_ether_addr& dst, const rte_ether_addr& src, uint16_t type) {
+    auto* eth = reinterpret_cast<rte_ether_hdr*>(d);
+    eth->dst_addr = dst;
+    eth->src_addr = src;
+    eth->ether_type = rte_cpu_to_be_16(type);
+}
+
+void copy_to_neighbour(LcoreContext& ctx, const dp::Snapshot& snap, const BierSend& p,
+                       uint16_t k, const uint8_t* fbm, rte_mbuf* payload) {
+    const dp::BiftView& t = *p.bift;
+    const dp::BierAdjacency& nb = t.neighbours[k];
+    if (!nb.resolved) [[unlikely]] {
+        request_resolve(ctx, snap, nb.ip, nb.port);
+        count_drop(ctx, dp::DropReason::neighbour_unresolved);
+        return;
+    }
+    const size_t hdr_len = kL2 + wire::kBierFixedBytes + t.bs_bytes;
+    if (payload->pkt_len + hdr_len - kL2 > snap.ports[nb.port].mtu) [[unlikely]] {
+        count_drop(ctx, dp::DropReason::mtu_exceeded);
+        return;
+    }
+    rte_mbuf* h = rte_pktmbuf_alloc(ctx.pool);
+    rte_mbuf* body = h != nullptr ? rte_pktmbuf_clone(payload, ctx.pool) : nullptr;
+    auto* d = body != nullptr ? reinterpret_cast<uint8_t*>(rte_pktmbuf_append(h, static_cast<uint16_t>(hdr_len)))
+                              : nullptr;
+    if (d == nullptr || rte_pktmbuf_chain(h, body) != 0) [[unlikely]] {
+        rte_pktmbuf_free(body);
+        rte_pktmbuf_free(h);
+        count_drop(ctx, dp::DropReason::bier_no_mbuf);
+        return;
+    }
+    write_eth(d, nb.dst_mac, snap.ports[nb.port].mac, wire::kBierEthertype);
+    std::memcpy(d + kL2, p.fixed, wire::kBierFixedBytes);
+    wire::bits_and_copy(d + kL2 + wire::kBierFixedBytes, p.bitstring, fbm, t.bs_bytes);
+    h->port = payload->port;
+    ++ctx.counters.bier[t.counter_slot].copies[k];
+    ++ctx.counters.bier_copies;
+    tx_enqueue(ctx, nb.port, h);
+}
+
+// A checksum over a 32-bit field changed from old_be to new_be (RFC 1624), network order.
+uint16_t patch_checksum32(uint16_t checksum, uint32_t old_be, uint32_t new_be) {
+    checksum = net::checksum_update16(checksum, static_cast<uint16_t>(old_be),
+                                      static_cast<uint16_t>(new_be));
+    return net::checksum_update16(checksum, static_cast<uint16_t>(old_be >> 16),
+                                  static_cast<uint16_t>(new_be >> 16));
+}
+
+// Delivers the payload (an IPv4 packet) to the station of one own bit. A unicast inner
+// destination is the BFIR's placeholder (an INA result goes to every worker): it becomes the
+// station's address. A multicast destination (a BIER group) stays, so the host's group socket
+// takes it.
+void deliver_local(LcoreContext& ctx, const dp::Snapshot& snap, const dp::BierAdjacency& host,
+                   uint16_t slot, rte_mbuf* payload) {
+    if (!host.resolved) [[unlikely]] {
+        request_resolve(ctx, snap, host.ip, host.port);
+        count_drop(ctx, dp::DropReason::neighbour_unresolved);
+        return;
+    }
+    rte_mbuf* m = rte_pktmbuf_copy(payload, ctx.pool, 0, UINT32_MAX);
+    auto* d = m != nullptr ? reinterpret_cast<uint8_t*>(rte_pktmbuf_prepend(m, kL2)) : nullptr;
+    if (d == nullptr) [[unlikely]] {
+        rte_pktmbuf_free(m);
+        count_drop(ctx, dp::DropReason::bier_no_mbuf);
+        return;
+    }
+    auto* ip = reinterpret_cast<rte_ipv4_hdr*>(d + kL2);
+    const uint32_t excess = rte_pktmbuf_pkt_len(m) - kL2 - rte_be_to_cpu_16(ip->total_length);
+    if (excess != 0) {
+        rte_pktmbuf_trim(m, static_cast<uint16_t>(excess));  // padding of the BIER frame
+    }
+    const uint32_t dst = rte_be_to_cpu_32(ip->dst_addr);
+    if ((dst >> 28) != 0xE) {
+        const uint32_t old_dst = ip->dst_addr;
+        const uint32_t new_dst = rte_cpu_to_be_32(host.ip);
+        ip->dst_addr = new_dst;
+        ip->hdr_checksum = patch_checksum32(ip->hdr_checksum, old_dst, new_dst);
+        const size_t ihl = (ip->version_ihl & 0x0f) * 4u;
+        if (ip->next_proto_id == IPPROTO_UDP && rte_pktmbuf_data_len(m) >= kL2 + ihl + 8) {
+            auto* udp = reinterpret_cast<rte_udp_hdr*>(d + kL2 + ihl);
+            if (udp->dgram_cksum != 0) {
+                // The pseudo-header holds the destination too.
+                udp->dgram_cksum = patch_checksum32(udp->dgram_cksum, old_dst, new_dst);
+                if (udp->dgram_cksum == 0) {
+                    udp->dgram_cksum = 0xffff;  // 0 means "no checksum" in UDP (RFC 768)
+                }
+            }
+        }
+    }
+    write_eth(d, host.dst_mac, snap.ports[host.port].mac, RTE_ETHER_TYPE_IPV4);
+    ++ctx.counters.bier[slot].delivered;
+    ++ctx.counters.bier_delivered;
+    tx_enqueue(ctx, host.port, m);
+}
+
+// The payload of an own bit must be a sound IPv4 header: delivery rewrites it.
+bool deliverable(LcoreContext& ctx, const BierSend& p, const rte_mbuf* payload) {
+    if (p.proto != wire::bier_proto::kIpv4) {
+        count_drop(ctx, dp::DropReason::bier_unsupported_proto);
+        return false;
+    }
+    const auto* ip = rte_pktmbuf_mtod(payload, const rte_ipv4_hdr*);
+    const size_t ihl = (ip->version_ihl & 0x0f) * 4u;
+    if (rte_pktmbuf_data_len(payload) < sizeof(rte_ipv4_hdr) || (ip->version_ihl >> 4) != 4 ||
+        ihl < sizeof(rte_ipv4_hdr) || rte_pktmbuf_data_len(payload) < ihl ||
+        rte_be_to_cpu_16(ip->total_length) > rte_pktmbuf_pkt_len(payload)) {
+        count_drop(ctx, dp::DropReason::ipv4_malformed);
+        return false;
+    }
+    return true;
+}
+
+}  // namespace
+
+void bier_forward(LcoreContext& ctx, const dp::Snapshot& snap, const BierSend& p,
+                  rte_mbuf* payload) {
+    const dp::BiftView& t = *p.bift;
+    const size_t len = t.bs_bytes;
+    dp::BierCounters& c = ctx.counters.bier[t.counter_slot];
+    // RFC 8279 clears a bit with no neighbour as it meets it; with disjoint F-BMs per plane the
+    // effect is that such bits are never copied, so they are only counted.
+    c.bits_no_neighbour += wire::bits_popcount_andnot(p.bitstring, t.reachable_mask.data(), len);
+    if (p.to_neighbours && t.n_neighbours != 0) {
+        const uint16_t plane =
+            t.n_planes == 1 ? 0 : static_cast<uint16_t>(p.entropy % t.n_planes);
+        for (uint16_t k = 0; k < t.n_neighbours; ++k) {
+            const uint8_t* fbm = t.fbm_of(plane, k);
+            if (wire::bits_intersect(p.bitstring, fbm, len)) {
+                copy_to_neighbour(ctx, snap, p, k, fbm, payload);
+            }
+        }
+    }
+    if (!t.local_bp.empty() && wire::bits_intersect(p.bitstring, t.local_mask.data(), len) &&
+        deliverable(ctx, p, payload)) {
+        for (size_t i = 0; i < t.local_bp.size(); ++i) {
+            if (wire::bits_test_bp(p.bitstring, len, t.local_bp[i])) {
+                deliver_local(ctx, snap, t.local_host[i], t.counter_slot, payload);
+            }
+        }
+    }
+}
+
+}  // namespace ina::pipeline
