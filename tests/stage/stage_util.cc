@@ -354,8 +354,12 @@ rte_mbuf* StageTest::mbuf(const Bytes& frame, uint16_t port) {
 }
 
 Bytes StageTest::bytes_of(const rte_mbuf* m) {
-    const auto* p = rte_pktmbuf_mtod(m, const uint8_t*);
-    return Bytes(p, p + rte_pktmbuf_data_len(m));
+    Bytes out;
+    for (const rte_mbuf* s = m; s != nullptr; s = s->next) {  // a chain reads as one frame
+        const auto* p = rte_pktmbuf_mtod(s, const uint8_t*);
+        out.insert(out.end(), p, p + rte_pktmbuf_data_len(s));
+    }
+    return out;
 }
 
 std::vector<rte_mbuf*> StageTest::take_tx(uint16_t port) {

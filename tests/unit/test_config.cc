@@ -1008,5 +1008,114 @@ TEST(InaConfig, DuplicateJobIdsAndPortChangeNeedsRestart) {
     EXPECT_TRUE(restart_required(*a.config, c).empty());
 }
 
+
+// ---------------------------------------------------------------------------------------------
+// BIER
+
+const std::string kBierPorts = R"(version: 1
+ports:
+  - {name: p0, devargs: net_null0, ipv4: [10.0.1.1/24]}
+  - {name: p1, devargs: net_null1, ipv4: [10.0.2.1/24]}
+)";
+
+TEST(BierConfig, BiftsGroupsAndBierResultsLoad) {
+    auto r = load_string(kBierPorts + R"(bier:
+  sub_domain: 2
+  bfr_id: 100
+  ttl: 16
+  bifts:
+    - bsl: 64
+      set_id: 1
+      neighbours:
+        - {via: 10.0.1.2, bfr_ids: "65-66"}
+        - {via: 10.0.2.2, bfr_ids: "66-67"}
+      local:
+        - {bfr_id: 70, host: 10.0.2.9}
+    - bsl: 64
+      bift_id: 4242
+      neighbours: [{via: 10.0.1.2, bfr_ids: "1-4"}]
+  groups:
+    - {group: 239.1.1.1, bfr_ids: "1,65"}
+ina:
+  jobs:
+    - {job_id: 3, role: root, bsl: 64, abm: "1-4", op: sum, elem_type: fp32,
+       root: 10.0.1.1, results: bier}
+)",
+                         "t.yaml");
+    ASSERT_TRUE(r.ok()) << r.error_text();
+    const auto& b = r.config->bier;
+    EXPECT_EQ(b.sub_domain, 2);
+    EXPECT_EQ(b.bfr_id, 100);
+    EXPECT_EQ(b.ttl, 16);
+    ASSERT_EQ(b.bifts.size(), 2u);
+    EXPECT_EQ(b.bifts[0].bift_id, 0x10201u) << "BSL code 1, sub-domain 2, set 1";
+    EXPECT_EQ(b.bifts[1].bift_id, 4242u);
+    EXPECT_EQ(b.bifts[0].neighbours[1].bfr_ids, (std::vector<uint16_t>{66, 67}));
+    EXPECT_EQ(b.bifts[0].local[0].host, ip("10.0.2.9"));
+    ASSERT_EQ(b.groups.size(), 1u);
+    EXPECT_EQ(b.groups[0].bfr_ids, (std::vector<uint16_t>{1, 65}));
+    EXPECT_EQ(r.config->ina.jobs[0].results, ResultDelivery::bier);
+    EXPECT_EQ(bier_job_bsl(b, 64), 64);
+    EXPECT_EQ(bier_job_bsl(b, 256), 64) << "the BIFTs' one BSL";
+    EXPECT_NE(find_bift(b, 64, 1), nullptr);
+    EXPECT_EQ(find_bift(b, 64, 2), nullptr);
+}
+
+TEST(BierConfig, ErrorsNameTheirPlace) {
+    auto bift = [](const std::string& body) {
+        return kBierPorts + "bier:\n  bfr_id: 9\n  bifts:\n    - bsl: 64\n" + body;
+    };
+    // Lines: 1-4 ports, 5 bier, 6 bfr_id, 7 bifts, 8 "- bsl", 9.. body.
+    EXPECT_TRUE(HasError(bift("      neighbours: [{via: 10.0.9.2, bfr_ids: \"1\"}]\n"),
+                         "t.yaml:9:20: ", "not on a connected subnet"));
+    EXPECT_TRUE(HasError(bift("      neighbours: [{via: 10.0.1.1, bfr_ids: \"1\"}]\n"),
+                         "t.yaml:9:20: ", "not on a connected subnet"));
+    EXPECT_TRUE(HasError(bift("      neighbours: [{via: 10.0.1.2, bfr_ids: \"1,65\"}]\n"),
+                         "t.yaml:9:45: ", "in set 0 of BSL 64: 1 to 64"));
+    EXPECT_TRUE(HasError(bift("      neighbours: [{via: 10.0.1.2, bfr_ids: \"0\"}]\n"),
+                         "t.yaml:9:45: ", "list of BFR-ids"));
+    EXPECT_TRUE(HasError(bift("      local: [{bfr_id: 3, host: 10.0.1.5}]\n"
+                              "      neighbours: [{via: 10.0.1.2, bfr_ids: \"3\"}]\n"),
+                         "t.yaml:9:15: ", "local and also reached through a neighbour"));
+    EXPECT_TRUE(HasError(bift("      set_id: 300\n"), "t.yaml:9:15: ",
+                         "at most 255 without an explicit bift_id"));
+    EXPECT_TRUE(HasError(kBierPorts + "bier:\n  bifts:\n    - bsl: 100\n", "t.yaml:7:12: ",
+                         "64, 128, 256"));
+    EXPECT_TRUE(HasError(bift("      hops: 3\n"), "t.yaml:9:7: ", "unknown key 'hops'"));
+    EXPECT_TRUE(HasError(kBierPorts + "bier:\n  groups: [{group: 10.1.1.1, bfr_ids: \"1\"}]\n",
+                         "t.yaml:6:20: ", "IPv4 multicast address"));
+    EXPECT_TRUE(HasError(kBierPorts + "bier:\n  groups: [{group: 239.1.1.1, bfr_ids: \"1\"}]\n",
+                         "t.yaml:6:12: ", "expected bier.bfr_id"));
+    EXPECT_TRUE(HasError(bift("      neighbours: [{via: 10.0.1.2, bfr_ids: \"1\"}]\n"
+                              "  groups: [{group: 239.1.1.1, bfr_ids: \"1,70\"}]\n"),
+                         "t.yaml:10:12: ", "expected a BIFT with bsl: 64 and set_id: 1"));
+}
+
+TEST(BierConfig, EcmpPlanesAreBounded) {
+    std::string y = kBierPorts + "bier:\n  bifts:\n    - bsl: 64\n      neighbours:\n";
+    // Bit 1 over 3 paths, bit 2 over 2, bit 3 over 5: lcm 30 > 16.
+    const char* vias[] = {"10.0.1.2", "10.0.1.3", "10.0.1.4", "10.0.1.5", "10.0.1.6"};
+    for (int k = 0; k < 5; ++k) {
+        std::string ids = "3";
+        if (k < 3) ids += ",1";
+        if (k < 2) ids += ",2";
+        y += "        - {via: " + std::string(vias[k]) + ", bfr_ids: \"" + ids + "\"}\n";
+    }
+    EXPECT_TRUE(HasError(y, "t.yaml:7:7: ", "30 entropy planes"));
+}
+
+TEST(BierConfig, BierResultsNeedARootAndABift) {
+    const std::string job = kBierPorts +
+        "ina:\n  jobs:\n    - {job_id: 3, role: ROLE, bsl: 64, abm: \"1-4\", op: sum, "
+        "elem_type: fp32, root: 10.0.1.1, results: bier}\n";
+    auto with_role = [&](const std::string& role) {
+        std::string y = job;
+        return y.replace(y.find("ROLE"), 4, role);
+    };
+    EXPECT_TRUE(HasError(with_role("aggregator"), "t.yaml:7:7: ", "'results: bier' is for the root"));
+    EXPECT_TRUE(HasError(with_role("root"), "t.yaml:7:7: ", "expected a BIFT to send it with"));
+    EXPECT_TRUE(HasError(with_role("root"), "t.yaml:7:7: ", "expected bier.bfr_id"));
+}
+
 }  // namespace
 }  // namespace ina::config

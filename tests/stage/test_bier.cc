@@ -1,0 +1,270 @@
+// SPDX-License-Identifier: Apache-2.0
+// BIER inside process_burst: a BFR's copies (BitString AND F-BM, TTL - 1, a private header over
+// one shared payload), ECMP by entropy, TTL expiry, own-bit delivery, malformed headers, and the
+// BFIR paths (an INA root's result and an IPv4 multicast group).
+#include <rte_ip.h>
+#include <rte_udp.h>
+
+#include <cstring>
+
+#include "ina/chunk_table.h"
+#include "ina/protocol.h"
+#include "pipeline/pipeline.h"
+#include "stage_util.h"
+#include "wire/bier_header.h"
+
+namespace ina::test {
+namespace {
+
+// BSL 64, set 0 (BIFT-id 0x10000): bits 1-2 via 10.0.2.2 (r1), bits 3-4 via 10.0.1.2 (r0),
+// bit 5 by ECMP over both, bit 6 is ours (host 10.0.2.7 on r1), bit 7 nobody's.
+const std::string kBierYaml = std::string(kStageYaml) + R"(bier:
+  bfr_id: 40
+  ttl: 32
+  bifts:
+    - bsl: 64
+      neighbours:
+        - {via: 10.0.2.2, bfr_ids: "1-2,5"}
+        - {via: 10.0.1.2, bfr_ids: "3-5"}
+      local:
+        - {bfr_id: 6, host: 10.0.2.7}
+  groups:
+    - {group: 239.1.2.3, bfr_ids: "1,3"}
+ina:
+  jobs:
+    - job_id: 7
+      role: root
+      bsl: 64
+      abm: "1-4"
+      op: sum
+      elem_type: int32
+      max_elements: 16
+      window: 8
+      root: 10.0.1.1
+      results: bier
+)";
+
+constexpr uint32_t kBift = 0x10000;
+
+uint64_t bits(std::initializer_list<int> bps) {
+    uint64_t v = 0;
+    for (int bp : bps) {
+        v |= uint64_t{1} << (bp - 1);
+    }
+    return v;
+}
+
+// RFC 8296 header, written here field by field (independently of wire::write_bier_header).
+Bytes bier_header(uint32_t bift_id, uint8_t ttl, uint32_t entropy, uint64_t bs,
+                  uint8_t bsl_code = 1, uint8_t proto = 4, uint8_t nibble = 5) {
+    Bytes h(12 + 8);
+    put32(h.data(), bift_id << 12 | 1u << 8 | ttl);
+    put32(h.data() + 4, uint32_t{nibble} << 28 | uint32_t{bsl_code} << 20 | entropy);
+    put32(h.data() + 8, uint32_t{proto} << 16 | 99u);
+    for (int i = 0; i < 8; ++i) {
+        h[12 + static_cast<size_t>(i)] = static_cast<uint8_t>(bs >> (56 - 8 * i));
+    }
+    return h;
+}
+
+uint64_t bitstring_of(const Bytes& frame) {
+    uint64_t v = 0;
+    for (size_t i = 0; i < 8; ++i) {
+        v = v << 8 | frame[14 + 12 + i];
+    }
+    return v;
+}
+
+class Bier : public StageTest {
+protected:
+    void SetUp() override {
+        StageTest::SetUp();
+        build(kBierYaml);
+        ctx->pool = pool;
+    }
+
+    Bytes inner() const {
+        const uint32_t src = ip4("10.50.0.1");
+        return ipv4_packet(src, ip4("10.60.0.1"), IPPROTO_UDP,
+                           udp_datagram(src, ip4("10.60.0.1"), 1000, 2000, payload_of(300)));
+    }
+
+    rte_mbuf* bier_frame(uint8_t ttl, uint32_t entropy, uint64_t bs, uint32_t bift = kBift,
+                         uint8_t bsl_code = 1) {
+        Bytes payload = bier_header(bift, ttl, entropy, bs, bsl_code);
+        const Bytes in = inner();
+        payload.insert(payload.end(), in.begin(), in.end());
+        return mbuf(eth_frame(port_mac(kR0), kHostA, wire::kBierEthertype, payload), kR0);
+    }
+
+    void run(std::vector<rte_mbuf*> in) {
+        pipeline::process_burst(*ctx, *snap, in.data(), static_cast<uint16_t>(in.size()));
+    }
+
+    const dp::BierCounters& bift_counters() const {
+        return ctx->counters.bier[snap->bift(kBift)->counter_slot];
+    }
+};
+
+TEST_F(Bier, CopiesCarryBitStringAndFbmOverOneSharedPayload) {
+    run({bier_frame(10, 0, bits({1, 2, 3, 4, 7}))});
+    auto to_r1 = take_tx(kR1);
+    auto to_r0 = take_tx(kR0);
+    ASSERT_EQ(to_r1.size(), 1u);
+    ASSERT_EQ(to_r0.size(), 1u);
+    const Bytes a = bytes_of(to_r1[0]);
+    const Bytes b = bytes_of(to_r0[0]);
+    EXPECT_EQ(bitstring_of(a), bits({1, 2}));
+    EXPECT_EQ(bitstring_of(b), bits({3, 4}));
+    EXPECT_EQ(a[14 + 3], 9) << "TTL decremented once";
+    EXPECT_TRUE(same_mac(*reinterpret_cast<const rte_ether_addr*>(a.data()), kNbR1Gw));
+    EXPECT_TRUE(same_mac(*reinterpret_cast<const rte_ether_addr*>(a.data() + 6), port_mac(kR1)));
+    const Bytes in = inner();
+    EXPECT_EQ(Bytes(a.begin() + 34, a.end()), in) << "payload unchanged";
+    EXPECT_EQ(Bytes(b.begin() + 34, b.end()), in);
+    // Private header segment, then the payload attached by reference to one buffer.
+    ASSERT_EQ(to_r1[0]->nb_segs, 2);
+    ASSERT_EQ(to_r0[0]->nb_segs, 2);
+    ASSERT_TRUE(RTE_MBUF_CLONED(to_r1[0]->next));
+    EXPECT_EQ(rte_mbuf_from_indirect(to_r1[0]->next), rte_mbuf_from_indirect(to_r0[0]->next));
+    EXPECT_EQ(bift_counters().packets, 1u);
+    EXPECT_EQ(bift_counters().copies[0], 1u);
+    EXPECT_EQ(bift_counters().copies[1], 1u);
+    EXPECT_EQ(bift_counters().bits_no_neighbour, 1u) << "bit 7";
+    free_mbufs(to_r1);
+    EXPECT_NE(in_use(), 0u) << "the other copy still holds the payload";
+    free_mbufs(to_r0);
+    EXPECT_EQ(in_use(), 0u);
+}
+
+TEST_F(Bier, EcmpBitFollowsTheEntropy) {
+    // Bit 5 has two paths: plane entropy % 2 picks 10.0.2.2 (even) or 10.0.1.2 (odd).
+    run({bier_frame(10, 4, bits({5})), bier_frame(10, 7, bits({5})), bier_frame(10, 4, bits({5}))});
+    auto to_r1 = take_tx(kR1);
+    auto to_r0 = take_tx(kR0);
+    EXPECT_EQ(to_r1.size(), 2u);
+    EXPECT_EQ(to_r0.size(), 1u);
+    for (auto* m : to_r1) {
+        EXPECT_EQ(bytes_of(m)[14 + 7], 4) << "entropy kept";
+    }
+    free_mbufs(to_r1);
+    free_mbufs(to_r0);
+}
+
+TEST_F(Bier, ExpiredTtlStillDeliversOwnBits) {
+    run({bier_frame(1, 0, bits({1, 6}))});
+    EXPECT_EQ(tx_count(kR0), 0u);
+    auto to_r1 = take_tx(kR1);
+    ASSERT_EQ(to_r1.size(), 1u) << "only the delivery to 10.0.2.7";
+    const Bytes f = bytes_of(to_r1[0]);
+    free_mbufs(to_r1);
+    EXPECT_TRUE(same_mac(*reinterpret_cast<const rte_ether_addr*>(f.data()), kNbR1Host));
+    EXPECT_EQ(get16(f.data() + 12), RTE_ETHER_TYPE_IPV4);
+    EXPECT_EQ(get32(f.data() + 14 + 16), ip4("10.0.2.7")) << "inner destination rewritten";
+    EXPECT_TRUE(ref_checksum_ok(f.data() + 14, 20));
+    EXPECT_EQ(bift_counters().ttl_expired, 1u);
+    EXPECT_EQ(bift_counters().delivered, 1u);
+    EXPECT_EQ(drops(dp::DropReason::bier_ttl_expired), 1u);
+}
+
+TEST_F(Bier, MalformedAndUnknownAreCountedAndDropped) {
+    Bytes bad_nibble = bier_header(kBift, 9, 0, 1, 1, 4, 4);
+    Bytes truncated = bier_header(kBift, 9, 0, 1);
+    truncated.resize(15);  // the BitString cut short
+    run({bier_frame(9, 0, 1, 0x12345),        // unknown BIFT-id
+         bier_frame(9, 0, 1, kBift, 3),       // BSL field 256 where the BIFT says 64
+         bier_frame(9, 0, 1, kBift, 0),       // reserved BSL
+         mbuf(eth_frame(port_mac(kR0), kHostA, wire::kBierEthertype, truncated), kR0),
+         mbuf(eth_frame(port_mac(kR0), kHostA, wire::kBierEthertype, bad_nibble), kR0)});
+    EXPECT_EQ(total_tx(), 0u);
+    EXPECT_EQ(drops(dp::DropReason::bier_unknown_bift), 1u);
+    EXPECT_EQ(drops(dp::DropReason::bier_malformed), 4u);
+    const auto& m = bift_counters().malformed;
+    EXPECT_EQ(m[static_cast<size_t>(wire::BierParseError::bsl_mismatch)], 1u);
+    EXPECT_EQ(m[static_cast<size_t>(wire::BierParseError::reserved_bsl)], 1u);
+    EXPECT_EQ(m[static_cast<size_t>(wire::BierParseError::truncated)], 1u);
+    EXPECT_EQ(m[static_cast<size_t>(wire::BierParseError::bad_nibble)], 1u);
+    EXPECT_EQ(in_use(), 0u);
+}
+
+TEST_F(Bier, MulticastGroupIsEncapsulatedAtTheBfir) {
+    const uint32_t src = ip4("10.0.1.9"), group = ip4("239.1.2.3");
+    Bytes frame = eth_frame(mac("01:00:5e:01:02:03"), kHostA, RTE_ETHER_TYPE_IPV4,
+                            ipv4_packet(src, group, IPPROTO_UDP,
+                                        udp_datagram(src, group, 5000, 5001, payload_of(64)), 8));
+    run({mbuf(frame, kR0)});
+    auto to_r1 = take_tx(kR1);
+    auto to_r0 = take_tx(kR0);
+    ASSERT_EQ(to_r1.size(), 1u);
+    ASSERT_EQ(to_r0.size(), 1u);
+    const Bytes a = bytes_of(to_r1[0]);
+    free_mbufs(to_r1);
+    free_mbufs(to_r0);
+    EXPECT_EQ(get16(a.data() + 12), wire::kBierEthertype);
+    EXPECT_EQ(get32(a.data() + 14) >> 12, kBift);
+    EXPECT_EQ(a[14 + 3], 32) << "bier.ttl";
+    EXPECT_EQ(get16(a.data() + 14 + 10), 40) << "BFIR-id = bier.bfr_id";
+    EXPECT_EQ((get32(a.data() + 14 + 8) >> 16) & 0x3f, 4u) << "Proto IPv4";
+    EXPECT_EQ(bitstring_of(a), bits({1}));
+    EXPECT_EQ(a[34 + 8], 7) << "inner TTL: one IP hop";
+    EXPECT_EQ(ctx->counters.mcast_encapsulated, 1u);
+}
+
+TEST_F(Bier, InaRootResultGoesOutOnceOverBier) {
+    ina::JobParams p;
+    p.job_id = 7;
+    const uint16_t ids[] = {1, 2, 3, 4};
+    p.abm = *wire::BitString::from_bfr_ids(64, 0, ids);
+    p.op = reduce::Op::sum;
+    p.elem_type = reduce::ElemType::int32;
+    p.max_elems = 16;
+    p.window = 8;
+    p.role = ina::Role::root;
+    p.idle_timeout = ~uint64_t{0} / 4;
+    auto table = std::make_unique<ina::ChunkTable>(p);
+    ctx->ina[0] = {7, table.get()};
+    ctx->n_ina = 1;
+    std::vector<rte_mbuf*> in;
+    for (uint16_t w = 1; w <= 4; ++w) {
+        proto::Header h;
+        h.type = proto::PacketType::data;
+        h.elem_type = 0;
+        h.bsl_code = 1;
+        h.job_id = 7;
+        h.seq = 21;
+        h.elem_count = 1;
+        const uint16_t one[] = {w};
+        const auto bs = *wire::BitString::from_bfr_ids(64, 0, one);
+        Bytes ina(h.total_bytes());
+        const size_t at = proto::write_header(ina.data(), h, bs.data());
+        const int32_t v = w * 10;
+        std::memcpy(ina.data() + at, &v, 4);
+        const uint32_t src = ip4("10.0.1.9"), dst = ip4("10.0.1.1");
+        in.push_back(mbuf(eth_frame(port_mac(kR0), kHostA, RTE_ETHER_TYPE_IPV4,
+                                    ipv4_packet(src, dst, IPPROTO_UDP,
+                                                udp_datagram(src, dst, 40001, 9470, ina))),
+                          kR0));
+    }
+    run(in);
+    EXPECT_EQ(ctx->counters.ina_results_sent, 1u);
+    auto to_r1 = take_tx(kR1);
+    auto to_r0 = take_tx(kR0);
+    ASSERT_EQ(to_r1.size(), 1u);
+    ASSERT_EQ(to_r0.size(), 1u);
+    const Bytes a = bytes_of(to_r1[0]);
+    const Bytes b = bytes_of(to_r0[0]);
+    free_mbufs(to_r1);
+    free_mbufs(to_r0);
+    EXPECT_EQ(bitstring_of(a), bits({1, 2}));
+    EXPECT_EQ(bitstring_of(b), bits({3, 4}));
+    EXPECT_EQ(get32(a.data() + 14 + 4) & 0xfffff, 21u) << "entropy = chunk seq";
+    const auto parsed = proto::parse(a.data() + 34 + 28, a.size() - 34 - 28);
+    ASSERT_TRUE(parsed.packet.has_value());
+    EXPECT_EQ(parsed.packet->header.type, proto::PacketType::result);
+    int32_t sum = 0;
+    std::memcpy(&sum, parsed.packet->payload, 4);
+    EXPECT_EQ(sum, 100);
+}
+
+}  // namespace
+}  // namespace ina::test
