@@ -177,9 +177,10 @@ def switch_routes(sw: str) -> list[dict]:
     return routes
 
 
-def bier_section(sw: str, bsl: int = 256) -> dict:
+def bier_section(sw: str, bsl: int = 256, groups: list[dict] | None = None) -> dict:
     """The switch's `bier:` section: BFR-id 100+N; one BIFT (sub-domain 0, set 0) whose
-    neighbours carry the BFR-ids of the hosts behind them; its own hosts as local bits."""
+    neighbours carry the BFR-ids of the hosts behind them; its own hosts as local bits; the
+    multicast groups it is the BFIR of ({"group": "239.1.1.1", "bfr_ids": "3,6,8"})."""
     nbrs = []
     local = []
     for p in neighbours(sw):
@@ -194,7 +195,10 @@ def bier_section(sw: str, bsl: int = 256) -> dict:
         bift["neighbours"] = nbrs
     if local:
         bift["local"] = local
-    return {"sub_domain": 0, "bfr_id": 100 + num(sw), "ttl": 64, "bifts": [bift]}
+    out = {"sub_domain": 0, "bfr_id": 100 + num(sw), "ttl": 64, "bifts": [bift]}
+    if groups:
+        out["groups"] = groups
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -261,6 +265,11 @@ class VatJob:
                 "--type", self.elem_type, "--op", self.op, "--elements", str(elements),
                 "--chunk", str(self.chunk), "--window", str(self.window), "--seed", str(seed),
                 "--rto-ms", "50", "--timeout-ms", str(int(timeout_s * 1000))]
+
+
+# A multicast group for BIER mode: w1's datagrams to 239.1.1.1 enter BIER at s1 (the BFIR) and
+# reach the hosts of BFR-ids 3, 6, 8 (w3, w6, w8).
+EXAMPLE_GROUPS = {"s1": [{"group": "239.1.1.1", "bfr_ids": "3,6,8"}]}
 
 
 def figure1_job(job_id: int = 1, **kw) -> VatJob:
@@ -348,7 +357,8 @@ class Switch:
             "control": {"listen": f"127.0.0.1:{API_PORT}"},
         }
         if self.fig.results == "bier":
-            cfg["bier"] = bier_section(self.name, self.fig.bier_bsl)
+            cfg["bier"] = bier_section(self.name, self.fig.bier_bsl,
+                                       self.fig.bier_groups.get(self.name))
         jobs = [j for j in (job.switch_job(self.name, self.fig.results) for job in self.fig.jobs)
                 if j]
         if jobs:
@@ -510,11 +520,13 @@ def cleanup_stale() -> None:
 class Fig1:
     """The whole testbed. Fig1(exe, jobs=[figure1_job(), second_job()]) builds the namespaces
     and links, writes and checks every switch's config and starts the switches (start=False to
-    do that later with start()); close() (also at exit and on SIGTERM/SIGINT) removes it all."""
+    do that later with start()); results="bier" adds the `bier:` sections (bier_groups: the
+    multicast groups per BFIR switch); close() (also at exit and on SIGTERM/SIGINT) removes it all."""
 
     def __init__(self, exe: str, jobs: list[VatJob] | None = None, *, results: str = "unicast",
                  prefix: str | None = None, persist: bool = False, start: bool = True,
-                 idle_sleep_us: int = 50, bier_bsl: int = 256):
+                 idle_sleep_us: int = 50, bier_bsl: int = 256,
+                 bier_groups: dict[str, list[dict]] | None = None):
         if results not in ("unicast", "bier"):
             raise ValueError(f"results: unicast or bier, not {results!r}")
         self.exe = os.path.abspath(exe)
@@ -523,6 +535,7 @@ class Fig1:
         self.persist = persist
         self.idle_sleep_us = idle_sleep_us
         self.bier_bsl = bier_bsl
+        self.bier_groups = bier_groups or {}   # switch -> groups it is the BFIR of
         self.prefix = prefix or f"{PREFIX}{os.getpid()}"
         self._closed = False
         if not persist:
@@ -706,7 +719,7 @@ def up(exe: str, prefix: str, results: str) -> None:
         sys.exit(f"{prefix} already exists; run --down first")
     try:
         fig = Fig1(exe, [figure1_job(), second_job()], results=results, prefix=prefix,
-                   persist=True)
+                   persist=True, bier_groups=EXAMPLE_GROUPS if results == "bier" else None)
     except BaseException:
         down(prefix)
         raise

@@ -12,21 +12,28 @@
    Every worker verifies its result. The switches' counters: job 1's contributions absorbed at
    s1, s7, s6 and nowhere else, s7 routing s1's partials untouched, s2 and s5 only forwarding;
    job 2 absorbed at s3, s4, s6 only; no fallback and no rejection anywhere.
-Results return by unicast from the root. If this build's `--check-config` accepts the `bier:`
-section and `results: bier` (issue 4), the INA part runs with BIER dissemination instead
-(INAE2E_FIG1_RESULTS=unicast|bier forces one).
+   The results' path is checked on every port that leads away from the root: one result per
+   worker behind the port per chunk by unicast; by BIER one copy per branch, s6 -> s7 -> s5 ->
+   {s1, s2} (and s6 -> {s3, s4}), with the per-neighbour BIER copies and the BFERs' deliveries.
+3. BIER only: a multicast group (239.1.1.1, BFR-ids 3, 6, 8, BFIR s1) reaches exactly w3, w6,
+   w8 although w2, w4, w5, w7 joined it too; copies follow s1 -> s5 -> {s2, s7 -> s6 -> {s3, s4}}.
+Results return by BIER when this build's `--check-config` accepts the `bier:` section and
+`results: bier` (issue 4), by unicast from the root otherwise (INAE2E_FIG1_RESULTS=unicast|bier
+forces one; unicast skips step 3).
 
 Env: INAE2E_FIG1_ELEMENTS (default 256 Ki elements per job = 1 MiB tensors), INAE2E_INA_WORKER.
 """
 
+import json
 import os
+import select
 import subprocess
 import tempfile
 import time
 
 import fig1
 from fig1 import Fig1, figure1_job, second_job
-from testbed import TestFailure, check, delta, log, main, run, to_yaml
+from testbed import PYTHON, TestFailure, check, delta, log, main, run, to_yaml, wait_until
 from test_allreduce import worker_exe
 from test_allreduce_jobs import collect, kill_all
 
@@ -45,6 +52,74 @@ def bier_accepted(exe: str) -> tuple[bool, str]:
         f.flush()
         p = run([exe, "--check-config", f.name], check_rc=False)
     return p.returncode == 0, (p.stdout + p.stderr).strip()
+
+
+MCAST_PY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fig1", "mcast.py")
+BIER_GROUPS = fig1.EXAMPLE_GROUPS              # 239.1.1.1 at s1 (the BFIR; w1 sends)
+GROUP = BIER_GROUPS["s1"][0]["group"]
+GROUP_RECEIVERS = ["w3", "w6", "w8"]          # the group's BFR-ids 3, 6, 8
+GROUP_OTHERS = ["w2", "w4", "w5", "w7"]       # joined the group too, but not its BFR-ids
+
+
+def multicast(fig: Fig1, count: int = 200) -> None:
+    """w1 sends `count` datagrams to GROUP; s1 carries them over BIER to the BFERs of bits
+    3, 6, 8: s1 -> s5 -> {s2, s7 -> s6 -> {s3, s4}}. Exactly w3, w6, w8 get them, although
+    w2, w4, w5, w7 joined the group as well."""
+    before = fig.metrics()
+    procs = {}
+    try:
+        for h in GROUP_RECEIVERS + GROUP_OTHERS:
+            procs[h] = fig.hosts[h].popen([PYTHON, "-B", MCAST_PY, "recv", "--group", GROUP,
+                                           "--port", "9500", "--iface-addr", fig1.host_addr(h)],
+                                          stdin=subprocess.PIPE)
+        for h, p in procs.items():
+            r, _, _ = select.select([p.stdout], [], [], 10)
+            line = p.stdout.readline() if r else ""
+            if line.strip() != "ready":
+                raise TestFailure(f"multicast receiver in {h} did not start: {line!r}")
+        out = fig.hosts["w1"].run([PYTHON, "-B", MCAST_PY, "send", "--group", GROUP, "--port",
+                                   "9500", "--iface-addr", fig1.host_addr("w1"), "--count",
+                                   str(count), "--rate", "500"], timeout=60).stdout
+        check(json.loads(out.strip().splitlines()[-1])["sent"] == count,
+              f"w1 sent {count} datagrams to {GROUP}")
+        bfers = {"s2": 1, "s3": 1, "s4": 1}
+        wait_until(lambda: all(delta(fig.switches[s].metrics(), before[s],
+                                     "inaswitch_bier_delivered_total") >= count * n
+                               for s, n in bfers.items()), 10,
+                   "the BFERs s2, s3, s4 to deliver every datagram")
+        got = {}
+        for h, p in procs.items():
+            o, e = p.communicate(input="", timeout=15)
+            got[h] = json.loads(o.strip().splitlines()[-1])
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+                p.wait(5)
+    for h in GROUP_RECEIVERS:
+        check(got[h]["distinct"] == count and got[h]["received"] == count,
+              f"{h} (BFR-id {fig1.bfr_id_of(h)}) received all {count} datagrams once "
+              f"({got[h]})")
+    for h in GROUP_OTHERS:
+        check(got[h]["received"] == 0, f"{h} (joined, not in the group's BFR-ids) received "
+              f"nothing ({got[h]['received']})")
+    after = fig.metrics()
+
+    def copies(s: str, via: str) -> float:
+        return delta(after[s], before[s], "inaswitch_bier_copies_by_neighbour_total",
+                     neighbour=via)
+    enc = delta(after["s1"], before["s1"], "inaswitch_bier_mcast_encapsulated_total")
+    check(enc == count, f"s1 (BFIR) put {enc:.0f} datagrams on BIER")
+    for s, via, n in (("s1", "10.0.15.5", count), ("s5", "10.0.25.2", count),
+                      ("s5", "10.0.57.7", count), ("s5", "10.0.15.1", 0),
+                      ("s7", "10.0.67.6", count), ("s7", "10.0.57.5", 0),
+                      ("s6", "10.0.36.3", count), ("s6", "10.0.46.4", count),
+                      ("s6", "10.0.67.7", 0)):
+        c = copies(s, via)
+        check(c == n, f"multicast: {s} sent {c:.0f} BIER copies to {via} (expected {n})")
+    for s in ("s1", "s5", "s7", "s6"):
+        dl = delta(after[s], before[s], "inaswitch_bier_delivered_total")
+        check(dl == 0, f"multicast: {s} delivered nothing locally ({dl:.0f})")
 
 
 def job_verdicts(m, job_id: int, before) -> dict[str, float]:
@@ -67,7 +142,8 @@ def test(switch_exe: str) -> None:
         + ("" if ok else f" ({msg.splitlines()[0] if msg else ''})") + f": results by {results}")
 
     j1, j2 = figure1_job(1), second_job(2)
-    with Fig1(switch_exe, [j1, j2], results=results) as fig:
+    with Fig1(switch_exe, [j1, j2], results=results,
+              bier_groups=BIER_GROUPS if results == "bier" else None) as fig:
         # 1. Plain L3 across the tree.
         fig.ping_all_pairs()
         hops = fig.hops("w1", "w8")
@@ -193,6 +269,10 @@ def test(switch_exe: str) -> None:
             else:
                 log("this build has no per-neighbour BIER metrics: BIER path checked by port "
                     "counters only")
+
+        # 3. A BIER multicast group across the testbed.
+        if results == "bier":
+            multicast(fig)
 
 if __name__ == "__main__":
     main(test)
