@@ -29,20 +29,23 @@ def recv(a: argparse.Namespace) -> None:
     print("ready", flush=True)
     received, seqs, sources = 0, set(), set()
     deadline = time.monotonic() + a.timeout
-    while time.monotonic() < deadline:
-        r, _, _ = select.select([s, sys.stdin], [], [], 0.5)
-        if sys.stdin in r and not sys.stdin.readline():
-            break  # stdin closed: the test is done sending
-        if s in r:
-            while True:
-                try:
-                    data, src = s.recvfrom(2048)
-                except BlockingIOError:
-                    break
-                received += 1
-                sources.add(src[0])
-                if len(data) >= 4:
-                    seqs.add(struct.unpack("!I", data[:4])[0])
+    try:
+        while time.monotonic() < deadline:
+            r, _, _ = select.select([s, sys.stdin], [], [], 0.5)
+            if sys.stdin in r and not sys.stdin.readline():
+                break  # stdin closed (the test is done sending; by hand: Ctrl-D or Ctrl-C)
+            if s in r:
+                while True:
+                    try:
+                        data, src = s.recvfrom(2048)
+                    except BlockingIOError:
+                        break
+                    received += 1
+                    sources.add(src[0])
+                    if len(data) >= 4:
+                        seqs.add(struct.unpack("!I", data[:4])[0])
+    except KeyboardInterrupt:
+        pass
     print(json.dumps({"received": received, "distinct": len(seqs), "sources": sorted(sources)}),
           flush=True)
 
