@@ -97,6 +97,20 @@ def frame(src, dst, bier_header, payload):
     return bytes(Ether(src=src, dst=dst, type=ETHERTYPE)) + bier_header + bytes(payload)
 
 
+def group_entropy(src, group):
+    """The entropy this switch gives a multicast packet it encapsulates as BFIR. RFC 8296
+    leaves the entropy to the BFIR (packets of one flow must share it); the switch hashes the
+    flow's source and group as below, reading each address's four octets as a little-endian
+    32-bit number (how an x86 host loads them). Not a protocol rule: a case that checks a
+    BFIR's multicast packets needs it to predict their headers."""
+    import socket
+
+    s = int.from_bytes(socket.inet_aton(src), "little")
+    g = int.from_bytes(socket.inet_aton(group), "little")
+    x = (s ^ (g * 0x9E3779B1)) & 0xFFFFFFFF
+    return (x ^ (x >> 15)) & 0xFFFFF
+
+
 def check_case_metrics(case_dir, metrics):
     """gen.py's own count of what the switch must do, against case.yaml's `metrics` (which the
     runner checks), so a rule changed in gen.py cannot leave a stale case.yaml behind.
