@@ -1191,20 +1191,43 @@ LoadResult load_file(const std::string& path) {
     return load_string(buf.str(), path);
 }
 
-JobParseResult parse_ina_job(const std::string& text, const std::string& source_name) {
-    JobParseResult result;
+namespace {
+
+// Parses one YAML/JSON fragment with `read(reader, node, value)`; errors name `source_name`.
+template <typename T, typename Read>
+std::pair<std::optional<T>, std::vector<Error>> parse_fragment(const std::string& text,
+                                                               const std::string& source_name,
+                                                               Read&& read) {
+    std::vector<Error> errors;
     try {
         const YAML::Node node = YAML::Load(text);
-        InaJobConfig job;
-        Reader r(source_name, result.errors);
-        read_ina_job(r, node, job);
-        if (result.errors.empty()) {
-            result.job = std::move(job);
+        T value;
+        Reader r(source_name, errors);
+        read(r, node, value);
+        if (errors.empty()) {
+            return {std::move(value), {}};
         }
     } catch (const YAML::Exception& e) {
-        result.errors = parse_failure(e, source_name).errors;
+        errors = parse_failure(e, source_name).errors;
     }
-    return result;
+    return {std::nullopt, std::move(errors)};
+}
+
+}  // namespace
+
+JobParseResult parse_ina_job(const std::string& text, const std::string& source_name) {
+    auto [job, errors] = parse_fragment<InaJobConfig>(text, source_name, read_ina_job);
+    return {std::move(job), std::move(errors)};
+}
+
+BierParseResult parse_bier(const std::string& text, const std::string& source_name) {
+    auto [bier, errors] = parse_fragment<BierConfig>(text, source_name, read_bier);
+    return {std::move(bier), std::move(errors)};
+}
+
+BierGroupParseResult parse_bier_group(const std::string& text, const std::string& source_name) {
+    auto [group, errors] = parse_fragment<BierGroupConfig>(text, source_name, read_bier_group);
+    return {std::move(group), std::move(errors)};
 }
 
 std::vector<Error> validate(const Config& cfg) {

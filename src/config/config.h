@@ -221,6 +221,19 @@ struct JobParseResult {
 };
 JobParseResult parse_ina_job(const std::string& text, const std::string& source_name);
 
+// The `bier` mapping alone (PUT /api/v1/bier), and one `bier.groups` entry
+// (POST /api/v1/bier/groups). Cross-references are checked when the result is applied.
+struct BierParseResult {
+    std::optional<BierConfig> bier;
+    std::vector<Error> errors;
+};
+BierParseResult parse_bier(const std::string& text, const std::string& source_name);
+struct BierGroupParseResult {
+    std::optional<BierGroupConfig> group;
+    std::vector<Error> errors;
+};
+BierGroupParseResult parse_bier_group(const std::string& text, const std::string& source_name);
+
 // Cross-reference checks (names resolve, queues polled once, subnets distinct) for a Config
 // assembled in code, e.g. by the control API. Marks in the errors are those the values carry.
 std::vector<Error> validate(const Config& cfg);

@@ -164,6 +164,14 @@ void reply(httplib::Response& res, int status, const json& body) {
     res.set_content(body.dump(2) + "\n", "application/json");
 }
 
+void reply_parse_errors(httplib::Response& res, const std::vector<config::Error>& parse_errors) {
+    std::vector<std::string> errors;
+    for (const auto& e : parse_errors) {
+        errors.push_back(e.str());
+    }
+    reply(res, 422, {{"ok", false}, {"errors", errors}});
+}
+
 void reply_result(httplib::Response& res, const ApplyResult& r) {
     if (r.ok) {
         reply(res, 200, {{"ok", true}, {"generation", r.generation}});
@@ -352,15 +360,11 @@ bool ApiServer::start(const std::string& listen, std::string& error) {
     });
     s.Post("/api/v1/jobs", [this](const httplib::Request& req, httplib::Response& res) {
         auto parsed = config::parse_ina_job(req.body, "api");
-        if (!parsed.job) {
-            std::vector<std::string> errors;
-            for (const auto& e : parsed.errors) {
-                errors.push_back(e.str());
-            }
-            reply(res, 422, {{"ok", false}, {"errors", errors}});
-            return;
+        if (parsed.job) {
+            reply_result(res, control_.add_job(*parsed.job));
+        } else {
+            reply_parse_errors(res, parsed.errors);
         }
-        reply_result(res, control_.add_job(*parsed.job));
     });
     s.Delete("/api/v1/jobs", [this](const httplib::Request& req, httplib::Response& res) {
         const std::string id = req.get_param_value("job_id");
@@ -402,6 +406,35 @@ bool ApiServer::start(const std::string& listen, std::string& error) {
             }
         }
         reply(res, 200, out);
+    });
+    s.Put("/api/v1/bier", [this](const httplib::Request& req, httplib::Response& res) {
+        auto parsed = config::parse_bier(req.body, "api");
+        if (parsed.bier) {
+            reply_result(res, control_.set_bier(*parsed.bier));
+        } else {
+            reply_parse_errors(res, parsed.errors);
+        }
+    });
+    s.Post("/api/v1/bier/groups", [this](const httplib::Request& req, httplib::Response& res) {
+        auto parsed = config::parse_bier_group(req.body, "api");
+        if (parsed.group) {
+            reply_result(res, control_.add_bier_group(*parsed.group));
+        } else {
+            reply_parse_errors(res, parsed.errors);
+        }
+    });
+    s.Delete("/api/v1/bier/groups", [this](const httplib::Request& req, httplib::Response& res) {
+        const auto group = net::Ipv4Addr::parse(req.get_param_value("group"));
+        if (!group) {
+            bad_request(res, "expected ?group=A.B.C.D");
+            return;
+        }
+        auto r = control_.remove_bier_group(*group);
+        if (!r.ok && !r.errors.empty() && r.errors[0].rfind("no group", 0) == 0) {
+            reply(res, 404, {{"ok", false}, {"errors", r.errors}});
+            return;
+        }
+        reply_result(res, r);
     });
     s.Get("/api/v1/fdb", [this](const httplib::Request&, httplib::Response& res) {
         json out = json::array();

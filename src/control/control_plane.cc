@@ -573,6 +573,33 @@ ApplyResult ControlPlane::remove_job(uint32_t job_id) {
     return apply_locked(std::move(next));
 }
 
+ApplyResult ControlPlane::set_bier(const config::BierConfig& bier) {
+    std::lock_guard lock(mu_);
+    config::Config next = running_;
+    next.bier = bier;
+    return apply_locked(std::move(next));
+}
+
+ApplyResult ControlPlane::add_bier_group(const config::BierGroupConfig& group) {
+    std::lock_guard lock(mu_);
+    config::Config next = running_;
+    next.bier.groups.push_back(group);
+    return apply_locked(std::move(next));
+}
+
+ApplyResult ControlPlane::remove_bier_group(net::Ipv4Addr group) {
+    std::lock_guard lock(mu_);
+    config::Config next = running_;
+    auto& groups = next.bier.groups;
+    auto it = std::remove_if(groups.begin(), groups.end(),
+                             [&](const auto& g) { return g.group == group; });
+    if (it == groups.end()) {
+        return failure({"no group " + group.str()});
+    }
+    groups.erase(it, groups.end());
+    return apply_locked(std::move(next));
+}
+
 ApplyResult ControlPlane::add_neighbour(const config::NeighbourConfig& neighbour) {
     std::lock_guard lock(mu_);
     config::Config next = running_;

@@ -136,6 +136,9 @@ public:
     ApplyResult add_job(const config::InaJobConfig& job);
     ApplyResult remove_job(uint32_t job_id);
     ApplyResult remove_neighbour(net::Ipv4Addr ip);
+    ApplyResult set_bier(const config::BierConfig& bier);
+    ApplyResult add_bier_group(const config::BierGroupConfig& group);
+    ApplyResult remove_bier_group(net::Ipv4Addr group);
 
     config::Config running_config() const;
     std::vector<NeighbourView> neighbours() const;
