@@ -73,7 +73,13 @@ void bier_encap_groups(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** p
             continue;
         }
         auto* ip = rte_pktmbuf_mtod_offset(m, rte_ipv4_hdr*, kL2);
-        const dp::BierGroupView* g = snap.bier_group(rte_be_to_cpu_32(ip->dst_addr));
+        const uint32_t dst = rte_be_to_cpu_32(ip->dst_addr);
+        if ((dst >> 8) == 0xE00000) {
+            // 224.0.0.0/24 (IGMP, routing protocols) is link-local: never routed, never carried.
+            count_drop(ctx, dp::DropReason::not_for_us);
+            continue;
+        }
+        const dp::BierGroupView* g = snap.bier_group(dst);
         if (g == nullptr) {
             count_drop(ctx, dp::DropReason::mcast_no_group);
             continue;

@@ -59,7 +59,7 @@ void eth_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uin
             out.push(EthEdge::arp, m);
         } else if (in_group) {
             out.push(EthEdge::bridge, m);
-        } else if (type == RTE_ETHER_TYPE_IPV4 && !snap.bier_groups.empty() &&
+        } else if (type == RTE_ETHER_TYPE_IPV4 && !snap.bifts.empty() &&
                    is_ipv4_multicast_mac(eth->dst_addr)) {
             out.push(EthEdge::mcast, m);
         } else {

@@ -11,7 +11,7 @@ enum class EthEdge : uint8_t {
     ipv4,    // IPv4 to our MAC: route or deliver locally
     bridge,  // frame on an L2-group port not addressed to us
     bier,    // BIER (ethertype 0xAB37) to our MAC: replicate, deliver own bits
-    mcast,   // IPv4 multicast on a routed port while BIER groups exist: this switch is the BFIR
+    mcast,   // IPv4 multicast on a routed port of a BIER switch: the BFIR of its group, if any
     drop,    // reason already counted
     count
 };

@@ -60,7 +60,7 @@ def test(exe: str) -> None:
         ids = sorted(j["job_id"] for j in jobs)
         check(ids == [6, 8], f"GET /api/v1/jobs lists jobs 6 and 8 ({ids})")
         j8 = next(j for j in jobs if j["job_id"] == 8)
-        check(j8["abm"] == "1,2,3,4" and j8["stats"]["slots"] == 128 and
+        check(j8["abm"] == "1-4" and j8["stats"]["slots"] == 128 and
               j8["stats"]["contributions"]["completed"] == 0,
               f"job 8 with its config and counters ({j8})")
         status, text = tb.http("POST", "/api/v1/jobs", job(8, "1-4"))
