@@ -4,6 +4,8 @@
 #include <rte_ip.h>
 #include <rte_udp.h>
 
+#include <cstring>
+
 #include "net/checksum.h"
 #include "pipeline/port_tx.h"
 #include "wire/bier_header.h"
@@ -91,16 +93,26 @@ void deliver_local(LcoreContext& ctx, const dp::Snapshot& snap, const dp::BierAd
         const uint32_t new_dst = rte_cpu_to_be_32(host.ip);
         ip->dst_addr = new_dst;
         ip->hdr_checksum = patch_checksum32(ip->hdr_checksum, old_dst, new_dst);
+        // TCP and UDP checksums cover a pseudo-header holding the destination, so they change
+        // as under NAT (RFC 3022 §4.2). Only a first fragment carries the transport header; its
+        // checksum covers the whole datagram, so the same incremental patch is right there.
         const size_t ihl = (ip->version_ihl & 0x0f) * 4u;
-        if (ip->next_proto_id == IPPROTO_UDP && rte_pktmbuf_data_len(m) >= kL2 + ihl + 8) {
-            auto* udp = reinterpret_cast<rte_udp_hdr*>(d + kL2 + ihl);
+        const bool first_fragment = (ip->fragment_offset & rte_cpu_to_be_16(0x1fff)) == 0;
+        const uint8_t* l4_end = d + rte_pktmbuf_data_len(m);
+        uint8_t* l4 = d + kL2 + ihl;
+        if (first_fragment && ip->next_proto_id == IPPROTO_UDP && l4 + 8 <= l4_end) {
+            auto* udp = reinterpret_cast<rte_udp_hdr*>(l4);
             if (udp->dgram_cksum != 0) {
-                // The pseudo-header holds the destination too.
                 udp->dgram_cksum = patch_checksum32(udp->dgram_cksum, old_dst, new_dst);
                 if (udp->dgram_cksum == 0) {
                     udp->dgram_cksum = 0xffff;  // 0 means "no checksum" in UDP (RFC 768)
                 }
             }
+        } else if (first_fragment && ip->next_proto_id == IPPROTO_TCP && l4 + 18 <= l4_end) {
+            uint16_t cksum;
+            std::memcpy(&cksum, l4 + 16, sizeof cksum);
+            cksum = patch_checksum32(cksum, old_dst, new_dst);
+            std::memcpy(l4 + 16, &cksum, sizeof cksum);
         }
     }
     write_eth(d, host.dst_mac, snap.ports[host.port].mac, RTE_ETHER_TYPE_IPV4);
