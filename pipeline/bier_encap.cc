@@ -35,9 +35,11 @@ void encapsulate(LcoreContext& ctx, const dp::Snapshot& snap,
     }
 }
 
-// A flow hash for a multicast packet's entropy: its source and group.
+// A flow hash for a multicast packet's entropy: its source and group (as numbers, so the value
+// does not depend on the host's byte order). Packets of one flow share it (RFC 8296).
 uint32_t flow_entropy(const rte_ipv4_hdr* ip) {
-    const uint32_t x = ip->src_addr ^ (ip->dst_addr * 0x9e3779b1u);
+    const uint32_t x = rte_be_to_cpu_32(ip->src_addr) ^
+                       (rte_be_to_cpu_32(ip->dst_addr) * 0x9e3779b1u);
     return (x ^ (x >> 15)) & wire::kMaxEntropy;
 }
 

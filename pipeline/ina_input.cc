@@ -114,11 +114,13 @@ struct Emitter {
         proto::Header h = in;
         h.type = proto::PacketType::result;
         h.flags = table.result_flags(in.seq);
+        // Over BIER the result leaves from the root's own address (no single egress interface);
+        // a unicast re-send of such a job uses the same source, so workers see one sender.
+        const uint32_t bier_src = job.source != 0 ? job.source : job.parent;
         if (job.results_bier && requester == 0) {
             // One packet; the BFIR stage puts the A-BM on it as the BitString and the BFERs
             // address the copies to their workers (the inner destination is a placeholder).
-            const uint32_t src = job.source != 0 ? job.source : job.parent;
-            if (!build_ina(m, table, h, job.abm.data(), src, 0, snap.ina_udp_port)) {
+            if (!build_ina(m, table, h, job.abm.data(), bier_src, 0, snap.ina_udp_port)) {
                 count_drop(ctx, dp::DropReason::ina_no_mbuf);
                 out.push(InaEdge::drop, m);
                 return;
@@ -128,7 +130,7 @@ struct Emitter {
             return;
         }
         const uint32_t first = requester != 0 ? requester : job.worker_ip[0];
-        const uint32_t src = source_for(snap, job, first);
+        const uint32_t src = job.results_bier ? bier_src : source_for(snap, job, first);
         if (!build_ina(m, table, h, job.abm.data(), src, first, snap.ina_udp_port)) {
             count_drop(ctx, dp::DropReason::ina_no_mbuf);
             out.push(InaEdge::drop, m);

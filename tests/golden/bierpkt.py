@@ -100,13 +100,13 @@ def frame(src, dst, bier_header, payload):
 def group_entropy(src, group):
     """The entropy this switch gives a multicast packet it encapsulates as BFIR. RFC 8296
     leaves the entropy to the BFIR (packets of one flow must share it); the switch hashes the
-    flow's source and group as below, reading each address's four octets as a little-endian
-    32-bit number (how an x86 host loads them). Not a protocol rule: a case that checks a
-    BFIR's multicast packets needs it to predict their headers."""
+    flow's source and group as below, each address read as a 32-bit number (big-endian, the
+    value the dotted quad names). Not a protocol rule: a case that checks a BFIR's multicast
+    packets needs it to predict their headers."""
     import socket
 
-    s = int.from_bytes(socket.inet_aton(src), "little")
-    g = int.from_bytes(socket.inet_aton(group), "little")
+    s = int.from_bytes(socket.inet_aton(src), "big")
+    g = int.from_bytes(socket.inet_aton(group), "big")
     x = (s ^ (g * 0x9E3779B1)) & 0xFFFFFFFF
     return (x ^ (x >> 15)) & 0xFFFFF
 

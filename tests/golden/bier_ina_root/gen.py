@@ -81,11 +81,12 @@ contribute(3, 0x100002, [2] * 2)
 contribute(1, 0x100002, [3] * 2)
 result_over_bier(0x100002, [6] * 2)
 # w1 lost chunk 0's result and asks again: unicast to w1 alone, routed via n1 (source: the
-# address of the interface towards w1, TTL 64 - 1 for the routing hop).
+# root's address, as for the BIER results, so workers see one sender; TTL 64 - 1 for the
+# routing hop).
 contribute(1, 0, a, RETRANSMIT)
 expect["p1"].append(bytes(Ether(src=SW["p1"], dst=N1[1]) /
                           result_ip(0, [x + y + z for x, y, z in zip(a, b, c)], W[1][2],
-                                    src="10.0.1.1", ttl=63)))
+                                    src=ROOT, ttl=63)))
 count("inaswitch_ina_resent_total")
 count("inaswitch_routed_packets_total")
 
