@@ -8,7 +8,8 @@
 #   h2 10.0.2.2/24 -- p1 10.0.2.1/24 /                  \ l1 ------------ -- h4 10.0.3.12/24
 #
 # Then an AllReduce through the switch: ina-worker in h1 and h2 (BFR-ids 1, 2 of INA job 1, the
-# switch its root), 256 Ki int32 elements each, verified against a local reference.
+# switch its root), 256 Ki int32 elements each, verified against a local reference. Last, the
+# draft's Figure 1 as a live 7-switch testbed (tests/e2e/test_fig1.py, docs/testbed-fig1.md).
 #
 # Usage: tests/e2e/demo.sh [PATH/TO/inaswitch]   (default: build/src/app/inaswitch)
 # ina-worker: next to the switch's build dir (build/src/worker/ina-worker), or $INA_WORKER.
@@ -181,5 +182,15 @@ if [ "$failed" != 0 ]; then
   echo "demo: some traffic failed; switch log:" >&2
   cat "$work/switch.log" >&2
   exit 1
+fi
+
+# Figure 1 of draft-song-ina-00, live: 7 switch processes and 8 hosts in namespaces, two
+# concurrent AllReduce jobs aggregated at s1/s7/s6 and s3/s4/s6, results multicast back over
+# BIER (s6 -> s7 -> s5 -> {s1, s2}), and a BIER multicast group. INADEMO_FIG1=0 skips it (the
+# e2e-demo test does: e2e-fig1 runs the same).
+if [ "${INADEMO_FIG1:-1}" != 0 ]; then
+  say "Figure 1 of draft-song-ina-00: 7 switches, 8 hosts, 2 jobs, results over BIER"
+  INAE2E_FIG1_RESULTS=bier /usr/bin/python3 -B "$repo/tests/e2e/test_fig1.py" "$exe" ||
+    { fail "Figure 1 testbed"; exit 1; }
 fi
 say "demo: all traffic passed"
