@@ -18,21 +18,8 @@ bool martian_source(uint32_t a) {
 }
 
 bool martian_destination(uint32_t a) {
-    // Multicast is not routed until the BIER multicast service claims it.
+    // Multicast is never routed: configured groups go to BIER at eth_input (bier_encap).
     return (a >> 24) == 0 || (a >> 24) == 127 || (a >> 28) >= 0xE;
-}
-
-void resolve(LcoreContext& ctx, const dp::Snapshot& snap, uint32_t ip, uint16_t port) {
-    const uint64_t key = static_cast<uint64_t>(ip) | static_cast<uint64_t>(port) << 32 |
-                         static_cast<uint64_t>(dp::EventType::resolve_request) << 48;
-    const uint64_t interval = snap.arp_request_interval_ms * ctx.tsc_hz / 1000;
-    if (ctx.recent.should_report(key, ctx.now_tsc, interval)) {
-        dp::Event ev{};
-        ev.type = dp::EventType::resolve_request;
-        ev.ip = ip;
-        ev.port = port;
-        post_event(ctx, ev);
-    }
 }
 
 }  // namespace
@@ -107,7 +94,8 @@ void ipv4_forward(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, 
             continue;
         }
         if (!nh.resolved) [[unlikely]] {
-            resolve(ctx, snap, nh.kind == dp::NextHopKind::gateway ? nh.gateway : dst[i], nh.port);
+            request_resolve(ctx, snap, nh.kind == dp::NextHopKind::gateway ? nh.gateway : dst[i],
+                            nh.port);
             count_drop(ctx, dp::DropReason::neighbour_unresolved);
             out.push(Ipv4Edge::drop, m);
             continue;
@@ -117,13 +105,7 @@ void ipv4_forward(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, 
             out.push(Ipv4Edge::drop, m);
             continue;
         }
-        // TTL shares a 16-bit checksum word with the protocol field.
-        const uint16_t old_word = static_cast<uint16_t>(rte_cpu_to_be_16(
-            static_cast<uint16_t>(ip->time_to_live << 8 | ip->next_proto_id)));
-        --ip->time_to_live;
-        const uint16_t new_word = static_cast<uint16_t>(rte_cpu_to_be_16(
-            static_cast<uint16_t>(ip->time_to_live << 8 | ip->next_proto_id)));
-        ip->hdr_checksum = net::checksum_update16(ip->hdr_checksum, old_word, new_word);
+        ipv4_decrement_ttl(ip);
         eth->dst_addr = nh.dst_mac;
         eth->src_addr = snap.ports[nh.out_port].mac;
         ++ctx.counters.routed;
