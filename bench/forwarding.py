@@ -15,7 +15,6 @@ Prints a table and writes a JSON result file.
 import argparse
 import json
 import os
-import platform
 import re
 import signal
 import socket
@@ -28,6 +27,10 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import inapcap  # noqa: E402
+from common import (cpu_model, dpdk_version, eal_memory, hugepages_available,  # noqa: E402
+                    mmm, testpmd)
 
 
 def free_port():
@@ -36,77 +39,12 @@ def free_port():
         return s.getsockname()[1]
 
 
-def hugepages_available():
-    try:
-        with open("/proc/meminfo") as f:
-            info = dict(l.split(":", 1) for l in f)
-        free = int(info["HugePages_Free"].split()[0])
-        size_kb = int(info["Hugepagesize"].split()[0])
-        return free * size_kb >= 300 * 1024 and os.path.ismount("/dev/hugepages")
-    except (OSError, KeyError, ValueError):
-        return False
-
-
-def cpu_model():
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor()
-
-
-def dpdk_version():
-    out = subprocess.run(["pkg-config", "--modversion", "libdpdk"], capture_output=True, text=True)
-    return out.stdout.strip()
-
-
 def make_pcap(path, frames):
-    from scapy.all import Ether, IP, UDP, Raw, wrpcap  # noqa: E402  (slow import; only here)
-    pkts = []
-    for i in range(frames):
-        p = (Ether(src="02:00:00:00:01:02", dst="02:00:00:00:00:01") /
-             IP(src="10.0.1.2", dst="10.0.2.%d" % (2 + i % 200), ttl=64) /
-             UDP(sport=1024 + i, dport=5000) / Raw(b"\0" * 18))
-        pkts.append(p)
-    wrpcap(path, pkts)
-
-
-def eal_memory(huge):
-    return ["-m", "256"] if huge else ["--no-huge", "-m", "512"]
+    inapcap.write_pcap(path, inapcap.l3_frames(frames, 64, 200))
 
 
 def run_testpmd(vdevs, huge, duration, prefix, sink_port):
-    cmd = ["dpdk-testpmd", "-l", "0-1", "--no-pci", "--file-prefix", prefix,
-           "--log-level", "*:error"] + eal_memory(huge)
-    for v in vdevs:
-        cmd += ["--vdev", v]
-    cmd += ["--", "--total-num-mbufs=16384", "--forward-mode=mac", "--stats-period", "1",
-            "--auto-start", "--no-flush-rx"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            stdin=subprocess.DEVNULL)
-    try:
-        out, _ = proc.communicate(timeout=duration + 4)  # start-up takes ~1-2 s under load
-    except subprocess.TimeoutExpired:
-        proc.send_signal(signal.SIGINT)
-        try:
-            out, _ = proc.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, _ = proc.communicate()
-    # Stats blocks repeat per port: "NIC statistics for port N" ... "Tx-pps: X".
-    rates = []
-    current = None
-    for line in out.splitlines():
-        m = re.search(r"NIC statistics for port (\d+)", line)
-        if m:
-            current = int(m.group(1))
-        m = re.search(r"Tx-pps:\s+(\d+)", line)
-        if m and current == sink_port:
-            rates.append(int(m.group(1)))
-    steady = [r for r in rates[1:] if r > 0]  # first period includes start-up
-    if not steady:
-        raise RuntimeError("testpmd reported no rate:\n" + out[-3000:])
-    return statistics.median(steady[-max(1, len(steady) - 1):])
+    return testpmd(vdevs, "mac", duration, prefix, sink_port, huge=huge)
 
 
 def scrape(url):
@@ -186,6 +124,36 @@ ports:
     ]
 
 
+def measure(binary, duration, repeat, huge, names=None, log=print):
+    """Runs each scenario `repeat` times, testpmd and inaswitch alternating; returns rows."""
+    results = []
+    with tempfile.TemporaryDirectory() as work:
+        for name, vdevs, sink_port, cfg, sink_name in scenarios(work):
+            if names and name not in names:
+                continue
+            ina, ref = [], []
+            for _ in range(repeat):
+                ref.append(run_testpmd(vdevs, huge, duration, "perf-fwd-tp-%d" % os.getpid(),
+                                       sink_port))
+                ina.append(run_inaswitch(binary, cfg, huge, duration,
+                                         "perf-fwd-ina-%d" % os.getpid(), sink_name))
+            ratio = statistics.median(ina) / statistics.median(ref)
+            row = {"scenario": name,
+                   "inaswitch_mpps": mmm([round(x / 1e6, 3) for x in ina]),
+                   "testpmd_mac_mpps": mmm([round(x / 1e6, 3) for x in ref]),
+                   "ratio_median": round(ratio, 3)}
+            results.append(row)
+            log("%-14s inaswitch %6.2f Mpps (min %.2f max %.2f) | testpmd mac %6.2f Mpps "
+                "(min %.2f max %.2f) | ratio %.2f%s" % (
+                    name, statistics.median(ina) / 1e6, min(ina) / 1e6, max(ina) / 1e6,
+                    statistics.median(ref) / 1e6, min(ref) / 1e6, max(ref) / 1e6, ratio,
+                    "  (goal >= 0.80: %s)" % ("met" if ratio >= 0.8 else "not met")
+                    if name.startswith("l3") else ""))
+            if min(ina) <= 0 or min(ref) <= 0:
+                raise RuntimeError("a %s run forwarded nothing" % name)
+    return results
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -204,30 +172,11 @@ def main():
            "repeat": args.repeat}
     print("# forwarding bench: %s, %d cores, DPDK %s, hugepages %s, 64 B frames, 1 forwarding "
           "lcore each" % (env["cpu"], env["cores"], env["dpdk"], "on" if huge else "off"))
-    results = []
-    with tempfile.TemporaryDirectory() as work:
-        for name, vdevs, sink_port, cfg, sink_name in scenarios(work):
-            ina, ref = [], []
-            for i in range(args.repeat):
-                ref.append(run_testpmd(vdevs, huge, args.duration, "bench-tp-%d" % os.getpid(),
-                                       sink_port))
-                ina.append(run_inaswitch(args.binary, cfg, huge, args.duration,
-                                         "bench-ina-%d" % os.getpid(), sink_name))
-            ratio = statistics.median(ina) / statistics.median(ref)
-            row = {"scenario": name,
-                   "inaswitch_mpps": [round(x / 1e6, 3) for x in ina],
-                   "testpmd_mac_mpps": [round(x / 1e6, 3) for x in ref],
-                   "ratio_median": round(ratio, 3)}
-            results.append(row)
-            print("%-14s inaswitch %6.2f Mpps (min %.2f max %.2f) | testpmd mac %6.2f Mpps "
-                  "(min %.2f max %.2f) | ratio %.2f%s" % (
-                      name, statistics.median(ina) / 1e6, min(ina) / 1e6, max(ina) / 1e6,
-                      statistics.median(ref) / 1e6, min(ref) / 1e6, max(ref) / 1e6, ratio,
-                      "  (goal >= 0.80: %s)" % ("met" if ratio >= 0.8 else "not met")
-                      if name.startswith("l3") else ""))
-            if min(ina) <= 0 or min(ref) <= 0:
-                print("error: a run forwarded nothing", file=sys.stderr)
-                return 1
+    try:
+        results = measure(args.binary, args.duration, args.repeat, huge)
+    except RuntimeError as e:
+        print("error: %s" % e, file=sys.stderr)
+        return 1
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump({"environment": env, "results": results}, f, indent=2)

@@ -1,19 +1,35 @@
 // SPDX-License-Identifier: Apache-2.0
-// INA aggregation rate of one lcore: an in-process generator builds N workers' contributions
-// (chunk after chunk, so sequence numbers never repeat) into mbufs and runs them through the
-// real pipeline (process_burst: eth_input, ina_input with its chunk table and SIMD kernels,
-// ipv4_forward, port_tx). Completed chunks leave as partial results to the parent; the TX
-// buffers are the sink. Prints one JSON line.
+// INA aggregation rate of one or two lcores: an in-process generator builds N workers'
+// contributions (chunk after chunk, so sequence numbers never repeat) into mbufs and runs them
+// through the real pipeline (process_burst: eth_input, ina_input with its chunk table and SIMD
+// kernels, ipv4_forward, port_tx). Completed chunks leave as partial results to the parent
+// through port_tx to a net_null port (the sink, as testpmd's). Prints one JSON line.
+//
+// With --lcores 2 each lcore has its own context and chunk table, as in the switch:
+//   --steer chunk    each lcore's generator produces whole chunks it owns (seq % 2 == lcore):
+//                    the ideal, what RSS on a per-chunk UDP source port would deliver;
+//   --steer handoff  each lcore's generator produces half of the workers' contributions for
+//                    every chunk (what RSS on the workers' addresses delivers): contributions
+//                    to chunks the other lcore owns cross an SPSC hand-off ring, as in
+//                    ina_input's chunk steering.
 #include <rte_cycles.h>
+#include <rte_bus_vdev.h>
 #include <rte_eal.h>
+#include <rte_ethdev.h>
 #include <rte_ip.h>
+#include <rte_launch.h>
+#include <rte_lcore.h>
 #include <rte_mbuf.h>
+#include <rte_ring.h>
 #include <rte_udp.h>
 
 #include <CLI/CLI.hpp>
 
+#include <array>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,11 +40,15 @@
 #include "net/checksum.h"
 #include "pipeline/context.h"
 #include "pipeline/pipeline.h"
+#include "pipeline/port_tx.h"
 #include "reduce/reduce.h"
 
 namespace {
 
 using namespace ina;
+
+constexpr uint16_t kBurst = 32;
+constexpr uint16_t kSinkPort = 1;
 
 std::vector<uint8_t> frame_for(uint16_t bfr_id, uint16_t elems, uint8_t elem_type, size_t esize) {
     proto::Header h;
@@ -72,20 +92,157 @@ std::vector<uint8_t> frame_for(uint16_t bfr_id, uint16_t elems, uint8_t elem_typ
     return f;
 }
 
+// One lcore's share of the run.
+struct Lane {
+    unsigned index = 0;
+    pipeline::LcoreContext* ctx = nullptr;
+    std::unique_ptr<ChunkTable> table;
+    rte_ring* in = nullptr;  // hand-off ring into this lane (handoff mode)
+    // What this lane's generator produces: (worker, seq) pairs in order.
+    std::vector<uint16_t> my_workers;  // indices into templates
+    uint32_t seq_first = 0;
+    uint32_t seq_step = 1;
+    uint64_t packets = 0;
+    bool failed = false;
+};
+
+struct Shared {
+    const dp::Snapshot* snap = nullptr;
+    rte_mempool* pool = nullptr;
+    const std::vector<std::vector<uint8_t>>* templates = nullptr;
+    size_t seq_off = 0;
+    uint64_t end_tsc = 0;
+    std::atomic<unsigned> ready{0};
+    std::atomic<bool> go{false};
+    unsigned lanes = 1;
+    std::vector<Lane>* all = nullptr;
+    // Handoff mode: each lane's next seq. Real workers never run more than their window ahead
+    // of the slowest contributor; the lanes keep the same bound, or the faster one would fill
+    // its table with chunks whose other half has not arrived (and fall back).
+    std::array<std::atomic<uint32_t>, 2> progress{};
+};
+
+constexpr uint32_t kLockstep = 256;  // chunks one lane may run ahead of the other
+
+Shared g;
+
+int run_lane(void* arg) {
+    Lane& lane = *static_cast<Lane*>(arg);
+    auto& ctx = *lane.ctx;
+    const auto& templates = *g.templates;
+    rte_mbuf* burst[kBurst];
+    rte_mbuf* handed[pipeline::kMaxBurst];
+    uint32_t seq = lane.seq_first;
+    size_t wi = 0;
+    g.ready.fetch_add(1);
+    while (!g.go.load(std::memory_order_acquire)) {
+    }
+    uint64_t now = rte_rdtsc();
+    while (now < g.end_tsc) {
+        if (lane.in != nullptr) {
+            g.progress[lane.index].store(seq, std::memory_order_relaxed);
+            const uint32_t other = g.progress[1 - lane.index].load(std::memory_order_relaxed);
+            if (static_cast<int32_t>(seq - other) > static_cast<int32_t>(kLockstep)) {
+                const uint16_t n = static_cast<uint16_t>(rte_ring_sc_dequeue_burst(
+                    lane.in, reinterpret_cast<void**>(handed), kBurst, nullptr));
+                if (n != 0) {
+                    pipeline::process_burst(ctx, *g.snap, handed, n);
+                }
+                now = rte_rdtsc();
+                continue;
+            }
+        }
+        if (rte_pktmbuf_alloc_bulk(g.pool, burst, kBurst) != 0) {
+            std::fprintf(stderr, "mempool exhausted\n");
+            lane.failed = true;
+            break;
+        }
+        for (auto* m : burst) {
+            const auto& t = templates[lane.my_workers[wi]];
+            auto* d = rte_pktmbuf_mtod(m, uint8_t*);
+            std::memcpy(d, t.data(), t.size());
+            const uint32_t be = rte_cpu_to_be_32(seq);
+            std::memcpy(d + g.seq_off, &be, 4);
+            m->data_len = static_cast<uint16_t>(t.size());
+            m->pkt_len = static_cast<uint32_t>(t.size());
+            m->port = 0;
+            if (++wi == lane.my_workers.size()) {
+                wi = 0;
+                seq += lane.seq_step;
+            }
+        }
+        now = rte_rdtsc();
+        ctx.now_tsc = now;
+        pipeline::process_burst(ctx, *g.snap, burst, kBurst);
+        lane.packets += kBurst;
+        if (lane.in != nullptr) {
+            const uint16_t n = static_cast<uint16_t>(rte_ring_sc_dequeue_burst(
+                lane.in, reinterpret_cast<void**>(handed), kBurst, nullptr));
+            if (n != 0) {
+                pipeline::process_burst(ctx, *g.snap, handed, n);
+            }
+        }
+    }
+    // Drain what the other lane handed over before it stopped.
+    if (lane.in != nullptr) {
+        g.progress[lane.index].store(UINT32_MAX / 2, std::memory_order_relaxed);
+        for (int spins = 0; spins < 1000; ++spins) {
+            const uint16_t n = static_cast<uint16_t>(rte_ring_sc_dequeue_burst(
+                lane.in, reinterpret_cast<void**>(handed), kBurst, nullptr));
+            if (n != 0) {
+                pipeline::process_burst(ctx, *g.snap, handed, n);
+            }
+        }
+    }
+    pipeline::tx_flush_all(ctx);
+    return 0;
+}
+
+bool start_sink_ports(unsigned lanes) {
+    // Port 0: the ingress the generator stands in for (never polled); port 1: the sink.
+    for (const char* name : {"net_null_perf_in", "net_null_perf_out"}) {
+        if (rte_vdev_init(name, "no-rx=1") != 0) {
+            std::fprintf(stderr, "cannot create %s\n", name);
+            return false;
+        }
+    }
+    for (uint16_t port = 0; port < 2; ++port) {
+        rte_eth_conf conf{};
+        if (rte_eth_dev_configure(port, 1, static_cast<uint16_t>(lanes), &conf) != 0 ||
+            rte_eth_rx_queue_setup(port, 0, 512, SOCKET_ID_ANY, nullptr, g.pool) != 0) {
+            return false;
+        }
+        for (uint16_t q = 0; q < lanes; ++q) {
+            if (rte_eth_tx_queue_setup(port, q, 512, SOCKET_ID_ANY, nullptr) != 0) {
+                return false;
+            }
+        }
+        if (rte_eth_dev_start(port) != 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-    CLI::App app{"INA aggregation rate of one lcore (in-process generator)"};
+    CLI::App app{"INA aggregation rate of one or two lcores (in-process generator)"};
     unsigned workers = 8;
     unsigned payload = 1024;
     std::string type = "fp32";
     double seconds = 2.0;
-    std::string prefix = "ina-bench";
+    std::string prefix = "perf-ina-bench";
+    unsigned lanes = 1;
+    std::string steer = "chunk";
     app.add_option("--workers", workers, "contributors per chunk (BFR-ids 1..N)")->check(CLI::Range(2, 64));
     app.add_option("--payload", payload, "payload bytes per packet")->check(CLI::Range(64, 8192));
     app.add_option("--type", type, "int32, fp32, fp16 or bf16");
     app.add_option("--seconds", seconds, "measurement time");
     app.add_option("--file-prefix", prefix, "EAL file prefix");
+    app.add_option("--lcores", lanes, "aggregating lcores")->check(CLI::Range(1, 2));
+    app.add_option("--steer", steer, "with 2 lcores: chunk (ideal) or handoff (by worker)")
+        ->check(CLI::IsMember({"chunk", "handoff"}));
     CLI11_PARSE(app, argc, argv);
 
     const std::vector<std::string> types = {"int32", "fp32", "fp16", "bf16"};
@@ -101,8 +258,9 @@ int main(int argc, char** argv) {
     const auto elems = static_cast<uint16_t>(payload / esize);
 
     std::string fp = "--file-prefix=" + prefix;
+    std::string cores = lanes == 1 ? "0" : "0-1";
     std::vector<const char*> eal = {"ina_bench", "--no-huge", "-m", "512", "--no-pci",
-                                    "--log-level=*:error", fp.c_str(), "-l", "0"};
+                                    "--log-level=*:error", fp.c_str(), "-l", cores.c_str()};
     if (rte_eal_init(static_cast<int>(eal.size()), const_cast<char**>(eal.data())) < 0) {
         std::fprintf(stderr, "EAL init failed\n");
         return 1;
@@ -139,78 +297,125 @@ ina:
     jp.window = 1024;
     jp.role = ina::Role::aggregator;
     jp.idle_timeout = ~uint64_t{0} / 4;
-    ina::ChunkTable table(jp);
 
-    rte_mempool* pool = rte_pktmbuf_pool_create("bench", 8191, 256, 0,
-                                                static_cast<uint16_t>(RTE_PKTMBUF_HEADROOM + 9000),
-                                                SOCKET_ID_ANY);
-    auto ctx = std::make_unique<pipeline::LcoreContext>();
-    ctx->burst_size = 32;
-    ctx->tsc_hz = rte_get_tsc_hz();
-    ctx->pool = pool;
-    ctx->ina[0] = {1, &table};
-    ctx->n_ina = 1;
-
+    g.pool = rte_pktmbuf_pool_create("bench", 16383, 256, 0,
+                                     static_cast<uint16_t>(RTE_PKTMBUF_HEADROOM + 9000),
+                                     SOCKET_ID_ANY);
+    if (g.pool == nullptr || !start_sink_ports(lanes)) {
+        std::fprintf(stderr, "cannot create the pool or the net_null ports\n");
+        return 1;
+    }
     std::vector<std::vector<uint8_t>> templates;
     for (unsigned w = 1; w <= workers; ++w) {
         templates.push_back(frame_for(static_cast<uint16_t>(w), elems, et, esize));
     }
-    const size_t seq_off = 14 + 20 + 8 + 12;
-    const uint64_t hz = rte_get_tsc_hz();
-    const uint64_t end = rte_rdtsc() + static_cast<uint64_t>(seconds * static_cast<double>(hz));
-    uint64_t packets = 0;
-    uint32_t seq = 0;
-    unsigned w = 0;
-    rte_mbuf* burst[32];
-    const uint64_t start = rte_rdtsc();
-    uint64_t now = start;
-    while (now < end) {
-        if (rte_pktmbuf_alloc_bulk(pool, burst, 32) != 0) {
-            std::fprintf(stderr, "mempool exhausted\n");
-            return 1;
-        }
-        for (auto* m : burst) {
-            const auto& t = templates[w];
-            auto* d = rte_pktmbuf_mtod(m, uint8_t*);
-            std::memcpy(d, t.data(), t.size());
-            const uint32_t be = rte_cpu_to_be_32(seq);
-            std::memcpy(d + seq_off, &be, 4);
-            m->data_len = static_cast<uint16_t>(t.size());
-            m->pkt_len = static_cast<uint32_t>(t.size());
-            m->port = 0;
-            if (++w == workers) {
-                w = 0;
-                ++seq;
+    g.snap = snap.get();
+    g.templates = &templates;
+    g.seq_off = 14 + 20 + 8 + 12;
+    g.lanes = lanes;
+
+    std::vector<Lane> all(lanes);
+    g.all = &all;
+    std::vector<std::unique_ptr<pipeline::LcoreContext>> ctxs;
+    const bool handoff = lanes > 1 && steer == "handoff";
+    for (unsigned k = 0; k < lanes; ++k) {
+        Lane& lane = all[k];
+        lane.index = k;
+        ctxs.push_back(std::make_unique<pipeline::LcoreContext>());
+        auto* ctx = ctxs.back().get();
+        ctx->burst_size = kBurst;
+        ctx->tsc_hz = rte_get_tsc_hz();
+        ctx->pool = g.pool;
+        ctx->tx_queue = static_cast<uint16_t>(k);
+        ctx->tx_enabled[kSinkPort] = true;
+        lane.table = std::make_unique<ChunkTable>(jp);
+        ctx->ina[0] = {1, lane.table.get()};
+        ctx->n_ina = 1;
+        lane.ctx = ctx;
+        if (handoff) {
+            for (unsigned w = 0; w < workers; ++w) {
+                if (w % lanes == k) {
+                    lane.my_workers.push_back(static_cast<uint16_t>(w));
+                }
             }
-        }
-        now = rte_rdtsc();
-        ctx->now_tsc = now;
-        pipeline::process_burst(*ctx, *snap, burst, 32);
-        // The uplink's TX buffer is the sink: free what the pipeline queued.
-        for (auto& buf : ctx->tx) {
-            if (buf.count != 0) {
-                rte_pktmbuf_free_bulk(buf.pkts.data(), buf.count);
-                buf.count = 0;
+            lane.seq_first = 0;
+            lane.seq_step = 1;
+            ctx->n_workers = static_cast<uint16_t>(lanes);
+            ctx->worker_index = static_cast<uint16_t>(k);
+            lane.in = rte_ring_create(("perfho" + std::to_string(k)).c_str(), 4096, SOCKET_ID_ANY,
+                                      RING_F_SP_ENQ | RING_F_SC_DEQ);
+            if (lane.in == nullptr) {
+                std::fprintf(stderr, "cannot create the hand-off ring\n");
+                return 1;
             }
+        } else {
+            for (unsigned w = 0; w < workers; ++w) {
+                lane.my_workers.push_back(static_cast<uint16_t>(w));
+            }
+            lane.seq_first = k;
+            lane.seq_step = lanes;
         }
-        packets += 32;
     }
+    if (handoff) {
+        for (unsigned k = 0; k < lanes; ++k) {
+            for (unsigned o = 0; o < lanes; ++o) {
+                all[k].ctx->handoff[o] = o == k ? nullptr : all[o].in;
+            }
+        }
+    }
+
+    const uint64_t hz = rte_get_tsc_hz();
+    const uint64_t start = rte_rdtsc();
+    g.end_tsc = start + static_cast<uint64_t>(seconds * static_cast<double>(hz));
+    unsigned k = 1;
+    unsigned lcore = 0;
+    RTE_LCORE_FOREACH_WORKER(lcore) {
+        if (k < lanes) {
+            rte_eal_remote_launch(run_lane, &all[k++], lcore);
+        }
+    }
+    while (g.ready.load() + 1 < lanes) {
+    }
+    g.go.store(true, std::memory_order_release);
+    run_lane(&all[0]);
+    rte_eal_mp_wait_lcore();
     const double elapsed = static_cast<double>(rte_rdtsc() - start) / static_cast<double>(hz);
-    const auto& c = table.counters();
-    const uint64_t absorbed = c[ina::Verdict::absorbed] + c[ina::Verdict::completed];
+
+    uint64_t packets = 0;
+    uint64_t absorbed = 0;
+    uint64_t completed = 0;
+    uint64_t sent = 0;
+    bool failed = false;
+    for (const Lane& lane : all) {
+        packets += lane.packets;
+        const auto& c = lane.table->counters();
+        absorbed += c[ina::Verdict::absorbed] + c[ina::Verdict::completed];
+        completed += c[ina::Verdict::completed];
+        sent += lane.ctx->counters.ports[kSinkPort].tx_packets;
+        failed = failed || lane.failed;
+    }
     std::printf("{\"workers\": %u, \"payload_bytes\": %u, \"type\": \"%s\", \"isa\": \"%s\", "
+                "\"lcores\": %u, \"steer\": \"%s\", "
                 "\"mpps\": %.3f, \"payload_gbit_s\": %.2f, \"gelem_s\": %.3f, "
-                "\"absorbed\": %lu, \"completed\": %lu, \"packets\": %lu}\n",
+                "\"absorbed\": %lu, \"completed\": %lu, \"partials_sent\": %lu, "
+                "\"packets\": %lu, \"seconds\": %.3f}\n",
                 workers, elems * static_cast<unsigned>(esize), type.c_str(),
-                std::string(reduce::to_string(reduce::kernels().isa)).c_str(),
+                std::string(reduce::to_string(reduce::kernels().isa)).c_str(), lanes,
+                lanes > 1 ? steer.c_str() : "none",
                 static_cast<double>(packets) / elapsed / 1e6,
                 static_cast<double>(packets) * elems * static_cast<double>(esize) * 8 / elapsed / 1e9,
                 static_cast<double>(absorbed) * elems / elapsed / 1e9,
-                static_cast<unsigned long>(absorbed),
-                static_cast<unsigned long>(c[ina::Verdict::completed]),
-                static_cast<unsigned long>(packets));
+                static_cast<unsigned long>(absorbed), static_cast<unsigned long>(completed),
+                static_cast<unsigned long>(sent), static_cast<unsigned long>(packets), elapsed);
     std::fflush(stdout);
-    const bool ok = absorbed + workers >= packets && c[ina::Verdict::completed] > 0;
+    // Every generated contribution is absorbed (those still in a hand-off ring at the end aside),
+    // and every completed chunk left through the sink port.
+    const bool ok = !failed && absorbed + 8192 >= packets && completed > 0 &&
+                    sent == completed;
+    for (uint16_t port = 0; port < 2; ++port) {
+        rte_eth_dev_stop(port);
+        rte_eth_dev_close(port);
+    }
     snap.reset();  // DPDK objects go before the EAL does
     return ok ? 0 : 1;
 }

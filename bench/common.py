@@ -1,0 +1,104 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Shared by the bench scripts: the machine's description, dpdk-testpmd runs, statistics."""
+import os
+import platform
+import re
+import signal
+import statistics
+import subprocess
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def cpu_model():
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor()
+
+
+def dpdk_version():
+    out = subprocess.run(["pkg-config", "--modversion", "libdpdk"], capture_output=True, text=True)
+    return out.stdout.strip()
+
+
+def hugepages_available(mb=300):
+    try:
+        with open("/proc/meminfo") as f:
+            info = dict(line.split(":", 1) for line in f)
+        free = int(info["HugePages_Free"].split()[0])
+        size_kb = int(info["Hugepagesize"].split()[0])
+        return free * size_kb >= mb * 1024 and os.path.ismount("/dev/hugepages")
+    except (OSError, KeyError, ValueError):
+        return False
+
+
+def hypervisor():
+    try:
+        with open("/proc/cpuinfo") as f:
+            return "hypervisor" in f.read()
+    except OSError:
+        return False
+
+
+def environment():
+    """What every figure states: CPU model, cores, hugepages, DPDK version, kernel."""
+    return {
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "virtual_machine": hypervisor(),
+        "hugepages": hugepages_available(),
+        "dpdk": dpdk_version(),
+        "kernel": platform.release(),
+        "loadavg_at_start": os.getloadavg()[0],
+    }
+
+
+def mmm(values):
+    """min / median / max of a list of numbers (None for an empty list)."""
+    vals = sorted(v for v in values if v is not None)
+    if not vals:
+        return None
+    return {"min": vals[0], "median": statistics.median(vals), "max": vals[-1], "n": len(vals),
+            "runs": vals}
+
+
+def eal_memory(huge):
+    return ["-m", "256"] if huge else ["--no-huge", "-m", "512"]
+
+
+def testpmd(vdevs, mode, seconds, prefix, sink_port, huge=False, extra=None):
+    """dpdk-testpmd with one forwarding lcore on `vdevs` in --forward-mode=`mode`; the median of
+    the sink port's per-second Tx-pps after the first (start-up) period."""
+    cmd = ["dpdk-testpmd", "-l", "0-1", "--no-pci", "--file-prefix", prefix,
+           "--log-level", "*:error"] + eal_memory(huge)
+    for v in vdevs:
+        cmd += ["--vdev", v]
+    cmd += ["--", "--total-num-mbufs=16384", "--forward-mode=" + mode, "--stats-period", "1",
+            "--auto-start", "--no-flush-rx"] + (extra or [])
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            stdin=subprocess.DEVNULL)
+    try:
+        # testpmd runs until stdin closes or a signal: let it print `seconds` stats periods
+        # after its ~1-2 s start-up.
+        out, _ = proc.communicate(timeout=seconds + 3)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGINT)
+        try:
+            out, _ = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+    rates, port = [], None
+    for line in out.splitlines():
+        m = re.search(r"NIC statistics for port (\d+)", line)
+        if m:
+            port = int(m.group(1))
+        m = re.search(r"Tx-pps:\s+(\d+)", line)
+        if m and port == sink_port and int(m.group(1)) > 0:
+            rates.append(int(m.group(1)))
+    if not rates:
+        raise RuntimeError("testpmd reported no rate:\n" + out[-3000:])
+    return statistics.median(rates[1:] or rates)

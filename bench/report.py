@@ -1,0 +1,359 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Writes docs/performance.md (and its PNG plots beside it, in perf/) from a bench/run.py result.
+Hand-written analysis (profiles, what limits each figure) comes from bench/notes.md, so a new
+run regenerates the numbers without losing it.
+
+    /usr/bin/python3 bench/report.py bench/results/run-XXXX.json [--doc docs/performance.md]
+"""
+import argparse
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+NOTES = os.path.join(HERE, "notes.md")
+
+
+def f(x, nd=2):
+    return "–" if x is None else ("%.*f" % (nd, x))
+
+
+def mmm_txt(m, nd=2):
+    if not m:
+        return "–"
+    return "%s / **%s** / %s" % (f(m["min"], nd), f(m["median"], nd), f(m["max"], nd))
+
+
+def _plt():
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        return plt
+    except ImportError:
+        return None
+
+
+def _err(m):
+    return [[m["median"] - m["min"]], [m["max"] - m["median"]]]
+
+
+def plot_forwarding(plt, res, path):
+    rows = res["rows"]
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    for i, r in enumerate(rows):
+        a, b = r["inaswitch_mpps"], r["testpmd_mac_mpps"]
+        ax.bar(i - 0.2, a["median"], 0.4, yerr=_err(a), color="tab:blue", capsize=3,
+               label="inaswitch" if i == 0 else None)
+        ax.bar(i + 0.2, b["median"], 0.4, yerr=_err(b), color="tab:gray", capsize=3,
+               label="testpmd mac" if i == 0 else None)
+        ax.text(i, max(a["max"], b["max"]) * 1.03, "%.2fx" % r["ratio_median"], ha="center")
+    ax.set_xticks(range(len(rows)), [r["scenario"] for r in rows])
+    ax.set_ylabel("Mpps, 1 core")
+    ax.set_title("Forwarding per core (64 B), median and min-max")
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_aggregation(plt, res, path):
+    rows = res["rows"]
+    payloads = sorted({r["payload_bytes"] for r in rows})
+    types = sorted({r["type"] for r in rows})
+    fig, axes = plt.subplots(1, len(payloads), figsize=(4 * len(payloads), 3.4), squeeze=False)
+    for ax, p in zip(axes[0], payloads):
+        ceiling = None
+        for t in types:
+            pts = sorted((r["workers"], r) for r in rows if r["payload_bytes"] == p and
+                         r["type"] == t)
+            if not pts:
+                continue
+            xs = [w for w, _ in pts]
+            ys = [r["mpps"]["median"] for _, r in pts]
+            lo = [r["mpps"]["median"] - r["mpps"]["min"] for _, r in pts]
+            hi = [r["mpps"]["max"] - r["mpps"]["median"] for _, r in pts]
+            ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=t)
+            ceiling = pts[0][1]["testpmd_io_mpps"]["median"]
+        if ceiling:
+            ax.axhline(ceiling, color="gray", ls="--", label="testpmd io")
+            ax.axhline(ceiling * 0.5, color="gray", ls=":", label="0.5 x testpmd io")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks([2, 4, 8, 32], ["2", "4", "8", "32"])
+        ax.set_xlabel("workers per chunk")
+        ax.set_title("%d B payload" % p)
+        ax.set_ylim(bottom=0)
+    axes[0][0].set_ylabel("contributions absorbed, Mpps (1 core)")
+    axes[0][-1].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_scaling(plt, res, path):
+    rows = res["rows"]
+    fig, ax = plt.subplots(figsize=(6, 3))
+    for i, r in enumerate(rows):
+        ax.bar(i, r["mpps"]["median"], 0.6, yerr=_err(r["mpps"]), capsize=3, color="tab:blue")
+        ax.text(i, r["mpps"]["max"] * 1.03, "x%.2f" % r["speedup"], ha="center")
+    one = rows[0]["mpps"]["median"]
+    ax.axhline(one * 1.8, color="gray", ls=":", label="goal: 1.8 x one lcore")
+    ax.set_xticks(range(len(rows)), [r["mode"].replace(", ", ",\n") for r in rows], fontsize=8)
+    ax.set_ylabel("Mpps (1 KiB fp32, 8 workers)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_latency(plt, res, path):
+    fig, axes = plt.subplots(1, len(res), figsize=(5 * len(res), 3.2), squeeze=False)
+    for ax, (traffic, r) in zip(axes[0], res.items()):
+        labels = ["p50", "p99", "p99.9"]
+        for j, ld in enumerate(r["loads"]):
+            vals = [ld["p50_us"]["median"], ld["p99_us"]["median"], ld["p999_us"]["median"]]
+            ax.bar([k + (j - 0.5) * 0.4 for k in range(3)], vals, 0.4,
+                   label="%.0f %% of peak" % (ld["fraction"] * 100))
+        ax.axhline(10, color="gray", ls=":", label="goal p99 <= 10 us at 50 %")
+        ax.set_yscale("log")
+        ax.set_xticks(range(3), labels)
+        ax.set_ylabel("added latency, us")
+        ax.set_title("%s (%s)" % (traffic, "64 B routed" if traffic == "l3" else
+                                  "chunk: last contribution in -> partial out"), fontsize=9)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_e2e(plt, res, path):
+    ms = res["methods"]
+    names = list(ms)
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    for i, m in enumerate(names):
+        secs = ms[m]["seconds"]
+        med = ms[m]["median_s"]
+        ax.bar(i, med, 0.6, yerr=[[med - min(secs)], [max(secs) - med]], capsize=3,
+               color="tab:blue" if m == "ina" else "tab:gray")
+        ax.plot([i - 0.3, i + 0.3], [ms[m]["bound_s"]] * 2, color="black", ls="--",
+                label="link bound" if i == 0 else None)
+    ax.set_xticks(range(len(names)), names)
+    ax.set_ylabel("completion time, s")
+    ax.set_title("AllReduce %d MiB fp32, %d workers, links %d Mbit/s" % (
+        res["tensor_bytes"] >> 20, res["workers"], res["rate_mbit"]), fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def section_goals(res):
+    out = ["| goal | measured | target | |", "| --- | --- | --- | --- |"]
+    for g in res.get("goals", []):
+        verdict = "–" if g["met"] is None else ("**met**" if g["met"] else "**not met**")
+        out.append("| %s | %s | %s %s | %s |" % (
+            g["goal"], f(g["value"], 3), "≥" if g["better"] == "higher" else "≤", g["target"],
+            verdict))
+    return out
+
+
+def write(res, doc, result_path):
+    docdir = os.path.dirname(os.path.abspath(doc))
+    imgdir = os.path.join(docdir, "perf")
+    os.makedirs(imgdir, exist_ok=True)
+    plt = _plt()
+    env = res["environment"]
+    L = ["<!-- SPDX-License-Identifier: Apache-2.0 -->",
+         "<!-- Generated by bench/run.py (bench/report.py) from %s; edit bench/notes.md for the "
+         "analysis. -->" % result_path,
+         "# Performance", "",
+         "Every figure below is a ratio against a ceiling measured **in the same run** on the same "
+         "machine and input, from `/usr/bin/python3 bench/run.py` (the result file: `%s`). "
+         "How each is measured: `bench/README.md`; traffic profiles for NIC testbeds: "
+         "`docs/benchmarking.md`." % result_path, "",
+         "**Machine:** %s, %d cores%s, kernel %s; DPDK %s; hugepages %s; %d run(s) per figure, "
+         "shown as min / **median** / max; run %s. Load average %.1f at the start, %.1f at the "
+         "end: the machine is shared with other jobs (builds and tests), so single runs are "
+         "noisy and medians are what to compare." % (
+             env["cpu"], env["cores"], " (virtual machine)" if env.get("virtual_machine") else "",
+             env.get("kernel", "?"), env["dpdk"], "on" if env["hugepages"] else
+             "off (`--no-huge`, 4 KiB pages)", env["repeat"], env["date"],
+             env.get("loadavg_at_start", 0), env.get("loadavg_at_end", 0)), ""]
+    if env.get("smoke"):
+        L += ["**SMOKE RUN: these figures only show that the scenarios run.**", ""]
+    L += ["## Goals (issue 5)", ""] + section_goals(res) + [""]
+
+    fw = res.get("forwarding")
+    if fw and "rows" in fw:
+        L += ["## Forwarding per core vs `dpdk-testpmd --forward-mode=mac`", "",
+              "64 B IPv4/UDP frames, one forwarding lcore each, %.1f s per run after warm-up. "
+              "`l3-pcap-null`: 1000 frames to 200 destinations replayed from memory (`net_pcap`, "
+              "`infinite_rx=1`) into the full L3 path, out to `net_null`. `l2-null-null`: "
+              "`net_null` to `net_null` in one L2 group (flooding). `net_null` generates all-zero "
+              "frames (or, without copy, whatever the mbuf held), which no L3 path can route, so "
+              "the L3 input is the pcap PMD's in-memory replay; both sides run on the same vdevs."
+              % fw["duration_s"], "",
+              "| scenario | inaswitch Mpps | testpmd mac Mpps | ratio (medians) |",
+              "| --- | --- | --- | --- |"]
+        for r in fw["rows"]:
+            L.append("| `%s` | %s | %s | **%.2f** |" % (r["scenario"], mmm_txt(r["inaswitch_mpps"]),
+                                                      mmm_txt(r["testpmd_mac_mpps"]),
+                                                      r["ratio_median"]))
+        if plt:
+            plot_forwarding(plt, fw, os.path.join(imgdir, "forwarding.png"))
+            L += ["", "![forwarding](perf/forwarding.png)"]
+        L.append("")
+    elif fw:
+        L += ["## Forwarding", "", "Not measured: %s" % fw.get("error", fw.get("skipped")), ""]
+
+    ag = res.get("aggregation")
+    if ag and "rows" in ag:
+        rows = ag["rows"]
+        L += ["## INA aggregation per core vs `dpdk-testpmd --forward-mode=io`", "",
+              "`bench/ina_bench`: one lcore runs the real pipeline (eth_input, ina_input with "
+              "the job's chunk table and the %s kernels, routing, port_tx to a `net_null` port) "
+              "on contributions from an in-process generator (alloc + copy per packet, as the "
+              "pcap PMD's replay does for testpmd); every N-th contribution completes a chunk "
+              "and a partial result leaves. Ceiling: testpmd io replaying a pcap of the same "
+              "frames (8 workers) from memory to `net_null`. %.1f s per run." % (
+                  rows[0]["isa"], ag["seconds"]), ""]
+        payloads = sorted({r["payload_bytes"] for r in rows})
+        for p in payloads:
+            pr = [r for r in rows if r["payload_bytes"] == p]
+            L += ["**%d B payload** — testpmd io: %s Mpps" % (p, mmm_txt(pr[0]["testpmd_io_mpps"])),
+                  "", "| type | workers | Mpps | payload Gbit/s | Gelem/s absorbed | ratio |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+            for r in pr:
+                L.append("| %s | %d | %s | %s | %s | %.2f |" % (
+                    r["type"], r["workers"], mmm_txt(r["mpps"]), f(r["payload_gbit_s"]["median"], 1),
+                    f(r["gelem_s"]["median"], 3), r["ratio"]))
+            L.append("")
+        if plt:
+            plot_aggregation(plt, ag, os.path.join(imgdir, "aggregation.png"))
+            L += ["![aggregation](perf/aggregation.png)", ""]
+    elif ag:
+        L += ["## INA aggregation", "", "Not measured: %s" % ag.get("error"), ""]
+
+    sc = res.get("scaling")
+    if sc and "rows" in sc:
+        L += ["## Scaling from 1 to 2 lcores (aggregation)", "",
+              "%d B fp32, %d workers, `ina_bench --lcores 1|2`. *chunk-steered*: each lcore's "
+              "input holds only the chunks it owns (what RSS on a per-chunk UDP source port would "
+              "deliver); *by worker + hand-off*: each lcore receives half of the workers (RSS on "
+              "addresses) and passes contributions to chunks the other lcore owns over the "
+              "switch's SPSC hand-off ring, as `ina_input` does." % (
+                  sc["payload_bytes"], sc["workers"]), "",
+              "| mode | Mpps | speedup (medians) |", "| --- | --- | --- |"]
+        for r in sc["rows"]:
+            L.append("| %s | %s | **%.2f** |" % (r["mode"], mmm_txt(r["mpps"]), r["speedup"]))
+        if plt:
+            plot_scaling(plt, sc, os.path.join(imgdir, "scaling.png"))
+            L += ["", "![scaling](perf/scaling.png)"]
+        L.append("")
+    elif sc:
+        L += ["## Scaling", "", "Not measured: %s" % sc.get("error"), ""]
+
+    lat = res.get("latency")
+    if lat and "l3" in lat:
+        L += ["## Added latency per hop", "",
+              "`bench/latency_bench`: the switch's own worker loop (`worker_main`: RX burst, "
+              "pipeline, TX buffers with the %d µs drain timer) on one lcore between two "
+              "`net_ring` ports; on the other lcore a paced generator stamps the TSC into each "
+              "frame as it lands in the RX ring and a collector reads the TSC when the frame "
+              "leaves the TX ring. The peak is measured first (generator unpaced), then each "
+              "load is a fraction of it. *Floor*: the same generator and collector joined by one "
+              "ring, no switch." % lat["l3"]["tx_drain_us"], "",
+              "| traffic | load | offered Mpps | p50 µs | p99 µs | p99.9 µs | max µs |",
+              "| --- | --- | --- | --- | --- | --- | --- |"]
+        for traffic, r in lat.items():
+            if not isinstance(r, dict) or "loads" not in r:
+                continue
+            L.append("| %s | floor | %s | %s | %s | %s | %s |" % (
+                traffic, f(r["floor"]["offered_mpps"]["median"]),
+                f(r["floor"]["p50_us"]["median"]), f(r["floor"]["p99_us"]["median"]),
+                f(r["floor"]["p999_us"]["median"]), f(r["floor"]["max_us"]["median"], 1)))
+            for ld in r["loads"]:
+                L.append("| %s | %.0f %% of %s Mpps | %s | %s | %s | %s | %s |" % (
+                    traffic, ld["fraction"] * 100, f(r["peak_in_mpps"]["median"]),
+                    f(ld["offered_mpps"]["median"]), mmm_txt(ld["p50_us"]),
+                    mmm_txt(ld["p99_us"]), mmm_txt(ld["p999_us"]),
+                    f(ld["max_us"]["median"], 1)))
+        L += ["", "`l3`: 64 B frames routed in→out. `ina`: %d workers' 1 KiB fp32 contributions; "
+              "the latency of a chunk is from its last contribution entering to its partial "
+              "result leaving (offered Mpps counts contributions)." % lat.get("ina", {}).get(
+                  "workers", 8)]
+        if plt:
+            plot_latency(plt, {k: v for k, v in lat.items() if isinstance(v, dict) and
+                               "loads" in v}, os.path.join(imgdir, "latency.png"))
+            L += ["", "![latency](perf/latency.png)"]
+        L.append("")
+    elif lat:
+        L += ["## Latency", "", "Not measured: %s" % lat.get("error"), ""]
+
+    e2e = res.get("e2e")
+    if e2e and "methods" in e2e:
+        L += ["## End to end: AllReduce over shaped links", "",
+              "%d MiB fp32 (%d elements) among %d workers in network namespaces, every link "
+              "shaped to %d Mbit/s each way with `tc tbf` (burst %d KB, queue %d KB), the switch "
+              "on `net_af_packet` ports. INA: the switch is the job's root (%d elements per "
+              "packet, window %d). ina-ps: the same workers with a host root on a fifth host "
+              "behind the switch, which only routes. gloo: PyTorch %s `all_reduce` (ring) among "
+              "the workers, the switch routing (no INA job). Completion: the slowest worker. "
+              "Bound: payload bytes over the link rate (INA S/R, ring 2(N-1)/N·S/R, host root "
+              "N·S/R); headers add ~5 %% (INA) and ~4.5 %% (TCP)." % (
+                  e2e["tensor_bytes"] >> 20, e2e["elements"], e2e["workers"], e2e["rate_mbit"],
+                  e2e["tbf"]["burst_kb"], e2e["tbf"]["limit_kb"], e2e["chunk_elements"],
+                  e2e["window"], e2e["methods"].get("gloo", {}).get("runs", [{}])[0].get(
+                      "torch", "?")), "",
+              "| method | completion s | link bound s | time / bound |",
+              "| --- | --- | --- | --- |"]
+        for m, r in e2e["methods"].items():
+            L.append("| %s | %s | %.2f | %.2f |" % (
+                m, mmm_txt({"min": min(r["seconds"]), "median": r["median_s"],
+                            "max": max(r["seconds"])}), r["bound_s"], r["to_bound"]))
+        L += ["", "INA / gloo: **%s** (goal ≤ 0.75); INA / ina-ps: **%s** (goal ≤ 0.5)." % (
+            f(e2e.get("ina_over_gloo"), 3), f(e2e.get("ina_over_ps"), 3))]
+        if plt:
+            plot_e2e(plt, e2e, os.path.join(imgdir, "e2e.png"))
+            L += ["", "![e2e](perf/e2e.png)"]
+        L.append("")
+    elif e2e:
+        L += ["## End to end", "", "Not measured: %s" % (e2e.get("error") or e2e.get("skipped")),
+              ""]
+
+    if res.get("profiles"):
+        L += ["## Profiles (this run's build)", ""]
+        for name, prof in res["profiles"].items():
+            L += ["**%s** — %s" % (name, prof.get("how", "")), "", "| share | symbol |",
+                  "| --- | --- |"]
+            for share, sym in prof["top"][:18]:
+                L.append("| %.1f %% | `%s` |" % (share, sym))
+            L.append("")
+    if os.path.exists(NOTES):
+        with open(NOTES) as fh:
+            notes = fh.read()
+        notes = "\n".join(line for line in notes.splitlines()
+                          if "SPDX-License-Identifier" not in line)
+        L += [notes.strip(), ""]
+    if not plt:
+        L += ["(python3-matplotlib is not installed: no plots.)", ""]
+    with open(doc, "w") as fh:
+        fh.write("\n".join(L))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("result")
+    ap.add_argument("--doc", default=os.path.join(ROOT, "docs", "performance.md"))
+    a = ap.parse_args()
+    with open(a.result) as fh:
+        res = json.load(fh)
+    rel = os.path.relpath(os.path.abspath(a.result), ROOT)
+    write(res, a.doc, rel)
+    print("wrote " + a.doc)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,218 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""Every benchmark scenario of issue 5 in one command: a JSON result file and docs/performance.md
+(tables and PNG plots), each figure a ratio against a ceiling measured in the same run.
+
+    /usr/bin/python3 bench/run.py [--smoke] [--repeat N] [--out FILE] [--doc FILE]
+                                  [--only forwarding,aggregation,scaling,latency,e2e]
+
+Scenarios:
+  forwarding   L3 (and L2) forwarding per core vs dpdk-testpmd --forward-mode=mac on the same vdevs
+  aggregation  INA aggregation per core, N = 2/4/8/32 workers, 256 B/1 KiB/4 KiB, fp32/bf16/int32,
+               vs dpdk-testpmd --forward-mode=io on the same input
+  scaling      aggregation on 2 lcores vs 1 (chunk-steered input, and input by worker with the
+               switch's hand-off rings)
+  latency      added latency of one hop, p50/p99/p99.9 at 50 % and 90 % of the measured peak
+  e2e          AllReduce of 64 MiB fp32 among 4 workers over tbf-shaped links: INA through the
+               switch vs ina-ps as host root vs gloo ring (needs root; skipped otherwise)
+--smoke runs each briefly to check that it works (CI); its figures mean nothing.
+Needs the build (meson setup build-perf && ninja -C build-perf; --build DIR), dpdk-testpmd, and
+for plots python3-matplotlib, for gloo python3-torch (.ci/setup installs them).
+"""
+import argparse
+import datetime
+import json
+import os
+import statistics
+import sys
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import aggregation  # noqa: E402
+import common  # noqa: E402
+import forwarding  # noqa: E402
+import latency  # noqa: E402
+
+SCENARIOS = ["forwarding", "aggregation", "scaling", "latency", "e2e"]
+
+
+def log(msg):
+    print("[%s] %s" % (time.strftime("%H:%M:%S"), msg), flush=True)
+
+
+def default_build():
+    for d in ("build-perf", "build"):
+        if os.path.exists(os.path.join(ROOT, d, "bench", "ina_bench")):
+            return os.path.join(ROOT, d)
+    return os.path.join(ROOT, "build")
+
+
+def scenario_forwarding(a):
+    duration = 1.5 if a.smoke else 4.0
+    names = ["l3-pcap-null"] if a.smoke else None
+    rows = forwarding.measure(os.path.join(a.build, "src", "app", "inaswitch"), duration,
+                              a.repeat, common.hugepages_available(), names, log=log)
+    return {"duration_s": duration, "frame_bytes": 64, "rows": rows}
+
+
+def scenario_aggregation(a):
+    if a.smoke:
+        payloads, workers, types, seconds, tp = [1024], [8], ["fp32"], 0.2, 1
+    else:
+        payloads, workers, types, seconds, tp = [256, 1024, 4096], [2, 4, 8, 32], \
+            ["fp32", "bf16", "int32"], 1.0, 3
+    rows = aggregation.measure(os.path.join(a.build, "bench", "ina_bench"), payloads, workers,
+                               types, seconds, a.repeat, tp, log=log)
+    return {"seconds": seconds, "rows": rows}
+
+
+def scenario_scaling(a):
+    exe = os.path.join(a.build, "bench", "ina_bench")
+    seconds = 0.2 if a.smoke else 1.5
+    modes = [("1 lcore", 1, "chunk"), ("2 lcores, chunk-steered input", 2, "chunk"),
+             ("2 lcores, input by worker + hand-off", 2, "handoff")]
+    runs = {label: [] for label, _, _ in modes}
+    for _ in range(a.repeat):
+        for label, lcores, steer in modes:  # interleaved, so load changes hit every mode
+            runs[label].append(aggregation.ina_bench(exe, 8, 1024, "fp32", seconds, lcores,
+                                                     steer)["mpps"])
+    one = statistics.median(runs["1 lcore"])
+    rows = []
+    for label, lcores, steer in modes:
+        med = statistics.median(runs[label])
+        rows.append({"mode": label, "lcores": lcores, "steer": steer, "mpps": common.mmm(
+            runs[label]), "speedup": round(med / one, 3)})
+        log("scaling %-38s %6.2f Mpps  x%.2f" % (label, med, med / one))
+    return {"payload_bytes": 1024, "type": "fp32", "workers": 8, "seconds": seconds,
+            "rows": rows}
+
+
+def scenario_latency(a):
+    exe = os.path.join(a.build, "bench", "latency_bench")
+    seconds = 0.2 if a.smoke else 2.0
+    out = {}
+    for traffic in ("l3", "ina"):
+        runs = [latency.run(exe, traffic, seconds) for _ in range(a.repeat)]
+        out[traffic] = latency.summarise(runs)
+        for ld in out[traffic]["loads"]:
+            log("latency %-3s at %3.0f%% of peak (%.2f Mpps): p50 %.2f us, p99 %.2f us, "
+                "p99.9 %.2f us" % (traffic, ld["fraction"] * 100, ld["offered_mpps"]["median"],
+                                   ld["p50_us"]["median"], ld["p99_us"]["median"],
+                                   ld["p999_us"]["median"]))
+    return out
+
+
+def scenario_e2e(a):
+    import e2e_allreduce
+    if a.smoke:
+        return e2e_allreduce.measure(a.build, repeat=1, elements=1 << 18, rate_mbit=200, log=log)
+    return e2e_allreduce.measure(a.build, repeat=a.repeat, elements=a.e2e_elements,
+                                 rate_mbit=a.e2e_rate_mbit, log=log)
+
+
+def goals(res):
+    """Each goal of issue 5: value, target, met."""
+    out = []
+
+    def add(name, value, target, better, note=""):
+        met = None if value is None else (value >= target if better == "higher" else
+                                          value <= target)
+        out.append({"goal": name, "value": value, "target": target, "better": better,
+                    "met": met, "note": note})
+
+    fw = res.get("forwarding", {})
+    l3 = next((r for r in fw.get("rows", []) if r["scenario"] == "l3-pcap-null"), None)
+    add("L3 forwarding / testpmd mac (64 B, 1 core)", l3 and l3["ratio_median"], 0.8, "higher")
+    ag = res.get("aggregation", {})
+    g = next((r for r in ag.get("rows", []) if (r["payload_bytes"], r["type"], r["workers"]) ==
+              aggregation.GOAL), None)
+    add("INA 1 KiB fp32 x 8 workers / testpmd io (1 core)", g and g["ratio"], 0.5, "higher")
+    sc = res.get("scaling", {})
+    two = next((r for r in sc.get("rows", []) if r["steer"] == "chunk" and r["lcores"] == 2), None)
+    add("aggregation: 2 lcores / 1 lcore", two and two["speedup"], 1.8, "higher",
+        "chunk-steered input")
+    lat = res.get("latency", {}).get("l3")
+    p99 = None
+    if lat:
+        at50 = next((x for x in lat["loads"] if abs(x["fraction"] - 0.5) < 1e-6), None)
+        p99 = at50 and at50["p99_us"]["median"]
+    add("p99 added latency per hop at 50 % of peak (us)", p99, 10.0, "lower", "64 B L3")
+    e2e = res.get("e2e", {})
+    add("e2e: INA time / gloo ring time", e2e.get("ina_over_gloo"), 0.75, "lower")
+    add("e2e: INA time / ina-ps time", e2e.get("ina_over_ps"), 0.5, "lower")
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--smoke", action="store_true", help="short runs: check it works (CI)")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per figure (min/median/max)")
+    ap.add_argument("--build", default=default_build(), help="meson build directory")
+    ap.add_argument("--out", help="JSON result file (default bench/results/run-<time>.json)")
+    ap.add_argument("--doc", help="report to write (default docs/performance.md; with --smoke "
+                                  "only when given)")
+    ap.add_argument("--only", help="comma-separated scenarios (default: all)")
+    ap.add_argument("--e2e-elements", type=int, default=16 << 20, help="fp32 elements (64 MiB)")
+    ap.add_argument("--e2e-rate-mbit", type=int, default=200, help="tbf rate of every link")
+    ap.add_argument("--profile", help="JSON of profiles (bench/profile.py) to include")
+    a = ap.parse_args()
+    if a.smoke:
+        a.repeat = 1
+    only = a.only.split(",") if a.only else SCENARIOS
+    for s in only:
+        if s not in SCENARIOS:
+            ap.error("unknown scenario %s (one of %s)" % (s, ", ".join(SCENARIOS)))
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    out = a.out or os.path.join(ROOT, "bench", "results", "run-%s.json" % stamp)
+    doc = a.doc or (None if a.smoke else os.path.join(ROOT, "docs", "performance.md"))
+    env = common.environment()
+    env.update({"repeat": a.repeat, "smoke": a.smoke, "build": os.path.relpath(a.build, ROOT),
+                "date": datetime.datetime.now().isoformat(timespec="seconds")})
+    log("bench: %s, %d cores%s, DPDK %s, hugepages %s, repeat %d%s" % (
+        env["cpu"], env["cores"], " (VM)" if env["virtual_machine"] else "", env["dpdk"],
+        "on" if env["hugepages"] else "off", a.repeat, ", SMOKE" if a.smoke else ""))
+    res = {"environment": env}
+    failed = []
+    for s in only:
+        log("== %s" % s)
+        t0 = time.monotonic()
+        try:
+            res[s] = globals()["scenario_" + s](a)
+        except Exception as e:  # noqa: BLE001 - record it, run the others
+            traceback.print_exc()
+            res[s] = {"error": "%s: %s" % (type(e).__name__, e)}
+            failed.append(s)
+        res[s]["elapsed_s"] = round(time.monotonic() - t0, 1)
+        if res[s].get("skipped"):
+            log("%s skipped: %s" % (s, res[s]["skipped"]))
+    env["loadavg_at_end"] = os.getloadavg()[0]
+    if a.profile:
+        with open(a.profile) as f:
+            res["profiles"] = json.load(f)
+    res["goals"] = goals(res)
+    for g in res["goals"]:
+        if g["value"] is None:
+            continue
+        log("goal %-50s %8.3f (target %s %.2f): %s" % (
+            g["goal"], g["value"], ">=" if g["better"] == "higher" else "<=", g["target"],
+            "met" if g["met"] else "NOT MET"))
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump(res, f, indent=1)
+    log("wrote " + out)
+    if doc:
+        import report
+        report.write(res, doc, os.path.relpath(out, ROOT) if out.startswith(ROOT) else out)
+        log("wrote " + doc)
+    if failed:
+        log("FAILED: " + ", ".join(failed))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
