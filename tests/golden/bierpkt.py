@@ -17,8 +17,10 @@ switch's default BIFT-id for a BIFT without an explicit one is BSL code << 16 | 
 case can also write headers a BFR must reject (reserved BSL, bad nibble, bad version).
 scapy's BIER contrib is not used: its BSL is off by one (reference/bier.md)."""
 
+import os
 import sys
 
+from pcapio import write_case_pcaps
 from scapy.all import Ether
 
 ETHERTYPE = 0xAB37
@@ -115,8 +117,6 @@ def check_case_metrics(case_dir, metrics):
     """gen.py's own count of what the switch must do, against case.yaml's `metrics` (which the
     runner checks), so a rule changed in gen.py cannot leave a stale case.yaml behind.
     `gen.py --update-metrics` rewrites case.yaml's `metrics` (its last key) from the count."""
-    import os
-
     import yaml
 
     path = os.path.join(case_dir, "case.yaml")
@@ -135,6 +135,62 @@ def check_case_metrics(case_dir, metrics):
     if diff:
         raise SystemExit(f"{path}: metrics differ from gen.py's count (run gen.py "
                          f"--update-metrics and review the diff): {diff}")
+
+
+def group_mac(group):
+    """The Ethernet address of IPv4 group `group` (RFC 1112 section 6.4: 01:00:5e and its low
+    23 bits)."""
+    o = [int(x) for x in group.split(".")]
+    return "01:00:5e:%02x:%02x:%02x" % (o[1] & 0x7F, o[2], o[3])
+
+
+def labels(bsl, si=0, sd=0):
+    """The labels of a BIFT's per-BIFT series (its default BIFT-id, sub-domain, BSL, set)."""
+    return f'bift_id="{bift_id(bsl, sd, si)}",sd="{sd}",bsl="{bsl}",set="{si}"'
+
+
+class Case:
+    """What a BIER gen.py builds: `inputs` (frames each port receives), `expect` (frames each
+    port must send) and `metrics` (what the switch must count), for ports p0, p1, ... whose MACs
+    (`sw`) are 02:00:00:00:00:01, :02, ... as in the cases' config.yaml. The case's own rules
+    say which frames go where; `copy` and `deliver` add a frame with the counters the switch
+    keeps for it, and `finish` adds the port counters, writes the pcaps and checks case.yaml."""
+
+    def __init__(self, nports=4):
+        self.ports = [f"p{i}" for i in range(nports)]
+        self.sw = {p: "02:00:00:00:00:%02x" % (i + 1) for i, p in enumerate(self.ports)}
+        self.inputs = {p: [] for p in self.ports}
+        self.expect = {p: [] for p in self.ports}
+        self.metrics = {}
+
+    def count(self, series, n=1):
+        self.metrics[series] = self.metrics.get(series, 0) + n
+
+    def copy(self, bift_labels, neighbour, port, mac, bier_header, payload):
+        """A neighbour copy: `bier_header` + `payload` to `mac` (the neighbour at address
+        `neighbour`) on `port`, from the port's MAC."""
+        self.expect[port].append(frame(self.sw[port], mac, bier_header, payload))
+        self.count("inaswitch_bier_copies_total")
+        self.count(f'inaswitch_bier_copies_by_neighbour_total{{{bift_labels},'
+                   f'neighbour="{neighbour}"}}')
+
+    def deliver(self, bift_labels, port, mac, packet):
+        """An own bit delivered: the IPv4 `packet` (bytes or scapy) to host `mac` on `port`."""
+        self.expect[port].append(bytes(Ether(src=self.sw[port], dst=mac, type=0x0800)) +
+                                 bytes(packet))
+        self.count("inaswitch_bier_delivered_total")
+        self.count(f"inaswitch_bier_bift_delivered_total{{{bift_labels}}}")
+
+    def finish(self, here):
+        """Counts every port's frames in and out, writes the case's pcaps into `here` and checks
+        (with --update-metrics: rewrites) the metrics of its case.yaml."""
+        for p in self.ports:
+            self.count(f'inaswitch_port_rx_packets_total{{port="{p}"}}', len(self.inputs[p]))
+            self.count(f'inaswitch_port_tx_packets_total{{port="{p}"}}', len(self.expect[p]))
+        write_case_pcaps(here, self.ports, self.inputs, self.expect)
+        check_case_metrics(here, self.metrics)
+        for p in self.ports:
+            print(f"{p}: {len(self.inputs[p])} in, {len(self.expect[p])} expected out")
 
 
 def _selftest():

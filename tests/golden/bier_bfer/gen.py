@@ -21,56 +21,40 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(HERE))
-from bierpkt import PROTO_ETHERNET, PROTO_IPV4, PROTO_IPV6, bier, bift_id, check_case_metrics, \
-    frame  # noqa: E402
-from pcapio import write_case_pcaps  # noqa: E402
+from bierpkt import PROTO_ETHERNET, PROTO_IPV4, PROTO_IPV6, Case, bier, frame, \
+    labels  # noqa: E402
 from scapy.all import ICMP, IP, UDP, Ether, IPOption_NOP, IPv6, Raw  # noqa: E402
 from scapy.utils import checksum  # noqa: E402
 
-PORTS = ["p0", "p1", "p2", "p3"]
-SW = {"p0": "02:00:00:00:00:01", "p1": "02:00:00:00:00:02", "p2": "02:00:00:00:00:03",
-      "p3": "02:00:00:00:00:04"}
+case = Case()
 UP = "02:00:00:00:10:02"
 NBR = {"n1": ("10.0.1.2", "p1", "02:00:00:00:11:02", {1})}
 OWN = {2: ("p2", "02:00:00:00:12:10", "10.0.2.10"),     # BFR-id: (port, MAC, address)
        3: ("p3", "02:00:00:00:13:10", "10.0.3.10"),
        4: ("p3", "02:00:00:00:13:11", "10.0.3.11")}
 BSL = 256
-LABELS = f'bift_id="{bift_id(BSL)}",sd="0",bsl="{BSL}",set="0"'
-
-inputs = {p: [] for p in PORTS}
-expect = {p: [] for p in PORTS}
-metrics = {}
-
-
-def count(series, n=1):
-    metrics[series] = metrics.get(series, 0) + n
+LABELS = labels(BSL)
 
 
 def packet(ids, make_inner, ident, proto=PROTO_IPV4, trailer=b""):
     """make_inner(dst) builds the inner packet for destination `dst` (None: as sent by the
     BFIR); its checksums are computed afresh by scapy for each destination."""
     data = bytes(make_inner(None)) + trailer
-    inputs["p0"].append(frame(UP, SW["p0"], bier(BSL, ids, 64, entropy=ident, bfir=9,
-                                                  proto=proto), data))
-    count(f"inaswitch_bier_packets_total{{{LABELS}}}")
+    case.inputs["p0"].append(frame(UP, case.sw["p0"], bier(BSL, ids, 64, entropy=ident, bfir=9,
+                                                           proto=proto), data))
+    case.count(f"inaswitch_bier_packets_total{{{LABELS}}}")
     for name, (ip, port, mac, fbm) in NBR.items():
         if set(ids) & fbm:
-            expect[port].append(frame(SW[port], mac, bier(BSL, set(ids) & fbm, 63,
-                                                          entropy=ident, bfir=9, proto=proto),
-                                      data))
-            count("inaswitch_bier_copies_total")
-            count(f'inaswitch_bier_copies_by_neighbour_total{{{LABELS},neighbour="{ip}"}}')
+            case.copy(LABELS, ip, port, mac, bier(BSL, set(ids) & fbm, 63, entropy=ident, bfir=9,
+                                                  proto=proto), data)
     if not set(ids) & set(OWN):
         return
     if proto != PROTO_IPV4:
-        count('inaswitch_drops_total{reason="bier_unsupported_proto"}')
+        case.count('inaswitch_drops_total{reason="bier_unsupported_proto"}')
         return
     for bfr_id in sorted(set(ids) & set(OWN)):
         port, mac, host = OWN[bfr_id]
-        expect[port].append(bytes(Ether(src=SW[port], dst=mac) / make_inner(host)))
-        count("inaswitch_bier_delivered_total")
-        count(f"inaswitch_bier_bift_delivered_total{{{LABELS}}}")
+        case.deliver(LABELS, port, mac, make_inner(host))
 
 
 def unicast_udp(ident, placeholder="192.0.2.1", chksum=None, payload=b"result", **ip):
@@ -117,12 +101,5 @@ _to_host = bytes(unicast_udp(3, payload=P)("10.0.3.10"))
 assert _to_host[26:28] == b"\xff\xff", _to_host[26:28].hex()
 assert checksum(_to_host[:20]) == 0
 
-for p in PORTS:
-    count(f'inaswitch_port_rx_packets_total{{port="{p}"}}', len(inputs[p]))
-    count(f'inaswitch_port_tx_packets_total{{port="{p}"}}', len(expect[p]))
-
 if __name__ == "__main__":
-    write_case_pcaps(HERE, PORTS, inputs, expect)
-    check_case_metrics(HERE, metrics)
-    for port in PORTS:
-        print(f"{port}: {len(inputs[port])} in, {len(expect[port])} expected out")
+    case.finish(HERE)

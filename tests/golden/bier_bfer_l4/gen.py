@@ -21,40 +21,27 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(HERE))
-from bierpkt import bier, bift_id, check_case_metrics, frame  # noqa: E402
-from pcapio import write_case_pcaps  # noqa: E402
-from scapy.all import IP, TCP, UDP, Ether, Raw  # noqa: E402
+from bierpkt import Case, bier, frame, labels  # noqa: E402
+from scapy.all import IP, TCP, UDP, Raw  # noqa: E402
 
-PORTS = ["p0", "p1", "p2", "p3"]
-SW = {"p0": "02:00:00:00:00:01", "p1": "02:00:00:00:00:02", "p2": "02:00:00:00:00:03",
-      "p3": "02:00:00:00:00:04"}
+case = Case()
 UP = "02:00:00:00:10:02"
 OWN = {2: ("p2", "02:00:00:00:12:10", "10.0.2.10"),
        3: ("p3", "02:00:00:00:13:10", "10.0.3.10"),
        4: ("p3", "02:00:00:00:13:11", "10.0.3.11")}
 BSL = 256
-LABELS = f'bift_id="{bift_id(BSL)}",sd="0",bsl="{BSL}",set="0"'
+LABELS = labels(BSL)
 PLACEHOLDER = "192.0.2.1"
-
-inputs = {p: [] for p in PORTS}
-expect = {p: [] for p in PORTS}
-metrics = {}
-
-
-def count(series, n=1):
-    metrics[series] = metrics.get(series, 0) + n
 
 
 def packet(ids, make_inner, ident):
     """make_inner(dst) gives the inner IPv4 packet's bytes for destination `dst`."""
-    inputs["p0"].append(frame(UP, SW["p0"], bier(BSL, ids, 64, entropy=ident, bfir=9),
-                              make_inner(PLACEHOLDER)))
-    count(f"inaswitch_bier_packets_total{{{LABELS}}}")
+    case.inputs["p0"].append(frame(UP, case.sw["p0"], bier(BSL, ids, 64, entropy=ident, bfir=9),
+                                   make_inner(PLACEHOLDER)))
+    case.count(f"inaswitch_bier_packets_total{{{LABELS}}}")
     for bfr_id in sorted(set(ids) & set(OWN)):
         port, mac, host = OWN[bfr_id]
-        expect[port].append(bytes(Ether(src=SW[port], dst=mac, type=0x0800)) + make_inner(host))
-        count("inaswitch_bier_delivered_total")
-        count(f"inaswitch_bier_bift_delivered_total{{{LABELS}}}")
+        case.deliver(LABELS, port, mac, make_inner(host))
 
 
 def tcp(dst):
@@ -81,12 +68,5 @@ packet({2, 3}, tcp, 1)
 packet({4}, fragment(0), 2)
 packet({4}, fragment(1), 3)
 
-for p in PORTS:
-    count(f'inaswitch_port_rx_packets_total{{port="{p}"}}', len(inputs[p]))
-    count(f'inaswitch_port_tx_packets_total{{port="{p}"}}', len(expect[p]))
-
 if __name__ == "__main__":
-    write_case_pcaps(HERE, PORTS, inputs, expect)
-    check_case_metrics(HERE, metrics)
-    for port in PORTS:
-        print(f"{port}: {len(inputs[port])} in, {len(expect[port])} expected out")
+    case.finish(HERE)

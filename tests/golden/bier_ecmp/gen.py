@@ -17,13 +17,10 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(HERE))
-from bierpkt import bier, bift_id, check_case_metrics, frame  # noqa: E402
-from pcapio import write_case_pcaps  # noqa: E402
+from bierpkt import Case, bier, frame, labels  # noqa: E402
 from scapy.all import IP, UDP, Raw  # noqa: E402
 
-PORTS = ["p0", "p1", "p2", "p3"]
-SW = {"p0": "02:00:00:00:00:01", "p1": "02:00:00:00:00:02", "p2": "02:00:00:00:00:03",
-      "p3": "02:00:00:00:00:04"}
+case = Case()
 UP = "02:00:00:00:10:02"
 NBR = {"n1": ("10.0.1.2", "p1", "02:00:00:00:11:02"),        # configuration order
        "n2": ("10.0.2.2", "p2", "02:00:00:00:12:02"),
@@ -31,15 +28,7 @@ NBR = {"n1": ("10.0.1.2", "p1", "02:00:00:00:11:02"),        # configuration ord
 PATHS = {1: ["n1"], 2: ["n1", "n2"], 3: ["n2"], 4: ["n3"], 5: ["n1", "n2", "n3"]}
 PLANES = 6                                                     # lcm(1, 2, 1, 1, 3)
 BSL = 256
-LABELS = f'bift_id="{bift_id(BSL)}",sd="0",bsl="{BSL}",set="0"'
-
-inputs = {p: [] for p in PORTS}
-expect = {p: [] for p in PORTS}
-metrics = {}
-
-
-def count(series, n=1):
-    metrics[series] = metrics.get(series, 0) + n
+LABELS = labels(BSL)
 
 
 def fbm(plane, name):
@@ -49,16 +38,14 @@ def fbm(plane, name):
 def packet(ids, entropy, ident):
     data = bytes(IP(src="10.9.0.1", dst="232.1.1.1", ttl=9, id=ident) /
                  UDP(sport=1000, dport=5000) / Raw(b"ecmp %d" % ident + bytes(40)))
-    inputs["p0"].append(frame(UP, SW["p0"], bier(BSL, ids, 64, entropy=entropy, bfir=3), data))
-    count(f"inaswitch_bier_packets_total{{{LABELS}}}")
+    case.inputs["p0"].append(frame(UP, case.sw["p0"], bier(BSL, ids, 64, entropy=entropy, bfir=3),
+                                   data))
+    case.count(f"inaswitch_bier_packets_total{{{LABELS}}}")
     plane = entropy % PLANES
     for name, (ip, port, mac) in NBR.items():
         bits = set(ids) & fbm(plane, name)
         if bits:
-            expect[port].append(frame(SW[port], mac, bier(BSL, bits, 63, entropy=entropy,
-                                                          bfir=3), data))
-            count("inaswitch_bier_copies_total")
-            count(f'inaswitch_bier_copies_by_neighbour_total{{{LABELS},neighbour="{ip}"}}')
+            case.copy(LABELS, ip, port, mac, bier(BSL, bits, 63, entropy=entropy, bfir=3), data)
 
 
 ident = 0
@@ -72,12 +59,5 @@ for entropy in range(6):                  # bit 5 alone: n1, n2, n3, n1, ...
     ident += 1
     packet({5}, entropy, ident)
 
-for p in PORTS:
-    count(f'inaswitch_port_rx_packets_total{{port="{p}"}}', len(inputs[p]))
-    count(f'inaswitch_port_tx_packets_total{{port="{p}"}}', len(expect[p]))
-
 if __name__ == "__main__":
-    write_case_pcaps(HERE, PORTS, inputs, expect)
-    check_case_metrics(HERE, metrics)
-    for port in PORTS:
-        print(f"{port}: {len(inputs[port])} in, {len(expect[port])} expected out")
+    case.finish(HERE)

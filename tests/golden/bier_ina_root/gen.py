@@ -16,35 +16,25 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(HERE))
-from bierpkt import bier, bift_id, check_case_metrics, frame  # noqa: E402
+from bierpkt import Case, bier, labels  # noqa: E402
 from inapkt import DATA, RESULT, RETRANSMIT, ina  # noqa: E402
-from pcapio import write_case_pcaps  # noqa: E402
 from scapy.all import IP, UDP, Ether, Raw  # noqa: E402
 
-PORTS = ["p0", "p1"]
-SW = {"p0": "02:00:00:00:00:01", "p1": "02:00:00:00:00:02"}
+case = Case(2)
 N1 = ("10.0.1.2", "02:00:00:00:11:02")
 W = {1: ("p1", N1[1], "10.1.0.1"), 2: ("p1", N1[1], "10.1.0.2"),
      3: ("p0", "02:00:00:00:10:03", "10.0.0.3")}      # BFR-id: (port, MAC it sends from, IP)
 ROOT, PORT, BSL, BFR_ID, BIER_TTL = "10.0.0.1", 9470, 64, 100, 16
-LABELS = f'bift_id="{bift_id(BSL)}",sd="0",bsl="{BSL}",set="0"'
-
-inputs = {p: [] for p in PORTS}
-expect = {p: [] for p in PORTS}
-metrics = {}
-
-
-def count(series, n=1):
-    metrics[series] = metrics.get(series, 0) + n
+LABELS = labels(BSL)
 
 
 def contribute(w, seq, values, flags=0):
     port, mac, ip = W[w]
-    inputs[port].append(bytes(Ether(src=mac, dst=SW[port]) /
-                              IP(src=ip, dst=ROOT, id=(seq * 8 + w) & 0xFFFF, flags="DF") /
-                              UDP(sport=40000 + w, dport=PORT) /
-                              Raw(ina(9, seq, [w], values, DATA, flags))))
-    count("inaswitch_ina_packets_total")
+    case.inputs[port].append(bytes(Ether(src=mac, dst=case.sw[port]) /
+                                   IP(src=ip, dst=ROOT, id=(seq * 8 + w) & 0xFFFF, flags="DF") /
+                                   UDP(sport=40000 + w, dport=PORT) /
+                                   Raw(ina(9, seq, [w], values, DATA, flags))))
+    case.count("inaswitch_ina_packets_total")
 
 
 def result_ip(seq, values, dst, src=ROOT, ttl=64):
@@ -54,16 +44,11 @@ def result_ip(seq, values, dst, src=ROOT, ttl=64):
 
 def result_over_bier(seq, values):
     data = bytes(result_ip(seq, values, "0.0.0.0"))
-    count("inaswitch_ina_results_sent_total")
-    count(f"inaswitch_bier_packets_total{{{LABELS}}}")
-    expect["p1"].append(frame(SW["p1"], N1[1], bier(BSL, {1, 2}, BIER_TTL, entropy=seq & 0xFFFFF,
-                                                    bfir=BFR_ID), data))
-    count("inaswitch_bier_copies_total")
-    count(f'inaswitch_bier_copies_by_neighbour_total{{{LABELS},neighbour="{N1[0]}"}}')
-    expect["p0"].append(bytes(Ether(src=SW["p0"], dst=W[3][1]) /
-                              result_ip(seq, values, W[3][2])))
-    count("inaswitch_bier_delivered_total")
-    count(f"inaswitch_bier_bift_delivered_total{{{LABELS}}}")
+    case.count("inaswitch_ina_results_sent_total")
+    case.count(f"inaswitch_bier_packets_total{{{LABELS}}}")
+    case.copy(LABELS, N1[0], "p1", N1[1], bier(BSL, {1, 2}, BIER_TTL, entropy=seq & 0xFFFFF,
+                                               bfir=BFR_ID), data)
+    case.deliver(LABELS, "p0", W[3][1], result_ip(seq, values, W[3][2]))
 
 
 a, b, c = [1, -2, 3, 2**31 - 1], [10, 20, -30, 0], [100, 200, 300, -1]
@@ -84,18 +69,11 @@ result_over_bier(0x100002, [6] * 2)
 # root's address, as for the BIER results, so workers see one sender; TTL 64 - 1 for the
 # routing hop).
 contribute(1, 0, a, RETRANSMIT)
-expect["p1"].append(bytes(Ether(src=SW["p1"], dst=N1[1]) /
-                          result_ip(0, [x + y + z for x, y, z in zip(a, b, c)], W[1][2],
-                                    src=ROOT, ttl=63)))
-count("inaswitch_ina_resent_total")
-count("inaswitch_routed_packets_total")
-
-for p in PORTS:
-    count(f'inaswitch_port_rx_packets_total{{port="{p}"}}', len(inputs[p]))
-    count(f'inaswitch_port_tx_packets_total{{port="{p}"}}', len(expect[p]))
+case.expect["p1"].append(bytes(Ether(src=case.sw["p1"], dst=N1[1]) /
+                               result_ip(0, [x + y + z for x, y, z in zip(a, b, c)], W[1][2],
+                                         src=ROOT, ttl=63)))
+case.count("inaswitch_ina_resent_total")
+case.count("inaswitch_routed_packets_total")
 
 if __name__ == "__main__":
-    write_case_pcaps(HERE, PORTS, inputs, expect)
-    check_case_metrics(HERE, metrics)
-    for port in PORTS:
-        print(f"{port}: {len(inputs[port])} in, {len(expect[port])} expected out")
+    case.finish(HERE)

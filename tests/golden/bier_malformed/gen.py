@@ -19,27 +19,12 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(HERE))
-from bierpkt import bier, bift_id, check_case_metrics, frame  # noqa: E402
-from pcapio import write_case_pcaps  # noqa: E402
+from bierpkt import Case, bier, frame, labels  # noqa: E402
 from scapy.all import IP, UDP, Ether, Raw  # noqa: E402
 
-PORTS = ["p0", "p1", "p2", "p3"]
-SW = {"p0": "02:00:00:00:00:01", "p1": "02:00:00:00:00:02", "p2": "02:00:00:00:00:03",
-      "p3": "02:00:00:00:00:04"}
+case = Case()
 UP = "02:00:00:00:10:02"
 N1 = ("10.0.1.2", "p1", "02:00:00:00:11:02")
-
-inputs = {p: [] for p in PORTS}
-expect = {p: [] for p in PORTS}
-metrics = {}
-
-
-def count(series, n=1):
-    metrics[series] = metrics.get(series, 0) + n
-
-
-def labels(bsl):
-    return f'bift_id="{bift_id(bsl)}",sd="0",bsl="{bsl}",set="0"'
 
 
 def data(ident):
@@ -48,24 +33,22 @@ def data(ident):
 
 
 def good(bsl, ident):
-    inputs["p0"].append(frame(UP, SW["p0"], bier(bsl, {1, 2}, 64, entropy=ident), data(ident)))
-    expect[N1[1]].append(frame(SW[N1[1]], N1[2], bier(bsl, {1}, 63, entropy=ident),
-                               data(ident)))
-    count(f"inaswitch_bier_packets_total{{{labels(bsl)}}}")
-    count(f"inaswitch_bier_bits_no_neighbour_total{{{labels(bsl)}}}")   # BFR-id 2
-    count("inaswitch_bier_copies_total")
-    count(f'inaswitch_bier_copies_by_neighbour_total{{{labels(bsl)},neighbour="{N1[0]}"}}')
+    case.inputs["p0"].append(frame(UP, case.sw["p0"], bier(bsl, {1, 2}, 64, entropy=ident),
+                                   data(ident)))
+    case.count(f"inaswitch_bier_packets_total{{{labels(bsl)}}}")
+    case.count(f"inaswitch_bier_bits_no_neighbour_total{{{labels(bsl)}}}")   # BFR-id 2
+    case.copy(labels(bsl), N1[0], N1[1], N1[2], bier(bsl, {1}, 63, entropy=ident), data(ident))
 
 
 def bad(raw, bsl, reason):
     """A frame whose BIER part is `raw`; `bsl` names the BIFT it is counted in (None: none)."""
-    inputs["p0"].append(bytes(Ether(src=UP, dst=SW["p0"], type=0xAB37)) + raw)
+    case.inputs["p0"].append(bytes(Ether(src=UP, dst=case.sw["p0"], type=0xAB37)) + raw)
     if reason == "unknown_bift":
-        count('inaswitch_drops_total{reason="bier_unknown_bift"}')
+        case.count('inaswitch_drops_total{reason="bier_unknown_bift"}')
         return
-    count('inaswitch_drops_total{reason="bier_malformed"}')
+    case.count('inaswitch_drops_total{reason="bier_malformed"}')
     if bsl is not None:
-        count(f'inaswitch_bier_malformed_total{{{labels(bsl)},reason="{reason}"}}')
+        case.count(f'inaswitch_bier_malformed_total{{{labels(bsl)},reason="{reason}"}}')
 
 
 good(256, 1)
@@ -92,12 +75,5 @@ bad(bier(256, {1}, 64, bift=0x20000, bsl_code=2) + data(14), None, "unknown_bift
 bad(bier(256, {1}, 64, bift=16) + data(15), None, "unknown_bift")
 good(256, 16)
 
-for p in PORTS:
-    count(f'inaswitch_port_rx_packets_total{{port="{p}"}}', len(inputs[p]))
-    count(f'inaswitch_port_tx_packets_total{{port="{p}"}}', len(expect[p]))
-
 if __name__ == "__main__":
-    write_case_pcaps(HERE, PORTS, inputs, expect)
-    check_case_metrics(HERE, metrics)
-    for port in PORTS:
-        print(f"{port}: {len(inputs[port])} in, {len(expect[port])} expected out")
+    case.finish(HERE)

@@ -18,63 +18,43 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(HERE))
-from bierpkt import bier, bift_id, check_case_metrics, frame, group_entropy  # noqa: E402
-from pcapio import write_case_pcaps  # noqa: E402
+from bierpkt import Case, bier, group_entropy, group_mac, labels  # noqa: E402
 from scapy.all import IP, UDP, Ether, Raw  # noqa: E402
 
-PORTS = ["p0", "p1", "p2", "p3"]
-SW = {"p0": "02:00:00:00:00:01", "p1": "02:00:00:00:00:02", "p2": "02:00:00:00:00:03",
-      "p3": "02:00:00:00:00:04"}
+case = Case()
 SRC = ("02:00:00:00:10:05", "10.0.0.5")
 NBR = {"n1": ("10.0.1.2", "p1", "02:00:00:00:11:02", {1, 2}),
        "n2": ("10.0.2.2", "p2", "02:00:00:00:12:02", {3})}
 OWN = {4: ("p3", "02:00:00:00:13:10")}
 GROUPS = {"232.1.1.1": {1, 3, 4}, "239.2.2.2": {2}}
 BSL, BFR_ID, BIER_TTL = 256, 7, 32
-LABELS = f'bift_id="{bift_id(BSL)}",sd="0",bsl="{BSL}",set="0"'
-
-inputs = {p: [] for p in PORTS}
-expect = {p: [] for p in PORTS}
-metrics = {}
-
-
-def count(series, n=1):
-    metrics[series] = metrics.get(series, 0) + n
-
-
-def group_mac(group):
-    o = [int(x) for x in group.split(".")]
-    return "01:00:5e:%02x:%02x:%02x" % (o[1] & 0x7F, o[2], o[3])
+LABELS = labels(BSL)
 
 
 def send(group, ident, ttl=10, src=SRC, payload=b"group data", pad=0, **ip):
     def inner(t):
         return IP(src=src[1], dst=group, ttl=t, id=ident, **ip) / \
             UDP(sport=4000, dport=5000) / Raw(payload)
-    inputs["p0"].append(bytes(Ether(src=src[0], dst=group_mac(group)) / inner(ttl)) +
-                        b"\x00" * pad)
+    case.inputs["p0"].append(bytes(Ether(src=src[0], dst=group_mac(group)) / inner(ttl)) +
+                             b"\x00" * pad)
     if group not in GROUPS:
-        count('inaswitch_drops_total{reason="mcast_no_group"}')
+        case.count('inaswitch_drops_total{reason="mcast_no_group"}')
         return
     if ttl <= 1:
-        count('inaswitch_drops_total{reason="ttl_exceeded"}')
+        case.count('inaswitch_drops_total{reason="ttl_exceeded"}')
         return
-    count("inaswitch_bier_mcast_encapsulated_total")
-    count(f"inaswitch_bier_packets_total{{{LABELS}}}")
+    case.count("inaswitch_bier_mcast_encapsulated_total")
+    case.count(f"inaswitch_bier_packets_total{{{LABELS}}}")
     data = bytes(inner(ttl - 1))
     entropy = group_entropy(src[1], group)
     ids = GROUPS[group]
     for name, (ip, port, mac, fbm) in NBR.items():
         if ids & fbm:
-            expect[port].append(frame(SW[port], mac, bier(BSL, ids & fbm, BIER_TTL,
-                                                          entropy=entropy, bfir=BFR_ID), data))
-            count("inaswitch_bier_copies_total")
-            count(f'inaswitch_bier_copies_by_neighbour_total{{{LABELS},neighbour="{ip}"}}')
+            case.copy(LABELS, ip, port, mac, bier(BSL, ids & fbm, BIER_TTL, entropy=entropy,
+                                                  bfir=BFR_ID), data)
     for bfr_id, (port, mac) in OWN.items():
         if bfr_id in ids:
-            expect[port].append(bytes(Ether(src=SW[port], dst=mac, type=0x0800)) + data)
-            count("inaswitch_bier_delivered_total")
-            count(f"inaswitch_bier_bift_delivered_total{{{LABELS}}}")
+            case.deliver(LABELS, port, mac, data)
 
 
 send("232.1.1.1", 1)                                   # n1 {1}, n2 {3}, own 4
@@ -85,20 +65,13 @@ send("232.1.1.1", 5, ttl=2, payload=b"x", pad=17)      # 60-octet frame: padding
 send("232.1.1.1", 6, src=("02:00:00:00:10:06", "10.0.0.6"))   # another flow, another entropy
 send("232.1.1.1", 7, ttl=255, tos=0xB8, flags="DF")    # DSCP/ECN and flags carried inside
 # A bad header checksum: dropped before any BIER work.
-inputs["p0"].append(bytes(Ether(src=SRC[0], dst=group_mac("232.1.1.1")) /
-                          IP(src=SRC[1], dst="232.1.1.1", ttl=10, id=8, chksum=0x1234) /
-                          UDP(sport=4000, dport=5000) / Raw(b"bad")))
-count('inaswitch_drops_total{reason="ipv4_bad_checksum"}')
+case.inputs["p0"].append(bytes(Ether(src=SRC[0], dst=group_mac("232.1.1.1")) /
+                               IP(src=SRC[1], dst="232.1.1.1", ttl=10, id=8, chksum=0x1234) /
+                               UDP(sport=4000, dport=5000) / Raw(b"bad")))
+case.count('inaswitch_drops_total{reason="ipv4_bad_checksum"}')
 send("232.1.1.1", 9)                                   # still encapsulating at the end
 
 assert group_entropy("10.0.0.5", "232.1.1.1") != group_entropy("10.0.0.6", "232.1.1.1")
 
-for p in PORTS:
-    count(f'inaswitch_port_rx_packets_total{{port="{p}"}}', len(inputs[p]))
-    count(f'inaswitch_port_tx_packets_total{{port="{p}"}}', len(expect[p]))
-
 if __name__ == "__main__":
-    write_case_pcaps(HERE, PORTS, inputs, expect)
-    check_case_metrics(HERE, metrics)
-    for port in PORTS:
-        print(f"{port}: {len(inputs[port])} in, {len(expect[port])} expected out")
+    case.finish(HERE)

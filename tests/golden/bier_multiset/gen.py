@@ -14,13 +14,10 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(HERE))
-from bierpkt import bier, bift_id, check_case_metrics, frame, group_entropy, set_of  # noqa: E402
-from pcapio import write_case_pcaps  # noqa: E402
+from bierpkt import Case, bier, frame, group_entropy, group_mac, labels, set_of  # noqa: E402
 from scapy.all import IP, UDP, Ether, Raw  # noqa: E402
 
-PORTS = ["p0", "p1", "p2", "p3"]
-SW = {"p0": "02:00:00:00:00:01", "p1": "02:00:00:00:00:02", "p2": "02:00:00:00:00:03",
-      "p3": "02:00:00:00:00:04"}
+case = Case()
 UP = "02:00:00:00:10:02"                     # upstream BFR on p0
 SRC = ("02:00:00:00:10:05", "10.0.0.5")      # multicast source on p0
 NBR = {"n1": ("10.0.1.2", "p1", "02:00:00:00:11:02", {2, 70}),
@@ -29,46 +26,29 @@ OWN = {66: ("p3", "02:00:00:00:13:10")}
 GROUPS = {"232.1.1.1": {2, 5, 66, 70, 128}, "232.3.3.3": {70}, "232.4.4.4": {5}}
 BSL, BFR_ID = 64, 100
 
-inputs = {p: [] for p in PORTS}
-expect = {p: [] for p in PORTS}
-metrics = {}
-
-
-def count(series, n=1):
-    metrics[series] = metrics.get(series, 0) + n
-
-
-def labels(si):
-    return f'bift_id="{bift_id(BSL, 0, si)}",sd="0",bsl="{BSL}",set="{si}"'
-
 
 def through_bift(si, ids, ttl, entropy, bfir, data):
     """What the BIFT of set `si` does with a packet whose BitString holds `ids`."""
-    count(f"inaswitch_bier_packets_total{{{labels(si)}}}")
+    bift = labels(BSL, si)
+    case.count(f"inaswitch_bier_packets_total{{{bift}}}")
     reachable = set(OWN).union(*[n[3] for n in NBR.values()])
     if set(ids) - reachable:
-        count(f"inaswitch_bier_bits_no_neighbour_total{{{labels(si)}}}", len(set(ids) - reachable))
+        case.count(f"inaswitch_bier_bits_no_neighbour_total{{{bift}}}", len(set(ids) - reachable))
     for name, (ip, port, mac, fbm) in NBR.items():
         if set(ids) & fbm:
-            expect[port].append(frame(SW[port], mac, bier(BSL, set(ids) & fbm, ttl, si=si,
-                                                          entropy=entropy, bfir=bfir), data))
-            count("inaswitch_bier_copies_total")
-            count(f'inaswitch_bier_copies_by_neighbour_total{{{labels(si)},neighbour="{ip}"}}')
+            case.copy(bift, ip, port, mac, bier(BSL, set(ids) & fbm, ttl, si=si, entropy=entropy,
+                                                bfir=bfir), data)
     for bfr_id, (port, mac) in OWN.items():
         if bfr_id in ids:
-            expect[port].append(bytes(Ether(src=SW[port], dst=mac, type=0x0800)) + data)
-            count("inaswitch_bier_delivered_total")
-            count(f"inaswitch_bier_bift_delivered_total{{{labels(si)}}}")
+            case.deliver(bift, port, mac, data)
 
 
 def group_packet(group, ident):
     def inner(ttl):
         return IP(src=SRC[1], dst=group, ttl=ttl, id=ident) / UDP(sport=4000, dport=5000) / \
             Raw(b"multiset %d" % ident)
-    o = [int(x) for x in group.split(".")]
-    inputs["p0"].append(bytes(Ether(src=SRC[0], dst="01:00:5e:%02x:%02x:%02x" %
-                                    (o[1] & 0x7F, o[2], o[3])) / inner(20)))
-    count("inaswitch_bier_mcast_encapsulated_total")
+    case.inputs["p0"].append(bytes(Ether(src=SRC[0], dst=group_mac(group)) / inner(20)))
+    case.count("inaswitch_bier_mcast_encapsulated_total")
     ids = GROUPS[group]
     for si in sorted({set_of(BSL, i) for i in ids}):
         through_bift(si, {i for i in ids if set_of(BSL, i) == si}, 64,
@@ -78,8 +58,8 @@ def group_packet(group, ident):
 def received(si, ids, ident):
     data = bytes(IP(src="10.9.0.1", dst="232.9.9.9", ttl=9, id=ident) /
                  UDP(sport=1000, dport=5000) / Raw(b"set %d" % si))
-    inputs["p0"].append(frame(UP, SW["p0"], bier(BSL, ids, 30, si=si, entropy=ident, bfir=1),
-                              data))
+    case.inputs["p0"].append(frame(UP, case.sw["p0"], bier(BSL, ids, 30, si=si, entropy=ident,
+                                                            bfir=1), data))
     through_bift(si, ids, 29, ident, 1, data)
 
 
@@ -94,12 +74,5 @@ group_packet("232.3.3.3", 5)               # set 1 only
 group_packet("232.4.4.4", 6)               # set 0 only
 group_packet("232.1.1.1", 7)
 
-for p in PORTS:
-    count(f'inaswitch_port_rx_packets_total{{port="{p}"}}', len(inputs[p]))
-    count(f'inaswitch_port_tx_packets_total{{port="{p}"}}', len(expect[p]))
-
 if __name__ == "__main__":
-    write_case_pcaps(HERE, PORTS, inputs, expect)
-    check_case_metrics(HERE, metrics)
-    for port in PORTS:
-        print(f"{port}: {len(inputs[port])} in, {len(expect[port])} expected out")
+    case.finish(HERE)
