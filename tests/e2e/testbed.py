@@ -13,6 +13,12 @@ Everything the testbed creates is named after the test process's pid (namespaces
 removed on close(), at interpreter exit and on SIGTERM/SIGINT. Leftovers of a test process that
 died without cleaning up (SIGKILL) are removed by the next Testbed.
 Every wait polls a condition with a deadline; nothing sleeps for synchronisation.
+
+A port can have an impaired link, the stand-in for `tc netem` on kernels without sch_netem:
+Port(..., impair=Impairment(loss=0.01, dup=0.01, reorder=0.05)) (or a tuple (up, down)) puts
+impair.py between the host and the switch (host eth0 <-> h<i> in namespace
+"inae2e-<pid>-impair" <-> s<i> <-> the switch's veth); port.impairer.counts() returns what it
+dropped, duplicated and reordered in each direction.
 """
 
 from __future__ import annotations
@@ -248,6 +254,10 @@ class Port:
     index: int = 0
     dev: str = ""              # root-namespace veth end the switch opens
     mac: str = ""              # the switch port's MAC (af_packet takes the interface's)
+    # An impaired link (impair.py between the host and the switch port): one Impairment for
+    # both directions, or (up, down) = (host -> switch, switch -> host). None: a plain veth.
+    impair: "Impairment | tuple[Impairment, Impairment] | None" = None
+    impairer: "Impairer | None" = None   # filled in by the testbed when `impair` is set
 
     def kernel_stat(self, counter: str) -> int:
         """A counter of the root-namespace veth end, e.g. rx_packets: what the kernel handed
@@ -255,6 +265,97 @@ class Port:
         22.11's af_packet PMD does not report those in imissed)."""
         with open(f"/sys/class/net/{self.dev}/statistics/{counter}") as f:
             return int(f.read())
+
+
+IMPAIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "impair.py")
+
+
+@dataclasses.dataclass
+class Impairment:
+    """What impair.py does to one direction of a link: probabilities of loss, duplication and
+    reordering (a held frame is overtaken by the next one, or released after reorder_ms), and
+    a fixed delay. Decisions come from an RNG seeded per link and direction."""
+    loss: float = 0.0
+    dup: float = 0.0
+    reorder: float = 0.0
+    reorder_ms: float = 5.0
+    delay_ms: float = 0.0
+
+    def spec(self) -> str:
+        return (f"loss={self.loss},dup={self.dup},reorder={self.reorder},"
+                f"reorder_ms={self.reorder_ms},delay_ms={self.delay_ms}")
+
+
+class Impairer:
+    """A running impair.py bridging a host's link to its switch port (in the testbed's
+    "inae2e-<pid>-impair" namespace: host eth0 <-> h<i> ==impair.py== s<i> <-> the switch's
+    ie<pid>s<i>). counts() and stop() return its counters as {"up": {...}, "down": {...}}, up
+    being host -> switch."""
+
+    def __init__(self, ns: str, port: "Port", host_if: str, switch_if: str, seed: str,
+                 timeout: float = 10):
+        up, down = port.impair if isinstance(port.impair, tuple) else (port.impair,) * 2
+        self.name = port.name
+        self.proc = subprocess.Popen(
+            ["ip", "netns", "exec", ns, PYTHON, "-B", IMPAIR, host_if, switch_if,
+             "--a2b", up.spec(), "--b2a", down.spec(), "--seed", seed, "--name", port.name],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.final: dict | None = None
+        self.stopped = False
+        line = self._line(timeout)
+        if line.strip() != "ready":
+            self.proc.kill()
+            raise TestFailure(f"impair.py on {port.name} did not start: {line!r} "
+                              f"{self.proc.stderr.read()}")
+
+    def _line(self, timeout: float) -> str:
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        return self.proc.stdout.readline() if ready else ""
+
+    @staticmethod
+    def _parse(line: str) -> dict:
+        d = json.loads(line)
+        return {"up": d["a2b"], "down": d["b2a"], "seconds": d["seconds"]}
+
+    def counts(self, timeout: float = 10) -> dict:
+        """The counters now (SIGUSR1 makes impair.py print them)."""
+        if self.stopped:
+            return self.final or {}
+        self.proc.send_signal(signal.SIGUSR1)
+        line = self._line(timeout)
+        if not line:
+            raise TestFailure(f"impair.py on {self.name} did not report its counters "
+                              f"(exit {self.proc.poll()})")
+        return self._parse(line)
+
+    def stop(self, timeout: float = 10) -> dict | None:
+        """Stops it (SIGTERM); returns its final counters."""
+        if self.stopped:
+            return self.final
+        self.stopped = True
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            out, _ = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            out, _ = self.proc.communicate(timeout=5)
+        lines = [x for x in out.splitlines() if x.startswith("{")]
+        self.final = self._parse(lines[-1]) if lines else None
+        return self.final
+
+
+def netem_available() -> tuple[bool, str]:
+    """Whether `tc qdisc add ... netem` works on this kernel (tried on lo in a scratch
+    namespace named after the pid); (False, tc's error) if not."""
+    ns = f"{NS_PREFIX}{os.getpid()}-netemprobe"
+    run(["ip", "netns", "add", ns])
+    try:
+        p = run(["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", "lo", "root", "netem",
+                 "delay", "1ms"], check_rc=False)
+        return p.returncode == 0, (p.stderr or p.stdout).strip()
+    finally:
+        run(["ip", "netns", "del", ns], check_rc=False)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -457,6 +558,8 @@ class Testbed:
         self._log_file = None
         self._namespaces: list[str] = []
         self._veths: list[str] = []
+        self._impair_ns = ""
+        self.impairers: list[Impairer] = []
         self._closed = False
         _live.append(self)
         try:
@@ -492,7 +595,10 @@ class Testbed:
             self.hosts[h.name] = h
             run(["ip", "netns", "add", h.ns])
             self._namespaces.append(h.ns)
-            run(["ip", "link", "set", host_dev, "netns", h.ns, "name", h.dev])
+            if port.impair is None:
+                run(["ip", "link", "set", host_dev, "netns", h.ns, "name", h.dev])
+            else:
+                self._impaired_link(port, host_dev)
             for key in ("net.ipv6.conf.all.disable_ipv6", "net.ipv6.conf.default.disable_ipv6"):
                 h.run(["sysctl", "-qw", f"{key}=1"])
             self._offloads_off(h.dev, h)
@@ -502,6 +608,38 @@ class Testbed:
             if h.gw:
                 h.run(["ip", "route", "add", "default", "via", h.gw, "dev", h.dev])
             h.mac = json.loads(h.run(["ip", "-j", "link", "show", h.dev]).stdout)[0]["address"]
+        for port in self.ports:
+            if port.impair is not None:
+                port.impairer = Impairer(self._impair_ns, port, f"h{port.index}",
+                                         f"s{port.index}",
+                                         os.environ.get("INAE2E_IMPAIR_SEED", "1"))
+                self.impairers.append(port.impairer)
+                up, down = port.impair if isinstance(port.impair, tuple) else \
+                    (port.impair,) * 2
+                log(f"{port.name}: {port.host.name} <-> impair.py <-> switch (up "
+                    f"{up.spec()}; down {down.spec()})")
+
+    def _impaired_link(self, port: Port, host_dev: str) -> None:
+        """host eth0 <-> h<i> [impair ns] s<i> <-> port.dev: the root-namespace pair's far end
+        becomes s<i> in the impair namespace, and a second pair joins h<i> there to the host's
+        eth0. impair.py (started once every host is set up) bridges h<i> and s<i>."""
+        h = port.host
+        assert h is not None
+        if not self._impair_ns:
+            self._impair_ns = f"{NS_PREFIX}{self.pid}-impair"
+            run(["ip", "netns", "add", self._impair_ns])
+            self._namespaces.append(self._impair_ns)
+            for key in ("net.ipv6.conf.all.disable_ipv6", "net.ipv6.conf.default.disable_ipv6"):
+                run(["ip", "netns", "exec", self._impair_ns, "sysctl", "-qw", f"{key}=1"])
+        ns = self._impair_ns
+        hi, si = f"h{port.index}", f"s{port.index}"
+        run(["ip", "link", "set", host_dev, "netns", ns, "name", si])
+        run(["ip", "-n", ns, "link", "add", hi, "type", "veth", "peer", "name", h.dev,
+             "netns", h.ns])
+        for dev in (hi, si):
+            run(["ip", "netns", "exec", ns, "ethtool", "-K", dev, "rx", "off", "tx", "off", "sg",
+                 "off", "tso", "off", "gso", "off", "gro", "off"])
+            run(["ip", "-n", ns, "link", "set", dev, "up"])
 
     def _offloads_off(self, dev: str, host: Host | None = None) -> None:
         # Without this the kernel hands af_packet TCP/UDP packets with partial checksums and
@@ -687,6 +825,8 @@ class Testbed:
             if rc not in (None, 0):
                 log(f"switch exited with {rc}; log:\n{self.switch_log()}")
         finally:
+            for imp in self.impairers:
+                imp.stop()
             for ns in self._namespaces:
                 run(["ip", "netns", "del", ns], check_rc=False)
             for dev in self._veths:
