@@ -14,19 +14,23 @@ the others are aggregated in the switch and reach ina-ps as one partial (P-BM 1-
 worker verifies its result; the switch counted both fallbacks and partials; ina-ps completed
 every chunk; the job's slots in use return to 0 after the slot timeout.
 
-The workers lose 1 % of their data packets and 1 % of the results they receive (ina-worker's
-fault injection; this kernel has no netem): with the job's worker_window declared, lost
-contributions of fallen-back chunks and lost results are recovered by retransmission.
-Env: INAE2E_FALLBACK_ELEMENTS (default 512 Ki), INAE2E_FALLBACK_WORKER_ARGS (ina-worker options,
-default "--fault-tx-loss 0.01 --fault-rx-loss 0.01"), INAE2E_INA_WORKER.
+Every worker link (h2..h5) is lossy: `tc netem` (1 % loss, 1 % duplication, 5 % reordering,
+1 ms delay on the workers' egress) where the kernel has it, else impair.py bridging each worker's
+link to its switch port with 1 % loss, 1 % duplication and 5 % reordering in each direction
+(data and results), transparently to both ends; the test then asserts from impair.py's counters
+that it really dropped, duplicated and reordered packets both ways. With the job's worker_window
+declared, lost contributions of fallen-back chunks and lost results are recovered by
+retransmission, and duplicates are never added twice (the sums are int32, bit-exact).
+Env: INAE2E_FALLBACK_ELEMENTS (default 512 Ki), INAE2E_FALLBACK_WORKER_ARGS (extra ina-worker
+options, e.g. its own --fault-* injection; default none), INAE2E_INA_WORKER.
 """
 
 import json
 import os
 import time
 
-from testbed import Host, Port, Testbed, TestFailure, check, delta, log, main
-from test_allreduce import ps_exe, worker_exe
+from testbed import Host, Port, Testbed, TestFailure, check, delta, log, main, netem_available
+from test_allreduce import LOSSY, check_impaired, ps_exe, worker_exe
 
 JOB = 21
 SWITCH_WINDOW = 4
@@ -41,7 +45,11 @@ def test(switch_exe: str) -> None:
     elements = int(os.environ.get("INAE2E_FALLBACK_ELEMENTS", str(1 << 19)))
     chunks = -(-elements // CHUNK)
     hosts = [Host(f"h{i}", f"10.0.{i}.2/24") for i in range(1, 6)]
-    ports = [Port(f"p{i - 1}", ipv4=[f"10.0.{i}.1/24"], host=hosts[i - 1]) for i in range(1, 6)]
+    netem, why = netem_available()
+    if not netem:
+        log(f"tc netem unavailable ({why}): impair.py impairs the worker links")
+    ports = [Port(f"p{i - 1}", ipv4=[f"10.0.{i}.1/24"], host=hosts[i - 1],
+                  impair=None if netem or i == 1 else LOSSY) for i in range(1, 6)]
     root = hosts[0]
     workers = hosts[1:]  # BFR-ids 1..4
     extra = {"ina": {"jobs": [{
@@ -51,6 +59,10 @@ def test(switch_exe: str) -> None:
         "on_reject": "drop",
     }]}}
     with Testbed(switch_exe, ports, extra=extra) as tb:
+        if netem:
+            for h in workers:
+                h.run(["tc", "qdisc", "add", "dev", h.dev, "root", "netem", "loss", "1%",
+                       "duplicate", "1%", "reorder", "5%", "delay", "1ms"])
         for h in workers:
             h.wait_reachable(root.ip)
         timeout_s = max(30.0, elements / (1 << 20) * 60)
@@ -70,8 +82,7 @@ def test(switch_exe: str) -> None:
                     "--bind", h.ip, "--type", "int32", "--op", "sum", "--elements", str(elements),
                     "--chunk", str(CHUNK), "--window", str(WORKER_WINDOW), "--seed", "21",
                     "--timeout-ms", str(int(timeout_s * 1000))] +
-                    os.environ.get("INAE2E_FALLBACK_WORKER_ARGS",
-                                   "--fault-tx-loss 0.01 --fault-rx-loss 0.01").split()))
+                    os.environ.get("INAE2E_FALLBACK_WORKER_ARGS", "").split()))
             for b, p in enumerate(procs, 1):
                 try:
                     out, err = p.communicate(timeout=timeout_s + 30)
@@ -86,6 +97,8 @@ def test(switch_exe: str) -> None:
                       f"{r.get('seconds')} s" +
                       ("" if p.returncode == 0 else f": exit {p.returncode} {out} {err}"))
             log(f"AllReduce with fallback: {time.monotonic() - t0:.2f} s wall")
+            if not netem:
+                check_impaired({p.name: p.impairer.counts() for p in ports[1:]})
             after = tb.metrics()
             fallbacks = delta(after, before, "inaswitch_ina_fallbacks_total")
             partials = delta(after, before, "inaswitch_ina_partials_sent_total")
