@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import heapq
 import json
 import os
 import random
@@ -47,7 +46,6 @@ ETH_P_ALL = 0x0003
 SOL_PACKET = 263
 PACKET_STATISTICS = 6
 PACKET_IGNORE_OUTGOING = 23
-PACKET_OUTGOING = 4
 BATCH = 64                       # frames read from one socket before looking at the other
 
 
