@@ -128,7 +128,9 @@ ChunkTable::ChunkTable(const JobParams& p, const reduce::Kernels& k) : params_(p
 
 ChunkTable::~ChunkTable() = default;
 
-ChunkTable::Entry* ChunkTable::find(uint32_t index, uint32_t seq) noexcept {
+// Inlined into every caller in this file (the hot path calls it up to three times a packet).
+[[gnu::always_inline]] inline ChunkTable::Entry* ChunkTable::find(uint32_t index,
+                                                                 uint32_t seq) noexcept {
     // Invariant: at most one non-empty entry per (index, seq) — lookup precedes every allocation.
     for (uint32_t j = 0; j < 2; ++j) {
         Entry& e = entries_[size_t{2} * index + j];
@@ -155,12 +157,12 @@ void ChunkTable::raise_floor(IndexState& s, uint32_t seq) noexcept {
     }
 }
 
-void ChunkTable::release(uint32_t index, uint32_t seq, const uint8_t* pbm, uint64_t now) noexcept {
+void ChunkTable::release(uint32_t index, Entry* e, const uint8_t* pbm, uint64_t now) noexcept {
     // A contribution for seq from the workers in pbm proves they hold the result of seq - D
-    // (D = the workers' window), which lives at the same index (D is a multiple of W). Only complete entries are released: an aggregating entry for
-    // seq - W would contradict the window rule (a misbehaving worker) and must keep its partial
-    // sum, or the chunk would be split.
-    Entry* e = find(index, seq - distance_);
+    // (D = the workers' window), which lives at the same index (D is a multiple of W): `e` is
+    // that chunk's entry, if it has one. Only complete entries are released: an aggregating
+    // entry for seq - W would contradict the window rule (a misbehaving worker) and must keep
+    // its partial sum, or the chunk would be split.
     if (e == nullptr || e->state != State::complete) {
         return;
     }
@@ -190,11 +192,28 @@ Verdict ChunkTable::on_data(const uint8_t* pbm, uint32_t seq, uint32_t elem_coun
     if ((flags & proto::kFlagFallback) != 0) ++counters_.rx_fallback_flag;
 
     const uint32_t index = seq & (window_ - 1);
+    // One look at the index's two entries finds both the chunk's own entry and the entry of
+    // seq - D that this packet's release proof is about (invariant: at most one non-empty entry
+    // per (index, seq), and seq != seq - D).
+    Entry* const pair = &entries_[size_t{2} * index];
+    const uint32_t proven = seq - distance_;
+    Entry* own = nullptr;
+    Entry* old = nullptr;
+    for (uint32_t j = 0; j < 2; ++j) {
+        Entry& c = pair[j];
+        if (c.state != State::empty) {
+            if (c.seq == seq) {
+                own = &c;
+            } else if (c.seq == proven) {
+                old = &c;
+            }
+        }
+    }
     // 5. Release first: it may free the very entry this seq needs (seq - W's, at the same index).
-    release(index, seq, pbm, now);
+    release(index, old, pbm, now);
 
     // 3. The chunk's entry.
-    if (Entry* e = find(index, seq)) {
+    if (Entry* e = own) {
         if (elem_count != e->count) {
             return finish(Verdict::count_mismatch);
         }

@@ -210,7 +210,7 @@ private:
     }
     Entry* find(uint32_t index, uint32_t seq) noexcept;
     const Entry* find(uint32_t index, uint32_t seq) const noexcept;
-    void release(uint32_t index, uint32_t seq, const uint8_t* pbm, uint64_t now) noexcept;
+    void release(uint32_t index, Entry* proven, const uint8_t* pbm, uint64_t now) noexcept;
     void free_entry(Entry& e) noexcept;
     void raise_floor(IndexState& s, uint32_t seq) noexcept;
 
