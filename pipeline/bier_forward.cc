@@ -23,37 +23,69 @@ void write_eth(uint8_t* d, const rte_ether_addr& dst, const rte_ether_addr& src,
     eth->ether_type = rte_cpu_to_be_16(type);
 }
 
-void copy_to_neighbour(LcoreContext& ctx, const dp::Snapshot& snap, const BierSend& p,
-                       uint16_t k, const uint8_t* fbm, rte_mbuf* payload) {
-    const dp::BiftView& t = *p.bift;
+// Whether neighbour k can take a copy now; counts the reason when it cannot.
+bool neighbour_ready(LcoreContext& ctx, const dp::Snapshot& snap, const dp::BiftView& t,
+                     uint16_t k, uint32_t frame_len) {
     const dp::BierAdjacency& nb = t.neighbours[k];
     if (!nb.resolved) [[unlikely]] {
         request_resolve(ctx, snap, nb.ip, nb.port);
         count_drop(ctx, dp::DropReason::neighbour_unresolved);
-        return;
+        return false;
     }
-    const size_t hdr_len = kL2 + wire::kBierFixedBytes + t.bs_bytes;
-    if (payload->pkt_len + hdr_len - kL2 > snap.ports[nb.port].mtu) [[unlikely]] {
+    if (frame_len - kL2 > snap.ports[nb.port].mtu) [[unlikely]] {
         count_drop(ctx, dp::DropReason::mtu_exceeded);
+        return false;
+    }
+    return true;
+}
+
+// One copy per selected neighbour. Headers and payload references are allocated in two bulk
+// gets (one mempool cache access each, not two per copy); a single-segment payload is attached
+// directly, a chained one cloned segment by segment.
+void copy_to_neighbours(LcoreContext& ctx, const dp::Snapshot& snap, const BierSend& p,
+                        uint16_t plane, const uint16_t* sel, unsigned n, rte_mbuf* payload) {
+    const dp::BiftView& t = *p.bift;
+    const auto hdr_len = static_cast<uint16_t>(kL2 + wire::kBierFixedBytes + t.bs_bytes);
+    rte_mbuf* hdrs[dp::kMaxBierNeighbours];
+    rte_mbuf* bodies[dp::kMaxBierNeighbours];
+    if (rte_pktmbuf_alloc_bulk(ctx.pool, hdrs, n) != 0) [[unlikely]] {
+        ctx.counters.drops[static_cast<size_t>(dp::DropReason::bier_no_mbuf)] += n;
         return;
     }
-    rte_mbuf* h = rte_pktmbuf_alloc(ctx.pool);
-    rte_mbuf* body = h != nullptr ? rte_pktmbuf_clone(payload, ctx.pool) : nullptr;
-    auto* d = body != nullptr ? reinterpret_cast<uint8_t*>(rte_pktmbuf_append(h, static_cast<uint16_t>(hdr_len)))
-                              : nullptr;
-    if (d == nullptr || rte_pktmbuf_chain(h, body) != 0) [[unlikely]] {
-        rte_pktmbuf_free(body);
-        rte_pktmbuf_free(h);
-        count_drop(ctx, dp::DropReason::bier_no_mbuf);
+    const bool direct_single = payload->nb_segs == 1;
+    if (direct_single && rte_pktmbuf_alloc_bulk(ctx.pool, bodies, n) != 0) [[unlikely]] {
+        rte_pktmbuf_free_bulk(hdrs, n);
+        ctx.counters.drops[static_cast<size_t>(dp::DropReason::bier_no_mbuf)] += n;
         return;
     }
-    write_eth(d, nb.dst_mac, snap.ports[nb.port].mac, wire::kBierEthertype);
-    std::memcpy(d + kL2, p.fixed, wire::kBierFixedBytes);
-    wire::bits_and_copy(d + kL2 + wire::kBierFixedBytes, p.bitstring, fbm, t.bs_bytes);
-    h->port = payload->port;
-    ++ctx.counters.bier[t.counter_slot].copies[k];
-    ++ctx.counters.bier_copies;
-    tx_enqueue(ctx, nb.port, h);
+    for (unsigned i = 0; i < n; ++i) {
+        const uint16_t k = sel[i];
+        rte_mbuf* h = hdrs[i];
+        rte_mbuf* body = bodies[i];
+        if (direct_single) {
+            rte_pktmbuf_attach(body, payload);
+        } else {
+            body = rte_pktmbuf_clone(payload, ctx.pool);
+        }
+        // A fresh mbuf's data room (RTE_MBUF_DEFAULT_BUF_SIZE) always holds the largest header
+        // (14 + 12 + 512 bytes), so append cannot fail here.
+        auto* d = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(h, hdr_len));
+        if (body == nullptr || d == nullptr || rte_pktmbuf_chain(h, body) != 0) [[unlikely]] {
+            rte_pktmbuf_free(body);
+            rte_pktmbuf_free(h);
+            count_drop(ctx, dp::DropReason::bier_no_mbuf);
+            continue;
+        }
+        const dp::BierAdjacency& nb = t.neighbours[k];
+        write_eth(d, nb.dst_mac, snap.ports[nb.port].mac, wire::kBierEthertype);
+        std::memcpy(d + kL2, p.fixed, wire::kBierFixedBytes);
+        wire::bits_and_copy(d + kL2 + wire::kBierFixedBytes, p.bitstring, t.fbm_of(plane, k),
+                            t.bs_bytes);
+        h->port = payload->port;
+        ++ctx.counters.bier[t.counter_slot].copies[k];
+        tx_enqueue(ctx, nb.port, h);
+    }
+    ctx.counters.bier_copies += n;
 }
 
 // A checksum over a 32-bit field changed from old_be to new_be (RFC 1624), network order.
@@ -151,11 +183,18 @@ void bier_forward(LcoreContext& ctx, const dp::Snapshot& snap, const BierSend& p
     if (p.to_neighbours && t.n_neighbours != 0) {
         const uint16_t plane =
             t.n_planes == 1 ? 0 : static_cast<uint16_t>(p.entropy % t.n_planes);
+        const uint32_t frame_len =
+            static_cast<uint32_t>(kL2 + wire::kBierFixedBytes + len) + payload->pkt_len;
+        uint16_t sel[dp::kMaxBierNeighbours];
+        unsigned n = 0;
         for (uint16_t k = 0; k < t.n_neighbours; ++k) {
-            const uint8_t* fbm = t.fbm_of(plane, k);
-            if (wire::bits_intersect(p.bitstring, fbm, len)) {
-                copy_to_neighbour(ctx, snap, p, k, fbm, payload);
+            if (wire::bits_intersect(p.bitstring, t.fbm_of(plane, k), len) &&
+                neighbour_ready(ctx, snap, t, k, frame_len)) {
+                sel[n++] = k;
             }
+        }
+        if (n != 0) {
+            copy_to_neighbours(ctx, snap, p, plane, sel, n, payload);
         }
     }
     if (!t.local_bp.empty() && wire::bits_intersect(p.bitstring, t.local_mask.data(), len) &&
