@@ -35,6 +35,15 @@ def testpmd_io(pcap, seconds):
                    extra=["--mbuf-size=9216"])
 
 
+def run_bench(cmd, timeout=60):
+    """Runs bench/ina_bench; its JSON line."""
+    out = subprocess.run(cmd + ["--file-prefix", "perf-agg-ina-%d" % os.getpid()],
+                         capture_output=True, text=True, timeout=timeout)
+    if out.returncode != 0:
+        raise RuntimeError("ina_bench failed: " + out.stdout + out.stderr)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def ina_bench(binary, workers, payload, etype, seconds, lcores=1, steer="chunk"):
     out = subprocess.run([binary, "--workers", str(workers), "--payload", str(payload),
                           "--type", etype, "--seconds", str(seconds), "--lcores", str(lcores),

@@ -92,6 +92,29 @@ std::vector<uint8_t> frame_for(uint16_t bfr_id, uint16_t elems, uint8_t elem_typ
     return f;
 }
 
+// 64 B IPv4/UDP from 10.0.1.2 to 10.0.2.<1 + i> (a neighbour behind the "up" port).
+std::vector<uint8_t> l3_frame(unsigned i) {
+    std::vector<uint8_t> f(64, 0);
+    const uint8_t dst[6] = {0x02, 0, 0, 0, 0, 0x01};
+    std::memcpy(f.data(), dst, 6);
+    f[6] = 0x02;
+    f[11] = 0x10;
+    f[12] = 0x08;
+    auto* ip = reinterpret_cast<rte_ipv4_hdr*>(f.data() + 14);
+    ip->version_ihl = 0x45;
+    ip->total_length = rte_cpu_to_be_16(50);
+    ip->time_to_live = 64;
+    ip->next_proto_id = IPPROTO_UDP;
+    ip->src_addr = rte_cpu_to_be_32(0x0A000102u);
+    ip->dst_addr = rte_cpu_to_be_32(0x0A000201u + i);
+    ip->hdr_checksum = net::internet_checksum(ip, 20);
+    auto* udp = reinterpret_cast<rte_udp_hdr*>(ip + 1);
+    udp->src_port = rte_cpu_to_be_16(static_cast<uint16_t>(1024 + i));
+    udp->dst_port = rte_cpu_to_be_16(5000);
+    udp->dgram_len = rte_cpu_to_be_16(30);
+    return f;
+}
+
 // One lcore's share of the run.
 struct Lane {
     unsigned index = 0;
@@ -161,8 +184,10 @@ int run_lane(void* arg) {
             const auto& t = templates[lane.my_workers[wi]];
             auto* d = rte_pktmbuf_mtod(m, uint8_t*);
             std::memcpy(d, t.data(), t.size());
-            const uint32_t be = rte_cpu_to_be_32(seq);
-            std::memcpy(d + g.seq_off, &be, 4);
+            if (g.seq_off != 0) {
+                const uint32_t be = rte_cpu_to_be_32(seq);
+                std::memcpy(d + g.seq_off, &be, 4);
+            }
             m->data_len = static_cast<uint16_t>(t.size());
             m->pkt_len = static_cast<uint32_t>(t.size());
             m->port = 0;
@@ -243,6 +268,9 @@ int main(int argc, char** argv) {
     app.add_option("--lcores", lanes, "aggregating lcores")->check(CLI::Range(1, 2));
     app.add_option("--steer", steer, "with 2 lcores: chunk (ideal) or handoff (by worker)")
         ->check(CLI::IsMember({"chunk", "handoff"}));
+    bool l3 = false;
+    app.add_flag("--l3", l3, "instead: 64 B IPv4/UDP frames to 200 destinations, routed (no "
+                             "INA job): the L3 path alone, for A/B and profiles");
     CLI11_PARSE(app, argc, argv);
 
     const std::vector<std::string> types = {"int32", "fp32", "fp16", "bf16"};
@@ -265,18 +293,22 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "EAL init failed\n");
         return 1;
     }
+    std::string neighbours;
+    for (unsigned i = 2; i < (l3 ? 202u : 3u); ++i) {
+        neighbours += "  - {ip: 10.0.2." + std::to_string(i) + ", mac: \"02:00:00:00:02:" +
+                      std::to_string(10 + i % 90) + "\", port: up}\n";
+    }
     const std::string yaml = R"(version: 1
 ports:
   - {name: in, devargs: x, mac: "02:00:00:00:00:01", ipv4: [10.0.1.1/24]}
-  - {name: up, devargs: y, mac: "02:00:00:00:00:02", ipv4: [10.0.2.1/24]}
+  - {name: up, devargs: y, mac: "02:00:00:00:00:02", ipv4: [10.0.2.1/24], mtu: 9000}
 neighbours:
-  - {ip: 10.0.2.2, mac: "02:00:00:00:02:02", port: up}
-ina:
+)" + neighbours + (l3 ? std::string() : R"(ina:
   jobs:
     - {job_id: 1, role: aggregator, bsl: 64, abm: "1-)" + std::to_string(workers) +
                              R"(", op: sum, elem_type: )" + type +
                              ", max_elements: " + std::to_string(elems) +
-                             ", window: 1024, root: 10.0.2.2}\n";
+                             ", window: 1024, root: 10.0.2.2}\n");
     auto cfg = config::load_string(yaml, "bench");
     if (!cfg.ok()) {
         std::fprintf(stderr, "%s", cfg.error_text().c_str());
@@ -290,7 +322,8 @@ ina:
     }
     ina::JobParams jp;
     jp.job_id = 1;
-    jp.abm = snap->ina_jobs[0].abm;
+    jp.abm = l3 ? *wire::BitString::from_bfr_ids(64, 0, std::vector<uint16_t>{1})
+                : snap->ina_jobs[0].abm;
     jp.op = reduce::Op::sum;
     jp.elem_type = static_cast<reduce::ElemType>(et);
     jp.max_elems = elems;
@@ -306,12 +339,18 @@ ina:
         return 1;
     }
     std::vector<std::vector<uint8_t>> templates;
-    for (unsigned w = 1; w <= workers; ++w) {
-        templates.push_back(frame_for(static_cast<uint16_t>(w), elems, et, esize));
+    for (unsigned w = 1; w <= (l3 ? 200u : workers); ++w) {
+        templates.push_back(l3 ? l3_frame(w) : frame_for(static_cast<uint16_t>(w), elems, et, esize));
+    }
+    if (l3) {
+        workers = 200;  // the generator cycles through the 200 destinations
+        g.seq_off = 0;  // no sequence number: the generator rewrites the first byte as it is
     }
     g.snap = snap.get();
     g.templates = &templates;
-    g.seq_off = 14 + 20 + 8 + 12;
+    if (!l3) {
+        g.seq_off = 14 + 20 + 8 + 12;
+    }
     g.lanes = lanes;
 
     std::vector<Lane> all(lanes);
@@ -394,12 +433,12 @@ ina:
         sent += lane.ctx->counters.ports[kSinkPort].tx_packets;
         failed = failed || lane.failed;
     }
-    std::printf("{\"workers\": %u, \"payload_bytes\": %u, \"type\": \"%s\", \"isa\": \"%s\", "
+    std::printf("{\"traffic\": \"%s\", \"workers\": %u, \"payload_bytes\": %u, \"type\": \"%s\", \"isa\": \"%s\", "
                 "\"lcores\": %u, \"steer\": \"%s\", "
                 "\"mpps\": %.3f, \"payload_gbit_s\": %.2f, \"gelem_s\": %.3f, "
                 "\"absorbed\": %lu, \"completed\": %lu, \"partials_sent\": %lu, "
                 "\"packets\": %lu, \"seconds\": %.3f}\n",
-                workers, elems * static_cast<unsigned>(esize), type.c_str(),
+                l3 ? "l3" : "ina", workers, elems * static_cast<unsigned>(esize), type.c_str(),
                 std::string(reduce::to_string(reduce::kernels().isa)).c_str(), lanes,
                 lanes > 1 ? steer.c_str() : "none",
                 static_cast<double>(packets) / elapsed / 1e6,
@@ -410,8 +449,9 @@ ina:
     std::fflush(stdout);
     // Every generated contribution is absorbed (those still in a hand-off ring at the end aside),
     // and every completed chunk left through the sink port.
-    const bool ok = !failed && absorbed + 8192 >= packets && completed > 0 &&
-                    sent == completed;
+    const bool ok = l3 ? !failed && sent == packets
+                       : !failed && absorbed + 8192 >= packets && completed > 0 &&
+                             sent == completed;
     for (uint16_t port = 0; port < 2; ++port) {
         rte_eth_dev_stop(port);
         rte_eth_dev_close(port);

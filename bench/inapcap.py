@@ -4,6 +4,7 @@
 workers (docs/protocol.md) and plain IPv4/UDP frames for L3 forwarding.
 
     bench/inapcap.py ina --workers 8 --payload 1024 --type fp32 --chunks 16 --out ina.pcap
+    bench/inapcap.py ina --workers 8 --payload 1024 --chunks 64 --loop --out ina_loop.pcap
     bench/inapcap.py l3 --frames 1000 --size 64 --destinations 200 --out l3.pcap
 
 INA frames: worker w (BFR-id w, 1..N) is 10.0.1.<w> with MAC 02:00:00:00:00:<w>, sends from UDP
@@ -70,12 +71,22 @@ def elements(etype, payload, worker):
     return bytes(data)
 
 
+def loop_seqs(chunks, epochs=8):
+    """Sequence numbers for a pcap replayed in a loop: `epochs` epochs of `chunks` chunks, epoch
+    e's chunk c is e * 2^32/epochs + c. In RFC 1982 serial order every epoch is after the one
+    before it, the first after the last too (the gap is 2^29 < 2^31), so a looped replay never
+    sends a chunk the switch has already completed and released (stale): each chunk index gets
+    one new chunk per epoch and the previous one is evicted as obsolete."""
+    step = (1 << 32) // epochs
+    return [(e * step + c) & 0xFFFFFFFF for e in range(epochs) for c in range(chunks)]
+
+
 def ina_frames(workers, payload, etype, chunks, dst="10.0.2.2", dst_mac="02:00:00:00:00:01",
-               job=1, first_seq=0):
+               job=1, first_seq=0, seqs=None):
     _, size = ETYPES[etype]
     count = payload // size
     frames = []
-    for seq in range(first_seq, first_seq + chunks):
+    for seq in seqs if seqs is not None else range(first_seq, first_seq + chunks):
         for w in range(1, workers + 1):
             body = ina_header(job, seq, [w], etype, count) + elements(etype, count * size, w)
             frames.append(ipv4_udp("02:00:00:00:00:%02x" % w, dst_mac, "10.0.1.%d" % w, dst,
@@ -107,6 +118,9 @@ def main():
     a.add_argument("--type", default="fp32", choices=sorted(ETYPES))
     a.add_argument("--chunks", type=int, default=16)
     a.add_argument("--first-seq", type=int, default=0)
+    a.add_argument("--loop", action="store_true",
+                   help="replayable in a loop: 8 epochs of --chunks chunks 2^29 apart (a job "
+                        "window >= --chunks)")
     a.add_argument("--job", type=int, default=1)
     a.add_argument("--dst", default="10.0.2.2")
     a.add_argument("--dst-mac", default="02:00:00:00:00:01")
@@ -120,7 +134,8 @@ def main():
     args = ap.parse_args()
     if args.kind == "ina":
         frames = ina_frames(args.workers, args.payload, args.type, args.chunks, args.dst,
-                            args.dst_mac, args.job, args.first_seq)
+                            args.dst_mac, args.job, args.first_seq,
+                            loop_seqs(args.chunks) if args.loop else None)
     else:
         frames = l3_frames(args.frames, args.size, args.destinations, args.dst_mac)
     write_pcap(args.out, frames)

@@ -28,6 +28,9 @@ def summarise(runs):
            "payload_bytes": first["payload_bytes"], "tx_drain_us": first["tx_drain_us"],
            "burst": first["burst"], "peak_in_mpps": mmm([r["peak_in_mpps"] for r in runs]),
            "floor": {k: mmm([r["floor"][k] for r in runs]) for k in keys},
+           "jitter": {k: mmm([r["jitter"][k] for r in runs])
+                      for k in ("gaps_per_s", "lost_pct", "gap_p50_us", "gap_p99_us",
+                                "gap_max_us")} if "jitter" in first else None,
            "loads": []}
     for i, ld in enumerate(first["loads"]):
         at = {"fraction": ld["at"]["fraction"]}

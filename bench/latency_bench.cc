@@ -287,6 +287,36 @@ void print_phase(const char* name, const Phase& p, bool comma) {
                 comma ? ", " : "");
 }
 
+// The vCPU's own interruptions: a spin on the switch's lcore reading the TSC, every gap longer
+// than 2 us recorded (timer ticks, host exits, other tasks). What a busy-polling lcore loses
+// whatever it runs: the floor under the switch's tail latency on this machine.
+struct Jitter {
+    double seconds = 0.5;
+    uint64_t gaps = 0;
+    double lost_us = 0;
+    Histogram h;
+};
+
+int jitter_probe(void* arg) {
+    auto& j = *static_cast<Jitter*>(arg);
+    const uint64_t hz = rte_get_tsc_hz();
+    const auto threshold = hz * 2 / 1000000;
+    const uint64_t start = rte_rdtsc();
+    const uint64_t end = start + static_cast<uint64_t>(j.seconds * static_cast<double>(hz));
+    uint64_t last = start;
+    while (last < end) {
+        const uint64_t now = rte_rdtsc();
+        if (now - last > threshold) {
+            const double us = static_cast<double>(now - last) * 1e6 / static_cast<double>(hz);
+            ++j.gaps;
+            j.lost_us += us;
+            j.h.add(us * 1e3);
+        }
+        last = now;
+    }
+    return 0;
+}
+
 uint16_t ring_port(const char* name, rte_ring* rx, rte_ring* tx, rte_mempool* pool) {
     const int port = rte_eth_from_rings(name, &rx, 1, &tx, 1, static_cast<unsigned>(rte_socket_id()));
     if (port < 0) {
@@ -407,6 +437,9 @@ neighbours:
         pub->loop.burst_size = 32;
         pub->loop.drain_tsc = rte_get_tsc_hz() * drain_us / 1000000;
         dataplane.publish(std::move(pub));
+        Jitter jitter;
+        rte_eal_remote_launch(jitter_probe, &jitter, 1);
+        rte_eal_wait_lcore(1);
         rte_eal_remote_launch(runtime::worker_main, &dataplane, 1);
 
         Harness hs;
@@ -445,6 +478,11 @@ neighbours:
         std::printf("{\"traffic\": \"%s\", \"workers\": %u, \"payload_bytes\": %u, "
                     "\"tx_drain_us\": %u, \"burst\": 32, \"peak_in_mpps\": %.3f, ",
                     traffic.c_str(), ina ? workers : 0, ina ? payload : 64, drain_us, peak_in);
+        std::printf("\"jitter\": {\"seconds\": %.2f, \"gaps_per_s\": %.1f, \"lost_pct\": %.3f, "
+                    "\"gap_p50_us\": %.2f, \"gap_p99_us\": %.2f, \"gap_max_us\": %.2f}, ",
+                    jitter.seconds, static_cast<double>(jitter.gaps) / jitter.seconds,
+                    jitter.lost_us / (jitter.seconds * 1e6) * 100, jitter.h.quantile(0.5) / 1e3,
+                    jitter.h.quantile(0.99) / 1e3, jitter.h.max_ns / 1e3);
         print_phase("floor", floor, true);
         print_phase("peak", peak, true);
         std::printf("\"loads\": [");

@@ -180,6 +180,12 @@ def write(res, doc, result_path):
              env.get("kernel", "?"), env["dpdk"], "on" if env["hugepages"] else
              "off (`--no-huge`, 4 KiB pages)", env["repeat"], env["date"],
              env.get("loadavg_at_start", 0), env.get("loadavg_at_end", 0)), ""]
+    if env.get("rerun"):
+        rr = env["rerun"]
+        L += ["The %s scenario(s) come from a re-run on %s (load average %.1f → %.1f) merged "
+              "into this result file (`bench/run.py --merge`)." % (
+                  ", ".join(rr["scenarios"]), rr["date"], rr.get("loadavg_at_start", 0),
+                  rr.get("loadavg_at_end", 0)), ""]
     if env.get("smoke"):
         L += ["**SMOKE RUN: these figures only show that the scenarios run.**", ""]
     L += ["## Goals (issue 5)", ""] + section_goals(res) + [""]
@@ -200,6 +206,10 @@ def write(res, doc, result_path):
             L.append("| `%s` | %s | %s | **%.2f** |" % (r["scenario"], mmm_txt(r["inaswitch_mpps"]),
                                                       mmm_txt(r["testpmd_mac_mpps"]),
                                                       r["ratio_median"]))
+        if fw.get("l3_pipeline_alone_mpps"):
+            L += ["", "The L3 pipeline alone (`ina_bench --l3`: in-process alloc + 64 B copy per "
+                  "packet as the pcap PMD does, `process_burst`, `port_tx` to `net_null`; no RX "
+                  "PMD, no worker loop): %s Mpps." % mmm_txt(fw["l3_pipeline_alone_mpps"])]
         if plt:
             plot_forwarding(plt, fw, os.path.join(imgdir, "forwarding.png"))
             L += ["", "![forwarding](perf/forwarding.png)"]
@@ -279,6 +289,16 @@ def write(res, doc, result_path):
                     f(ld["offered_mpps"]["median"]), mmm_txt(ld["p50_us"]),
                     mmm_txt(ld["p99_us"]), mmm_txt(ld["p999_us"]),
                     f(ld["max_us"]["median"], 1)))
+        jit = lat["l3"].get("jitter")
+        if jit:
+            L += ["", "**The vCPU itself** (a TSC spin on the switch's lcore before each run, "
+                  "every gap > 2 µs counted): %s interruptions/s, median %s µs, p99 %s µs, "
+                  "max %s µs; %s %% of the lcore's time lost (medians of the runs). A frame "
+                  "that arrives during a gap waits for it and for the backlog behind it, so the "
+                  "share of frames delayed by tens of µs is set by this, not by the pipeline." % (
+                      f(jit["gaps_per_s"]["median"], 0), f(jit["gap_p50_us"]["median"], 1),
+                      f(jit["gap_p99_us"]["median"], 0), f(jit["gap_max_us"]["median"], 0),
+                      f(jit["lost_pct"]["median"], 2))]
         L += ["", "`l3`: 64 B frames routed in→out. `ina`: %d workers' 1 KiB fp32 contributions; "
               "the latency of a chunk is from its last contribution entering to its partial "
               "result leaving (offered Mpps counts contributions)." % lat.get("ina", {}).get(

@@ -55,7 +55,15 @@ def scenario_forwarding(a):
     names = ["l3-pcap-null"] if a.smoke else None
     rows = forwarding.measure(os.path.join(a.build, "src", "app", "inaswitch"), duration,
                               a.repeat, common.hugepages_available(), names, log=log)
-    return {"duration_s": duration, "frame_bytes": 64, "rows": rows}
+    # The L3 pipeline alone (ina_bench --l3: in-process alloc + 64 B copy per packet, as the pcap
+    # PMD's replay, then process_burst and port_tx to net_null): what the router costs without
+    # the PMD and worker-loop overheads.
+    exe = os.path.join(a.build, "bench", "ina_bench")
+    alone = [aggregation.run_bench([exe, "--l3", "--seconds", str(0.3 if a.smoke else 1.0)])
+             ["mpps"] for _ in range(a.repeat)]
+    log("l3 pipeline alone (in-process generator): %.2f Mpps" % statistics.median(alone))
+    return {"duration_s": duration, "frame_bytes": 64, "rows": rows,
+            "l3_pipeline_alone_mpps": common.mmm(alone)}
 
 
 def scenario_aggregation(a):
@@ -159,6 +167,8 @@ def main():
     ap.add_argument("--e2e-elements", type=int, default=16 << 20, help="fp32 elements (64 MiB)")
     ap.add_argument("--e2e-rate-mbit", type=int, default=200, help="tbf rate of every link")
     ap.add_argument("--profile", help="JSON of profiles (bench/profile.py) to include")
+    ap.add_argument("--merge", help="an earlier result file: keep its other scenarios, replace "
+                                    "the ones run now (noted in the file)")
     a = ap.parse_args()
     if a.smoke:
         a.repeat = 1
@@ -176,6 +186,12 @@ def main():
         env["cpu"], env["cores"], " (VM)" if env["virtual_machine"] else "", env["dpdk"],
         "on" if env["hugepages"] else "off", a.repeat, ", SMOKE" if a.smoke else ""))
     res = {"environment": env}
+    if a.merge:
+        with open(a.merge) as f:
+            res = json.load(f)
+        res["environment"]["rerun"] = {"scenarios": only, "date": env["date"],
+                                       "loadavg_at_start": env["loadavg_at_start"]}
+        env = res["environment"]
     failed = []
     for s in only:
         log("== %s" % s)
@@ -189,7 +205,10 @@ def main():
         res[s]["elapsed_s"] = round(time.monotonic() - t0, 1)
         if res[s].get("skipped"):
             log("%s skipped: %s" % (s, res[s]["skipped"]))
-    env["loadavg_at_end"] = os.getloadavg()[0]
+    if a.merge:
+        env["rerun"]["loadavg_at_end"] = os.getloadavg()[0]
+    else:
+        env["loadavg_at_end"] = os.getloadavg()[0]
     if a.profile:
         with open(a.profile) as f:
             res["profiles"] = json.load(f)
@@ -206,7 +225,16 @@ def main():
     log("wrote " + out)
     if doc:
         import report
-        report.write(res, doc, os.path.relpath(out, ROOT) if out.startswith(ROOT) else out)
+        src = os.path.relpath(out, ROOT) if out.startswith(ROOT) else out
+        if os.path.abspath(doc) == os.path.join(ROOT, "docs", "performance.md"):
+            # The page in the repository cites a result file in the repository too
+            # (bench/results/ is not committed).
+            kept = os.path.join(ROOT, "docs", "perf", "results.json")
+            os.makedirs(os.path.dirname(kept), exist_ok=True)
+            with open(kept, "w") as f:
+                json.dump(res, f, indent=1)
+            src = os.path.relpath(kept, ROOT)
+        report.write(res, doc, src)
         log("wrote " + doc)
     if failed:
         log("FAILED: " + ", ".join(failed))
