@@ -4,7 +4,7 @@
 workers (docs/protocol.md) and plain IPv4/UDP frames for L3 forwarding.
 
     bench/inapcap.py ina --workers 8 --payload 1024 --type fp32 --chunks 16 --out ina.pcap
-    bench/inapcap.py ina --workers 8 --payload 1024 --chunks 64 --loop --out ina_loop.pcap
+    bench/inapcap.py ina --workers 8 --payload 1024 --chunks 128 --loop --out ina_loop.pcap
     bench/inapcap.py l3 --frames 1000 --size 64 --destinations 200 --out l3.pcap
 
 INA frames: worker w (BFR-id w, 1..N) is 10.0.1.<w> with MAC 02:00:00:00:00:<w>, sends from UDP
@@ -75,8 +75,11 @@ def loop_seqs(chunks, epochs=8):
     """Sequence numbers for a pcap replayed in a loop: `epochs` epochs of `chunks` chunks, epoch
     e's chunk c is e * 2^32/epochs + c. In RFC 1982 serial order every epoch is after the one
     before it, the first after the last too (the gap is 2^29 < 2^31), so a looped replay never
-    sends a chunk the switch has already completed and released (stale): each chunk index gets
-    one new chunk per epoch and the previous one is evicted as obsolete."""
+    sends a chunk the switch has already completed and released (stale). Within an epoch the
+    chunks are consecutive, so the release proofs free them as they would in a real job; with
+    `chunks` >= 4 x the job's window every entry left over from one epoch is evicted as obsolete
+    during the next, and none survives to meet its own sequence number a cycle later (which
+    would be answered as a re-send instead of aggregated)."""
     step = (1 << 32) // epochs
     return [(e * step + c) & 0xFFFFFFFF for e in range(epochs) for c in range(chunks)]
 
@@ -119,8 +122,8 @@ def main():
     a.add_argument("--chunks", type=int, default=16)
     a.add_argument("--first-seq", type=int, default=0)
     a.add_argument("--loop", action="store_true",
-                   help="replayable in a loop: 8 epochs of --chunks chunks 2^29 apart (a job "
-                        "window >= --chunks)")
+                   help="replayable in a loop: 8 epochs of --chunks chunks 2^29 apart; give "
+                        "the job a window <= --chunks / 4")
     a.add_argument("--job", type=int, default=1)
     a.add_argument("--dst", default="10.0.2.2")
     a.add_argument("--dst-mac", default="02:00:00:00:00:01")

@@ -342,6 +342,25 @@ def write(res, doc, result_path):
         L += ["## End to end", "", "Not measured: %s" % (e2e.get("error") or e2e.get("skipped")),
               ""]
 
+    bi = res.get("bier")
+    if bi and "rows" in bi:
+        L += ["## BIER replication per core vs `dpdk-testpmd --forward-mode=io`", "",
+              "`bench/bier.py`: RFC 8296 frames (BSL %d, one bit per neighbour) around a %d B "
+              "IPv4/UDP payload replayed from memory (`net_pcap` `infinite_rx`); the switch is a "
+              "transit BFR, every neighbour behind one `net_null` sink, so each frame leaves as "
+              "N copies (a private header mbuf chained to the shared payload). Figure: copies/s "
+              "at the sink; ceiling: testpmd io forwarding the same frames once each. %.1f s "
+              "per run." % (bi["bsl"], bi["payload_bytes"], bi["duration_s"]), "",
+              "| neighbours | copies Mpps | frames in Mpps | testpmd io Mpps | copies / io |",
+              "| --- | --- | --- | --- | --- |"]
+        for r in bi["rows"]:
+            L.append("| %d | %s | %s | %s | %.2f |" % (
+                r["neighbours"], mmm_txt(r["copies_mpps"]), mmm_txt(r["packets_in_mpps"]),
+                mmm_txt(r["testpmd_io_mpps"]), r["ratio_copies_to_io"]))
+        L.append("")
+    elif bi:
+        L += ["## BIER replication", "", "Not measured: %s" % bi.get("error"), ""]
+
     if res.get("profiles"):
         L += ["## Profiles (this run's build)", ""]
         for name, prof in res["profiles"].items():

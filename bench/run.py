@@ -15,6 +15,8 @@ Scenarios:
   latency      added latency of one hop, p50/p99/p99.9 at 50 % and 90 % of the measured peak
   e2e          AllReduce of 64 MiB fp32 among 4 workers over tbf-shaped links: INA through the
                switch vs ina-ps as host root vs gloo ring (needs root; skipped otherwise)
+  bier         BIER replication per core: copies/s for 2, 4, 16 neighbours vs testpmd io
+               (bench/bier.py)
 --smoke runs each briefly to check that it works (CI); its figures mean nothing.
 Needs the build (meson setup build-perf && ninja -C build-perf; --build DIR), dpdk-testpmd, and
 for plots python3-matplotlib, for gloo python3-torch (.ci/setup installs them).
@@ -36,7 +38,7 @@ import common  # noqa: E402
 import forwarding  # noqa: E402
 import latency  # noqa: E402
 
-SCENARIOS = ["forwarding", "aggregation", "scaling", "latency", "e2e"]
+SCENARIOS = ["forwarding", "aggregation", "scaling", "latency", "e2e", "bier"]
 
 
 def log(msg):
@@ -119,6 +121,15 @@ def scenario_e2e(a):
         return e2e_allreduce.measure(a.build, repeat=1, elements=1 << 18, rate_mbit=200, log=log)
     return e2e_allreduce.measure(a.build, repeat=a.repeat, elements=a.e2e_elements,
                                  rate_mbit=a.e2e_rate_mbit, log=log)
+
+
+def scenario_bier(a):
+    import bier
+    counts, duration = ([2], 1.0) if a.smoke else ([2, 4, 16], 3.0)
+    rows = bier.measure(os.path.join(a.build, "src", "app", "inaswitch"), counts, duration,
+                        a.repeat, common.hugepages_available(), log=log)
+    return {"duration_s": duration, "payload_bytes": bier.PAYLOAD, "bsl": bier.BSL,
+            "rows": rows}
 
 
 def goals(res):

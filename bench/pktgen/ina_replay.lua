@@ -6,9 +6,9 @@
 -- Prints contributions/s offered, partials/s received and the ratio (should be 1/N).
 --   pktgen -l 0-4 -n 4 -a <nic0> -a <nic1> -- -P -m "[1:2].0,[3:4].1" \
 --       -s 0:bench/pcaps/ina_8w_1k_fp32.pcap -f bench/pktgen/ina_replay.lua
--- Replaying the same sequence numbers again makes every chunk after the first pass a late
--- duplicate (stale): generate enough chunks for the run (--chunks) or use --first-seq to
--- build several files, and restart the switch's job between runs (DELETE + POST /api/v1/jobs).
+-- Build the pcap with --loop (bench/inapcap.py ina ... --chunks 128 --loop) and give the job a
+-- window <= chunks / 4: a plain file's sequence numbers, replayed again, would be late
+-- duplicates (stale) after the first pass.
 package.path = package.path .. ";?.lua;test/?.lua;app/?.lua;"
 require "Pktgen"
 
