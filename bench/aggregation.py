@@ -83,7 +83,7 @@ def measure(binary, payloads, workers, types, seconds, repeat, tp_seconds, log=p
                     rows.append(row)
                     goal = (payload, etype, n) == GOAL
                     log("%5d B %-5s %2d workers: %6.2f Mpps (min %.2f max %.2f) %7.1f Gbit/s "
-                        "%6.2f Gelem/s | testpmd io %6.2f Mpps | ratio %.2f%s" % (
+                        "%6.2f Gelem/s | testpmd io %6.2f Mpps | ratio %.3f%s" % (
                             payload, etype, n, med, min(mpps), max(mpps),
                             row["payload_gbit_s"]["median"], row["gelem_s"]["median"], ceiling,
                             row["ratio"], "  (goal >= 0.5: %s)" % (
