@@ -13,10 +13,6 @@ namespace ina::proto {
 
 namespace {
 
-uint16_t load16(const uint8_t* p) { return static_cast<uint16_t>(p[0] << 8 | p[1]); }
-uint32_t load32(const uint8_t* p) {
-    return uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 | p[3];
-}
 void store16(uint8_t* p, uint16_t v) {
     p[0] = static_cast<uint8_t>(v >> 8);
     p[1] = static_cast<uint8_t>(v);
@@ -26,12 +22,6 @@ void store32(uint8_t* p, uint32_t v) {
     p[1] = static_cast<uint8_t>(v >> 16);
     p[2] = static_cast<uint8_t>(v >> 8);
     p[3] = static_cast<uint8_t>(v);
-}
-
-ParseResult fail(ParseError e) {
-    ParseResult r;
-    r.error = e;
-    return r;
 }
 
 }  // namespace
@@ -50,54 +40,6 @@ std::string_view to_string(ParseError e) {
     case ParseError::length_mismatch: return "length_mismatch";
     }
     return "unknown";
-}
-
-ParseResult parse(const uint8_t* p, size_t len) {
-    if (len < kFixedHeaderBytes) {
-        return fail(ParseError::truncated);
-    }
-    if (p[0] != kMagic0 || p[1] != kMagic1) {
-        return fail(ParseError::bad_magic);
-    }
-    if ((p[2] >> 4) != kVersion) {
-        return fail(ParseError::bad_version);
-    }
-    Header h;
-    const uint8_t type = p[2] & 0x0f;
-    if (type != static_cast<uint8_t>(PacketType::data) &&
-        type != static_cast<uint8_t>(PacketType::result)) {
-        return fail(ParseError::bad_type);
-    }
-    h.type = static_cast<PacketType>(type);
-    h.flags = p[3];
-    if ((h.flags & ~kKnownFlags) != 0) {
-        return fail(ParseError::unknown_flags);
-    }
-    h.op = p[4] >> 4;
-    h.elem_type = p[4] & 0x0f;
-    if (h.op > kMaxOp) {
-        return fail(ParseError::bad_op);
-    }
-    if (h.elem_type > kMaxElemType) {
-        return fail(ParseError::bad_elem_type);
-    }
-    h.bsl_code = p[5] >> 4;
-    if (bsl_code_to_bytes(h.bsl_code) == 0) {
-        return fail(ParseError::bad_bsl);
-    }
-    if ((p[5] & 0x0f) != 0 || p[7] != 0 || load16(p + 18) != 0 || load32(p + 20) != 0) {
-        return fail(ParseError::reserved_nonzero);
-    }
-    h.set_id = p[6];
-    h.job_id = load32(p + 8);
-    h.seq = load32(p + 12);
-    h.elem_count = load16(p + 16);
-    if (h.total_bytes() != len) {
-        return fail(ParseError::length_mismatch);
-    }
-    ParseResult r;
-    r.packet = Parsed{h, p + kFixedHeaderBytes, p + kFixedHeaderBytes + h.bitstring_bytes()};
-    return r;
 }
 
 size_t write_header(uint8_t* p, const Header& h, const uint8_t* bitstring) {
