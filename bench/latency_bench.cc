@@ -10,7 +10,7 @@
 // moment a NIC would have received it); the collector reads the TSC when it takes the frame off
 // the "out" port's TX ring (the moment a NIC would have sent it). The difference is the time
 // the frame spent in the switch: waiting in the RX ring for the worker's next poll, the
-// pipeline, and the TX buffer (full burst or drain timer).
+// pipeline, and the TX buffer (full burst, drained RX queues, or drain timer).
 //
 // Traffic:
 //   l3   64 B IPv4/UDP frames routed from "in" to "out" (the stamp rides in the UDP payload);

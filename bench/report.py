@@ -268,7 +268,7 @@ def write(res, doc, result_path):
     if lat and "l3" in lat:
         L += ["## Added latency per hop", "",
               "`bench/latency_bench`: the switch's own worker loop (`worker_main`: RX burst, "
-              "pipeline, TX buffers with the %d µs drain timer) on one lcore between two "
+              "pipeline, TX buffers sent when full, when the RX queues drain, or at the %d µs drain timer) on one lcore between two "
               "`net_ring` ports; on the other lcore a paced generator stamps the TSC into each "
               "frame as it lands in the RX ring and a collector reads the TSC when the frame "
               "leaves the TX ring. The peak is measured first (generator unpaced), then each "
