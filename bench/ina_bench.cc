@@ -37,6 +37,7 @@
 #include "dataplane/snapshot.h"
 #include "ina/chunk_table.h"
 #include "ina/protocol.h"
+#include "bench/frames.h"
 #include "net/checksum.h"
 #include "pipeline/context.h"
 #include "pipeline/pipeline.h"
@@ -49,71 +50,6 @@ using namespace ina;
 
 constexpr uint16_t kBurst = 32;
 constexpr uint16_t kSinkPort = 1;
-
-std::vector<uint8_t> frame_for(uint16_t bfr_id, uint16_t elems, uint8_t elem_type, size_t esize) {
-    proto::Header h;
-    h.type = proto::PacketType::data;
-    h.op = 0;
-    h.elem_type = elem_type;
-    h.bsl_code = 1;
-    h.job_id = 1;
-    h.elem_count = elems;
-    const uint16_t ids[] = {bfr_id};
-    const auto bs = *wire::BitString::from_bfr_ids(64, 0, ids);
-    const size_t ina_len = h.total_bytes();
-    std::vector<uint8_t> f(14 + 20 + 8 + ina_len, 0);
-    const uint8_t dst_mac[6] = {0x02, 0, 0, 0, 0, 0x01};
-    std::memcpy(f.data(), dst_mac, 6);
-    f[6] = 0x02;
-    f[11] = static_cast<uint8_t>(bfr_id);
-    f[12] = 0x08;
-    auto* ip = reinterpret_cast<rte_ipv4_hdr*>(f.data() + 14);
-    ip->version_ihl = 0x45;
-    ip->total_length = rte_cpu_to_be_16(static_cast<uint16_t>(20 + 8 + ina_len));
-    ip->time_to_live = 64;
-    ip->next_proto_id = IPPROTO_UDP;
-    ip->src_addr = rte_cpu_to_be_32(0x0A000100u + bfr_id);
-    ip->dst_addr = rte_cpu_to_be_32(0x0A000202u);
-    ip->hdr_checksum = net::internet_checksum(ip, 20);
-    auto* udp = reinterpret_cast<rte_udp_hdr*>(ip + 1);
-    udp->src_port = rte_cpu_to_be_16(40000);
-    udp->dst_port = rte_cpu_to_be_16(proto::kDefaultUdpPort);
-    udp->dgram_len = rte_cpu_to_be_16(static_cast<uint16_t>(8 + ina_len));
-    uint8_t* hdr = reinterpret_cast<uint8_t*>(udp + 1);
-    const size_t at = proto::write_header(hdr, h, bs.data());
-    for (size_t i = 0; i < elems * esize; ++i) {
-        hdr[at + i] = static_cast<uint8_t>(i * 7 + bfr_id);  // any bit pattern; fp NaN-free
-    }
-    if (elem_type == 1 || elem_type == 3) {  // keep floats finite: clear the exponent's top bit
-        for (size_t i = esize - 1; i < elems * esize; i += esize) {
-            hdr[at + i] &= 0x3F;
-        }
-    }
-    return f;
-}
-
-// 64 B IPv4/UDP from 10.0.1.2 to 10.0.2.<1 + i> (a neighbour behind the "up" port).
-std::vector<uint8_t> l3_frame(unsigned i) {
-    std::vector<uint8_t> f(64, 0);
-    const uint8_t dst[6] = {0x02, 0, 0, 0, 0, 0x01};
-    std::memcpy(f.data(), dst, 6);
-    f[6] = 0x02;
-    f[11] = 0x10;
-    f[12] = 0x08;
-    auto* ip = reinterpret_cast<rte_ipv4_hdr*>(f.data() + 14);
-    ip->version_ihl = 0x45;
-    ip->total_length = rte_cpu_to_be_16(50);
-    ip->time_to_live = 64;
-    ip->next_proto_id = IPPROTO_UDP;
-    ip->src_addr = rte_cpu_to_be_32(0x0A000102u);
-    ip->dst_addr = rte_cpu_to_be_32(0x0A000201u + i);
-    ip->hdr_checksum = net::internet_checksum(ip, 20);
-    auto* udp = reinterpret_cast<rte_udp_hdr*>(ip + 1);
-    udp->src_port = rte_cpu_to_be_16(static_cast<uint16_t>(1024 + i));
-    udp->dst_port = rte_cpu_to_be_16(5000);
-    udp->dgram_len = rte_cpu_to_be_16(30);
-    return f;
-}
 
 // One lcore's share of the run.
 struct Lane {
@@ -340,7 +276,7 @@ neighbours:
     }
     std::vector<std::vector<uint8_t>> templates;
     for (unsigned w = 1; w <= (l3 ? 200u : workers); ++w) {
-        templates.push_back(l3 ? l3_frame(w) : frame_for(static_cast<uint16_t>(w), elems, et, esize));
+        templates.push_back(l3 ? bench::l3_frame(w) : bench::ina_contribution(static_cast<uint16_t>(w), elems, et));
     }
     if (l3) {
         workers = 200;  // the generator cycles through the 200 destinations

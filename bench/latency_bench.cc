@@ -44,6 +44,7 @@
 #include "dataplane/snapshot.h"
 #include "ina/chunk_table.h"
 #include "ina/protocol.h"
+#include "bench/frames.h"
 #include "net/checksum.h"
 #include "runtime/dataplane.h"
 
@@ -51,7 +52,7 @@ namespace {
 
 using namespace ina;
 
-constexpr size_t kL2L3L4 = 14 + 20 + 8;
+using bench::kL2L3L4;
 constexpr size_t kSeqOff = kL2L3L4 + 12;  // INA header: seq at octet 12
 constexpr uint32_t kSeqSlots = 1u << 16;
 
@@ -87,63 +88,6 @@ struct Histogram {
     }
 };
 
-std::vector<uint8_t> l3_frame() {
-    std::vector<uint8_t> f(64, 0);
-    const uint8_t dst[6] = {0x02, 0, 0, 0, 0, 0x01};
-    std::memcpy(f.data(), dst, 6);
-    f[6] = 0x02;
-    f[11] = 0x10;
-    f[12] = 0x08;
-    auto* ip = reinterpret_cast<rte_ipv4_hdr*>(f.data() + 14);
-    ip->version_ihl = 0x45;
-    ip->total_length = rte_cpu_to_be_16(50);  // 64 B frame without FCS
-    ip->time_to_live = 64;
-    ip->next_proto_id = IPPROTO_UDP;
-    ip->src_addr = rte_cpu_to_be_32(0x0A000102u);
-    ip->dst_addr = rte_cpu_to_be_32(0x0A000202u);
-    ip->hdr_checksum = net::internet_checksum(ip, 20);
-    auto* udp = reinterpret_cast<rte_udp_hdr*>(ip + 1);
-    udp->src_port = rte_cpu_to_be_16(1024);
-    udp->dst_port = rte_cpu_to_be_16(5000);
-    udp->dgram_len = rte_cpu_to_be_16(30);
-    return f;
-}
-
-std::vector<uint8_t> ina_frame(uint16_t bfr_id, uint16_t elems) {
-    proto::Header h;
-    h.type = proto::PacketType::data;
-    h.elem_type = 1;  // fp32
-    h.bsl_code = 1;
-    h.job_id = 1;
-    h.elem_count = elems;
-    const uint16_t ids[] = {bfr_id};
-    const auto bs = *wire::BitString::from_bfr_ids(64, 0, ids);
-    const size_t ina_len = h.total_bytes();
-    std::vector<uint8_t> f(kL2L3L4 + ina_len, 0);
-    const uint8_t dst[6] = {0x02, 0, 0, 0, 0, 0x01};
-    std::memcpy(f.data(), dst, 6);
-    f[6] = 0x02;
-    f[11] = static_cast<uint8_t>(bfr_id);
-    f[12] = 0x08;
-    auto* ip = reinterpret_cast<rte_ipv4_hdr*>(f.data() + 14);
-    ip->version_ihl = 0x45;
-    ip->total_length = rte_cpu_to_be_16(static_cast<uint16_t>(28 + ina_len));
-    ip->time_to_live = 64;
-    ip->next_proto_id = IPPROTO_UDP;
-    ip->src_addr = rte_cpu_to_be_32(0x0A000100u + bfr_id);
-    ip->dst_addr = rte_cpu_to_be_32(0x0A000202u);
-    ip->hdr_checksum = net::internet_checksum(ip, 20);
-    auto* udp = reinterpret_cast<rte_udp_hdr*>(ip + 1);
-    udp->src_port = rte_cpu_to_be_16(40000);
-    udp->dst_port = rte_cpu_to_be_16(proto::kDefaultUdpPort);
-    udp->dgram_len = rte_cpu_to_be_16(static_cast<uint16_t>(8 + ina_len));
-    uint8_t* hdr = reinterpret_cast<uint8_t*>(udp + 1);
-    const size_t at = proto::write_header(hdr, h, bs.data());
-    for (size_t i = 0; i < elems * 4u; ++i) {
-        hdr[at + i] = static_cast<uint8_t>((i % 4) == 3 ? 0x3F : i * 7 + bfr_id);
-    }
-    return f;
-}
 
 struct Phase {
     double fraction = 0;  // of the peak; 0 = unpaced (the peak run)
@@ -448,10 +392,10 @@ neighbours:
         hs.pool = dataplane.pool;
         if (ina) {
             for (unsigned w = 1; w <= workers; ++w) {
-                hs.templates.push_back(ina_frame(static_cast<uint16_t>(w), elems));
+                hs.templates.push_back(bench::ina_contribution(static_cast<uint16_t>(w), elems, 1));
             }
         } else {
-            hs.templates.push_back(l3_frame());
+            hs.templates.push_back(bench::l3_frame(1));
         }
         // The harness alone: generator straight into the collector's ring.
         hs.gen_to = floor_ring;
