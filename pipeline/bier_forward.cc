@@ -159,11 +159,12 @@ bool deliverable(LcoreContext& ctx, const BierSend& p, const rte_mbuf* payload) 
         count_drop(ctx, dp::DropReason::bier_unsupported_proto);
         return false;
     }
+    const size_t len = rte_pktmbuf_data_len(payload);
     const auto* ip = rte_pktmbuf_mtod(payload, const rte_ipv4_hdr*);
-    const size_t ihl = (ip->version_ihl & 0x0f) * 4u;
-    if (rte_pktmbuf_data_len(payload) < sizeof(rte_ipv4_hdr) || (ip->version_ihl >> 4) != 4 ||
-        ihl < sizeof(rte_ipv4_hdr) || rte_pktmbuf_data_len(payload) < ihl ||
-        rte_be_to_cpu_16(ip->total_length) > rte_pktmbuf_pkt_len(payload)) {
+    const size_t ihl = len >= sizeof(rte_ipv4_hdr) ? (ip->version_ihl & 0x0f) * 4u : 0;
+    const size_t total = len >= sizeof(rte_ipv4_hdr) ? rte_be_to_cpu_16(ip->total_length) : 0;
+    if (ihl < sizeof(rte_ipv4_hdr) || (ip->version_ihl >> 4) != 4 || len < ihl || total < ihl ||
+        total > rte_pktmbuf_pkt_len(payload)) {
         count_drop(ctx, dp::DropReason::ipv4_malformed);
         return false;
     }

@@ -167,6 +167,34 @@ TEST_F(Bier, ExpiredTtlStillDeliversOwnBits) {
     EXPECT_EQ(drops(dp::DropReason::bier_ttl_expired), 1u);
 }
 
+TEST_F(Bier, OwnBitWithABrokenInnerPacketIsNotDelivered) {
+    // Bit 6 is ours; the payloads are a runt, a header claiming more than it has, and a total
+    // length below the header length. Bit 1 still goes to its neighbour: only delivery needs IPv4.
+    std::vector<rte_mbuf*> in;
+    for (const Bytes& inner : {Bytes(10, 0x45), [] {
+                                   Bytes b(20, 0);
+                                   b[0] = 0x45;
+                                   put16(b.data() + 2, 400);
+                                   return b;
+                               }(),
+                               [] {
+                                   Bytes b(40, 0);
+                                   b[0] = 0x46;
+                                   put16(b.data() + 2, 20);
+                                   return b;
+                               }()}) {
+        Bytes payload = bier_header(kBift, 9, 0, bits({1, 6}));
+        payload.insert(payload.end(), inner.begin(), inner.end());
+        in.push_back(mbuf(eth_frame(port_mac(kR0), kHostA, wire::kBierEthertype, payload), kR0));
+    }
+    run(in);
+    EXPECT_EQ(drops(dp::DropReason::ipv4_malformed), 3u);
+    EXPECT_EQ(bift_counters().delivered, 0u);
+    EXPECT_EQ(tx_count(kR1), 3u) << "the copies for bit 1";
+    free_mbufs(take_tx(kR1));
+    EXPECT_EQ(in_use(), 0u);
+}
+
 TEST_F(Bier, MalformedAndUnknownAreCountedAndDropped) {
     Bytes bad_nibble = bier_header(kBift, 9, 0, 1, 1, 4, 4);
     Bytes truncated = bier_header(kBift, 9, 0, 1);
