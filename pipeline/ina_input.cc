@@ -143,7 +143,7 @@ struct Emitter {
         }
         ++(resend ? ctx.counters.ina_resent : ctx.counters.ina_results_sent);
         out.push(InaEdge::route, m);
-        // One full copy per further worker until BIER replication replaces unicast fan-out.
+        // results: unicast — one full copy per further worker (BIER shares one payload instead).
         for (uint16_t w = 1; w < job.n_workers; ++w) {
             rte_mbuf* copy = rte_pktmbuf_copy(m, ctx.pool, 0, UINT32_MAX);
             if (copy == nullptr) {

@@ -92,7 +92,7 @@ enum class RejectAction : uint8_t { forward, drop };
 // whose BitString is the root's A-BM (draft-song-ina-00), replicated by the BFRs on the way.
 enum class ResultDelivery : uint8_t { unicast, bier };
 
-// Where the root sends a worker's results (unicast until BIER dissemination).
+// Where a root with `results: unicast` sends a worker's results.
 struct InaWorkerConfig {
     uint16_t bfr_id = 0;
     net::Ipv4Addr ip;

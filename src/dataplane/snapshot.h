@@ -107,7 +107,7 @@ struct DynamicFdbEntry {
 };
 
 inline constexpr size_t kMaxInaJobs = 64;
-inline constexpr size_t kMaxUnicastWorkers = 32;  // root fan-out per result until BIER
+inline constexpr size_t kMaxUnicastWorkers = 32;  // unicast root fan-out per result
 
 // BIER (RFC 8279 / RFC 8296). Limits keep per-lcore counters and per-packet loops bounded.
 inline constexpr size_t kMaxBifts = kBierCounterSlots;
