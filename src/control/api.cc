@@ -134,7 +134,6 @@ json to_json(const config::Config& c) {
         lcores.push_back({{"lcore", l.lcore}, {"rx", rx}});
     }
     return {{"version", c.version},
-            {"source", c.source},
             {"eal", {{"args", c.eal_args}}},
             {"mempool",
              {{"mbufs", c.mempool.mbufs},
@@ -232,6 +231,7 @@ bool ApiServer::start(const std::string& listen, std::string& error) {
         }
         reply(res, 200,
               {{"version", INASWITCH_VERSION},
+               {"config_file", control_.running_config().source},
                {"generation", st.generation},
                {"uptime_s", st.uptime_s},
                {"ports", ports},

@@ -6,7 +6,7 @@ own bits 1 and 2 are the hosts h1 and h2, and BFR-id 50 as BFIR. POST /api/v1/bi
 239.5.5.5 with bits {2}: h1 sends to the group, the switch encapsulates (it is the BFIR), its own
 bit 2 delivers to h2, whose group socket gets every datagram; GET /api/v1/bier and /metrics
 count the packets and deliveries per BIFT. A bad body is refused with api:line:col and changes
-nothing. DELETE removes the group: later datagrams are dropped as mcast_no_group, h2 gets none,
+nothing; the running config (GET /api/v1/config) PUT back is accepted unchanged. DELETE removes the group: later datagrams are dropped as mcast_no_group, h2 gets none,
 and deleting it again answers 404.
 """
 
@@ -14,7 +14,7 @@ import json
 import subprocess
 import os
 
-from testbed import check, delta, main, two_subnets
+from testbed import check, delta, main, to_yaml, two_subnets
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MCAST = os.path.join(HERE, "fig1", "mcast.py")
@@ -61,6 +61,12 @@ def test(exe: str) -> None:
         check(got["bfr_id"] == 50 and got["groups"] == [{"group": GROUP, "bfr_ids": "2"}] and
               got["bifts"][0]["bift_id"] == 0x10000,
               f"GET /api/v1/bier shows the BIFT 0x10000 and the group ({got})")
+
+        # The running config round-trips: GET /api/v1/config, PUT it back, nothing changes.
+        cfg = tb.api_json("GET", "/api/v1/config")
+        status, text = tb.http("PUT", "/api/v1/config", to_yaml(cfg))
+        check(status == 200 and tb.api_json("GET", "/api/v1/config") == cfg,
+              f"GET /api/v1/config with its bier section PUT back unchanged ({status} {text.strip()})")
 
         before = tb.metrics()
         report = receive_while(h2, lambda: send(h1, 100))

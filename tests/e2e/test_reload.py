@@ -149,8 +149,9 @@ def test(exe: str) -> None:
             check(r["ok"] and r["generation"] > g0, "PUT /api/v1/config (valid): 200 ok")
             routes = [x["prefix"] for x in tb.api_json("GET", "/api/v1/routes")]
             check(routes == ["10.9.0.0/16"], f"PUT applied its routes ({routes})")
-            cfg = tb.api_json("GET", "/api/v1/config")
-            check(cfg["source"] == tb.config_path, "PUT keeps the file as the reload source")
+            status = tb.api_json("GET", "/api/v1/status")
+            check(status["config_file"] == tb.config_path,
+                  "PUT keeps the file as the reload source")
             applied += 1
 
         def put_unparsable() -> None:
