@@ -132,7 +132,15 @@ Stats Client::allreduce(std::span<const std::byte> input, std::span<std::byte> o
     // Per window slot (chunk c lives at c % W): its packet, built on first send.
     std::vector<uint8_t> txbuf(static_cast<size_t>(W) * max_pkt);
     std::vector<Clock::time_point> sent_at(W);
+    std::vector<uint8_t> resent(W, 0);  // slot's chunk was sent again (its RTT is ambiguous)
     std::vector<uint8_t> done(n_chunks, 0);
+    // Fast retransmission: results come back in about the order chunks went out, so a chunk
+    // still missing when the results of kOvertaken later chunks are in was lost (its data or its
+    // result). It is sent again once it is older than 1.5 smoothed RTTs, without waiting for the
+    // timeout; reordering by fewer than kOvertaken chunks never triggers it.
+    constexpr uint64_t kOvertaken = 3;
+    uint64_t highest_done = 0;  // 1 + the highest chunk with its result
+    Clock::duration srtt{};     // EWMA (1/8) of first-send round trips (Karn: none resent)
     uint64_t base = 0;  // lowest chunk without its result
     uint64_t next = 0;  // next chunk never sent
 
@@ -192,6 +200,7 @@ Stats Client::allreduce(std::span<const std::byte> input, std::span<std::byte> o
         }
         ++st.packets_sent;
         sent_at[c % W] = Clock::now();
+        resent[c % W] = retransmit ? 1 : 0;
         int copies = 1;
         if (faults) {
             if (rng.next() < opt_.fault_tx_loss) {
@@ -253,11 +262,18 @@ Stats Client::allreduce(std::span<const std::byte> input, std::span<std::byte> o
                     h.payload_bytes());
         done[chunk] = 1;
         ++st.results;
+        highest_done = std::max(highest_done, chunk + 1);
+        if (resent[chunk % W] == 0) {
+            const auto rtt = Clock::now() - sent_at[chunk % W];
+            srtt = srtt == Clock::duration::zero() ? rtt : srtt + (rtt - srtt) / 8;
+        }
     };
 
     const auto start = Clock::now();
     const auto deadline = start + opt_.overall_timeout;
     const auto rto = std::chrono::duration_cast<Clock::duration>(opt_.retransmit_timeout);
+    // Never fast-retransmit sooner than this after a send, however small the RTT looks.
+    const auto min_fast = std::chrono::duration_cast<Clock::duration>(std::chrono::microseconds(100));
     while (base < n_chunks) {
         auto now = Clock::now();
         if (now > deadline) {
@@ -271,8 +287,16 @@ Stats Client::allreduce(std::span<const std::byte> input, std::span<std::byte> o
             if (done[c] != 0) {
                 continue;
             }
-            if (now - sent_at[c % W] >= rto) {
+            const auto age = now - sent_at[c % W];
+            const auto fast_after = std::max(srtt + srtt / 2, min_fast);
+            if (age >= rto) {
                 queue(c, true);
+            } else if (highest_done >= c + 1 + kOvertaken && srtt != Clock::duration::zero() &&
+                       age >= fast_after) {
+                queue(c, true);
+                ++st.fast_retransmits;
+            } else if (highest_done >= c + 1 + kOvertaken && srtt != Clock::duration::zero()) {
+                wake = std::min(wake, sent_at[c % W] + fast_after);
             }
             wake = std::min(wake, sent_at[c % W] + rto);
         }

@@ -10,7 +10,10 @@
 // <= the job's window on every switch of the tree.
 //
 // Reliability: a chunk whose result has not come within `retransmit_timeout` is sent again with
-// the retransmit flag, until its result arrives; duplicate results are ignored. Everything is
+// the retransmit flag, until its result arrives; so is, sooner, a chunk whose result is still
+// missing when the results of three later chunks are in and it is older than 1.5 smoothed RTTs
+// (fast retransmission: the results overtook it, so something was lost); duplicate results are
+// ignored. Everything is
 // bounded by `overall_timeout`: allreduce() throws instead of hanging.
 #pragma once
 
@@ -56,6 +59,7 @@ struct Stats {
     uint64_t chunks = 0;            // chunks of the tensor
     uint64_t packets_sent = 0;      // data packets, first sends and retransmissions
     uint64_t retransmits = 0;       // data packets sent with the retransmit flag
+    uint64_t fast_retransmits = 0;  // of those, sent because later chunks' results came first
     uint64_t results = 0;           // results stored (one per chunk)
     uint64_t duplicate_results = 0; // results for chunks already done (ignored)
     uint64_t ignored = 0;           // datagrams that are not results of this job's window

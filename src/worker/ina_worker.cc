@@ -144,13 +144,15 @@ int main(int argc, char** argv) {
         const bool ok = v.ok && st.bad_results == 0;
         std::printf(
             "{\"ok\": %s, \"bfr_id\": %u, \"elements\": %llu, \"chunks\": %llu, "
-            "\"packets_sent\": %llu, \"retransmits\": %llu, \"duplicate_results\": %llu, "
+            "\"packets_sent\": %llu, \"retransmits\": %llu, \"fast_retransmits\": %llu, "
+            "\"duplicate_results\": %llu, "
             "\"bad_results\": %llu, \"ignored\": %llu, \"injected_faults\": %llu, \"mismatches\": %zu, "
             "\"max_abs_err\": %g, \"seconds\": %.6f, \"gbit_per_s\": %.6f}\n",
             ok ? "true" : "false", unsigned{o.bfr_id}, static_cast<unsigned long long>(elements),
             static_cast<unsigned long long>(st.chunks),
             static_cast<unsigned long long>(st.packets_sent),
             static_cast<unsigned long long>(st.retransmits),
+            static_cast<unsigned long long>(st.fast_retransmits),
             static_cast<unsigned long long>(st.duplicate_results),
             static_cast<unsigned long long>(st.bad_results),
             static_cast<unsigned long long>(st.ignored),

@@ -251,6 +251,9 @@ def lossy_impaired(switch_exe: str, exe: str, elements: int) -> None:
         dups = sum(r.get("duplicate_results", 0) for r in reports)
         check(retx > 0, f"impaired links: {retx} retransmissions recovered the losses "
               f"({dups} duplicate results ignored by the workers)")
+        fast = sum(r.get("fast_retransmits", 0) for r in reports)
+        check(0 < fast <= retx, f"{fast} of them fast (later chunks' results came first), "
+              "not after the timeout")
         counts = {p.name: p.impairer.counts() for p in ports}
         check_impaired(counts)
         verdicts = {k: v - before.by_label("inaswitch_ina_job_contributions_total",
