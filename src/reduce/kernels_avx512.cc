@@ -244,23 +244,9 @@ INA_AVX512 void store(void* out_v, const void* acc_v, size_t n) {
     }
 }
 
-template <class T>
-constexpr TypeKernels make() {
-    return TypeKernels{
-        &load<T>,
-        {&accumulate<T, Op::sum>, &accumulate<T, Op::prod>, &accumulate<T, Op::min>,
-         &accumulate<T, Op::max>},
-        &store<T>,
-    };
-}
-
 }  // namespace
 
-// Indexed by ElemType: int32, fp32, fp16, bf16, int64, fp64.
-constinit const Kernels avx512_kernels{
-    Isa::avx512,
-    {make<I32>(), make<F32>(), make<F16>(), make<BF16>(), make<I64>(), make<F64>()},
-};
+INA_REDUCE_KERNEL_TABLE(avx512_kernels, Isa::avx512);
 
 }  // namespace ina::reduce::detail
 

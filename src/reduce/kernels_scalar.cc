@@ -144,22 +144,8 @@ void store(void* out_v, const void* acc_v, size_t n) {
     for (size_t i = 0; i < n; ++i) T::encode(out + i * T::kWire, acc[i]);
 }
 
-template <class T>
-constexpr TypeKernels make() {
-    return TypeKernels{
-        &load<T>,
-        {&accumulate<T, Op::sum>, &accumulate<T, Op::prod>, &accumulate<T, Op::min>,
-         &accumulate<T, Op::max>},
-        &store<T>,
-    };
-}
-
 }  // namespace
 
-// Indexed by ElemType: int32, fp32, fp16, bf16, int64, fp64.
-constinit const Kernels scalar_kernels{
-    Isa::scalar,
-    {make<I32>(), make<F32>(), make<F16>(), make<BF16>(), make<I64>(), make<F64>()},
-};
+INA_REDUCE_KERNEL_TABLE(scalar_kernels, Isa::scalar);
 
 }  // namespace ina::reduce::detail
