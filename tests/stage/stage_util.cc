@@ -4,6 +4,7 @@
 #include <rte_cycles.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
+#include <netinet/in.h>
 #include <rte_mempool.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <cstring>
 
 #include "config/config.h"
+#include "ina/protocol.h"
 #include "net/addr.h"
 
 namespace ina::test {
@@ -198,6 +200,39 @@ Bytes payload_of(size_t len, uint8_t seed) {
         b[i] = static_cast<uint8_t>(seed + i * 7);
     }
     return b;
+}
+
+Bytes ina_contribution(uint32_t job_id, uint16_t bfr_id, uint32_t seq,
+                       const std::vector<int32_t>& values, uint32_t dst) {
+    proto::Header h;
+    h.type = proto::PacketType::data;
+    h.elem_type = 0;  // int32
+    h.bsl_code = 1;   // 64
+    h.job_id = job_id;
+    h.seq = seq;
+    h.elem_count = static_cast<uint16_t>(values.size());
+    const uint16_t ids[] = {bfr_id};
+    const auto bs = *wire::BitString::from_bfr_ids(64, 0, ids);
+    Bytes ina(h.total_bytes());
+    const size_t at = proto::write_header(ina.data(), h, bs.data());
+    std::memcpy(ina.data() + at, values.data(), values.size() * 4);
+    const uint32_t src = ip4("10.0.1.9");
+    return eth_frame(port_mac(kR0), kHostA, RTE_ETHER_TYPE_IPV4,
+                     ipv4_packet(src, dst, IPPROTO_UDP,
+                                 udp_datagram(src, dst, 40001, proto::kDefaultUdpPort, ina)));
+}
+
+ina::JobParams ina_job_params(uint32_t job_id, const std::vector<uint16_t>& abm, ina::Role role) {
+    ina::JobParams p;
+    p.job_id = job_id;
+    p.abm = *wire::BitString::from_bfr_ids(64, 0, abm);
+    p.op = reduce::Op::sum;
+    p.elem_type = reduce::ElemType::int32;
+    p.max_elems = 16;
+    p.window = 8;
+    p.role = role;
+    p.idle_timeout = ~uint64_t{0} / 4;
+    return p;
 }
 
 void fix_ipv4_checksum(Bytes& frame) {

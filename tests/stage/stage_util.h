@@ -16,6 +16,7 @@
 
 #include "dataplane/events.h"
 #include "dataplane/snapshot.h"
+#include "ina/chunk_table.h"
 #include "pipeline/context.h"
 
 namespace ina::test {
@@ -72,6 +73,14 @@ Bytes ipv4_packet(uint32_t src, uint32_t dst, uint8_t proto, const Bytes& payloa
 Bytes icmp_echo(uint8_t type, uint16_t id, uint16_t seq, const Bytes& data);
 Bytes udp_datagram(uint32_t src, uint32_t dst, uint16_t sport, uint16_t dport, const Bytes& data);
 Bytes payload_of(size_t len, uint8_t seed = 0);
+
+// INA (docs/protocol.md) for the stage tests: BSL 64, set 0, int32 sum.
+// A worker's contribution frame: INA data of `job_id`, chunk `seq`, P-BM = {bfr_id}, from
+// 10.0.1.9 (a host behind r0) to `dst`, UDP 40001 -> 9470, Ethernet to r0's MAC from kHostA.
+Bytes ina_contribution(uint32_t job_id, uint16_t bfr_id, uint32_t seq,
+                       const std::vector<int32_t>& values, uint32_t dst);
+// Chunk-table parameters of such a job: 16 elements, window 8, nothing expires during a test.
+ina::JobParams ina_job_params(uint32_t job_id, const std::vector<uint16_t>& abm, ina::Role role);
 
 // Recomputes the IPv4 header checksum of an Ethernet frame in place.
 void fix_ipv4_checksum(Bytes& frame);

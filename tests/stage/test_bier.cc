@@ -239,39 +239,13 @@ TEST_F(Bier, MulticastGroupIsEncapsulatedAtTheBfir) {
 }
 
 TEST_F(Bier, InaRootResultGoesOutOnceOverBier) {
-    ina::JobParams p;
-    p.job_id = 7;
-    const uint16_t ids[] = {1, 2, 3, 4};
-    p.abm = *wire::BitString::from_bfr_ids(64, 0, ids);
-    p.op = reduce::Op::sum;
-    p.elem_type = reduce::ElemType::int32;
-    p.max_elems = 16;
-    p.window = 8;
-    p.role = ina::Role::root;
-    p.idle_timeout = ~uint64_t{0} / 4;
+    const ina::JobParams p = ina_job_params(7, {1, 2, 3, 4}, ina::Role::root);
     auto table = std::make_unique<ina::ChunkTable>(p);
     ctx->ina[0] = {7, table.get()};
     ctx->n_ina = 1;
     std::vector<rte_mbuf*> in;
     for (uint16_t w = 1; w <= 4; ++w) {
-        proto::Header h;
-        h.type = proto::PacketType::data;
-        h.elem_type = 0;
-        h.bsl_code = 1;
-        h.job_id = 7;
-        h.seq = 21;
-        h.elem_count = 1;
-        const uint16_t one[] = {w};
-        const auto bs = *wire::BitString::from_bfr_ids(64, 0, one);
-        Bytes ina(h.total_bytes());
-        const size_t at = proto::write_header(ina.data(), h, bs.data());
-        const int32_t v = w * 10;
-        std::memcpy(ina.data() + at, &v, 4);
-        const uint32_t src = ip4("10.0.1.9"), dst = ip4("10.0.1.1");
-        in.push_back(mbuf(eth_frame(port_mac(kR0), kHostA, RTE_ETHER_TYPE_IPV4,
-                                    ipv4_packet(src, dst, IPPROTO_UDP,
-                                                udp_datagram(src, dst, 40001, 9470, ina))),
-                          kR0));
+        in.push_back(mbuf(ina_contribution(7, w, 21, {w * 10}, ip4("10.0.1.1")), kR0));
     }
     run(in);
     EXPECT_EQ(ctx->counters.ina_results_sent, 1u);

@@ -33,19 +33,7 @@ const std::string kInaYaml = std::string(kStageYaml) + R"(ina:
       root: 10.0.2.2
 )";
 
-ina::JobParams job_params() {
-    ina::JobParams p;
-    p.job_id = kJob;
-    const uint16_t ids[] = {1, 2};
-    p.abm = *wire::BitString::from_bfr_ids(64, 0, ids);
-    p.op = reduce::Op::sum;
-    p.elem_type = reduce::ElemType::int32;
-    p.max_elems = 16;
-    p.window = 8;
-    p.role = ina::Role::aggregator;
-    p.idle_timeout = ~uint64_t{0} / 4;
-    return p;
-}
+ina::JobParams job_params() { return ina_job_params(kJob, {1, 2}, ina::Role::aggregator); }
 
 class InaInput : public StageTest {
 protected:
@@ -70,24 +58,7 @@ protected:
 
     // A worker's contribution from 10.0.1.9 on r0 toward the root 10.0.2.2.
     rte_mbuf* contribution(uint16_t bfr_id, uint32_t seq, const std::vector<int32_t>& values) {
-        proto::Header h;
-        h.type = proto::PacketType::data;
-        h.op = 0;
-        h.elem_type = 0;
-        h.bsl_code = 1;
-        h.job_id = kJob;
-        h.seq = seq;
-        h.elem_count = static_cast<uint16_t>(values.size());
-        const uint16_t ids[] = {bfr_id};
-        const auto bs = *wire::BitString::from_bfr_ids(64, 0, ids);
-        Bytes ina(h.total_bytes());
-        const size_t at = proto::write_header(ina.data(), h, bs.data());
-        std::memcpy(ina.data() + at, values.data(), values.size() * 4);
-        const uint32_t src = ip4("10.0.1.9"), dst = ip4("10.0.2.2");
-        return mbuf(eth_frame(port_mac(kR0), kHostA, RTE_ETHER_TYPE_IPV4,
-                              ipv4_packet(src, dst, IPPROTO_UDP,
-                                          udp_datagram(src, dst, 40001, kInaPort, ina))),
-                    kR0);
+        return mbuf(ina_contribution(kJob, bfr_id, seq, values, ip4("10.0.2.2")), kR0);
     }
 
     void run(std::vector<rte_mbuf*> in) {
