@@ -70,6 +70,17 @@ def collect(procs: list[tuple[str, object]], timeout: float) -> dict[str, tuple[
     return out
 
 
+def check_reports(res: dict[str, tuple[int, dict, str]], elements: int,
+                  chunks: int | None = None) -> None:
+    """Every worker of `collect` exited 0 with a verified result (of `chunks` chunks if given)."""
+    for name, (rc, r, err) in res.items():
+        check(rc == 0 and r.get("ok") is True and (chunks is None or r.get("chunks") == chunks),
+              f"{name}: verified {elements} elements in {r.get('chunks')} chunks, "
+              f"{r.get('retransmits')} retransmits, {r.get('seconds')} s, "
+              f"{r.get('gbit_per_s')} Gbit/s" +
+              ("" if rc == 0 else f": exit {rc} {r} {err.strip()[-500:]}"))
+
+
 def kill_all(procs) -> None:
     for _, p in procs:
         if p.poll() is None:
@@ -111,11 +122,7 @@ def test(switch_exe: str) -> None:
         finally:
             kill_all(procs)
         wall = time.monotonic() - t0
-        for name, (rc, r, err) in res.items():
-            check(rc == 0 and r.get("ok") is True and r.get("chunks") == chunks,
-                  f"{name}: verified {elements} elements in {r.get('chunks')} chunks, "
-                  f"{r.get('retransmits')} retransmits, {r.get('seconds')} s, "
-                  f"{r.get('gbit_per_s')} Gbit/s" + ("" if rc == 0 else f": exit {rc} {r} {err}"))
+        check_reports(res, elements, chunks)
         log(f"two concurrent jobs ({elements} elements each, 2 workers each): {wall:.2f} s wall")
         after = tb.metrics()
         for job_id in jobs:
@@ -151,10 +158,7 @@ def test(switch_exe: str) -> None:
         check(rc == 1 and r.get("ok") is not True,
               f"the rogue worker in h3 failed (exit {rc}, {r.get('results', r.get('error'))} "
               f"results): its contributions never counted")
-        for name, (rc, r, err) in res.items():
-            check(rc == 0 and r.get("ok") is True,
-                  f"{name}: verified {elements2} elements ({r.get('retransmits')} retransmits)"
-                  + ("" if rc == 0 else f": exit {rc} {r} {err}"))
+        check_reports(res, elements2)
         after = tb.metrics()
         rejected = delta(after, before, "inaswitch_ina_rejected_total")
         check(rejected > 0, f"the switch rejected {rejected:.0f} of the rogue's contributions")

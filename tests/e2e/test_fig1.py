@@ -35,7 +35,7 @@ import fig1
 from fig1 import Fig1, figure1_job, second_job
 from testbed import PYTHON, TestFailure, check, delta, log, main, run, to_yaml, wait_until
 from test_allreduce import worker_exe
-from test_allreduce_jobs import collect, kill_all
+from test_allreduce_jobs import check_reports, collect, kill_all
 
 
 def bier_accepted(exe: str) -> tuple[bool, str]:
@@ -169,11 +169,7 @@ def test(switch_exe: str) -> None:
         finally:
             kill_all(procs)
         wall = time.monotonic() - t0
-        for name, (rc, r, err) in res.items():
-            check(rc == 0 and r.get("ok") is True and r.get("chunks") == chunks,
-                  f"{name}: verified {elements} elements in {r.get('chunks')} chunks, "
-                  f"{r.get('retransmits')} retransmits, {r.get('seconds')} s"
-                  + ("" if rc == 0 else f": exit {rc} {r} {err.strip()[-500:]}"))
+        check_reports(res, elements, chunks)
         log(f"two jobs x 4 workers x {elements} elements through 7 switches: {wall:.2f} s wall")
 
         after = fig.metrics()
