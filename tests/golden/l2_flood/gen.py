@@ -66,10 +66,11 @@ flood("g0", udp(A[0], "01:00:5e:01:02:03", A[1], "239.1.2.3", 1, 3))       # IPv
 flood("g0", bytes(Ether(src=A[0], dst=BCAST, type=0x88B5)) + b"non-IP broadcast payload")
 flood("g0", udp(A[0], "02:00:00:00:10:98", A[1], "10.0.1.2", 64, 4))       # unknown unicast,
 #                                                     routable IP: bridged, not routed
-# ARP not for the switch is flooded too. It comes last among g0's flooded frames: within an
-# RX burst the switch floods ARP after the other bridged frames (README.md, "Known switch
-# issues"), so an earlier position would see it reordered.
+# ARP not for the switch is flooded too, in arrival order with the frames around it: arp_input
+# hands it to the bridge separately, and the bridge must still not reorder frames between the
+# same stations (802.1D), so a bridged frame follows it in the same burst.
 flood("g0", arp(A[0], BCAST, 1, A[0], A[1], ZERO, "10.0.10.77"))
+flood("g0", bytes(Ether(src=A[0], dst=BCAST, type=0x88B5)) + b"after the flooded ARP")
 routed("g0", A, HR[1], "r0", HR[0], 5)                                      # to g0's MAC
 inputs["g0"].append(arp(A[0], BCAST, 1, A[0], A[1], ZERO, SW_LAN_IP))      # ARP for us:
 expect["g0"].append(arp(SW["g0"], A[0], 2, SW["g0"], SW_LAN_IP, A[0], A[1]))  # answered
