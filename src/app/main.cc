@@ -22,6 +22,9 @@ int main(int argc, char** argv) {
     app.add_option("--idle-exit-ms", opt.idle_exit_ms,
                    "Stop once every RX queue has been idle this many ms, after flushing TX "
                    "(pcap replay, tests)");
+    app.add_option("--idle-exit-after-rx", opt.idle_exit_min_rx,
+                   "With --idle-exit-ms: idleness counts only once the ports have received at "
+                   "least this many frames in all (the replayed input's size)");
     app.add_option("--stats-file", opt.stats_file,
                    "On exit, write the final metrics (Prometheus text format) to this file");
     app.add_option("--file-prefix", opt.file_prefix,

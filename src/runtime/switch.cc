@@ -27,6 +27,18 @@ namespace {
 volatile std::sig_atomic_t g_stop = 0;
 volatile std::sig_atomic_t g_reload = 0;
 
+// Frames the ports have received so far, summed over the workers' counters (a racy read of
+// plain per-lcore integers that only grow, as every scrape is).
+uint64_t received_frames(const Dataplane& dataplane) {
+    uint64_t n = 0;
+    for (const auto& w : dataplane.workers) {
+        for (const auto& port : w.ctx->counters.ports) {
+            n += port.rx_packets;
+        }
+    }
+    return n;
+}
+
 void on_signal(int sig) {
     if (sig == SIGHUP) {
         g_reload = 1;
@@ -212,7 +224,8 @@ int run_switch(config::Config cfg, const RunOptions& opt) {
                     }
                 }
             }
-            if (opt.idle_exit_ms != 0 && control.idle_for(opt.idle_exit_ms)) {
+            if (opt.idle_exit_ms != 0 && control.idle_for(opt.idle_exit_ms) &&
+                received_frames(dataplane) >= opt.idle_exit_min_rx) {
                 break;
             }
             rte_delay_us_sleep(1000);

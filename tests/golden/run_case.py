@@ -357,7 +357,11 @@ def run(case_dir, binary, workdir, timeout):
         if os.path.exists(stale):  # a reused --workdir must not pass on an earlier run's files
             os.remove(stale)
     prefix = f"golden-{name}-{os.getpid()}"
-    cmd = [binary, "-c", cfg_path, "--idle-exit-ms", "300", "--stats-file", stats_path,
+    # The run ends once every input frame has been received and RX has then been idle: a worker
+    # preempted mid-replay on a busy machine cannot end it early.
+    total_in = sum(len(frames) for frames in inputs.values())
+    cmd = [binary, "-c", cfg_path, "--idle-exit-ms", "300",
+           "--idle-exit-after-rx", str(total_in), "--stats-file", stats_path,
            "--file-prefix", prefix]
     print(f"[{name}] {case.get('description', '').strip()}")
     print(f"[{name}] running: {' '.join(cmd)}")
