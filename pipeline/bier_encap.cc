@@ -51,9 +51,15 @@ void bier_encap_results(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** 
     for (uint16_t i = 0; i < n; ++i) {
         rte_mbuf* m = pkts[i];
         out.push(BierEncapEdge::drop, m);
-        // ina_input wrote this frame a moment ago (20-byte IPv4 header, UDP, INA header).
-        const auto parsed = proto::parse(rte_pktmbuf_mtod_offset(m, const uint8_t*, kIna),
-                                         rte_pktmbuf_data_len(m) - kIna);
+        // ina_input wrote this frame a moment ago (20-byte IPv4 header, UDP, INA header); a
+        // result larger than one mbuf continues in further segments.
+        const uint32_t ina_len = rte_pktmbuf_pkt_len(m) - static_cast<uint32_t>(kIna);
+        const void* ina = ina_len <= ctx.scratch.size()
+                              ? rte_pktmbuf_read(m, kIna, ina_len, ctx.scratch.data())
+                              : nullptr;
+        const auto parsed = ina != nullptr
+                                ? proto::parse(static_cast<const uint8_t*>(ina), ina_len)
+                                : proto::ParseResult{};
         const dp::InaJobView* job =
             parsed.packet ? snap.ina_job(parsed.packet->header.job_id) : nullptr;
         if (job == nullptr || job->bier_targets.empty()) [[unlikely]] {

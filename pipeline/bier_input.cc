@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "pipeline/bier_forward.h"
+#include "pipeline/mbuf_chain.h"
 #include "wire/bier_header.h"
 
 namespace ina::pipeline {
@@ -19,10 +20,9 @@ void bier_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, ui
     for (uint16_t i = 0; i < n; ++i) {
         rte_mbuf* m = pkts[i];
         out.push(BierEdge::drop, m);  // every path below ends with this mbuf released
-        // The header must sit in the first segment (a received frame's headers always do).
-        const auto* hdr = rte_pktmbuf_mtod_offset(m, const uint8_t*, kL2);
-        const size_t avail = rte_pktmbuf_data_len(m) - kL2;
-        const auto bift_id = wire::peek_bift_id(hdr, avail);
+        // eth_input gathered kHeadBytes in the first segment, enough for the BIFT-id.
+        const auto bift_id = wire::peek_bift_id(rte_pktmbuf_mtod_offset(m, const uint8_t*, kL2),
+                                                rte_pktmbuf_data_len(m) - kL2);
         if (!bift_id) [[unlikely]] {
             count_drop(ctx, dp::DropReason::bier_malformed);
             continue;
@@ -33,6 +33,15 @@ void bier_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, ui
             continue;
         }
         dp::BierCounters& c = ctx.counters.bier[t->counter_slot];
+        // The whole header (its BitString is up to 512 bytes) and the inner IPv4 and transport
+        // headers a BFER rewrites must sit in the first segment too.
+        if (!pull_up(m, static_cast<uint32_t>(kL2 + wire::kBierFixedBytes + t->bs_bytes +
+                                              kHeadBytes))) [[unlikely]] {
+            count_drop(ctx, dp::DropReason::chain_unreadable);
+            continue;
+        }
+        const auto* hdr = rte_pktmbuf_mtod_offset(m, const uint8_t*, kL2);
+        const size_t avail = rte_pktmbuf_data_len(m) - kL2;
         const auto parsed = wire::parse_bier_header(hdr, avail, t->bsl_bits);
         if (!parsed.packet) [[unlikely]] {
             ++c.malformed[static_cast<size_t>(parsed.error)];

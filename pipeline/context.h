@@ -105,6 +105,11 @@ struct alignas(64) LcoreContext {
     }
 
     dp::LcoreCounters counters;
+
+    // Room to gather what spans segments of a chained frame (an INA datagram up to a 9 KiB
+    // jumbo frame, a result built larger than one mbuf). Valid only within one packet's handling.
+    static constexpr size_t kScratchBytes = 16384;
+    alignas(64) std::array<uint8_t, kScratchBytes> scratch{};
 };
 
 // Posts an event to the control plane; a full ring loses the event and counts it.

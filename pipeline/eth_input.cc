@@ -4,6 +4,7 @@
 #include <rte_ether.h>
 
 #include "pipeline/l2_bridge.h"
+#include "pipeline/mbuf_chain.h"
 #include "wire/bier_header.h"
 
 namespace ina::pipeline {
@@ -22,6 +23,11 @@ void eth_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uin
                EdgeBatches<EthEdge>& out) {
     for (uint16_t i = 0; i < n; ++i) {
         rte_mbuf* m = pkts[i];
+        if (m->nb_segs > 1 && !pull_up(m, kHeadBytes)) [[unlikely]] {
+            count_drop(ctx, dp::DropReason::chain_unreadable);
+            out.push(EthEdge::drop, m);
+            continue;
+        }
         if (m->port >= snap.n_ports || rte_pktmbuf_data_len(m) < sizeof(rte_ether_hdr))
             [[unlikely]] {
             count_drop(ctx, dp::DropReason::runt);

@@ -10,6 +10,7 @@
 #include "ina/protocol.h"
 #include "net/checksum.h"
 #include "pipeline/ipv4_forward.h"
+#include "pipeline/mbuf_chain.h"
 
 namespace ina::pipeline {
 
@@ -48,21 +49,12 @@ void write_ipv4(rte_ipv4_hdr* ip, uint32_t src, uint32_t dst, uint16_t total) {
     ip->hdr_checksum = net::internet_checksum(ip, kL3);
 }
 
-// Rewrites `m` as a fresh INA datagram carrying `h` with BitString `bs` and the result of
-// `h.seq` from `table`. The old contents are not read (the accumulator lives in the table).
-// Returns false, leaving `m` untouched, if the frame does not fit one segment.
-bool build_ina(rte_mbuf* m, const ina::ChunkTable& table, const proto::Header& h,
+// Writes a whole INA datagram (Ethernet, IPv4, UDP, the header `h` with BitString `bs`, and the
+// result of `h.seq` from `table`) to `d`, which holds `frame` bytes.
+void write_ina(uint8_t* d, size_t frame, const ina::ChunkTable& table, const proto::Header& h,
                const uint8_t* bs, uint32_t src, uint32_t dst, uint16_t port) {
-    const size_t ina_len = h.total_bytes();
-    const size_t frame = kL2 + kL3 + kL4 + ina_len;
-    if (m->nb_segs != 1 || frame > static_cast<size_t>(m->buf_len) - RTE_PKTMBUF_HEADROOM) {
-        return false;
-    }
-    m->data_off = RTE_PKTMBUF_HEADROOM;
-    m->data_len = static_cast<uint16_t>(frame);
-    m->pkt_len = static_cast<uint32_t>(frame);
-    m->ol_flags = 0;
-    auto* eth = rte_pktmbuf_mtod(m, rte_ether_hdr*);
+    const size_t ina_len = frame - (kL2 + kL3 + kL4);
+    auto* eth = reinterpret_cast<rte_ether_hdr*>(d);
     std::memset(eth, 0, sizeof *eth);  // routing writes both MACs
     eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
     auto* ip = reinterpret_cast<rte_ipv4_hdr*>(eth + 1);
@@ -75,6 +67,55 @@ bool build_ina(rte_mbuf* m, const ina::ChunkTable& table, const proto::Header& h
     auto* hdr = reinterpret_cast<uint8_t*>(udp + 1);
     const size_t at = proto::write_header(hdr, h, bs);
     table.store_result(h.seq, hdr + at);
+}
+
+// Rewrites `m` as a fresh INA datagram carrying `h` with BitString `bs` and the result of
+// `h.seq` from `table`. The old contents are not read (the accumulator lives in the table). The
+// frame goes in m's own buffer; a larger one (a small data room, or a chained contribution) is
+// built in the lcore's scratch and spread over m and further segments from ctx.pool. Returns
+// false when no mbuf could be had (m then holds a truncated frame the caller drops).
+bool build_ina(LcoreContext& ctx, rte_mbuf* m, const ina::ChunkTable& table,
+               const proto::Header& h, const uint8_t* bs, uint32_t src, uint32_t dst,
+               uint16_t port) {
+    const size_t frame = kL2 + kL3 + kL4 + h.total_bytes();
+    if (!RTE_MBUF_DIRECT(m) || rte_mbuf_refcnt_read(m) != 1) [[unlikely]] {
+        return false;  // a shared buffer is never written (received frames are never shared)
+    }
+    if (m->nb_segs != 1) {
+        rte_pktmbuf_free(m->next);  // the contribution's tail: its bytes are not needed
+        m->next = nullptr;
+        m->nb_segs = 1;
+    }
+    m->data_off = RTE_PKTMBUF_HEADROOM;
+    m->ol_flags = 0;
+    const size_t room = static_cast<size_t>(m->buf_len) - RTE_PKTMBUF_HEADROOM;
+    if (frame <= room) [[likely]] {
+        m->data_len = static_cast<uint16_t>(frame);
+        m->pkt_len = static_cast<uint32_t>(frame);
+        write_ina(rte_pktmbuf_mtod(m, uint8_t*), frame, table, h, bs, src, dst, port);
+        return true;
+    }
+    if (frame > ctx.scratch.size() || room < kHeadBytes) [[unlikely]] {
+        return false;
+    }
+    write_ina(ctx.scratch.data(), frame, table, h, bs, src, dst, port);
+    m->data_len = static_cast<uint16_t>(room);
+    m->pkt_len = static_cast<uint32_t>(room);
+    std::memcpy(rte_pktmbuf_mtod(m, uint8_t*), ctx.scratch.data(), room);
+    for (size_t done = room; done < frame;) {
+        rte_mbuf* seg = rte_pktmbuf_alloc(ctx.pool);
+        if (seg == nullptr) [[unlikely]] {
+            return false;
+        }
+        const auto take = static_cast<uint16_t>(std::min<size_t>(frame - done,
+                                                                 rte_pktmbuf_tailroom(seg)));
+        std::memcpy(rte_pktmbuf_append(seg, take), ctx.scratch.data() + done, take);
+        if (rte_pktmbuf_chain(m, seg) != 0) [[unlikely]] {
+            rte_pktmbuf_free(seg);
+            return false;
+        }
+        done += take;
+    }
     return true;
 }
 
@@ -98,7 +139,7 @@ struct Emitter {
         h.flags = static_cast<uint8_t>(table.result_flags(in.seq) |
                                        (resend ? proto::kFlagRetransmit : 0));
         const uint32_t src = source_for(snap, job, job.parent);
-        if (!build_ina(m, table, h, job.abm.data(), src, job.parent, snap.ina_udp_port)) {
+        if (!build_ina(ctx, m, table, h, job.abm.data(), src, job.parent, snap.ina_udp_port)) {
             count_drop(ctx, dp::DropReason::ina_no_mbuf);
             out.push(InaEdge::drop, m);
             return;
@@ -120,7 +161,7 @@ struct Emitter {
         if (job.results_bier && requester == 0) {
             // One packet; the BFIR stage puts the A-BM on it as the BitString and the BFERs
             // address the copies to their workers (the inner destination is a placeholder).
-            if (!build_ina(m, table, h, job.abm.data(), bier_src, 0, snap.ina_udp_port)) {
+            if (!build_ina(ctx, m, table, h, job.abm.data(), bier_src, 0, snap.ina_udp_port)) {
                 count_drop(ctx, dp::DropReason::ina_no_mbuf);
                 out.push(InaEdge::drop, m);
                 return;
@@ -131,7 +172,7 @@ struct Emitter {
         }
         const uint32_t first = requester != 0 ? requester : job.worker_ip[0];
         const uint32_t src = job.results_bier ? bier_src : source_for(snap, job, first);
-        if (!build_ina(m, table, h, job.abm.data(), src, first, snap.ina_udp_port)) {
+        if (!build_ina(ctx, m, table, h, job.abm.data(), src, first, snap.ina_udp_port)) {
             count_drop(ctx, dp::DropReason::ina_no_mbuf);
             out.push(InaEdge::drop, m);
             return;
@@ -191,6 +232,8 @@ uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
         // Anything that is not a sound, unfragmented UDP datagram to the INA port is routing's
         // (which validates and counts it). The cheap protocol/port test comes first, so only
         // INA candidates pay for the full header check here; routing checks the rest once.
+        // eth_input gathered the first kHeadBytes in the first segment: the IPv4, UDP and INA
+        // fixed headers are read there; the BitString and elements may span segments.
         if (rte_pktmbuf_data_len(m) < kL2 + kL3) {
             out.push(InaEdge::route, m);
             continue;
@@ -211,13 +254,17 @@ uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
             continue;
         }
         const size_t udp_len = rte_be_to_cpu_16(udp->dgram_len);
-        if (udp_len < kL4 || kL2 + ihl + udp_len > rte_pktmbuf_data_len(m)) {
+        if (udp_len < kL4 || kL2 + ihl + udp_len > rte_pktmbuf_pkt_len(m) ||
+            udp_len - kL4 > ctx.scratch.size()) {
             ++ctx.counters.ina_not_ina;
             out.push(InaEdge::route, m);
             continue;
         }
-        const auto parsed =
-            proto::parse(reinterpret_cast<const uint8_t*>(udp + 1), udp_len - kL4);
+        // In place when the datagram sits in the first segment, else gathered into scratch.
+        const auto* ina_bytes = static_cast<const uint8_t*>(rte_pktmbuf_read(
+            m, static_cast<uint32_t>(kL2 + ihl + kL4), static_cast<uint32_t>(udp_len - kL4),
+            ctx.scratch.data()));
+        const auto parsed = proto::parse(ina_bytes, udp_len - kL4);
         if (!parsed.packet) {
             ++ctx.counters.ina_not_ina;
             out.push(InaEdge::route, m);

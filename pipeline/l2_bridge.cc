@@ -52,15 +52,16 @@ void l2_bridge(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uin
                 continue;
             }
         }
-        // Flood: one mbuf, referenced once per egress port; every TX frees one reference and
-        // nobody writes the frame, so no copy is needed.
+        // Flood: one frame, referenced once per egress port; every TX frees one reference and
+        // nobody writes the frame, so no copy is needed. TX frees the whole chain, so every
+        // segment of a chained frame takes the extra references.
         const uint16_t copies = static_cast<uint16_t>(group.n_ports - 1);
         if (copies == 0) {
             count_drop(ctx, dp::DropReason::l2_same_port);
             out.push(BridgeEdge::drop, m);
             continue;
         }
-        rte_mbuf_refcnt_update(m, static_cast<int16_t>(copies - 1));
+        rte_pktmbuf_refcnt_update(m, static_cast<int16_t>(copies - 1));
         ++ctx.counters.flooded;
         for (uint16_t k = 0; k < group.n_ports; ++k) {
             if (group.ports[k] != in) {

@@ -5,6 +5,7 @@
 #include <rte_ip.h>
 
 #include "net/checksum.h"
+#include "pipeline/mbuf_chain.h"
 #include "pipeline/port_tx.h"
 
 namespace ina::pipeline {
@@ -20,19 +21,20 @@ void local_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, u
         const bool fragment = (ip->fragment_offset & rte_cpu_to_be_16(0x3fff)) != 0;
         if (ip->next_proto_id != IPPROTO_ICMP || fragment ||
             total < ihl + sizeof(rte_icmp_hdr) ||
-            rte_pktmbuf_data_len(m) < sizeof(rte_ether_hdr) + total) {
+            rte_pktmbuf_pkt_len(m) < sizeof(rte_ether_hdr) + total) {
             count_drop(ctx, dp::DropReason::local_unsupported);
             out.push(LocalEdge::drop, m);
             continue;
         }
         auto* icmp = reinterpret_cast<rte_icmp_hdr*>(reinterpret_cast<uint8_t*>(ip) + ihl);
         if (icmp->icmp_type != RTE_IP_ICMP_ECHO_REQUEST || icmp->icmp_code != 0 ||
-            net::ones_complement_sum(icmp, total - ihl) != 0xffff) {
+            !sum_ok(m, static_cast<uint32_t>(sizeof(rte_ether_hdr) + ihl), total - ihl)) {
             count_drop(ctx, dp::DropReason::local_unsupported);
             out.push(LocalEdge::drop, m);
             continue;
         }
-        // Echo reply in place: only the type byte changes in the ICMP message.
+        // Echo reply in place: only the type byte changes in the ICMP message (its header is in
+        // the first segment: eth_input gathered the headers there).
         const uint16_t old_word = static_cast<uint16_t>(rte_cpu_to_be_16(
             static_cast<uint16_t>(icmp->icmp_type << 8 | icmp->icmp_code)));
         icmp->icmp_type = RTE_IP_ICMP_ECHO_REPLY;

@@ -16,6 +16,7 @@ inline constexpr uint16_t kMaxPorts = 32;
 // Every reason a packet is dropped or not forwarded. Names become the `reason` label.
 #define INA_DROP_REASONS(X)                                                                      \
     X(runt, "frame shorter than its headers")                                                    \
+    X(chain_unreadable, "chained frame whose headers cannot be gathered into its first segment") \
     X(not_for_us, "frame for another MAC, or non-ARP broadcast/multicast, on a routed port")                              \
     X(unsupported_ethertype, "ethertype the switch does not handle on a routed port")            \
     X(arp_malformed, "ARP that is not Ethernet/IPv4 or is truncated")                            \

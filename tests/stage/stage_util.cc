@@ -8,6 +8,7 @@
 #include <rte_mempool.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -386,6 +387,37 @@ rte_mbuf* StageTest::mbuf(const Bytes& frame, uint16_t port) {
     }
     m->port = port;
     return m;
+}
+
+rte_mbuf* StageTest::chained(const Bytes& frame, uint16_t port,
+                             const std::vector<uint16_t>& sizes, rte_mempool* from) {
+    rte_mempool* mp = from != nullptr ? from : pool;
+    rte_mbuf* head = nullptr;
+    size_t done = 0;
+    for (size_t i = 0; done < frame.size(); ++i) {
+        const size_t want = i < sizes.size() ? sizes[i] : frame.size() - done;
+        const auto take = static_cast<uint16_t>(std::min(want, frame.size() - done));
+        rte_mbuf* seg = rte_pktmbuf_alloc(mp);
+        EXPECT_NE(seg, nullptr);
+        char* d = seg != nullptr ? rte_pktmbuf_append(seg, take) : nullptr;
+        EXPECT_NE(d, nullptr) << "segment of " << take << " bytes";
+        if (d == nullptr) {
+            rte_pktmbuf_free(seg);
+            rte_pktmbuf_free(head);
+            return nullptr;
+        }
+        std::memcpy(d, frame.data() + done, take);
+        done += take;
+        if (head == nullptr) {
+            head = seg;
+        } else {
+            EXPECT_EQ(rte_pktmbuf_chain(head, seg), 0);
+        }
+    }
+    if (head != nullptr) {
+        head->port = port;
+    }
+    return head;
 }
 
 Bytes StageTest::bytes_of(const rte_mbuf* m) {

@@ -134,6 +134,10 @@ protected:
                const std::vector<dp::PortBinding>& bindings = stage_bindings());
 
     rte_mbuf* mbuf(const Bytes& frame, uint16_t port);
+    // The frame as a chain of segments holding `sizes` bytes each, in order; the last segment
+    // takes whatever remains. Segments come from `from` (default: the fixture's pool).
+    rte_mbuf* chained(const Bytes& frame, uint16_t port, const std::vector<uint16_t>& sizes,
+                      rte_mempool* from = nullptr);
     static Bytes bytes_of(const rte_mbuf* m);
 
     // Removes and returns what is queued for TX on `port` (the caller frees it).

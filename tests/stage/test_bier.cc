@@ -167,6 +167,35 @@ TEST_F(Bier, ExpiredTtlStillDeliversOwnBits) {
     EXPECT_EQ(drops(dp::DropReason::bier_ttl_expired), 1u);
 }
 
+TEST_F(Bier, ChainedFrameIsCopiedAndDeliveredWhole) {
+    // The BIER header splits across the first two segments and the inner packet across the
+    // rest: neighbour copies carry the whole payload, the own bit gets a whole packet.
+    Bytes payload = bier_header(kBift, 10, 0, bits({1, 3, 6}));
+    const Bytes in = inner();
+    payload.insert(payload.end(), in.begin(), in.end());
+    const Bytes frame = eth_frame(port_mac(kR0), kHostA, wire::kBierEthertype, payload);
+    run({chained(frame, kR0, {20, 60, 100})});
+    auto to_r1 = take_tx(kR1);
+    auto to_r0 = take_tx(kR0);
+    ASSERT_EQ(to_r1.size(), 2u) << "the copy for bit 1 and the delivery of bit 6";
+    ASSERT_EQ(to_r0.size(), 1u) << "the copy for bit 3";
+    const Bytes copy = bytes_of(to_r0[0]);
+    EXPECT_EQ(bitstring_of(copy), bits({3}));
+    EXPECT_EQ(Bytes(copy.begin() + 34, copy.end()), in) << "payload unchanged";
+    EXPECT_EQ(bitstring_of(bytes_of(to_r1[0])), bits({1}));
+    const Bytes delivered = bytes_of(to_r1[1]);
+    ASSERT_EQ(delivered.size(), 14 + in.size());
+    EXPECT_EQ(get32(delivered.data() + 14 + 16), ip4("10.0.2.7"));
+    EXPECT_TRUE(ref_checksum_ok(delivered.data() + 14, 20));
+    EXPECT_EQ(Bytes(delivered.begin() + 14 + 28, delivered.end()), Bytes(in.begin() + 28, in.end()))
+        << "UDP payload delivered whole";
+    EXPECT_EQ(bift_counters().delivered, 1u);
+    EXPECT_EQ(total_drops(), 0u);
+    free_mbufs(to_r1);
+    free_mbufs(to_r0);
+    EXPECT_EQ(in_use(), 0u);
+}
+
 TEST_F(Bier, OwnBitWithABrokenInnerPacketIsNotDelivered) {
     // Bit 6 is ours; the payloads are a runt, a header claiming more than it has, and a total
     // length below the header length. Bit 1 still goes to its neighbour: only delivery needs IPv4.

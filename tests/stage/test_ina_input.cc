@@ -97,6 +97,72 @@ TEST_F(InaInput, TwoContributionsBecomeOnePartialToTheParent) {
     EXPECT_EQ(sum[2], 27);
 }
 
+// The partial result's 16 elements, read from a (possibly chained) frame.
+std::vector<int32_t> partial_elements(const Bytes& f) {
+    const auto parsed = proto::parse(f.data() + 42, f.size() - 42);
+    EXPECT_TRUE(parsed.packet.has_value()) << proto::to_string(parsed.error);
+    std::vector<int32_t> v(16);
+    if (parsed.packet) {
+        std::memcpy(v.data(), parsed.packet->payload, 16 * sizeof(int32_t));
+    }
+    return v;
+}
+
+std::vector<int32_t> iota16(int32_t from) {
+    std::vector<int32_t> v(16);
+    for (int32_t i = 0; i < 16; ++i) {
+        v[static_cast<size_t>(i)] = from + i;
+    }
+    return v;
+}
+
+TEST_F(InaInput, ChainedContributionsAreAbsorbedWhole) {
+    // 138-byte frames: the first segment ends inside the IPv4 header, the elements span the
+    // boundary eth_input leaves after gathering the headers.
+    const Bytes a = ina_contribution(kJob, 1, 3, iota16(100), ip4("10.0.2.2"));
+    const Bytes b = ina_contribution(kJob, 2, 3, iota16(-50), ip4("10.0.2.2"));
+    run({chained(a, kR0, {30, 50}), chained(b, kR0, {90, 1})});
+    EXPECT_EQ(ctx->counters.ina_absorbed, 2u);
+    EXPECT_EQ(ctx->counters.ina_not_ina, 0u);
+    auto out = take_tx(kR1);
+    ASSERT_EQ(out.size(), 1u);
+    const auto sum = partial_elements(bytes_of(out[0]));
+    for (int32_t i = 0; i < 16; ++i) {
+        EXPECT_EQ(sum[static_cast<size_t>(i)], 50 + 2 * i) << "element " << i;
+    }
+    free_mbufs(out);
+}
+
+TEST_F(InaInput, ResultLargerThanOneMbufIsBuiltAsAChain) {
+    // Mbufs of 128 data bytes: a 138-byte contribution arrives in two segments and its
+    // partial result no longer fits one, so it leaves as a chain from the same pool.
+    const std::string name = "small" + std::to_string(unique_id());
+    rte_mempool* small = rte_pktmbuf_pool_create(name.c_str(), 63, 0, 0,
+                                                 RTE_PKTMBUF_HEADROOM + 128, SOCKET_ID_ANY);
+    ASSERT_NE(small, nullptr);
+    ctx->pool = small;
+    const Bytes a = ina_contribution(kJob, 1, 4, iota16(1), ip4("10.0.2.2"));
+    const Bytes b = ina_contribution(kJob, 2, 4, iota16(1000), ip4("10.0.2.2"));
+    run({chained(a, kR0, {128}, small), chained(b, kR0, {128}, small)});
+    EXPECT_EQ(ctx->counters.ina_absorbed, 2u);
+    EXPECT_EQ(drops(dp::DropReason::ina_no_mbuf), 0u);
+    auto out = take_tx(kR1);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0]->nb_segs, 2);
+    const Bytes f = bytes_of(out[0]);
+    ASSERT_EQ(f.size(), a.size());
+    const auto* ip = reinterpret_cast<const rte_ipv4_hdr*>(f.data() + 14);
+    EXPECT_EQ(net::ones_complement_sum(ip, 20), 0xffff) << "IPv4 header checksum";
+    const auto sum = partial_elements(f);
+    for (int32_t i = 0; i < 16; ++i) {
+        EXPECT_EQ(sum[static_cast<size_t>(i)], 1001 + 2 * i) << "element " << i;
+    }
+    free_mbufs(out);
+    EXPECT_EQ(rte_mempool_in_use_count(small), 0u);
+    ctx->pool = pool;
+    rte_mempool_free(small);
+}
+
 TEST_F(InaInput, ChunksOwnedByAnotherLcoreAreHandedOverAndAggregatedThere) {
     handoff = rte_ring_create("ina_ho_test", 64, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
     ASSERT_NE(handoff, nullptr);
