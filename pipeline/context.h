@@ -7,6 +7,7 @@
 #include <rte_ring.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 
 #include "dataplane/counters.h"
@@ -93,6 +94,10 @@ struct alignas(64) LcoreContext {
     // the pool result copies come from.
     uint16_t n_ina = 0;
     std::array<InaAttached, dp::kMaxInaJobs> ina{};
+    // Detach commands this lcore has completed, in ring order. Written only by this lcore (a
+    // plain release store, no read-modify-write); the control plane frees that many detached
+    // tables. A counter instead of an acknowledgement message: the worker never waits for room.
+    std::atomic<uint64_t> detaches_done{0};
     rte_mempool* pool = nullptr;
 
     ChunkTable* ina_table(uint32_t job_id) const {

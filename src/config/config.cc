@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "reduce/reduce.h"
 #include "wire/bier_header.h"
 #include "wire/bitstring.h"
 
@@ -825,9 +826,13 @@ void read_document(Reader& r, const YAML::Node& root, Config& c) {
         if (!r.expect_map(v, "ina settings")) {
             return;
         }
-        r.check_keys(v, {"udp_port", "jobs"}, "ina");
+        c.ina.mark = mark_of(v);
+        r.check_keys(v, {"udp_port", "table_memory_mb", "jobs"}, "ina");
         r.optional(v, "udp_port", [&](const YAML::Node& x) {
             r.uint_value(x, "udp_port", c.ina.udp_port, 1, 65535);
+        });
+        r.optional(v, "table_memory_mb", [&](const YAML::Node& x) {
+            r.uint_value(x, "table_memory_mb", c.ina.table_memory_mb, 1, 1u << 20);
         });
         r.optional(v, "jobs", [&](const YAML::Node& x) {
             if (!r.expect_seq(x, "a list of INA jobs")) {
@@ -902,6 +907,15 @@ void validate_bier(Reader& r, const Config& c, ConnectedPort&& connected_port) {
     std::set<std::pair<uint16_t, uint16_t>> tables;
     for (const auto& t : b.bifts) {
         const std::string name = "BIFT " + std::to_string(t.bift_id);
+        // A BIER frame's first segment holds Ethernet, the BIER header and the inner headers a
+        // BFER rewrites (pipeline/mbuf_chain.h kHeadBytes), and a neighbour copy's header mbuf
+        // holds Ethernet and the BIER header: both must fit one mbuf after its 128-byte headroom.
+        const uint32_t need = 14 + 12 + t.bsl_bits / 8u + 128;
+        if (c.mempool.data_room < 128 + need) {
+            r.error(t.mark, name + ": BSL " + std::to_string(t.bsl_bits) + " needs mbufs of " +
+                                std::to_string(128 + need) + " bytes; mempool.data_room is " +
+                                std::to_string(c.mempool.data_room));
+        }
         if (!ids.insert(t.bift_id).second) {
             r.error(t.mark, "duplicate bift_id " + std::to_string(t.bift_id));
         }
@@ -1082,9 +1096,28 @@ void validate(Reader& r, const Config& c) {
         }
     }
     std::set<uint32_t> job_ids;
+    uint64_t table_bytes = 0;
     for (const auto& j : c.ina.jobs) {
         if (!job_ids.insert(j.job_id).second) {
             r.error(j.mark, "duplicate INA job_id " + std::to_string(j.job_id));
+        }
+        if (job_ids.size() == kMaxInaJobs + 1) {
+            r.error(j.mark, "job " + std::to_string(j.job_id) + ": at most " +
+                                std::to_string(kMaxInaJobs) + " INA jobs per switch");
+        }
+        if (j.workers.size() > kMaxUnicastWorkers) {
+            r.error(j.mark, "job " + std::to_string(j.job_id) + ": at most " +
+                                std::to_string(kMaxUnicastWorkers) +
+                                " workers get unicast results; use 'results: bier' for more");
+        }
+        table_bytes += ina_table_bytes(j);
+        if (table_bytes > (uint64_t{c.ina.table_memory_mb} << 20)) {
+            r.error(j.mark, "job " + std::to_string(j.job_id) + ": the jobs' chunk tables need " +
+                                std::to_string((table_bytes + (1 << 20) - 1) >> 20) +
+                                " MiB per worker lcore, over ina.table_memory_mb (" +
+                                std::to_string(c.ina.table_memory_mb) +
+                                "); lower window or max_elements, or raise the budget");
+            table_bytes = 0;  // one error per excess, not one per later job
         }
         for (const auto& p : j.ingress_ports) {
             if (c.find_port(p) == nullptr) {
@@ -1228,6 +1261,15 @@ BierParseResult parse_bier(const std::string& text, const std::string& source_na
 BierGroupParseResult parse_bier_group(const std::string& text, const std::string& source_name) {
     auto [group, errors] = parse_fragment<BierGroupConfig>(text, source_name, read_bier_group);
     return {std::move(group), std::move(errors)};
+}
+
+uint64_t ina_table_bytes(const InaJobConfig& job) {
+    const uint64_t entries = 2 * uint64_t{job.window};
+    const uint64_t bitmaps = 2 * uint64_t{job.bsl_bits / 8u};
+    const uint64_t acc = reduce::acc_bytes(static_cast<reduce::ElemType>(job.elem_type),
+                                           job.max_elements);
+    constexpr uint64_t kEntryAndIndex = 64;  // Entry struct + its share of the index state
+    return entries * (bitmaps + acc + kEntryAndIndex) + reduce::kAccAlign;
 }
 
 std::vector<Error> validate(const Config& cfg) {

@@ -125,8 +125,20 @@ struct InaJobConfig {
 
 struct InaConfig {
     uint16_t udp_port = 9470;
+    // Memory for the chunk tables of all jobs on ONE worker lcore (each lcore has its own).
+    uint32_t table_memory_mb = 1024;
     std::vector<InaJobConfig> jobs;
+    Mark mark;
 };
+
+// Limits the dataplane holds jobs to (checked by validate, so --check-config refuses what a
+// reload would refuse).
+inline constexpr size_t kMaxInaJobs = 64;
+inline constexpr size_t kMaxUnicastWorkers = 32;
+
+// Bytes one lcore's chunk table of `job` takes: 2 entries per slot index, each with two bitmaps
+// of the BSL and an accumulator of max_elements (ina::ChunkTable's layout).
+uint64_t ina_table_bytes(const InaJobConfig& job);
 
 // BIER (RFC 8279, RFC 8296 over Ethernet). BFR-ids are global numbers (SI * BSL + BP); every
 // list of them here is in the same notation as an INA job's abm ("1-4,7").

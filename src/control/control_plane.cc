@@ -5,7 +5,6 @@
 #include <rte_cycles.h>
 #include <rte_log.h>
 #include <rte_mbuf.h>
-#include <rte_pause.h>
 
 #include <algorithm>
 #include <cstring>
@@ -90,38 +89,22 @@ ControlPlane::~ControlPlane() = default;
 
 bool ControlPlane::start(std::string& error) {
     std::lock_guard lock(mu_);
-    return sync_jobs_locked(running_, error) && publish_locked(error);
+    return install_config_locked(running_, error);
 }
 
-bool ControlPlane::sync_jobs_locked(const config::Config& next, std::string& error) {
-    detaching_.resize(dataplane_.workers.size());
-    auto send = [&](size_t w, const dp::Command& c) {
-        // The command ring is drained every loop; it is never full for long.
-        while (rte_ring_sp_enqueue_elem(dataplane_.workers[w].commands,
-                                        const_cast<dp::Command*>(&c), sizeof c) != 0) {
-            rte_pause();
-        }
-    };
-    auto detach = [&](uint32_t job_id, Job& job) {
-        for (size_t w = 0; w < job.tables.size(); ++w) {
-            send(w, dp::Command{dp::CommandType::ina_detach, {}, job_id, nullptr});
-            detaching_[w].push_back(std::move(job.tables[w]));
-        }
-    };
-    for (auto it = jobs_.begin(); it != jobs_.end();) {
+bool ControlPlane::plan_jobs_locked(const config::Config& next, JobPlan& plan,
+                                    std::string& error) const {
+    for (const auto& [id, job] : jobs_) {
         const auto& cfgs = next.ina.jobs;
         auto found = std::find_if(cfgs.begin(), cfgs.end(),
-                                  [&](const auto& j) { return j.job_id == it->first; });
-        if (found == cfgs.end() || !same_tables(*found, it->second.cfg)) {
-            detach(it->first, it->second);
-            it = jobs_.erase(it);
-        } else {
-            it->second.cfg = *found;
-            ++it;
+                                  [&](const auto& j) { return j.job_id == id; });
+        if (found == cfgs.end() || !same_tables(*found, job.cfg)) {
+            plan.detach.push_back(id);
         }
     }
     for (const auto& j : next.ina.jobs) {
-        if (jobs_.count(j.job_id) != 0) {
+        auto kept = jobs_.find(j.job_id);
+        if (kept != jobs_.end() && same_tables(j, kept->second.cfg)) {
             continue;
         }
         const ina::JobParams params = job_params(j);
@@ -130,20 +113,104 @@ bool ControlPlane::sync_jobs_locked(const config::Config& next, std::string& err
             error = "INA job " + std::to_string(j.job_id) + ": " + std::string(why);
             return false;
         }
-        Job job{j, {}};
+        std::vector<std::unique_ptr<ChunkTable>> tables;
         for (size_t w = 0; w < dataplane_.workers.size(); ++w) {
-            job.tables.push_back(std::make_unique<ina::ChunkTable>(params));
-            send(w, dp::Command{dp::CommandType::ina_attach, {}, j.job_id, job.tables.back().get()});
+            tables.push_back(std::make_unique<ina::ChunkTable>(params));
         }
-        jobs_.emplace(j.job_id, std::move(job));
+        plan.attach.emplace_back(j, std::move(tables));
     }
     return true;
 }
 
-void ControlPlane::on_job_detached(size_t worker) {
-    if (worker < detaching_.size() && !detaching_[worker].empty()) {
-        detaching_[worker].pop_front();  // frees the table: its lcore has let go of it
+bool ControlPlane::commands_fit_locked(const JobPlan& plan) const {
+    // Only this thread (holding the lock) enqueues, so room seen here cannot shrink before the
+    // commit: every command of the change is sent, or none is.
+    const size_t needed = plan.detach.size() + plan.attach.size();
+    return std::all_of(dataplane_.workers.begin(), dataplane_.workers.end(), [&](const auto& w) {
+        return rte_ring_free_count(w.commands) >= needed;
+    });
+}
+
+void ControlPlane::commit_jobs_locked(JobPlan plan, const config::Config& next) {
+    auto send = [&](size_t w, const dp::Command& c) {
+        if (rte_ring_sp_enqueue_elem(dataplane_.workers[w].commands, const_cast<dp::Command*>(&c),
+                                     sizeof c) != 0) {
+            // commands_fit_locked said there was room: this cannot happen.
+            RTE_LOG(ERR, USER1, "command ring of worker %zu full despite the check\n", w);
+        }
+    };
+    // Detaches first: a worker never holds more tables than ctx.ina has room for.
+    for (uint32_t id : plan.detach) {
+        auto it = jobs_.find(id);
+        for (size_t w = 0; w < it->second.tables.size(); ++w) {
+            send(w, dp::Command{dp::CommandType::ina_detach, {}, id, nullptr});
+            detaching_[w].push_back(std::move(it->second.tables[w]));
+        }
+        jobs_.erase(it);
     }
+    for (auto& [cfg, tables] : plan.attach) {
+        for (size_t w = 0; w < tables.size(); ++w) {
+            send(w, dp::Command{dp::CommandType::ina_attach, {}, cfg.job_id, tables[w].get()});
+        }
+        jobs_.emplace(cfg.job_id, Job{cfg, std::move(tables)});
+    }
+    for (const auto& j : next.ina.jobs) {
+        jobs_.at(j.job_id).cfg = j;  // same tables, other settings (ingress, parent, ...)
+    }
+}
+
+void ControlPlane::collect_detached_locked() {
+    for (size_t w = 0; w < detaching_.size(); ++w) {
+        const uint64_t done =
+            dataplane_.workers[w].ctx->detaches_done.load(std::memory_order_acquire);
+        while (detaches_freed_[w] < done && !detaching_[w].empty()) {
+            detaching_[w].pop_front();  // frees the table: its lcore has let go of it
+            ++detaches_freed_[w];
+        }
+    }
+}
+
+bool ControlPlane::install_config_locked(config::Config next, std::string& error) {
+    detaching_.resize(dataplane_.workers.size());
+    detaches_freed_.resize(dataplane_.workers.size());
+    try {
+        collect_detached_locked();
+        JobPlan plan;
+        if (!plan_jobs_locked(next, plan, error)) {
+            return false;
+        }
+        // Learned neighbours that left their port's subnets are forgotten with the old config.
+        std::map<uint32_t, Learned> learned;
+        for (const auto& [ip, l] : learned_) {
+            const bool keep = std::any_of(next.ports.begin(), next.ports.end(), [&](const auto& p) {
+                return std::any_of(p.ipv4.begin(), p.ipv4.end(),
+                                   [&](const auto& a) { return a.contains(net::Ipv4Addr{ip}); });
+            });
+            if (keep) {
+                learned.emplace(ip, l);
+            }
+        }
+        auto pub = build_locked(next, learned, error);
+        if (!pub) {
+            return false;
+        }
+        if (!commands_fit_locked(plan)) {
+            error = "a worker lcore has not taken its previous table commands yet (is it "
+                    "stalled?); nothing changed, try again";
+            return false;
+        }
+        // Nothing below fails: the change takes effect whole.
+        commit_jobs_locked(std::move(plan), next);
+        learned_ = std::move(learned);
+        running_ = std::move(next);
+        install_locked(std::move(pub));
+        return true;
+    } catch (const std::bad_alloc&) {
+        error = "out of memory while preparing the change; nothing changed";
+    } catch (const std::exception& e) {
+        error = std::string("cannot prepare the change: ") + e.what() + "; nothing changed";
+    }
+    return false;
 }
 
 int ControlPlane::config_index(uint16_t port_id) const {
@@ -160,13 +227,15 @@ std::string ControlPlane::port_name(uint16_t port_id) const {
     return i < 0 ? std::to_string(port_id) : ports_[static_cast<size_t>(i)].name;
 }
 
-bool ControlPlane::publish_locked(std::string& error) {
+std::unique_ptr<runtime::Published> ControlPlane::build_locked(
+    const config::Config& cfg, const std::map<uint32_t, Learned>& learned_state,
+    std::string& error) {
     std::vector<dp::PortBinding> bindings;
     for (const auto& p : ports_) {
         bindings.push_back({p.port_id, p.mac});
     }
     std::vector<dp::DynamicNeighbour> learned;
-    for (const auto& [ip, l] : learned_) {
+    for (const auto& [ip, l] : learned_state) {
         learned.push_back({ip, l.mac, l.port});
     }
     std::vector<dp::DynamicFdbEntry> fdb;
@@ -177,22 +246,34 @@ bool ControlPlane::publish_locked(std::string& error) {
     // finished with before building, and if memory is still short, wait out the grace period
     // (workers pass a quiescent state every loop, so this takes microseconds) and retry once.
     dataplane_.reclaim();
-    auto snap = dp::Snapshot::build(running_, bindings, learned, fdb, next_generation_, error);
+    auto snap = dp::Snapshot::build(cfg, bindings, learned, fdb, next_generation_, error);
     if (!snap && dataplane_.reclaim() != 0) {
         dataplane_.reclaim_all();
         error.clear();
-        snap = dp::Snapshot::build(running_, bindings, learned, fdb, next_generation_, error);
+        snap = dp::Snapshot::build(cfg, bindings, learned, fdb, next_generation_, error);
     }
     if (!snap) {
-        return false;
+        return nullptr;
     }
-    assign_bier_slots_locked(*snap);
-    ++next_generation_;
     auto pub = std::make_unique<runtime::Published>();
     pub->snapshot = std::move(snap);
-    pub->loop = loop_settings(running_);
+    pub->loop = loop_settings(cfg);
+    return pub;
+}
+
+void ControlPlane::install_locked(std::unique_ptr<runtime::Published> pub) {
+    assign_bier_slots_locked(*pub->snapshot);
+    ++next_generation_;
     dataplane_.publish(std::move(pub));
     ++counters_.snapshots_published;
+}
+
+bool ControlPlane::publish_locked(std::string& error) {
+    auto pub = build_locked(running_, learned_, error);
+    if (!pub) {
+        return false;
+    }
+    install_locked(std::move(pub));
     return true;
 }
 
@@ -233,12 +314,8 @@ void ControlPlane::assign_bier_slots_locked(dp::Snapshot& snap) {
     }
 }
 
-void ControlPlane::handle_event(size_t worker, const dp::Event& ev, bool& dirty) {
+void ControlPlane::handle_event(const dp::Event& ev, bool& dirty) {
     ++counters_.events_processed;
-    if (ev.type == dp::EventType::job_detached) {
-        on_job_detached(worker);
-        return;
-    }
     if (ev.port >= dp::kMaxPorts || config_index(ev.port) < 0) {
         return;
     }
@@ -289,8 +366,6 @@ void ControlPlane::handle_event(size_t worker, const dp::Event& ev, bool& dirty)
         }
         return;
     }
-    case dp::EventType::job_detached:
-        return;  // handled above
     case dp::EventType::fdb_learn: {
         const auto key = std::make_pair(mac_key(ev.mac), ev.group);
         auto it = fdb_.find(key);
@@ -425,19 +500,36 @@ void ControlPlane::send_arp_request(uint32_t ip, uint16_t port_id) {
 }
 
 void ControlPlane::tick() {
-    std::lock_guard lock(mu_);
-    bool dirty = false;
+    // The workers' event rings are drained without the lock, so an API call holding it never
+    // lets a ring fill (a full ring only loses learning events, which are repeated).
+    constexpr size_t kMaxBacklog = 1 << 16;
     dp::Event events[256];
-    for (size_t k = 0; k < dataplane_.workers.size(); ++k) {
-        auto& w = dataplane_.workers[k];
+    for (auto& w : dataplane_.workers) {
         unsigned n = 0;
         do {
             n = rte_ring_sc_dequeue_burst_elem(w.events, events, sizeof(dp::Event), 256, nullptr);
             for (unsigned i = 0; i < n; ++i) {
-                handle_event(k, events[i], dirty);
+                if (backlog_.size() < kMaxBacklog) {
+                    backlog_.push_back(events[i]);
+                } else {
+                    ++backlog_dropped_;
+                }
             }
         } while (n == 256);
     }
+    // An API change in progress holds the lock: come back on the next tick rather than wait,
+    // so this thread always sees a stop request within a tick.
+    std::unique_lock lock(mu_, std::try_to_lock);
+    if (!lock.owns_lock()) {
+        return;
+    }
+    counters_.events_dropped_backlog = backlog_dropped_;
+    bool dirty = false;
+    for (const auto& ev : backlog_) {
+        handle_event(ev, dirty);
+    }
+    backlog_.clear();
+    collect_detached_locked();
     age_locked(dirty);
     if (dirty) {
         std::string error;
@@ -468,27 +560,10 @@ ApplyResult ControlPlane::apply_locked(config::Config next) {
         ++counters_.reloads_failed;
         return failure(restart);
     }
-    std::string jobs_error;
-    if (!sync_jobs_locked(next, jobs_error)) {
-        ++counters_.reloads_failed;
-        return failure({jobs_error});
-    }
-    config::Config previous = std::move(running_);
-    running_ = std::move(next);
-    // Learned neighbours that left their port's subnets are forgotten with the old config.
-    for (auto it = learned_.begin(); it != learned_.end();) {
-        bool keep = false;
-        for (const auto& p : running_.ports) {
-            for (const auto& a : p.ipv4) {
-                keep = keep || a.contains(net::Ipv4Addr{it->first});
-            }
-        }
-        it = keep ? std::next(it) : learned_.erase(it);
-    }
     std::string error;
-    if (!publish_locked(error)) {
-        running_ = std::move(previous);
+    if (!install_config_locked(std::move(next), error)) {
         ++counters_.reloads_failed;
+        RTE_LOG(WARNING, USER1, "config change refused: %s\n", error.c_str());
         return failure({error});
     }
     ++counters_.reloads_ok;
@@ -735,6 +810,9 @@ Stats ControlPlane::stats() const {
 }
 
 bool ControlPlane::idle_for(uint64_t idle_ms) const {
+    if (!backlog_.empty()) {
+        return false;
+    }
     const uint64_t now = rte_rdtsc();
     const uint64_t limit = idle_ms * tsc_hz_ / 1000;
     for (const auto& w : dataplane_.workers) {

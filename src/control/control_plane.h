@@ -77,6 +77,7 @@ struct ControlCounters {
     uint64_t fdb_expired = 0;
     uint64_t neighbour_table_full = 0;
     uint64_t fdb_table_full = 0;
+    uint64_t events_dropped_backlog = 0;  // events read while the backlog was full
 };
 
 // One BIFT as configured and resolved, with its counters summed over lcores.
@@ -166,14 +167,31 @@ private:
         uint64_t learned_tsc = 0;
     };
 
+    // The chunk tables a change needs, allocated but not yet sent to any worker.
+    struct JobPlan {
+        std::vector<uint32_t> detach;  // jobs whose tables leave (removed, or changed)
+        std::vector<std::pair<config::InaJobConfig, std::vector<std::unique_ptr<ChunkTable>>>>
+            attach;                    // new tables, one per worker
+    };
+
     ApplyResult apply_locked(config::Config next);
-    // Brings the workers' chunk tables in line with `next`'s jobs: detaches removed or changed
-    // jobs, creates and attaches new ones. Call before publishing the snapshot that names them.
-    bool sync_jobs_locked(const config::Config& next, std::string& error);
-    void on_job_detached(size_t worker);
+    // Makes `next` the running config: prepares everything that can fail (tables, snapshot,
+    // room in every command ring) first, and only then attaches, detaches and publishes. On
+    // failure nothing that runs has changed.
+    bool install_config_locked(config::Config next, std::string& error);
+    bool plan_jobs_locked(const config::Config& next, JobPlan& plan, std::string& error) const;
+    bool commands_fit_locked(const JobPlan& plan) const;
+    void commit_jobs_locked(JobPlan plan, const config::Config& next);
+    // Frees the detached tables whose lcores have counted the detach.
+    void collect_detached_locked();
+    std::unique_ptr<runtime::Published> build_locked(const config::Config& cfg,
+                                                     const std::map<uint32_t, Learned>& learned,
+                                                     std::string& error);
+    void install_locked(std::unique_ptr<runtime::Published> pub);
     ApplyResult apply_loaded(config::LoadResult loaded);
+    // Rebuilds the running config's snapshot with the learned state (after events, ageing).
     bool publish_locked(std::string& error);
-    void handle_event(size_t worker, const dp::Event& ev, bool& dirty);
+    void handle_event(const dp::Event& ev, bool& dirty);
     void age_locked(bool& dirty);
     void send_arp_request(uint32_t ip, uint16_t port_id);
     int config_index(uint16_t port_id) const;
@@ -197,8 +215,14 @@ private:
         std::vector<std::unique_ptr<ChunkTable>> tables;  // one per worker, same order
     };
     std::map<uint32_t, Job> jobs_;
-    // Per worker, tables detached but not yet acknowledged, in the order the detaches were sent.
+    // Per worker, tables detached but not yet counted by the lcore, in the order the detaches
+    // were sent, and how many of that worker's detaches have been freed so far.
     std::vector<std::deque<std::unique_ptr<ChunkTable>>> detaching_;
+    std::vector<uint64_t> detaches_freed_;
+    // Events read from the workers' rings by tick() without the lock, handled once it has the
+    // lock: a long API call never lets a ring fill. Touched only by the thread running tick().
+    std::vector<dp::Event> backlog_;
+    uint64_t backlog_dropped_ = 0;
     unsigned next_tx_worker_ = 0;
     // Per-BIFT counter slots (dp::LcoreCounters::bier), kept per BIFT-id across reloads. A slot
     // freed by a removed BIFT is reused with a baseline, so a new BIFT's counters start at 0.

@@ -12,15 +12,15 @@ enum class EventType : uint8_t {
     neighbour_refresh = 2,  // like neighbour_seen, but only update an entry that already exists
     resolve_request = 3,    // a packet needed `ip`'s MAC and none was known
     fdb_learn = 4,          // `mac` was seen as a source in L2 group `group` on `port`
-    job_detached = 5,       // the lcore let go of its chunk table of job `ip` (FIFO per lcore)
 };
 
 // Commands from the control plane to one worker lcore (its SPSC command ring). The lcore owns
 // its chunk tables' state; the control plane owns their memory and frees a table only after the
-// lcore acknowledged the detach.
+// lcore has counted the detach in LcoreContext::detaches_done (detaches complete in ring order,
+// so the count says which tables are free). Nothing here can block the worker.
 enum class CommandType : uint8_t {
     ina_attach = 1,  // start using `table` for job `job_id`
-    ina_detach = 2,  // stop using the table of job `job_id`; answer with job_detached
+    ina_detach = 2,  // stop using the table of job `job_id`, then count it in detaches_done
 };
 
 struct Command {

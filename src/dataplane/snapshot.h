@@ -106,8 +106,8 @@ struct DynamicFdbEntry {
     uint32_t index = 0;
 };
 
-inline constexpr size_t kMaxInaJobs = 64;
-inline constexpr size_t kMaxUnicastWorkers = 32;  // unicast root fan-out per result
+inline constexpr size_t kMaxInaJobs = config::kMaxInaJobs;
+inline constexpr size_t kMaxUnicastWorkers = config::kMaxUnicastWorkers;  // unicast root fan-out
 
 // BIER (RFC 8279 / RFC 8296). Limits keep per-lcore counters and per-packet loops bounded.
 inline constexpr size_t kMaxBifts = kBierCounterSlots;

@@ -152,7 +152,7 @@ std::vector<prometheus::MetricFamily> families(const control::Stats& s) {
     b.counter("control_events_total", "Worker events processed by the control plane",
               d(s.control.events_processed));
     b.counter("control_events_lost_total", "Worker events lost to a full ring",
-              d(s.total.events_lost));
+              d(s.total.events_lost + s.control.events_dropped_backlog));
     b.counter("neighbours_expired_total", "Learned neighbours removed by ageing",
               d(s.control.neighbours_expired));
     b.counter("fdb_expired_total", "FDB entries removed by ageing", d(s.control.fdb_expired));

@@ -120,6 +120,7 @@ bool Dataplane::init(const std::vector<unsigned>& worker_lcores, uint32_t max_fd
 void Dataplane::publish(std::unique_ptr<Published> next) {
     const Published* raw = next.get();
     current_.store(raw, std::memory_order_release);
+    generation_.store(raw->snapshot->generation, std::memory_order_release);
     if (owned_current_) {
         // Every worker that could still hold the old pointer will pass a quiescent state after
         // this token; only then is it freed.
@@ -140,11 +141,6 @@ void Dataplane::reclaim_all() {
         rte_rcu_qsbr_check(qsbr, retired_.front().first, true);
         retired_.pop_front();
     }
-}
-
-uint64_t Dataplane::generation() const {
-    const Published* p = current();
-    return p != nullptr ? p->snapshot->generation : 0;
 }
 
 }  // namespace ina::runtime

@@ -62,8 +62,12 @@ public:
     // Blocks until every retired snapshot is freed (shutdown, or a test that needs it).
     void reclaim_all();
 
+    // For worker lcores (QSBR readers) and the control-plane thread that publishes; any other
+    // thread must not dereference it (it may be freed under it).
     const Published* current() const { return current_.load(std::memory_order_acquire); }
-    uint64_t generation() const;
+    // The published snapshot's generation, safe from any thread (API, telemetry): kept apart
+    // from the snapshot, so reading it never touches memory a reload may free.
+    uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
 
     std::vector<Worker> workers;
     rte_rcu_qsbr* qsbr = nullptr;
@@ -72,6 +76,7 @@ public:
 
 private:
     std::atomic<const Published*> current_{nullptr};
+    std::atomic<uint64_t> generation_{0};
     std::unique_ptr<Published> owned_current_;
     std::deque<std::pair<uint64_t, std::unique_ptr<Published>>> retired_;
 };

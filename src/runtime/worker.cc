@@ -5,8 +5,6 @@
 #include <rte_ethdev.h>
 #include <rte_lcore.h>
 
-#include <rte_pause.h>
-
 #include "ina/chunk_table.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/port_tx.h"
@@ -36,6 +34,8 @@ void drain_commands(Worker& w) {
                                                nullptr)) != 0) {
         for (unsigned i = 0; i < n; ++i) {
             const dp::Command& c = cmds[i];
+            // The control plane never sends more attaches than ctx.ina holds (it validates the
+            // job count and sends a job's detach before any attach that replaces it).
             if (c.type == dp::CommandType::ina_attach && ctx.n_ina < ctx.ina.size()) {
                 ctx.ina[ctx.n_ina++] = {c.job_id, static_cast<ChunkTable*>(c.table)};
             } else if (c.type == dp::CommandType::ina_detach) {
@@ -45,14 +45,10 @@ void drain_commands(Worker& w) {
                         break;
                     }
                 }
-                dp::Event ev{};
-                ev.type = dp::EventType::job_detached;
-                ev.ip = c.job_id;
-                // The control plane waits for this ack before freeing the table, so it must
-                // not be lost: retry until the ring takes it (it drains every millisecond).
-                while (rte_ring_sp_enqueue_elem(w.events, &ev, sizeof ev) != 0) {
-                    rte_pause();
-                }
+                // Published after the table is out of ctx.ina: the control plane may free it
+                // as soon as it sees the count.
+                ctx.detaches_done.store(ctx.detaches_done.load(std::memory_order_relaxed) + 1,
+                                        std::memory_order_release);
             }
         }
     }
@@ -97,11 +93,14 @@ int worker_main(void* arg) {
         if (rte_ring_count(w.commands) != 0) [[unlikely]] {
             drain_commands(w);
         }
-        ctx.burst_size = pub.loop.burst_size;
+        // Everything the loop needs from `pub` after the quiescent report is copied now: the
+        // control plane may free it the moment this lcore reports.
+        const LoopSettings loop = pub.loop;
+        ctx.burst_size = loop.burst_size;
         ctx.now_tsc = rte_rdtsc();
         ++ctx.counters.loops;
 
-        if (ctx.now_tsc - last_drain > pub.loop.drain_tsc) {
+        if (ctx.now_tsc - last_drain > loop.drain_tsc) {
             pipeline::tx_flush_all(ctx);
             last_drain = ctx.now_tsc;
         }
@@ -153,12 +152,12 @@ int worker_main(void* arg) {
             ++ctx.counters.busy_loops;
             ctx.last_rx_tsc = ctx.now_tsc;
             idle_loops = 0;
-        } else if (pub.loop.idle_sleep_us != 0 && ++idle_loops >= pub.loop.idle_loops_before_sleep) {
+        } else if (loop.idle_sleep_us != 0 && ++idle_loops >= loop.idle_loops_before_sleep) {
             // Back-off for shared cores (testbeds running many switches): only when idle, and
             // only after TX is flushed so nothing waits in a buffer while we sleep.
             pipeline::tx_flush_all(ctx);
             ++ctx.counters.idle_sleeps;
-            rte_delay_us_sleep(pub.loop.idle_sleep_us);
+            rte_delay_us_sleep(loop.idle_sleep_us);
         }
     }
     drain_control_tx(w);
