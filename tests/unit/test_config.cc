@@ -1119,3 +1119,93 @@ TEST(BierConfig, BierResultsNeedARootAndABift) {
 
 }  // namespace
 }  // namespace ina::config
+
+// ---------------------------------------------------------------------------------------------
+// Limits the dataplane holds a config to: --check-config refuses what a reload would refuse.
+
+namespace {
+
+std::string with_jobs(size_t n, const std::string& job_extra = "",
+                      const std::string& ina_extra = "") {
+    std::string y =
+        std::string(kMinimal) + "    ipv4: [10.0.1.1/24]\nina:\n" + ina_extra + "  jobs:\n";
+    for (size_t i = 0; i < n; ++i) {
+        y += "    - {job_id: " + std::to_string(i + 1) +
+             ", role: aggregator, abm: \"1-2\", op: sum, elem_type: fp32, root: 10.0.1.9" + job_extra +
+             "}\n";
+    }
+    return y;
+}
+
+}  // namespace
+
+TEST(ConfigLimits, SixtyFourJobsLoadTheSixtyFifthIsRefusedAtItsLine) {
+    EXPECT_TRUE(load_string(with_jobs(64), "t.yaml").ok())
+        << load_string(with_jobs(64), "t.yaml").error_text();
+    // Line 8 holds the first job, so the 65th is on line 72.
+    EXPECT_TRUE(HasError(with_jobs(65), "t.yaml:72:7:", "at most 64 INA jobs"));
+}
+
+TEST(ConfigLimits, ChunkTablesOverTheMemoryBudgetAreRefused) {
+    // window 4096 x max_elements 65535 fp32: 2 x 4096 x 256 KiB = 2 GiB per lcore for one job.
+    const std::string big = with_jobs(1, ", window: 4096, max_elements: 65535");
+    EXPECT_TRUE(HasError(big, "t.yaml:8:7:", "over ina.table_memory_mb (1024)"));
+    // The same job fits a larger budget; the default jobs fit the default budget.
+    EXPECT_TRUE(load_string(with_jobs(1, ", window: 4096, max_elements: 65535",
+                                      "  table_memory_mb: 4096\n"),
+                            "t.yaml")
+                    .ok());
+    EXPECT_TRUE(load_string(with_jobs(8), "t.yaml").ok());
+    // Each job adds to the same lcore's tables: jobs of just over 128 MiB exceed 1 GiB at the
+    // eighth (line 15).
+    const std::string eight = with_jobs(8, ", window: 1024, max_elements: 16384");
+    EXPECT_TRUE(HasError(eight, "t.yaml:15:7:", "over ina.table_memory_mb"));
+    EXPECT_TRUE(load_string(with_jobs(7, ", window: 1024, max_elements: 16384"), "t.yaml").ok());
+}
+
+TEST(ConfigLimits, TableBytesFollowWindowElementsAndBsl) {
+    ina::config::InaJobConfig j;
+    j.window = 256;
+    j.max_elements = 256;
+    j.elem_type = 1;  // fp32: 4-byte accumulator
+    j.bsl_bits = 256;
+    const uint64_t base = ina::config::ina_table_bytes(j);
+    EXPECT_GE(base, 2u * 256 * (256 * 4 + 2 * 32));
+    j.window = 512;
+    EXPECT_GT(ina::config::ina_table_bytes(j), 2 * base - 128);
+    j.window = 256;
+    j.elem_type = 4;  // int64: twice the accumulator
+    EXPECT_GT(ina::config::ina_table_bytes(j), base + 2u * 256 * 256 * 4 - 1);
+}
+
+TEST(ConfigLimits, DataRoomMustHoldABiftsHeaderAndTheInnerHeaders) {
+    const std::string y = std::string(R"(version: 1
+mempool: {data_room: 640}
+ports:
+  - name: p0
+    devargs: net_null0
+    ipv4: [10.0.1.1/24]
+bier:
+  bfr_id: 1
+  bifts:
+    - bsl: 4096
+      neighbours:
+        - {via: 10.0.1.2, bfr_ids: "2"}
+)");
+    // 128 headroom + 14 + 12 + 512 + 128 = 794 bytes.
+    EXPECT_TRUE(HasError(y, "t.yaml:10:7:", "BSL 4096 needs mbufs of 794 bytes"));
+    std::string ok = y;
+    ok.replace(ok.find("640"), 3, "794");
+    EXPECT_TRUE(load_string(ok, "t.yaml").ok()) << load_string(ok, "t.yaml").error_text();
+}
+
+TEST(ConfigLimits, MoreUnicastWorkersThanARootFansOutToAreRefused) {
+    std::string y = std::string(kMinimal) +
+                    "    ipv4: [10.0.0.1/16]\nina:\n  jobs:\n    - job_id: 1\n      role: root\n"
+                    "      abm: \"1-33\"\n      op: sum\n      elem_type: fp32\n"
+                    "      root: 10.0.0.1\n      workers:\n";
+    for (int i = 1; i <= 33; ++i) {
+        y += "        - {bfr_id: " + std::to_string(i) + ", ip: 10.0.1." + std::to_string(i) + "}\n";
+    }
+    EXPECT_TRUE(HasError(y, "t.yaml:8:7:", "at most 32 workers get unicast results"));
+}
