@@ -62,11 +62,18 @@ void arp_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uin
         const uint32_t tip = rte_be_to_cpu_32(arp->arp_data.arp_tip);
         const rte_ether_addr sha = arp->arp_data.arp_sha;
         const int owner = owner_in_segment(snap, port, tip);
-        const bool sender_valid = sip != 0 && !rte_is_multicast_ether_addr(&sha) &&
-                                  !rte_is_zero_ether_addr(&sha) &&
-                                  snap.segment_has_subnet(port, sip) &&
-                                  owner_in_segment(snap, port, sip) < 0;
-        if (sender_valid) {
+        // Why the sender may not be learned (count: it may).
+        dp::DropReason bad_sender = dp::DropReason::count;
+        if (owner_in_segment(snap, port, sip) >= 0) {
+            bad_sender = dp::DropReason::arp_address_conflict;  // RFC 5227: someone has our address
+        } else if (rte_is_multicast_ether_addr(&sha) || rte_is_zero_ether_addr(&sha)) {
+            bad_sender = dp::DropReason::arp_sender_bad_mac;
+        } else if (sip == 0) {
+            bad_sender = dp::DropReason::arp_sender_unspecified;  // a probe (RFC 5227) if a request
+        } else if (!snap.segment_has_subnet(port, sip)) {
+            bad_sender = dp::DropReason::arp_sender_off_subnet;
+        }
+        if (bad_sender == dp::DropReason::count) {
             // An ARP to us creates the entry (RFC 826 merge); others only refresh an entry the
             // control plane already has, so a broadcast storm cannot fill the table.
             report_sender(ctx,
@@ -83,8 +90,15 @@ void arp_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uin
             }
             continue;
         }
+        // A reply to us is consumed: its sender was reported above, or is counted here by why it
+        // was not. A request is answered whoever asks (probes, off-subnet hosts, and a host
+        // claiming our address, which the reply defends it against); its sender is only learned
+        // when valid.
         if (op == RTE_ARP_OP_REPLY) {
-            out.push(ArpEdge::drop, m);  // consumed: its sender was reported above
+            if (bad_sender != dp::DropReason::count) {
+                count_drop(ctx, bad_sender);
+            }
+            out.push(ArpEdge::drop, m);
             continue;
         }
         // Turn the request into the reply in place: no allocation, no copy.

@@ -21,6 +21,10 @@ inline constexpr uint16_t kMaxPorts = 32;
     X(unsupported_ethertype, "ethertype the switch does not handle on a routed port")            \
     X(arp_malformed, "ARP that is not Ethernet/IPv4 or is truncated")                            \
     X(arp_not_for_us, "ARP for an address this switch does not own")                            \
+    X(arp_address_conflict, "ARP reply whose sender claims one of the switch's own addresses")   \
+    X(arp_sender_unspecified, "ARP reply to the switch from sender 0.0.0.0")                     \
+    X(arp_sender_bad_mac, "ARP reply to the switch whose sender MAC is zero or multicast")       \
+    X(arp_sender_off_subnet, "ARP reply to the switch from outside the port's subnets")          \
     X(ipv4_malformed, "bad IPv4 version, header length or total length")                         \
     X(ipv4_bad_checksum, "IPv4 header checksum mismatch")                                        \
     X(ipv4_martian, "IPv4 source or destination that is never routed")                           \

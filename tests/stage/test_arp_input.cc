@@ -224,6 +224,26 @@ TEST_F(ArpInput, SendersThatAreNeverReported) {
     EXPECT_EQ(tx_count(kR0), 5);
 }
 
+TEST_F(ArpInput, RepliesFromSendersThatCannotBeLearnedAreCountedByReason) {
+    run({
+        mbuf(reply(ip4("10.0.9.9"), kAsker, ip4("10.0.1.1"), kR0), kR0),    // off the subnet
+        mbuf(reply(0, kAsker, ip4("10.0.1.1"), kR0), kR0),                  // 0.0.0.0
+        mbuf(reply(ip4("10.0.1.1"), kAsker, ip4("10.0.1.1"), kR0), kR0),    // our own address
+        mbuf(reply(ip4("10.0.1.9"), mac("01:00:5e:00:00:01"), ip4("10.0.1.1"), kR0), kR0),
+        mbuf(reply(ip4("10.0.1.10"), kZeroMac, ip4("10.0.1.1"), kR0), kR0),
+        mbuf(reply(ip4("10.0.1.11"), kAsker, ip4("10.0.1.1"), kR0), kR0),   // a good one
+    });
+    EXPECT_EQ(drops(dp::DropReason::arp_sender_off_subnet), 1u);
+    EXPECT_EQ(drops(dp::DropReason::arp_sender_unspecified), 1u);
+    EXPECT_EQ(drops(dp::DropReason::arp_address_conflict), 1u);
+    EXPECT_EQ(drops(dp::DropReason::arp_sender_bad_mac), 2u);
+    EXPECT_EQ(total_drops(), 5u);
+    EXPECT_EQ(ctx->counters.arp_learned, 1u) << "only the good sender";
+    EXPECT_EQ(events().size(), 1u);
+    EXPECT_EQ(out.size(ArpEdge::drop), 6) << "every reply to the switch is consumed";
+    EXPECT_EQ(total_tx(), 0u);
+}
+
 TEST_F(ArpInput, MalformedArpIsDropped) {
     std::vector<Bytes> bad;
     Bytes base = request(ip4("10.0.1.9"), ip4("10.0.1.1"));
