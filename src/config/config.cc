@@ -94,12 +94,20 @@ public:
     // Reject keys outside `allowed`; keys are snake_case and a kebab-case spelling gets a hint.
     void check_keys(const YAML::Node& map, std::initializer_list<std::string_view> allowed,
                     const std::string& where) {
+        // yaml-cpp keeps both pairs of a repeated key and looks up the first: a second value
+        // would be silently ignored, so a repeated key is an error at its second occurrence.
+        std::set<std::string> seen;
         for (auto it = map.begin(); it != map.end(); ++it) {
             if (!it->first.IsScalar()) {
                 error(it->first, "expected a key name in " + where);
                 continue;
             }
             const auto key = it->first.Scalar();
+            if (!seen.insert(key).second) {
+                error(it->first, "duplicate key '" + key + "' in " + where +
+                                     "; expected each key once");
+                continue;
+            }
             if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) {
                 continue;
             }
@@ -1206,7 +1214,17 @@ LoadResult parse_failure(const YAML::Exception& e, const std::string& source) {
 
 LoadResult load_string(const std::string& yaml, const std::string& source_name) {
     try {
-        return load_node(YAML::Load(yaml), source_name);
+        // A second document would be ignored by YAML::Load: refuse it where it starts.
+        const std::vector<YAML::Node> docs = YAML::LoadAll(yaml);
+        if (docs.size() > 1) {
+            LoadResult result;
+            const YAML::Mark m = docs[1].Mark();
+            result.errors.push_back(
+                {source_name, m.line >= 0 ? Mark{m.line + 1, m.column + 1} : Mark{},
+                 "a second YAML document; expected one configuration per file"});
+            return result;
+        }
+        return load_node(docs.empty() ? YAML::Node{} : docs[0], source_name);
     } catch (const YAML::Exception& e) {
         return parse_failure(e, source_name);
     }

@@ -1209,3 +1209,20 @@ TEST(ConfigLimits, MoreUnicastWorkersThanARootFansOutToAreRefused) {
     }
     EXPECT_TRUE(HasError(y, "t.yaml:8:7:", "at most 32 workers get unicast results"));
 }
+
+TEST(ConfigStrict, RepeatedKeyIsAnErrorAtItsSecondOccurrence) {
+    EXPECT_TRUE(HasError(std::string(kMinimal) + "    devargs: net_null1\n", "t.yaml:5:5:",
+                         "duplicate key 'devargs'"));
+    EXPECT_TRUE(HasError("version: 1\nversion: 1\nports:\n  - {name: p0, devargs: net_null0}\n",
+                         "t.yaml:2:1:", "duplicate key 'version'"));
+    EXPECT_TRUE(HasError(std::string(kMinimal) + "    ipv4: [10.0.1.1/24]\nina:\n  jobs:\n"
+                         "    - {job_id: 1, role: root, role: aggregator, abm: \"1\", op: sum,"
+                         " elem_type: fp32, root: 10.0.1.1}\n",
+                         "t.yaml:8:", "duplicate key 'role'"));
+}
+
+TEST(ConfigStrict, SecondDocumentIsRefused) {
+    EXPECT_TRUE(HasError(std::string(kMinimal) + "---\nversion: 1\n", "t.yaml:6:1:",
+                         "a second YAML document"));
+    EXPECT_TRUE(load_string(std::string("---\n") + kMinimal, "t.yaml").ok());
+}
