@@ -40,6 +40,7 @@
 #include "bench/frames.h"
 #include "net/checksum.h"
 #include "pipeline/context.h"
+#include "pipeline/mbuf_chain.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/port_tx.h"
 #include "reduce/reduce.h"
@@ -227,6 +228,10 @@ int main(int argc, char** argv) {
                                     "--log-level=*:error", fp.c_str(), "-l", cores.c_str()};
     if (rte_eal_init(static_cast<int>(eal.size()), const_cast<char**>(eal.data())) < 0) {
         std::fprintf(stderr, "EAL init failed\n");
+        return 1;
+    }
+    if (!ina::pipeline::register_mbuf_flags()) {
+        std::fprintf(stderr, "cannot register mbuf flags\n");
         return 1;
     }
     std::string neighbours;

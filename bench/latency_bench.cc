@@ -46,6 +46,7 @@
 #include "ina/protocol.h"
 #include "bench/frames.h"
 #include "net/checksum.h"
+#include "pipeline/mbuf_chain.h"
 #include "runtime/dataplane.h"
 
 namespace {
@@ -304,6 +305,10 @@ int main(int argc, char** argv) {
                                     "--log-level=*:error", fp.c_str(), "-l", "0-1"};
     if (rte_eal_init(static_cast<int>(eal.size()), const_cast<char**>(eal.data())) < 0) {
         std::fprintf(stderr, "EAL init failed (needs two lcores)\n");
+        return 1;
+    }
+    if (!ina::pipeline::register_mbuf_flags()) {
+        std::fprintf(stderr, "cannot register mbuf flags\n");
         return 1;
     }
     const bool ina = traffic == "ina";

@@ -87,7 +87,7 @@ bool build_ina(LcoreContext& ctx, rte_mbuf* m, const ina::ChunkTable& table,
         m->nb_segs = 1;
     }
     m->data_off = RTE_PKTMBUF_HEADROOM;
-    m->ol_flags = 0;
+    m->ol_flags = g_originated_flag;
     const size_t room = static_cast<size_t>(m->buf_len) - RTE_PKTMBUF_HEADROOM;
     if (frame <= room) [[likely]] {
         m->data_len = static_cast<uint16_t>(frame);
@@ -253,8 +253,10 @@ uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
             out.push(InaEdge::route, m);
             continue;
         }
+        // The UDP length must be what the IPv4 header leaves (ipv4_check bounded the total
+        // length by the frame): Ethernet padding after the datagram is never INA payload.
         const size_t udp_len = rte_be_to_cpu_16(udp->dgram_len);
-        if (udp_len < kL4 || kL2 + ihl + udp_len > rte_pktmbuf_pkt_len(m) ||
+        if (udp_len < kL4 || ihl + udp_len != rte_be_to_cpu_16(ip->total_length) ||
             udp_len - kL4 > ctx.scratch.size()) {
             ++ctx.counters.ina_not_ina;
             out.push(InaEdge::route, m);
@@ -295,6 +297,7 @@ uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
                 // owner's pipeline unchanged; no lock, no shared slot state.
                 if (rte_ring_sp_enqueue(ctx.handoff[owner], m) == 0) {
                     ++ctx.counters.ina_handed_off;
+                    --ctx.counters.ina_packets;  // the owner counts it when it parses it again
                 } else {
                     count_drop(ctx, dp::DropReason::ina_handoff_full);
                     out.push(InaEdge::drop, m);
@@ -351,11 +354,15 @@ uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
             break;
         case ina::Verdict::resend_result:
             if (job->is_root) {
-                // One bit: a worker asking again, answer it. Several: a child switch re-sending
-                // its partial for a worker that lost the result; the answer must reach the
-                // workers, not the switch, so all of them get it again.
+                // A worker asking again gets the result by unicast. Anything else is a child
+                // switch re-sending its partial for workers that lost the result (even when its
+                // A-BM has one bit): the answer must reach the workers, so all of them get it
+                // again. Unicast jobs know their workers; a BIER job lists none, so there a
+                // one-bit P-BM stands for a worker.
                 const bool from_worker =
-                    wire::bits_popcount(parsed.packet->bitstring, h.bitstring_bytes()) == 1;
+                    job->results_bier
+                        ? wire::bits_popcount(parsed.packet->bitstring, h.bitstring_bytes()) == 1
+                        : job->is_worker(src);
                 emit.result(m, *job, *table, h, from_worker ? src : 0, true);
             } else {
                 emit.partial(m, *job, *table, h, true);

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "net/checksum.h"
+#include "pipeline/mbuf_chain.h"
 #include "pipeline/port_tx.h"
 
 namespace ina::pipeline {
@@ -119,7 +120,9 @@ void ipv4_forward(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, 
             out.push(Ipv4Edge::drop, m);
             continue;
         }
-        if (ip->time_to_live <= 1) [[unlikely]] {
+        // The switch's own packets leave with the TTL they were built with (64, like a host's).
+        const bool transit = (m->ol_flags & g_originated_flag) == 0;
+        if (transit && ip->time_to_live <= 1) [[unlikely]] {
             count_drop(ctx, dp::DropReason::ttl_exceeded);
             out.push(Ipv4Edge::drop, m);
             continue;
@@ -136,7 +139,9 @@ void ipv4_forward(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, 
             out.push(Ipv4Edge::drop, m);
             continue;
         }
-        ipv4_decrement_ttl(ip);
+        if (transit) {
+            ipv4_decrement_ttl(ip);
+        }
         eth->dst_addr = nh.dst_mac;
         eth->src_addr = snap.ports[nh.out_port].mac;
         ++ctx.counters.routed;

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <rte_mbuf.h>
+#include <rte_mbuf_dyn.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -20,6 +21,22 @@
 #include "net/checksum.h"
 
 namespace ina::pipeline {
+
+// An mbuf dynamic flag (rte_mbuf_dynflag) marking a packet this switch originated (an INA
+// partial or result): routing sends it with the TTL it was built with, as a host would, instead
+// of decrementing it like transit. 0 until register_mbuf_flags() ran (then nothing is marked).
+inline uint64_t g_originated_flag = 0;
+
+// Registers the flag; call once after rte_eal_init, before any worker runs. False on failure.
+inline bool register_mbuf_flags() {
+    static const rte_mbuf_dynflag desc = {"inaswitch_originated", 0};
+    const int bit = rte_mbuf_dynflag_register(&desc);
+    if (bit < 0) {
+        return false;
+    }
+    g_originated_flag = uint64_t{1} << bit;
+    return true;
+}
 
 // Ethernet 14 + IPv4 with options 60 + UDP 8 + INA fixed header 24 = 106, rounded up.
 inline constexpr uint32_t kHeadBytes = 128;

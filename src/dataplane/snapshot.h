@@ -177,6 +177,15 @@ struct InaJobView {
     uint16_t n_workers = 0;
     std::array<uint32_t, kMaxUnicastWorkers> worker_ip{};  // root: result destinations
     bool results_bier = false;            // root: results go out over BIER, not unicast
+    // True when `ip` is one of the root's configured (unicast) workers.
+    bool is_worker(uint32_t ip) const {
+        for (uint16_t w = 0; w < n_workers; ++w) {
+            if (worker_ip[w] == ip) {
+                return true;
+            }
+        }
+        return false;
+    }
     std::vector<BierTarget> bier_targets;  // root with results_bier: one per set of the A-BM
 
     bool ingress_allowed(uint16_t port, uint32_t src) const {

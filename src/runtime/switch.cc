@@ -17,6 +17,7 @@
 #include "control/control_plane.h"
 #include "metrics/metrics.h"
 #include "metrics/telemetry.h"
+#include "pipeline/mbuf_chain.h"
 #include "runtime/dataplane.h"
 #include "runtime/ports.h"
 
@@ -78,6 +79,10 @@ bool init_eal(const config::Config& cfg, const RunOptions& opt, std::string& err
         for (size_t i = 1; i < args.size(); ++i) {
             error += " " + args[i];
         }
+        return false;
+    }
+    if (!pipeline::register_mbuf_flags()) {
+        error = "cannot register the mbuf flag for originated packets";
         return false;
     }
     return true;

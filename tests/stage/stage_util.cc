@@ -16,6 +16,7 @@
 #include "config/config.h"
 #include "ina/protocol.h"
 #include "net/addr.h"
+#include "pipeline/mbuf_chain.h"
 
 namespace ina::test {
 
@@ -38,6 +39,7 @@ void EalEnvironment::SetUp() {
     argv.push_back(nullptr);
     const int rc = rte_eal_init(static_cast<int>(args.size()), argv.data());
     ASSERT_GE(rc, 0) << "rte_eal_init: " << rte_strerror(rte_errno);
+    ASSERT_TRUE(pipeline::register_mbuf_flags());
 }
 
 void EalEnvironment::TearDown() {

@@ -82,7 +82,7 @@ TEST_F(InaInput, TwoContributionsBecomeOnePartialToTheParent) {
     const auto* ip = reinterpret_cast<const rte_ipv4_hdr*>(f.data() + 14);
     EXPECT_EQ(rte_be_to_cpu_32(ip->src_addr), ip4("10.0.2.1"));  // r1's address
     EXPECT_EQ(rte_be_to_cpu_32(ip->dst_addr), ip4("10.0.2.2"));
-    EXPECT_EQ(ip->time_to_live, 63);  // emitted with 64, then routed
+    EXPECT_EQ(ip->time_to_live, 64) << "the switch's own packet: routing keeps its TTL";
     EXPECT_EQ(net::ones_complement_sum(ip, 20), 0xffff) << "IPv4 header checksum";
     const auto* udp = reinterpret_cast<const rte_udp_hdr*>(ip + 1);
     EXPECT_EQ(rte_be_to_cpu_16(udp->dst_port), kInaPort);
@@ -173,6 +173,7 @@ TEST_F(InaInput, ChunksOwnedByAnotherLcoreAreHandedOverAndAggregatedThere) {
     run({contribution(1, 1, {5}), contribution(1, 2, {7}), contribution(2, 1, {6})});
     EXPECT_EQ(ctx->counters.ina_handed_off, 2u);
     EXPECT_EQ(ctx->counters.ina_absorbed, 1u);
+    EXPECT_EQ(ctx->counters.ina_packets, 1u) << "a handed-off packet counts on its owner only";
     EXPECT_EQ(table->state_of(1), ina::ChunkTable::State::empty) << "not this lcore's chunk";
     EXPECT_EQ(table->state_of(2), ina::ChunkTable::State::aggregating);
     ASSERT_EQ(rte_ring_count(handoff), 2u);
@@ -193,6 +194,7 @@ TEST_F(InaInput, ChunksOwnedByAnotherLcoreAreHandedOverAndAggregatedThere) {
     ASSERT_EQ(n, 2u);
     pipeline::process_burst(*other, *snap, pkts, static_cast<uint16_t>(n));
     EXPECT_EQ(other->counters.ina_handed_off, 0u);
+    EXPECT_EQ(other->counters.ina_packets, 2u);
     EXPECT_EQ(other->counters.ina_partials_sent, 1u);
     EXPECT_EQ(other_table->state_of(1), ina::ChunkTable::State::complete);
     auto& buf = other->tx[kR1];
@@ -203,6 +205,20 @@ TEST_F(InaInput, ChunksOwnedByAnotherLcoreAreHandedOverAndAggregatedThere) {
     int32_t sum = 0;
     std::memcpy(&sum, f.data() + 42 + 24 + 8, 4);
     EXPECT_EQ(sum, 11);
+}
+
+TEST_F(InaInput, UdpLengthReachingIntoEthernetPaddingIsNotIna) {
+    // A contribution whose UDP length (and INA element count) claim 8 bytes the IPv4 total
+    // length does not cover, i.e. Ethernet padding: not a datagram the switch may absorb.
+    Bytes f = ina_contribution(kJob, 1, 5, {1, 2}, ip4("10.0.2.2"));
+    Bytes padded = ina_contribution(kJob, 1, 5, {1, 2, 3, 4}, ip4("10.0.2.2"));
+    put16(&padded[kEthLen + 2], static_cast<uint16_t>(get16(&padded[kEthLen + 2]) - 8));
+    fix_ipv4_checksum(padded);
+    run({mbuf(padded, kR0), mbuf(f, kR0)});
+    EXPECT_EQ(ctx->counters.ina_not_ina, 1u);
+    EXPECT_EQ(ctx->counters.ina_absorbed, 1u) << "the sound contribution only";
+    EXPECT_EQ(table->state_of(5), ina::ChunkTable::State::aggregating);
+    EXPECT_EQ(ctx->counters.routed, 1u) << "the padded frame is routed untouched";
 }
 
 TEST_F(InaInput, OtherUdpAndUnknownJobsAreRoutedUntouched) {

@@ -66,12 +66,12 @@ contribute(3, 0x100002, [2] * 2)
 contribute(1, 0x100002, [3] * 2)
 result_over_bier(0x100002, [6] * 2)
 # w1 lost chunk 0's result and asks again: unicast to w1 alone, routed via n1 (source: the
-# root's address, as for the BIER results, so workers see one sender; TTL 64 - 1 for the
-# routing hop).
+# root's address, as for the BIER results, so workers see one sender; TTL 64: routing does
+# not decrement the switch's own packets).
 contribute(1, 0, a, RETRANSMIT)
 case.expect["p1"].append(bytes(Ether(src=case.sw["p1"], dst=N1[1]) /
                                result_ip(0, [x + y + z for x, y, z in zip(a, b, c)], W[1][2],
-                                         src=ROOT, ttl=63)))
+                                         src=ROOT, ttl=64)))
 case.count("inaswitch_ina_resent_total")
 case.count("inaswitch_routed_packets_total")
 

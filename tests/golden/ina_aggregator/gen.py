@@ -45,10 +45,11 @@ def routed(pkt):
 
 
 def partial(seq, values, flags=0):
-    """What the switch emits to the root: from p1's address, TTL 64 then routed (63), DF,
+    """What the switch emits to the root: from p1's address, TTL 64 (its own packet: routing
+    does not decrement it), DF,
     id 0, UDP checksum 0, ports = the INA port, P-BM = A-BM."""
     return bytes(Ether(src=SW["p1"], dst=ROOT_MAC) /
-                 IP(src="10.0.2.1", dst="10.0.2.2", id=0, flags="DF", ttl=63) /
+                 IP(src="10.0.2.1", dst="10.0.2.2", id=0, flags="DF", ttl=64) /
                  UDP(sport=PORT, dport=PORT, chksum=0) /
                  Raw(ina(7, seq, [1, 2], values, DATA, flags)))
 
