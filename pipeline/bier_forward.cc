@@ -88,14 +88,6 @@ void copy_to_neighbours(LcoreContext& ctx, const dp::Snapshot& snap, const BierS
     ctx.counters.bier_copies += n;
 }
 
-// A checksum over a 32-bit field changed from old_be to new_be (RFC 1624), network order.
-uint16_t patch_checksum32(uint16_t checksum, uint32_t old_be, uint32_t new_be) {
-    checksum = net::checksum_update16(checksum, static_cast<uint16_t>(old_be),
-                                      static_cast<uint16_t>(new_be));
-    return net::checksum_update16(checksum, static_cast<uint16_t>(old_be >> 16),
-                                  static_cast<uint16_t>(new_be >> 16));
-}
-
 // Delivers the payload (an IPv4 packet) to the station of one own bit. A unicast inner
 // destination is the BFIR's placeholder (an INA result goes to every worker): it becomes the
 // station's address. A multicast destination (a BIER group) stays, so the host's group socket
@@ -124,7 +116,7 @@ void deliver_local(LcoreContext& ctx, const dp::Snapshot& snap, const dp::BierAd
         const uint32_t old_dst = ip->dst_addr;
         const uint32_t new_dst = rte_cpu_to_be_32(host.ip);
         ip->dst_addr = new_dst;
-        ip->hdr_checksum = patch_checksum32(ip->hdr_checksum, old_dst, new_dst);
+        ip->hdr_checksum = net::checksum_update32(ip->hdr_checksum, old_dst, new_dst);
         // TCP and UDP checksums cover a pseudo-header holding the destination, so they change
         // as under NAT (RFC 3022 §4.2). Only a first fragment carries the transport header; its
         // checksum covers the whole datagram, so the same incremental patch is right there.
@@ -135,7 +127,7 @@ void deliver_local(LcoreContext& ctx, const dp::Snapshot& snap, const dp::BierAd
         if (first_fragment && ip->next_proto_id == IPPROTO_UDP && l4 + 8 <= l4_end) {
             auto* udp = reinterpret_cast<rte_udp_hdr*>(l4);
             if (udp->dgram_cksum != 0) {
-                udp->dgram_cksum = patch_checksum32(udp->dgram_cksum, old_dst, new_dst);
+                udp->dgram_cksum = net::checksum_update32(udp->dgram_cksum, old_dst, new_dst);
                 if (udp->dgram_cksum == 0) {
                     udp->dgram_cksum = 0xffff;  // 0 means "no checksum" in UDP (RFC 768)
                 }
@@ -143,7 +135,7 @@ void deliver_local(LcoreContext& ctx, const dp::Snapshot& snap, const dp::BierAd
         } else if (first_fragment && ip->next_proto_id == IPPROTO_TCP && l4 + 18 <= l4_end) {
             uint16_t cksum;
             std::memcpy(&cksum, l4 + 16, sizeof cksum);
-            cksum = patch_checksum32(cksum, old_dst, new_dst);
+            cksum = net::checksum_update32(cksum, old_dst, new_dst);
             std::memcpy(l4 + 16, &cksum, sizeof cksum);
         }
     }

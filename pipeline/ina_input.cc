@@ -35,6 +35,37 @@ uint32_t source_for(const dp::Snapshot& snap, const dp::InaJobView& job, uint32_
     return pv.n_addrs != 0 ? pv.addrs[0].addr.value : 0;
 }
 
+// The folded sum of the UDP pseudo-header (RFC 768) of a datagram of `udp_len` bytes in `ip`.
+uint16_t pseudo_header_sum(const rte_ipv4_hdr* ip, uint16_t udp_len) {
+    uint8_t ph[12];
+    std::memcpy(ph, &ip->src_addr, 4);
+    std::memcpy(ph + 4, &ip->dst_addr, 4);
+    ph[8] = 0;
+    ph[9] = IPPROTO_UDP;
+    const uint16_t len_be = rte_cpu_to_be_16(udp_len);
+    std::memcpy(ph + 10, &len_be, 2);
+    return net::ones_complement_sum(ph, sizeof ph);
+}
+
+// A contribution's UDP checksum holds (absent, 0, is allowed in IPv4; a NIC's verdict is
+// taken when it gave one). Checked before the contribution touches a slot: a corrupted element
+// must never reach every worker's result.
+bool udp_checksum_ok(const rte_mbuf* m, const rte_ipv4_hdr* ip, const rte_udp_hdr* udp,
+                     size_t udp_off, size_t udp_len) {
+    if (udp->dgram_cksum == 0) {
+        return true;
+    }
+    const uint64_t nic = m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK;
+    if (nic == RTE_MBUF_F_RX_L4_CKSUM_GOOD) {
+        return true;
+    }
+    if (nic == RTE_MBUF_F_RX_L4_CKSUM_BAD) {
+        return false;
+    }
+    return sum_ok(m, static_cast<uint32_t>(udp_off), static_cast<uint32_t>(udp_len),
+                  pseudo_header_sum(ip, static_cast<uint16_t>(udp_len)));
+}
+
 void write_ipv4(rte_ipv4_hdr* ip, uint32_t src, uint32_t dst, uint16_t total) {
     ip->version_ihl = 0x45;
     ip->type_of_service = 0;
@@ -63,10 +94,14 @@ void write_ina(uint8_t* d, size_t frame, const ina::ChunkTable& table, const pro
     udp->src_port = rte_cpu_to_be_16(port);
     udp->dst_port = rte_cpu_to_be_16(port);
     udp->dgram_len = rte_cpu_to_be_16(static_cast<uint16_t>(kL4 + ina_len));
-    udp->dgram_cksum = 0;  // optional in IPv4 (RFC 768); the INA header has its own checks
+    udp->dgram_cksum = 0;
     auto* hdr = reinterpret_cast<uint8_t*>(udp + 1);
     const size_t at = proto::write_header(hdr, h, bs);
     table.store_result(h.seq, hdr + at);
+    // A real checksum over the result: a worker's stack (or NIC) verifies what it receives.
+    const auto udp_len = static_cast<uint16_t>(kL4 + ina_len);
+    udp->dgram_cksum = net::udp_checksum_field(
+        net::ones_complement_sum(udp, udp_len, pseudo_header_sum(ip, udp_len)));
 }
 
 // Rewrites `m` as a fresh INA datagram carrying `h` with BitString `bs` and the result of
@@ -121,9 +156,14 @@ bool build_ina(LcoreContext& ctx, rte_mbuf* m, const ina::ChunkTable& table,
 
 void retarget(rte_mbuf* m, uint32_t dst) {
     auto* ip = rte_pktmbuf_mtod_offset(m, rte_ipv4_hdr*, kL2);
+    const uint32_t old_dst = ip->dst_addr;
     ip->dst_addr = rte_cpu_to_be_32(dst);
     ip->hdr_checksum = 0;
     ip->hdr_checksum = net::internet_checksum(ip, kL3);
+    // The UDP checksum covers the destination through the pseudo-header (RFC 1624 update).
+    auto* udp = reinterpret_cast<rte_udp_hdr*>(ip + 1);
+    udp->dgram_cksum = net::udp_checksum_field(static_cast<uint16_t>(
+        ~net::checksum_update32(udp->dgram_cksum, old_dst, ip->dst_addr)));
 }
 
 struct Emitter {
@@ -305,6 +345,11 @@ uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
                 continue;
             }
         }
+        if (!udp_checksum_ok(m, ip, udp, kL2 + ihl, udp_len)) [[unlikely]] {
+            count_drop(ctx, dp::DropReason::ina_bad_checksum);
+            out.push(InaEdge::drop, m);
+            continue;
+        }
         // A CE-marked contribution (RFC 3168) makes the chunk's result carry ECN echo, so the
         // workers' senders learn of the congestion on the way up.
         const bool ce = (ip->type_of_service & 0x03) == 0x03;
@@ -335,11 +380,19 @@ uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
             out.push(InaEdge::drop, m);
             break;
         case ina::Verdict::fallback: {
-            // The contribution continues to the root; only the flag changes, so the UDP checksum
-            // (which would cover it) is cleared rather than recomputed over the payload.
+            // The contribution continues to the root; only the flags octet changes, so the UDP
+            // checksum (if any) is updated for its 16-bit word (RFC 1624), not recomputed.
             auto* hdr = reinterpret_cast<uint8_t*>(const_cast<rte_udp_hdr*>(udp) + 1);
+            uint16_t old_word;
+            std::memcpy(&old_word, hdr + 2, 2);
             proto::set_flags(hdr, static_cast<uint8_t>(h.flags | proto::kFlagFallback));
-            const_cast<rte_udp_hdr*>(udp)->dgram_cksum = 0;
+            uint16_t new_word;
+            std::memcpy(&new_word, hdr + 2, 2);
+            auto* mutable_udp = const_cast<rte_udp_hdr*>(udp);
+            if (mutable_udp->dgram_cksum != 0) {
+                mutable_udp->dgram_cksum = net::udp_checksum_field(static_cast<uint16_t>(
+                    ~net::checksum_update16(mutable_udp->dgram_cksum, old_word, new_word)));
+            }
             ++ctx.counters.ina_fallbacks;
             out.push(InaEdge::route, m);
             break;

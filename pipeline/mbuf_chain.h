@@ -85,11 +85,13 @@ inline constexpr uint32_t kHeadBytes = 128;
 // The one's-complement sum of `len` bytes at `off`, across segments, is 0xffff: a message that
 // holds its own checksum verifies. False too if the frame is shorter than off + len. (DPDK
 // 22.11's rte_raw_cksum_mbuf loses carries on a segment that starts at an odd offset.)
-[[nodiscard]] inline bool sum_ok(const rte_mbuf* m, uint32_t off, uint32_t len) {
+// `initial` is a folded sum to start from (a pseudo-header's).
+[[nodiscard]] inline bool sum_ok(const rte_mbuf* m, uint32_t off, uint32_t len,
+                                 uint16_t initial = 0) {
     if (off + len > rte_pktmbuf_pkt_len(m)) {
         return false;
     }
-    uint32_t sum = 0;
+    uint32_t sum = initial;
     uint32_t done = 0;
     for (const rte_mbuf* s = m; s != nullptr && done < len; s = s->next) {
         const uint32_t seg_len = rte_pktmbuf_data_len(s);

@@ -39,6 +39,7 @@ inline constexpr uint16_t kMaxPorts = 32;
     X(ina_duplicate, "INA contribution already absorbed (duplicate, overlap or stale)")          \
     X(ina_no_slot, "INA contribution at a root with no free slot (the worker retransmits)")      \
     X(ina_no_mbuf, "no mbuf for an INA result copy")                                             \
+    X(ina_bad_checksum, "INA contribution whose UDP checksum fails (software check or NIC flag)") \
     X(ina_handoff_full, "INA contribution for another lcore's chunk while its hand-off ring was full") \
     X(bier_unknown_bift, "BIER packet whose BIFT-id no BIFT of this switch has")                 \
     X(bier_malformed, "BIER header malformed (reasons per BIFT: inaswitch_bier_malformed_total)") \

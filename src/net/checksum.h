@@ -59,4 +59,19 @@ inline uint16_t checksum_update16(uint16_t checksum, uint16_t old_word, uint16_t
     return static_cast<uint16_t>(~sum);
 }
 
+// The same for a 32-bit field (an IPv4 address) changed from old_be to new_be, network order.
+inline uint16_t checksum_update32(uint16_t checksum, uint32_t old_be, uint32_t new_be) {
+    checksum = checksum_update16(checksum, static_cast<uint16_t>(old_be),
+                                 static_cast<uint16_t>(new_be));
+    return checksum_update16(checksum, static_cast<uint16_t>(old_be >> 16),
+                             static_cast<uint16_t>(new_be >> 16));
+}
+
+// The UDP checksum field for a datagram whose one's-complement sum (pseudo-header included,
+// checksum field 0) is `sum`: inverted, and 0 sent as 0xffff since 0 means "none" (RFC 768).
+inline uint16_t udp_checksum_field(uint16_t sum) {
+    const auto c = static_cast<uint16_t>(~sum);
+    return c == 0 ? 0xffff : c;
+}
+
 }  // namespace ina::net

@@ -2,12 +2,12 @@
 """bier_ina_root: a VAT root with `results: bier` (draft-song-ina-00: the root returns the
 result by BIER multicast with BitString = its A-BM). When a chunk completes, the root builds one
 INA result (type result, P-BM = A-BM, the element-wise sum) in an IPv4/UDP packet from the
-job's root address to the placeholder 0.0.0.0 (TTL 64, DF, id 0, UDP port 9470 both ways, UDP
-checksum 0) and, as BFIR, sends it over BIER: BIFT 0x10000 (BSL 64 set 0), TTL = bier.ttl (16),
+job's root address to the placeholder 0.0.0.0 (TTL 64, DF, id 0, UDP port 9470 both ways, a
+UDP checksum) and, as BFIR, sends it over BIER: BIFT 0x10000 (BSL 64 set 0), TTL = bier.ttl (16),
 Proto 4, BFIR-id = bier.bfr_id (100), entropy = the chunk's sequence number (its low 20 bits),
 BitString = A-BM {1, 2, 3}. The BIFT then does the rest: neighbour n1 gets one copy with
 BitString {1, 2} (its F-BM), and own bit 3 is delivered to w3 with the inner destination
-rewritten to w3's address (IPv4 checksum fixed, UDP checksum 0 kept). A worker retransmitting
+rewritten to w3's address (IPv4 and UDP checksums fixed). A worker retransmitting
 a completed chunk gets the result again by unicast, routed to it alone."""
 
 import os
@@ -39,7 +39,7 @@ def contribute(w, seq, values, flags=0):
 
 def result_ip(seq, values, dst, src=ROOT, ttl=64):
     return IP(src=src, dst=dst, id=0, flags="DF", ttl=ttl) / \
-        UDP(sport=PORT, dport=PORT, chksum=0) / Raw(ina(9, seq, [1, 2, 3], values, RESULT))
+        UDP(sport=PORT, dport=PORT) / Raw(ina(9, seq, [1, 2, 3], values, RESULT))
 
 
 def result_over_bier(seq, values):

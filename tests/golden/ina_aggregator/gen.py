@@ -5,7 +5,8 @@ A-BM = {1, 2}. w1's and w2's contributions to chunk 0 are absorbed and one parti
 retransmission after completion re-sends the partial with the retransmit flag; a contribution
 whose P-BM misses the A-BM (w3) and one of an unknown job are routed on untouched; bits outside
 the A-BM, a wrong op and a malformed INA header are rejected and (on_reject: forward) routed
-unmodified; a CE-marked contribution makes the partial carry ECN echo."""
+unmodified; a CE-marked contribution makes the partial carry ECN echo; a contribution whose UDP checksum
+fails is dropped and counted before it touches a slot, one without a checksum is absorbed."""
 
 import os
 import sys
@@ -28,11 +29,11 @@ inputs = {p: [] for p in PORTS}
 expect = {p: [] for p in PORTS}
 
 
-def from_worker(w, payload, ident, tos=0):
+def from_worker(w, payload, ident, tos=0, chksum=None):
     mac, ip = W[w]
     return Ether(src=mac, dst=SW["p0"]) / \
         IP(src=ip, dst="10.0.2.2", id=ident, flags="DF", tos=tos) / \
-        UDP(sport=40000 + w, dport=PORT) / Raw(payload)
+        UDP(sport=40000 + w, dport=PORT, chksum=chksum) / Raw(payload)
 
 
 def routed(pkt):
@@ -47,10 +48,10 @@ def routed(pkt):
 def partial(seq, values, flags=0):
     """What the switch emits to the root: from p1's address, TTL 64 (its own packet: routing
     does not decrement it), DF,
-    id 0, UDP checksum 0, ports = the INA port, P-BM = A-BM."""
+    id 0, a real UDP checksum, ports = the INA port, P-BM = A-BM."""
     return bytes(Ether(src=SW["p1"], dst=ROOT_MAC) /
                  IP(src="10.0.2.1", dst="10.0.2.2", id=0, flags="DF", ttl=64) /
-                 UDP(sport=PORT, dport=PORT, chksum=0) /
+                 UDP(sport=PORT, dport=PORT) /
                  Raw(ina(7, seq, [1, 2], values, DATA, flags)))
 
 
@@ -87,6 +88,16 @@ expect["p1"].append(routed(p))
 send(from_worker(1, ina(7, 3, [1], [5, 5, 5, 5]), 10, tos=0x03))
 send(from_worker(2, ina(7, 3, [2], [1, 2, 3, 4]), 11))
 expect["p1"].append(partial(3, [6, 7, 8, 9], ECN_ECHO))
+# Chunk 4: w1 sends without a UDP checksum (0: none, allowed in IPv4) and is absorbed; w2's
+# first copy has a corrupted element under a checksum that no longer matches: dropped before it
+# touches the slot (ina_bad_checksum); its retransmission completes the chunk with the right sum.
+send(from_worker(1, ina(7, 4, [1], [1, 1, 1, 1]), 12, chksum=0))
+good = from_worker(2, ina(7, 4, [2], [2, 2, 2, 2]), 13)
+corrupt = bytearray(bytes(good))
+corrupt[-1] ^= 0x10  # the last element's high byte; the checksum stays the good one's
+send(bytes(corrupt))
+send(from_worker(2, ina(7, 4, [2], [2, 2, 2, 2], DATA, RETRANSMIT), 14))
+expect["p1"].append(partial(4, [3, 3, 3, 3]))
 
 if __name__ == "__main__":
     write_case_pcaps(HERE, PORTS, inputs, expect)

@@ -45,7 +45,7 @@ def result(w, seq, values):
     mac, ip = W[w]
     return bytes(Ether(src=SW["p0"], dst=mac) /
                  IP(src="10.0.1.1", dst=ip, id=0, flags="DF", ttl=64) /
-                 UDP(sport=PORT, dport=PORT, chksum=0) /
+                 UDP(sport=PORT, dport=PORT) /
                  Raw(ina(9, seq, [1, 2], values, RESULT, etype="fp32")))
 
 
