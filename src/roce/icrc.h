@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: Apache-2.0
+// The RoCEv2 Invariant CRC (IBTA Annex A17; reference/rocev2.md §2): the Ethernet CRC-32 (not
+// CRC-32C) over 8 bytes of 0xFF, the IP header with its variant fields masked to ones (IPv4 TOS,
+// TTL, header checksum; IPv6 traffic class, flow label, hop limit), the UDP header with its
+// checksum masked, the BTH with byte 4 (FECN, BECN, reserved) masked, then everything up to the
+// ICRC unmasked. Sent least-significant byte first. Because every field a router or an ECN
+// marker changes is masked, forwarding (TTL, DSCP/ECN) never invalidates it; any change to
+// addresses, ports, lengths, QPN, PSN, AETH or payload needs it recomputed.
+//
+// The masked headers (at most 8 + 60 + 8 + 12 bytes) are summed from a stack copy, the rest in
+// place with DPDK's rte_net_crc (PCLMUL/AVX-512 where the CPU has them), and the two CRCs are
+// joined with zlib's crc32_combine: nothing is copied but the headers, and chained mbufs are
+// summed segment by segment the same way.
+#pragma once
+
+#include <rte_mbuf.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ina::roce {
+
+// Chooses rte_net_crc's fastest path this CPU allows (AVX-512 or SSE4.2 carry-less multiply,
+// else a table). Call once after rte_eal_init, which sets the SIMD width DPDK may use: before it
+// rte_net_crc runs its scalar table (about 10x slower).
+void icrc_init();
+
+// The ICRC of a RoCEv2 packet whose IP header (IPv4 or IPv6, told by its version nibble) starts
+// at `l3` and which runs contiguously for `len` bytes: through the end of the UDP datagram,
+// ICRC included (the ICRC's own 4 bytes are not covered). 0 if the bytes cannot be a RoCEv2
+// packet (too short for IP + UDP + BTH + ICRC, or an IPv4 IHL below 5).
+uint32_t icrc(const uint8_t* l3, size_t len);
+
+// The same over an mbuf (chained or not) whose IP header is at byte `l3_off`; the packet's
+// length comes from its IP header (Ethernet padding after it is not covered). 0 as above, or
+// if the frame is shorter than the IP header says.
+uint32_t icrc(const rte_mbuf* m, uint32_t l3_off);
+
+// The ICRC as the packet carries it: the 4 bytes before `end`, least-significant byte first.
+inline uint32_t read_icrc(const uint8_t* end) {
+    return static_cast<uint32_t>(end[-4]) | static_cast<uint32_t>(end[-3]) << 8 |
+           static_cast<uint32_t>(end[-2]) << 16 | static_cast<uint32_t>(end[-1]) << 24;
+}
+inline void write_icrc(uint8_t* end, uint32_t crc) {
+    end[-4] = static_cast<uint8_t>(crc);
+    end[-3] = static_cast<uint8_t>(crc >> 8);
+    end[-2] = static_cast<uint8_t>(crc >> 16);
+    end[-1] = static_cast<uint8_t>(crc >> 24);
+}
+
+}  // namespace ina::roce
