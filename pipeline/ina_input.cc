@@ -4,6 +4,7 @@
 #include <rte_ip.h>
 #include <rte_udp.h>
 
+#include <bit>
 #include <cstring>
 
 #include "ina/chunk_table.h"
@@ -13,6 +14,8 @@
 #include "pipeline/mbuf_chain.h"
 
 namespace ina::pipeline {
+
+static_assert(dp::kInaParseErrors == proto::kNumParseErrors);
 
 namespace {
 
@@ -309,6 +312,7 @@ uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
         const auto parsed = proto::parse(ina_bytes, udp_len - kL4);
         if (!parsed.packet) {
             ++ctx.counters.ina_not_ina;
+            ++ctx.counters.ina_malformed[static_cast<size_t>(parsed.error)];
             out.push(InaEdge::route, m);
             continue;
         }
@@ -326,7 +330,12 @@ uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
             continue;
         }
         const uint32_t src = rte_be_to_cpu_32(ip->src_addr);
-        if (!job->ingress_allowed(m->port, src) || ina::header_mismatch(h, table->params()) != 0) {
+        const int ingress = job->ingress_violation(m->port, src);
+        const uint8_t mismatch = ina::header_mismatch(h, table->params());
+        if (ingress != 0 || mismatch != 0) {
+            table->count_reject(ingress == 1   ? ina::kRejectIngressPort
+                                : ingress == 2 ? ina::kRejectIngressSource
+                                               : static_cast<size_t>(std::countr_zero(mismatch)));
             reject(ctx, *job, m, out);
             continue;
         }

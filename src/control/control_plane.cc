@@ -769,6 +769,9 @@ Stats ControlPlane::stats() const {
                 js.rx_fallback_flag += c.rx_fallback_flag;
                 js.fallback_no_slot += c.fallback_no_slot;
                 js.fallback_sticky += c.fallback_sticky;
+                for (size_t r = 0; r < js.rejected.size(); ++r) {
+                    js.rejected[r] += c.rejected[r];
+                }
                 js.slots_in_use += t->slots_in_use();
                 js.capacity += t->capacity();
             }

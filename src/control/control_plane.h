@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "ina/chunk_table.h"
 #include "dataplane/counters.h"
 #include "runtime/dataplane.h"
 #include "runtime/ports.h"
@@ -62,6 +63,7 @@ struct JobStats {
     uint64_t rx_fallback_flag = 0;
     uint64_t fallback_no_slot = 0;
     uint64_t fallback_sticky = 0;
+    std::array<uint64_t, ina::kNumRejectReasons> rejected{};
     size_t slots_in_use = 0;
     size_t capacity = 0;
 };

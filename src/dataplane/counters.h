@@ -12,6 +12,7 @@
 namespace ina::dp {
 
 inline constexpr uint16_t kMaxPorts = 32;
+inline constexpr size_t kInaParseErrors = 10;  // ina::proto::kNumParseErrors (asserted there)
 
 // Every reason a packet is dropped or not forwarded. Names become the `reason` label.
 #define INA_DROP_REASONS(X)                                                                      \
@@ -133,6 +134,8 @@ struct alignas(64) LcoreCounters {
     uint64_t ina_resent = 0;           // results or partials re-emitted for a retransmission
     uint64_t ina_fallbacks = 0;        // contributions forwarded unaggregated (fallback flag)
     uint64_t ina_handed_off = 0;       // contributions passed to the lcore owning their chunk
+    // UDP on the INA port that did not parse, by ina::proto::ParseError.
+    std::array<uint64_t, kInaParseErrors> ina_malformed{};
     uint64_t bier_copies = 0;     // BIER copies sent to neighbours (all BIFTs)
     uint64_t bier_delivered = 0;  // BIER payloads delivered to local hosts (all BIFTs)
     uint64_t mcast_encapsulated = 0;  // IPv4 multicast packets this BFIR put on BIER
@@ -167,6 +170,9 @@ struct alignas(64) LcoreCounters {
         ina_resent += o.ina_resent;
         ina_fallbacks += o.ina_fallbacks;
         ina_handed_off += o.ina_handed_off;
+        for (size_t i = 0; i < kInaParseErrors; ++i) {
+            ina_malformed[i] += o.ina_malformed[i];
+        }
         bier_copies += o.bier_copies;
         bier_delivered += o.bier_delivered;
         mcast_encapsulated += o.mcast_encapsulated;

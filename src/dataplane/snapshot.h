@@ -188,19 +188,21 @@ struct InaJobView {
     }
     std::vector<BierTarget> bier_targets;  // root with results_bier: one per set of the A-BM
 
-    bool ingress_allowed(uint16_t port, uint32_t src) const {
+    // Which ingress rule a contribution from `src` on `port` breaks: 1 the port, 2 the source,
+    // 0 none.
+    int ingress_violation(uint16_t port, uint32_t src) const {
         if (ingress_ports != 0 && (ingress_ports >> port & 1u) == 0) {
-            return false;
+            return 1;
         }
         if (ingress_sources.empty()) {
-            return true;
+            return 0;
         }
         for (const auto& p : ingress_sources) {
             if (p.contains(net::Ipv4Addr{src})) {
-                return true;
+                return 0;
             }
         }
-        return false;
+        return 2;
     }
 };
 

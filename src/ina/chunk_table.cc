@@ -61,6 +61,12 @@ uint8_t header_mismatch(const proto::Header& h, const JobParams& p) {
     return m;
 }
 
+std::string_view reject_reason_name(size_t reason) {
+    constexpr std::string_view names[kNumRejectReasons] = {
+        "job", "op", "elem_type", "bsl", "set_id", "type", "ingress_port", "ingress_source"};
+    return reason < kNumRejectReasons ? names[reason] : "unknown";
+}
+
 std::string_view mismatch_name(uint8_t bit) {
     switch (bit) {
     case mismatch::job: return "job";

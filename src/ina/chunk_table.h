@@ -105,6 +105,14 @@ uint8_t header_mismatch(const proto::Header& h, const JobParams& p);
 // Name of one mismatch bit ("job", "op", ...), "unknown" for anything else.
 std::string_view mismatch_name(uint8_t bit);
 
+// Why a contribution of a job was rejected before its chunk table saw it (the table's own
+// rejections are verdicts): a header field (mismatch bit index 0..5) or the job's ingress rules.
+inline constexpr size_t kRejectIngressPort = 6;
+inline constexpr size_t kRejectIngressSource = 7;
+inline constexpr size_t kNumRejectReasons = 8;
+// "job", "op", "elem_type", "bsl", "set_id", "type", "ingress_port", "ingress_source".
+std::string_view reject_reason_name(size_t reason);
+
 // What on_data() did with a contribution. Each is a counter reason. The caller's action:
 enum class Verdict : uint8_t {
     not_mine,       // P-BM & A-BM == 0: route on untouched
@@ -137,6 +145,7 @@ struct ChunkCounters {
     // had already fallen back (so its other contributions follow it).
     uint64_t fallback_no_slot = 0;
     uint64_t fallback_sticky = 0;
+    std::array<uint64_t, kNumRejectReasons> rejected{};  // by reject reason, before the table
     uint64_t operator[](Verdict v) const { return verdicts[static_cast<size_t>(v)]; }
 };
 
@@ -176,6 +185,9 @@ public:
     // chunk raises released_floor (its later packets are stale: it is never emitted twice); an
     // expired aggregating chunk loses its partial sum and retransmissions start it afresh. O(2W).
     size_t expire(uint64_t now) noexcept;
+
+    // Counts a contribution of this job rejected before on_data (reject reason index).
+    void count_reject(size_t reason) noexcept { ++counters_.rejected[reason % kNumRejectReasons]; }
 
     // Forgets every entry and floor (job restarted with a new sequence space). Control plane.
     void reset() noexcept;

@@ -76,6 +76,7 @@ enum class ParseError : uint8_t {
     length_mismatch,  // UDP payload length differs from header + BitString + elements
 };
 
+inline constexpr size_t kNumParseErrors = static_cast<size_t>(ParseError::length_mismatch) + 1;
 std::string_view to_string(ParseError e);
 
 struct Parsed {

@@ -4,6 +4,7 @@
 #include <prometheus/text_serializer.h>
 #include <rte_ethdev.h>
 
+#include "ina/protocol.h"
 #include "wire/bier_header.h"
 
 #include <deque>
@@ -190,6 +191,16 @@ std::vector<prometheus::MetricFamily> families(const control::Stats& s) {
               d(s.total.ina_fallbacks));
     b.counter("ina_handed_off_total", "Contributions passed to the lcore that owns their chunk",
               d(s.total.ina_handed_off));
+    {
+        auto& f = b.family("ina_malformed_total",
+                           "UDP datagrams on the INA port that are not INA v1, by parse error",
+                           MetricType::Counter);
+        for (size_t e = 0; e < s.total.ina_malformed.size(); ++e) {
+            Builder::add(f, d(s.total.ina_malformed[e]),
+                         {{"reason", std::string(ina::proto::to_string(
+                                         static_cast<ina::proto::ParseError>(e)))}});
+        }
+    }
     if (!s.jobs.empty()) {  // a family without samples is not valid exposition
         static const char* const kVerdicts[] = {
             "not_mine", "outside_abm", "bad_length", "count_mismatch", "absorbed", "completed",
@@ -211,6 +222,9 @@ std::vector<prometheus::MetricFamily> families(const control::Stats& s) {
         auto& fallbacks = b.family("ina_job_fallbacks_total",
                                    "Contributions sent on to the root unaggregated, by reason",
                                    MetricType::Counter);
+        auto& rejected = b.family("ina_job_rejected_total",
+                                  "Contributions of a job refused before its chunk table, by reason",
+                                  MetricType::Counter);
         auto& timeouts = b.family("ina_job_slot_timeouts_total",
                                   "Slots freed because their chunk went idle",
                                   MetricType::Counter);
@@ -223,6 +237,11 @@ std::vector<prometheus::MetricFamily> families(const control::Stats& s) {
                          {{"job", std::to_string(j.job_id)}, {"reason", "no_slot"}});
             Builder::add(fallbacks, d(j.fallback_sticky),
                          {{"job", std::to_string(j.job_id)}, {"reason", "chunk_fell_back"}});
+            for (size_t r = 0; r < j.rejected.size(); ++r) {
+                Builder::add(rejected, d(j.rejected[r]),
+                             {{"job", std::to_string(j.job_id)},
+                              {"reason", std::string(ina::reject_reason_name(r))}});
+            }
         }
     }
 

@@ -221,6 +221,29 @@ TEST_F(InaInput, UdpLengthReachingIntoEthernetPaddingIsNotIna) {
     EXPECT_EQ(ctx->counters.routed, 1u) << "the padded frame is routed untouched";
 }
 
+TEST_F(InaInput, RejectionsMalformedAndBadChecksumsAreCountedByReason) {
+    constexpr size_t kIna = kEthLen + kIpLen + 8;
+    auto without_checksum = [](Bytes f) {
+        put16(&f[kEthLen + kIpLen + 6], 0);  // UDP checksum 0: none
+        return f;
+    };
+    Bytes fp32 = ina_contribution(kJob, 1, 6, {1}, ip4("10.0.2.2"));
+    fp32[kIna + 4] = static_cast<uint8_t>((fp32[kIna + 4] & 0xF0) | 1);  // EType fp32, job: int32
+    Bytes bad_magic = ina_contribution(kJob, 1, 6, {1}, ip4("10.0.2.2"));
+    bad_magic[kIna] = 'X';
+    Bytes corrupt = ina_contribution(kJob, 2, 6, {5}, ip4("10.0.2.2"));
+    corrupt.back() ^= 0x01;  // the element changes under the sender's checksum
+    run({mbuf(without_checksum(fp32), kR0), mbuf(without_checksum(bad_magic), kR0),
+         mbuf(corrupt, kR0), contribution(2, 6, {5})});
+    EXPECT_EQ(table->counters().rejected[2], 1u) << "elem_type";
+    EXPECT_EQ(ina::reject_reason_name(2), "elem_type");
+    EXPECT_EQ(ctx->counters.ina_malformed[static_cast<size_t>(proto::ParseError::bad_magic)], 1u);
+    EXPECT_EQ(drops(dp::DropReason::ina_bad_checksum), 1u);
+    EXPECT_EQ(ctx->counters.ina_absorbed, 1u) << "only the sound contribution";
+    EXPECT_EQ(table->state_of(6), ina::ChunkTable::State::aggregating);
+    free_mbufs(take_tx(kR1));  // the rejected and malformed ones, routed on
+}
+
 TEST_F(InaInput, OtherUdpAndUnknownJobsAreRoutedUntouched) {
     const uint32_t src = ip4("10.0.1.9"), dst = ip4("10.0.2.2");
     Bytes plain = eth_frame(port_mac(kR0), kHostA, RTE_ETHER_TYPE_IPV4,
