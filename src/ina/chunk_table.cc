@@ -320,9 +320,12 @@ ChunkTable::State ChunkTable::state_of(uint32_t seq) const noexcept {
     return e == nullptr ? State::empty : e->state;
 }
 
-size_t ChunkTable::expire(uint64_t now) noexcept {
+size_t ChunkTable::expire(uint64_t now, size_t budget) noexcept {
     size_t freed = 0;
-    for (Entry& e : entries_) {
+    const size_t n = entries_.size();
+    for (size_t k = 0; k < budget && k < n; ++k) {
+        Entry& e = entries_[sweep_next_];
+        sweep_next_ = sweep_next_ + 1 == n ? 0 : sweep_next_ + 1;
         // Unsigned difference: correct across a wrap of the caller's clock.
         if (e.state != State::empty && now - e.last_activity > params_.idle_timeout) {
             if (e.state == State::complete) {

@@ -184,7 +184,10 @@ public:
     // releases never come). Returns how many (also counted as slot_timeouts). An expired complete
     // chunk raises released_floor (its later packets are stale: it is never emitted twice); an
     // expired aggregating chunk loses its partial sum and retransmissions start it afresh. O(2W).
-    size_t expire(uint64_t now) noexcept;
+    size_t expire(uint64_t now) noexcept { return expire(now, entries_.size()); }
+    // The same over at most `budget` entries, continuing where the previous call stopped, so the
+    // packet path sweeps a large table a little at a time (a full pass every 2W / budget calls).
+    size_t expire(uint64_t now, size_t budget) noexcept;
 
     // Counts a contribution of this job rejected before on_data (reject reason index).
     void count_reject(size_t reason) noexcept { ++counters_.rejected[reason % kNumRejectReasons]; }
@@ -240,6 +243,7 @@ private:
     std::vector<uint8_t> bitmaps_;    // 2 bitmaps per entry
     std::unique_ptr<std::byte[]> acc_raw_;  // accumulators, plus slack for 64-byte alignment
     size_t in_use_ = 0;
+    size_t sweep_next_ = 0;  // where the next incremental expire() starts
     ChunkCounters counters_;
 };
 

@@ -54,11 +54,12 @@ void drain_commands(Worker& w) {
     }
 }
 
-// Frees chunk slots of dead jobs and workers; a sweep every few thousand loops is plenty for
-// timeouts measured in milliseconds.
+// Frees chunk slots of dead jobs and workers, a few entries of every table per millisecond:
+// a large table is swept over many loops instead of stalling one (timeouts are seconds).
+constexpr size_t kExpireEntriesPerSweep = 256;
 void expire_tables(pipeline::LcoreContext& ctx) {
     for (uint16_t k = 0; k < ctx.n_ina; ++k) {
-        ctx.ina[k].table->expire(ctx.now_tsc);
+        ctx.ina[k].table->expire(ctx.now_tsc, kExpireEntriesPerSweep);
     }
 }
 
@@ -84,6 +85,7 @@ int worker_main(void* arg) {
     uint64_t last_drain = rte_rdtsc();
     ctx.last_rx_tsc = last_drain;
     uint32_t idle_loops = 0;
+    uint64_t next_sweep_tsc = 0;
 
     while (!dataplane.stop.load(std::memory_order_relaxed)) {
         // The snapshot pointer is read once per iteration and dropped before the quiescent
@@ -107,8 +109,9 @@ int worker_main(void* arg) {
         if ((ctx.counters.loops & 15) == 0) {
             drain_control_tx(w);
         }
-        if ((ctx.counters.loops & 4095) == 0 && ctx.n_ina != 0) {
+        if (ctx.now_tsc >= next_sweep_tsc) {
             expire_tables(ctx);
+            next_sweep_tsc = ctx.now_tsc + ctx.tsc_hz / 1000;
         }
 
         uint32_t received = 0;

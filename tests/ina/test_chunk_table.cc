@@ -248,6 +248,28 @@ TEST(ChunkTable, RootReturnsNoSlot) {
     EXPECT_EQ(t.counters()[V::fallback], 0u);
 }
 
+TEST(ChunkTable, IncrementalExpireSweepsABoundedNumberOfEntriesPerCall) {
+    // Window 64: 128 entries. Chunks 0..9 go idle; a budget of 16 entries per call visits every
+    // entry once in 8 calls, frees each idle chunk exactly once, and never more than 16 a call.
+    JobParams p = make_job(Role::aggregator, 64);
+    p.idle_timeout = 1000;
+    ChunkTable t(p);
+    for (uint32_t seq = 0; seq < 10; ++seq) {
+        EXPECT_EQ(send(t, 1, seq, 16, 10), V::absorbed);
+    }
+    ASSERT_EQ(t.capacity(), 128u);
+    size_t freed = 0;
+    for (int call = 0; call < 8; ++call) {
+        const size_t n = t.expire(2000, 16);
+        EXPECT_LE(n, 16u);
+        freed += n;
+    }
+    EXPECT_EQ(freed, 10u);
+    EXPECT_EQ(t.slots_in_use(), 0u);
+    EXPECT_EQ(t.expire(2000, 16), 0u) << "the cursor wrapped; nothing left";
+    EXPECT_EQ(t.counters().slot_timeouts, 10u);
+}
+
 TEST(ChunkTable, ExpireFreesIdleEntries) {
     JobParams p = make_job(Role::aggregator, 4);
     p.idle_timeout = 1000;
