@@ -5,11 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <string>
 #include <vector>
 
+#include "pcap_frames.h"
 #include "roce/icrc.h"
 #include "roce/wire.h"
 
@@ -199,22 +198,10 @@ TEST(RoceWire, PsnSerialArithmetic) {
     EXPECT_EQ(psn_add(0xFFFFFE, 3), 1u);
 }
 
-// pcap records of the rxe capture: IPv4 packets (Ethernet stripped).
+// The rxe capture's IPv4 packets (Ethernet stripped).
 std::vector<Bytes> rxe_frames() {
-    std::ifstream in(INA_TEST_DATA "/rxe-rocev2-sample.pcap", std::ios::binary);
     std::vector<Bytes> out;
-    char gh[24];
-    if (!in.read(gh, sizeof gh)) {
-        return out;
-    }
-    char rh[16];
-    while (in.read(rh, sizeof rh)) {
-        uint32_t caplen = 0;
-        std::memcpy(&caplen, rh + 8, 4);  // little-endian capture (the file's magic says so)
-        Bytes f(caplen);
-        if (!in.read(reinterpret_cast<char*>(f.data()), caplen)) {
-            break;
-        }
+    for (const auto& f : test::read_pcap_frames(INA_TEST_DATA "/rxe-rocev2-sample.pcap")) {
         out.emplace_back(f.begin() + 14, f.end());
     }
     return out;

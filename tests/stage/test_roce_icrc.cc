@@ -2,33 +2,15 @@
 // The ICRC over mbufs, single-segment and chained at awkward places (inside the IP header, the
 // BTH, the payload, odd lengths): the same value as over the contiguous frame, for every frame
 // Linux rdma_rxe sent (tests/data/rxe-rocev2-sample.pcap).
-#include <cstring>
-#include <fstream>
-
 #include "roce/icrc.h"
+#include "tests/roce/pcap_frames.h"
 #include "stage_util.h"
 
 namespace ina::test {
 namespace {
 
 std::vector<Bytes> rxe_frames() {
-    std::ifstream in(INA_TEST_DATA "/rxe-rocev2-sample.pcap", std::ios::binary);
-    std::vector<Bytes> out;
-    char gh[24];
-    char rh[16];
-    if (!in.read(gh, sizeof gh)) {
-        return out;
-    }
-    while (in.read(rh, sizeof rh)) {
-        uint32_t caplen = 0;
-        std::memcpy(&caplen, rh + 8, 4);
-        Bytes f(caplen);
-        if (!in.read(reinterpret_cast<char*>(f.data()), caplen)) {
-            break;
-        }
-        out.push_back(std::move(f));
-    }
-    return out;
+    return read_pcap_frames(INA_TEST_DATA "/rxe-rocev2-sample.pcap");
 }
 
 class RoceIcrcMbuf : public StageTest {};
