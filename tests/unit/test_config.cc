@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <sstream>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -1221,8 +1222,18 @@ TEST(ConfigStrict, RepeatedKeyIsAnErrorAtItsSecondOccurrence) {
                          "t.yaml:8:", "duplicate key 'role'"));
 }
 
+TEST(ConfigStrict, GarbledMultiDocumentInputTerminates) {
+    // Found by tests/fuzz: yaml-cpp's LoadAll never returns on this text. The loader must answer
+    // (with an error); meson's timeout fails the test if it hangs.
+    std::ifstream in(INA_FUZZ_CORPUS "/fuzz_config/regress-loadall-hang.yaml");
+    std::stringstream text;
+    text << in.rdbuf();
+    ASSERT_FALSE(text.str().empty());
+    EXPECT_FALSE(load_string(text.str(), "t.yaml").ok());
+}
+
 TEST(ConfigStrict, SecondDocumentIsRefused) {
-    EXPECT_TRUE(HasError(std::string(kMinimal) + "---\nversion: 1\n", "t.yaml:6:1:",
+    EXPECT_TRUE(HasError(std::string(kMinimal) + "---\nversion: 1\n", "t.yaml:5:1:",
                          "a second YAML document"));
     EXPECT_TRUE(load_string(std::string("---\n") + kMinimal, "t.yaml").ok());
 }
