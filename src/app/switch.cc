@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "runtime/switch.h"
+#include "app/switch.h"
 
 #include <rte_cycles.h>
 #include <rte_eal.h>
