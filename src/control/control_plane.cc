@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "compile/snapshot_build.h"
 #include "ina/chunk_table.h"
 #include "wire/bitstring.h"
 
@@ -246,11 +247,11 @@ std::unique_ptr<runtime::Published> ControlPlane::build_locked(
     // finished with before building, and if memory is still short, wait out the grace period
     // (workers pass a quiescent state every loop, so this takes microseconds) and retry once.
     dataplane_.reclaim();
-    auto snap = dp::Snapshot::build(cfg, bindings, learned, fdb, next_generation_, error);
+    auto snap = compile::build_snapshot(cfg, bindings, learned, fdb, next_generation_, error);
     if (!snap && dataplane_.reclaim() != 0) {
         dataplane_.reclaim_all();
         error.clear();
-        snap = dp::Snapshot::build(cfg, bindings, learned, fdb, next_generation_, error);
+        snap = compile::build_snapshot(cfg, bindings, learned, fdb, next_generation_, error);
     }
     if (!snap) {
         return nullptr;
