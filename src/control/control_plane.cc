@@ -734,8 +734,8 @@ std::vector<FdbView> ControlPlane::fdb() const {
     return out;
 }
 
-Stats ControlPlane::stats() const {
-    Stats s;
+metrics::Stats ControlPlane::stats() const {
+    metrics::Stats s;
     {
         std::lock_guard lock(mu_);
         s.control = counters_;
@@ -757,7 +757,7 @@ Stats ControlPlane::stats() const {
     {
         std::lock_guard lock(mu_);
         for (const auto& [id, job] : jobs_) {
-            JobStats js;
+            metrics::JobStats js;
             js.job_id = id;
             js.is_root = job.cfg.role == config::InaRole::root;
             for (const auto& t : job.tables) {
@@ -781,7 +781,7 @@ Stats ControlPlane::stats() const {
         const dp::Snapshot& snap = snapshot();
         s.bier_sub_domain = running_.bier.sub_domain;
         for (const auto& t : snap.bifts) {
-            BiftStats b;
+            metrics::BiftStats b;
             b.bift_id = t.bift_id;
             b.bsl_bits = t.bsl_bits;
             b.set_id = t.set_id;
