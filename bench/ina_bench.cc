@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "compile/snapshot_build.h"
 #include "config/config.h"
 #include "dataplane/snapshot.h"
 #include "ina/chunk_table.h"
@@ -256,7 +257,7 @@ neighbours:
         return 1;
     }
     std::string error;
-    auto snap = dp::Snapshot::build(*cfg.config, {{0, {}}, {1, {}}}, {}, {}, 1, error);
+    auto snap = compile::build_snapshot(*cfg.config, {{0, {}}, {1, {}}}, {}, {}, 1, error);
     if (!snap) {
         std::fprintf(stderr, "%s\n", error.c_str());
         return 1;

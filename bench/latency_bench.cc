@@ -40,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "compile/snapshot_build.h"
 #include "config/config.h"
 #include "dataplane/snapshot.h"
 #include "ina/chunk_table.h"
@@ -356,7 +357,7 @@ neighbours:
             std::fprintf(stderr, "cannot create the net_ring ports (got %u, %u)\n", p_in, p_out);
             return 1;
         }
-        auto snap = dp::Snapshot::build(*cfg.config, {{p_in, {}}, {p_out, {}}}, {}, {}, 1, error);
+        auto snap = compile::build_snapshot(*cfg.config, {{p_in, {}}, {p_out, {}}}, {}, {}, 1, error);
         if (!snap) {
             std::fprintf(stderr, "%s\n", error.c_str());
             return 1;

@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <iostream>
 
+#include "app/switch.h"
 #include "config/config.h"
-#include "runtime/switch.h"
 
 int main(int argc, char** argv) {
     CLI::App app{"inaswitch: a DPDK top-of-rack switch with in-network aggregation"};

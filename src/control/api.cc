@@ -204,7 +204,7 @@ bool ApiServer::start(const std::string& listen, std::string& error) {
         res.set_content(metrics::render(control_.stats()), "text/plain; version=0.0.4");
     });
     s.Get("/api/v1/status", [this](const httplib::Request&, httplib::Response& res) {
-        const Stats st = control_.stats();
+        const metrics::Stats st = control_.stats();
         json ports = json::array();
         for (const auto& p : st.ports) {
             char mac[RTE_ETHER_ADDR_FMT_SIZE];
@@ -338,7 +338,7 @@ bool ApiServer::start(const std::string& listen, std::string& error) {
             "not_mine", "outside_abm", "bad_length", "count_mismatch", "absorbed", "completed",
             "duplicate", "overlap", "resend_result", "stale", "fallback", "no_slot"};
         const json cfg = to_json(control_.running_config());
-        const Stats st = control_.stats();
+        const metrics::Stats st = control_.stats();
         json out = json::array();
         for (const auto& j : cfg["ina"]["jobs"]) {
             json entry = j;
@@ -383,7 +383,7 @@ bool ApiServer::start(const std::string& listen, std::string& error) {
     });
     s.Get("/api/v1/bier", [this](const httplib::Request&, httplib::Response& res) {
         json out = bier_json(control_.running_config().bier);
-        const Stats st = control_.stats();
+        const metrics::Stats st = control_.stats();
         for (auto& t : out["bifts"]) {
             for (const auto& bs : st.bifts) {
                 if (bs.bift_id != t["bift_id"].get<uint32_t>()) {

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "compile/snapshot_build.h"
 #include "ina/chunk_table.h"
 #include "wire/bitstring.h"
 
@@ -248,11 +249,11 @@ std::unique_ptr<runtime::Published> ControlPlane::build_locked(
     // takes microseconds) and retry once. Only this thread frees retired snapshots, so those
     // counted here still hold their memory when the first build fails.
     const size_t still_retired = dataplane_.reclaim();
-    auto snap = dp::Snapshot::build(cfg, bindings, learned, fdb, next_generation_, error);
+    auto snap = compile::build_snapshot(cfg, bindings, learned, fdb, next_generation_, error);
     if (!snap && still_retired != 0) {
         dataplane_.reclaim_all();
         error.clear();
-        snap = dp::Snapshot::build(cfg, bindings, learned, fdb, next_generation_, error);
+        snap = compile::build_snapshot(cfg, bindings, learned, fdb, next_generation_, error);
     }
     if (!snap) {
         return nullptr;
@@ -735,8 +736,8 @@ std::vector<FdbView> ControlPlane::fdb() const {
     return out;
 }
 
-Stats ControlPlane::stats() const {
-    Stats s;
+metrics::Stats ControlPlane::stats() const {
+    metrics::Stats s;
     {
         std::lock_guard lock(mu_);
         s.control = counters_;
@@ -758,7 +759,7 @@ Stats ControlPlane::stats() const {
     {
         std::lock_guard lock(mu_);
         for (const auto& [id, job] : jobs_) {
-            JobStats js;
+            metrics::JobStats js;
             js.job_id = id;
             js.is_root = job.cfg.role == config::InaRole::root;
             for (const auto& t : job.tables) {
@@ -782,7 +783,7 @@ Stats ControlPlane::stats() const {
         const dp::Snapshot& snap = snapshot();
         s.bier_sub_domain = running_.bier.sub_domain;
         for (const auto& t : snap.bifts) {
-            BiftStats b;
+            metrics::BiftStats b;
             b.bift_id = t.bift_id;
             b.bsl_bits = t.bsl_bits;
             b.set_id = t.set_id;

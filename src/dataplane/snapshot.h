@@ -12,12 +12,16 @@
 #include <string>
 #include <vector>
 
-#include "config/config.h"
 #include "dataplane/counters.h"
+#include "net/addr.h"
 #include "wire/bitstring.h"
 
 struct rte_lpm;
 struct rte_hash;
+
+namespace ina::compile {
+class SnapshotBuilder;  // src/compile/: makes snapshots from the config
+}
 
 namespace ina::dp {
 
@@ -106,8 +110,9 @@ struct DynamicFdbEntry {
     uint32_t index = 0;
 };
 
-inline constexpr size_t kMaxInaJobs = config::kMaxInaJobs;
-inline constexpr size_t kMaxUnicastWorkers = config::kMaxUnicastWorkers;  // unicast root fan-out
+// The schema's limits (config.h); compile/snapshot_build.cc asserts they agree.
+inline constexpr size_t kMaxInaJobs = 64;
+inline constexpr size_t kMaxUnicastWorkers = 32;  // unicast root fan-out
 
 // BIER (RFC 8279 / RFC 8296). Limits keep per-lcore counters and per-packet loops bounded.
 inline constexpr size_t kMaxBifts = kBierCounterSlots;
@@ -217,16 +222,6 @@ public:
     Snapshot(const Snapshot&) = delete;
     Snapshot& operator=(const Snapshot&) = delete;
 
-    // Builds a snapshot; on failure returns nullptr and sets `error`. `ports[i]` binds config
-    // port i to its DPDK port id and the MAC the device reports (config `mac` overrides it).
-    // Every port number inside a snapshot (PortView index, next hops, neighbours, groups) is a
-    // DPDK port id, because that is what mbuf->port carries.
-    static std::unique_ptr<Snapshot> build(const config::Config& cfg,
-                                           const std::vector<PortBinding>& ports,
-                                           const std::vector<DynamicNeighbour>& learned,
-                                           const std::vector<DynamicFdbEntry>& fdb,
-                                           uint64_t generation, std::string& error);
-
     uint64_t generation = 0;
     uint16_t n_ports = 0;  // one past the highest DPDK port id in use
     std::array<PortView, kMaxPorts> ports{};
@@ -309,6 +304,7 @@ public:
     const FdbEntry* fdb(const rte_ether_addr& mac, uint16_t group) const;
 
 private:
+    friend class compile::SnapshotBuilder;  // compile::build_snapshot is the only maker
     Snapshot() = default;
 };
 

@@ -57,7 +57,7 @@ double d(uint64_t v) { return static_cast<double>(v); }
 
 }  // namespace
 
-std::vector<prometheus::MetricFamily> families(const control::Stats& s) {
+std::vector<prometheus::MetricFamily> families(const Stats& s) {
     Builder b;
     b.gauge("build_info", "Build of the running switch", 1, {{"version", INASWITCH_VERSION}});
     b.gauge("uptime_seconds", "Seconds since the dataplane started", s.uptime_s);
@@ -205,7 +205,7 @@ std::vector<prometheus::MetricFamily> families(const control::Stats& s) {
         static const char* const kVerdicts[] = {
             "not_mine", "outside_abm", "bad_length", "count_mismatch", "absorbed", "completed",
             "duplicate", "overlap",    "resend_result", "stale", "fallback", "no_slot"};
-        static_assert(std::size(kVerdicts) == std::tuple_size_v<decltype(control::JobStats{}.verdicts)>);
+        static_assert(std::size(kVerdicts) == std::tuple_size_v<decltype(JobStats{}.verdicts)>);
         auto& f = b.family("ina_job_contributions_total",
                            "INA data packets of a job by what its chunk table did with them",
                            MetricType::Counter);
@@ -253,7 +253,7 @@ std::vector<prometheus::MetricFamily> families(const control::Stats& s) {
               "IPv4 multicast packets this switch put on BIER as the BFIR",
               d(s.total.mcast_encapsulated));
     if (!s.bifts.empty()) {
-        auto label = [&](const control::BiftStats& t) {
+        auto label = [&](const BiftStats& t) {
             return Labels{{"bift_id", std::to_string(t.bift_id)},
                           {"sd", std::to_string(s.bier_sub_domain)},
                           {"bsl", std::to_string(t.bsl_bits)},
@@ -334,7 +334,7 @@ std::vector<prometheus::MetricFamily> families(const control::Stats& s) {
     return b.take();
 }
 
-std::string render(const control::Stats& stats) {
+std::string render(const Stats& stats) {
     std::ostringstream os;
     prometheus::TextSerializer().Serialize(os, families(stats));
     return os.str();

@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "control/control_plane.h"
+#include "metrics/stats.h"
 
 namespace ina::metrics {
 
-std::vector<prometheus::MetricFamily> families(const control::Stats& stats);
-std::string render(const control::Stats& stats);  // text format 0.0.4
+std::vector<prometheus::MetricFamily> families(const Stats& stats);
+std::string render(const Stats& stats);  // text format 0.0.4
 
 }  // namespace ina::metrics

@@ -9,16 +9,16 @@ namespace ina::metrics {
 
 namespace {
 
-// Telemetry callbacks are plain C functions; the control plane outlives every call because
-// the process exits (ending the telemetry thread) before it is destroyed.
-std::atomic<const control::ControlPlane*> g_control{nullptr};
+// Telemetry callbacks are plain C functions; the source outlives every call because the process
+// exits (ending the telemetry thread) before it is destroyed.
+std::atomic<const StatsSource*> g_source{nullptr};
 
 int stats_cmd(const char*, const char*, rte_tel_data* d) {
-    const auto* c = g_control.load();
-    if (c == nullptr) {
+    const auto* source = g_source.load();
+    if (source == nullptr) {
         return -1;
     }
-    const auto s = c->stats();
+    const auto s = (*source)();
     rte_tel_data_start_dict(d);
     rte_tel_data_add_dict_u64(d, "generation", s.generation);
     rte_tel_data_add_dict_u64(d, "routed", s.total.routed);
@@ -36,11 +36,11 @@ int stats_cmd(const char*, const char*, rte_tel_data* d) {
 }
 
 int drops_cmd(const char*, const char*, rte_tel_data* d) {
-    const auto* c = g_control.load();
-    if (c == nullptr) {
+    const auto* source = g_source.load();
+    if (source == nullptr) {
         return -1;
     }
-    const auto s = c->stats();
+    const auto s = (*source)();
     rte_tel_data_start_dict(d);
     for (size_t i = 0; i < dp::kDropReasonCount; ++i) {
         rte_tel_data_add_dict_u64(d, std::string(dp::kDropReasonNames[i]).c_str(),
@@ -50,11 +50,11 @@ int drops_cmd(const char*, const char*, rte_tel_data* d) {
 }
 
 int ports_cmd(const char*, const char*, rte_tel_data* d) {
-    const auto* c = g_control.load();
-    if (c == nullptr) {
+    const auto* source = g_source.load();
+    if (source == nullptr) {
         return -1;
     }
-    const auto s = c->stats();
+    const auto s = (*source)();
     rte_tel_data_start_dict(d);
     for (const auto& p : s.ports) {
         rte_tel_data* port = rte_tel_data_alloc();
@@ -76,8 +76,8 @@ int ports_cmd(const char*, const char*, rte_tel_data* d) {
 
 }  // namespace
 
-void register_telemetry(const control::ControlPlane& control) {
-    g_control.store(&control);
+void register_telemetry(const StatsSource& source) {
+    g_source.store(&source);
     rte_telemetry_register_cmd("/inaswitch/stats", stats_cmd,
                                "Switch totals. Takes no parameters");
     rte_telemetry_register_cmd("/inaswitch/drops", drops_cmd,

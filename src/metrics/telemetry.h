@@ -3,11 +3,16 @@
 // /inaswitch/drops.
 #pragma once
 
-#include "control/control_plane.h"
+#include <functional>
+
+#include "metrics/stats.h"
 
 namespace ina::metrics {
 
-// Registers the commands; they read `control` until the process exits.
-void register_telemetry(const control::ControlPlane& control);
+// Copies out a fresh Stats; called from the DPDK telemetry thread.
+using StatsSource = std::function<Stats()>;
+
+// Registers the commands; they call `source` until the process exits, so it must outlive them.
+void register_telemetry(const StatsSource& source);
 
 }  // namespace ina::metrics

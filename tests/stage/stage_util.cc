@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "compile/snapshot_build.h"
 #include "config/config.h"
 #include "ina/protocol.h"
 #include "net/addr.h"
@@ -372,7 +373,7 @@ void StageTest::build(const std::string& yaml, const std::vector<dp::DynamicNeig
     auto r = config::load_string(yaml, "stage.yaml");
     ASSERT_TRUE(r.ok()) << r.error_text();
     std::string error;
-    snap = dp::Snapshot::build(*r.config, bindings, learned, fdb, unique_id(), error);
+    snap = compile::build_snapshot(*r.config, bindings, learned, fdb, unique_id(), error);
     ASSERT_NE(snap, nullptr) << error;
 }
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "runtime/switch.h"
+#include "app/switch.h"
 
 #include <rte_cycles.h>
 #include <rte_eal.h>
@@ -200,7 +200,8 @@ int run_switch(config::Config cfg, const RunOptions& opt) {
             stop_ports(ports);
             return fail("cannot build the forwarding tables: " + error);
         }
-        metrics::register_telemetry(control);
+        const metrics::StatsSource stats_source = [&control] { return control.stats(); };
+        metrics::register_telemetry(stats_source);
         control::ApiServer api(control);
         if (!listen.empty() && !api.start(listen, error)) {
             stop_ports(ports);

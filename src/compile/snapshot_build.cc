@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "dataplane/snapshot.h"
+#include "compile/snapshot_build.h"
 
 #include <rte_errno.h>
 #include <rte_hash.h>
@@ -11,40 +11,12 @@
 #include <map>
 #include <numeric>
 
-namespace ina::dp {
+namespace ina::compile {
 
-Snapshot::~Snapshot() {
-    rte_lpm_free(lpm);
-    rte_hash_free(neighbour_hash);
-    rte_hash_free(fdb_hash);
-}
+using namespace ina::dp;  // this file fills in dp::Snapshot field by field
 
-const NextHop* Snapshot::route(uint32_t dst) const {
-    uint32_t index = 0;
-    if (rte_lpm_lookup(lpm, dst, &index) != 0) {
-        return nullptr;
-    }
-    return &nexthops[index];
-}
-
-const Neighbour* Snapshot::neighbour(uint32_t ip) const {
-    void* data = nullptr;
-    if (rte_hash_lookup_data(neighbour_hash, &ip, &data) < 0) {
-        return nullptr;
-    }
-    return &neighbours[reinterpret_cast<uintptr_t>(data)];
-}
-
-const FdbEntry* Snapshot::fdb(const rte_ether_addr& mac, uint16_t group) const {
-    FdbKey key{};
-    std::memcpy(key.mac, mac.addr_bytes, 6);
-    key.group = group;
-    void* data = nullptr;
-    if (rte_hash_lookup_data(fdb_hash, &key, &data) < 0) {
-        return nullptr;
-    }
-    return &fdb_entries[reinterpret_cast<uintptr_t>(data)];
-}
+static_assert(dp::kMaxInaJobs == config::kMaxInaJobs && dp::kMaxUnicastWorkers == config::kMaxUnicastWorkers,
+              "the schema accepts exactly what a snapshot holds");
 
 namespace {
 
@@ -198,12 +170,12 @@ rte_hash* make_hash(const std::string& name, uint32_t entries, uint32_t key_len)
 
 }  // namespace
 
-std::unique_ptr<Snapshot> Snapshot::build(const config::Config& cfg,
-                                          const std::vector<PortBinding>& bindings,
-                                          const std::vector<DynamicNeighbour>& learned,
-                                          const std::vector<DynamicFdbEntry>& fdb,
-                                          uint64_t generation, std::string& error) {
-    std::unique_ptr<Snapshot> s(new Snapshot());
+std::unique_ptr<Snapshot> build_snapshot(const config::Config& cfg,
+                                         const std::vector<PortBinding>& bindings,
+                                         const std::vector<DynamicNeighbour>& learned,
+                                         const std::vector<DynamicFdbEntry>& fdb,
+                                         uint64_t generation, std::string& error) {
+    std::unique_ptr<Snapshot> s(SnapshotBuilder::make_empty());
     s->generation = generation;
     s->max_fdb_entries = cfg.l2.max_fdb_entries;
     s->arp_request_interval_ms = cfg.arp.request_interval_ms;
@@ -445,4 +417,4 @@ std::unique_ptr<Snapshot> Snapshot::build(const config::Config& cfg,
     return s;
 }
 
-}  // namespace ina::dp
+}  // namespace ina::compile

@@ -1,0 +1,37 @@
+// SPDX-License-Identifier: Apache-2.0
+// The snapshot compiler: the one place the YAML schema (config::Config) meets the tables workers
+// read (dp::Snapshot). Keeping it out of src/dataplane/ keeps the schema out of the packet path.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "dataplane/snapshot.h"
+
+namespace ina::compile {
+
+// Builds a snapshot; on failure returns nullptr and sets `error`. `ports[i]` binds config port
+// i to its DPDK port id and the MAC the device reports (config `mac` overrides it). Every port
+// number inside a snapshot (PortView index, next hops, neighbours, groups) is a DPDK port id,
+// because that is what mbuf->port carries.
+std::unique_ptr<dp::Snapshot> build_snapshot(const config::Config& cfg,
+                                             const std::vector<dp::PortBinding>& ports,
+                                             const std::vector<dp::DynamicNeighbour>& learned,
+                                             const std::vector<dp::DynamicFdbEntry>& fdb,
+                                             uint64_t generation, std::string& error);
+
+// The only maker of dp::Snapshot objects (its constructor is private): a snapshot exists only
+// with its tables built, so a worker never reads one without them.
+class SnapshotBuilder {
+    friend std::unique_ptr<dp::Snapshot> build_snapshot(const config::Config&,
+                                                        const std::vector<dp::PortBinding>&,
+                                                        const std::vector<dp::DynamicNeighbour>&,
+                                                        const std::vector<dp::DynamicFdbEntry>&,
+                                                        uint64_t, std::string&);
+    static dp::Snapshot* make_empty() { return new dp::Snapshot(); }
+};
+
+}  // namespace ina::compile
