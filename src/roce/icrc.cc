@@ -61,10 +61,15 @@ size_t masked_headers(const uint8_t* l3, size_t avail, uint8_t* out, size_t& tot
     return 8 + n;
 }
 
+// Below this many bytes, continuing zlib's CRC over the data costs less than rte_net_crc plus
+// crc32_combine (whose fixed cost is about a hundred nanoseconds): ACKs, NAKs and CNPs carry
+// 4 to 16 bytes after the BTH.
+constexpr size_t kCombineThreshold = 128;
+
 // CRC-32 of b appended to a with CRC crc_a: zlib joins two CRCs in O(log len) without the data.
 uint32_t append(uint32_t crc_a, const uint8_t* b, size_t len) {
-    if (len == 0) {
-        return crc_a;
+    if (len < kCombineThreshold) {
+        return static_cast<uint32_t>(crc32(crc_a, b, static_cast<uInt>(len)));
     }
     const uint32_t crc_b = rte_net_crc_calc(b, static_cast<uint32_t>(len), RTE_NET_CRC32_ETH);
     return static_cast<uint32_t>(crc32_combine(crc_a, crc_b, static_cast<z_off_t>(len)));
