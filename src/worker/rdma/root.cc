@@ -78,16 +78,27 @@ void Round::setup_job(const ConnectRequest& q, ibv_context* ctx) {
     if (bytes > uint64_t{opt_.max_memory_mb} << 20) {
         throw Error("needs " + std::to_string(bytes >> 20) + " MiB, over --max-memory-mb");
     }
+    try {
+        pd_ = std::make_unique<ProtectionDomain>(ctx);
+        const uint32_t per_conn = 2 * q.window + 2;
+        cq_ = std::make_unique<CompletionQueue>(ctx, static_cast<int>(per_conn * q.world + 16));
+        contrib_mem_.assign(chunking_->area_bytes() * q.world, std::byte{0});
+        result_mem_.assign(chunking_->area_bytes(), std::byte{0});
+        contrib_mr_ = std::make_unique<MemoryRegion>(
+            *pd_, contrib_mem_, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+        result_mr_ = std::make_unique<MemoryRegion>(*pd_, result_mem_, IBV_ACCESS_LOCAL_WRITE);
+        reducer_ = std::make_unique<ChunkReducer>(*chunking_, q.elem_type, q.op, q.world);
+    } catch (...) {
+        // Back to "no job", releasing in dependency order, so the next request starts clean.
+        reducer_.reset();
+        result_mr_.reset();
+        contrib_mr_.reset();
+        cq_.reset();
+        pd_.reset();
+        chunking_.reset();
+        throw;
+    }
     ctx_ = ctx;
-    pd_ = std::make_unique<ProtectionDomain>(ctx);
-    const uint32_t per_conn = 2 * q.window + 2;
-    cq_ = std::make_unique<CompletionQueue>(ctx, static_cast<int>(per_conn * q.world + 16));
-    contrib_mem_.assign(chunking_->area_bytes() * q.world, std::byte{0});
-    result_mem_.assign(chunking_->area_bytes(), std::byte{0});
-    contrib_mr_ = std::make_unique<MemoryRegion>(
-        *pd_, contrib_mem_, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-    result_mr_ = std::make_unique<MemoryRegion>(*pd_, result_mem_, IBV_ACCESS_LOCAL_WRITE);
-    reducer_ = std::make_unique<ChunkReducer>(*chunking_, q.elem_type, q.op, q.world);
     result_pending_.assign(q.window, 0);
     conns_.resize(q.world);
     job_ = q;
@@ -114,7 +125,7 @@ std::optional<RejectReason> Round::on_connect_request(const CmEvent& ev, std::st
         }
         try {
             setup_job(*q, ev.id()->verbs);
-        } catch (const Error& e) {
+        } catch (const std::exception& e) {  // Error, or bad_alloc for the areas
             *why = e.what();
             return RejectReason::no_resources;
         }
