@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: Apache-2.0
+// The RDMA AllReduce client: the libibverbs counterpart of ina::worker::Client (same shape: one
+// allreduce() of an input span into an output span, Stats back, Error on failure).
+//
+// Server-to-server mode (docs/rdma.md, "Worker side (libibverbs)"): one RC connection to the
+// root, set up with rdma_cm (rdma_resolve_addr/route, rdma_connect carrying ConnectRequest; the
+// accept carries ConnectReply). The input tensor is registered as it is (no copy) and each chunk
+// is WRITTEN with immediate into this worker's contribution slot at the root; the output tensor
+// is registered for remote write and the root WRITEs each reduced chunk into it with immediate.
+// Chunk c is posted only once the results of every chunk <= c - window are in.
+//
+// Every wait has the deadline `timeout` (from the start of allreduce()), so a dead root, a lost
+// connection or a QP in error ends in Error, never a hang.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "reduce/reduce.h"
+#include "worker/rdma/protocol.h"
+#include "worker/rdma/verbs.h"
+
+namespace ina::rdma {
+
+inline constexpr uint16_t kDefaultPort = 7471;
+
+struct ClientOptions {
+    std::string root;              // the root's IP address (an address of its RDMA device)
+    uint16_t port = kDefaultPort;  // the root's rdma_cm port
+    uint32_t job_id = 0;
+    uint16_t rank = 1;   // this worker's BFR-id, 1..world
+    uint16_t world = 1;  // workers in the job
+    reduce::ElemType elem_type = reduce::ElemType::fp32;
+    reduce::Op op = reduce::Op::sum;
+    uint32_t chunk_bytes = 1024;  // one RoCE packet at the rxe/1500-byte-MTU path MTU
+    uint32_t window = 32;         // chunks in flight
+    std::chrono::milliseconds timeout{60000};
+};
+
+struct ClientStats {
+    uint32_t chunks = 0;
+    uint64_t writes = 0;      // WRITEs with immediate posted (one per chunk)
+    uint64_t results = 0;     // result WRITEs received (one per chunk)
+    double connect_seconds = 0;  // resolve + connect
+    double seconds = 0;          // first WRITE posted to last result received
+    double goodput_gbit_per_s = 0;
+    std::string disconnect_error;  // empty when the teardown was clean
+};
+
+class Client {
+public:
+    // Validates the options (throws Error).
+    explicit Client(ClientOptions options);
+
+    // One AllReduce over a fresh connection: `input` and `output` hold the same number of
+    // elements of elem_type (little-endian); output may not alias input.
+    ClientStats allreduce(std::span<const std::byte> input, std::span<std::byte> output);
+
+    const ClientOptions& options() const { return opt_; }
+
+private:
+    ClientOptions opt_;
+};
+
+}  // namespace ina::rdma

@@ -1,0 +1,47 @@
+// SPDX-License-Identifier: Apache-2.0
+// The host root of server-to-server mode (docs/rdma.md, "Worker side (libibverbs)"): listens
+// with rdma_cm, accepts `world` workers of one job, reduces every chunk once its contributions
+// sum to world (ChunkReducer), and WRITEs each result with immediate into every worker's result
+// buffer.
+//
+// Memory: one contribution area of world x window x chunk_bytes (worker rank r owns the r-th
+// window x chunk_bytes, announced in ConnectReply) and one result staging area of window x
+// chunk_bytes. A completed chunk's result is staged in slot chunk mod window only once that
+// slot's previous result WRITEs have all completed; the workers' window rule guarantees the
+// contribution slot a WRITE lands in has been reduced already.
+//
+// The first valid connect request fixes the job (mode, job id, world, type, op, elements,
+// chunk_bytes, window; `expected_world` if set must match); every later request must agree and
+// use a free rank, or is rejected with a RejectReason in the reject's private data and the
+// root keeps serving the others. A round ends when every chunk's result WRITEs completed and
+// every worker disconnected; a worker that disconnects earlier, a failed completion or the
+// deadline end it with Error.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "worker/rdma/protocol.h"
+#include "worker/rdma/verbs.h"
+
+namespace ina::rdma {
+
+struct RootOptions {
+    uint16_t expected_world = 0;  // 0: take it from the first worker
+    uint32_t max_memory_mb = 1024;  // cap on contribution + result memory
+};
+
+struct RoundStats {
+    ConnectRequest job;             // the job served
+    uint32_t chunks = 0;
+    uint64_t contributions = 0;       // WRITE-with-immediate completions
+    uint64_t contribution_count = 0;  // the sum of their immediates' counts (chunks x world)
+    uint64_t results_written = 0;     // result WRITEs completed
+    uint64_t rejected = 0;            // connect requests refused
+    double seconds = 0;               // first contribution to last result WRITE completed
+};
+
+// Serves one AllReduce on `listener` (whose event channel is `channel`).
+RoundStats serve_round(EventChannel& channel, const RootOptions& options, Deadline deadline);
+
+}  // namespace ina::rdma

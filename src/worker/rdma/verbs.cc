@@ -1,0 +1,418 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "worker/rdma/verbs.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <poll.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace ina::rdma {
+
+namespace {
+
+void set_nonblocking(int fd, std::string_view what) {
+    const int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+        throw_errno(std::string(what) + ": fcntl(O_NONBLOCK)", errno);
+    }
+}
+
+// Milliseconds until the deadline, rounded up, for poll(2); 0 once it has passed.
+int ms_until(Deadline deadline) {
+    const auto left = deadline - Clock::now();
+    if (left <= Clock::duration::zero()) {
+        return 0;
+    }
+    const auto ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
+    return static_cast<int>(std::min<int64_t>(ms, 1 << 30));
+}
+
+// poll(2) on fds until one is readable or the deadline passes. Returns false on timeout.
+bool wait_readable(std::span<pollfd> fds, Deadline deadline) {
+    for (;;) {
+        const int r = ::poll(fds.data(), fds.size(), ms_until(deadline));
+        if (r > 0) {
+            return true;
+        }
+        if (r == 0) {
+            return false;
+        }
+        if (errno != EINTR) {
+            throw_errno("poll", errno);
+        }
+    }
+}
+
+CmEvent expect(EventChannel& channel, rdma_cm_event_type want, Deadline deadline,
+               std::string_view what) {
+    CmEvent ev = channel.next(deadline, what);
+    if (ev.type() != want || ev.status() != 0) {
+        throw Error(std::string(what) + ": got " + ev.name() + " instead of " +
+                    rdma_event_str(want));
+    }
+    return ev;
+}
+
+}  // namespace
+
+void throw_errno(std::string_view what, int err) {
+    throw Error(std::string(what) + ": " + std::strerror(err));
+}
+
+// --- rdma_cm ---------------------------------------------------------------------------------
+
+CmEvent::~CmEvent() {
+    if (e_) {
+        rdma_ack_cm_event(e_);
+    }
+}
+
+std::span<const std::byte> CmEvent::private_data() const {
+    const auto& c = e_->param.conn;
+    if (!c.private_data) {
+        return {};
+    }
+    return {static_cast<const std::byte*>(c.private_data), c.private_data_len};
+}
+
+std::string CmEvent::name() const {
+    return std::string(rdma_event_str(e_->event)) + " (status " + std::to_string(e_->status) + ")";
+}
+
+EventChannel::EventChannel() {
+    ch_ = rdma_create_event_channel();
+    if (!ch_) {
+        throw_errno("rdma_create_event_channel (is rdma_ucm loaded and /dev/infiniband/rdma_cm "
+                    "present?)",
+                    errno);
+    }
+    try {
+        set_nonblocking(ch_->fd, "rdma_cm event channel");
+    } catch (...) {
+        rdma_destroy_event_channel(ch_);
+        throw;
+    }
+}
+
+EventChannel::~EventChannel() { rdma_destroy_event_channel(ch_); }
+
+std::optional<CmEvent> EventChannel::try_next() {
+    rdma_cm_event* e = nullptr;
+    if (rdma_get_cm_event(ch_, &e) == 0) {
+        return CmEvent(e);
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+        return std::nullopt;
+    }
+    throw_errno("rdma_get_cm_event", errno);
+}
+
+CmEvent EventChannel::next(Deadline deadline, std::string_view what) {
+    for (;;) {
+        if (auto e = try_next()) {
+            return std::move(*e);
+        }
+        pollfd p{ch_->fd, POLLIN, 0};
+        if (!wait_readable(std::span(&p, 1), deadline)) {
+            throw Error("timed out waiting for " + std::string(what));
+        }
+    }
+}
+
+CmId::~CmId() {
+    if (id_) {
+        if (id_->qp) {
+            rdma_destroy_qp(id_);
+        }
+        rdma_destroy_id(id_);
+    }
+}
+
+CmId& CmId::operator=(CmId&& o) noexcept {
+    if (this != &o) {
+        CmId old(id_);
+        id_ = o.id_;
+        o.id_ = nullptr;
+    }
+    return *this;
+}
+
+CmId CmId::create(EventChannel& channel) {
+    rdma_cm_id* id = nullptr;
+    if (rdma_create_id(channel.get(), &id, nullptr, RDMA_PS_TCP) != 0) {
+        throw_errno("rdma_create_id", errno);
+    }
+    return CmId(id);
+}
+
+SockAddr parse_address(const std::string& ip, uint16_t port) {
+    SockAddr a;
+    auto* v4 = reinterpret_cast<sockaddr_in*>(&a.storage);
+    auto* v6 = reinterpret_cast<sockaddr_in6*>(&a.storage);
+    if (inet_pton(AF_INET, ip.c_str(), &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons(port);
+    } else if (inet_pton(AF_INET6, ip.c_str(), &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons(port);
+    } else {
+        throw Error("'" + ip + "' is not an IPv4 or IPv6 address");
+    }
+    return a;
+}
+
+CmId resolve(EventChannel& channel, const std::string& ip, uint16_t port, Deadline deadline) {
+    SockAddr dst = parse_address(ip, port);
+    CmId id = CmId::create(channel);
+    const int step_ms = std::max(ms_until(deadline), 1);
+    const std::string where = ip + " port " + std::to_string(port);
+    if (rdma_resolve_addr(id.get(), nullptr, dst.get(), step_ms) != 0) {
+        throw_errno("rdma_resolve_addr " + where + " (no RDMA device on the route to it?)",
+                    errno);
+    }
+    expect(channel, RDMA_CM_EVENT_ADDR_RESOLVED, deadline, "address resolution of " + where);
+    if (rdma_resolve_route(id.get(), std::max(ms_until(deadline), 1)) != 0) {
+        throw_errno("rdma_resolve_route " + where, errno);
+    }
+    expect(channel, RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, "route resolution of " + where);
+    if (!id->verbs) {
+        throw Error("rdma_cm resolved " + where + " but gave no RDMA device");
+    }
+    return id;
+}
+
+rdma_conn_param conn_param(std::span<const std::byte> private_data) {
+    rdma_conn_param p{};
+    p.private_data = private_data.data();
+    p.private_data_len = static_cast<uint8_t>(private_data.size());
+    p.responder_resources = 0;
+    p.initiator_depth = 0;
+    p.retry_count = 7;
+    p.rnr_retry_count = 7;
+    return p;
+}
+
+std::vector<std::byte> connect(EventChannel& channel, CmId& id,
+                               std::span<const std::byte> private_data, Deadline deadline) {
+    rdma_conn_param p = conn_param(private_data);
+    if (rdma_connect(id.get(), &p) != 0) {
+        throw_errno("rdma_connect", errno);
+    }
+    CmEvent ev = channel.next(deadline, "the connection to be established");
+    const auto data = ev.private_data();
+    switch (ev.type()) {
+    case RDMA_CM_EVENT_ESTABLISHED: return {data.begin(), data.end()};
+    case RDMA_CM_EVENT_REJECTED:
+        // Status 28 is IB_CM_REJ_CONSUMER_DEFINED: the peer's application refused; anything
+        // else came from the CM itself, typically no listener on that port.
+        throw Rejected(ev.status() == 28 ? "connection refused by the peer"
+                                         : "connection rejected by the peer's RDMA CM (" +
+                                               ev.name() + "): is anything listening there?",
+                       {data.begin(), data.end()});
+    default: throw Error("connecting: got " + ev.name() + " instead of RDMA_CM_EVENT_ESTABLISHED");
+    }
+}
+
+std::string disconnect(EventChannel& channel, CmId& id, Deadline deadline) {
+    if (rdma_disconnect(id.get()) != 0) {
+        return std::string("rdma_disconnect: ") + std::strerror(errno);
+    }
+    try {
+        CmEvent ev = channel.next(deadline, "the disconnection");
+        if (ev.type() != RDMA_CM_EVENT_DISCONNECTED) {
+            return "disconnecting: got " + ev.name();
+        }
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return {};
+}
+
+CmId listen(EventChannel& channel, const std::string& ip, uint16_t port, int backlog) {
+    SockAddr a = parse_address(ip, port);
+    CmId id = CmId::create(channel);
+    if (rdma_bind_addr(id.get(), a.get()) != 0) {
+        throw_errno("rdma_bind_addr " + ip + " port " + std::to_string(port) +
+                        " (an address of an RDMA device?)",
+                    errno);
+    }
+    if (rdma_listen(id.get(), backlog) != 0) {
+        throw_errno("rdma_listen", errno);
+    }
+    return id;
+}
+
+// --- verbs -----------------------------------------------------------------------------------
+
+ProtectionDomain::ProtectionDomain(ibv_context* ctx) {
+    pd_ = ibv_alloc_pd(ctx);
+    if (!pd_) {
+        throw_errno("ibv_alloc_pd", errno);
+    }
+}
+
+ProtectionDomain::~ProtectionDomain() { ibv_dealloc_pd(pd_); }
+
+MemoryRegion::MemoryRegion(ProtectionDomain& pd, std::span<std::byte> memory, int access) {
+    mr_ = ibv_reg_mr(pd.get(), memory.data(), memory.size(), access);
+    if (!mr_) {
+        throw_errno("ibv_reg_mr of " + std::to_string(memory.size()) +
+                        " bytes (RLIMIT_MEMLOCK too low?)",
+                    errno);
+    }
+}
+
+MemoryRegion::~MemoryRegion() { ibv_dereg_mr(mr_); }
+
+CompletionQueue::CompletionQueue(ibv_context* ctx, int depth) {
+    channel_ = ibv_create_comp_channel(ctx);
+    if (!channel_) {
+        throw_errno("ibv_create_comp_channel", errno);
+    }
+    try {
+        set_nonblocking(channel_->fd, "completion channel");
+        cq_ = ibv_create_cq(ctx, depth, nullptr, channel_, 0);
+        if (!cq_) {
+            throw_errno("ibv_create_cq of depth " + std::to_string(depth), errno);
+        }
+    } catch (...) {
+        ibv_destroy_comp_channel(channel_);
+        throw;
+    }
+}
+
+CompletionQueue::~CompletionQueue() {
+    drain_channel();
+    ibv_destroy_cq(cq_);
+    ibv_destroy_comp_channel(channel_);
+}
+
+size_t CompletionQueue::poll(std::span<ibv_wc> out) {
+    const int n = ibv_poll_cq(cq_, static_cast<int>(out.size()), out.data());
+    if (n < 0) {
+        throw Error("ibv_poll_cq failed (" + std::to_string(n) + ")");
+    }
+    return static_cast<size_t>(n);
+}
+
+void CompletionQueue::arm() {
+    if (const int r = ibv_req_notify_cq(cq_, 0); r != 0) {
+        throw_errno("ibv_req_notify_cq", r);
+    }
+}
+
+void CompletionQueue::drain_channel() {
+    ibv_cq* cq = nullptr;
+    void* ctx = nullptr;
+    while (ibv_get_cq_event(channel_, &cq, &ctx) == 0) {
+        ibv_ack_cq_events(cq, 1);
+    }
+}
+
+size_t CompletionQueue::wait(std::span<ibv_wc> out, Deadline deadline, std::span<const int> also) {
+    std::vector<pollfd> fds;
+    fds.push_back(pollfd{channel_->fd, POLLIN, 0});
+    for (const int fd : also) {
+        fds.push_back(pollfd{fd, POLLIN, 0});
+    }
+    for (;;) {
+        if (const size_t n = poll(out)) {
+            return n;
+        }
+        // Arm, then poll again: a completion that arrived between the first poll and the arm
+        // raises no event.
+        arm();
+        if (const size_t n = poll(out)) {
+            return n;
+        }
+        for (auto& p : fds) {
+            p.revents = 0;
+        }
+        if (!wait_readable(fds, deadline)) {
+            return 0;
+        }
+        drain_channel();
+        if (std::any_of(fds.begin() + 1, fds.end(), [](const pollfd& p) { return p.revents; })) {
+            return poll(out);
+        }
+    }
+}
+
+void throw_completion_error(const ibv_wc& wc, std::string_view context) {
+    char vendor[16];
+    std::snprintf(vendor, sizeof vendor, "0x%x", wc.vendor_err);
+    throw Error(std::string(context) + ": work completion " + ibv_wc_status_str(wc.status) +
+                " (status " + std::to_string(wc.status) + ", vendor error " + vendor +
+                ", opcode " + std::to_string(wc.opcode) + ", wr_id " + std::to_string(wc.wr_id) +
+                ", QP " + std::to_string(wc.qp_num) + ")");
+}
+
+QueuePair::~QueuePair() {
+    if (id_ && id_->qp) {
+        rdma_destroy_qp(id_);
+    }
+}
+
+QueuePair& QueuePair::operator=(QueuePair&& o) noexcept {
+    if (this != &o) {
+        QueuePair old(id_);
+        id_ = o.id_;
+        o.id_ = nullptr;
+    }
+    return *this;
+}
+
+QueuePair create_rc_qp(CmId& id, ProtectionDomain& pd, CompletionQueue& cq, uint32_t send_depth,
+                       uint32_t recv_depth) {
+    ibv_qp_init_attr attr{};
+    attr.send_cq = cq.get();
+    attr.recv_cq = cq.get();
+    attr.qp_type = IBV_QPT_RC;
+    attr.cap.max_send_wr = send_depth;
+    attr.cap.max_recv_wr = recv_depth;
+    attr.cap.max_send_sge = 1;
+    attr.cap.max_recv_sge = 1;
+    attr.sq_sig_all = 0;
+    if (rdma_create_qp(id.get(), pd.get(), &attr) != 0) {
+        throw_errno("rdma_create_qp (RC, " + std::to_string(send_depth) + " send / " +
+                        std::to_string(recv_depth) + " receive WRs)",
+                    errno);
+    }
+    return QueuePair(id.get());
+}
+
+void post_write_imm(ibv_qp* qp, uint64_t wr_id, const MemoryRegion& local, uint64_t offset,
+                    uint32_t length, uint64_t remote_addr, uint32_t rkey, uint32_t imm) {
+    ibv_sge sge{local.addr() + offset, length, local.lkey()};
+    ibv_send_wr wr{};
+    wr.wr_id = wr_id;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.imm_data = htonl(imm);
+    wr.wr.rdma.remote_addr = remote_addr;
+    wr.wr.rdma.rkey = rkey;
+    ibv_send_wr* bad = nullptr;
+    if (const int r = ibv_post_send(qp, &wr, &bad); r != 0) {
+        throw_errno("ibv_post_send (RDMA WRITE with immediate, QP " + std::to_string(qp->qp_num) +
+                        ")",
+                    r);
+    }
+}
+
+void post_recv(ibv_qp* qp, uint64_t wr_id) {
+    ibv_recv_wr wr{};
+    wr.wr_id = wr_id;
+    wr.sg_list = nullptr;
+    wr.num_sge = 0;
+    ibv_recv_wr* bad = nullptr;
+    if (const int r = ibv_post_recv(qp, &wr, &bad); r != 0) {
+        throw_errno("ibv_post_recv (QP " + std::to_string(qp->qp_num) + ")", r);
+    }
+}
+
+}  // namespace ina::rdma

@@ -1,0 +1,850 @@
+# SPDX-License-Identifier: Apache-2.0
+"""A lab of qemu VMs running Linux's own RDMA stack (rdma_rxe, Soft-RoCE), joined by host tap
+devices through a Linux bridge or through inaswitch: the project's RoCEv2 interop harness.
+
+    from lab import Lab
+    with Lab(2, fabric="inaswitch", switch_exe="build/src/app/inaswitch") as lab:
+        a, b = lab.vms                        # .name .ip .mac .gid_index .tap
+        server = a.start(f"ibv_rc_pingpong -d rxe0 -g {a.gid_index}")
+        a.wait_tcp_listen(18515)              # polls in the guest, no fixed sleep
+        rc, out = b.run(f"ibv_rc_pingpong -d rxe0 -g {b.gid_index} {a.ip}", timeout=120)
+        rc, out = server.wait(timeout=60)
+        lab.switch.metrics().get("inaswitch_bridged_packets_total")
+
+Topology. Everything lives in a private network namespace "inavm-<pid>-<n>" that the lab
+creates and deletes; no address exists outside it. VM i has eth0 on tap<i> (qemu -netdev tap,
+vnet_hdr=off: a userspace forwarder on the taps must see finished checksums and no GSO frames)
+and rxe0 on eth0.
+  fabric="bridge"     tap0..tapN-1 in a Linux bridge (the reference: no switch at all).
+  fabric="inaswitch"  inaswitch in the namespace, net_af_packet port p<i> on tap<i>, EAL
+                      --no-huge, its own --file-prefix, the control API on 127.0.0.1:9464 of
+                      the namespace (reached from here through a socket made inside it).
+  routed=False        one subnet 10.77.0.0/24, VM i = 10.77.0.<i+2>; with inaswitch every port
+                      is in the L2 group "vms".
+  routed=True         VM i alone in 10.77.<i+1>.0/24 as .2, its gateway the switch port's .1
+                      (inaswitch answers ARP and routes between them). Needs fabric="inaswitch".
+  switch_config       None: the generated config above; a str: used verbatim; a callable
+                      f(default_config_dict, lab) returning a dict or YAML text (add jobs etc.).
+
+Guests. Debian 12's kernel boots the initramfs of image.py by PVH under `-accel tcg`; its /init
+(guest_init.sh) loads rdma_rxe, configures eth0 and rxe0, and then serves commands on a
+virtio-serial port: vm.run() and vm.start() send a shell script, the guest runs it in its own
+session and returns its exit status and combined output. The serial console (kernel messages)
+goes to a log file (vm.console()). `extra_files` are host files for every guest (executables
+land in /usr/local/bin with their shared libraries), as a second cpio after the cached base.
+
+Waiting. Nothing sleeps for synchronisation: boots wait for the guest's READY message, commands
+for their exit status, switch start for its API and links, captures for tcpdump's "listening"
+line, each with a deadline. Boots take 4 s on a quiet machine and 8-50 s under load.
+
+Resources. At most MAX_VMS (3, env INA_ROCE_VM_MAX) VMs run at once on the machine across all
+processes using this module: a lab takes its slots (flock) before booting and waits for them.
+close() (also at exit, on SIGTERM/SIGINT/SIGHUP, and after a failed start) kills every process
+the lab started by its process group, deletes the namespace and the scratch directory
+(INA_ROCE_VM_KEEP=1 keeps the directory: console logs, switch log, captures).
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import ctypes
+import fcntl
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import Any, Callable
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "e2e"))
+sys.path.insert(0, HERE)
+
+import image as guest_image_mod  # noqa: E402
+from testbed import EAL_ARGS, Metrics, TestFailure, check, log, to_yaml, wait_until  # noqa: E402,F401
+
+NS_PREFIX = "inavm-"
+MAX_VMS = int(os.environ.get("INA_ROCE_VM_MAX", "3"))
+SLOT_DIR = "/run/inaswitch-roce-vm"
+API_PORT = 9464
+QEMU = "qemu-system-x86_64"
+RDMA_CM_PORT = 7174          # rping's default
+PERFTEST_PORT = 18515        # perftest's and ibv_*_pingpong's out-of-band TCP port
+
+
+# ---------------------------------------------------------------------------------------------
+# Sockets inside a network namespace: setns(2) switches only the calling thread, and a socket
+# keeps the namespace it was created in.
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_CLONE_NEWNET = 0x40000000
+_setns_lock = threading.Lock()
+
+
+def socket_in_netns(ns: str, family: int = socket.AF_INET,
+                    kind: int = socket.SOCK_STREAM) -> socket.socket:
+    with _setns_lock:
+        own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+        try:
+            target = os.open(f"/run/netns/{ns}", os.O_RDONLY)
+            try:
+                if _libc.setns(target, _CLONE_NEWNET) != 0:
+                    e = ctypes.get_errno()
+                    raise OSError(e, f"setns into {ns}: {os.strerror(e)}")
+                try:
+                    return socket.socket(family, kind)
+                finally:
+                    if _libc.setns(own, _CLONE_NEWNET) != 0:  # cannot continue in the wrong ns
+                        os._exit(70)
+            finally:
+                os.close(target)
+        finally:
+            os.close(own)
+
+
+class _NetnsHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, ns: str, host: str, port: int, timeout: float):
+        super().__init__(host, port, timeout=timeout)
+        self._ns = ns
+
+    def connect(self) -> None:
+        self.sock = socket_in_netns(self._ns)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect((self.host, self.port))
+
+
+# ---------------------------------------------------------------------------------------------
+# Processes: each started in its own session, so close() can kill it and all its children.
+
+def _popen(cmd: list[str], **kw) -> subprocess.Popen:
+    kw.setdefault("stdin", subprocess.DEVNULL)
+    return subprocess.Popen(cmd, start_new_session=True, **kw)
+
+
+def _kill_group(p: subprocess.Popen, term_timeout: float = 5) -> None:
+    if p.poll() is not None:
+        return
+    try:
+        os.killpg(p.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        p.wait(term_timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.wait(10)
+
+
+def _sh(cmd: list[str], timeout: float = 30, check_rc: bool = True) -> subprocess.CompletedProcess:
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if check_rc and p.returncode != 0:
+        raise TestFailure(f"{' '.join(cmd)} failed ({p.returncode}): {p.stderr.strip()}")
+    return p
+
+
+def _tail(path: str, n: int = 4000) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - n))
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+# ---------------------------------------------------------------------------------------------
+# VM slots shared by every process on the machine.
+
+class _Slots:
+    """n of the MAX_VMS slot locks, taken all at once (a gate lock serialises takers so two
+    labs cannot each hold half of what they need)."""
+
+    def __init__(self, n: int, timeout: float):
+        if n > MAX_VMS:
+            raise TestFailure(f"a lab of {n} VMs exceeds the machine's limit of {MAX_VMS}")
+        os.makedirs(SLOT_DIR, exist_ok=True)
+        self.held: list[Any] = []
+        waited = False
+
+        def take() -> bool:
+            with open(os.path.join(SLOT_DIR, "gate"), "w") as gate:
+                fcntl.flock(gate, fcntl.LOCK_EX)
+                for i in range(MAX_VMS):
+                    f = open(os.path.join(SLOT_DIR, f"slot{i}"), "w")
+                    try:
+                        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except BlockingIOError:
+                        f.close()
+                        continue
+                    self.held.append(f)
+                    if len(self.held) == n:
+                        return True
+                self.release()
+                return False
+        if not take():
+            log(f"waiting for {n} VM slots (another lab holds them)")
+            waited = True
+            wait_until(take, timeout, f"{n} free VM slots of {MAX_VMS}", interval=0.5)
+        if waited:
+            log("VM slots free")
+
+    def release(self) -> None:
+        for f in self.held:
+            f.close()
+        self.held = []
+
+
+# ---------------------------------------------------------------------------------------------
+# Guests
+
+class GuestJob:
+    """A command running in a guest. wait() returns (exit status, combined stdout+stderr)."""
+
+    def __init__(self, vm: "VM", job_id: int, cmd: str):
+        self.vm, self.id, self.cmd = vm, job_id, cmd
+        self.chunks: list[bytes] = []
+        self.rc: int | None = None
+        self.t_start = time.monotonic()
+        self.t_end: float | None = None
+
+    def done(self) -> bool:
+        with self.vm._cond:
+            return self.rc is not None
+
+    @property
+    def seconds(self) -> float | None:
+        return None if self.t_end is None else self.t_end - self.t_start
+
+    def output(self) -> str:
+        with self.vm._cond:
+            return b"".join(self.chunks).decode("utf-8", "replace")
+
+    def wait(self, timeout: float = 60) -> tuple[int, str]:
+        """Waits for the command to end. On timeout the guest kills its session and this
+        raises TestFailure with whatever it had printed."""
+        if not self.vm._wait_for(lambda: self.rc is not None, timeout):
+            self.kill()
+            self.vm._wait_for(lambda: self.rc is not None, 15)
+            raise TestFailure(f"{self.vm.name}: `{self.cmd}` did not finish within {timeout}s; "
+                              f"output:\n{self.output()[-3000:]}")
+        return self.rc, self.output()
+
+    def kill(self) -> None:
+        if not self.done():
+            self.vm._send(f"K {self.id}")
+
+
+class VM:
+    """One qemu guest. Attributes: name, index, ip, prefix_len, gw, mac, tap, gid_index."""
+
+    def __init__(self, lab: "Lab", index: int, ip: str, prefix_len: int, gw: str | None):
+        self.lab, self.index = lab, index
+        self.name = f"vm{index}"
+        self.ip, self.prefix_len, self.gw = ip, prefix_len, gw
+        self.mac = f"52:54:00:4d:00:{index + 1:02x}"
+        self.tap = f"tap{index}"
+        self.gid_index: int | None = None
+        self.boot_seconds: float | None = None
+        self.guest_uptime: float | None = None
+        d = os.path.join(lab.workdir, self.name)
+        os.makedirs(d)
+        self.console_path = os.path.join(d, "console.log")
+        self.qemu_log = os.path.join(d, "qemu.log")
+        self.ctl_path = os.path.join(d, "ctl.sock")
+        self.proc: subprocess.Popen | None = None
+        self._sock: socket.socket | None = None
+        self._cond = threading.Condition()
+        self._jobs: dict[int, GuestJob] = {}
+        self._next_id = 0
+        self._ready = False
+        self._failed: str | None = None
+        self._eof = False
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def boot(self, kernel: str, initrd: str, mem_mb: int) -> None:
+        append = (f"console=ttyS0 quiet panic=-1 ina.name={self.name} "
+                  f"ina.ip={self.ip}/{self.prefix_len}" + (f" ina.gw={self.gw}" if self.gw else ""))
+        cmd = ["ip", "netns", "exec", self.lab.ns, QEMU, "-accel", "tcg", "-m", str(mem_mb),
+               "-smp", "1", "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+               "-kernel", kernel, "-initrd", initrd, "-append", append,
+               "-serial", f"file:{self.console_path}",
+               "-netdev", f"tap,id=net0,ifname={self.tap},script=no,downscript=no,vnet_hdr=off",
+               "-device", f"virtio-net-pci,netdev=net0,mac={self.mac}",
+               "-device", "virtio-serial-pci,id=vser0",
+               "-chardev", f"socket,id=ctl,path={self.ctl_path},server=on,wait=off",
+               "-device", "virtserialport,bus=vser0.0,chardev=ctl,name=ina.ctl"]
+        self.t_boot = time.monotonic()
+        with open(self.qemu_log, "w") as qlog:
+            self.proc = _popen(cmd, stdout=qlog, stderr=subprocess.STDOUT)
+
+        def connect():
+            if self.proc.poll() is not None:
+                raise TestFailure(f"{self.name}: qemu exited ({self.proc.returncode}): "
+                                  f"{_tail(self.qemu_log)}")
+            if not os.path.exists(self.ctl_path):
+                return None
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                s.connect(self.ctl_path)
+            except OSError:
+                s.close()
+                return None
+            return s
+        # The guest cannot reach its port before qemu listens, and it boots for seconds more.
+        self._sock = wait_until(connect, 60, f"{self.name}: qemu's control socket")
+        threading.Thread(target=self._reader, name=f"{self.name}-ctl", daemon=True).start()
+
+    def wait_ready(self, timeout: float) -> None:
+        ok = self._wait_for(lambda: self._ready or self._failed or self._eof, timeout)
+        if not ok or not self._ready:
+            why = self._failed or ("control channel closed" if self._eof else
+                                   f"no READY within {timeout}s")
+            raise TestFailure(f"{self.name}: boot failed: {why}\nconsole:\n"
+                              f"{_tail(self.console_path)}\nqemu:\n{_tail(self.qemu_log, 1000)}")
+        self.boot_seconds = time.monotonic() - self.t_boot
+
+    def stop(self) -> None:
+        if self._sock is not None:
+            try:
+                self._sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            self._sock.close()
+        if self.proc is not None:
+            _kill_group(self.proc)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def console(self) -> str:
+        with open(self.console_path, errors="replace") as f:
+            return f.read()
+
+    def qemu_rss_mib(self) -> int | None:
+        try:
+            with open(f"/proc/{self.proc.pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        return int(line.split()[1]) // 1024
+        except (OSError, AttributeError):
+            pass
+        return None
+
+    # -- control channel ---------------------------------------------------------------------
+
+    def _reader(self) -> None:
+        buf = b""
+        while True:
+            try:
+                data = self._sock.recv(65536)
+            except OSError:
+                data = b""
+            if not data:
+                with self._cond:
+                    self._eof = True
+                    self._cond.notify_all()
+                return
+            buf += data
+            *lines, buf = buf.split(b"\n")
+            with self._cond:
+                for line in lines:
+                    try:
+                        self._on_message(line.decode("ascii", "replace").strip())
+                    except ValueError:  # not ours: noise before the guest opened the port
+                        pass
+                self._cond.notify_all()
+
+    def _on_message(self, line: str) -> None:
+        op, _, rest = line.partition(" ")
+        if op == "O":
+            job_id, _, b64 = rest.partition(" ")
+            job = self._jobs.get(int(job_id))
+            if job is not None:
+                job.chunks.append(base64.b64decode(b64))
+        elif op == "E":
+            job_id, rc = rest.split()
+            job = self._jobs.get(int(job_id))
+            if job is not None:
+                job.rc = int(rc)
+                job.t_end = time.monotonic()
+        elif op == "READY":
+            m = re.search(r"gid=(\d*) uptime=([\d.]+)", rest)
+            if m and m.group(1):
+                self.gid_index = int(m.group(1))
+                self.guest_uptime = float(m.group(2))
+                self._ready = True
+            else:
+                self._failed = f"bad READY message {line!r}"
+        elif op == "FAIL":
+            self._failed = rest
+        # anything else: line noise before the guest opened the port
+
+    def _wait_for(self, pred: Callable[[], Any], timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not pred():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                if self._eof or (self.proc is not None and self.proc.poll() is not None):
+                    if pred():
+                        return True
+                    raise TestFailure(f"{self.name}: the guest went away (qemu "
+                                      f"{self.proc.poll() if self.proc else None}); console:\n"
+                                      f"{_tail(self.console_path)}")
+                self._cond.wait(min(left, 0.5))
+            return True
+
+    def _send(self, line: str) -> None:
+        try:
+            self._sock.sendall(line.encode() + b"\n")
+        except OSError as e:
+            raise TestFailure(f"{self.name}: control channel: {e}") from None
+
+    # -- commands ----------------------------------------------------------------------------
+
+    def start(self, cmd: str) -> GuestJob:
+        """Runs `cmd` (a shell script: busybox sh, PATH with /usr/local/bin) in the background
+        in its own session in the guest, in /root."""
+        if not self._ready:
+            raise TestFailure(f"{self.name} is not up")
+        with self._cond:
+            self._next_id += 1
+            job = GuestJob(self, self._next_id, cmd)
+            self._jobs[job.id] = job
+        self._send(f"R {job.id} {base64.b64encode(cmd.encode()).decode()}")
+        return job
+
+    def run(self, cmd: str, timeout: float = 60, check: bool = False) -> tuple[int, str]:
+        """Runs `cmd` and waits; (exit status, output). check=True: a non-zero status raises."""
+        rc, out = self.start(cmd).wait(timeout)
+        if check and rc != 0:
+            raise TestFailure(f"{self.name}: `{cmd}` exited {rc}:\n{out[-3000:]}")
+        return rc, out
+
+    def wait_tcp_listen(self, port: int = PERFTEST_PORT, timeout: float = 60) -> None:
+        """Waits until a TCP socket listens on `port` in this guest (polled inside it)."""
+        self.run(f"until netstat -ltn | grep -q ':{port} '; do sleep 0.05; done",
+                   timeout=timeout, check=True)
+
+    def wait_rdma_cm_listen(self, timeout: float = 60) -> None:
+        """Waits until an rdma_cm id listens in this guest (rping -s, ib_*_bw -R)."""
+        self.run("until rdma resource show cm_id | grep -q LISTEN; do sleep 0.05; done",
+                 timeout=timeout, check=True)
+
+    def __repr__(self) -> str:
+        return f"VM({self.name} {self.ip} {self.mac} gid={self.gid_index})"
+
+
+# ---------------------------------------------------------------------------------------------
+# The switch
+
+class Switch:
+    """inaswitch running inside the lab's namespace."""
+
+    def __init__(self, lab: "Lab", exe: str, config_text: str):
+        self.lab = lab
+        self.exe = os.path.abspath(exe)
+        self.file_prefix = f"inavm{os.getpid()}x{lab.serial}"
+        self.config_path = os.path.join(lab.workdir, "switch.yaml")
+        self.log_path = os.path.join(lab.workdir, "switch.log")
+        self.stats_path = os.path.join(lab.workdir, "switch-final.prom")
+        self.proc: subprocess.Popen | None = None
+        self.final_metrics: Metrics | None = None
+        self.write_config(config_text)
+
+    def write_config(self, text: str) -> None:
+        tmp = self.config_path + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, self.config_path)
+
+    def start(self, timeout: float = 60) -> None:
+        cmd = ["ip", "netns", "exec", self.lab.ns, self.exe, "-c", self.config_path,
+               "--file-prefix", self.file_prefix, "--stats-file", self.stats_path]
+        log(f"starting: {' '.join(cmd)}")
+        with open(self.log_path, "w") as f:
+            self.proc = _popen(cmd, stdout=f, stderr=subprocess.STDOUT)
+
+        def api_up():
+            if self.proc.poll() is not None:
+                raise TestFailure(f"inaswitch exited ({self.proc.returncode}):\n{self.log()}")
+            return self.http("GET", "/api/v1/status", timeout=2)[0] == 200
+        wait_until(api_up, timeout, "inaswitch's control API")
+        wait_until(lambda: all(v == 1 for v in self.metrics().by_label(
+            "inaswitch_port_link_up", "port").values()), 30, "every switch port's link up")
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log(self) -> str:
+        return _tail(self.log_path, 20000)
+
+    def http(self, method: str, path: str, body: Any = None,
+             timeout: float = 10) -> tuple[int, str]:
+        conn = _NetnsHTTPConnection(self.lab.ns, "127.0.0.1", API_PORT, timeout)
+        try:
+            data = None
+            headers = {}
+            if body is not None:
+                data = (body if isinstance(body, str) else json.dumps(body)).encode()
+                headers["Content-Type"] = "application/json"
+            conn.request(method, path, body=data, headers=headers)
+            r = conn.getresponse()
+            return r.status, r.read().decode()
+        finally:
+            conn.close()
+
+    def api_json(self, method: str, path: str, body: Any = None,
+                 expect: int | None = 200) -> Any:
+        status, text = self.http(method, path, body)
+        if expect is not None and status != expect:
+            raise TestFailure(f"{method} {path}: HTTP {status}, expected {expect}: {text}")
+        return json.loads(text) if text.strip() else None
+
+    def metrics(self) -> Metrics:
+        status, text = self.http("GET", "/metrics")
+        if status != 200:
+            raise TestFailure(f"GET /metrics: HTTP {status}")
+        return Metrics(text)
+
+    def reload(self, config_text: str) -> None:
+        """Writes a new config and has the running switch apply it (POST /api/v1/reload)."""
+        self.write_config(config_text)
+        self.api_json("POST", "/api/v1/reload")
+
+    def stop(self, timeout: float = 15) -> int | None:
+        """SIGTERM; returns the exit status and reads the final metrics (--stats-file)."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                log("inaswitch ignored SIGTERM; killing it")
+                _kill_group(self.proc, 1)
+        if self.final_metrics is None and os.path.exists(self.stats_path):
+            with open(self.stats_path) as f:
+                self.final_metrics = Metrics(f.read())
+        return self.proc.returncode
+
+
+# ---------------------------------------------------------------------------------------------
+# Captures
+
+class Capture:
+    """tcpdump on each VM's tap (both directions), full frames unless snaplen is given.
+    stop() returns {vm name: pcap path} and fills .stats {vm name: (captured, dropped)}."""
+
+    def __init__(self, lab: "Lab", bpf: str, snaplen: int, tag: str, timeout: float = 30):
+        self.lab = lab
+        self.paths: dict[str, str] = {}
+        self.stats: dict[str, tuple[int, int]] = {}
+        self._procs: dict[str, subprocess.Popen] = {}
+        self._errs: dict[str, str] = {}
+        try:
+            for vm in lab.vms:
+                path = os.path.join(lab.workdir, f"{tag}-{vm.tap}.pcap")
+                err = path + ".err"
+                self.paths[vm.name] = path
+                self._errs[vm.name] = err
+                cmd = ["ip", "netns", "exec", lab.ns, "tcpdump", "-i", vm.tap, "-U", "-n",
+                       "-Z", "root", "-s", str(snaplen), "-w", path] + (bpf.split() if bpf else [])
+                with open(err, "w") as f:
+                    self._procs[vm.name] = _popen(cmd, stdout=subprocess.DEVNULL, stderr=f)
+            for name, err in self._errs.items():
+                p = self._procs[name]
+
+                def listening(p=p, err=err):
+                    if p.poll() is not None:
+                        raise TestFailure(f"tcpdump exited: {_tail(err)}")
+                    return "listening on" in _tail(err)
+                wait_until(listening, timeout, f"tcpdump on {name}'s tap")
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> dict[str, str]:
+        for name, p in self._procs.items():
+            if p.poll() is None:
+                p.send_signal(signal.SIGINT)
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                _kill_group(p, 1)
+            m = re.search(r"(\d+) packets? captured.*?(\d+) packets? dropped by kernel",
+                          _tail(self._errs[name]), re.S)
+            if m:
+                self.stats[name] = (int(m.group(1)), int(m.group(2)))
+        self._procs = {}
+        return dict(self.paths)
+
+    def __enter__(self) -> "Capture":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+# ---------------------------------------------------------------------------------------------
+# The lab
+
+_live: list["Lab"] = []
+_serial = 0
+_handlers_installed = False
+
+
+def _on_signal(signum, _frame):
+    log(f"signal {signum}: shutting the RoCE lab down")
+    for lab in list(_live):
+        lab.close()
+    sys.exit(128 + signum)
+
+
+def _install_handlers() -> None:
+    global _handlers_installed
+    if _handlers_installed:
+        return
+    _handlers_installed = True
+    atexit.register(lambda: [lab.close() for lab in list(_live)])
+    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(s, _on_signal)
+
+
+def cleanup_stale() -> None:
+    """Deletes the namespaces of labs whose process died without closing them (SIGKILL),
+    after killing what still runs inside them (their qemu, inaswitch and tcpdump)."""
+    out = _sh(["ip", "netns", "list"], check_rc=False).stdout
+    for line in out.splitlines():
+        name = line.split()[0] if line.split() else ""
+        m = re.match(re.escape(NS_PREFIX) + r"(\d+)-\d+$", name)
+        if not m or int(m.group(1)) == os.getpid() or os.path.exists(f"/proc/{m.group(1)}"):
+            continue
+        pids = _sh(["ip", "netns", "pids", name], check_rc=False).stdout.split()
+        for pid in pids:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
+        log(f"removed stale lab namespace {name} ({len(pids)} leftover processes killed)")
+        _sh(["ip", "netns", "del", name], check_rc=False)
+
+
+class Lab:
+    def __init__(self, n_vms: int, fabric: str = "bridge", switch_exe: str | None = None,
+                 switch_config: str | Callable[[dict, "Lab"], dict | str] | None = None,
+                 routed: bool = False, extra_files: list | None = None, mem_mb: int = 256,
+                 boot_timeout: float = 240, slot_timeout: float = 900):
+        global _serial
+        if fabric not in ("bridge", "inaswitch"):
+            raise ValueError(f"fabric must be 'bridge' or 'inaswitch', not {fabric!r}")
+        if fabric == "inaswitch" and not switch_exe:
+            raise ValueError("fabric='inaswitch' needs switch_exe")
+        if routed and fabric != "inaswitch":
+            raise ValueError("routed=True needs fabric='inaswitch' (a bridge does not route)")
+        if not 1 <= n_vms <= 253:
+            raise ValueError(f"n_vms={n_vms}")
+        if os.geteuid() != 0:
+            raise TestFailure("the RoCE lab needs root (namespaces, taps)")
+        if shutil.which(QEMU) is None:
+            raise TestFailure(f"{QEMU} is not installed (package qemu-system-x86; .ci/setup)")
+        _install_handlers()
+        cleanup_stale()
+        _serial += 1
+        self.serial = _serial
+        self.fabric, self.routed = fabric, routed
+        self.ns = f"{NS_PREFIX}{os.getpid()}-{self.serial}"
+        self.workdir = tempfile.mkdtemp(prefix=f"inavm{os.getpid()}-")
+        self.vms: list[VM] = []
+        self.switch: Switch | None = None
+        self._captures: list[Capture] = []
+        self._slots: _Slots | None = None
+        self._ns_created = False
+        self._closed = False
+        self.timings: dict[str, float] = {}
+        _live.append(self)
+        try:
+            t0 = time.monotonic()
+            self.image = guest_image_mod.guest_image()
+            self.timings["image_s"] = time.monotonic() - t0
+            initrd = self.image.initrd
+            if extra_files:
+                extra = guest_image_mod.extras_initrd(
+                    self.image, extra_files, os.path.join(self.workdir, "extra.cpio.gz"),
+                    self.workdir)
+                initrd = os.path.join(self.workdir, "initrd.cpio.gz")
+                with open(initrd, "wb") as out:
+                    for part in (self.image.initrd, extra):
+                        with open(part, "rb") as f:
+                            shutil.copyfileobj(f, out)
+            for i in range(n_vms):
+                if routed:
+                    self.vms.append(VM(self, i, f"10.77.{i + 1}.2", 24, f"10.77.{i + 1}.1"))
+                else:
+                    self.vms.append(VM(self, i, f"10.77.0.{i + 2}", 24, None))
+            self._build_network()
+            if fabric == "inaswitch":
+                self.switch = Switch(self, switch_exe, self._config_text(switch_config))
+            self._slots = _Slots(n_vms, slot_timeout)
+            t0 = time.monotonic()
+            log(f"booting {n_vms} VMs in {self.ns} (fabric {fabric}"
+                f"{', routed' if routed else ''}; work dir {self.workdir})")
+            for vm in self.vms:
+                vm.boot(self.image.kernel, initrd, mem_mb)
+            if self.switch:
+                self.switch.start()
+            for vm in self.vms:
+                vm.wait_ready(boot_timeout)
+                log(f"{vm.name} up: {vm.ip} gid {vm.gid_index}, {vm.boot_seconds:.1f}s "
+                    f"(guest uptime {vm.guest_uptime}s)")
+            self.timings["boot_s"] = time.monotonic() - t0
+        except BaseException:
+            self.close()
+            raise
+
+    # -- network and config ------------------------------------------------------------------
+
+    def ns_run(self, cmd: list[str], **kw) -> subprocess.CompletedProcess:
+        """Runs a host command inside the lab's namespace."""
+        return _sh(["ip", "netns", "exec", self.ns] + cmd, **kw)
+
+    def _build_network(self) -> None:
+        _sh(["ip", "netns", "add", self.ns])
+        self._ns_created = True
+        for key in ("net.ipv6.conf.all.disable_ipv6", "net.ipv6.conf.default.disable_ipv6"):
+            self.ns_run(["sysctl", "-qw", f"{key}=1"])
+        self.ns_run(["ip", "link", "set", "lo", "up"])
+        if self.fabric == "bridge":
+            self.ns_run(["ip", "link", "add", "br0", "type", "bridge"])
+        for vm in self.vms:
+            self.ns_run(["ip", "tuntap", "add", "dev", vm.tap, "mode", "tap"])
+            if self.fabric == "bridge":
+                self.ns_run(["ip", "link", "set", vm.tap, "master", "br0"])
+            self.ns_run(["ip", "link", "set", vm.tap, "up"])
+        if self.fabric == "bridge":
+            self.ns_run(["ip", "link", "set", "br0", "up"])
+
+    def default_switch_config(self) -> dict:
+        ports = []
+        for vm in self.vms:
+            # qdisc_bypass stays off: frames sent around the qdisc skip the taps' packet taps,
+            # and capture() must see what the switch sends.
+            port: dict[str, Any] = {"name": f"p{vm.index}",
+                                    "devargs": f"net_af_packet{vm.index},iface={vm.tap}"}
+            if self.routed:
+                port["ipv4"] = [f"{vm.gw}/{vm.prefix_len}"]
+            else:
+                port["l2_group"] = "vms"
+                port["promiscuous"] = True
+            ports.append(port)
+        return {
+            "version": 1,
+            "eal": {"args": list(EAL_ARGS)},
+            "ports": ports,
+            "dataplane": {"idle_sleep_us": 20},
+            "control": {"listen": f"127.0.0.1:{API_PORT}"},
+        }
+
+    def _config_text(self, spec) -> str:
+        header = "# SPDX-License-Identifier: Apache-2.0\n# generated by tests/roce_vm/lab.py\n"
+        if spec is None:
+            return header + to_yaml(self.default_switch_config())
+        if isinstance(spec, str):
+            return spec
+        got = spec(self.default_switch_config(), self)
+        return got if isinstance(got, str) else header + to_yaml(got)
+
+    def port_name(self, vm: VM) -> str:
+        """The switch port facing `vm` in the default config."""
+        return f"p{vm.index}"
+
+    def tap_mac(self, vm: VM) -> str:
+        """The host end of vm's tap: the switch port's MAC (net_af_packet takes it)."""
+        out = self.ns_run(["ip", "-j", "link", "show", vm.tap]).stdout
+        return json.loads(out)[0]["address"]
+
+    # -- captures ----------------------------------------------------------------------------
+
+    def capture(self, bpf: str = "", snaplen: int = 0, tag: str | None = None) -> Capture:
+        """Starts tcpdump on every tap (returns once each is listening); use as a context
+        manager or call stop(). bpf: a tcpdump filter, e.g. "udp port 4791"."""
+        tag = tag or f"capture{len(self._captures)}"
+        cap = Capture(self, bpf, snaplen, tag)
+        self._captures.append(cap)
+        return cap
+
+    # -- teardown ----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            for cap in self._captures:
+                cap.stop()
+            if self.switch is not None:
+                rc = self.switch.stop()
+                if rc not in (None, 0):
+                    log(f"inaswitch exited {rc}; log:\n{self.switch.log()}")
+            for vm in self.vms:
+                vm.stop()
+        finally:
+            if self._slots is not None:
+                self._slots.release()
+            if self._ns_created:
+                _sh(["ip", "netns", "del", self.ns], check_rc=False)
+            if self.switch is not None:
+                shutil.rmtree(f"/var/run/dpdk/{self.switch.file_prefix}", ignore_errors=True)
+            if os.environ.get("INA_ROCE_VM_KEEP"):
+                log(f"kept {self.workdir}")
+            else:
+                shutil.rmtree(self.workdir, ignore_errors=True)
+            if self in _live:
+                _live.remove(self)
+
+    def __enter__(self) -> "Lab":
+        return self
+
+    def __exit__(self, exc_type, *_exc) -> None:
+        if exc_type is not None:
+            for vm in self.vms:
+                log(f"{vm.name} console (tail):\n{_tail(vm.console_path, 2000)}")
+            if self.switch is not None and self.switch.proc is not None:
+                log(f"inaswitch log (tail):\n{_tail(self.switch.log_path, 3000)}")
+        self.close()
+
+
+def main() -> int:
+    """Boots a lab and runs one command in each guest: a smoke check and an example.
+    /usr/bin/python3 tests/roce_vm/lab.py [N] [--switch build/src/app/inaswitch [--routed]]"""
+    import argparse
+    ap = argparse.ArgumentParser()
+    ap.add_argument("n", type=int, nargs="?", default=2)
+    ap.add_argument("--switch")
+    ap.add_argument("--routed", action="store_true")
+    ap.add_argument("--cmd", default="rdma link; ibv_devices; ip -br addr")
+    a = ap.parse_args()
+    fabric = "inaswitch" if a.switch else "bridge"
+    with Lab(a.n, fabric=fabric, switch_exe=a.switch, routed=a.routed) as lab:
+        for vm in lab.vms:
+            rc, out = vm.run(a.cmd)
+            print(f"--- {vm.name} ({vm.ip}, gid {vm.gid_index}) rc={rc}\n{out}")
+        print(json.dumps(lab.timings))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
