@@ -195,6 +195,7 @@ int run_switch(config::Config cfg, const RunOptions& opt) {
             return fail(error);
         }
         const std::string listen = cfg.control.listen;
+        const config::ControlConfig api_settings = cfg.control;
         control::ControlPlane control(dataplane, ports, std::move(cfg));
         if (!control.start(error)) {
             stop_ports(ports);
@@ -202,7 +203,7 @@ int run_switch(config::Config cfg, const RunOptions& opt) {
         }
         metrics::register_telemetry(control);
         control::ApiServer api(control);
-        if (!listen.empty() && !api.start(listen, error)) {
+        if (!listen.empty() && !api.start(api_settings, error)) {
             stop_ports(ports);
             return fail(error);
         }
