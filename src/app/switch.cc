@@ -195,6 +195,7 @@ int run_switch(config::Config cfg, const RunOptions& opt) {
             return fail(error);
         }
         const std::string listen = cfg.control.listen;
+        const config::ControlConfig api_settings = cfg.control;
         control::ControlPlane control(dataplane, ports, std::move(cfg));
         if (!control.start(error)) {
             stop_ports(ports);
@@ -203,7 +204,7 @@ int run_switch(config::Config cfg, const RunOptions& opt) {
         const metrics::StatsSource stats_source = [&control] { return control.stats(); };
         metrics::register_telemetry(stats_source);
         control::ApiServer api(control);
-        if (!listen.empty() && !api.start(listen, error)) {
+        if (!listen.empty() && !api.start(api_settings, error)) {
             stop_ports(ports);
             return fail(error);
         }

@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <fstream>
 #include <functional>
@@ -687,18 +688,198 @@ void read_bier(Reader& r, const YAML::Node& v, BierConfig& b) {
     });
 }
 
-bool parse_listen(const std::string& s) {
-    if (s.empty()) {
-        return true;
+bool parse_listen(const std::string& s) { return s.empty() || parse_listen_address(s); }
+
+bool readable_file(const std::string& path) { return static_cast<bool>(std::ifstream(path)); }
+
+constexpr size_t kMinTokenLength = 16;
+
+void read_api_client(Reader& r, const YAML::Node& n, const ControlConfig& control,
+                     ApiClientConfig& client) {
+    client.mark = mark_of(n);
+    if (!r.expect_map(n, "an API client {name, role, token_file | token_sha256 | cert_cn}")) {
+        return;
     }
-    auto colon = s.rfind(':');
-    if (colon == std::string::npos || colon == 0) {
-        return false;
+    r.check_keys(n, {"name", "role", "token_file", "token_sha256", "cert_cn"},
+                 "a control.clients entry");
+    r.required(n, "name", "a control.clients entry", [&](const YAML::Node& v) {
+        if (r.string_value(v, "a client name", client.name) && !valid_name(client.name)) {
+            r.error(v, "expected a client name of 1-32 letters, digits, '_', '-' or '.'");
+        }
+    });
+    r.required(n, "role", "a control.clients entry", [&](const YAML::Node& v) {
+        std::string role;
+        if (!r.scalar(v, "a role", role)) {
+            return;
+        }
+        if (role == "read") {
+            client.role = ApiRole::read;
+        } else if (role == "write") {
+            client.role = ApiRole::write;
+        } else {
+            r.error(v, "expected role read (GET only) or write (every request), got '" + role +
+                           "'");
+        }
+    });
+    int credentials = 0;
+    r.optional(n, "token_file", [&](const YAML::Node& v) {
+        ++credentials;
+        if (!r.string_value(v, "a token file path", client.token_file)) {
+            return;
+        }
+        const auto token = read_token_file(client.token_file);
+        if (!token) {
+            r.error(v, "cannot read token file '" + client.token_file + "'");
+        } else if (token->size() < kMinTokenLength) {
+            r.error(v, "expected a token of at least " + std::to_string(kMinTokenLength) +
+                           " characters on the first line of '" + client.token_file + "'");
+        }
+    });
+    r.optional(n, "token_sha256", [&](const YAML::Node& v) {
+        ++credentials;
+        if (!r.string_value(v, "a SHA-256 in hex", client.token_sha256)) {
+            return;
+        }
+        const bool hex = client.token_sha256.size() == 64 &&
+                         std::all_of(client.token_sha256.begin(), client.token_sha256.end(),
+                                     [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
+        if (!hex) {
+            r.error(v, "expected token_sha256: 64 hex digits (sha256sum of the token), got '" +
+                           client.token_sha256 + "'");
+        }
+        std::transform(client.token_sha256.begin(), client.token_sha256.end(),
+                       client.token_sha256.begin(),
+                       [](char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); });
+    });
+    r.optional(n, "cert_cn", [&](const YAML::Node& v) {
+        ++credentials;
+        if (r.string_value(v, "a client certificate subject CN", client.cert_cn) &&
+            control.tls.client_ca.empty()) {
+            r.error(v, "cert_cn needs control.tls.client_ca (client certificates are verified "
+                       "against it)");
+        }
+    });
+    if (credentials != 1 && n.IsMap()) {
+        r.error(n, "expected exactly one of token_file, token_sha256 or cert_cn in client '" +
+                       client.name + "'");
     }
-    unsigned port = 0;
-    auto ps = s.substr(colon + 1);
-    auto [ptr, ec] = std::from_chars(ps.data(), ps.data() + ps.size(), port);
-    return ec == std::errc{} && ptr == ps.data() + ps.size() && port > 0 && port < 65536;
+}
+
+void read_control(Reader& r, const YAML::Node& v, ControlConfig& c) {
+    c.mark = mark_of(v);
+    if (!r.expect_map(v, "control settings")) {
+        return;
+    }
+    r.check_keys(v,
+                 {"listen", "metrics_listen", "tls", "clients", "allow_unauthenticated",
+                  "allowed_origins", "allowed_hosts", "max_body_bytes", "max_connections",
+                  "max_connections_per_client", "threads", "header_timeout_ms",
+                  "request_timeout_ms", "idle_timeout_ms", "audit_log"},
+                 "control");
+    const auto listen_value = [&](const YAML::Node& x, std::string& out) {
+        if (r.string_value(x, "a listen address", out, true) && !parse_listen(out)) {
+            r.error(x, "expected a listen address HOST:PORT like 127.0.0.1:9464, or \"\" to "
+                       "disable");
+        }
+    };
+    r.optional(v, "listen", [&](const YAML::Node& x) { listen_value(x, c.listen); });
+    r.optional(v, "metrics_listen", [&](const YAML::Node& x) {
+        listen_value(x, c.metrics_listen);
+        if (!c.metrics_listen.empty() && c.metrics_listen == c.listen) {
+            r.error(x, "expected metrics_listen to differ from listen (its own port)");
+        }
+    });
+    r.optional(v, "tls", [&](const YAML::Node& t) {
+        if (!r.expect_map(t, "TLS settings {cert, key, client_ca}")) {
+            return;
+        }
+        r.check_keys(t, {"cert", "key", "client_ca"}, "control.tls");
+        const auto path = [&](const char* key, std::string& out) {
+            r.optional(t, key, [&](const YAML::Node& x) {
+                if (r.string_value(x, std::string("a PEM file path for ") + key, out) &&
+                    !readable_file(out)) {
+                    r.error(x, "cannot read " + std::string(key) + " file '" + out + "'");
+                }
+            });
+        };
+        path("cert", c.tls.cert);
+        path("key", c.tls.key);
+        path("client_ca", c.tls.client_ca);
+        if (c.tls.cert.empty() != c.tls.key.empty() || (c.tls.cert.empty() && !c.tls.client_ca.empty())) {
+            r.error(t, "expected both control.tls.cert and control.tls.key (client_ca needs them)");
+        }
+    });
+    r.optional(v, "clients", [&](const YAML::Node& x) {
+        if (!r.expect_seq(x, "a list of API clients")) {
+            return;
+        }
+        std::set<std::string> names;
+        for (const auto& n : x) {
+            ApiClientConfig client;
+            read_api_client(r, n, c, client);
+            if (!client.name.empty() && !names.insert(client.name).second) {
+                r.error(n, "duplicate client name '" + client.name + "'; expected each once");
+            }
+            c.clients.push_back(std::move(client));
+        }
+    });
+    r.optional(v, "allow_unauthenticated", [&](const YAML::Node& x) {
+        r.bool_value(x, "allow_unauthenticated", c.allow_unauthenticated);
+    });
+    const auto string_list = [&](const char* key, const char* what, std::vector<std::string>& out) {
+        r.optional(v, key, [&](const YAML::Node& x) {
+            if (!r.expect_seq(x, what)) {
+                return;
+            }
+            for (const auto& e : x) {
+                std::string s;
+                if (r.string_value(e, what, s)) {
+                    out.push_back(s);
+                }
+            }
+        });
+    };
+    string_list("allowed_origins", "an Origin like https://ops.example", c.allowed_origins);
+    string_list("allowed_hosts", "a Host name like switch1.example", c.allowed_hosts);
+    r.optional(v, "max_body_bytes", [&](const YAML::Node& x) {
+        r.uint_value(x, "max_body_bytes", c.max_body_bytes, 1024, 1u << 30);
+    });
+    r.optional(v, "max_connections", [&](const YAML::Node& x) {
+        r.uint_value(x, "max_connections", c.max_connections, 1, 4096);
+    });
+    r.optional(v, "max_connections_per_client", [&](const YAML::Node& x) {
+        r.uint_value(x, "max_connections_per_client", c.max_connections_per_client, 1, 4096);
+    });
+    r.optional(v, "threads",
+               [&](const YAML::Node& x) { r.uint_value(x, "threads", c.threads, 1, 64); });
+    r.optional(v, "header_timeout_ms", [&](const YAML::Node& x) {
+        r.uint_value(x, "header_timeout_ms", c.header_timeout_ms, 100, 600000);
+    });
+    r.optional(v, "request_timeout_ms", [&](const YAML::Node& x) {
+        r.uint_value(x, "request_timeout_ms", c.request_timeout_ms, 100, 600000);
+    });
+    r.optional(v, "idle_timeout_ms", [&](const YAML::Node& x) {
+        r.uint_value(x, "idle_timeout_ms", c.idle_timeout_ms, 100, 600000);
+    });
+    r.optional(v, "audit_log", [&](const YAML::Node& x) {
+        r.string_value(x, "an audit log file path", c.audit_log, true);
+    });
+    if (c.max_connections_per_client > c.max_connections) {
+        r.error(v, "expected max_connections_per_client <= max_connections");
+    }
+    // Without clients anyone who can reach the port can change forwarding: only loopback.
+    const auto check_exposure = [&](const std::string& listen, const char* key) {
+        const auto addr = listen.empty() ? std::nullopt : parse_listen_address(listen);
+        if (addr && !is_loopback_host(addr->host) && c.clients.empty() &&
+            !c.allow_unauthenticated) {
+            r.error(v[key], std::string("control.") + key + " " + listen +
+                                " is not loopback and control.clients is empty: expected "
+                                "clients (tokens or client certificates), or "
+                                "allow_unauthenticated: true behind your own access control");
+        }
+    };
+    check_exposure(c.listen, "listen");
+    check_exposure(c.metrics_listen, "metrics_listen");
 }
 
 void read_document(Reader& r, const YAML::Node& root, Config& c) {
@@ -855,19 +1036,7 @@ void read_document(Reader& r, const YAML::Node& root, Config& c) {
         });
     });
     r.optional(root, "bier", [&](const YAML::Node& v) { read_bier(r, v, c.bier); });
-    r.optional(root, "control", [&](const YAML::Node& v) {
-        if (!r.expect_map(v, "control settings")) {
-            return;
-        }
-        r.check_keys(v, {"listen"}, "control");
-        r.optional(v, "listen", [&](const YAML::Node& x) {
-            if (r.string_value(x, "a listen address", c.control.listen, true) &&
-                !parse_listen(c.control.listen)) {
-                r.error(x, "expected a listen address HOST:PORT like 127.0.0.1:9464, or \"\" to "
-                           "disable");
-            }
-        });
-    });
+    r.optional(root, "control", [&](const YAML::Node& v) { read_control(r, v, c.control); });
 }
 
 // A BFIR sending to `ids` needs its own BFR-id and a BIFT for every set the ids fall in.
@@ -1402,6 +1571,8 @@ std::vector<std::string> restart_required(const Config& running, const Config& n
     }
     if (running.control.listen != next.control.listen) {
         reasons.push_back("control.listen changed");
+    } else if (!(running.control == next.control)) {
+        reasons.push_back("control settings changed (the API listeners read them at start)");
     }
     if (running.ina.udp_port != next.ina.udp_port) {
         reasons.push_back("ina.udp_port changed");
@@ -1411,6 +1582,47 @@ std::vector<std::string> restart_required(const Config& running, const Config& n
         reasons.push_back("table sizes changed");
     }
     return reasons;
+}
+
+std::optional<ListenAddress> parse_listen_address(const std::string& s) {
+    const auto colon = s.rfind(':');
+    if (colon == std::string::npos || colon == 0) {
+        return std::nullopt;
+    }
+    unsigned port = 0;
+    const auto ps = s.substr(colon + 1);
+    auto [ptr, ec] = std::from_chars(ps.data(), ps.data() + ps.size(), port);
+    if (ec != std::errc{} || ptr != ps.data() + ps.size() || port == 0 || port > 65535) {
+        return std::nullopt;
+    }
+    std::string host = s.substr(0, colon);
+    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+        host = host.substr(1, host.size() - 2);
+    }
+    if (host.empty()) {
+        return std::nullopt;
+    }
+    return ListenAddress{host, static_cast<uint16_t>(port)};
+}
+
+bool is_loopback_host(const std::string& host) {
+    if (host == "localhost" || host == "::1") {
+        return true;
+    }
+    const auto a = net::Ipv4Addr::parse(host);
+    return a && (a->value >> 24) == 127;
+}
+
+std::optional<std::string> read_token_file(const std::string& path) {
+    std::ifstream in(path);
+    std::string line;
+    if (!in || !std::getline(in, line)) {
+        return std::nullopt;
+    }
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) {
+        line.pop_back();
+    }
+    return line;
 }
 
 }  // namespace ina::config

@@ -183,9 +183,70 @@ struct BierConfig {
     Mark mark;
 };
 
+// Who may use the control API (docs/api.md#authentication): a bearer token (read from a file
+// when the API starts, or given as its SHA-256) or a verified TLS client certificate's CN.
+enum class ApiRole : uint8_t { read, write };
+
+struct ApiClientConfig {
+    std::string name;  // in the audit log; never the token
+    ApiRole role = ApiRole::read;
+    std::string token_file;    // exactly one of these three
+    std::string token_sha256;  // 64 hex digits
+    std::string cert_cn;       // needs tls.client_ca
+    Mark mark;
+    bool operator==(const ApiClientConfig& o) const {
+        return name == o.name && role == o.role && token_file == o.token_file &&
+               token_sha256 == o.token_sha256 && cert_cn == o.cert_cn;
+    }
+};
+
+struct ApiTlsConfig {
+    std::string cert;       // PEM chain; cert and key both or neither
+    std::string key;
+    std::string client_ca;  // set: every client must present a certificate this CA signed
+    bool operator==(const ApiTlsConfig&) const = default;
+};
+
+// Every key here is read when the listeners start: a change needs a restart.
 struct ControlConfig {
     std::string listen = "127.0.0.1:9464";  // HTTP: /metrics and /api/v1; "" disables it
+    std::string metrics_listen;             // GET /metrics only, its own threads; "" = none
+    ApiTlsConfig tls;
+    std::vector<ApiClientConfig> clients;   // empty: no authentication (loopback only)
+    bool allow_unauthenticated = false;     // no clients on a non-loopback listen address
+    std::vector<std::string> allowed_origins;  // browser Origins allowed to change things
+    std::vector<std::string> allowed_hosts;    // Host names besides IP literals and localhost
+    uint64_t max_body_bytes = 4u << 20;
+    uint32_t max_connections = 128;
+    uint32_t max_connections_per_client = 16;
+    uint32_t threads = 4;
+    uint32_t header_timeout_ms = 5000;   // TLS handshake + request line + headers
+    uint32_t request_timeout_ms = 30000;  // body + handling + response
+    uint32_t idle_timeout_ms = 5000;      // a kept-alive connection with no request
+    std::string audit_log;                // "" = the switch's stderr
+    Mark mark;
+    bool operator==(const ControlConfig& o) const {
+        return listen == o.listen && metrics_listen == o.metrics_listen && tls == o.tls &&
+               clients == o.clients && allow_unauthenticated == o.allow_unauthenticated &&
+               allowed_origins == o.allowed_origins && allowed_hosts == o.allowed_hosts &&
+               max_body_bytes == o.max_body_bytes && max_connections == o.max_connections &&
+               max_connections_per_client == o.max_connections_per_client &&
+               threads == o.threads && header_timeout_ms == o.header_timeout_ms &&
+               request_timeout_ms == o.request_timeout_ms &&
+               idle_timeout_ms == o.idle_timeout_ms && audit_log == o.audit_log;
+    }
 };
+
+// "HOST:PORT" (HOST may be "[v6]") split; nullopt if malformed. Empty host is refused.
+struct ListenAddress {
+    std::string host;
+    uint16_t port = 0;
+};
+std::optional<ListenAddress> parse_listen_address(const std::string& s);
+// 127.0.0.0/8, ::1 or "localhost".
+bool is_loopback_host(const std::string& host);
+// The first line of a token file without trailing blanks; nullopt if it cannot be read.
+std::optional<std::string> read_token_file(const std::string& path);
 
 struct Config {
     int version = 1;

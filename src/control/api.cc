@@ -5,8 +5,16 @@
 
 #include <nlohmann/json.hpp>
 
-#include <charconv>
+#include <openssl/err.h>
 
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <mutex>
+
+#include "control/api_policy.h"
+#include "control/http_listener.h"
 #include "metrics/metrics.h"
 #include "wire/bier_header.h"
 #include "wire/bitstring.h"
@@ -91,6 +99,45 @@ json bier_json(const config::BierConfig& b) {
     return out;
 }
 
+// Token files and hashes are named, never a token: what PUT /api/v1/config takes back.
+json control_json(const config::ControlConfig& c) {
+    json clients = json::array();
+    for (const auto& cl : c.clients) {
+        json e = {{"name", cl.name}, {"role", policy::role_name(cl.role)}};
+        if (!cl.token_file.empty()) {
+            e["token_file"] = cl.token_file;
+        }
+        if (!cl.token_sha256.empty()) {
+            e["token_sha256"] = cl.token_sha256;
+        }
+        if (!cl.cert_cn.empty()) {
+            e["cert_cn"] = cl.cert_cn;
+        }
+        clients.push_back(e);
+    }
+    json out = {{"listen", c.listen},
+                {"metrics_listen", c.metrics_listen},
+                {"clients", clients},
+                {"allow_unauthenticated", c.allow_unauthenticated},
+                {"allowed_origins", c.allowed_origins},
+                {"allowed_hosts", c.allowed_hosts},
+                {"max_body_bytes", c.max_body_bytes},
+                {"max_connections", c.max_connections},
+                {"max_connections_per_client", c.max_connections_per_client},
+                {"threads", c.threads},
+                {"header_timeout_ms", c.header_timeout_ms},
+                {"request_timeout_ms", c.request_timeout_ms},
+                {"idle_timeout_ms", c.idle_timeout_ms},
+                {"audit_log", c.audit_log}};
+    if (!c.tls.cert.empty()) {
+        out["tls"] = {{"cert", c.tls.cert}, {"key", c.tls.key}};
+        if (!c.tls.client_ca.empty()) {
+            out["tls"]["client_ca"] = c.tls.client_ca;
+        }
+    }
+    return out;
+}
+
 json to_json(const config::Config& c) {
     json ports = json::array();
     for (const auto& p : c.ports) {
@@ -155,12 +202,14 @@ json to_json(const config::Config& c) {
               {"max_neighbours", c.arp.max_neighbours}}},
             {"ina", {{"udp_port", c.ina.udp_port}, {"jobs", ina_jobs_json(c)}}},
             {"bier", bier_json(c.bier)},
-            {"control", {{"listen", c.control.listen}}}};
+            {"control", control_json(c.control)}};
 }
 
 void reply(httplib::Response& res, int status, const json& body) {
     res.status = status;
-    res.set_content(body.dump(2) + "\n", "application/json");
+    // Errors quote what the client sent: invalid UTF-8 becomes U+FFFD instead of a throw.
+    res.set_content(body.dump(2, ' ', false, json::error_handler_t::replace) + "\n",
+                    "application/json");
 }
 
 void reply_parse_errors(httplib::Response& res, const std::vector<config::Error>& parse_errors) {
@@ -191,18 +240,367 @@ std::optional<std::string> member(const json& j, const char* key) {
     return j[key].get<std::string>();
 }
 
+// The query parameters each route reads; any other, or one given twice, is a 400.
+const std::vector<std::string_view>* route_params(std::string_view method, std::string_view path) {
+    static const std::vector<std::string_view> kNone;
+    static const std::vector<std::string_view> kPrefix = {"prefix"};
+    static const std::vector<std::string_view> kIp = {"ip"};
+    static const std::vector<std::string_view> kJobId = {"job_id"};
+    static const std::vector<std::string_view> kGroup = {"group"};
+    if (method == "DELETE") {
+        if (path == "/api/v1/routes") {
+            return &kPrefix;
+        }
+        if (path == "/api/v1/neighbours") {
+            return &kIp;
+        }
+        if (path == "/api/v1/jobs") {
+            return &kJobId;
+        }
+        if (path == "/api/v1/bier/groups") {
+            return &kGroup;
+        }
+    }
+    return &kNone;
+}
+
+bool has_body(const httplib::Request& req) {
+    const auto length = req.get_header_value("Content-Length");
+    return (!length.empty() && length != "0") || req.has_header("Transfer-Encoding");
+}
+
+std::string utc_now() {
+    const auto now = std::chrono::system_clock::now();
+    const std::time_t t = std::chrono::system_clock::to_time_t(now);
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        now.time_since_epoch()).count() % 1000;
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                  static_cast<int>(ms));
+    return buf;
+}
+
+std::string openssl_errors() {
+    std::string out;
+    while (const unsigned long e = ERR_get_error()) {
+        char buf[256];
+        ERR_error_string_n(e, buf, sizeof buf);
+        out += out.empty() ? "" : "; ";
+        out += buf;
+    }
+    return out.empty() ? "unknown error" : out;
+}
+
+// One JSON line per change request, whatever its outcome; appended and flushed at once.
+class AuditLog {
+public:
+    ~AuditLog() {
+        if (file_ != nullptr && file_ != stderr) {
+            std::fclose(file_);
+        }
+    }
+    bool open(const std::string& path, std::string& error) {
+        if (path.empty()) {
+            file_ = stderr;
+            prefix_ = "inaswitch: audit: ";
+            return true;
+        }
+        file_ = std::fopen(path.c_str(), "ae");
+        if (file_ == nullptr) {
+            error = "cannot open control.audit_log '" + path + "' for appending";
+            return false;
+        }
+        return true;
+    }
+    void write(const json& entry) {
+        const std::string line =
+            prefix_ + entry.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+        std::lock_guard lock(mutex_);
+        std::fputs(line.c_str(), file_);
+        std::fflush(file_);
+    }
+
+private:
+    std::mutex mutex_;
+    std::FILE* file_ = nullptr;
+    std::string prefix_;
+};
+
+using ApiRoutes = Routes<httplib::Server>;
+
+template <class R>
+ServeFn serve_with(R* routes) {
+    return [routes](httplib::Stream& strm, bool close, bool& closed) {
+        return routes->serve_one(strm, close, closed);
+    };
+}
+using ApiTlsRoutes = Routes<httplib::SSLServer>;
+
 }  // namespace
 
-ApiServer::ApiServer(ControlPlane& control)
-    : control_(control), server_(std::make_unique<httplib::Server>()) {}
+struct ApiServer::Impl {
+    explicit Impl(ControlPlane& control) : control_(control) {}
 
-ApiServer::~ApiServer() { stop(); }
+    ControlPlane& control_;
+    config::ControlConfig settings_;
+    policy::AuthTable auth_;
+    AuditLog audit_;
+    SSL_CTX* tls_ = nullptr;  // owned by api_routes_ when it is an SSLServer
+    std::unique_ptr<httplib::Server> api_routes_;
+    std::unique_ptr<httplib::Server> metrics_routes_;
+    std::unique_ptr<HttpListener> api_listener_;
+    std::unique_ptr<HttpListener> metrics_listener_;
 
-bool ApiServer::start(const std::string& listen, std::string& error) {
-    auto& s = *server_;
+    bool start(const config::ControlConfig& settings, std::string& error);
+    void install_metrics(httplib::Server& s);
+    void install_routes(httplib::Server& s);
+    void install_policy(httplib::Server& s, bool metrics_only);
+    std::optional<policy::Refusal> precheck(const httplib::Request& req, bool metrics_only);
+    void refuse(httplib::Response& res, const policy::Refusal& r, const httplib::Request& req);
+    void audit(const httplib::Request& req, const httplib::Response& res);
+    ListenerOptions listener_options(const std::string& name, const std::string& listen) const;
+};
+
+void ApiServer::Impl::install_metrics(httplib::Server& s) {
     s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
         res.set_content(metrics::render(control_.stats()), "text/plain; version=0.0.4");
     });
+}
+
+// Runs before the body is read (and before "100 Continue" is sent): a refused request never
+// costs its body.
+std::optional<policy::Refusal> ApiServer::Impl::precheck(const httplib::Request& req,
+                                                         bool metrics_only) {
+    ConnectionInfo* conn = current_connection();
+    if (auto r = policy::check_host(req.get_header_value("Host"), auth_.enabled(),
+                                    settings_.allowed_hosts)) {
+        return r;
+    }
+    const auto needed = policy::required_role(req.method);
+    const auto decision = policy::authorize(auth_, req.get_header_value("Authorization"),
+                                            conn != nullptr ? conn->cert_cn : "", needed);
+    if (conn != nullptr) {
+        conn->principal = decision.status == 401 ? "" : decision.principal;
+    }
+    if (decision.status != 200) {
+        return policy::Refusal{decision.status, decision.error};
+    }
+    if (metrics_only && needed != config::ApiRole::read) {
+        return policy::Refusal{405, "the metrics listener serves GET /metrics only"};
+    }
+    if (auto r = policy::check_origin(req.method, req.get_header_value("Origin"),
+                                      req.get_header_value("Sec-Fetch-Site"),
+                                      settings_.allowed_origins)) {
+        return r;
+    }
+    if (auto r = policy::check_body_length(req.get_header_value("Content-Length"),
+                                           settings_.max_body_bytes)) {
+        return r;
+    }
+    if (auto r = policy::check_content_type(req.method, req.get_header_value("Content-Type"),
+                                            has_body(req))) {
+        return r;
+    }
+    return policy::check_query(req.params, *route_params(req.method, req.path));
+}
+
+void ApiServer::Impl::refuse(httplib::Response& res, const policy::Refusal& r,
+                             const httplib::Request& req) {
+    res.status = r.status;
+    res.set_content(policy::error_body(r.message), "application/json");
+    if (r.status == 401) {
+        res.set_header("WWW-Authenticate", "Bearer realm=\"inaswitch\"");
+    }
+    if (has_body(req)) {
+        // The body stays unread: it must not be parsed as the next request.
+        if (ConnectionInfo* conn = current_connection()) {
+            conn->close_after_response = true;
+        }
+        res.set_header("Connection", "close");
+    }
+}
+
+void ApiServer::Impl::audit(const httplib::Request& req, const httplib::Response& res) {
+    if (policy::required_role(req.method) != config::ApiRole::write) {
+        return;
+    }
+    const ConnectionInfo* conn = current_connection();
+    json entry = {{"time", utc_now()},
+                  {"client", req.remote_addr + ":" + std::to_string(req.remote_port)},
+                  {"principal", conn != nullptr && !conn->principal.empty() ? conn->principal
+                                                                             : "unauthenticated"},
+                  {"method", req.method},
+                  {"path", req.path},
+                  {"status", res.status}};
+    if (conn != nullptr && !conn->cert_cn.empty()) {
+        entry["cert_cn"] = conn->cert_cn;
+    }
+    std::string query;
+    for (const auto& [k, v] : req.params) {
+        query += (query.empty() ? "" : "&") + k + "=" + v;
+    }
+    if (!query.empty()) {
+        entry["query"] = query;
+    }
+    entry["body_bytes"] = req.body.size();
+    const json body = json::parse(res.body, nullptr, false);
+    if (body.is_object() && body.value("ok", false)) {
+        entry["result"] = "applied";
+        if (body.contains("generation")) {
+            entry["generation"] = body["generation"];
+        }
+    } else {
+        entry["result"] = "refused";
+        if (body.is_object() && body.contains("errors")) {
+            entry["errors"] = body["errors"];
+        }
+    }
+    audit_.write(entry);
+}
+
+void ApiServer::Impl::install_policy(httplib::Server& s, bool metrics_only) {
+    s.set_payload_max_length(settings_.max_body_bytes);
+    s.set_keep_alive_max_count(1000);
+    s.set_keep_alive_timeout(std::max<time_t>(1, settings_.idle_timeout_ms / 1000));
+    s.set_pre_routing_handler([this, metrics_only](const httplib::Request& req,
+                                                   httplib::Response& res) {
+        if (auto r = precheck(req, metrics_only)) {
+            refuse(res, *r, req);
+            return httplib::Server::HandlerResponse::Handled;
+        }
+        return httplib::Server::HandlerResponse::Unhandled;
+    });
+    s.set_expect_100_continue_handler([this, metrics_only](const httplib::Request& req,
+                                                           httplib::Response& res) {
+        if (auto r = precheck(req, metrics_only)) {
+            refuse(res, *r, req);
+            return r->status;
+        }
+        return 100;
+    });
+    s.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req,
+                                                                    httplib::Response& res) {
+        if (!res.body.empty()) {
+            return httplib::Server::HandlerResponse::Unhandled;
+        }
+        std::string message = "HTTP " + std::to_string(res.status);
+        if (res.status == 413) {
+            message = "request body over the limit of " + std::to_string(settings_.max_body_bytes) +
+                      " bytes (control.max_body_bytes)";
+        } else if (res.status == 404) {
+            message = "no such resource: " + req.method + " " + req.path;
+        }
+        refuse(res, {res.status, message}, req);
+        if (ConnectionInfo* conn = current_connection(); conn != nullptr && res.status == 400) {
+            conn->close_after_response = true;  // the request could not be parsed
+        }
+        return httplib::Server::HandlerResponse::Handled;
+    }));
+    s.set_exception_handler([](const httplib::Request&, httplib::Response& res,
+                               std::exception_ptr ep) {
+        std::string what = "internal error";
+        try {
+            std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+            what += std::string(": ") + e.what();
+        } catch (...) {
+        }
+        res.status = 500;
+        res.set_content(policy::error_body(what), "application/json");
+    });
+    s.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+        audit(req, res);
+    });
+}
+
+ListenerOptions ApiServer::Impl::listener_options(const std::string& name,
+                                                  const std::string& listen) const {
+    ListenerOptions o;
+    o.name = name;
+    o.listen = listen;
+    o.tls = tls_;
+    o.threads = settings_.threads;
+    o.max_connections = settings_.max_connections;
+    o.max_connections_per_client = settings_.max_connections_per_client;
+    o.header_timeout_ms = settings_.header_timeout_ms;
+    o.request_timeout_ms = settings_.request_timeout_ms;
+    o.idle_timeout_ms = settings_.idle_timeout_ms;
+    return o;
+}
+
+bool ApiServer::Impl::start(const config::ControlConfig& settings, std::string& error) {
+    settings_ = settings;
+    if (!policy::AuthTable::build(settings_.clients, auth_, error) ||
+        !audit_.open(settings_.audit_log, error)) {
+        return false;
+    }
+    ServeFn api_serve;
+    if (!settings_.tls.cert.empty()) {
+        const char* ca = settings_.tls.client_ca.empty() ? nullptr : settings_.tls.client_ca.c_str();
+        auto routes = std::make_unique<ApiTlsRoutes>(settings_.tls.cert.c_str(),
+                                                     settings_.tls.key.c_str(), ca);
+        if (!routes->is_valid()) {
+            error = "control.tls: cannot use certificate '" + settings_.tls.cert + "' and key '" +
+                    settings_.tls.key + "'" + (ca != nullptr ? " with client CA '" + settings_.tls.client_ca + "'" : "") +
+                    ": " + openssl_errors();
+            return false;
+        }
+        tls_ = routes->ssl_context();
+        SSL_CTX_set_min_proto_version(tls_, TLS1_2_VERSION);
+        SSL_CTX_set_mode(tls_, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+        if (ca != nullptr) {
+            SSL_CTX_set_client_CA_list(tls_, SSL_load_client_CA_file(ca));
+        }
+        api_serve = serve_with(routes.get());
+        api_routes_ = std::move(routes);
+    } else {
+        auto routes = std::make_unique<ApiRoutes>();
+        api_serve = serve_with(routes.get());
+        api_routes_ = std::move(routes);
+    }
+    install_routes(*api_routes_);
+    install_policy(*api_routes_, false);
+    auto metrics_routes = std::make_unique<ApiRoutes>();
+    const ServeFn metrics_serve = serve_with(metrics_routes.get());
+    install_metrics(*metrics_routes);
+    install_policy(*metrics_routes, true);
+    metrics_routes_ = std::move(metrics_routes);
+
+    if (!settings_.listen.empty()) {
+        api_listener_ = std::make_unique<HttpListener>(listener_options("api", settings_.listen),
+                                                       api_serve);
+        if (!api_listener_->start(error)) {
+            return false;
+        }
+    }
+    if (!settings_.metrics_listen.empty()) {
+        metrics_listener_ = std::make_unique<HttpListener>(
+            listener_options("metrics", settings_.metrics_listen), metrics_serve);
+        if (!metrics_listener_->start(error)) {
+            return false;
+        }
+    }
+    const auto exposed = [](const std::string& listen) {
+        const auto a = config::parse_listen_address(listen);
+        return a && !config::is_loopback_host(a->host);
+    };
+    if (!auth_.enabled() && (exposed(settings_.listen) || exposed(settings_.metrics_listen))) {
+        std::fprintf(stderr, "inaswitch: WARNING: the control API listens beyond loopback "
+                             "WITHOUT authentication (control.allow_unauthenticated): anyone "
+                             "who reaches it can change forwarding\n");
+    }
+    if (auth_.enabled() && tls_ == nullptr && exposed(settings_.listen)) {
+        std::fprintf(stderr, "inaswitch: WARNING: bearer tokens cross the network in clear "
+                             "text: set control.tls\n");
+    }
+    return true;
+}
+
+void ApiServer::Impl::install_routes(httplib::Server& s) {
+    install_metrics(s);
     s.Get("/api/v1/status", [this](const httplib::Request&, httplib::Response& res) {
         const metrics::Stats st = control_.stats();
         json ports = json::array();
@@ -447,21 +845,22 @@ bool ApiServer::start(const std::string& listen, std::string& error) {
         reply(res, 200, out);
     });
 
-    const auto colon = listen.rfind(':');
-    const std::string host = listen.substr(0, colon);
-    const int port = std::stoi(listen.substr(colon + 1));
-    if (!s.bind_to_port(host, port)) {
-        error = "control API cannot listen on " + listen;
-        return false;
-    }
-    thread_ = std::thread([this] { server_->listen_after_bind(); });
-    return true;
+}
+
+ApiServer::ApiServer(ControlPlane& control) : impl_(std::make_unique<Impl>(control)) {}
+
+ApiServer::~ApiServer() { stop(); }
+
+bool ApiServer::start(const config::ControlConfig& settings, std::string& error) {
+    return impl_->start(settings, error);
 }
 
 void ApiServer::stop() {
-    if (thread_.joinable()) {
-        server_->stop();
-        thread_.join();
+    if (impl_->api_listener_) {
+        impl_->api_listener_->stop();
+    }
+    if (impl_->metrics_listener_) {
+        impl_->metrics_listener_->stop();
     }
 }
 

@@ -1,17 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
-// HTTP + JSON control API and the Prometheus /metrics endpoint, served from one listener on
-// its own thread (documented in docs/api.md).
+// HTTP(S) + JSON control API and the Prometheus /metrics endpoint (docs/api.md): the API
+// listener, and optionally a metrics-only listener with its own threads, both with the
+// authentication, header and size rules of control/api_policy.h and an audit log of changes.
 #pragma once
 
 #include <memory>
 #include <string>
-#include <thread>
 
+#include "config/config.h"
 #include "control/control_plane.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace ina::control {
 
@@ -22,14 +19,15 @@ public:
     ApiServer(const ApiServer&) = delete;
     ApiServer& operator=(const ApiServer&) = delete;
 
-    // Binds `listen` ("host:port") and serves on a thread; false with `error` if it cannot bind.
-    bool start(const std::string& listen, std::string& error);
+    // Starts the listeners `settings` names (control.listen, control.metrics_listen); false
+    // with `error` if one cannot bind or a TLS file, token file or the audit log fails.
+    bool start(const config::ControlConfig& settings, std::string& error);
     void stop();
 
+    struct Impl;
+
 private:
-    ControlPlane& control_;
-    std::unique_ptr<httplib::Server> server_;
-    std::thread thread_;
+    std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace ina::control
