@@ -197,6 +197,17 @@ void write_ids(uint8_t* m, uint32_t local, uint32_t remote) {
     put32(m + at::kRemoteCommId, remote);
 }
 
+// RTU and DREP share one layout.
+void read_rtu(const uint8_t* m, Rtu& r) {
+    read_ids(m, r.local_comm_id, r.remote_comm_id);
+    read_bytes(m + at::kRtuPrivate, r.private_data);
+}
+
+void write_rtu(uint8_t* m, const Rtu& r) {
+    write_ids(m, r.local_comm_id, r.remote_comm_id);
+    write_bytes(m + at::kRtuPrivate, r.private_data);
+}
+
 }  // namespace
 
 Gid ipv4_gid(uint32_t ipv4) {
@@ -234,14 +245,8 @@ bool parse(const uint8_t* m, size_t len, Message& out, CmError& error) {
     switch (static_cast<Attr>(h.attr_id)) {
     case Attr::req: read_req(m, out.req); break;
     case Attr::rep: read_rep(m, out.rep); break;
-    case Attr::rtu:
-        read_ids(m, out.rtu.local_comm_id, out.rtu.remote_comm_id);
-        read_bytes(m + at::kRtuPrivate, out.rtu.private_data);
-        break;
-    case Attr::drep:
-        read_ids(m, out.drep.local_comm_id, out.drep.remote_comm_id);
-        read_bytes(m + at::kRtuPrivate, out.drep.private_data);
-        break;
+    case Attr::rtu: read_rtu(m, out.rtu); break;
+    case Attr::drep: read_rtu(m, out.drep); break;
     case Attr::rej:
         read_ids(m, out.rej.local_comm_id, out.rej.remote_comm_id);
         out.rej.message_rejected = m[at::kRejMessage] >> 6;
@@ -283,14 +288,8 @@ size_t build(const Message& message, uint8_t* m, size_t capacity) {
     switch (attr) {
     case Attr::req: write_req(m, message.req); break;
     case Attr::rep: write_rep(m, message.rep); break;
-    case Attr::rtu:
-        write_ids(m, message.rtu.local_comm_id, message.rtu.remote_comm_id);
-        write_bytes(m + at::kRtuPrivate, message.rtu.private_data);
-        break;
-    case Attr::drep:
-        write_ids(m, message.drep.local_comm_id, message.drep.remote_comm_id);
-        write_bytes(m + at::kRtuPrivate, message.drep.private_data);
-        break;
+    case Attr::rtu: write_rtu(m, message.rtu); break;
+    case Attr::drep: write_rtu(m, message.drep); break;
     case Attr::rej: {
         const Rej& r = message.rej;
         write_ids(m, r.local_comm_id, r.remote_comm_id);

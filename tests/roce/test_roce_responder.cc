@@ -4,11 +4,11 @@
 // verdict and the QP's state after the last step.
 #include <gtest/gtest.h>
 
-#include <cctype>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "rule_rows.h"
 #include "roce/rc_responder.h"
 
 namespace ina::roce {
@@ -464,15 +464,8 @@ TEST_P(ResponderRules, Holds) {
     }
 }
 
-std::string row_name(const testing::TestParamInfo<Row>& info) {
-    std::string name = std::to_string(info.index) + "_";
-    for (const char c : info.param.rule) {
-        name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-    }
-    return name.substr(0, 60);
-}
-
-INSTANTIATE_TEST_SUITE_P(Rocev2Section3_1, ResponderRules, testing::ValuesIn(rows()), row_name);
+INSTANTIATE_TEST_SUITE_P(Rocev2Section3_1, ResponderRules, testing::ValuesIn(rows()),
+                         test::rule_name<Row>);
 
 TEST(Responder, SendLongerThanTheReceiveBufferIsAnInvalidRequest) {
     ResponderConfig config;
