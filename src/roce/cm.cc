@@ -311,6 +311,46 @@ size_t build(const Message& message, uint8_t* m, size_t capacity) {
     return kMadBytes;
 }
 
+namespace {
+Message answer(const Message& to, Attr attr) {
+    Message m;
+    m.header.transaction_id = to.header.transaction_id;
+    m.header.attr_id = static_cast<uint16_t>(attr);
+    return m;
+}
+}  // namespace
+
+Message make_rep(const Message& req, const RepParams& p) {
+    Message m = answer(req, Attr::rep);
+    Rep& r = m.rep;
+    r.local_comm_id = p.local_comm_id;
+    r.remote_comm_id = req.req.local_comm_id;
+    r.local_qpn = p.local_qpn & 0xFFFFFF;
+    r.starting_psn = p.starting_psn & 0xFFFFFF;
+    r.responder_resources = p.responder_resources;
+    r.initiator_depth = p.initiator_depth;
+    r.target_ack_delay = p.target_ack_delay;
+    r.rnr_retry_count = p.rnr_retry_count;
+    r.srq = req.req.srq;
+    r.local_ca_guid = p.local_ca_guid;
+    return m;
+}
+
+Message make_rej(const Message& req, uint16_t reason) {
+    Message m = answer(req, Attr::rej);
+    m.rej.remote_comm_id = req.req.local_comm_id;
+    m.rej.message_rejected = 0;
+    m.rej.reason = reason;
+    return m;
+}
+
+Message make_drep(const Message& dreq) {
+    Message m = answer(dreq, Attr::drep);
+    m.drep.local_comm_id = dreq.dreq.remote_comm_id;
+    m.drep.remote_comm_id = dreq.dreq.local_comm_id;
+    return m;
+}
+
 CmaHeader parse_cma_header(const std::array<uint8_t, 92>& p) {
     CmaHeader h;
     h.cma_version = p[0];

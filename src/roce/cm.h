@@ -173,6 +173,27 @@ bool parse(const uint8_t* mad, size_t len, Message& out, CmError& error);
 // attribute is not one this codec builds.
 size_t build(const Message& message, uint8_t* out, size_t capacity);
 
+// What the passive side (the switch) puts in its REP besides what the REQ dictates.
+struct RepParams {
+    uint32_t local_comm_id = 0;
+    uint32_t local_qpn = 0;
+    uint32_t starting_psn = 0;     // the PSN the active side will send from (its ePSN here)
+    uint64_t local_ca_guid = 0;
+    uint8_t responder_resources = 0;  // at most the REQ's initiator depth
+    uint8_t initiator_depth = 0;      // at most the REQ's responder resources
+    uint8_t target_ack_delay = 15;
+    uint8_t rnr_retry_count = 7;      // how often the active side may retry after our RNR NAKs
+};
+// The passive side's answers to a parsed message, as Linux's CM builds them: the transaction
+// ID echoed, the communication IDs swapped in, method Send, everything else zero.
+Message make_rep(const Message& req, const RepParams& params);
+Message make_rej(const Message& req, uint16_t reason);  // rejecting the REQ (message_rejected 0)
+Message make_drep(const Message& dreq);
+// REJ reasons (IBA table 103) the switch uses.
+inline constexpr uint16_t kRejNoQp = 1;            // no QP available
+inline constexpr uint16_t kRejInvalidServiceId = 8;
+inline constexpr uint16_t kRejConsumerReject = 28;
+
 // rdma_cm's header at the start of a REQ's private data.
 struct CmaHeader {
     uint8_t cma_version = 0;

@@ -155,6 +155,44 @@ TEST(RoceCm, EveryCapturedMadAndPacketReencodesIdentically) {
     }
 }
 
+TEST(RoceCm, TheRepBuiltFromTheCapturedReqIsTheCapturedRep) {
+    const Capture c;
+    const Message req = parse_frame(c.at(16));
+    const Message rep = parse_frame(c.at(17));
+    RepParams p;
+    p.local_comm_id = rep.rep.local_comm_id;
+    p.local_qpn = rep.rep.local_qpn;
+    p.starting_psn = rep.rep.starting_psn;
+    p.local_ca_guid = rep.rep.local_ca_guid;
+    p.responder_resources = rep.rep.responder_resources;
+    p.initiator_depth = rep.rep.initiator_depth;
+    const Message made = make_rep(req, p);
+    uint8_t mad[kMadBytes];
+    ASSERT_EQ(build(made, mad, sizeof mad), kMadBytes);
+    const Bytes& f = c.at(17);
+    EXPECT_EQ(Bytes(mad, mad + kMadBytes), Bytes(f.begin() + kMadAt, f.begin() + kMadAt + kMadBytes));
+    EXPECT_EQ(reencode(f, made), Bytes(f.begin() + kEth, f.end()));
+}
+
+TEST(RoceCm, RejAndDrepAnswerWhatTheyAnswer) {
+    const Capture c;
+    const Message req = parse_frame(c.at(16));
+    Message rej = make_rej(req, kRejInvalidServiceId);
+    EXPECT_EQ(rej.header.transaction_id, req.header.transaction_id);
+    EXPECT_EQ(rej.header.attr_id, static_cast<uint16_t>(Attr::rej));
+    EXPECT_EQ(rej.rej.remote_comm_id, req.req.local_comm_id);
+    EXPECT_EQ(rej.rej.reason, kRejInvalidServiceId);
+    const Message dreq = parse_frame(c.at(35));
+    const Message drep = make_drep(dreq);
+    EXPECT_EQ(drep.header.transaction_id, dreq.header.transaction_id);
+    EXPECT_EQ(drep.header.attr_id, static_cast<uint16_t>(Attr::drep));
+    EXPECT_EQ(drep.drep.local_comm_id, dreq.dreq.remote_comm_id);
+    EXPECT_EQ(drep.drep.remote_comm_id, dreq.dreq.local_comm_id);
+    uint8_t mad[kMadBytes];
+    EXPECT_EQ(build(rej, mad, sizeof mad), kMadBytes);
+    EXPECT_EQ(build(drep, mad, sizeof mad), kMadBytes);
+}
+
 TEST(RoceCm, RejAndDrepRoundTripAtTheirOffsets) {
     Message m;
     m.header.attr_id = static_cast<uint16_t>(Attr::rej);
