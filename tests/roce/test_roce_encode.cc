@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "rocev2_vectors.h"
+#include "roce/cnp.h"
 #include "roce/encode.h"
 #include "roce/icrc.h"
 
@@ -73,6 +74,31 @@ TEST(RoceEncode, CnpIsVectorA) {
     ASSERT_EQ(n, kEthernetBytes);
     n += encode_cnp(buf + n, sizeof buf - n, path, 0x718c);
     EXPECT_EQ(Bytes(buf, buf + n), kCnpFrame);
+}
+
+// Notification point: CE on a contribution earns its QP one CNP per interval, no more.
+TEST(RoceCnp, CeEarnsOneCnpPerIntervalPerQp) {
+    EXPECT_TRUE(ce_marked(0x03));
+    EXPECT_TRUE(ce_marked(0xC3));
+    EXPECT_FALSE(ce_marked(0x02)) << "ECT(0)";
+    EXPECT_FALSE(ce_marked(0x01)) << "ECT(1)";
+    EXPECT_FALSE(ce_marked(0xC2));
+    CnpLimiter qp1;
+    CnpLimiter qp2;
+    EXPECT_TRUE(qp1.on_ce(0)) << "the first CE at time 0 counts";
+    EXPECT_FALSE(qp1.on_ce(1));
+    EXPECT_FALSE(qp1.on_ce(CnpLimiter::kDefaultIntervalNs - 1));
+    EXPECT_TRUE(qp2.on_ce(10)) << "limited per QP";
+    EXPECT_TRUE(qp1.on_ce(CnpLimiter::kDefaultIntervalNs));
+    EXPECT_FALSE(qp1.on_ce(CnpLimiter::kDefaultIntervalNs + 5));
+    EXPECT_EQ(qp1.sent(), 2u);
+    EXPECT_EQ(qp1.suppressed(), 3u);
+    // A steady CE stream for 1 ms: 250 CNPs at 4 us.
+    CnpLimiter busy;
+    for (uint64_t t = 0; t < 1000000; t += 100) {
+        busy.on_ce(t);
+    }
+    EXPECT_EQ(busy.sent(), 250u);
 }
 
 TEST(RoceEncode, TooSmallABufferWritesNothing) {
