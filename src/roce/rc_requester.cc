@@ -201,6 +201,12 @@ ResponseOutcome Requester::on_response(const Packet& packet, uint64_t now_ns) {
         return out;
     }
     if (syndrome == aeth::kNakPsnSequence) {
+        if (now_ns < rnr_until_ns_ && psn == una_) {
+            // The responder NAKs the packets pipelined behind the one it RNR-NAKed: the RNR
+            // wait already goes back to this PSN, so this is no new loss and costs no retry.
+            out.kind = ResponseKind::nak_sequence;
+            return out;
+        }
         if (retries_left_ == 0) {
             fail(RequesterError::retry_exceeded, syndrome);
             out.kind = ResponseKind::fatal;

@@ -135,6 +135,7 @@ private:
     enum class Kind : uint8_t { none, send, write };
 
     Verdict nak(uint8_t syndrome, bool fatal);
+    Reply rnr_nak();
     Verdict check_in_order(const Packet& packet);
 
     ResponderConfig config_;
