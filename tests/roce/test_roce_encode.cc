@@ -241,7 +241,7 @@ struct LoopbackResult {
 // The switch's requester WRITEs `messages` results into a worker modelled by a Responder; the
 // worker stores each executed payload at its region offset, then commits.
 LoopbackResult run_loopback(uint32_t seed, double loss, double dup, bool reorder,
-                            uint32_t messages, uint32_t initial_psn) {
+                            uint32_t messages, uint32_t initial_psn, double refuse = 0.0) {
     constexpr uint32_t kPmtu = 256;
     constexpr uint64_t kVa = 0x5000000;
     constexpr uint32_t kSlot = 4096;
@@ -257,6 +257,7 @@ LoopbackResult run_loopback(uint32_t seed, double loss, double dup, bool reorder
     wc.initial_psn = initial_psn;
     wc.pmtu = kPmtu;
     wc.region = {kVa, uint64_t{messages} * kSlot, 0x42};
+    wc.min_rnr_timer = 1;  // 10 us
     Responder responder(wc);
     responder.post_receives(messages);
 
@@ -298,7 +299,11 @@ LoopbackResult run_loopback(uint32_t seed, double loss, double dup, bool reorder
         for (const Bytes& f : forward.due(now)) {
             const Packet p = parse_checked(f);
             const Verdict v = responder.receive(p);
-            if (v.action == Action::execute) {
+            if (v.action == Action::execute &&
+                std::uniform_real_distribution<double>(0, 1)(rng) < refuse) {
+                const size_t n = encode_ack(buf, sizeof buf, to_switch, 0, responder.refuse());
+                backward.send(now, buf, n);
+            } else if (v.action == Action::execute) {
                 std::memcpy(region.data() + v.where.region_offset, f.data() + 28 + p.header_bytes,
                             v.where.length);
                 responder.commit();
@@ -325,6 +330,17 @@ TEST(RoceLoopback, ReorderingAloneCostsRetransmissionsButNoData) {
     EXPECT_EQ(r.completed, 100u);
     EXPECT_EQ(r.responder_msn, 100u);
     EXPECT_TRUE(r.region_exact);
+}
+
+// The worker refuses a fifth of what it could store (RNR NAK, as the switch does when it has
+// no free slot): everything still lands once, and the retry budget of 7 never runs out.
+TEST(RoceLoopback, BackPressureByRnrStillDeliversExactlyOnce) {
+    for (uint32_t seed = 20; seed < 23; ++seed) {
+        const auto r = run_loopback(seed, 0.02, 0.0, true, 120, seed * 1000, 0.2);
+        EXPECT_EQ(r.completed, 120u) << "seed " << seed;
+        EXPECT_EQ(r.responder_msn, 120u) << "seed " << seed;
+        EXPECT_TRUE(r.region_exact) << "seed " << seed;
+    }
 }
 
 TEST(RoceLoopback, LosslessDeliversEverythingOnceWithoutRetransmission) {
