@@ -175,6 +175,63 @@ TEST(RoceEncode, WritesParseBackWithPadAndImmediate) {
     }
 }
 
+// IPv6 underlay: the frames parse back, the ICRC verifies, and the fields a router or ECN
+// marker rewrites (traffic class, flow label, hop limit) are outside it.
+TEST(RoceEncode, Ipv6FramesParseBackAndTheirIcrcMasksTheVariantFields) {
+    Ipv6Path path;
+    path.src_ip = {0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+    path.dst_ip = {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2};
+    path.src_port = 0xC123;
+    path.traffic_class = 0x02;
+    path.flow_label = 0xABCDE;
+    path.hop_limit = 64;
+    path.dest_qp = 0x33;
+    uint8_t frame[2048];
+    Transmit tx;
+    tx.opcode = op::kWriteOnlyImm;
+    tx.psn = 0x123456;
+    tx.ack_req = true;
+    tx.has_reth = tx.has_imm = true;
+    tx.reth = {0x1000, 0x99, 5};
+    tx.imm = 0xCAFEF00D;
+    tx.length = 5;
+    const uint8_t payload[5] = {1, 2, 3, 4, 5};
+    const size_t sizes[] = {encode_write(frame, sizeof frame, path, tx, payload),
+                            encode_ack(frame, sizeof frame, path, Reply{aeth::kNakPsnSequence, 7, 3}),
+                            encode_cnp(frame, sizeof frame, path)};
+    EXPECT_EQ(sizes[0], 40u + 8 + 12 + 16 + 4 + 8 + 4);
+    EXPECT_EQ(sizes[1], 40u + 8 + 12 + 4 + 4);
+    EXPECT_EQ(sizes[2], 40u + 8 + 12 + 16 + 4);
+    // The last one built is the CNP; rebuild the WRITE to look at it.
+    const size_t n = encode_write(frame, sizeof frame, path, tx, payload);
+    EXPECT_EQ(frame[0] >> 4, 6);
+    EXPECT_EQ(detail::be16(frame + 4), n - 40) << "payload length";
+    EXPECT_EQ(frame[6], 17);
+    EXPECT_EQ(frame[7], 64);
+    EXPECT_EQ((detail::be32(frame) >> 20) & 0xFF, 0x02u) << "traffic class";
+    EXPECT_EQ(detail::be32(frame) & 0xFFFFF, 0xABCDEu) << "flow label";
+    EXPECT_EQ(detail::be16(frame + 40 + 2), kUdpPort);
+    EXPECT_EQ(detail::be16(frame + 40 + 6), 0) << "UDP checksum";
+    const auto r = parse(frame + 48, n - 48);
+    ASSERT_TRUE(r.packet) << to_string(r.error);
+    EXPECT_EQ(r.packet->bth.opcode, op::kWriteOnlyImm);
+    EXPECT_EQ(r.packet->bth.psn, 0x123456u);
+    EXPECT_EQ(r.packet->imm, 0xCAFEF00Du);
+    EXPECT_EQ(r.packet->payload_bytes, 5u);
+    EXPECT_EQ(r.packet->bth.pad, 3);
+    const uint32_t crc = icrc(frame, n);
+    EXPECT_EQ(crc, r.packet->icrc);
+    frame[1] ^= 0xFF;  // traffic class and flow label bits
+    frame[3] ^= 0x55;
+    frame[7] = 3;      // hop limit
+    EXPECT_EQ(icrc(frame, n), crc);
+    frame[8] ^= 1;     // the source address is covered
+    EXPECT_NE(icrc(frame, n), crc);
+    uint8_t eth[kEthernetBytes];
+    ASSERT_EQ(write_ethernet(eth, sizeof eth, payload, payload, kEthertypeIpv6), kEthernetBytes);
+    EXPECT_EQ(detail::be16(eth + 12), 0x86DD);
+}
+
 TEST(RoceEncode, SourcePortIsPerQpEntropyInTheRoceRange) {
     std::vector<uint16_t> ports;
     for (uint32_t qp = 1; qp < 4096; ++qp) {
