@@ -376,6 +376,22 @@ TEST(Requester, PostRefusesWhenTheMessageRingIsFull) {
     EXPECT_EQ(seq, Requester::kMaxMessages);
 }
 
+TEST(Requester, PostRefusesMoreOutstandingPsnsThanSerialArithmeticAllows) {
+    RequesterConfig c = base();
+    c.pmtu = 256;
+    Requester qp(c);
+    uint64_t seq = 0;
+    // 2^31 bytes at PMTU 256 are 2^23 packets: more than half the PSN space.
+    EXPECT_FALSE(qp.post(WriteRequest{0, 0, 1u << 31, false, 0, 0}, seq));
+    // 2^30 bytes are 2^22 packets: exactly the limit.
+    ASSERT_TRUE(qp.post(WriteRequest{0, 0, 1u << 30, false, 0, 0}, seq));
+    EXPECT_FALSE(qp.post(WriteRequest{0, 0, 1, false, 0, 1}, seq)) << "one PSN over";
+    Transmit t;
+    ASSERT_TRUE(qp.next(0, t));
+    ASSERT_EQ(qp.on_response(response(aeth::kAckUnlimited, t.psn), 0).kind, ResponseKind::ack);
+    EXPECT_TRUE(qp.post(WriteRequest{0, 0, 1, false, 0, 1}, seq)) << "one PSN acknowledged";
+}
+
 // The rate state: a CNP cuts the rate by alpha/2 (alpha starts at 1: half), packets are then
 // paced at that rate, and quiet increase periods bring it back to line rate.
 TEST(Requester, CnpCutsTheRateAndPacesUntilRecovered) {
