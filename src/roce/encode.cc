@@ -9,8 +9,6 @@ namespace ina::roce {
 
 namespace {
 
-constexpr size_t kIpUdpBth = kIpv4Bytes + kUdpBytes + kBthBytes;
-
 uint16_t ipv4_checksum(const uint8_t* h) {
     uint32_t sum = 0;
     for (size_t i = 0; i < kIpv4Bytes; i += 2) {
@@ -20,6 +18,16 @@ uint16_t ipv4_checksum(const uint8_t* h) {
         sum = (sum & 0xFFFF) + (sum >> 16);
     }
     return static_cast<uint16_t>(~sum);
+}
+
+constexpr size_t ip_bytes(const Ipv4Path&) { return kIpv4Bytes; }
+constexpr size_t ip_bytes(const Ipv6Path&) { return kIpv6Bytes; }
+
+void write_udp(uint8_t* udp, uint16_t src_port, size_t udp_payload) {
+    detail::put16(udp, src_port);
+    detail::put16(udp + 2, kUdpPort);
+    detail::put16(udp + 4, static_cast<uint16_t>(kUdpBytes + udp_payload));
+    detail::put16(udp + 6, 0);  // RoCEv2 leaves integrity to the ICRC
 }
 
 // IPv4 (no options, DF) and UDP headers for a datagram of `udp_payload` bytes (BTH .. ICRC).
@@ -36,14 +44,22 @@ void write_ip_udp(uint8_t* out, const Ipv4Path& path, uint16_t ip_id, size_t udp
     detail::put32(out + 12, path.src_ip);
     detail::put32(out + 16, path.dst_ip);
     detail::put16(out + 10, ipv4_checksum(out));
-    uint8_t* udp = out + kIpv4Bytes;
-    detail::put16(udp, path.src_port);
-    detail::put16(udp + 2, kUdpPort);
-    detail::put16(udp + 4, static_cast<uint16_t>(kUdpBytes + udp_payload));
-    detail::put16(udp + 6, 0);
+    write_udp(out + kIpv4Bytes, path.src_port, udp_payload);
 }
 
-Bth bth_for(const Ipv4Path& path, uint8_t opcode, uint32_t psn) {
+// IPv6 (no extension headers) and UDP headers; IPv6 has no identification field.
+void write_ip_udp(uint8_t* out, const Ipv6Path& path, uint16_t /*ip_id*/, size_t udp_payload) {
+    detail::put32(out, 6u << 28 | uint32_t{path.traffic_class} << 20 | (path.flow_label & 0xFFFFF));
+    detail::put16(out + 4, static_cast<uint16_t>(kUdpBytes + udp_payload));
+    out[6] = 17;
+    out[7] = path.hop_limit;
+    std::memcpy(out + 8, path.src_ip.data(), 16);
+    std::memcpy(out + 24, path.dst_ip.data(), 16);
+    write_udp(out + kIpv6Bytes, path.src_port, udp_payload);
+}
+
+template <class Path>
+Bth bth_for(const Path& path, uint8_t opcode, uint32_t psn) {
     Bth b;
     b.opcode = opcode;
     b.pkey = path.pkey;
@@ -52,66 +68,57 @@ Bth bth_for(const Ipv4Path& path, uint8_t opcode, uint32_t psn) {
     return b;
 }
 
-size_t request_header_bytes(const Transmit& tx) {
-    return kIpUdpBth + (tx.has_reth ? kRethBytes : 0) + (tx.has_imm ? kImmBytes : 0);
+template <class Path>
+size_t request_header_bytes(const Path& path, const Transmit& tx) {
+    return ip_bytes(path) + kUdpBytes + kBthBytes + (tx.has_reth ? kRethBytes : 0) +
+           (tx.has_imm ? kImmBytes : 0);
 }
 
-}  // namespace
-
-size_t write_ethernet(uint8_t* out, size_t capacity, const uint8_t dst_mac[6],
-                      const uint8_t src_mac[6]) {
-    if (capacity < kEthernetBytes) {
-        return 0;
-    }
-    std::memcpy(out, dst_mac, 6);
-    std::memcpy(out + 6, src_mac, 6);
-    detail::put16(out + 12, 0x0800);
-    return kEthernetBytes;
-}
-
-void finish_icrc(uint8_t* l3, size_t total) { write_icrc(l3 + total, icrc(l3, total)); }
-
-size_t encode_ack(uint8_t* out, size_t capacity, const Ipv4Path& path, uint16_t ip_id,
-                  const Reply& reply) {
-    const size_t total = kIpUdpBth + kAethBytes + kIcrcBytes;
+template <class Path>
+size_t ack_of(uint8_t* out, size_t capacity, const Path& path, uint16_t ip_id, const Reply& reply) {
+    const size_t bth_at = ip_bytes(path) + kUdpBytes;
+    const size_t total = bth_at + kBthBytes + kAethBytes + kIcrcBytes;
     if (capacity < total) {
         return 0;
     }
-    write_ip_udp(out, path, ip_id, total - kIpv4Bytes - kUdpBytes);
-    write_bth(out + kIpv4Bytes + kUdpBytes, bth_for(path, op::kAcknowledge, reply.psn));
-    write_aeth(out + kIpUdpBth, Aeth{reply.syndrome, reply.msn & 0xFFFFFF});
+    write_ip_udp(out, path, ip_id, total - bth_at);
+    write_bth(out + bth_at, bth_for(path, op::kAcknowledge, reply.psn));
+    write_aeth(out + bth_at + kBthBytes, Aeth{reply.syndrome, reply.msn & 0xFFFFFF});
     finish_icrc(out, total);
     return total;
 }
 
-size_t encode_cnp(uint8_t* out, size_t capacity, const Ipv4Path& path, uint16_t ip_id) {
-    const size_t total = kIpUdpBth + kCnpPadBytes + kIcrcBytes;
+template <class Path>
+size_t cnp_of(uint8_t* out, size_t capacity, const Path& path, uint16_t ip_id) {
+    const size_t bth_at = ip_bytes(path) + kUdpBytes;
+    const size_t total = bth_at + kBthBytes + kCnpPadBytes + kIcrcBytes;
     if (capacity < total) {
         return 0;
     }
-    write_ip_udp(out, path, ip_id, total - kIpv4Bytes - kUdpBytes);
+    write_ip_udp(out, path, ip_id, total - bth_at);
     Bth b = bth_for(path, op::kCnp, 0);
     b.becn = true;
-    write_bth(out + kIpv4Bytes + kUdpBytes, b);
-    std::memset(out + kIpUdpBth, 0, kCnpPadBytes);
+    write_bth(out + bth_at, b);
+    std::memset(out + bth_at + kBthBytes, 0, kCnpPadBytes);
     finish_icrc(out, total);
     return total;
 }
 
-size_t write_request_headers(uint8_t* out, size_t capacity, const Ipv4Path& path, uint16_t ip_id,
-                             const Transmit& tx) {
-    const size_t headers = request_header_bytes(tx);
+template <class Path>
+size_t request_headers_of(uint8_t* out, size_t capacity, const Path& path, uint16_t ip_id,
+                          const Transmit& tx) {
+    const size_t headers = request_header_bytes(path, tx);
     const uint32_t pad = write_request_pad_bytes(tx.length);
     if (capacity < headers) {
         return 0;
     }
-    const size_t udp_payload = headers - kIpv4Bytes - kUdpBytes + tx.length + pad + kIcrcBytes;
-    write_ip_udp(out, path, ip_id, udp_payload);
+    const size_t bth_at = ip_bytes(path) + kUdpBytes;
+    write_ip_udp(out, path, ip_id, headers - bth_at + tx.length + pad + kIcrcBytes);
     Bth b = bth_for(path, tx.opcode, tx.psn);
     b.ack_req = tx.ack_req;
     b.pad = static_cast<uint8_t>(pad);
-    write_bth(out + kIpv4Bytes + kUdpBytes, b);
-    uint8_t* e = out + kIpUdpBth;
+    write_bth(out + bth_at, b);
+    uint8_t* e = out + bth_at + kBthBytes;
     if (tx.has_reth) {
         write_reth(e, tx.reth);
         e += kRethBytes;
@@ -122,12 +129,13 @@ size_t write_request_headers(uint8_t* out, size_t capacity, const Ipv4Path& path
     return headers;
 }
 
-size_t encode_write(uint8_t* out, size_t capacity, const Ipv4Path& path, uint16_t ip_id,
-                    const Transmit& tx, const uint8_t* payload) {
+template <class Path>
+size_t write_of(uint8_t* out, size_t capacity, const Path& path, uint16_t ip_id,
+                const Transmit& tx, const uint8_t* payload) {
     const uint32_t pad = write_request_pad_bytes(tx.length);
-    const size_t headers = request_header_bytes(tx);
+    const size_t headers = request_header_bytes(path, tx);
     const size_t total = headers + tx.length + pad + kIcrcBytes;
-    if (capacity < total || write_request_headers(out, capacity, path, ip_id, tx) != headers) {
+    if (capacity < total || request_headers_of(out, capacity, path, ip_id, tx) != headers) {
         return 0;
     }
     if (tx.length != 0) {
@@ -136,6 +144,54 @@ size_t encode_write(uint8_t* out, size_t capacity, const Ipv4Path& path, uint16_
     std::memset(out + headers + tx.length, 0, pad);
     finish_icrc(out, total);
     return total;
+}
+
+}  // namespace
+
+size_t write_ethernet(uint8_t* out, size_t capacity, const uint8_t dst_mac[6],
+                      const uint8_t src_mac[6], uint16_t ethertype) {
+    if (capacity < kEthernetBytes) {
+        return 0;
+    }
+    std::memcpy(out, dst_mac, 6);
+    std::memcpy(out + 6, src_mac, 6);
+    detail::put16(out + 12, ethertype);
+    return kEthernetBytes;
+}
+
+void finish_icrc(uint8_t* l3, size_t total) { write_icrc(l3 + total, icrc(l3, total)); }
+
+size_t encode_ack(uint8_t* out, size_t capacity, const Ipv4Path& path, uint16_t ip_id,
+                  const Reply& reply) {
+    return ack_of(out, capacity, path, ip_id, reply);
+}
+size_t encode_ack(uint8_t* out, size_t capacity, const Ipv6Path& path, const Reply& reply) {
+    return ack_of(out, capacity, path, 0, reply);
+}
+
+size_t encode_cnp(uint8_t* out, size_t capacity, const Ipv4Path& path, uint16_t ip_id) {
+    return cnp_of(out, capacity, path, ip_id);
+}
+size_t encode_cnp(uint8_t* out, size_t capacity, const Ipv6Path& path) {
+    return cnp_of(out, capacity, path, 0);
+}
+
+size_t write_request_headers(uint8_t* out, size_t capacity, const Ipv4Path& path, uint16_t ip_id,
+                             const Transmit& tx) {
+    return request_headers_of(out, capacity, path, ip_id, tx);
+}
+size_t write_request_headers(uint8_t* out, size_t capacity, const Ipv6Path& path,
+                             const Transmit& tx) {
+    return request_headers_of(out, capacity, path, 0, tx);
+}
+
+size_t encode_write(uint8_t* out, size_t capacity, const Ipv4Path& path, uint16_t ip_id,
+                    const Transmit& tx, const uint8_t* payload) {
+    return write_of(out, capacity, path, ip_id, tx, payload);
+}
+size_t encode_write(uint8_t* out, size_t capacity, const Ipv6Path& path, const Transmit& tx,
+                    const uint8_t* payload) {
+    return write_of(out, capacity, path, 0, tx, payload);
 }
 
 }  // namespace ina::roce

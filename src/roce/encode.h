@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
-// Frames the switch's RC endpoint sends, built into a caller's buffer from the IPv4 header on
-// (the caller puts the Ethernet header in front, write_ethernet() if it has none): ACK and NAK
+// Frames the switch's RC endpoint sends, built into a caller's buffer from the IP header on
+// (IPv4 or IPv6; the caller puts the Ethernet header in front, write_ethernet() if it has
+// none): ACK and NAK
 // (opcode 0x11 + AETH), CNP (0x81, BECN, 16 zero bytes) and the RDMA WRITEs of results (BTH,
 // RETH on FIRST/ONLY, ImmDt on LAST/ONLY with immediate, payload, zero pad). UDP checksum 0
 // (RoCEv2 leaves it to the ICRC), the IPv4 header checksum and the ICRC (roce/icrc.h) computed.
+// IPv4 frames carry DF and the caller's IP identification; IPv6 ones no extension headers.
 // Pure: no allocation, no DPDK state; every function returns the bytes written, or 0 (nothing
 // written) when `capacity` is too small.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 
@@ -19,6 +22,9 @@ namespace ina::roce {
 
 inline constexpr size_t kEthernetBytes = 14;
 inline constexpr size_t kIpv4Bytes = 20;
+inline constexpr size_t kIpv6Bytes = 40;
+inline constexpr uint16_t kEthertypeIpv4 = 0x0800;
+inline constexpr uint16_t kEthertypeIpv6 = 0x86DD;
 inline constexpr size_t kUdpBytes = 8;
 
 // UDP source port for a QP: per-QP entropy for ECMP in 0xC000..0xFFFF (as Linux rxe's range;
@@ -39,22 +45,38 @@ struct Ipv4Path {
     uint16_t pkey = kDefaultPkey;
 };
 
-// 14 bytes: destination MAC, source MAC, ethertype IPv4.
+// The same over IPv6 (a RoCEv2 GID is an IPv6 address; IPv4-mapped ones go over IPv4).
+struct Ipv6Path {
+    std::array<uint8_t, 16> src_ip{};
+    std::array<uint8_t, 16> dst_ip{};
+    uint16_t src_port = 0xC000;
+    uint8_t traffic_class = 0x02;  // DSCP << 2 | ECN
+    uint32_t flow_label = 0;       // 20 bits
+    uint8_t hop_limit = 64;
+    uint32_t dest_qp = 0;
+    uint16_t pkey = kDefaultPkey;
+};
+
+// 14 bytes: destination MAC, source MAC, ethertype.
 size_t write_ethernet(uint8_t* out, size_t capacity, const uint8_t dst_mac[6],
-                      const uint8_t src_mac[6]);
+                      const uint8_t src_mac[6], uint16_t ethertype = kEthertypeIpv4);
 
 // ACK or NAK (opcode 0x11): BTH.PSN = reply.psn, AETH = reply.syndrome | reply.msn.
 size_t encode_ack(uint8_t* out, size_t capacity, const Ipv4Path& path, uint16_t ip_id,
                   const Reply& reply);
+size_t encode_ack(uint8_t* out, size_t capacity, const Ipv6Path& path, const Reply& reply);
 
 // CNP to path.dest_qp: BECN 1, PSN 0, A 0, 16 reserved zero bytes.
 size_t encode_cnp(uint8_t* out, size_t capacity, const Ipv4Path& path, uint16_t ip_id);
+size_t encode_cnp(uint8_t* out, size_t capacity, const Ipv6Path& path);
 
 // The headers of an RDMA WRITE packet (IPv4 .. BTH, RETH, ImmDt) for `tx`, with the IP and
 // UDP lengths already counting tx.length payload bytes, pad and ICRC: the caller appends the
 // payload and zero pad (write_request_pad_bytes) and then finish_icrc(). Returns the header
 // bytes written.
 size_t write_request_headers(uint8_t* out, size_t capacity, const Ipv4Path& path, uint16_t ip_id,
+                             const Transmit& tx);
+size_t write_request_headers(uint8_t* out, size_t capacity, const Ipv6Path& path,
                              const Transmit& tx);
 constexpr uint32_t write_request_pad_bytes(uint32_t payload) { return (0u - payload) & 3u; }
 // Computes and stores the ICRC of the complete packet at `l3` of `total` bytes (ICRC
@@ -64,5 +86,7 @@ void finish_icrc(uint8_t* l3, size_t total);
 // The whole WRITE packet: headers, tx.length bytes copied from `payload`, pad, ICRC.
 size_t encode_write(uint8_t* out, size_t capacity, const Ipv4Path& path, uint16_t ip_id,
                     const Transmit& tx, const uint8_t* payload);
+size_t encode_write(uint8_t* out, size_t capacity, const Ipv6Path& path, const Transmit& tx,
+                    const uint8_t* payload);
 
 }  // namespace ina::roce

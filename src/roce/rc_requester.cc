@@ -35,13 +35,17 @@ Requester::Requester(const RequesterConfig& config)
 }
 
 bool Requester::post(const WriteRequest& request, uint64_t& seq) {
-    if (state_ != State::ready || tail_ - head_ >= kMaxMessages || request.length > (1u << 31)) {
+    const uint32_t packets = packets_of(request.length, config_.pmtu);
+    // PSN comparisons are serial over 2^24: keep what is outstanding far below 2^23.
+    const uint64_t outstanding = static_cast<uint32_t>(psn_diff(next_psn_, una_));
+    if (state_ != State::ready || tail_ - head_ >= kMaxMessages || request.length > (1u << 31) ||
+        outstanding + packets > kMaxOutstandingPackets) {
         return false;
     }
     Message& m = messages_[tail_ % kMaxMessages];
     m.request = request;
     m.first_psn = next_psn_;
-    m.packets = packets_of(request.length, config_.pmtu);
+    m.packets = packets;
     next_psn_ = psn_add(next_psn_, m.packets);
     seq = tail_++;
     return true;
@@ -201,6 +205,12 @@ ResponseOutcome Requester::on_response(const Packet& packet, uint64_t now_ns) {
         return out;
     }
     if (syndrome == aeth::kNakPsnSequence) {
+        if (now_ns < rnr_until_ns_ && psn == una_) {
+            // The responder NAKs the packets pipelined behind the one it RNR-NAKed: the RNR
+            // wait already goes back to this PSN, so this is no new loss and costs no retry.
+            out.kind = ResponseKind::nak_sequence;
+            return out;
+        }
         if (retries_left_ == 0) {
             fail(RequesterError::retry_exceeded, syndrome);
             out.kind = ResponseKind::fatal;

@@ -126,12 +126,15 @@ struct ResponseOutcome {
 class Requester {
 public:
     static constexpr uint32_t kMaxMessages = 256;  // posted and not yet completed
+    static constexpr uint32_t kMaxOutstandingPackets = 1u << 22;  // PSNs posted, not acknowledged
     enum class State : uint8_t { ready, error };
 
     explicit Requester(const RequesterConfig& config);
 
     // Queues a WRITE. False (nothing queued) when kMaxMessages are outstanding, the QP is in
-    // error, or the length exceeds 2^31. `seq` numbers messages 0, 1, 2, ... in post order.
+    // error, the length exceeds 2^31, or its packets would take the PSNs posted and not yet
+    // acknowledged past kMaxOutstandingPackets (24-bit serial PSNs stay unambiguous below
+    // 2^23). `seq` numbers messages 0, 1, 2, ... in post order.
     bool post(const WriteRequest& request, uint64_t& seq);
 
     // The next packet to send at `now`, if any may go: something is unsent or must be resent,

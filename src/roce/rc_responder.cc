@@ -133,9 +133,7 @@ Verdict Responder::check_in_order(const Packet& packet) {
     if (takes_receive && receives_ == 0) {
         Verdict v;
         v.action = Action::reply;
-        v.reply = {static_cast<uint8_t>(aeth::kRnrNak | (config_.min_rnr_timer & 0x1F)),
-                   packet.bth.psn, msn_};
-        ack_owed_ = false;
+        v.reply = rnr_nak();
         return v;
     }
     pending_ = true;
@@ -174,11 +172,19 @@ bool Responder::commit() {
     return true;
 }
 
-Reply Responder::refuse() {
-    const uint32_t psn = pending_ ? pending_where_.psn : epsn_;
-    pending_ = false;
+Reply Responder::rnr_nak() {
+    // The RNR NAK sends the requester back to ePSN after its timer, so it also stands for the
+    // NAK-sequence the packets it had pipelined behind would earn: they are dropped silently
+    // until ePSN comes again. (A NAK-sequence per RNR would cost the requester a retry each
+    // time, and a long back-pressure would exhaust retry_cnt on a QP that lost nothing.)
+    nak_sent_ = true;
     ack_owed_ = false;
-    return {static_cast<uint8_t>(aeth::kRnrNak | (config_.min_rnr_timer & 0x1F)), psn, msn_};
+    return {static_cast<uint8_t>(aeth::kRnrNak | (config_.min_rnr_timer & 0x1F)), epsn_, msn_};
+}
+
+Reply Responder::refuse() {
+    pending_ = false;
+    return rnr_nak();
 }
 
 bool Responder::take_ack(Reply& out) {

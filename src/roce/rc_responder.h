@@ -105,8 +105,9 @@ public:
 
     explicit Responder(const ResponderConfig& config);
 
-    // Checks one parsed packet (wire.h parse()) of this QP; `payload` is unused here: the
-    // caller copies `where.length` bytes from it. See the file comment for the two phases.
+    // Checks one parsed packet (wire.h parse()) of this QP, its ICRC already verified. An
+    // execute verdict's payload is the packet's `where.length` bytes after its headers; see the
+    // file comment for the two phases.
     Verdict receive(const Packet& packet);
     // The packet of the last execute verdict is stored: advance. Returns false (and changes
     // nothing) if the last verdict was not an execute verdict for the current ePSN.
@@ -134,6 +135,7 @@ private:
     enum class Kind : uint8_t { none, send, write };
 
     Verdict nak(uint8_t syndrome, bool fatal);
+    Reply rnr_nak();
     Verdict check_in_order(const Packet& packet);
 
     ResponderConfig config_;

@@ -10,12 +10,17 @@
 //   roce_dump segments src=... dst=... qp=0x22 psn=0xfffffe pmtu=256 len=1000 va=... rkey=...
 //                   imm=0x11223344 hasimm=1 seed=3      (the Requester's packets of one WRITE)
 //
+// src and dst may be IPv6 addresses (both): the frame is then IPv6, tos its traffic class, ttl
+// its hop limit, flow= its flow label, and id unused.
 // Other keys: tos (default 2), ttl (64), id (0), pkey (0xffff). Payload byte i is
 // (seed + 31 * i) & 0xff, counted from the message's start. Numbers are decimal or 0x-hex.
 // Exit status 2 on bad arguments.
+#include <arpa/inet.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <array>
 #include <map>
 #include <string>
 #include <vector>
@@ -40,6 +45,10 @@ bool parse_number(const std::string& text, uint64_t& out) {
     char* end = nullptr;
     out = std::strtoull(text.c_str(), &end, 0);
     return errno == 0 && *end == '\0';
+}
+
+bool parse_ipv6(const std::string& text, std::array<uint8_t, 16>& out) {
+    return inet_pton(AF_INET6, text.c_str(), out.data()) == 1;
 }
 
 bool parse_ipv4(const std::string& text, uint32_t& out) {
@@ -81,9 +90,11 @@ int main(int argc, char** argv) {
                                            {"opcode", op::kWriteOnly}, {"ackreq", 0},
                                            {"va", 0},    {"rkey", 0},     {"dmalen", 0},
                                            {"imm", 0},   {"hasimm", 0},   {"len", 0},
-                                           {"seed", 0},  {"pmtu", 1024}};
+                                           {"seed", 0},  {"pmtu", 1024}, {"flow", 0}};
     Ipv4Path path;
+    Ipv6Path path6;
     bool have_src = false, have_dst = false;
+    int v6_addresses = 0;
     for (int i = 2; i < argc; ++i) {
         const std::string arg = argv[i];
         const size_t eq = arg.find('=');
@@ -92,7 +103,10 @@ int main(int argc, char** argv) {
         }
         const std::string key = arg.substr(0, eq), value = arg.substr(eq + 1);
         if (key == "src" || key == "dst") {
-            if (!parse_ipv4(value, key == "src" ? path.src_ip : path.dst_ip)) {
+            const bool v6 = value.find(':') != std::string::npos;
+            v6_addresses += v6 ? 1 : 0;
+            if (v6 ? !parse_ipv6(value, key == "src" ? path6.src_ip : path6.dst_ip)
+                   : !parse_ipv4(value, key == "src" ? path.src_ip : path.dst_ip)) {
                 return usage("bad address " + value);
             }
             (key == "src" ? have_src : have_dst) = true;
@@ -108,21 +122,40 @@ int main(int argc, char** argv) {
     if (!have_src || !have_dst) {
         return usage("src= and dst= are required");
     }
+    if (v6_addresses == 1) {
+        return usage("src and dst must both be IPv4 or both IPv6");
+    }
+    const bool v6 = v6_addresses == 2;
     path.src_port = static_cast<uint16_t>(num["sport"]);
     path.tos = static_cast<uint8_t>(num["tos"]);
     path.ttl = static_cast<uint8_t>(num["ttl"]);
     path.dest_qp = static_cast<uint32_t>(num["qp"]);
     path.pkey = static_cast<uint16_t>(num["pkey"]);
+    path6.src_port = path.src_port;
+    path6.traffic_class = path.tos;
+    path6.hop_limit = path.ttl;
+    path6.flow_label = static_cast<uint32_t>(num["flow"]);
+    path6.dest_qp = path.dest_qp;
+    path6.pkey = path.pkey;
     const auto ip_id = static_cast<uint16_t>(num["id"]);
+    // The encoders for this underlay.
+    const auto ack = [&](uint8_t* out, size_t cap, const Reply& r) {
+        return v6 ? encode_ack(out, cap, path6, r) : encode_ack(out, cap, path, ip_id, r);
+    };
+    const auto write = [&](uint8_t* out, size_t cap, const Transmit& tx, const uint8_t* data) {
+        return v6 ? encode_write(out, cap, path6, tx, data)
+                  : encode_write(out, cap, path, ip_id, tx, data);
+    };
     std::vector<uint8_t> buf(8192);
     if (kind == "ack") {
         const Reply r{static_cast<uint8_t>(num["syndrome"]), static_cast<uint32_t>(num["psn"]),
                       static_cast<uint32_t>(num["msn"])};
-        print(buf.data(), encode_ack(buf.data(), buf.size(), path, ip_id, r));
+        print(buf.data(), ack(buf.data(), buf.size(), r));
         return 0;
     }
     if (kind == "cnp") {
-        print(buf.data(), encode_cnp(buf.data(), buf.size(), path, ip_id));
+        print(buf.data(), v6 ? encode_cnp(buf.data(), buf.size(), path6)
+                             : encode_cnp(buf.data(), buf.size(), path, ip_id));
         return 0;
     }
     const auto length = static_cast<uint32_t>(num["len"]);
@@ -144,7 +177,7 @@ int main(int argc, char** argv) {
         tx.imm = static_cast<uint32_t>(num["imm"]);
         tx.length = length;
         const auto payload = payload_bytes(num["seed"], length);
-        print(buf.data(), encode_write(buf.data(), buf.size(), path, ip_id, tx, payload.data()));
+        print(buf.data(), write(buf.data(), buf.size(), tx, payload.data()));
         return 0;
     }
     if (kind == "segments") {
@@ -163,8 +196,7 @@ int main(int argc, char** argv) {
         const auto payload = payload_bytes(num["seed"], length);
         Transmit tx;
         while (requester.next(0, tx)) {
-            print(buf.data(), encode_write(buf.data(), buf.size(), path, ip_id, tx,
-                                           payload.data() + tx.offset));
+            print(buf.data(), write(buf.data(), buf.size(), tx, payload.data() + tx.offset));
         }
         return 0;
     }

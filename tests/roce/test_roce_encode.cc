@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "rocev2_vectors.h"
+#include "roce/cnp.h"
 #include "roce/encode.h"
 #include "roce/icrc.h"
 
@@ -73,6 +74,31 @@ TEST(RoceEncode, CnpIsVectorA) {
     ASSERT_EQ(n, kEthernetBytes);
     n += encode_cnp(buf + n, sizeof buf - n, path, 0x718c);
     EXPECT_EQ(Bytes(buf, buf + n), kCnpFrame);
+}
+
+// Notification point: CE on a contribution earns its QP one CNP per interval, no more.
+TEST(RoceCnp, CeEarnsOneCnpPerIntervalPerQp) {
+    EXPECT_TRUE(ce_marked(0x03));
+    EXPECT_TRUE(ce_marked(0xC3));
+    EXPECT_FALSE(ce_marked(0x02)) << "ECT(0)";
+    EXPECT_FALSE(ce_marked(0x01)) << "ECT(1)";
+    EXPECT_FALSE(ce_marked(0xC2));
+    CnpLimiter qp1;
+    CnpLimiter qp2;
+    EXPECT_TRUE(qp1.on_ce(0)) << "the first CE at time 0 counts";
+    EXPECT_FALSE(qp1.on_ce(1));
+    EXPECT_FALSE(qp1.on_ce(CnpLimiter::kDefaultIntervalNs - 1));
+    EXPECT_TRUE(qp2.on_ce(10)) << "limited per QP";
+    EXPECT_TRUE(qp1.on_ce(CnpLimiter::kDefaultIntervalNs));
+    EXPECT_FALSE(qp1.on_ce(CnpLimiter::kDefaultIntervalNs + 5));
+    EXPECT_EQ(qp1.sent(), 2u);
+    EXPECT_EQ(qp1.suppressed(), 3u);
+    // A steady CE stream for 1 ms: 250 CNPs at 4 us.
+    CnpLimiter busy;
+    for (uint64_t t = 0; t < 1000000; t += 100) {
+        busy.on_ce(t);
+    }
+    EXPECT_EQ(busy.sent(), 250u);
 }
 
 TEST(RoceEncode, TooSmallABufferWritesNothing) {
@@ -149,6 +175,63 @@ TEST(RoceEncode, WritesParseBackWithPadAndImmediate) {
     }
 }
 
+// IPv6 underlay: the frames parse back, the ICRC verifies, and the fields a router or ECN
+// marker rewrites (traffic class, flow label, hop limit) are outside it.
+TEST(RoceEncode, Ipv6FramesParseBackAndTheirIcrcMasksTheVariantFields) {
+    Ipv6Path path;
+    path.src_ip = {0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+    path.dst_ip = {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2};
+    path.src_port = 0xC123;
+    path.traffic_class = 0x02;
+    path.flow_label = 0xABCDE;
+    path.hop_limit = 64;
+    path.dest_qp = 0x33;
+    uint8_t frame[2048];
+    Transmit tx;
+    tx.opcode = op::kWriteOnlyImm;
+    tx.psn = 0x123456;
+    tx.ack_req = true;
+    tx.has_reth = tx.has_imm = true;
+    tx.reth = {0x1000, 0x99, 5};
+    tx.imm = 0xCAFEF00D;
+    tx.length = 5;
+    const uint8_t payload[5] = {1, 2, 3, 4, 5};
+    const size_t sizes[] = {encode_write(frame, sizeof frame, path, tx, payload),
+                            encode_ack(frame, sizeof frame, path, Reply{aeth::kNakPsnSequence, 7, 3}),
+                            encode_cnp(frame, sizeof frame, path)};
+    EXPECT_EQ(sizes[0], 40u + 8 + 12 + 16 + 4 + 8 + 4);
+    EXPECT_EQ(sizes[1], 40u + 8 + 12 + 4 + 4);
+    EXPECT_EQ(sizes[2], 40u + 8 + 12 + 16 + 4);
+    // The last one built is the CNP; rebuild the WRITE to look at it.
+    const size_t n = encode_write(frame, sizeof frame, path, tx, payload);
+    EXPECT_EQ(frame[0] >> 4, 6);
+    EXPECT_EQ(detail::be16(frame + 4), n - 40) << "payload length";
+    EXPECT_EQ(frame[6], 17);
+    EXPECT_EQ(frame[7], 64);
+    EXPECT_EQ((detail::be32(frame) >> 20) & 0xFF, 0x02u) << "traffic class";
+    EXPECT_EQ(detail::be32(frame) & 0xFFFFF, 0xABCDEu) << "flow label";
+    EXPECT_EQ(detail::be16(frame + 40 + 2), kUdpPort);
+    EXPECT_EQ(detail::be16(frame + 40 + 6), 0) << "UDP checksum";
+    const auto r = parse(frame + 48, n - 48);
+    ASSERT_TRUE(r.packet) << to_string(r.error);
+    EXPECT_EQ(r.packet->bth.opcode, op::kWriteOnlyImm);
+    EXPECT_EQ(r.packet->bth.psn, 0x123456u);
+    EXPECT_EQ(r.packet->imm, 0xCAFEF00Du);
+    EXPECT_EQ(r.packet->payload_bytes, 5u);
+    EXPECT_EQ(r.packet->bth.pad, 3);
+    const uint32_t crc = icrc(frame, n);
+    EXPECT_EQ(crc, r.packet->icrc);
+    frame[1] ^= 0xFF;  // traffic class and flow label bits
+    frame[3] ^= 0x55;
+    frame[7] = 3;      // hop limit
+    EXPECT_EQ(icrc(frame, n), crc);
+    frame[8] ^= 1;     // the source address is covered
+    EXPECT_NE(icrc(frame, n), crc);
+    uint8_t eth[kEthernetBytes];
+    ASSERT_EQ(write_ethernet(eth, sizeof eth, payload, payload, kEthertypeIpv6), kEthernetBytes);
+    EXPECT_EQ(detail::be16(eth + 12), 0x86DD);
+}
+
 TEST(RoceEncode, SourcePortIsPerQpEntropyInTheRoceRange) {
     std::vector<uint16_t> ports;
     for (uint32_t qp = 1; qp < 4096; ++qp) {
@@ -215,7 +298,7 @@ struct LoopbackResult {
 // The switch's requester WRITEs `messages` results into a worker modelled by a Responder; the
 // worker stores each executed payload at its region offset, then commits.
 LoopbackResult run_loopback(uint32_t seed, double loss, double dup, bool reorder,
-                            uint32_t messages, uint32_t initial_psn) {
+                            uint32_t messages, uint32_t initial_psn, double refuse = 0.0) {
     constexpr uint32_t kPmtu = 256;
     constexpr uint64_t kVa = 0x5000000;
     constexpr uint32_t kSlot = 4096;
@@ -231,6 +314,7 @@ LoopbackResult run_loopback(uint32_t seed, double loss, double dup, bool reorder
     wc.initial_psn = initial_psn;
     wc.pmtu = kPmtu;
     wc.region = {kVa, uint64_t{messages} * kSlot, 0x42};
+    wc.min_rnr_timer = 1;  // 10 us
     Responder responder(wc);
     responder.post_receives(messages);
 
@@ -272,7 +356,11 @@ LoopbackResult run_loopback(uint32_t seed, double loss, double dup, bool reorder
         for (const Bytes& f : forward.due(now)) {
             const Packet p = parse_checked(f);
             const Verdict v = responder.receive(p);
-            if (v.action == Action::execute) {
+            if (v.action == Action::execute &&
+                std::uniform_real_distribution<double>(0, 1)(rng) < refuse) {
+                const size_t n = encode_ack(buf, sizeof buf, to_switch, 0, responder.refuse());
+                backward.send(now, buf, n);
+            } else if (v.action == Action::execute) {
                 std::memcpy(region.data() + v.where.region_offset, f.data() + 28 + p.header_bytes,
                             v.where.length);
                 responder.commit();
@@ -299,6 +387,17 @@ TEST(RoceLoopback, ReorderingAloneCostsRetransmissionsButNoData) {
     EXPECT_EQ(r.completed, 100u);
     EXPECT_EQ(r.responder_msn, 100u);
     EXPECT_TRUE(r.region_exact);
+}
+
+// The worker refuses a fifth of what it could store (RNR NAK, as the switch does when it has
+// no free slot): everything still lands once, and the retry budget of 7 never runs out.
+TEST(RoceLoopback, BackPressureByRnrStillDeliversExactlyOnce) {
+    for (uint32_t seed = 20; seed < 23; ++seed) {
+        const auto r = run_loopback(seed, 0.02, 0.0, true, 120, seed * 1000, 0.2);
+        EXPECT_EQ(r.completed, 120u) << "seed " << seed;
+        EXPECT_EQ(r.responder_msn, 120u) << "seed " << seed;
+        EXPECT_TRUE(r.region_exact) << "seed " << seed;
+    }
 }
 
 TEST(RoceLoopback, LosslessDeliversEverythingOnceWithoutRetransmission) {

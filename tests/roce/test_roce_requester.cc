@@ -5,10 +5,10 @@
 // state has its own tests below.
 #include <gtest/gtest.h>
 
-#include <cctype>
 #include <string>
 #include <vector>
 
+#include "rule_rows.h"
 #include "roce/rc_requester.h"
 
 namespace ina::roce {
@@ -85,25 +85,11 @@ RequesterConfig base() {
     c.ack_req_every = 64;
     return c;
 }
-RequesterConfig with_window(uint32_t window, uint32_t ack_every = 64) {
+// base() with one field changed.
+template <class T>
+RequesterConfig with(T RequesterConfig::*field, T value) {
     RequesterConfig c = base();
-    c.max_inflight_packets = window;
-    c.ack_req_every = ack_every;
-    return c;
-}
-RequesterConfig with_timeout(uint8_t exponent) {
-    RequesterConfig c = base();
-    c.timeout = exponent;
-    return c;
-}
-RequesterConfig with_rnr_retry(uint8_t n) {
-    RequesterConfig c = base();
-    c.rnr_retry = n;
-    return c;
-}
-RequesterConfig starting_at(uint32_t psn) {
-    RequesterConfig c = base();
-    c.initial_psn = psn;
+    c.*field = value;
     return c;
 }
 
@@ -144,7 +130,7 @@ std::vector<Row> rows() {
           send(kM, s + 2, 2 * kPmtu, kPmtu, true), send(kM, s + 3, 3 * kPmtu, kPmtu, false),
           send(kL, s + 4, 4 * kPmtu, kPmtu, true)},
          {0},
-         with_window(16, 3)},
+         with(&RequesterConfig::ack_req_every, uint32_t{3})},
         {"3.2 an ACK of PSN n completes every message whose last PSN <= n, and reports them",
          {post(kPmtu), post(2 * kPmtu), post(kPmtu), send(kO, s, 0, kPmtu, true),
           send(kF, s + 1, 0, kPmtu, false), send(kL, s + 2, kPmtu, kPmtu, true),
@@ -221,19 +207,28 @@ std::vector<Row> rows() {
         {"3.2 timeout 0 means no timeout",
          {post(kPmtu), send(kO, s, 0, kPmtu, true), tick(uint64_t{1} << 50, false)},
          {0},
-         with_timeout(0)},
+         with(&RequesterConfig::timeout, uint8_t{0})},
         {"3.2 RNR NAK: wait the encoded timer, then resend from its PSN",
          {post(kPmtu), post(kPmtu), send(kO, s, 0, kPmtu, true), send(kO, s + 1, 0, kPmtu, true),
           respond(aeth::kRnrNak | 3, s + 1, RK::rnr, 1, 1000), nothing(1000 + 29999),
           send(kO, s + 1, 0, kPmtu, true, true, 1000 + 30000), ack(s + 1, 1, 40000)},
          {2},
          base()},
+        {"3.2 RNR NAK: the NAK-sequence for packets pipelined behind it costs no retry",
+         {post(kPmtu), post(kPmtu), send(kO, s, 0, kPmtu, true), send(kO, s + 1, 0, kPmtu, true),
+          respond(aeth::kRnrNak | 1, s, RK::rnr, 0, 0), respond(kSeq, s, RK::nak_sequence, 0, 5),
+          send(kO, s, 0, kPmtu, true, true, 10000), respond(aeth::kRnrNak | 1, s, RK::rnr, 0, 20000),
+          respond(kSeq, s, RK::nak_sequence, 0, 20005), send(kO, s, 0, kPmtu, true, true, 30000),
+          respond(aeth::kRnrNak | 1, s, RK::rnr, 0, 40000), respond(kSeq, s, RK::nak_sequence, 0, 40005),
+          send(kO, s, 0, kPmtu, true, true, 50000), ack(s + 1, 2, 60000)},
+         {2},
+         with(&RequesterConfig::rnr_retry, uint8_t{7})},
         {"3.2 RNR NAK: rnr_retry exhausted puts the QP in error",
          {post(kPmtu), send(kO, s, 0, kPmtu, true), respond(aeth::kRnrNak | 1, s, RK::rnr, 0, 0),
           send(kO, s, 0, kPmtu, true, true, 10000), respond(aeth::kRnrNak | 1, s, RK::fatal, 0, 20000)},
          {0, kErr, RequesterError::rnr_retry_exceeded},
          base()},
-        {"3.2 RNR NAK: rnr_retry 7 retries forever", rnr_forever, {1}, with_rnr_retry(7)},
+        {"3.2 RNR NAK: rnr_retry 7 retries forever", rnr_forever, {1}, with(&RequesterConfig::rnr_retry, uint8_t{7})},
         {"3.2 NAK invalid request (0x61) is fatal",
          {post(kPmtu), send(kO, s, 0, kPmtu, true), respond(aeth::kNakInvalidRequest, s, RK::fatal),
           nothing()},
@@ -254,7 +249,7 @@ std::vector<Row> rows() {
           nothing(), ack(s + 3, 0), send(kM, s + 4, 4 * kPmtu, kPmtu, false),
           send(kL, s + 5, 5 * kPmtu, kPmtu, true)},
          {0},
-         with_window(4)},
+         with(&RequesterConfig::max_inflight_packets, uint32_t{4})},
         {"3.2 a late ACK after go-back-N skips the resends it covers",
          {post(kPmtu), post(kPmtu), post(kPmtu), send(kO, s, 0, kPmtu, true),
           send(kO, s + 1, 0, kPmtu, true), send(kO, s + 2, 0, kPmtu, true), tick(kTimeout, true),
@@ -270,7 +265,7 @@ std::vector<Row> rows() {
           send(kM, 0, 2 * kPmtu, kPmtu, false, true), send(kL, 1, 3 * kPmtu, kPmtu, true, true),
           ack(1, 1), respond(aeth::kAckUnlimited, 0xFFFFFF, RK::stale)},
          {1},
-         starting_at(0xFFFFFE)},
+         with(&RequesterConfig::initial_psn, uint32_t{0xFFFFFE})},
     };
 }
 
@@ -353,15 +348,8 @@ TEST_P(RequesterRules, Holds) {
     }
 }
 
-std::string row_name(const testing::TestParamInfo<Row>& info) {
-    std::string name = std::to_string(info.index) + "_";
-    for (const char c : info.param.rule) {
-        name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-    }
-    return name.substr(0, 60);
-}
-
-INSTANTIATE_TEST_SUITE_P(Rocev2Section3_2, RequesterRules, testing::ValuesIn(rows()), row_name);
+INSTANTIATE_TEST_SUITE_P(Rocev2Section3_2, RequesterRules, testing::ValuesIn(rows()),
+                         test::rule_name<Row>);
 
 TEST(Requester, TimerEncodings) {
     EXPECT_EQ(ack_timeout_ns(0), 0u) << "0 = infinite";
@@ -386,6 +374,22 @@ TEST(Requester, PostRefusesWhenTheMessageRingIsFull) {
     ASSERT_EQ(qp.on_response(response(aeth::kAckUnlimited, t.psn), 0).completed, 1u);
     EXPECT_TRUE(qp.post(WriteRequest{}, seq)) << "room again once one completed";
     EXPECT_EQ(seq, Requester::kMaxMessages);
+}
+
+TEST(Requester, PostRefusesMoreOutstandingPsnsThanSerialArithmeticAllows) {
+    RequesterConfig c = base();
+    c.pmtu = 256;
+    Requester qp(c);
+    uint64_t seq = 0;
+    // 2^31 bytes at PMTU 256 are 2^23 packets: more than half the PSN space.
+    EXPECT_FALSE(qp.post(WriteRequest{0, 0, 1u << 31, false, 0, 0}, seq));
+    // 2^30 bytes are 2^22 packets: exactly the limit.
+    ASSERT_TRUE(qp.post(WriteRequest{0, 0, 1u << 30, false, 0, 0}, seq));
+    EXPECT_FALSE(qp.post(WriteRequest{0, 0, 1, false, 0, 1}, seq)) << "one PSN over";
+    Transmit t;
+    ASSERT_TRUE(qp.next(0, t));
+    ASSERT_EQ(qp.on_response(response(aeth::kAckUnlimited, t.psn), 0).kind, ResponseKind::ack);
+    EXPECT_TRUE(qp.post(WriteRequest{0, 0, 1, false, 0, 1}, seq)) << "one PSN acknowledged";
 }
 
 // The rate state: a CNP cuts the rate by alpha/2 (alpha starts at 1: half), packets are then

@@ -4,11 +4,11 @@
 // verdict and the QP's state after the last step.
 #include <gtest/gtest.h>
 
-#include <cctype>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "rule_rows.h"
 #include "roce/rc_responder.h"
 
 namespace ina::roce {
@@ -279,6 +279,7 @@ std::vector<Row> rows() {
         {"3.1 no receive WQE for a SEND: RNR NAK 0x20|timer with PSN = the offending PSN",
          {{Do::receive_commit, wonly(s, 16), exec()},
           {Do::receive_commit, sonly(s + 1, 16), reply(kRnr, s + 1, 1)},
+          {Do::receive_commit, wonly(s + 2, 16), drop(DropReason::nak_outstanding)},
           post,
           {Do::receive_commit, sonly(s + 1, 16), exec_send(0, true)},
           {Do::receive_commit, sonly(s + 2, 16), reply(kRnr, s + 2, 2)}},
@@ -298,6 +299,14 @@ std::vector<Row> rows() {
         {"3.1 caller back-pressure: refuse() is an RNR NAK for that PSN and nothing advances",
          {{Do::receive_refuse, wonly(s, 16), reply(kRnr, s, 0)},
           {Do::receive_commit, wonly(s, 16), exec()}},
+         {s + 1, 1}},
+        {"3.1 after an RNR NAK, the packets pipelined behind are dropped without a NAK-sequence",
+         {{Do::receive_refuse, wonly(s, 16), reply(kRnr, s, 0)},
+          {Do::receive_commit, wonly(s + 1, 16), drop(DropReason::nak_outstanding)},
+          {Do::receive_commit, wonly(s + 2, 16), drop(DropReason::nak_outstanding)},
+          {Do::receive_commit, wonly(s - 1, 16), ack(s - 1, 0)},
+          {Do::receive_commit, wonly(s, 16), exec()},
+          {Do::receive_commit, wonly(s + 2, 16), reply(kSeq, s + 1, 1)}},
          {s + 1, 1}},
         {"3.1 ACK with A=1: the ACK is owed after commit, PSN = the packet's, MSN current",
          {{Do::receive_commit, wonly(s, 16, true), exec()},
@@ -464,15 +473,8 @@ TEST_P(ResponderRules, Holds) {
     }
 }
 
-std::string row_name(const testing::TestParamInfo<Row>& info) {
-    std::string name = std::to_string(info.index) + "_";
-    for (const char c : info.param.rule) {
-        name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-    }
-    return name.substr(0, 60);
-}
-
-INSTANTIATE_TEST_SUITE_P(Rocev2Section3_1, ResponderRules, testing::ValuesIn(rows()), row_name);
+INSTANTIATE_TEST_SUITE_P(Rocev2Section3_1, ResponderRules, testing::ValuesIn(rows()),
+                         test::rule_name<Row>);
 
 TEST(Responder, SendLongerThanTheReceiveBufferIsAnInvalidRequest) {
     ResponderConfig config;
