@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """RDMA AllReduce in server-to-server mode on Linux's own RDMA stack: ina-rdma-root in one qemu
-VM and ina-rdma-worker in two others, over rdma_rxe (Soft-RoCE) joined by a bridge (lab.py).
+VM and ina-rdma-worker in two others, over rdma_rxe (Soft-RoCE) joined by a Linux bridge, or,
+given the inaswitch executable, by inaswitch as their L2 switch (lab.py).
 
   1. A worker whose job differs from the root's (--world 3 against --world 2) is refused with
      the reason, and the root carries on.
@@ -8,9 +9,11 @@ VM and ina-rdma-worker in two others, over rdma_rxe (Soft-RoCE) joined by a brid
      bit-exact against the sum the host computes independently (sha256 of the whole tensor).
   3. fp32 sum of 1 MiB per worker from generated data: each worker verifies against its own
      reference within the summation-order bound; both received the same bytes.
-  The root's JSON must account for every contribution and result WRITE of both AllReduces.
+  The root's JSON must account for every contribution and result WRITE of both AllReduces;
+  through inaswitch, the switch must have bridged at least every one of those WRITEs.
 
-usage: test_rdma_allreduce.py build/src/worker/rdma/ina-rdma-worker build/src/worker/rdma/ina-rdma-root
+usage: test_rdma_allreduce.py build/src/worker/rdma/ina-rdma-worker \
+           build/src/worker/rdma/ina-rdma-root [build/src/app/inaswitch]
 """
 
 import array
@@ -85,13 +88,14 @@ def allreduce(root_vm, workers, worker_args: list[str], tag: str) -> list[dict]:
     return results
 
 
-def test(worker_exe: str, root_exe: str) -> None:
+def test(worker_exe: str, root_exe: str, switch_exe: str | None) -> None:
     scratch = tempfile.mkdtemp(prefix="rdma-allreduce-")
     try:
         inputs, int32_sha = int32_inputs(scratch)
         extra = [stripped(worker_exe, scratch), stripped(root_exe, scratch)]
         extra += [(p, f"/root/{os.path.basename(p)}") for p in inputs]
-        with Lab(1 + WORLD, fabric="bridge", extra_files=extra) as lab:
+        fabric = "inaswitch" if switch_exe else "bridge"
+        with Lab(1 + WORLD, fabric=fabric, switch_exe=switch_exe, extra_files=extra) as lab:
             root_vm, workers = lab.vms[0], lab.vms[1:]
             # The first rdma_cm REQ right after boot sometimes waits for neighbour resolution
             # and a CM retry (seconds under TCG): resolve the neighbours first.
@@ -148,7 +152,12 @@ def test(worker_exe: str, root_exe: str) -> None:
                       f"root round {r['round']} ({typ}): {n} contributions reduced and "
                       f"{n} result WRITEs completed")
             check(rounds[0]["rejected"] == 1, "the root counted the refused worker")
-            log(f"timings: boot {lab.timings.get('boot_s', 0):.1f}s; int32 1 MiB x {WORLD}: "
+            if lab.switch:
+                writes = sum(r["contributions"] + r["results_written"] for r in rounds)
+                bridged = lab.switch.metrics().get("inaswitch_bridged_packets_total")
+                check(bridged >= writes, f"inaswitch bridged {bridged:.0f} frames, at least the "
+                      f"{writes} RoCE WRITEs")
+            log(f"timings ({fabric}): boot {lab.timings.get('boot_s', 0):.1f}s; int32 1 MiB x {WORLD}: "
                 f"{int32_wall:.2f}s wall, root {rounds[0]['seconds']:.2f}s; fp32: "
                 f"{fp32_wall:.2f}s wall, root {rounds[1]['seconds']:.2f}s; worker goodput "
                 f"{max(r['gbit_per_s'] for r in res) * 1000:.1f} / "
@@ -161,12 +170,12 @@ def main() -> int:
     if os.geteuid() != 0:
         print("the RoCE VM tests need root (namespaces, taps)", flush=True)
         return 1
-    if len(sys.argv) != 3:
+    if len(sys.argv) not in (3, 4):
         print(__doc__, file=sys.stderr)
         return 2
     start = time.monotonic()
     try:
-        test(sys.argv[1], sys.argv[2])
+        test(sys.argv[1], sys.argv[2], sys.argv[3] if len(sys.argv) == 4 else None)
     except TestFailure as e:
         log(f"FAIL: {e}")
         return 1
