@@ -3,6 +3,7 @@
 VM and ina-rdma-worker in two others, over rdma_rxe (Soft-RoCE) joined by a Linux bridge, or,
 given the inaswitch executable, by inaswitch as their L2 switch (lab.py).
 
+  0. A worker with no root listening fails at once with a message.
   1. A worker whose job differs from the root's (--world 3 against --world 2) is refused with
      the reason, and the root carries on.
   2. int32 sum of 1 MiB per worker from host-generated random files: both workers' results are
@@ -101,6 +102,13 @@ def test(worker_exe: str, root_exe: str, switch_exe: str | None) -> None:
             # and a CM retry (seconds under TCG): resolve the neighbours first.
             for vm in workers:
                 vm.run(f"ping -c 1 -W 10 {root_vm.ip}", timeout=30, check=True)
+            # 0. nobody listening yet: the CM's reject ends the worker at once with a message.
+            rc, out = workers[0].run(
+                f"ina-rdma-worker --root {root_vm.ip} --port {PORT} --job 7 --rank 1 "
+                f"--world {WORLD} --timeout-ms 30000", timeout=60)
+            log(f"worker without a root: {out.strip()}")
+            check(rc == 1 and "is anything listening there?" in out,
+                  "a worker without a listening root fails with a message (exit 1)")
             root = root_vm.start(f"ina-rdma-root --bind {root_vm.ip} --port {PORT} "
                                  f"--world {WORLD} --rounds 2 --timeout-ms {TIMEOUT_S * 1000}")
             # A guest job's output arrives when it ends: ask the guest's RDMA stack instead.
