@@ -10,6 +10,8 @@ given the inaswitch executable, by inaswitch as their L2 switch (lab.py).
      bit-exact against the sum the host computes independently (sha256 of the whole tensor).
   3. fp32 sum of 1 MiB per worker from generated data: each worker verifies against its own
      reference within the summation-order bound; both received the same bytes.
+  4. A root whose second worker never comes stops at its deadline with a message, and the
+     worker waiting on it ends as soon as the root is gone.
   The root's JSON must account for every contribution and result WRITE of both AllReduces;
   through inaswitch, the switch must have bridged at least every one of those WRITEs.
 
@@ -160,6 +162,24 @@ def test(worker_exe: str, root_exe: str, switch_exe: str | None) -> None:
                       f"root round {r['round']} ({typ}): {n} contributions reduced and "
                       f"{n} result WRITEs completed")
             check(rounds[0]["rejected"] == 1, "the root counted the refused worker")
+            # 4. Nobody hangs when the other side goes: a root whose second worker never comes
+            # gives up at its deadline, and the worker waiting on it ends as soon as it is gone.
+            root = root_vm.start(f"ina-rdma-root --bind {root_vm.ip} --port {PORT} "
+                                 f"--world {WORLD} --timeout-ms 10000")
+            root_vm.wait_rdma_cm_listen(timeout=60)
+            t0 = time.monotonic()
+            rc, out = workers[0].run(
+                f"ina-rdma-worker --root {root_vm.ip} --port {PORT} --job 8 --rank 1 "
+                f"--world {WORLD} --type int32 --elements 65536 --timeout-ms 200000", timeout=230)
+            waited = time.monotonic() - t0
+            log(f"worker of a root that gave up ({waited:.1f}s): {out.strip()}")
+            check(rc == 1 and "the root ended the connection" in out and waited < 120,
+                  "the worker ends with a message when its root goes, long before its own "
+                  "200 s deadline")
+            rc, out = root.wait(60)
+            log(f"root without its second worker: {out.strip()}")
+            check(rc == 1 and "timed out: 1 of 2 workers connected" in out,
+                  "the root stops at its deadline and says how far it got (exit 1)")
             if lab.switch:
                 writes = sum(r["contributions"] + r["results_written"] for r in rounds)
                 bridged = lab.switch.metrics().get("inaswitch_bridged_packets_total")
