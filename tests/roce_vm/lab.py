@@ -77,6 +77,7 @@ SLOT_DIR = "/run/inaswitch-roce-vm"
 API_PORT = 9464
 QEMU = "qemu-system-x86_64"
 RDMA_CM_PORT = 7174          # rping's default
+CAPTURE_BUFFER_KIB = 32768  # per tap: bursts toward a slow guest outrun tcpdump's default 2 MiB
 PERFTEST_PORT = 18515        # perftest's and ibv_*_pingpong's out-of-band TCP port
 
 
@@ -281,7 +282,8 @@ class VM:
                "-kernel", kernel, "-initrd", initrd, "-append", append,
                "-serial", f"file:{self.console_path}",
                "-netdev", f"tap,id=net0,ifname={self.tap},script=no,downscript=no,vnet_hdr=off",
-               "-device", f"virtio-net-pci,netdev=net0,mac={self.mac}",
+               # romfile=: no iPXE option ROM, the kernel is booted directly
+               "-device", f"virtio-net-pci,netdev=net0,mac={self.mac},romfile=",
                "-device", "virtio-serial-pci,id=vser0",
                "-chardev", f"socket,id=ctl,path={self.ctl_path},server=on,wait=off",
                "-device", "virtserialport,bus=vser0.0,chardev=ctl,name=ina.ctl"]
@@ -562,7 +564,8 @@ class Capture:
                 self.paths[vm.name] = path
                 self._errs[vm.name] = err
                 cmd = ["ip", "netns", "exec", lab.ns, "tcpdump", "-i", vm.tap, "-U", "-n",
-                       "-Z", "root", "-s", str(snaplen), "-w", path] + (bpf.split() if bpf else [])
+                       "--immediate-mode", "-B", str(CAPTURE_BUFFER_KIB), "-Z", "root", "-s", str(snaplen), "-w", path] + \
+                    (bpf.split() if bpf else [])
                 with open(err, "w") as f:
                     self._procs[vm.name] = _popen(cmd, stdout=subprocess.DEVNULL, stderr=f)
             for name, err in self._errs.items():
@@ -577,18 +580,41 @@ class Capture:
             self.stop()
             raise
 
+    @staticmethod
+    def _reports(err: str) -> list[tuple[int, int, int]]:
+        """tcpdump's reports so far: (captured, received by filter, dropped by kernel)."""
+        found = re.findall(r"(\d+) packets? captured[,\s]+(\d+) packets? received by filter"
+                           r"[,\s]+(\d+) packets? dropped by kernel", _tail(err, 1 << 20))
+        return [tuple(int(x) for x in f) for f in found]
+
+    def _drain(self, name: str, p: subprocess.Popen, timeout: float = 30) -> None:
+        """Waits until tcpdump has written every packet its filter accepted (SIGINT discards
+        what it has not read yet): SIGUSR1 makes it report its counts."""
+        err = self._errs[name]
+
+        def drained():
+            n = len(self._reports(err))
+            p.send_signal(signal.SIGUSR1)
+            wait_until(lambda: p.poll() is not None or len(self._reports(err)) > n, 10,
+                       f"tcpdump on {name} to report its counts")
+            if p.poll() is not None:
+                return True
+            captured, received, dropped = self._reports(err)[-1]
+            return captured + dropped == received
+        wait_until(drained, timeout, f"tcpdump on {name} to write every packet it received")
+
     def stop(self) -> dict[str, str]:
         for name, p in self._procs.items():
             if p.poll() is None:
+                self._drain(name, p)
                 p.send_signal(signal.SIGINT)
             try:
                 p.wait(15)
             except subprocess.TimeoutExpired:
                 _kill_group(p, 1)
-            m = re.search(r"(\d+) packets? captured.*?(\d+) packets? dropped by kernel",
-                          _tail(self._errs[name]), re.S)
-            if m:
-                self.stats[name] = (int(m.group(1)), int(m.group(2)))
+            reports = self._reports(self._errs[name])
+            if reports:
+                self.stats[name] = (reports[-1][0], reports[-1][2])
         self._procs = {}
         return dict(self.paths)
 
@@ -740,10 +766,11 @@ class Lab:
     def default_switch_config(self) -> dict:
         ports = []
         for vm in self.vms:
-            # qdisc_bypass stays off: frames sent around the qdisc skip the taps' packet taps,
-            # and capture() must see what the switch sends.
-            port: dict[str, Any] = {"name": f"p{vm.index}",
-                                    "devargs": f"net_af_packet{vm.index},iface={vm.tap}"}
+            # qdisc_bypass=0 (the PMD's default is 1): frames sent around the qdisc layer skip
+            # the device's packet taps, and capture() must see what the switch sends.
+            port: dict[str, Any] = {
+                "name": f"p{vm.index}",
+                "devargs": f"net_af_packet{vm.index},iface={vm.tap},qdisc_bypass=0"}
             if self.routed:
                 port["ipv4"] = [f"{vm.gw}/{vm.prefix_len}"]
             else:
