@@ -436,6 +436,14 @@ class VM:
             raise TestFailure(f"{self.name}: `{cmd}` exited {rc}:\n{out[-3000:]}")
         return rc, out
 
+    def netem(self, spec: str | None) -> None:
+        """Impairs this guest's egress with netem (e.g. "loss 2%", "delay 5ms reorder 10%"),
+        or removes the impairment (None). RoCE frames leave through it like any others."""
+        if spec is None:
+            self.run("tc qdisc del dev eth0 root 2>/dev/null; true", check=True)
+        else:
+            self.run(f"tc qdisc replace dev eth0 root netem {spec}", check=True)
+
     def wait_tcp_listen(self, port: int = PERFTEST_PORT, timeout: float = 60) -> None:
         """Waits until a TCP socket listens on `port` in this guest (polled inside it)."""
         self.run(f"until netstat -ltn | grep -q ':{port} '; do sleep 0.05; done",
