@@ -242,8 +242,12 @@ class GuestJob:
         return self.rc, self.output()
 
     def kill(self) -> None:
-        if not self.done():
-            self.vm._send(f"K {self.id}")
+        """Kills the command's session in the guest (nothing if it ended or the VM is gone)."""
+        if not self.done() and not self.vm._stopped:
+            try:
+                self.vm._send(f"K {self.id}")
+            except TestFailure:
+                pass  # the guest went away: nothing left to kill
 
 
 class VM:
@@ -271,6 +275,7 @@ class VM:
         self._ready = False
         self._failed: str | None = None
         self._eof = False
+        self._stopped = False
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -318,6 +323,7 @@ class VM:
         self.boot_seconds = time.monotonic() - self.t_boot
 
     def stop(self) -> None:
+        self._stopped = True
         if self._sock is not None:
             try:
                 self._sock.shutdown(socket.SHUT_RDWR)
