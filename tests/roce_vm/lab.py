@@ -46,7 +46,6 @@ the lab started by its process group, deletes the namespace and the scratch dire
 
 from __future__ import annotations
 
-import atexit
 import base64
 import ctypes
 import fcntl
@@ -69,6 +68,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "e2e"))
 sys.path.insert(0, HERE)
 
 import image as guest_image_mod  # noqa: E402
+import testbed  # noqa: E402
 from testbed import EAL_ARGS, Metrics, TestFailure, check, log, to_yaml, wait_until  # noqa: E402,F401
 
 NS_PREFIX = "inavm-"
@@ -523,18 +523,12 @@ class Switch:
         finally:
             conn.close()
 
-    def api_json(self, method: str, path: str, body: Any = None,
-                 expect: int | None = 200) -> Any:
-        status, text = self.http(method, path, body)
-        if expect is not None and status != expect:
-            raise TestFailure(f"{method} {path}: HTTP {status}, expected {expect}: {text}")
-        return json.loads(text) if text.strip() else None
-
-    def metrics(self) -> Metrics:
-        status, text = self.http("GET", "/metrics")
-        if status != 200:
-            raise TestFailure(f"GET /metrics: HTTP {status}")
-        return Metrics(text)
+    # The e2e testbed's API helpers, which need only http(): api_json(method, path, body,
+    # expect=200), metrics() -> Metrics, metrics_text(), wait_metric(name, pred, timeout, **labels).
+    api_json = testbed.Testbed.api_json
+    metrics_text = testbed.Testbed.metrics_text
+    metrics = testbed.Testbed.metrics
+    wait_metric = testbed.Testbed.wait_metric
 
     def reload(self, config_text: str) -> None:
         """Writes a new config and has the running switch apply it (POST /api/v1/reload)."""
@@ -545,13 +539,7 @@ class Switch:
         """SIGTERM; returns the exit status and reads the final metrics (--stats-file)."""
         if self.proc is None:
             return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                log("inaswitch ignored SIGTERM; killing it")
-                _kill_group(self.proc, 1)
+        _kill_group(self.proc, timeout)
         if self.final_metrics is None and os.path.exists(self.stats_path):
             with open(self.stats_path) as f:
                 self.final_metrics = Metrics(f.read())
@@ -642,26 +630,7 @@ class Capture:
 # ---------------------------------------------------------------------------------------------
 # The lab
 
-_live: list["Lab"] = []
 _serial = 0
-_handlers_installed = False
-
-
-def _on_signal(signum, _frame):
-    log(f"signal {signum}: shutting the RoCE lab down")
-    for lab in list(_live):
-        lab.close()
-    sys.exit(128 + signum)
-
-
-def _install_handlers() -> None:
-    global _handlers_installed
-    if _handlers_installed:
-        return
-    _handlers_installed = True
-    atexit.register(lambda: [lab.close() for lab in list(_live)])
-    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(s, _on_signal)
 
 
 def cleanup_stale() -> None:
@@ -701,7 +670,8 @@ class Lab:
             raise TestFailure("the RoCE lab needs root (namespaces, taps)")
         if shutil.which(QEMU) is None:
             raise TestFailure(f"{QEMU} is not installed (package qemu-system-x86; .ci/setup)")
-        _install_handlers()
+        # The e2e testbed's teardown: close() runs at exit and on SIGTERM/SIGINT/SIGHUP.
+        testbed._install_handlers()
         cleanup_stale()
         _serial += 1
         self.serial = _serial
@@ -715,7 +685,7 @@ class Lab:
         self._ns_created = False
         self._closed = False
         self.timings: dict[str, float] = {}
-        _live.append(self)
+        testbed._live.append(self)
         try:
             t0 = time.monotonic()
             self.image = guest_image_mod.guest_image()
@@ -853,8 +823,8 @@ class Lab:
                 log(f"kept {self.workdir}")
             else:
                 shutil.rmtree(self.workdir, ignore_errors=True)
-            if self in _live:
-                _live.remove(self)
+            if self in testbed._live:
+                testbed._live.remove(self)
 
     def __enter__(self) -> "Lab":
         return self
