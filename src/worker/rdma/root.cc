@@ -275,6 +275,10 @@ void Round::send_ready_results() {
         const uint32_t length = chunking_->length(chunk);
         reducer_->take(chunk, std::span(result_mem_.data() + offset, length));
         for (const auto& c : conns_) {
+            if (!c) {  // counts reached world with a rank never connected: a peer lied
+                throw Error("chunk " + std::to_string(chunk) + " complete while not every "
+                            "rank is connected (contribution counts exceed the senders)");
+            }
             post_write_imm(c->qp.get(), kResultWrite | slot, *result_mr_, offset, length,
                            c->req.result_addr + chunking_->offset(chunk), c->req.result_rkey,
                            make_imm(chunk, static_cast<uint8_t>(job_->world)));
