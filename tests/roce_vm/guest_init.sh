@@ -26,7 +26,7 @@ mkdir -p /dev/pts /run /tmp
 mount -t devpts devpts /dev/pts
 mount -t tmpfs tmpfs /tmp
 mount -t tmpfs tmpfs /run
-echo /sbin/modprobe > /proc/sys/kernel/modprobe
+echo /usr/lib/busybox/modprobe > /proc/sys/kernel/modprobe  # tc loads sch_netem on demand
 
 fail() {
     echo "INA-VM-FAIL $*"

@@ -44,13 +44,17 @@ GUEST_PACKAGES = [
     # the tools' shared libraries (ldd below proves the list complete)
     "libc6", "libgcc-s1", "libibverbs1", "librdmacm1", "libibumad3", "libnl-3-200",
     "libnl-route-3-200", "libpci3", "libudev1", "zlib1g", "libbpf1", "libelf1", "libcap2",
-    "libbsd0", "libmd0", "libmnl0",
+    "libbsd0", "libmd0", "libmnl0", "libxtables12",
 ]
+STALE_AFTER_S = 3 * 86400   # an image no lab used for this long is deleted
 # Loaded in this order by /init, each after its dependencies (modules.dep decides).
 GUEST_MODULES = ["virtio_pci", "virtio_net", "virtio_console", "configfs", "crc32_generic",
                  "rdma_rxe", "ib_uverbs", "rdma_ucm"]
+# In the image, loaded when first used: netem, for loss and delay on a guest's egress (the host
+# kernel may have no sch_netem; Debian's guest kernel has it).
+ON_DEMAND_MODULES = ["sch_netem"]
 GUEST_TOOLS = [
-    "bin/dash", "bin/ip", "bin/rdma",
+    "bin/dash", "bin/ip", "bin/rdma", "sbin/tc",
     "usr/bin/ibv_devices", "usr/bin/ibv_devinfo", "usr/bin/ibv_rc_pingpong",
     "usr/bin/ibv_uc_pingpong", "usr/bin/ibv_ud_pingpong", "usr/bin/ibv_srq_pingpong",
     "usr/bin/rping", "usr/bin/ucmatose", "usr/bin/udaddy",
@@ -133,6 +137,48 @@ def resolve_packages() -> dict[str, str]:
     raise AssertionError("unreachable")
 
 
+def _apt_state() -> str:
+    """A fingerprint of what resolve_packages() depends on: the packages asked for and apt's
+    lists, sources and preferences."""
+    h = hashlib.sha256()
+    for d in ("/var/lib/apt/lists", "/etc/apt/sources.list.d", "/etc/apt/preferences.d"):
+        names = sorted(os.listdir(d)) if os.path.isdir(d) else []
+        for path in [os.path.join(d, n) for n in names] + [d]:
+            if os.path.isfile(path):
+                st = os.stat(path)
+                h.update(f"{path} {st.st_size} {st.st_mtime_ns}\n".encode())
+    for path in ("/etc/apt/sources.list", "/etc/apt/preferences"):
+        if os.path.isfile(path):
+            st = os.stat(path)
+            h.update(f"{path} {st.st_size} {st.st_mtime_ns}\n".encode())
+    h.update(json.dumps([KERNEL_META] + GUEST_PACKAGES).encode())
+    return h.hexdigest()[:16]
+
+
+def resolve_packages_cached(cache_root: str) -> dict[str, str]:
+    """resolve_packages(), remembered until apt's lists or sources change (apt-cache takes
+    seconds on a loaded machine, and every lab asks)."""
+    path = os.path.join(cache_root, f"resolved-{_apt_state()}.json")
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        pass
+    packages = resolve_packages()
+    os.makedirs(cache_root, exist_ok=True)
+    for name in os.listdir(cache_root):
+        if name.startswith("resolved-"):
+            try:
+                os.unlink(os.path.join(cache_root, name))
+            except OSError:
+                pass
+    tmp = f"{path}.{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(packages, f)
+    os.replace(tmp, os.path.join(cache_root, f"resolved-{_apt_state()}.json"))
+    return packages
+
+
 def _builder_digest(packages: dict[str, str]) -> str:
     h = hashlib.sha256()
     h.update(json.dumps(packages, sort_keys=True).encode())
@@ -175,7 +221,7 @@ def _extract_vmlinux(vmlinuz: str, out: str) -> None:
         f.write(elf)
 
 
-def _module_closure(stage: str, kver: str) -> list[str]:
+def _module_closure(stage: str, kver: str, names: list[str]) -> list[str]:
     """Module paths (relative to lib/modules/<kver>) in load order, dependencies first."""
     deps: dict[str, list[str]] = {}
     by_name: dict[str, str] = {}
@@ -192,7 +238,7 @@ def _module_closure(stage: str, kver: str) -> list[str]:
         for d in deps[path]:
             visit(d)
         order.append(path)
-    for name in GUEST_MODULES:
+    for name in names:
         if name not in by_name:
             raise ImageUnavailable(f"module {name} is not in {kver}")
         visit(by_name[name])
@@ -285,10 +331,11 @@ def _build(packages: dict[str, str], debs: list[str], out: str, scratch: str) ->
 
     # Modules: the .deb ships no modules.dep; depmod makes one, and again for the subset.
     _run(["depmod", "-b", stage, kver])
-    modules = _module_closure(stage, kver)
+    modules = _module_closure(stage, kver, GUEST_MODULES)
+    on_demand = [m for m in _module_closure(stage, kver, ON_DEMAND_MODULES) if m not in modules]
     mod_src = os.path.join(stage, "lib/modules", kver)
     mod_dst = f"usr/lib/modules/{kver}"
-    for rel in modules:
+    for rel in modules + on_demand:
         _copy(os.path.join(mod_src, rel), root, f"{mod_dst}/{rel}")
     for name in os.listdir(mod_src):
         if name.startswith("modules.builtin") or name == "modules.order":
@@ -348,9 +395,35 @@ def _build(packages: dict[str, str], debs: list[str], out: str, scratch: str) ->
             "files": files}
 
 
+def _prune(cache_root: str, keep: str) -> None:
+    """Deletes images (and unreferenced .debs) no lab has used for STALE_AFTER_S: every
+    package update or builder change leaves the previous 70 MB image behind. Called with the
+    cache lock held."""
+    now = time.time()
+    referenced: set[str] = set()
+    for name in os.listdir(cache_root):
+        d = os.path.join(cache_root, name)
+        manifest = os.path.join(d, "manifest.json")
+        if d == keep or not os.path.isfile(manifest):
+            if os.path.isfile(manifest):
+                with open(manifest) as f:
+                    referenced |= {_deb_name(p, v) for p, v in json.load(f)["packages"].items()}
+            continue
+        if now - os.stat(manifest).st_mtime > STALE_AFTER_S:
+            log(f"removing {d}, unused for {STALE_AFTER_S // 86400} days")
+            shutil.rmtree(d, ignore_errors=True)
+        else:
+            with open(manifest) as f:
+                referenced |= {_deb_name(p, v) for p, v in json.load(f)["packages"].items()}
+    debs = os.path.join(cache_root, "debs")
+    for name in os.listdir(debs) if os.path.isdir(debs) else []:
+        if name.endswith(".deb") and name not in referenced:
+            os.unlink(os.path.join(debs, name))
+
+
 def guest_image(cache_root: str = CACHE_ROOT) -> Image:
     """The cached image for the current package versions, built first if it is missing."""
-    packages = resolve_packages()
+    packages = resolve_packages_cached(cache_root)
     key = _builder_digest(packages)
     final = os.path.join(cache_root, key)
     manifest_path = os.path.join(final, "manifest.json")
@@ -375,6 +448,8 @@ def guest_image(cache_root: str = CACHE_ROOT) -> Image:
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
             log(f"built in {time.monotonic() - t0:.1f}s")
+        os.utime(manifest_path)  # last use, for _prune
+        _prune(cache_root, keep=final)
     with open(manifest_path) as f:
         manifest = json.load(f)
     return Image(final, os.path.join(final, "vmlinux"), os.path.join(final, "initramfs.cpio.gz"),

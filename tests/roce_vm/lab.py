@@ -46,7 +46,6 @@ the lab started by its process group, deletes the namespace and the scratch dire
 
 from __future__ import annotations
 
-import atexit
 import base64
 import ctypes
 import fcntl
@@ -69,6 +68,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "e2e"))
 sys.path.insert(0, HERE)
 
 import image as guest_image_mod  # noqa: E402
+import testbed  # noqa: E402
 from testbed import EAL_ARGS, Metrics, TestFailure, check, log, to_yaml, wait_until  # noqa: E402,F401
 
 NS_PREFIX = "inavm-"
@@ -77,6 +77,7 @@ SLOT_DIR = "/run/inaswitch-roce-vm"
 API_PORT = 9464
 QEMU = "qemu-system-x86_64"
 RDMA_CM_PORT = 7174          # rping's default
+CAPTURE_BUFFER_KIB = 32768  # per tap: bursts toward a slow guest outrun tcpdump's default 2 MiB
 PERFTEST_PORT = 18515        # perftest's and ibv_*_pingpong's out-of-band TCP port
 
 
@@ -241,8 +242,12 @@ class GuestJob:
         return self.rc, self.output()
 
     def kill(self) -> None:
-        if not self.done():
-            self.vm._send(f"K {self.id}")
+        """Kills the command's session in the guest (nothing if it ended or the VM is gone)."""
+        if not self.done() and not self.vm._stopped:
+            try:
+                self.vm._send(f"K {self.id}")
+            except TestFailure:
+                pass  # the guest went away: nothing left to kill
 
 
 class VM:
@@ -270,6 +275,7 @@ class VM:
         self._ready = False
         self._failed: str | None = None
         self._eof = False
+        self._stopped = False
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -281,7 +287,8 @@ class VM:
                "-kernel", kernel, "-initrd", initrd, "-append", append,
                "-serial", f"file:{self.console_path}",
                "-netdev", f"tap,id=net0,ifname={self.tap},script=no,downscript=no,vnet_hdr=off",
-               "-device", f"virtio-net-pci,netdev=net0,mac={self.mac}",
+               # romfile=: no iPXE option ROM, the kernel is booted directly
+               "-device", f"virtio-net-pci,netdev=net0,mac={self.mac},romfile=",
                "-device", "virtio-serial-pci,id=vser0",
                "-chardev", f"socket,id=ctl,path={self.ctl_path},server=on,wait=off",
                "-device", "virtserialport,bus=vser0.0,chardev=ctl,name=ina.ctl"]
@@ -316,6 +323,7 @@ class VM:
         self.boot_seconds = time.monotonic() - self.t_boot
 
     def stop(self) -> None:
+        self._stopped = True
         if self._sock is not None:
             try:
                 self._sock.shutdown(socket.SHUT_RDWR)
@@ -434,6 +442,14 @@ class VM:
             raise TestFailure(f"{self.name}: `{cmd}` exited {rc}:\n{out[-3000:]}")
         return rc, out
 
+    def netem(self, spec: str | None) -> None:
+        """Impairs this guest's egress with netem (e.g. "loss 2%", "delay 5ms reorder 10%"),
+        or removes the impairment (None). RoCE frames leave through it like any others."""
+        if spec is None:
+            self.run("tc qdisc del dev eth0 root 2>/dev/null; true", check=True)
+        else:
+            self.run(f"tc qdisc replace dev eth0 root netem {spec}", check=True)
+
     def wait_tcp_listen(self, port: int = PERFTEST_PORT, timeout: float = 60) -> None:
         """Waits until a TCP socket listens on `port` in this guest (polled inside it)."""
         self.run(f"until netstat -ltn | grep -q ':{port} '; do sleep 0.05; done",
@@ -507,18 +523,12 @@ class Switch:
         finally:
             conn.close()
 
-    def api_json(self, method: str, path: str, body: Any = None,
-                 expect: int | None = 200) -> Any:
-        status, text = self.http(method, path, body)
-        if expect is not None and status != expect:
-            raise TestFailure(f"{method} {path}: HTTP {status}, expected {expect}: {text}")
-        return json.loads(text) if text.strip() else None
-
-    def metrics(self) -> Metrics:
-        status, text = self.http("GET", "/metrics")
-        if status != 200:
-            raise TestFailure(f"GET /metrics: HTTP {status}")
-        return Metrics(text)
+    # The e2e testbed's API helpers, which need only http(): api_json(method, path, body,
+    # expect=200), metrics() -> Metrics, metrics_text(), wait_metric(name, pred, timeout, **labels).
+    api_json = testbed.Testbed.api_json
+    metrics_text = testbed.Testbed.metrics_text
+    metrics = testbed.Testbed.metrics
+    wait_metric = testbed.Testbed.wait_metric
 
     def reload(self, config_text: str) -> None:
         """Writes a new config and has the running switch apply it (POST /api/v1/reload)."""
@@ -529,13 +539,7 @@ class Switch:
         """SIGTERM; returns the exit status and reads the final metrics (--stats-file)."""
         if self.proc is None:
             return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                log("inaswitch ignored SIGTERM; killing it")
-                _kill_group(self.proc, 1)
+        _kill_group(self.proc, timeout)
         if self.final_metrics is None and os.path.exists(self.stats_path):
             with open(self.stats_path) as f:
                 self.final_metrics = Metrics(f.read())
@@ -562,7 +566,8 @@ class Capture:
                 self.paths[vm.name] = path
                 self._errs[vm.name] = err
                 cmd = ["ip", "netns", "exec", lab.ns, "tcpdump", "-i", vm.tap, "-U", "-n",
-                       "-Z", "root", "-s", str(snaplen), "-w", path] + (bpf.split() if bpf else [])
+                       "--immediate-mode", "-B", str(CAPTURE_BUFFER_KIB), "-Z", "root", "-s", str(snaplen), "-w", path] + \
+                    (bpf.split() if bpf else [])
                 with open(err, "w") as f:
                     self._procs[vm.name] = _popen(cmd, stdout=subprocess.DEVNULL, stderr=f)
             for name, err in self._errs.items():
@@ -577,18 +582,41 @@ class Capture:
             self.stop()
             raise
 
+    @staticmethod
+    def _reports(err: str) -> list[tuple[int, int, int]]:
+        """tcpdump's reports so far: (captured, received by filter, dropped by kernel)."""
+        found = re.findall(r"(\d+) packets? captured[,\s]+(\d+) packets? received by filter"
+                           r"[,\s]+(\d+) packets? dropped by kernel", _tail(err, 1 << 20))
+        return [tuple(int(x) for x in f) for f in found]
+
+    def _drain(self, name: str, p: subprocess.Popen, timeout: float = 30) -> None:
+        """Waits until tcpdump has written every packet its filter accepted (SIGINT discards
+        what it has not read yet): SIGUSR1 makes it report its counts."""
+        err = self._errs[name]
+
+        def drained():
+            n = len(self._reports(err))
+            p.send_signal(signal.SIGUSR1)
+            wait_until(lambda: p.poll() is not None or len(self._reports(err)) > n, 10,
+                       f"tcpdump on {name} to report its counts")
+            if p.poll() is not None:
+                return True
+            captured, received, dropped = self._reports(err)[-1]
+            return captured + dropped == received
+        wait_until(drained, timeout, f"tcpdump on {name} to write every packet it received")
+
     def stop(self) -> dict[str, str]:
         for name, p in self._procs.items():
             if p.poll() is None:
+                self._drain(name, p)
                 p.send_signal(signal.SIGINT)
             try:
                 p.wait(15)
             except subprocess.TimeoutExpired:
                 _kill_group(p, 1)
-            m = re.search(r"(\d+) packets? captured.*?(\d+) packets? dropped by kernel",
-                          _tail(self._errs[name]), re.S)
-            if m:
-                self.stats[name] = (int(m.group(1)), int(m.group(2)))
+            reports = self._reports(self._errs[name])
+            if reports:
+                self.stats[name] = (reports[-1][0], reports[-1][2])
         self._procs = {}
         return dict(self.paths)
 
@@ -602,26 +630,7 @@ class Capture:
 # ---------------------------------------------------------------------------------------------
 # The lab
 
-_live: list["Lab"] = []
 _serial = 0
-_handlers_installed = False
-
-
-def _on_signal(signum, _frame):
-    log(f"signal {signum}: shutting the RoCE lab down")
-    for lab in list(_live):
-        lab.close()
-    sys.exit(128 + signum)
-
-
-def _install_handlers() -> None:
-    global _handlers_installed
-    if _handlers_installed:
-        return
-    _handlers_installed = True
-    atexit.register(lambda: [lab.close() for lab in list(_live)])
-    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(s, _on_signal)
 
 
 def cleanup_stale() -> None:
@@ -661,7 +670,8 @@ class Lab:
             raise TestFailure("the RoCE lab needs root (namespaces, taps)")
         if shutil.which(QEMU) is None:
             raise TestFailure(f"{QEMU} is not installed (package qemu-system-x86; .ci/setup)")
-        _install_handlers()
+        # The e2e testbed's teardown: close() runs at exit and on SIGTERM/SIGINT/SIGHUP.
+        testbed._install_handlers()
         cleanup_stale()
         _serial += 1
         self.serial = _serial
@@ -675,7 +685,7 @@ class Lab:
         self._ns_created = False
         self._closed = False
         self.timings: dict[str, float] = {}
-        _live.append(self)
+        testbed._live.append(self)
         try:
             t0 = time.monotonic()
             self.image = guest_image_mod.guest_image()
@@ -740,10 +750,11 @@ class Lab:
     def default_switch_config(self) -> dict:
         ports = []
         for vm in self.vms:
-            # qdisc_bypass stays off: frames sent around the qdisc skip the taps' packet taps,
-            # and capture() must see what the switch sends.
-            port: dict[str, Any] = {"name": f"p{vm.index}",
-                                    "devargs": f"net_af_packet{vm.index},iface={vm.tap}"}
+            # qdisc_bypass=0 (the PMD's default is 1): frames sent around the qdisc layer skip
+            # the device's packet taps, and capture() must see what the switch sends.
+            port: dict[str, Any] = {
+                "name": f"p{vm.index}",
+                "devargs": f"net_af_packet{vm.index},iface={vm.tap},qdisc_bypass=0"}
             if self.routed:
                 port["ipv4"] = [f"{vm.gw}/{vm.prefix_len}"]
             else:
@@ -812,8 +823,8 @@ class Lab:
                 log(f"kept {self.workdir}")
             else:
                 shutil.rmtree(self.workdir, ignore_errors=True)
-            if self in _live:
-                _live.remove(self)
+            if self in testbed._live:
+                testbed._live.remove(self)
 
     def __enter__(self) -> "Lab":
         return self

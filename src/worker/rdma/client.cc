@@ -106,6 +106,7 @@ ClientStats Client::allreduce(std::span<const std::byte> input, std::span<std::b
     uint32_t base = 0;  // lowest chunk without its result
     uint32_t sends_outstanding = 0;
     std::array<ibv_wc, 64> wcs;
+    const std::array<int, 1> cm_fd{channel.fd()};
     const auto t0 = Clock::now();
     auto t_last = t0;
     while (st.results < chunks || sends_outstanding > 0) {
@@ -119,8 +120,14 @@ ClientStats Client::allreduce(std::span<const std::byte> input, std::span<std::b
             ++st.writes;
             ++sends_outstanding;
         }
-        const size_t n = cq.wait(wcs, deadline);
-        if (n == 0) {
+        const size_t n = cq.wait(wcs, deadline, cm_fd);
+        if (auto ev = channel.try_next()) {
+            // The root went away (or its CM gave up on us): no result can come any more.
+            throw Error("the root ended the connection (" + ev->name() + ") with " +
+                        std::to_string(st.results) + " of " + std::to_string(chunks) +
+                        " results in");
+        }
+        if (n == 0 && Clock::now() >= deadline) {
             throw Error("timed out: " + std::to_string(st.results) + " of " +
                         std::to_string(chunks) + " results in, " +
                         std::to_string(sends_outstanding) + " WRITEs unacknowledged");

@@ -10,7 +10,8 @@
 // Chunk c is posted only once the results of every chunk <= c - window are in.
 //
 // Every wait has the deadline `timeout` (from the start of allreduce()), so a dead root, a lost
-// connection or a QP in error ends in Error, never a hang.
+// connection or a QP in error ends in Error, never a hang; the wait for completions also
+// watches the rdma_cm channel, so a root that disconnects ends it at once.
 #pragma once
 
 #include <chrono>

@@ -9,7 +9,6 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
-#include <map>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -50,15 +49,9 @@ int main(int argc, char** argv) {
     app.add_option("--output", output_path, "write the reduced tensor here (raw, little-endian)");
     CLI11_PARSE(app, argc, argv);
 
-    const std::map<std::string, reduce::ElemType> types{
-        {"int32", reduce::ElemType::int32}, {"fp32", reduce::ElemType::fp32},
-        {"fp16", reduce::ElemType::fp16},   {"bf16", reduce::ElemType::bf16},
-        {"int64", reduce::ElemType::int64}, {"fp64", reduce::ElemType::fp64}};
-    const std::map<std::string, reduce::Op> ops{{"sum", reduce::Op::sum},
-                                                {"prod", reduce::Op::prod},
-                                                {"min", reduce::Op::min},
-                                                {"max", reduce::Op::max}};
-    if (!types.contains(type_name) || !ops.contains(op_name)) {
+    const auto elem_type = rdma::parse_elem_type(type_name);
+    const auto op = rdma::parse_op(op_name);
+    if (!elem_type || !op) {
         std::fprintf(stderr, "ina-rdma-worker: unknown --type or --op\n");
         return 2;
     }
@@ -68,8 +61,8 @@ int main(int argc, char** argv) {
                              "server-to-server\n", mode.c_str());
         return 2;
     }
-    o.elem_type = types.at(type_name);
-    o.op = ops.at(op_name);
+    o.elem_type = *elem_type;
+    o.op = *op;
     o.timeout = std::chrono::milliseconds(timeout_ms);
 
     try {

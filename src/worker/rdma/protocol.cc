@@ -71,6 +71,26 @@ bool check_header(Reader& r, size_t have, size_t need, std::string* why, uint8_t
 
 }  // namespace
 
+std::optional<reduce::ElemType> parse_elem_type(std::string_view name) {
+    for (size_t i = 0; i < reduce::kNumElemTypes; ++i) {
+        const auto t = static_cast<reduce::ElemType>(i);
+        if (reduce::to_string(t) == name) {
+            return t;
+        }
+    }
+    return std::nullopt;
+}
+
+std::optional<reduce::Op> parse_op(std::string_view name) {
+    for (size_t i = 0; i < reduce::kNumOps; ++i) {
+        const auto op = static_cast<reduce::Op>(i);
+        if (reduce::to_string(op) == name) {
+            return op;
+        }
+    }
+    return std::nullopt;
+}
+
 std::optional<Chunking> Chunking::make(reduce::ElemType t, uint64_t elements, uint32_t chunk_bytes,
                                        uint32_t window, std::string* why) {
     const size_t esize = reduce::elem_size(t);

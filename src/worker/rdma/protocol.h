@@ -40,6 +40,10 @@ inline constexpr size_t kMaxConnectPrivateData = 56;
 
 enum class Mode : uint8_t { server_to_server = 1, server_to_switch = 2 };
 
+// Element type and op by the names reduce::to_string gives them ("int32", "sum", ...).
+std::optional<reduce::ElemType> parse_elem_type(std::string_view name);
+std::optional<reduce::Op> parse_op(std::string_view name);
+
 // --- immediate data ------------------------------------------------------------------------
 
 struct Imm {

@@ -249,11 +249,14 @@ void Round::on_completion(const ibv_wc& wc) {
     const uint32_t slot = imm.chunk < chunking_->chunks() ? chunking_->slot(imm.chunk) : 0;
     const std::byte* data = contrib_mem_.data() + index * chunking_->area_bytes() +
                             uint64_t{slot} * chunking_->chunk_bytes;
+    if (wc.byte_len > chunking_->chunk_bytes) {
+        throw Error("protocol error from rank " + std::to_string(index + 1) + ": a WRITE of " +
+                    std::to_string(wc.byte_len) + " bytes overran its " +
+                    std::to_string(chunking_->chunk_bytes) + "-byte slot");
+    }
     std::string why;
-    const auto verdict = reducer_->add(imm.chunk, imm.contributions,
-                                       std::span(data, std::min<size_t>(wc.byte_len,
-                                                                        chunking_->chunk_bytes)),
-                                       &why);
+    const auto verdict =
+        reducer_->add(imm.chunk, imm.contributions, std::span(data, wc.byte_len), &why);
     if (verdict == ChunkReducer::Verdict::refused) {
         throw Error("protocol error from rank " + std::to_string(index + 1) + ": " + why);
     }
@@ -275,6 +278,10 @@ void Round::send_ready_results() {
         const uint32_t length = chunking_->length(chunk);
         reducer_->take(chunk, std::span(result_mem_.data() + offset, length));
         for (const auto& c : conns_) {
+            if (!c) {  // counts reached world with a rank never connected: a peer lied
+                throw Error("chunk " + std::to_string(chunk) + " complete while not every "
+                            "rank is connected (contribution counts exceed the senders)");
+            }
             post_write_imm(c->qp.get(), kResultWrite | slot, *result_mr_, offset, length,
                            c->req.result_addr + chunking_->offset(chunk), c->req.result_rkey,
                            make_imm(chunk, static_cast<uint8_t>(job_->world)));

@@ -34,6 +34,23 @@ TEST(Imm, LayoutIsChunkHighCountLow) {
     }
 }
 
+TEST(Names, ParseWhatToStringPrints) {
+    for (const char* t : {"int32", "fp32", "fp16", "bf16", "int64", "fp64"}) {
+        const auto parsed = parse_elem_type(t);
+        ASSERT_TRUE(parsed) << t;
+        EXPECT_EQ(reduce::to_string(*parsed), t);
+    }
+    for (const char* o : {"sum", "prod", "min", "max"}) {
+        const auto parsed = parse_op(o);
+        ASSERT_TRUE(parsed) << o;
+        EXPECT_EQ(reduce::to_string(*parsed), o);
+    }
+    EXPECT_FALSE(parse_elem_type("float"));
+    EXPECT_FALSE(parse_elem_type("?"));
+    EXPECT_FALSE(parse_op(""));
+    EXPECT_FALSE(parse_op("Sum"));
+}
+
 TEST(Chunking, CutsTheTensorAndNamesBadParameters) {
     std::string why;
     const auto c = Chunking::make(ElemType::int32, 1000, 1024, 8, &why);

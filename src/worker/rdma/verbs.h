@@ -79,7 +79,8 @@ private:
     rdma_event_channel* ch_ = nullptr;
 };
 
-// An rdma_cm id (a QP created on it belongs to a QueuePair, destroyed first).
+// An rdma_cm id. A QP created on it belongs to a QueuePair, destroyed first; one still there
+// when the id goes is destroyed with it.
 class CmId {
 public:
     CmId() = default;

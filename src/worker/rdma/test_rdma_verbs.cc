@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: Apache-2.0
+// The parts of the verbs layer that need no RDMA device: address parsing, connection
+// parameters, and the messages a failed work completion turns into.
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+
+#include <array>
+#include <string>
+
+#include "worker/rdma/verbs.h"
+
+namespace ina::rdma {
+namespace {
+
+TEST(ParseAddress, Ipv4AndIpv6WithPortAndRefusesNames) {
+    SockAddr a = parse_address("10.77.0.2", 7471);
+    ASSERT_EQ(a.get()->sa_family, AF_INET);
+    const auto* v4 = reinterpret_cast<const sockaddr_in*>(&a.storage);
+    EXPECT_EQ(ntohs(v4->sin_port), 7471);
+    EXPECT_EQ(ntohl(v4->sin_addr.s_addr), 0x0A4D0002u);
+
+    SockAddr b = parse_address("fe80::1", 1);
+    ASSERT_EQ(b.get()->sa_family, AF_INET6);
+    EXPECT_EQ(ntohs(reinterpret_cast<const sockaddr_in6*>(&b.storage)->sin6_port), 1);
+
+    try {
+        parse_address("root.example", 7471);
+        FAIL() << "a host name was accepted";
+    } catch (const Error& e) {
+        EXPECT_STREQ(e.what(), "'root.example' is not an IPv4 or IPv6 address");
+    }
+    EXPECT_THROW(parse_address("10.77.0.256", 1), Error);
+    EXPECT_THROW(parse_address("", 1), Error);
+}
+
+TEST(ConnParam, RetriesAndPrivateData) {
+    const std::array<std::byte, 44> data{};
+    const rdma_conn_param p = conn_param(data);
+    EXPECT_EQ(p.private_data, data.data());
+    EXPECT_EQ(p.private_data_len, 44);
+    EXPECT_EQ(p.retry_count, 7);
+    EXPECT_EQ(p.rnr_retry_count, 7);  // infinite: receivers repost as they consume
+    EXPECT_EQ(p.responder_resources, 0);
+    EXPECT_EQ(p.initiator_depth, 0);
+}
+
+TEST(CompletionError, NamesStatusOpcodeWorkRequestAndQp) {
+    ibv_wc wc{};
+    wc.status = IBV_WC_RETRY_EXC_ERR;
+    wc.opcode = IBV_WC_RDMA_WRITE;
+    wc.wr_id = 42;
+    wc.qp_num = 17;
+    wc.vendor_err = 0x81;
+    try {
+        throw_completion_error(wc, "writing a chunk");
+        FAIL() << "no exception";
+    } catch (const Error& e) {
+        const std::string m = e.what();
+        EXPECT_NE(m.find("writing a chunk: work completion transport retry counter exceeded"),
+                  std::string::npos) << m;
+        EXPECT_NE(m.find("status 12"), std::string::npos) << m;
+        EXPECT_NE(m.find("vendor error 0x81"), std::string::npos) << m;
+        EXPECT_NE(m.find("wr_id 42"), std::string::npos) << m;
+        EXPECT_NE(m.find("QP 17"), std::string::npos) << m;
+    }
+}
+
+TEST(ThrowErrno, CarriesTheCallAndTheErrnoText) {
+    try {
+        throw_errno("ibv_reg_mr of 4096 bytes", ENOMEM);
+        FAIL() << "no exception";
+    } catch (const Error& e) {
+        EXPECT_STREQ(e.what(), "ibv_reg_mr of 4096 bytes: Cannot allocate memory");
+    }
+}
+
+}  // namespace
+}  // namespace ina::rdma

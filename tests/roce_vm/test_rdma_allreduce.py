@@ -1,0 +1,219 @@
+# SPDX-License-Identifier: Apache-2.0
+"""RDMA AllReduce in server-to-server mode on Linux's own RDMA stack: ina-rdma-root in one qemu
+VM and ina-rdma-worker in two others, over rdma_rxe (Soft-RoCE) joined by a Linux bridge, or,
+given the inaswitch executable, by inaswitch as their L2 switch (lab.py).
+
+  0. A worker with no root listening fails at once with a message.
+  1. A worker whose job differs from the root's (--world 3 against --world 2) is refused with
+     the reason, and the root carries on.
+  2. int32 sum of 1 MiB per worker from host-generated random files: both workers' results are
+     bit-exact against the sum the host computes independently (sha256 of the whole tensor).
+  3. fp32 sum of 1 MiB per worker from generated data: each worker verifies against its own
+     reference within the summation-order bound; both received the same bytes.
+  4. A root whose second worker never comes stops at its deadline with a message, and the
+     worker waiting on it ends as soon as the root is gone.
+  The root's JSON must account for every contribution and result WRITE of both AllReduces;
+  through inaswitch, the switch must have bridged at least every one of those WRITEs.
+
+usage: test_rdma_allreduce.py build/src/worker/rdma/ina-rdma-worker \
+           build/src/worker/rdma/ina-rdma-root [build/src/app/inaswitch]
+"""
+
+import array
+import hashlib
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from image import ImageUnavailable  # noqa: E402
+from lab import Lab, TestFailure, check, log  # noqa: E402
+
+ELEMENTS = 262144  # 1 MiB of int32 / fp32 per worker
+WORLD = 2
+PORT = 7471
+TIMEOUT_S = 120
+
+
+def json_line(out: str, key: str) -> dict:
+    """The last JSON object in out that has `key`."""
+    for line in reversed(out.splitlines()):
+        line = line.strip()
+        if line.startswith("{") and f'"{key}"' in line:
+            return json.loads(line)
+    raise TestFailure(f"no JSON line with {key!r} in:\n{out[-3000:]}")
+
+
+def int32_inputs(d: str) -> tuple[list[str], str]:
+    """Random int32 tensors for ranks 1..WORLD and the sha256 of their wrapping sum."""
+    rng = random.Random(20261124)
+    paths, total = [], array.array("I", bytes(4 * ELEMENTS))
+    for rank in range(1, WORLD + 1):
+        data = rng.randbytes(4 * ELEMENTS)
+        path = os.path.join(d, f"int32-rank{rank}.bin")
+        with open(path, "wb") as f:
+            f.write(data)
+        paths.append(path)
+        a = array.array("I", data)
+        if sys.byteorder != "little":
+            a.byteswap()
+        total = array.array("I", ((x + y) & 0xFFFFFFFF for x, y in zip(total, a)))
+    if sys.byteorder != "little":
+        total.byteswap()
+    return paths, hashlib.sha256(total.tobytes()).hexdigest()
+
+
+def stripped(exe: str, d: str) -> str:
+    """A copy without debug sections: the guests unpack every byte of the extra archive."""
+    out = os.path.join(d, os.path.basename(exe))
+    subprocess.run(["objcopy", "--strip-debug", exe, out], check=True)
+    return out
+
+
+def worker_cmd(root_vm, rank: int, args: str, world: int = WORLD, job: int = 7,
+               timeout_s: int = TIMEOUT_S) -> str:
+    return (f"ina-rdma-worker --root {root_vm.ip} --port {PORT} --job {job} --rank {rank} "
+            f"--world {world} --timeout-ms {timeout_s * 1000} {args}")
+
+
+def root_cmd(root_vm, args: str) -> str:
+    return f"ina-rdma-root --bind {root_vm.ip} --port {PORT} --world {WORLD} {args}"
+
+
+def allreduce(root_vm, workers, worker_args: list[str], tag: str) -> list[dict]:
+    """Runs one AllReduce on the listening root; returns the workers' JSON results."""
+    jobs = [vm.start(worker_cmd(root_vm, rank, worker_args[rank - 1]))
+            for rank, vm in enumerate(workers, start=1)]
+    results = []
+    for rank, job in enumerate(jobs, start=1):
+        rc, out = job.wait(TIMEOUT_S + 30)
+        log(f"{tag} rank {rank}: {out.strip()}")
+        check(rc == 0, f"{tag}: rank {rank} completed and verified (exit {rc})")
+        results.append(json_line(out, "ok"))
+    return results
+
+
+def test(worker_exe: str, root_exe: str, switch_exe: str | None) -> None:
+    scratch = tempfile.mkdtemp(prefix="rdma-allreduce-")
+    try:
+        inputs, int32_sha = int32_inputs(scratch)
+        extra = [stripped(worker_exe, scratch), stripped(root_exe, scratch)]
+        extra += [(p, f"/root/{os.path.basename(p)}") for p in inputs]
+        fabric = "inaswitch" if switch_exe else "bridge"
+        with Lab(1 + WORLD, fabric=fabric, switch_exe=switch_exe, extra_files=extra) as lab:
+            root_vm, workers = lab.vms[0], lab.vms[1:]
+            # The first rdma_cm REQ right after boot sometimes waits for neighbour resolution
+            # and a CM retry (seconds under TCG): resolve the neighbours first.
+            for vm in workers:
+                vm.run(f"ping -c 1 -W 10 {root_vm.ip}", timeout=30, check=True)
+            # 0. nobody listening yet: the CM's reject ends the worker at once with a message.
+            rc, out = workers[0].run(worker_cmd(root_vm, 1, "", timeout_s=30), timeout=60)
+            log(f"worker without a root: {out.strip()}")
+            check(rc == 1 and "is anything listening there?" in out,
+                  "a worker without a listening root fails with a message (exit 1)")
+            root = root_vm.start(root_cmd(root_vm, f"--rounds 2 --timeout-ms {TIMEOUT_S * 1000}"))
+            # A guest job's output arrives when it ends: ask the guest's RDMA stack instead.
+            root_vm.wait_rdma_cm_listen(timeout=60)
+            check(not root.done(), "ina-rdma-root listens with rdma_cm")
+
+            # 1. refused: a different world size.
+            rc, out = workers[0].run(worker_cmd(root_vm, 1, "", world=3, timeout_s=30), timeout=60)
+            log(f"mismatched worker: {out.strip()}")
+            check(rc == 1 and "refused by the peer: parameters differ from the root's job" in out,
+                  "a worker with another job's parameters is refused with the reason (exit 1)")
+
+            # 2. int32, bit-exact against the host's own sum.
+            t0 = time.monotonic()
+            res = allreduce(root_vm, workers,
+                            [f"--type int32 --input /root/{os.path.basename(p)} "
+                             f"--output /tmp/int32.out" for p in inputs], "int32")
+            int32_wall = time.monotonic() - t0
+            for vm in workers:
+                rc, out = vm.run("sha256sum /tmp/int32.out", check=True)
+                check(out.split()[0] == int32_sha,
+                      f"{vm.name}: int32 result bit-exact (sha256 {int32_sha[:16]}...)")
+            check(all(r["chunks"] == ELEMENTS * 4 // 1024 and r["results"] == r["chunks"]
+                      for r in res), "int32: one result per chunk on every worker")
+
+            # 3. fp32, generated data, verified by each worker.
+            t0 = time.monotonic()
+            res_fp = allreduce(root_vm, workers,
+                               [f"--type fp32 --elements {ELEMENTS} --seed 11 "
+                                f"--output /tmp/fp32.out"] * WORLD, "fp32")
+            fp32_wall = time.monotonic() - t0
+            check(all(r["verified"] and r["mismatches"] == 0 for r in res_fp),
+                  "fp32: every worker verified its result")
+            sums = {vm.run("sha256sum /tmp/fp32.out", check=True)[1].split()[0] for vm in workers}
+            check(len(sums) == 1, "fp32: both workers received the same result bytes")
+
+            rc, out = root.wait(60)
+            log(f"root: {out.strip()}")
+            check(rc == 0, f"ina-rdma-root served both AllReduces (exit {rc})")
+            rounds = [json.loads(line) for line in out.splitlines()
+                      if line.startswith("{") and '"round"' in line]
+            check(len(rounds) == 2, "the root reports two rounds")
+            for r, typ in zip(rounds, ("int32", "fp32")):
+                n = r["chunks"] * WORLD
+                check(r["ok"] and r["type"] == typ and r["contributions"] == n and
+                      r["contribution_count"] == n and r["results_written"] == n,
+                      f"root round {r['round']} ({typ}): {n} contributions reduced and "
+                      f"{n} result WRITEs completed")
+            check(rounds[0]["rejected"] == 1, "the root counted the refused worker")
+            # 4. Nobody hangs when the other side goes: a root whose second worker never comes
+            # gives up at its deadline, and the worker waiting on it ends as soon as it is gone.
+            root = root_vm.start(root_cmd(root_vm, "--timeout-ms 10000"))
+            root_vm.wait_rdma_cm_listen(timeout=60)
+            t0 = time.monotonic()
+            rc, out = workers[0].run(worker_cmd(root_vm, 1, "--type int32 --elements 65536",
+                                                job=8, timeout_s=200), timeout=230)
+            waited = time.monotonic() - t0
+            log(f"worker of a root that gave up ({waited:.1f}s): {out.strip()}")
+            check(rc == 1 and "the root ended the connection" in out and waited < 120,
+                  "the worker ends with a message when its root goes, long before its own "
+                  "200 s deadline")
+            rc, out = root.wait(60)
+            log(f"root without its second worker: {out.strip()}")
+            check(rc == 1 and "timed out: 1 of 2 workers connected" in out,
+                  "the root stops at its deadline and says how far it got (exit 1)")
+            if lab.switch:
+                writes = sum(r["contributions"] + r["results_written"] for r in rounds)
+                bridged = lab.switch.metrics().get("inaswitch_bridged_packets_total")
+                check(bridged >= writes, f"inaswitch bridged {bridged:.0f} frames, at least the "
+                      f"{writes} RoCE WRITEs")
+            log(f"timings ({fabric}): boot {lab.timings.get('boot_s', 0):.1f}s; "
+                f"int32 1 MiB x {WORLD}: "
+                f"{int32_wall:.2f}s wall, root {rounds[0]['seconds']:.2f}s; fp32: "
+                f"{fp32_wall:.2f}s wall, root {rounds[1]['seconds']:.2f}s; worker goodput "
+                f"{max(r['gbit_per_s'] for r in res) * 1000:.1f} / "
+                f"{max(r['gbit_per_s'] for r in res_fp) * 1000:.1f} Mbit/s")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def main() -> int:
+    if os.geteuid() != 0:
+        # CI runs as root, where a skip counts as a failure; without root, say why and skip.
+        print("roce-vm-rdma-allreduce needs root (namespaces, taps, qemu)", flush=True)
+        return 77
+    if len(sys.argv) not in (3, 4):
+        print(__doc__, file=sys.stderr)
+        return 2
+    start = time.monotonic()
+    try:
+        test(sys.argv[1], sys.argv[2], sys.argv[3] if len(sys.argv) == 4 else None)
+    except (TestFailure, ImageUnavailable) as e:
+        log(f"FAIL: {e}")
+        return 1
+    log(f"PASS ({time.monotonic() - start:.1f}s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
