@@ -38,9 +38,9 @@ class HookState:
     the process group for the world size and the buckets the switch does not take.
 
     `types` are the element types the switch's job reduces (its `elem_type`; one job has
-    one); buckets of other types fall back to the process group. Counters: `buckets`,
-    `fallback_buckets`, `seconds` (time on the wire), `last_stats` (the client's counters of
-    the latest bucket)."""
+    one); buckets of other types fall back to the process group. Counters: `buckets` and
+    `chunks` through the switch, `fallback_buckets`, `seconds` (time on the wire),
+    `last_stats` (the client's counters of the latest bucket)."""
 
     def __init__(self, job: int | None = None, root: str | None = None, *,
                  client: Client | None = None, process_group: Any = None,
@@ -55,6 +55,7 @@ class HookState:
         self.client = client
         self.types = tuple(types)
         self.buckets = 0
+        self.chunks = 0
         self.fallback_buckets = 0
         self.seconds = 0.0
         self.last_stats: dict = {}
@@ -68,6 +69,7 @@ class HookState:
             self.last_stats = self.client.allreduce_(tensor, "sum")
             self.seconds += time.perf_counter() - t0
             self.buckets += 1
+            self.chunks += self.last_stats["chunks"]
             fut.set_result(tensor)
         except BaseException as e:  # noqa: BLE001 - the training loop's wait() raises it
             fut.set_exception(e)
