@@ -43,13 +43,16 @@ def _build_extension(builddir: str) -> str:
     if not os.path.exists(os.path.join(PROJECT, "meson.build")):
         raise RuntimeError(f"{HERE} is not inside an inaswitch checkout: the extension is built "
                            "by the project's meson build")
+    # meson is a Python program of the system interpreter: pip's isolated build environment
+    # (PYTHONPATH with a sitecustomize hiding the system's packages) must not reach it.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     if not os.path.exists(os.path.join(builddir, "build.ninja")):
         subprocess.run(["meson", "setup", builddir, PROJECT, "--buildtype=debugoptimized"],
-                       check=True, stdout=sys.stderr)
+                       check=True, stdout=sys.stderr, env=env)
     target = "python/inaswitch/_native" + sysconfig.get_config_var("EXT_SUFFIX")
     # The meson build targets Debian's /usr/bin/python3: another interpreter's ABI has no
     # such target, and ninja says so.
-    subprocess.run(["ninja", "-C", builddir, target], check=True, stdout=sys.stderr)
+    subprocess.run(["ninja", "-C", builddir, target], check=True, stdout=sys.stderr, env=env)
     return os.path.join(builddir, target)
 
 
@@ -62,8 +65,32 @@ def get_requires_for_build_wheel(config_settings=None) -> list[str]:
     return []
 
 
-def build_wheel(wheel_directory, config_settings=None, metadata_directory=None) -> str:
+def _metadata_files(info: str) -> list[tuple[str, bytes]]:
     name, version, summary = _metadata()
+    return [
+        (f"{info}/METADATA", (
+            f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nSummary: {summary}\n"
+            "License: Apache-2.0\nRequires-Python: >=3.9\n").encode()),
+        (f"{info}/WHEEL", (
+            f"Wheel-Version: 1.0\nGenerator: inaswitch_wheel\nRoot-Is-Purelib: false\n"
+            f"Tag: {_tag()}\n").encode()),
+    ]
+
+
+def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None) -> str:
+    """The dist-info alone, so pip does not build the extension twice."""
+    name, version, _ = _metadata()
+    info = f"{name}-{version}.dist-info"
+    for arcname, data in _metadata_files(info):
+        path = os.path.join(metadata_directory, arcname)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(data)
+    return info
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None) -> str:
+    name, version, _ = _metadata()
     builddir = (config_settings or {}).get("builddir")
     scratch = None if builddir else tempfile.mkdtemp(prefix="inaswitch-wheel-")
     try:
@@ -79,12 +106,7 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None) 
             shutil.rmtree(scratch, ignore_errors=True)
     tag = _tag()
     info = f"{name}-{version}.dist-info"
-    files.append((f"{info}/METADATA", (
-        f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nSummary: {summary}\n"
-        "License: Apache-2.0\nRequires-Python: >=3.9\n").encode()))
-    files.append((f"{info}/WHEEL", (
-        f"Wheel-Version: 1.0\nGenerator: inaswitch_wheel\nRoot-Is-Purelib: false\n"
-        f"Tag: {tag}\n").encode()))
+    files += _metadata_files(info)
     record = [_record_line(n, d) for n, d in files] + [f"{info}/RECORD,,"]
     files.append((f"{info}/RECORD", ("\n".join(record) + "\n").encode()))
     wheel = f"{name}-{version}-{tag}.whl"
