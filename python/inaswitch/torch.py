@@ -17,6 +17,9 @@ size first (exact for powers of two), then summed by the switch.
 
 Buckets the switch cannot take (not on the CPU, or an element type without a job: see
 `types`) go through the process group's all_reduce, as DDP would send them.
+
+`fixed_point_hook` sends the buckets through an int32 job instead, as fixed-point integers the
+switch sums exactly: reproducible bit for bit whatever the order the contributions arrive in.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ import torch.distributed as dist
 
 from . import Client, element_type_of
 
-__all__ = ["HookState", "allreduce_hook"]
+__all__ = ["HookState", "allreduce_hook", "fixed_point_hook", "to_fixed_point",
+           "from_fixed_point"]
 
 
 class HookState:
@@ -44,7 +48,8 @@ class HookState:
 
     def __init__(self, job: int | None = None, root: str | None = None, *,
                  client: Client | None = None, process_group: Any = None,
-                 types: tuple[str, ...] = ("fp32",), **client_options: Any):
+                 types: tuple[str, ...] = ("fp32",), fraction_bits: int = 24,
+                 **client_options: Any):
         self.process_group = process_group
         self.world_size = dist.get_world_size(process_group)
         if client is None:
@@ -54,6 +59,7 @@ class HookState:
             client = Client(job, rank + 1, f"1-{self.world_size}", root, **client_options)
         self.client = client
         self.types = tuple(types)
+        self.fraction_bits = fraction_bits  # fixed_point_hook's resolution: 2^-fraction_bits
         self.buckets = 0
         self.chunks = 0
         self.fallback_buckets = 0
@@ -63,10 +69,15 @@ class HookState:
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="inaswitch-ddp")
 
-    def _reduce(self, tensor: torch.Tensor, fut: torch.futures.Future) -> None:
+    def _reduce(self, tensor: torch.Tensor, fut: torch.futures.Future,
+                wire: torch.Tensor | None = None, fraction_bits: int = 0) -> None:
+        """Sums `wire` (default: `tensor` itself) through the switch; with `wire` an int32
+        fixed-point copy, the sum is converted back into `tensor`."""
         try:
             t0 = time.perf_counter()
-            self.last_stats = self.client.allreduce_(tensor, "sum")
+            self.last_stats = self.client.allreduce_(tensor if wire is None else wire, "sum")
+            if wire is not None:
+                from_fixed_point(wire, fraction_bits, out=tensor)
             self.seconds += time.perf_counter() - t0
             self.buckets += 1
             self.chunks += self.last_stats["chunks"]
@@ -99,4 +110,34 @@ def allreduce_hook(state: HookState, bucket: dist.GradBucket) -> torch.futures.F
         return work.get_future().then(lambda f: f.value()[0])
     fut: torch.futures.Future = torch.futures.Future()
     state._executor.submit(state._reduce, tensor, fut)
+    return fut
+
+
+def to_fixed_point(tensor: torch.Tensor, fraction_bits: int, world_size: int) -> torch.Tensor:
+    """round(tensor × 2^fraction_bits) as int32, saturated at ±(2^31 − 1) // world_size so
+    that the sum of world_size of them cannot wrap."""
+    limit = (2 ** 31 - 1) // world_size
+    scaled = torch.round(tensor.double() * 2.0 ** fraction_bits)
+    return scaled.clamp_(-limit, limit).to(torch.int32)
+
+
+def from_fixed_point(summed: torch.Tensor, fraction_bits: int,
+                     out: torch.Tensor) -> torch.Tensor:
+    """out = summed / 2^fraction_bits (an int32 sum of to_fixed_point values)."""
+    return out.copy_(summed.double() / 2.0 ** fraction_bits)
+
+
+def fixed_point_hook(state: HookState, bucket: dist.GradBucket) -> torch.futures.Future:
+    """DDP communication hook through an **int32** job: each rank sends its share of the mean
+    (bucket / world size) as fixed-point integers with `state.fraction_bits` fractional bits
+    (default 24), the switch sums them exactly, and the result is converted back. Integer sums
+    do not depend on the order of addition, so the result is bit-identical to any other exact
+    integer AllReduce of the same integers (gloo's, for one): runs are reproducible
+    bit for bit. Resolution is 2^-fraction_bits; values beyond ±2^(31 − fraction_bits) /
+    world size saturate."""
+    tensor = bucket.buffer()
+    bits = state.fraction_bits
+    wire = to_fixed_point(tensor.cpu() / state.world_size, bits, state.world_size)
+    fut: torch.futures.Future = torch.futures.Future()
+    state._executor.submit(state._reduce, tensor, fut, wire, bits)
     return fut

@@ -1,15 +1,18 @@
 # SPDX-License-Identifier: Apache-2.0
-"""One rank of test_ddp.py's training run: an MLP on scikit-learn's digits with PyTorch
-DistributedDataParallel over gloo, its gradients reduced by gloo (--mode gloo) or by the switch
-through inaswitch.torch.allreduce_hook (--mode inaswitch). Prints one JSON line per step (loss
-before the step, a digest of every parameter after it), one per epoch (its wall time) and a last
-one with the hook's counters.
+"""One rank of test_ddp.py's training runs: an MLP on scikit-learn's digits with PyTorch
+DistributedDataParallel over gloo, trained twice from the same start: phase fp32 (DDP's mean
+gradient in fp32) and phase fixed (the mean as int32 fixed point, 24 fractional bits). The
+gradients are reduced by gloo (--mode gloo) or by the switch (--mode inaswitch: fp32 job
+--job through inaswitch.torch.allreduce_hook, int32 job --fixed-job through
+fixed_point_hook). Prints one JSON line per step (loss before the step, a digest of every
+parameter after it), one per epoch (its wall time) and one per phase with the hook's counters.
 
 With --mode inaswitch every bucket is also checked against the exact sum: each rank keeps its
 contribution, all_gathers the contributions over gloo after backward, and requires every element
-of the switch's result r to satisfy |r - s| <= 2 (n - 1) u S + ulp(s) (s the exact sum in
-float64, S the sum of magnitudes, u = 2^-24, n ranks): the recursive-summation bound for fp32 in
-any order, with a factor 2 of margin. A violation exits 1.
+of the switch's result r to satisfy, in phase fp32, |r - s| <= 2 (n - 1) u S + ulp(s) (s the
+exact sum in float64, S the sum of magnitudes, u = 2^-24, n ranks): the recursive-summation
+bound for fp32 in any order, with a factor 2 of margin; in phase fixed, r == s exactly. A
+violation exits 1.
 """
 
 import argparse
@@ -44,7 +47,8 @@ def main() -> int:
     ap.add_argument("--world", type=int, required=True)
     ap.add_argument("--master", required=True, help="rendezvous address:port (rank 0's host)")
     ap.add_argument("--mode", choices=("gloo", "inaswitch"), required=True)
-    ap.add_argument("--job", type=int, default=1)
+    ap.add_argument("--job", type=int, default=1, help="the fp32 job")
+    ap.add_argument("--fixed-job", type=int, default=2, help="the int32 job (fixed point)")
     ap.add_argument("--root", default="")
     ap.add_argument("--bind", default="0.0.0.0")
     ap.add_argument("--epochs", type=int, default=3)
@@ -61,9 +65,35 @@ def main() -> int:
     x = torch.tensor(digits.data / 16.0, dtype=torch.float32)
     y = torch.tensor(digits.target, dtype=torch.int64)
     order = torch.randperm(len(x), generator=torch.Generator().manual_seed(1))
-    mine = order[a.rank::a.world]
-    steps_per_epoch = (len(x) // a.world) // BATCH  # equal on every rank
+    data = (x, y, order[a.rank::a.world], (len(x) // a.world) // BATCH)  # equal steps per rank
+    for phase, job in (("fp32", a.job), ("fixed", a.fixed_job)):
+        failed = train(a, phase, job, data)
+        if failed:
+            emit(error=failed)
+            return 1
+    dist.destroy_process_group()
+    return 0
 
+
+def check_fp32(a, part: torch.Tensor, result: torch.Tensor, exact: torch.Tensor,
+               stacked: torch.Tensor) -> tuple[str | None, float]:
+    """The recursive-summation bound (module docstring); returns (violation, error / bound)."""
+    bound = 2 * (a.world - 1) * 2.0 ** -24 * stacked.abs().sum(0) + \
+        torch.from_numpy(np.spacing(exact.float().abs().numpy())).double()
+    err = (result.double() - exact).abs()
+    if not bool((err <= bound).all()):
+        i = int((err - bound).argmax())
+        return (f"element {i}: switch {float(result[i])!r}, exact {float(exact[i])!r}, error "
+                f"{float(err[i])} > bound {float(bound[i])}"), 0.0
+    nz = bound > 0
+    return None, float((err[nz] / bound[nz]).max()) if bool(nz.any()) else 0.0
+
+
+def train(a, phase: str, job: int, data) -> str | None:
+    """One training run; `phase` fp32 (DDP's mean in fp32) or fixed (int32 fixed point)."""
+    import inaswitch.torch as ina_torch
+
+    x, y, mine, steps_per_epoch = data
     torch.manual_seed(a.rank)  # different initial weights: DDP must broadcast rank 0's
     net = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
     # Small buckets, two per step, so the hook's ordering across buckets counts: DDP's first
@@ -73,27 +103,41 @@ def main() -> int:
     model = torch.nn.parallel.DistributedDataParallel(net, bucket_cap_mb=0.01,
                                                       find_unused_parameters=True)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    bits = 24
 
     state = None
+    # (what this rank sent, what came back) per bucket of the current step
     checked: list[tuple[torch.Tensor, torch.Tensor]] = []
     if a.mode == "inaswitch":
-        import inaswitch.torch as ina_torch
-
-        state = ina_torch.HookState(a.job, a.root, bind=a.bind, port=a.port, chunk=a.chunk,
-                                    window=a.window, timeout_ms=30000)
+        state = ina_torch.HookState(job, a.root, bind=a.bind, port=a.port, chunk=a.chunk,
+                                    window=a.window, timeout_ms=30000, fraction_bits=bits)
+        inner = ina_torch.allreduce_hook if phase == "fp32" else ina_torch.fixed_point_hook
 
         def hook(st, bucket):
-            mine_part = bucket.buffer().clone().div_(a.world)  # exactly what the hook sends
-            fut = ina_torch.allreduce_hook(st, bucket)
+            t = bucket.buffer()
+            # Exactly what the hook sends.
+            sent = t.clone().div_(a.world) if phase == "fp32" else \
+                ina_torch.to_fixed_point(t / a.world, bits, a.world)
+            fut = inner(st, bucket)
 
             def keep(f):
-                checked.append((mine_part, f.value().clone()))
+                checked.append((sent, f.value().clone()))
                 return f.value()
             return fut.then(keep)
 
         model.register_comm_hook(state, hook)
+    elif phase == "fixed":
+        # gloo's exact int32 AllReduce of the same integers: the reference the switch's run must
+        # equal bit for bit.
+        def gloo_fixed(st, bucket):
+            t = bucket.buffer()
+            q = ina_torch.to_fixed_point(t / a.world, bits, a.world)
+            work = dist.all_reduce(q, async_op=True)
+            return work.get_future().then(
+                lambda f: ina_torch.from_fixed_point(f.value()[0], bits, out=t))
 
-    eps = 2.0 ** -24
+        model.register_comm_hook(None, gloo_fixed)
+
     worst = 0.0
     step = 0
     for epoch in range(a.epochs):
@@ -103,38 +147,37 @@ def main() -> int:
             opt.zero_grad()
             loss = torch.nn.functional.cross_entropy(model(x[idx]), y[idx])
             loss.backward()
-            for part, result in checked:
-                parts = [torch.empty_like(part) for _ in range(a.world)]
-                dist.all_gather(parts, part)
-                stacked = torch.stack(parts).double()
-                exact = stacked.sum(0)
-                bound = 2 * (a.world - 1) * eps * stacked.abs().sum(0) + \
-                    torch.from_numpy(np.spacing(exact.float().abs().numpy())).double()
-                err = (result.double() - exact).abs()
-                if not bool((err <= bound).all()):
-                    i = int((err - bound).argmax())
-                    emit(error=f"step {step}: element {i}: switch {float(result[i])!r}, exact "
-                               f"{float(exact[i])!r}, error {float(err[i])} > bound "
-                               f"{float(bound[i])}")
-                    return 1
-                nz = bound > 0
-                if bool(nz.any()):
-                    worst = max(worst, float((err[nz] / bound[nz]).max()))
+            for sent, result in checked:
+                parts = [torch.empty_like(sent) for _ in range(a.world)]
+                dist.all_gather(parts, sent)
+                if phase == "fp32":
+                    stacked = torch.stack(parts).double()
+                    violation, ratio = check_fp32(a, sent, result, stacked.sum(0), stacked)
+                    worst = max(worst, ratio)
+                else:
+                    exact = ina_torch.from_fixed_point(torch.stack(parts).sum(0), bits,
+                                                       out=torch.empty_like(result))
+                    violation = None if torch.equal(result, exact) else \
+                        f"fixed-point result differs from the exact integer sum in " \
+                        f"{int((result != exact).sum())} elements"
+                if violation:
+                    return f"{phase} step {step}: {violation}"
             buckets = len(checked)
             checked.clear()
             opt.step()
-            emit(step=step, epoch=epoch, loss=float(loss), digest=digest(model), buckets=buckets)
+            emit(phase=phase, step=step, epoch=epoch, loss=float(loss), digest=digest(model),
+                 buckets=buckets)
             step += 1
-        emit(epoch_time=epoch, seconds=time.perf_counter() - t0, steps=steps_per_epoch)
+        emit(phase=phase, epoch_time=epoch, seconds=time.perf_counter() - t0,
+             steps=steps_per_epoch)
 
-    summary = {"done": True, "worst_error_to_bound": worst}
+    summary = {"phase": phase, "done": True, "worst_error_to_bound": worst}
     if state is not None:
-        summary.update(buckets=state.buckets, chunks=state.chunks, fallback_buckets=state.fallback_buckets,
-                       hook_seconds=state.seconds)
-        state.close()
+        summary.update(buckets=state.buckets, chunks=state.chunks,
+                       fallback_buckets=state.fallback_buckets, hook_seconds=state.seconds)
+        state.close()  # releases the INA port for the next phase's client
     emit(**summary)
-    dist.destroy_process_group()
-    return 0
+    return None
 
 
 if __name__ == "__main__":

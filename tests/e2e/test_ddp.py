@@ -1,19 +1,25 @@
 # SPDX-License-Identifier: Apache-2.0
 """A real training run through the switch: four worker namespaces train the same MLP on
 scikit-learn's digits for a few epochs with PyTorch DistributedDataParallel (gloo for setup),
-once with gloo's AllReduce and once with inaswitch.torch.allreduce_hook, the switch being the
-INA root of job 1 (fp32 sum, the ranks' BFR-ids 1-4). ddp_train.py is one rank.
+once with gloo's AllReduce and once through the switch (inaswitch.torch hooks), the switch being
+the INA root of job 1 (fp32 sum) and job 2 (int32 sum), the ranks BFR-ids 1-4. Each run trains
+twice from the same start: with fp32 gradients, then with int32 fixed-point ones.
+ddp_train.py is one rank.
 
 Asserted:
-- every rank's parameters are bit-identical after every step, in both runs (the switch sends one
-  result to every worker; gloo's ring does too);
+- every rank's parameters are bit-identical after every step, in every run (the switch sends
+  one result to every worker; gloo's ring does too);
 - every element of every bucket the switch reduced is within the fp32 recursive-summation bound
-  of the exact sum (checked by each rank, ddp_train.py);
-- the loss of every rank at every step is within LOSS_TOLERANCE of the gloo run's: both runs
-  reduce the same gradients and differ only in the order of the fp32 additions (the switch adds
-  in arrival order, gloo along its ring), so their trajectories drift apart by rounding only;
-- the switch completed every chunk the hook sent (its counters), and no bucket fell back to gloo.
-Prints the time per epoch of both runs.
+  of the exact sum (fp32), or equal to the exact integer sum (fixed point), checked by each
+  rank (ddp_train.py);
+- fp32: the loss of every rank at every step is within LOSS_TOLERANCE of the gloo run's: both
+  runs reduce the same gradients and differ only in the order of the fp32 additions (the switch
+  adds in arrival order, gloo along its ring), so their trajectories drift apart by rounding;
+- fixed point: losses and parameters equal gloo's bit for bit at every step (exact claimed
+  only here, where the sums are integer);
+- the switch completed every chunk the hooks sent (its counters), and no bucket fell back to
+  gloo.
+Prints the time per epoch of both fp32 runs.
 
     /usr/bin/python3 test_ddp.py build/src/app/inaswitch
 """
@@ -84,22 +90,40 @@ def train(hosts: list[Host], mode: str, pythonpath: str) -> list[list[dict]]:
                 p.wait(5)
 
 
-def steps(lines: list[dict]) -> list[dict]:
-    return [x for x in lines if "step" in x]
+def steps(lines: list[dict], phase: str) -> list[dict]:
+    return [x for x in lines if "step" in x and x["phase"] == phase]
 
 
-def check_run(mode: str, ranks: list[list[dict]]) -> list[float]:
+def check_run(mode: str, phase: str, ranks: list[list[dict]]) -> list[float]:
     """Identical parameters on every rank after every step; returns rank 0's epoch times."""
-    per_rank = [steps(lines) for lines in ranks]
+    per_rank = [steps(lines, phase) for lines in ranks]
     n = len(per_rank[0])
-    check(n > 0 and all(len(s) == n for s in per_rank), f"{mode}: every rank ran {n} steps")
+    what = f"{mode} {phase}"
+    check(n > 0 and all(len(s) == n for s in per_rank), f"{what}: every rank ran {n} steps")
     differing = [k for k in range(n) if len({s[k]["digest"] for s in per_rank}) != 1]
-    check(not differing, f"{mode}: all {N} ranks' parameters identical after each of the {n} "
+    check(not differing, f"{what}: all {N} ranks' parameters identical after each of the {n} "
           f"steps" + (f" (differ after steps {differing[:5]})" if differing else ""))
-    epochs = [x["seconds"] for x in ranks[0] if "epoch_time" in x]
-    log(f"{mode}: time per epoch (rank 0): " + ", ".join(f"{s:.2f} s" for s in epochs) +
+    epochs = [x["seconds"] for x in ranks[0] if "epoch_time" in x and x["phase"] == phase]
+    log(f"{what}: time per epoch (rank 0): " + ", ".join(f"{s:.2f} s" for s in epochs) +
         f"; loss {per_rank[0][0]['loss']:.4f} -> {per_rank[0][-1]['loss']:.4f}")
     return epochs
+
+
+def check_switch_run(phase: str, job_id: int, ranks: list[list[dict]], before, after) -> None:
+    summary = [x for x in ranks[0] if x.get("done") and x["phase"] == phase][0]
+    check(summary["fallback_buckets"] == 0 and summary["buckets"] > 0,
+          f"inaswitch {phase}: {summary['buckets']} buckets through the switch (job {job_id}), "
+          f"none through gloo" + (f"; worst error {summary['worst_error_to_bound']:.3f} of the "
+                                   "fp32 summation bound" if phase == "fp32" else
+                                   "; every one equal to the exact integer sum"))
+    per_step_buckets = {x["buckets"] for x in steps(ranks[0], phase)}
+    check(per_step_buckets == {2} and 2 * len(steps(ranks[0], phase)) == summary["buckets"],
+          f"inaswitch {phase}: 2 buckets per step, each checked against the exact sum")
+    completed = delta(after, before, "inaswitch_ina_job_contributions_total", job=str(job_id),
+                      verdict="completed")
+    check(completed == summary["chunks"] > 0,
+          f"switch: {completed:.0f} chunks of job {job_id} completed == the {summary['chunks']} "
+          f"chunks each rank's hook sent")
 
 
 def test(switch_exe: str) -> None:
@@ -107,50 +131,49 @@ def test(switch_exe: str) -> None:
     hosts = [Host(f"h{i}", f"10.0.{i}.2/24") for i in range(1, N + 1)]
     ports = [Port(f"p{i - 1}", ipv4=[f"10.0.{i}.1/24"], host=hosts[i - 1])
              for i in range(1, N + 1)]
-    job = {"job_id": 1, "role": "root", "bsl": 64, "abm": f"1-{N}", "op": "sum",
-           "elem_type": "fp32", "max_elements": CHUNK, "window": WINDOW,
-           "slot_timeout_ms": 1000, "root": ROOT,
-           "workers": [{"bfr_id": i + 1, "ip": h.ip} for i, h in enumerate(hosts)],
-           "on_reject": "drop"}
-    with Testbed(switch_exe, ports, extra={"ina": {"jobs": [job]}}) as tb:
+
+    def job(job_id: int, elem_type: str) -> dict:
+        return {"job_id": job_id, "role": "root", "bsl": 64, "abm": f"1-{N}", "op": "sum",
+                "elem_type": elem_type, "max_elements": CHUNK, "window": WINDOW,
+                "slot_timeout_ms": 1000, "root": ROOT,
+                "workers": [{"bfr_id": i + 1, "ip": h.ip} for i, h in enumerate(hosts)],
+                "on_reject": "drop"}
+    jobs = [job(1, "fp32"), job(2, "int32")]
+    with Testbed(switch_exe, ports, extra={"ina": {"jobs": jobs}}) as tb:
         for h in hosts:
             h.wait_reachable(ROOT)
             h.wait_reachable(hosts[0].ip)
 
         t0 = time.monotonic()
         gloo = train(hosts, "gloo", pythonpath)
-        log(f"gloo run: {time.monotonic() - t0:.1f} s with process start-up")
-        gloo_epochs = check_run("gloo", gloo)
+        log(f"gloo runs: {time.monotonic() - t0:.1f} s with process start-up")
+        gloo_epochs = check_run("gloo", "fp32", gloo)
+        check_run("gloo", "fixed", gloo)
 
         before = tb.metrics()
         t0 = time.monotonic()
         ina = train(hosts, "inaswitch", pythonpath)
-        log(f"inaswitch run: {time.monotonic() - t0:.1f} s with process start-up")
-        ina_epochs = check_run("inaswitch", ina)
+        log(f"inaswitch runs: {time.monotonic() - t0:.1f} s with process start-up")
+        ina_epochs = check_run("inaswitch", "fp32", ina)
+        check_run("inaswitch", "fixed", ina)
         after = tb.metrics()
-
-        summary = [x for x in ina[0] if x.get("done")][0]
-        check(summary["fallback_buckets"] == 0 and summary["buckets"] > 0,
-              f"inaswitch: {summary['buckets']} buckets through the switch, none through gloo; "
-              f"worst error {summary['worst_error_to_bound']:.3f} of the fp32 summation bound")
-        per_step_buckets = {x["buckets"] for x in steps(ina[0])}
-        check(per_step_buckets == {2} and 2 * len(steps(ina[0])) == summary["buckets"],
-              "inaswitch: 2 buckets per step, each checked against the exact sum")
-        completed = delta(after, before, "inaswitch_ina_job_contributions_total", job="1",
-                          verdict="completed")
-        check(completed == summary["chunks"] > 0,
-              f"switch: {completed:.0f} chunks of job 1 completed == the {summary['chunks']} "
-              f"chunks each rank's hook sent")
+        check_switch_run("fp32", 1, ina, before, after)
+        check_switch_run("fixed", 2, ina, before, after)
 
         worst = 0.0
         for r in range(N):
-            for g, i in zip(steps(gloo[r]), steps(ina[r])):
+            for g, i in zip(steps(gloo[r], "fp32"), steps(ina[r], "fp32")):
                 worst = max(worst, abs(g["loss"] - i["loss"]))
         check(worst <= LOSS_TOLERANCE,
-              f"loss curves: max |inaswitch - gloo| over every rank and step = {worst:.2e} "
+              f"fp32 loss curves: max |inaswitch - gloo| over every rank and step = {worst:.2e} "
               f"<= {LOSS_TOLERANCE:.0e}")
+        exact = all(g["loss"] == i["loss"] and g["digest"] == i["digest"]
+                    for r in range(N)
+                    for g, i in zip(steps(gloo[r], "fixed"), steps(ina[r], "fixed")))
+        check(exact, "int32 fixed point: every rank's loss and parameters after every step are "
+              "bit-identical to gloo's (integer sums do not depend on the order)")
         for e, (g, i) in enumerate(zip(gloo_epochs, ina_epochs)):
-            log(f"epoch {e}: gloo {g:.3f} s, inaswitch {i:.3f} s")
+            log(f"fp32 epoch {e}: gloo {g:.3f} s, inaswitch {i:.3f} s")
 
 
 if __name__ == "__main__":
