@@ -47,25 +47,19 @@ std::string_view kind_name(ErrorKind k) {
     throw py::error_already_set();
 }
 
-std::optional<ElemType> elem_type_named(std::string_view name) {
-    for (uint8_t v = 0; v < ina::reduce::kNumElemTypes; ++v) {
-        const auto t = static_cast<ElemType>(v);
-        if (ina::reduce::to_string(t) == name) {
-            return t;
+// "fp32" -> ElemType::fp32, "sum" -> Op::sum: the names ina::reduce::to_string gives.
+template <typename Enum, size_t kCount>
+std::optional<Enum> named(std::string_view name) {
+    for (size_t v = 0; v < kCount; ++v) {
+        const auto e = static_cast<Enum>(v);
+        if (ina::reduce::to_string(e) == name) {
+            return e;
         }
     }
     return std::nullopt;
 }
-
-std::optional<Op> op_named(std::string_view name) {
-    for (uint8_t v = 0; v < ina::reduce::kNumOps; ++v) {
-        const auto op = static_cast<Op>(v);
-        if (ina::reduce::to_string(op) == name) {
-            return op;
-        }
-    }
-    return std::nullopt;
-}
+constexpr auto elem_type_named = named<ElemType, ina::reduce::kNumElemTypes>;
+constexpr auto op_named = named<Op, ina::reduce::kNumOps>;
 
 // A buffer-protocol format with its item size -> the wire element type. Native byte order only
 // ('=', '<', '@' or none): the wire is little-endian and so is every host this builds on.

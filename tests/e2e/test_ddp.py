@@ -144,19 +144,16 @@ def test(switch_exe: str) -> None:
             h.wait_reachable(ROOT)
             h.wait_reachable(hosts[0].ip)
 
-        t0 = time.monotonic()
-        gloo = train(hosts, "gloo", pythonpath)
-        log(f"gloo runs: {time.monotonic() - t0:.1f} s with process start-up")
-        gloo_epochs = check_run("gloo", "fp32", gloo)
-        check_run("gloo", "fixed", gloo)
-
-        before = tb.metrics()
-        t0 = time.monotonic()
-        ina = train(hosts, "inaswitch", pythonpath)
-        log(f"inaswitch runs: {time.monotonic() - t0:.1f} s with process start-up")
-        ina_epochs = check_run("inaswitch", "fp32", ina)
-        check_run("inaswitch", "fixed", ina)
-        after = tb.metrics()
+        runs, epochs = {}, {}
+        for mode in ("gloo", "inaswitch"):
+            before = tb.metrics()
+            t0 = time.monotonic()
+            runs[mode] = train(hosts, mode, pythonpath)
+            log(f"{mode} runs: {time.monotonic() - t0:.1f} s with process start-up")
+            epochs[mode] = check_run(mode, "fp32", runs[mode])
+            check_run(mode, "fixed", runs[mode])
+        after = tb.metrics()  # `before` is from just before the inaswitch runs
+        gloo, ina = runs["gloo"], runs["inaswitch"]
         check_switch_run("fp32", 1, ina, before, after)
         check_switch_run("fixed", 2, ina, before, after)
 
@@ -172,7 +169,7 @@ def test(switch_exe: str) -> None:
                     for g, i in zip(steps(gloo[r], "fixed"), steps(ina[r], "fixed")))
         check(exact, "int32 fixed point: every rank's loss and parameters after every step are "
               "bit-identical to gloo's (integer sums do not depend on the order)")
-        for e, (g, i) in enumerate(zip(gloo_epochs, ina_epochs)):
+        for e, (g, i) in enumerate(zip(epochs["gloo"], epochs["inaswitch"])):
             log(f"fp32 epoch {e}: gloo {g:.3f} s, inaswitch {i:.3f} s")
 
 

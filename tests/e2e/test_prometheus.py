@@ -46,7 +46,7 @@ def dashboard_exprs() -> list[str]:
 
 def rule_exprs() -> list[str]:
     """The `expr:` values of the rules file (plain or block scalars); no YAML module needed."""
-    exprs, current = [], None
+    exprs, current, indent = [], None, 0
     for line in open(RULES):
         stripped = line.strip()
         if current is not None:
