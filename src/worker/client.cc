@@ -214,9 +214,17 @@ Stats Client::allreduce(std::span<const std::byte> input, std::span<std::byte> o
                 if (errno == EINTR || errno == ENOBUFS || errno == EAGAIN) {
                     continue;
                 }
-                if (is_icmp_errno(errno)) {  // a pending ICMP error, reported instead of sending
-                    st.unreachable += drain_unreachable(fd_);
-                    continue;
+                // A pending ICMP error is reported once instead of sending and comes with an
+                // error-queue entry: send again. The same errno without one is local (no
+                // route) and would recur forever.
+                if (is_icmp_errno(errno)) {
+                    const int err = errno;
+                    const uint64_t icmp = drain_unreachable(fd_);
+                    st.unreachable += icmp;
+                    if (icmp > 0) {
+                        continue;
+                    }
+                    errno = err;
                 }
                 throw socket_error("sendmmsg");
             }
@@ -398,9 +406,9 @@ Stats Client::allreduce(std::span<const std::byte> input, std::span<std::byte> o
                 if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
                     break;
                 }
-                if (is_icmp_errno(errno)) {
+                if (is_icmp_errno(errno)) {  // reported once (and cleared): poll again
                     st.unreachable += drain_unreachable(fd_);
-                    continue;
+                    break;
                 }
                 throw socket_error("recvmmsg");
             }
