@@ -2,6 +2,7 @@
 #include "worker/client.h"
 
 #include <arpa/inet.h>
+#include <linux/errqueue.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -21,6 +22,43 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 std::string errno_text(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
+
+Error socket_error(const char* what) { return Error(errno_text(what), ErrorKind::socket); }
+
+// Errors an ICMP message reports on the socket (IP_RECVERR): the datagram left, an answer says
+// it went nowhere. They are counted from the error queue, never fatal by themselves.
+bool is_icmp_errno(int e) {
+    return e == ECONNREFUSED || e == EHOSTUNREACH || e == ENETUNREACH || e == EHOSTDOWN;
+}
+
+// Drains the socket's error queue; returns how many entries were ICMP destination-unreachable
+// (type 3) other than "fragmentation needed" (code 4, a path MTU report).
+uint64_t drain_unreachable(int fd) {
+    uint64_t n = 0;
+    for (;;) {
+        alignas(cmsghdr) char control[256];
+        char payload[64];
+        iovec iov{payload, sizeof payload};
+        msghdr msg{};
+        msg.msg_iov = &iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control;
+        msg.msg_controllen = sizeof control;
+        if (::recvmsg(fd, &msg, MSG_ERRQUEUE | MSG_DONTWAIT) < 0) {
+            return n;
+        }
+        for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+            if (c->cmsg_level != IPPROTO_IP || c->cmsg_type != IP_RECVERR) {
+                continue;
+            }
+            sock_extended_err ee{};
+            std::memcpy(&ee, CMSG_DATA(c), sizeof ee);
+            if (ee.ee_origin == SO_EE_ORIGIN_ICMP && ee.ee_type == 3 && ee.ee_code != 4) {
+                ++n;
+            }
+        }
+    }
+}
 
 uint32_t parse_ipv4(const std::string& text, const char* what) {
     in_addr a{};
@@ -75,7 +113,7 @@ Client::Client(const ClientOptions& options) : opt_(options), next_seq_(options.
 
     fd_ = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (fd_ < 0) {
-        throw Error(errno_text("socket"));
+        throw socket_error("socket");
     }
     const int one = 1;
     ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -85,6 +123,9 @@ Client::Client(const ClientOptions& options) : opt_(options), next_seq_(options.
     // No fragmentation (docs/protocol.md): send with DF.
     int pmtu = IP_PMTUDISC_DO;
     ::setsockopt(fd_, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu);
+    // ICMP errors for our data (nothing at the root's INA port) are queued for drain_unreachable,
+    // so a timeout can say why no result came.
+    ::setsockopt(fd_, IPPROTO_IP, IP_RECVERR, &one, sizeof one);
     sockaddr_in sa{};
     sa.sin_family = AF_INET;
     sa.sin_port = htons(opt_.port);
@@ -92,7 +133,8 @@ Client::Client(const ClientOptions& options) : opt_(options), next_seq_(options.
     if (::bind(fd_, reinterpret_cast<const sockaddr*>(&sa), sizeof sa) != 0) {
         const std::string e = errno_text("bind");
         ::close(fd_);
-        throw Error(e + " (" + opt_.bind + ":" + std::to_string(opt_.port) + ")");
+        throw Error(e + " (" + opt_.bind + ":" + std::to_string(opt_.port) + ")",
+                    ErrorKind::socket);
     }
 }
 
@@ -172,7 +214,19 @@ Stats Client::allreduce(std::span<const std::byte> input, std::span<std::byte> o
                 if (errno == EINTR || errno == ENOBUFS || errno == EAGAIN) {
                     continue;
                 }
-                throw Error(errno_text("sendmmsg"));
+                // A pending ICMP error is reported once instead of sending and comes with an
+                // error-queue entry: send again. The same errno without one is local (no
+                // route) and would recur forever.
+                if (is_icmp_errno(errno)) {
+                    const int err = errno;
+                    const uint64_t icmp = drain_unreachable(fd_);
+                    st.unreachable += icmp;
+                    if (icmp > 0) {
+                        continue;
+                    }
+                    errno = err;
+                }
+                throw socket_error("sendmmsg");
             }
             off += static_cast<size_t>(r);
         }
@@ -277,9 +331,26 @@ Stats Client::allreduce(std::span<const std::byte> input, std::span<std::byte> o
     while (base < n_chunks) {
         auto now = Clock::now();
         if (now > deadline) {
-            throw Error("timed out after " + std::to_string(opt_.overall_timeout.count()) +
-                        " ms: " + std::to_string(st.results) + " of " + std::to_string(n_chunks) +
-                        " results (first missing chunk " + std::to_string(base) + ")");
+            const std::string where = " for job " + std::to_string(opt_.job_id) + " at " +
+                                      opt_.root + ":" + std::to_string(opt_.port);
+            if (st.results == 0 && st.unreachable > 0) {
+                throw Error("no INA root answers" + where + ": " + std::to_string(st.unreachable) +
+                                " ICMP destination-unreachable for its data (no switch on the "
+                                "path aggregates the job, so it was routed on, and nothing "
+                                "listens there)",
+                            ErrorKind::root_unreachable);
+            }
+            std::string text = "timed out after " + std::to_string(opt_.overall_timeout.count()) +
+                               " ms" + where + ": " + std::to_string(st.results) + " of " +
+                               std::to_string(n_chunks) + " results (first missing chunk " +
+                               std::to_string(base) + ")";
+            if (st.results == 0) {
+                text += "; no result at all: is the job configured at the root with element type " +
+                        std::string(reduce::to_string(opt_.elem_type)) + ", op " +
+                        std::string(reduce::to_string(opt_.op)) + " and BFR-id " +
+                        std::to_string(opt_.bfr_id) + " in its A-BM?";
+            }
+            throw Error(text, ErrorKind::timeout);
         }
         // Retransmit overdue chunks, then fill the window.
         auto wake = deadline;
@@ -314,10 +385,13 @@ Stats Client::allreduce(std::span<const std::byte> input, std::span<std::byte> o
         pollfd pfd{fd_, POLLIN, 0};
         const int pr = ::ppoll(&pfd, 1, &ts, nullptr);
         if (pr < 0 && errno != EINTR) {
-            throw Error(errno_text("ppoll"));
+            throw socket_error("ppoll");
         }
         if (pr <= 0) {
             continue;
+        }
+        if ((pfd.revents & POLLERR) != 0) {
+            st.unreachable += drain_unreachable(fd_);
         }
         // Drain everything queued.
         for (;;) {
@@ -332,7 +406,11 @@ Stats Client::allreduce(std::span<const std::byte> input, std::span<std::byte> o
                 if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
                     break;
                 }
-                throw Error(errno_text("recvmmsg"));
+                if (is_icmp_errno(errno)) {  // reported once (and cleared): poll again
+                    st.unreachable += drain_unreachable(fd_);
+                    break;
+                }
+                throw socket_error("recvmmsg");
             }
             for (int i = 0; i < r; ++i) {
                 const auto& m = rx_msgs[static_cast<size_t>(i)];

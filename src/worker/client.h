@@ -66,13 +66,31 @@ struct Stats {
     uint64_t bad_results = 0;       // results of this job and window with a wrong P-BM, count,
                                     // op or element type (ignored)
     uint64_t injected_faults = 0;   // packets dropped, duplicated or reordered by fault injection
+    uint64_t unreachable = 0;       // ICMP destination-unreachable errors for data sent (nothing
+                                    // listens at the root's INA port, or no route to it)
     double seconds = 0;             // first send to last result
     double goodput_gbit_per_s = 0;  // tensor bits / seconds
 };
 
+// Why an AllReduce failed, for callers that react differently (the Python binding maps each to
+// an exception class).
+enum class ErrorKind : uint8_t {
+    invalid,           // bad options or buffers
+    socket,            // a socket call failed
+    timeout,           // overall_timeout passed with chunks still missing their results
+    root_unreachable,  // timed out without any result while the root's host answered the data
+                       // with ICMP unreachable: no switch on the path aggregates the job (an
+                       // unknown job is routed on untouched) and no host root listens there
+};
+
 class Error : public std::runtime_error {
 public:
-    using std::runtime_error::runtime_error;
+    explicit Error(const std::string& what, ErrorKind kind = ErrorKind::invalid)
+        : std::runtime_error(what), kind_(kind) {}
+    ErrorKind kind() const { return kind_; }
+
+private:
+    ErrorKind kind_;
 };
 
 class Client {
@@ -89,6 +107,9 @@ public:
     Stats allreduce(std::span<const std::byte> input, std::span<std::byte> output);
 
     const ClientOptions& options() const { return opt_; }
+    // The seq the next allreduce() starts at: a successor client for the same job (e.g. with
+    // another op) must start there, since the switch treats a reused seq as a late duplicate.
+    uint32_t next_seq() const { return next_seq_; }
 
 private:
     ClientOptions opt_;

@@ -8,8 +8,9 @@
 #   h2 10.0.2.2/24 -- p1 10.0.2.1/24 /                  \ l1 ------------ -- h4 10.0.3.12/24
 #
 # Then an AllReduce through the switch: ina-worker in h1 and h2 (BFR-ids 1, 2 of INA job 1, the
-# switch its root), 256 Ki int32 elements each, verified against a local reference. Last, the
-# draft's Figure 1 as a live 7-switch testbed (tests/e2e/test_fig1.py, docs/testbed-fig1.md).
+# switch its root), 256 Ki int32 elements each, verified against a local reference. Then the
+# draft's Figure 1 as a live 7-switch testbed (tests/e2e/test_fig1.py, docs/testbed-fig1.md),
+# and last a PyTorch DDP training through the switch (tests/e2e/test_ddp.py).
 #
 # Usage: tests/e2e/demo.sh [PATH/TO/inaswitch]   (default: build/src/app/inaswitch)
 # ina-worker: next to the switch's build dir (build/src/worker/ina-worker), or $INA_WORKER.
@@ -192,5 +193,12 @@ if [ "${INADEMO_FIG1:-1}" != 0 ]; then
   say "Figure 1 of draft-song-ina-00: 7 switches, 8 hosts, 2 jobs, results over BIER"
   INAE2E_FIG1_RESULTS=bier /usr/bin/python3 -B "$repo/tests/e2e/test_fig1.py" "$exe" ||
     { fail "Figure 1 testbed"; exit 1; }
+fi
+# PyTorch DDP through the switch: 4 namespaces train an MLP on scikit-learn's digits with gloo,
+# then with inaswitch.torch.allreduce_hook (docs/python.md). INADEMO_DDP=0 skips it (the e2e-demo
+# test does: e2e-ddp runs the same).
+if [ "${INADEMO_DDP:-1}" != 0 ]; then
+  say "PyTorch DDP: the same training with gloo, then through the switch"
+  /usr/bin/python3 -B "$repo/tests/e2e/test_ddp.py" "$exe" || { fail "DDP training"; exit 1; }
 fi
 say "demo: all traffic passed"
