@@ -336,7 +336,7 @@ void read_route(Reader& r, const YAML::Node& n, RouteConfig& rt) {
     if (!r.expect_map(n, "a route")) {
         return;
     }
-    r.check_keys(n, {"prefix", "via", "port"}, "a route");
+    r.check_keys(n, {"prefix", "via", "backup_via", "port"}, "a route");
     r.required(n, "prefix", "a route", [&](const YAML::Node& v) {
         if (r.parsed(v, "a prefix like 10.0.3.0/24", rt.prefix, net::Ipv4Prefix::parse) &&
             rt.prefix.addr.value != rt.prefix.network()) {
@@ -351,8 +351,26 @@ void read_route(Reader& r, const YAML::Node& n, RouteConfig& rt) {
             rt.via = a;
         }
     });
+    r.optional(n, "backup_via", [&](const YAML::Node& v) {
+        auto one = [&](const YAML::Node& e) {
+            net::Ipv4Addr a;
+            if (r.parsed(e, "a backup gateway address like 10.0.3.2", a, net::Ipv4Addr::parse)) {
+                rt.backup_via.push_back(a);
+            }
+        };
+        if (v.IsSequence()) {
+            for (const auto& e : v) {
+                one(e);
+            }
+        } else {
+            one(v);
+        }
+    });
     r.optional(n, "port",
                [&](const YAML::Node& v) { r.string_value(v, "an egress port name", rt.port); });
+    if (!rt.backup_via.empty() && (!rt.via || !rt.port.empty())) {
+        r.error(n, "expected 'backup_via' only beside a gateway 'via' and no 'port'");
+    }
     if (!rt.via && rt.port.empty()) {
         r.error(n, "expected 'via' (a gateway) or 'port' (a device route) in a route");
     }
@@ -1268,6 +1286,20 @@ void validate(Reader& r, const Config& c) {
             r.error(rt.mark, "gateway " + rt.via->str() + " of route " + rt.prefix.str() +
                                  " is in no connected subnet; expected it inside a port's ipv4 "
                                  "prefix, or an explicit 'port'");
+        }
+        std::set<uint32_t> gateways;
+        if (rt.via) {
+            gateways.insert(rt.via->value);
+        }
+        for (const auto& b : rt.backup_via) {
+            if (!gateways.insert(b.value).second) {
+                r.error(rt.mark, "backup gateway " + b.str() + " of route " + rt.prefix.str() +
+                                     " repeats a gateway of the route");
+            } else if (connected_port(b) == nullptr) {
+                r.error(rt.mark, "backup gateway " + b.str() + " of route " + rt.prefix.str() +
+                                     " is in no connected subnet; expected it inside a port's "
+                                     "ipv4 prefix");
+            }
         }
         if (!prefixes.insert(rt.prefix).second) {
             r.error(rt.mark, "duplicate route " + rt.prefix.str());

@@ -64,6 +64,9 @@ struct DataplaneConfig {
 struct RouteConfig {
     net::Ipv4Prefix prefix;
     std::optional<net::Ipv4Addr> via;  // gateway; resolved to a port through a connected prefix
+    // Alternative gateways, in order of preference, used while `via` is down (its ARP entry
+    // expired or it never answered): the route fails over and comes back when `via` answers.
+    std::vector<net::Ipv4Addr> backup_via;
     std::string port;                  // device route (no gateway) or explicit egress port
     Mark mark;
 };

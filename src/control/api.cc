@@ -163,6 +163,13 @@ json to_json(const config::Config& c) {
         if (r.via) {
             j["via"] = r.via->str();
         }
+        if (!r.backup_via.empty()) {
+            json backups = json::array();
+            for (const auto& b : r.backup_via) {
+                backups.push_back(b.str());
+            }
+            j["backup_via"] = backups;
+        }
         if (!r.port.empty()) {
             j["port"] = r.port;
         }

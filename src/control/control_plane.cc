@@ -248,12 +248,15 @@ std::unique_ptr<runtime::Published> ControlPlane::build_locked(
     // retired, wait out their grace period (workers pass a quiescent state every loop, so this
     // takes microseconds) and retry once. Only this thread frees retired snapshots, so those
     // counted here still hold their memory when the first build fails.
+    config::Config failed_over;
+    const config::Config& effective = routes_failed_over_locked(cfg, failed_over);
     const size_t still_retired = dataplane_.reclaim();
-    auto snap = compile::build_snapshot(cfg, bindings, learned, fdb, next_generation_, error);
+    auto snap = compile::build_snapshot(effective, bindings, learned, fdb, next_generation_, error);
     if (!snap && still_retired != 0) {
         dataplane_.reclaim_all();
         error.clear();
-        snap = compile::build_snapshot(cfg, bindings, learned, fdb, next_generation_, error);
+        snap = compile::build_snapshot(effective, bindings, learned, fdb, next_generation_,
+                                       error);
     }
     if (!snap) {
         return nullptr;
@@ -264,7 +267,86 @@ std::unique_ptr<runtime::Published> ControlPlane::build_locked(
     return pub;
 }
 
+const config::Config& ControlPlane::routes_failed_over_locked(const config::Config& cfg,
+                                                              config::Config& storage) {
+    route_gateway_next_.clear();
+    bool changed = false;
+    for (size_t i = 0; i < cfg.routes.size(); ++i) {
+        const auto& rt = cfg.routes[i];
+        if (rt.backup_via.empty() || !rt.via) {
+            continue;
+        }
+        // The first gateway in preference order that is not down; all down: the primary
+        // (traffic keeps asking for it, and it is probed).
+        net::Ipv4Addr use = *rt.via;
+        if (down_gateways_.count(rt.via->value) != 0) {
+            for (const auto& b : rt.backup_via) {
+                if (down_gateways_.count(b.value) == 0) {
+                    use = b;
+                    break;
+                }
+            }
+        }
+        route_gateway_next_[rt.prefix] = use.value;
+        if (use.value != rt.via->value) {
+            if (!changed) {
+                storage = cfg;
+                changed = true;
+            }
+            storage.routes[i].via = use;
+        }
+    }
+    return changed ? storage : cfg;
+}
+
+bool ControlPlane::is_route_gateway_locked(uint32_t ip) const {
+    for (const auto& rt : running_.routes) {
+        if (rt.backup_via.empty()) {
+            continue;
+        }
+        if (rt.via && rt.via->value == ip) {
+            return true;
+        }
+        for (const auto& b : rt.backup_via) {
+            if (b.value == ip) {
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+void ControlPlane::gateway_down_locked(uint32_t ip, uint16_t port_id) {
+    if (is_route_gateway_locked(ip) && down_gateways_.count(ip) == 0) {
+        down_gateways_[ip] = DownGateway{port_id, rte_rdtsc()};
+        std::fprintf(stderr, "inaswitch: gateway %s is down; routes with backups avoid it\n",
+                     net::Ipv4Addr{ip}.str().c_str());
+    }
+}
+
 void ControlPlane::install_locked(std::unique_ptr<runtime::Published> pub) {
+    for (const auto& [prefix, gw] : route_gateway_next_) {
+        const auto cfg_route = std::find_if(running_.routes.begin(), running_.routes.end(),
+                                            [&](const auto& r) { return r.prefix == prefix; });
+        const bool on_primary = cfg_route == running_.routes.end() || !cfg_route->via ||
+                                cfg_route->via->value == gw;
+        const auto prev = route_gateway_.find(prefix);
+        const bool was_on_primary = prev == route_gateway_.end() || cfg_route == running_.routes.end() ||
+                                    !cfg_route->via || prev->second == cfg_route->via->value;
+        if (prev != route_gateway_.end() && prev->second == gw) {
+            continue;
+        }
+        if (!on_primary) {
+            ++counters_.route_failovers;
+            std::fprintf(stderr, "inaswitch: route %s fails over to backup gateway %s\n",
+                         prefix.str().c_str(), net::Ipv4Addr{gw}.str().c_str());
+        } else if (!was_on_primary) {
+            ++counters_.route_failbacks;
+            std::fprintf(stderr, "inaswitch: route %s is back on gateway %s\n",
+                         prefix.str().c_str(), net::Ipv4Addr{gw}.str().c_str());
+        }
+    }
+    route_gateway_ = route_gateway_next_;
     assign_bier_slots_locked(*pub->snapshot);
     ++next_generation_;
     dataplane_.publish(std::move(pub));
@@ -344,6 +426,7 @@ void ControlPlane::handle_event(const dp::Event& ev, bool& dirty) {
             }
             learned_[ev.ip] = Learned{mac, ev.port, now, 0};
             pending_.erase(ev.ip);
+            down_gateways_.erase(ev.ip);
             dirty = true;
             return;
         }
@@ -398,6 +481,7 @@ void ControlPlane::age_locked(bool& dirty) {
     for (auto it = learned_.begin(); it != learned_.end();) {
         const uint64_t age = now - it->second.updated_tsc;
         if (age > timeout) {
+            gateway_down_locked(it->first, it->second.port);
             it = learned_.erase(it);
             ++counters_.neighbours_expired;
             dirty = true;
@@ -417,12 +501,28 @@ void ControlPlane::age_locked(bool& dirty) {
             continue;
         }
         if (it->second.attempts >= 3) {
+            if (is_route_gateway_locked(it->first) && down_gateways_.count(it->first) == 0) {
+                gateway_down_locked(it->first, it->second.port);
+                dirty = true;
+            }
             it = pending_.erase(it);  // unreachable for now; the next packet asks again
             continue;
         }
         it->second.last_request_tsc = now;
         ++it->second.attempts;
         send_arp_request(it->first, it->second.port);
+        ++it;
+    }
+    for (auto it = down_gateways_.begin(); it != down_gateways_.end();) {
+        if (!is_route_gateway_locked(it->first)) {
+            it = down_gateways_.erase(it);  // no route names it any more
+            dirty = true;
+            continue;
+        }
+        if (now - it->second.last_probe_tsc >= interval) {
+            it->second.last_probe_tsc = now;
+            send_arp_request(it->first, it->second.port);
+        }
         ++it;
     }
     const uint64_t ageing = running_.l2.mac_ageing_s * tsc_hz_;
@@ -745,6 +845,7 @@ metrics::Stats ControlPlane::stats() const {
         s.learned_neighbours = learned_.size();
         s.fdb_entries = fdb_.size();
         s.routes = running_.routes.size();
+        s.gateways_down = down_gateways_.size();
     }
     s.generation = dataplane_.generation();
     s.uptime_s = static_cast<double>(rte_rdtsc() - start_tsc_) / static_cast<double>(tsc_hz_);

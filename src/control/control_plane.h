@@ -132,6 +132,12 @@ private:
                                                      const std::map<uint32_t, Learned>& learned,
                                                      std::string& error);
     void install_locked(std::unique_ptr<runtime::Published> pub);
+    // `cfg` with every route that has backups pointed at its first gateway not found down
+    // (R11); `cfg` itself when nothing changes. Records the choice for install_locked.
+    const config::Config& routes_failed_over_locked(const config::Config& cfg,
+                                                    config::Config& storage);
+    bool is_route_gateway_locked(uint32_t ip) const;
+    void gateway_down_locked(uint32_t ip, uint16_t port_id);
     ApplyResult apply_loaded(config::LoadResult loaded);
     // Rebuilds the running config's snapshot with the learned state (after events, ageing).
     bool publish_locked(std::string& error);
@@ -151,6 +157,18 @@ private:
     uint64_t start_tsc_ = 0;
     std::map<uint32_t, Learned> learned_;
     std::map<uint32_t, Pending> pending_;
+    // Route gateways found down (R11): their ARP entry expired, or resolving them gave up.
+    // Routes with backup_via avoid them; each is probed with an ARP request every request
+    // interval, and is up again as soon as it answers (learned again).
+    struct DownGateway {
+        uint16_t port = 0;
+        uint64_t last_probe_tsc = 0;
+    };
+    std::map<uint32_t, DownGateway> down_gateways_;
+    // The gateway each route with backups uses in the published snapshot (prefix -> gateway),
+    // and the choice of the snapshot being built, committed by install_locked.
+    std::map<net::Ipv4Prefix, uint32_t> route_gateway_;
+    std::map<net::Ipv4Prefix, uint32_t> route_gateway_next_;
     std::map<std::pair<uint64_t, uint16_t>, FdbState> fdb_;  // (mac, group) -> entry
     std::vector<uint32_t> free_fdb_indices_;
     metrics::ControlCounters counters_;

@@ -166,6 +166,14 @@ std::vector<prometheus::MetricFamily> families(const Stats& s) {
     }
     b.gauge("fdb_entries", "Learned MAC addresses in all L2 groups", d(s.fdb_entries));
     b.gauge("routes", "Configured static routes", d(s.routes));
+    b.gauge("route_gateways_down",
+            "Route gateways found down (ARP expired or unanswered) that routes with backup_via "
+            "avoid",
+            d(s.gateways_down));
+    b.counter("route_failovers_total", "Routes moved from a down gateway to a backup_via gateway",
+              d(s.control.route_failovers));
+    b.counter("route_failbacks_total", "Routes moved back to their primary gateway",
+              d(s.control.route_failbacks));
     b.gauge("mempool_mbufs", "Mbufs in the packet pool", d(s.mempool_size));
     b.gauge("mempool_mbufs_in_use", "Mbufs currently in use", d(s.mempool_in_use));
 

@@ -44,6 +44,8 @@ struct ControlCounters {
     uint64_t neighbour_table_full = 0;
     uint64_t fdb_table_full = 0;
     uint64_t events_dropped_backlog = 0;  // events read while the backlog was full
+    uint64_t route_failovers = 0;  // a route with backups moved off its down primary gateway
+    uint64_t route_failbacks = 0;  // and back once the primary answered again
 };
 
 // One BIFT as configured and resolved, with its counters summed over lcores.
@@ -68,6 +70,7 @@ struct Stats {
     size_t learned_neighbours = 0;
     size_t fdb_entries = 0;
     size_t routes = 0;
+    size_t gateways_down = 0;
     unsigned mempool_available = 0;
     unsigned mempool_in_use = 0;
     unsigned mempool_size = 0;

@@ -70,6 +70,10 @@ INA_PORT = 9470
 SWITCHES = ["s1", "s2", "s3", "s4", "s5", "s6", "s7"]
 HOSTS = {f"w{i}": f"s{(i + 1) // 2}" for i in range(1, 9)}   # w1,w2 -> s1 ... w7,w8 -> s4
 LINKS = [("s1", "s5"), ("s2", "s5"), ("s5", "s7"), ("s3", "s6"), ("s4", "s6"), ("s6", "s7")]
+# A redundant spine link, off by default: with Fig1(backup_links=True) s5 and s6 get a direct
+# link (10.0.56.0/24) that no primary path uses; routes whose primary gateway is s7 name the
+# peer across it as `backup_via`, so the tree survives s7's death (the R11 failover test).
+BACKUP_LINKS = [("s5", "s6")]
 UPLINK = {"s1": "s5", "s2": "s5", "s3": "s6", "s4": "s6", "s5": "s7", "s6": "s7", "s7": "s6"}
 CPU = {"s1": 0, "s2": 1, "s3": 0, "s4": 1, "s5": 0, "s6": 1, "s7": 0}
 
@@ -161,8 +165,15 @@ def hosts_behind(sw: str, peer: str) -> list[str]:
     return [h for h in HOSTS if next_hop(sw, h) == peer]
 
 
-def switch_routes(sw: str) -> list[dict]:
-    """Static routes of sw: every subnet not connected to it, via the next hop on the path."""
+def backup_peers(sw: str) -> list[str]:
+    """The switches sw reaches over a backup link."""
+    return [b if a == sw else a for a, b in BACKUP_LINKS if sw in (a, b)]
+
+
+def switch_routes(sw: str, backup_links: bool = False) -> list[dict]:
+    """Static routes of sw: every subnet not connected to it, via the next hop on the path;
+    with backup_links, a route also names the peer across sw's backup link as `backup_via`
+    when that peer reaches the subnet without the primary next hop."""
     connected = {f"10.1.{num(h)}.0/24" for h in neighbours(sw) if h.startswith("w")}
     connected |= {f"{link_net(sw, p)}.0/24" for p in neighbours(sw) if p.startswith("s")}
     targets: list[tuple[str, str]] = [(f"10.1.{num(h)}.0/24", HOSTS[h]) for h in HOSTS]
@@ -173,7 +184,13 @@ def switch_routes(sw: str) -> list[dict]:
         if prefix in connected:
             continue
         nh = next_hop(sw, far)
-        routes.append({"prefix": prefix, "via": switch_addr(nh, sw)})
+        route = {"prefix": prefix, "via": switch_addr(nh, sw)}
+        if backup_links:
+            backups = [switch_addr(b, sw) for b in backup_peers(sw)
+                       if b != nh and nh not in path(b, far)]
+            if backups:
+                route["backup_via"] = backups
+        routes.append(route)
     return routes
 
 
@@ -343,7 +360,8 @@ class Switch:
 
     def config_dict(self) -> dict:
         ports = []
-        for i, p in enumerate(neighbours(self.name)):
+        peers = neighbours(self.name) + (backup_peers(self.name) if self.fig.backup_links else [])
+        for i, p in enumerate(peers):
             ports.append({"name": p, "devargs": f"net_af_packet{i},iface={p},qdisc_bypass=1",
                           "ipv4": [f"{switch_addr(self.name, p)}/24"]})
         cfg: dict[str, Any] = {
@@ -353,9 +371,12 @@ class Switch:
             "mempool": {"mbufs": 2047, "cache_size": 64},
             "ports": ports,
             "dataplane": {"idle_sleep_us": self.fig.idle_sleep_us},
-            "routes": switch_routes(self.name),
+            "routes": switch_routes(self.name, self.fig.backup_links),
             "control": {"listen": f"127.0.0.1:{API_PORT}"},
         }
+        if self.fig.neighbour_timeout_s is not None:
+            cfg["arp"] = {"neighbour_timeout_s": self.fig.neighbour_timeout_s,
+                          "request_interval_ms": 500}
         if self.fig.results == "bier":
             cfg["bier"] = bier_section(self.name, self.fig.bier_bsl,
                                        self.fig.bier_groups.get(self.name))
@@ -526,7 +547,8 @@ class Fig1:
     def __init__(self, exe: str, jobs: list[VatJob] | None = None, *, results: str = "unicast",
                  prefix: str | None = None, persist: bool = False, start: bool = True,
                  idle_sleep_us: int = 50, bier_bsl: int = 256,
-                 bier_groups: dict[str, list[dict]] | None = None):
+                 bier_groups: dict[str, list[dict]] | None = None,
+                 backup_links: bool = False, neighbour_timeout_s: int | None = None):
         if results not in ("unicast", "bier"):
             raise ValueError(f"results: unicast or bier, not {results!r}")
         self.exe = os.path.abspath(exe)
@@ -536,6 +558,8 @@ class Fig1:
         self.idle_sleep_us = idle_sleep_us
         self.bier_bsl = bier_bsl
         self.bier_groups = bier_groups or {}   # switch -> groups it is the BFIR of
+        self.backup_links = backup_links
+        self.neighbour_timeout_s = neighbour_timeout_s
         self.prefix = prefix or f"{PREFIX}{os.getpid()}"
         self._closed = False
         if not persist:
@@ -583,7 +607,7 @@ class Fig1:
                            ("net.ipv4.conf.default.arp_ignore", 8),
                            ("net.ipv4.conf.all.arp_ignore", 8)):
                 self._in(sw, ["sysctl", "-qw", f"{key}={v}"])
-        for a, b in LINKS:
+        for a, b in LINKS + (BACKUP_LINKS if self.backup_links else []):
             self._veth(a, b, b, a)
         for h, sw in HOSTS.items():
             self._veth(sw, h, h, "eth0")

@@ -736,6 +736,48 @@ TEST(ConfigErrors, LcorePollsTooManyQueues) {
     EXPECT_TRUE(HasError(yaml, "t.yaml:7:5: ", "lcore 1 polls 33 RX queues; expected at most 32"));
 }
 
+TEST(ConfigLoad, RouteBackupGateways) {
+    const auto r = load_string(R"(version: 1
+ports:
+  - name: p0
+    devargs: a
+    ipv4: [10.0.0.1/24]
+  - name: p1
+    devargs: b
+    ipv4: [10.0.1.1/24]
+routes:
+  - {prefix: 10.9.0.0/16, via: 10.0.0.2, backup_via: [10.0.1.2, 10.0.0.3]}
+  - {prefix: 10.8.0.0/16, via: 10.0.0.2, backup_via: 10.0.1.2}
+)",
+                               "t.yaml");
+    ASSERT_TRUE(r.ok()) << r.error_text();
+    ASSERT_EQ(r.config->routes.size(), 2U);
+    ASSERT_EQ(r.config->routes[0].backup_via.size(), 2U);
+    EXPECT_EQ(r.config->routes[0].backup_via[0].str(), "10.0.1.2");
+    EXPECT_EQ(r.config->routes[0].backup_via[1].str(), "10.0.0.3");
+    ASSERT_EQ(r.config->routes[1].backup_via.size(), 1U);
+    EXPECT_EQ(r.config->routes[1].backup_via[0].str(), "10.0.1.2");
+}
+
+TEST(ConfigErrors, RouteBackupGateways) {
+    const char* head = R"(version: 1
+ports:
+  - name: p0
+    devargs: a
+    ipv4: [10.0.0.1/24]
+routes:
+)";
+    EXPECT_TRUE(HasError(std::string(head) + "  - {prefix: 10.9.0.0/16, via: 10.0.0.2, backup_via: 10.7.0.1}\n",
+                         "t.yaml:7:5: ",
+                         "backup gateway 10.7.0.1 of route 10.9.0.0/16 is in no connected subnet"));
+    EXPECT_TRUE(HasError(std::string(head) + "  - {prefix: 10.9.0.0/16, via: 10.0.0.2, backup_via: [10.0.0.2]}\n",
+                         "t.yaml:7:5: ", "repeats a gateway of the route"));
+    EXPECT_TRUE(HasError(std::string(head) + "  - {prefix: 10.9.0.0/16, port: p0, backup_via: 10.0.0.3}\n",
+                         "t.yaml:7:5: ", "expected 'backup_via' only beside a gateway 'via'"));
+    EXPECT_TRUE(HasError(std::string(head) + "  - {prefix: 10.9.0.0/16, via: 10.0.0.2, backup_via: [x]}\n",
+                         "t.yaml:7:55: ", "a backup gateway address"));
+}
+
 TEST(ConfigErrors, GatewayOutsideConnectedSubnets) {
     EXPECT_TRUE(HasError(R"(version: 1
 ports:
