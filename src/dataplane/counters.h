@@ -168,6 +168,12 @@ inline constexpr size_t kBierMalformedReasons = 6;  // wire::BierParseError
     for (size_t i = 0; i < (count); ++i) {                                                        \
         member[i] += o.member[i];                                                                 \
     }
+// Sums a struct with the same members (named c) into this one.
+#define INA_COUNTER_ADD_FROM(member, ...) member += c.member;
+#define INA_COUNTER_ARRAY_ADD_FROM(member, type, count, ...)                                     \
+    for (size_t i = 0; i < (count); ++i) {                                                        \
+        member[i] += c.member[i];                                                                 \
+    }
 #define INA_COUNTER_SUB(member, ...) member -= o.member;
 #define INA_COUNTER_ARRAY_SUB(member, type, count, ...)                                           \
     for (size_t i = 0; i < (count); ++i) {                                                        \
