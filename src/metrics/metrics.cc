@@ -8,9 +8,6 @@
 #include "wire/bier_header.h"
 
 #include <deque>
-#include <functional>
-#include <iterator>
-#include <optional>
 #include <sstream>
 
 namespace ina::metrics {
@@ -110,8 +107,10 @@ struct ArrayCounter {
 
 constexpr ScalarCounter<dp::LcoreCounters> kLcoreScalars[] = {
     INA_LCORE_COUNTERS(INA_LCORE_SCALAR, INA_SKIP)};
-constexpr ScalarCounter<dp::PortCounters> kPortScalars[] = {INA_PORT_COUNTERS(INA_PORT_SCALAR, INA_SKIP)};
-constexpr ScalarCounter<dp::BierCounters> kBierScalars[] = {INA_BIER_COUNTERS(INA_BIER_SCALAR, INA_SKIP)};
+constexpr ScalarCounter<dp::PortCounters> kPortScalars[] = {
+    INA_PORT_COUNTERS(INA_PORT_SCALAR, INA_SKIP)};
+constexpr ScalarCounter<dp::BierCounters> kBierScalars[] = {
+    INA_BIER_COUNTERS(INA_BIER_SCALAR, INA_SKIP)};
 constexpr ScalarCounter<ControlCounters> kControlScalars[] = {
     INA_CONTROL_COUNTERS(INA_CONTROL_SCALAR, INA_SKIP)};
 constexpr ScalarCounter<JobStats> kJobScalars[] = {INA_JOB_COUNTERS(INA_JOB_SCALAR, INA_SKIP)};
@@ -280,12 +279,14 @@ std::vector<prometheus::MetricFamily> families(const Stats& s) {
             const std::string job = std::to_string(j.job_id);
             const Labels with_role{{"job", job}, {"role", j.is_root ? "root" : "aggregator"}};
             for (size_t v = 0; v < j.verdicts.size(); ++v) {
-                Builder::add(contributions, d(j.verdicts[v]), {{"job", job}, {"verdict", kVerdicts[v]}});
+                Builder::add(contributions, d(j.verdicts[v]),
+                             {{"job", job}, {"verdict", kVerdicts[v]}});
             }
             Builder::add(in_use, d(j.slots_in_use), with_role);
             Builder::add(cap, d(j.capacity), with_role);
             for (const auto& c : kJobScalars) {
-                add_scalar(b, c, j, c.exposition == Exposition::per_job_role ? with_role : Labels{{"job", job}});
+                const bool role = c.exposition == Exposition::per_job_role;
+                add_scalar(b, c, j, role ? with_role : Labels{{"job", job}});
             }
             for (size_t r = 0; r < j.rejected.size(); ++r) {
                 Builder::add(rejected, d(j.rejected[r]),

@@ -41,7 +41,8 @@ namespace ina::metrics {
 
 #define INA_COUNTER_BYTES(member, ...) +sizeof(uint64_t)
 #define INA_COUNTER_ARRAY_BYTES(member, type, count, ...) +sizeof(type) * (count)
-static_assert(sizeof(ina::ChunkCounters) == 0 INA_JOB_COUNTERS(INA_COUNTER_BYTES, INA_COUNTER_ARRAY_BYTES),
+static_assert(sizeof(ina::ChunkCounters) ==
+                  0 INA_JOB_COUNTERS(INA_COUNTER_BYTES, INA_COUNTER_ARRAY_BYTES),
               "ina::ChunkCounters has a counter INA_JOB_COUNTERS does not list");
 
 struct JobStats {
