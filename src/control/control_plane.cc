@@ -244,11 +244,13 @@ std::unique_ptr<runtime::Published> ControlPlane::build_locked(
         fdb.push_back({mac_of_key(key.first), key.second, e.port, e.index});
     }
     // Each snapshot owns an LPM with a 64 MiB first-level table: free what the workers have
-    // finished with before building, and if memory is still short, wait out the grace period
-    // (workers pass a quiescent state every loop, so this takes microseconds) and retry once.
-    dataplane_.reclaim();
+    // finished with before building, and if memory is short while older snapshots are still
+    // retired, wait out their grace period (workers pass a quiescent state every loop, so this
+    // takes microseconds) and retry once. Only this thread frees retired snapshots, so those
+    // counted here still hold their memory when the first build fails.
+    const size_t still_retired = dataplane_.reclaim();
     auto snap = compile::build_snapshot(cfg, bindings, learned, fdb, next_generation_, error);
-    if (!snap && dataplane_.reclaim() != 0) {
+    if (!snap && still_retired != 0) {
         dataplane_.reclaim_all();
         error.clear();
         snap = compile::build_snapshot(cfg, bindings, learned, fdb, next_generation_, error);
