@@ -15,7 +15,8 @@ namespace ina::compile {
 
 using namespace ina::dp;  // this file fills in dp::Snapshot field by field
 
-static_assert(dp::kMaxInaJobs == config::kMaxInaJobs && dp::kMaxUnicastWorkers == config::kMaxUnicastWorkers,
+static_assert(dp::kMaxInaJobs == config::kMaxInaJobs &&
+                  dp::kMaxUnicastWorkers == config::kMaxUnicastWorkers,
               "the schema accepts exactly what a snapshot holds");
 
 namespace {

@@ -864,18 +864,7 @@ metrics::Stats ControlPlane::stats() const {
             js.job_id = id;
             js.is_root = job.cfg.role == config::InaRole::root;
             for (const auto& t : job.tables) {
-                const auto& c = t->counters();
-                for (size_t v = 0; v < js.verdicts.size(); ++v) {
-                    js.verdicts[v] += c.verdicts[v];
-                }
-                js.slot_timeouts += c.slot_timeouts;
-                js.rx_retransmit += c.rx_retransmit;
-                js.rx_fallback_flag += c.rx_fallback_flag;
-                js.fallback_no_slot += c.fallback_no_slot;
-                js.fallback_sticky += c.fallback_sticky;
-                for (size_t r = 0; r < js.rejected.size(); ++r) {
-                    js.rejected[r] += c.rejected[r];
-                }
+                js += t->counters();
                 js.slots_in_use += t->slots_in_use();
                 js.capacity += t->capacity();
             }
@@ -893,18 +882,8 @@ metrics::Stats ControlPlane::stats() const {
                                           t.neighbours[k].resolved);
             }
             b.local_bits = t.local_bp.size();
-            const dp::BierCounters total = bier_slot_total(t.counter_slot);
-            const dp::BierCounters& base = bier_slots_[t.counter_slot].baseline;
-            b.counters.packets = total.packets - base.packets;
-            b.counters.ttl_expired = total.ttl_expired - base.ttl_expired;
-            b.counters.bits_no_neighbour = total.bits_no_neighbour - base.bits_no_neighbour;
-            b.counters.delivered = total.delivered - base.delivered;
-            for (size_t i = 0; i < dp::kBierNeighbourSlots; ++i) {
-                b.counters.copies[i] = total.copies[i] - base.copies[i];
-            }
-            for (size_t i = 0; i < dp::kBierMalformedReasons; ++i) {
-                b.counters.malformed[i] = total.malformed[i] - base.malformed[i];
-            }
+            b.counters = bier_slot_total(t.counter_slot);
+            b.counters -= bier_slots_[t.counter_slot].baseline;
             s.bifts.push_back(std::move(b));
         }
     }

@@ -73,124 +73,135 @@ inline constexpr std::array<std::string_view, kDropReasonCount> kDropReasonHelp 
 // RX burst sizes in power-of-two buckets: 1, 2-3, 4-7, 8-15, 16-31, 32-63, 64.
 inline constexpr size_t kBurstBuckets = 7;
 
-struct PortCounters {
-    uint64_t rx_packets = 0;
-    uint64_t rx_bytes = 0;
-    uint64_t tx_packets = 0;
-    uint64_t tx_bytes = 0;
-    uint64_t tx_dropped = 0;  // rejected by the PMD's TX burst, freed
-};
+// Counter structs are generated from one list each, so a counter cannot miss its summation or
+// its metric: the struct's members, operator+= and -= and the exposition in metrics.cc all
+// expand the same list, and tests/unit/test_metrics.cc checks that every entry reaches the
+// exposition. Entries, in member order:
+//   S(member, exposition, metric, help)          one uint64_t
+//   A(member, element type, count, metric, help) a std::array; its labels are chosen in metrics.cc
+// `metric` is the family name after "inaswitch_"; entries (of any list) that share a name share
+// its help, and their values are summed into one sample. An A entry of a struct type with its
+// own list has no metric ("") of its own: each of its element's counters has one.
+// Exposition: total (one sample, summed over lcores), per_lcore (one sample per lcore, label
+// `lcore`), per_port (label `port`), per_bift (labels bift_id, sd, bsl, set).
+
+#define INA_PORT_COUNTERS(S, A)                                                                   \
+    S(rx_packets, per_port, "port_rx_packets_total", "Packets received by the dataplane")          \
+    S(rx_bytes, per_port, "port_rx_bytes_total", "Bytes received by the dataplane")                \
+    S(tx_packets, per_port, "port_tx_packets_total", "Packets accepted by the port's TX queues")   \
+    S(tx_bytes, per_port, "port_tx_bytes_total", "Bytes accepted by the port's TX queues")         \
+    S(tx_dropped, per_port, "port_tx_dropped_total", "Packets the port's TX queues rejected (freed)")
 
 // Per-BIFT counters. A BIFT's slot (BiftView::counter_slot) is stable across reloads.
 inline constexpr size_t kBierCounterSlots = 64;
 inline constexpr size_t kBierNeighbourSlots = 16;
 inline constexpr size_t kBierMalformedReasons = 6;  // wire::BierParseError
 
-struct BierCounters {
-    uint64_t packets = 0;            // received for this BIFT, or encapsulated into it here
-    uint64_t ttl_expired = 0;        // packets that could not be forwarded to neighbours
-    uint64_t bits_no_neighbour = 0;  // bits cleared because no neighbour or own bit has them
-    uint64_t delivered = 0;          // decapsulated copies for own bits
-    std::array<uint64_t, kBierNeighbourSlots> copies{};  // by neighbour index in the BIFT
-    std::array<uint64_t, kBierMalformedReasons> malformed{};
+// packets: received for this BIFT, or encapsulated into it here; ttl_expired: could not be
+// forwarded to neighbours; bits_no_neighbour: bits cleared because no neighbour or own bit has
+// them; delivered: decapsulated copies for own bits; copies: by neighbour index in the BIFT.
+#define INA_BIER_COUNTERS(S, A)                                                                   \
+    S(packets, per_bift, "bier_packets_total",                                                    \
+      "BIER packets received for a BIFT or encapsulated into it")                                 \
+    S(ttl_expired, per_bift, "bier_ttl_expired_total",                                            \
+      "BIER packets whose TTL left nothing to forward to neighbours")                             \
+    S(bits_no_neighbour, per_bift, "bier_bits_no_neighbour_total",                               \
+      "BitString bits cleared because no neighbour or own bit has them")                          \
+    S(delivered, per_bift, "bier_bift_delivered_total", "Decapsulated deliveries for own bits")    \
+    A(copies, uint64_t, kBierNeighbourSlots, "bier_copies_by_neighbour_total",                    \
+      "BIER copies sent per BIFT and neighbour")                                                  \
+    A(malformed, uint64_t, kBierMalformedReasons, "bier_malformed_total",                         \
+      "Malformed BIER headers by reason")
 
-    BierCounters& operator+=(const BierCounters& o) {
-        packets += o.packets;
-        ttl_expired += o.ttl_expired;
-        bits_no_neighbour += o.bits_no_neighbour;
-        delivered += o.delivered;
-        for (size_t i = 0; i < kBierNeighbourSlots; ++i) {
-            copies[i] += o.copies[i];
-        }
-        for (size_t i = 0; i < kBierMalformedReasons; ++i) {
-            malformed[i] += o.malformed[i];
-        }
-        return *this;
+// INA: per-job detail lives in each job's chunk table counters (metrics/stats.h). ina_rejected
+// counts contributions failing ingress or header checks, or outside the A-BM; ina_malformed is
+// by ina::proto::ParseError; events_lost are control-plane events dropped on a full ring.
+#define INA_LCORE_COUNTERS(S, A)                                                                  \
+    S(loops, per_lcore, "lcore_loops_total", "Poll loop iterations")                              \
+    S(busy_loops, per_lcore, "lcore_busy_loops_total", "Poll loop iterations that received packets") \
+    S(rx_bursts, per_lcore, "lcore_rx_bursts_total", "Non-empty RX bursts")                       \
+    S(idle_sleeps, per_lcore, "lcore_idle_sleeps_total", "Idle back-off sleeps")                  \
+    S(tx_bursts, per_lcore, "lcore_tx_bursts_total", "TX bursts handed to ports")                 \
+    A(burst_size, uint64_t, kBurstBuckets, "lcore_rx_bursts_by_size_total",                       \
+      "Non-empty RX bursts by packet count")                                                      \
+    S(routed, total, "routed_packets_total", "IPv4 packets routed")                               \
+    S(bridged, total, "bridged_packets_total", "Frames bridged to a known port in an L2 group")   \
+    S(flooded, total, "flooded_packets_total", "Frames flooded in an L2 group (once per frame)")  \
+    S(arp_replies, total, "arp_replies_total", "ARP replies sent for the switch's own addresses") \
+    S(arp_learned, total, "arp_learned_total",                                                    \
+      "ARP packets that reported a neighbour to the control plane")                               \
+    S(icmp_echo_replies, total, "icmp_echo_replies_total",                                        \
+      "ICMP echo replies sent for the switch's own addresses")                                    \
+    S(events_lost, total, "control_events_lost_total", "Worker events lost to a full ring")       \
+    S(ina_packets, total, "ina_packets_total", "UDP datagrams on the INA port that parsed as INA") \
+    S(ina_not_ina, total, "ina_not_ina_total",                                                    \
+      "UDP datagrams on the INA port that did not parse (routed as is)")                          \
+    S(ina_unknown_job, total, "ina_unknown_job_total",                                            \
+      "INA packets for a job this switch does not have (routed)")                                 \
+    S(ina_rejected, total, "ina_rejected_total",                                                  \
+      "INA contributions failing ingress, header or A-BM checks (on_reject applies)")             \
+    S(ina_absorbed, total, "ina_absorbed_total", "Contributions absorbed into aggregation slots")  \
+    S(ina_partials_sent, total, "ina_partials_sent_total",                                        \
+      "Partial results an aggregator sent to its parent")                                         \
+    S(ina_results_sent, total, "ina_results_sent_total", "Result packets a root sent to workers") \
+    S(ina_resent, total, "ina_resent_total",                                                      \
+      "Results or partials re-sent for a retransmitted contribution")                             \
+    S(ina_fallbacks, total, "ina_fallbacks_total", "Contributions forwarded unaggregated (no slot)") \
+    S(ina_handed_off, total, "ina_handed_off_total",                                              \
+      "Contributions passed to the lcore that owns their chunk")                                  \
+    A(ina_malformed, uint64_t, kInaParseErrors, "ina_malformed_total",                            \
+      "UDP datagrams on the INA port that are not INA v1, by parse error")                        \
+    S(bier_copies, total, "bier_copies_total", "BIER copies sent to neighbour BFRs (all BIFTs)")  \
+    S(bier_delivered, total, "bier_delivered_total",                                              \
+      "BIER payloads delivered to local hosts (all BIFTs)")                                       \
+    S(mcast_encapsulated, total, "bier_mcast_encapsulated_total",                                 \
+      "IPv4 multicast packets this switch put on BIER as the BFIR")                               \
+    A(drops, uint64_t, kDropReasonCount, "drops_total", "Packets dropped by the dataplane, by reason") \
+    A(ports, PortCounters, kMaxPorts, "", "")                                                     \
+    A(bier, BierCounters, kBierCounterSlots, "", "")
+
+// Expansions of a list into members, += and -=.
+#define INA_COUNTER_MEMBER(member, ...) uint64_t member = 0;
+#define INA_COUNTER_ARRAY_MEMBER(member, type, count, ...) std::array<type, count> member{};
+#define INA_COUNTER_ADD(member, ...) member += o.member;
+#define INA_COUNTER_ARRAY_ADD(member, type, count, ...)                                           \
+    for (size_t i = 0; i < (count); ++i) {                                                        \
+        member[i] += o.member[i];                                                                 \
     }
+// Sums a struct with the same members (named c) into this one.
+#define INA_COUNTER_ADD_FROM(member, ...) member += c.member;
+#define INA_COUNTER_ARRAY_ADD_FROM(member, type, count, ...)                                     \
+    for (size_t i = 0; i < (count); ++i) {                                                        \
+        member[i] += c.member[i];                                                                 \
+    }
+#define INA_COUNTER_SUB(member, ...) member -= o.member;
+#define INA_COUNTER_ARRAY_SUB(member, type, count, ...)                                           \
+    for (size_t i = 0; i < (count); ++i) {                                                        \
+        member[i] -= o.member[i];                                                                 \
+    }
+// Members, then the control-plane-side arithmetic: += sums another lcore's block into this one,
+// -= takes a baseline off (a reused BIFT slot).
+#define INA_COUNTER_STRUCT_BODY(name, LIST)                                                       \
+    LIST(INA_COUNTER_MEMBER, INA_COUNTER_ARRAY_MEMBER)                                            \
+    name& operator+=(const name& o) {                                                             \
+        LIST(INA_COUNTER_ADD, INA_COUNTER_ARRAY_ADD)                                              \
+        return *this;                                                                             \
+    }                                                                                             \
+    name& operator-=(const name& o) {                                                             \
+        LIST(INA_COUNTER_SUB, INA_COUNTER_ARRAY_SUB)                                              \
+        return *this;                                                                             \
+    }
+
+struct PortCounters {
+    INA_COUNTER_STRUCT_BODY(PortCounters, INA_PORT_COUNTERS)
+};
+
+struct BierCounters {
+    INA_COUNTER_STRUCT_BODY(BierCounters, INA_BIER_COUNTERS)
 };
 
 struct alignas(64) LcoreCounters {
-    uint64_t loops = 0;
-    uint64_t busy_loops = 0;  // loops that received at least one packet
-    uint64_t rx_bursts = 0;   // non-empty RX bursts
-    uint64_t idle_sleeps = 0;
-    uint64_t tx_bursts = 0;
-    std::array<uint64_t, kBurstBuckets> burst_size{};
-    uint64_t routed = 0;
-    uint64_t bridged = 0;
-    uint64_t flooded = 0;  // frames flooded to an L2 group (counted once per frame)
-    uint64_t arp_replies = 0;
-    uint64_t arp_learned = 0;  // ARP packets that reported a neighbour to the control plane
-    uint64_t icmp_echo_replies = 0;
-    uint64_t events_lost = 0;  // control-plane events dropped because the ring was full
-    // INA (per-job detail lives in each job's ChunkTable counters).
-    uint64_t ina_packets = 0;          // UDP on the INA port that parsed as INA
-    uint64_t ina_not_ina = 0;          // UDP on the INA port that did not parse: routed as is
-    uint64_t ina_unknown_job = 0;      // INA for a job this switch does not have: routed as is
-    uint64_t ina_rejected = 0;         // failed ingress or header checks, or outside the A-BM
-    uint64_t ina_absorbed = 0;
-    uint64_t ina_partials_sent = 0;    // aggregator: partial results to the parent
-    uint64_t ina_results_sent = 0;     // root: result packets to workers
-    uint64_t ina_resent = 0;           // results or partials re-emitted for a retransmission
-    uint64_t ina_fallbacks = 0;        // contributions forwarded unaggregated (fallback flag)
-    uint64_t ina_handed_off = 0;       // contributions passed to the lcore owning their chunk
-    // UDP on the INA port that did not parse, by ina::proto::ParseError.
-    std::array<uint64_t, kInaParseErrors> ina_malformed{};
-    uint64_t bier_copies = 0;     // BIER copies sent to neighbours (all BIFTs)
-    uint64_t bier_delivered = 0;  // BIER payloads delivered to local hosts (all BIFTs)
-    uint64_t mcast_encapsulated = 0;  // IPv4 multicast packets this BFIR put on BIER
-    std::array<uint64_t, kDropReasonCount> drops{};
-    std::array<PortCounters, kMaxPorts> ports{};
-    std::array<BierCounters, kBierCounterSlots> bier{};
-
-    // Control-plane side only: sums another lcore's block into this one.
-    LcoreCounters& operator+=(const LcoreCounters& o) {
-        loops += o.loops;
-        busy_loops += o.busy_loops;
-        rx_bursts += o.rx_bursts;
-        idle_sleeps += o.idle_sleeps;
-        tx_bursts += o.tx_bursts;
-        for (size_t i = 0; i < kBurstBuckets; ++i) {
-            burst_size[i] += o.burst_size[i];
-        }
-        routed += o.routed;
-        bridged += o.bridged;
-        flooded += o.flooded;
-        arp_replies += o.arp_replies;
-        arp_learned += o.arp_learned;
-        icmp_echo_replies += o.icmp_echo_replies;
-        events_lost += o.events_lost;
-        ina_packets += o.ina_packets;
-        ina_not_ina += o.ina_not_ina;
-        ina_unknown_job += o.ina_unknown_job;
-        ina_rejected += o.ina_rejected;
-        ina_absorbed += o.ina_absorbed;
-        ina_partials_sent += o.ina_partials_sent;
-        ina_results_sent += o.ina_results_sent;
-        ina_resent += o.ina_resent;
-        ina_fallbacks += o.ina_fallbacks;
-        ina_handed_off += o.ina_handed_off;
-        for (size_t i = 0; i < kInaParseErrors; ++i) {
-            ina_malformed[i] += o.ina_malformed[i];
-        }
-        bier_copies += o.bier_copies;
-        bier_delivered += o.bier_delivered;
-        mcast_encapsulated += o.mcast_encapsulated;
-        for (size_t i = 0; i < kDropReasonCount; ++i) {
-            drops[i] += o.drops[i];
-        }
-        for (size_t i = 0; i < kBierCounterSlots; ++i) {
-            bier[i] += o.bier[i];
-        }
-        for (size_t p = 0; p < kMaxPorts; ++p) {
-            ports[p].rx_packets += o.ports[p].rx_packets;
-            ports[p].rx_bytes += o.ports[p].rx_bytes;
-            ports[p].tx_packets += o.ports[p].tx_packets;
-            ports[p].tx_bytes += o.ports[p].tx_bytes;
-            ports[p].tx_dropped += o.ports[p].tx_dropped;
-        }
-        return *this;
-    }
+    INA_COUNTER_STRUCT_BODY(LcoreCounters, INA_LCORE_COUNTERS)
 };
 
 inline size_t burst_bucket(uint16_t n) {

@@ -8,9 +8,6 @@
 #include "wire/bier_header.h"
 
 #include <deque>
-#include <functional>
-#include <iterator>
-#include <optional>
 #include <sstream>
 
 namespace ina::metrics {
@@ -24,8 +21,16 @@ using Labels = std::vector<ClientMetric::Label>;
 
 class Builder {
 public:
+    // The family named `name`, made on first use: counters of several lists that share a name
+    // (control_events_lost_total) land in one family.
     MetricFamily& family(const std::string& name, const std::string& help, MetricType type) {
-        out_.push_back(MetricFamily{"inaswitch_" + name, help, type, {}});
+        const std::string full = "inaswitch_" + name;
+        for (auto& f : out_) {
+            if (f.name == full) {
+                return f;
+            }
+        }
+        out_.push_back(MetricFamily{full, help, type, {}});
         return out_.back();
     }
     void counter(const std::string& name, const std::string& help, double v, Labels l = {}) {
@@ -34,7 +39,14 @@ public:
     void gauge(const std::string& name, const std::string& help, double v, Labels l = {}) {
         add(family(name, help, MetricType::Gauge), v, std::move(l));
     }
+    // A sample whose labels the family already has is summed into it.
     static void add(MetricFamily& f, double v, Labels l) {
+        for (auto& m : f.metric) {
+            if (m.label == l) {
+                (f.type == MetricType::Counter ? m.counter.value : m.gauge.value) += v;
+                return;
+            }
+        }
         ClientMetric m;
         m.label = std::move(l);
         if (f.type == MetricType::Counter) {
@@ -44,8 +56,15 @@ public:
         }
         f.metric.push_back(std::move(m));
     }
+    // A family without samples is not valid exposition: those are left out.
     std::vector<MetricFamily> take() {
-        return {std::make_move_iterator(out_.begin()), std::make_move_iterator(out_.end())};
+        std::vector<MetricFamily> out;
+        for (auto& f : out_) {
+            if (!f.metric.empty()) {
+                out.push_back(std::move(f));
+            }
+        }
+        return out;
     }
 
 private:
@@ -55,6 +74,93 @@ private:
 
 double d(uint64_t v) { return static_cast<double>(v); }
 
+// Where a scalar counter's samples come from and which labels they carry (dataplane/counters.h).
+enum class Exposition : uint8_t { total, per_lcore, per_port, per_bift, per_job, per_job_role };
+
+template <typename Struct>
+struct ScalarCounter {
+    uint64_t Struct::*member;
+    Exposition exposition;
+    std::string_view metric;  // family name, optionally followed by one {label="value"}
+    std::string_view help;
+};
+
+struct ArrayCounter {
+    std::string_view member;
+    std::string_view metric;
+    std::string_view help;
+};
+
+#define INA_SKIP(...)
+#define INA_ARRAY_INFO(member, type, count, metric, help) ArrayCounter{#member, metric, help},
+
+#define INA_LCORE_SCALAR(member, expo, metric, help)                                              \
+    ScalarCounter<dp::LcoreCounters>{&dp::LcoreCounters::member, Exposition::expo, metric, help},
+#define INA_PORT_SCALAR(member, expo, metric, help)                                               \
+    ScalarCounter<dp::PortCounters>{&dp::PortCounters::member, Exposition::expo, metric, help},
+#define INA_BIER_SCALAR(member, expo, metric, help)                                               \
+    ScalarCounter<dp::BierCounters>{&dp::BierCounters::member, Exposition::expo, metric, help},
+#define INA_CONTROL_SCALAR(member, expo, metric, help)                                            \
+    ScalarCounter<ControlCounters>{&ControlCounters::member, Exposition::expo, metric, help},
+#define INA_JOB_SCALAR(member, expo, metric, help)                                                \
+    ScalarCounter<JobStats>{&JobStats::member, Exposition::expo, metric, help},
+
+constexpr ScalarCounter<dp::LcoreCounters> kLcoreScalars[] = {
+    INA_LCORE_COUNTERS(INA_LCORE_SCALAR, INA_SKIP)};
+constexpr ScalarCounter<dp::PortCounters> kPortScalars[] = {
+    INA_PORT_COUNTERS(INA_PORT_SCALAR, INA_SKIP)};
+constexpr ScalarCounter<dp::BierCounters> kBierScalars[] = {
+    INA_BIER_COUNTERS(INA_BIER_SCALAR, INA_SKIP)};
+constexpr ScalarCounter<ControlCounters> kControlScalars[] = {
+    INA_CONTROL_COUNTERS(INA_CONTROL_SCALAR, INA_SKIP)};
+constexpr ScalarCounter<JobStats> kJobScalars[] = {INA_JOB_COUNTERS(INA_JOB_SCALAR, INA_SKIP)};
+
+constexpr ArrayCounter kLcoreArrays[] = {INA_LCORE_COUNTERS(INA_SKIP, INA_ARRAY_INFO)};
+constexpr ArrayCounter kBierArrays[] = {INA_BIER_COUNTERS(INA_SKIP, INA_ARRAY_INFO)};
+constexpr ArrayCounter kJobArrays[] = {INA_JOB_COUNTERS(INA_SKIP, INA_ARRAY_INFO)};
+
+// The list entry of an array member; a name no list has does not compile.
+template <size_t N>
+consteval ArrayCounter array_counter(const ArrayCounter (&list)[N], std::string_view member) {
+    for (const auto& a : list) {
+        if (a.member == member) {
+            return a;
+        }
+    }
+    throw "no such array counter";
+}
+
+// "name{key=\"value\"}" -> name, and the label appended to `labels`.
+std::string split_metric(std::string_view metric, Labels& labels) {
+    const size_t brace = metric.find('{');
+    if (brace == std::string_view::npos) {
+        return std::string(metric);
+    }
+    const std::string_view label = metric.substr(brace + 1, metric.size() - brace - 2);
+    const size_t eq = label.find('=');
+    labels.push_back({std::string(label.substr(0, eq)),
+                      std::string(label.substr(eq + 2, label.size() - eq - 3))});
+    return std::string(metric.substr(0, brace));
+}
+
+template <typename Struct>
+void add_scalar(Builder& b, const ScalarCounter<Struct>& c, const Struct& values, Labels labels) {
+    const std::string name = split_metric(c.metric, labels);
+    Builder::add(b.family(name, std::string(c.help), MetricType::Counter), d(values.*c.member),
+                 std::move(labels));
+}
+
+MetricFamily& array_family(Builder& b, const ArrayCounter& a) {
+    return b.family(std::string(a.metric), std::string(a.help), MetricType::Counter);
+}
+
+Labels bift_labels(const Stats& s, const BiftStats& t) {
+    return Labels{{"bift_id", std::to_string(t.bift_id)},
+                  {"sd", std::to_string(s.bier_sub_domain)},
+                  {"bsl", std::to_string(t.bsl_bits)},
+                  {"set", std::to_string(t.set_id)}};
+}
+
 }  // namespace
 
 std::vector<prometheus::MetricFamily> families(const Stats& s) {
@@ -63,33 +169,14 @@ std::vector<prometheus::MetricFamily> families(const Stats& s) {
     b.gauge("uptime_seconds", "Seconds since the dataplane started", s.uptime_s);
     b.gauge("config_generation", "Generation of the published forwarding snapshot",
             d(s.generation));
-    {
-        auto& f = b.family("config_reloads_total", "Config reloads by result", MetricType::Counter);
-        Builder::add(f, d(s.control.reloads_ok), {{"result", "ok"}});
-        Builder::add(f, d(s.control.reloads_failed), {{"result", "failed"}});
+    for (const auto& c : kControlScalars) {
+        add_scalar(b, c, s.control, {});
     }
-    b.counter("snapshots_published_total", "Forwarding snapshots published (config or learning)",
-              d(s.control.snapshots_published));
 
     // Ports: what the dataplane counted, then what the device itself reports.
-    struct PortMetric {
-        const char* name;
-        const char* help;
-        uint64_t dp::PortCounters::*field;
-    };
-    const PortMetric port_metrics[] = {
-        {"port_rx_packets_total", "Packets received by the dataplane", &dp::PortCounters::rx_packets},
-        {"port_rx_bytes_total", "Bytes received by the dataplane", &dp::PortCounters::rx_bytes},
-        {"port_tx_packets_total", "Packets accepted by the port's TX queues",
-         &dp::PortCounters::tx_packets},
-        {"port_tx_bytes_total", "Bytes accepted by the port's TX queues", &dp::PortCounters::tx_bytes},
-        {"port_tx_dropped_total", "Packets the port's TX queues rejected (freed)",
-         &dp::PortCounters::tx_dropped},
-    };
-    for (const auto& pm : port_metrics) {
-        auto& f = b.family(pm.name, pm.help, MetricType::Counter);
+    for (const auto& c : kPortScalars) {
         for (const auto& p : s.ports) {
-            Builder::add(f, d(s.total.ports[p.port_id].*pm.field), {{"port", p.name}});
+            add_scalar(b, c, s.total.ports[p.port_id], {{"port", p.name}});
         }
     }
     struct HwMetric {
@@ -130,35 +217,42 @@ std::vector<prometheus::MetricFamily> families(const Stats& s) {
         }
     }
 
+    // Every lcore scalar: totals summed over lcores, loop health per lcore.
+    for (const auto& c : kLcoreScalars) {
+        if (c.exposition == Exposition::per_lcore) {
+            for (const auto& [lcore, counters] : s.per_lcore) {
+                add_scalar(b, c, counters, {{"lcore", std::to_string(lcore)}});
+            }
+        } else {
+            add_scalar(b, c, s.total, {});
+        }
+    }
     {
-        auto& f = b.family("drops_total", "Packets dropped by the dataplane, by reason",
-                           MetricType::Counter);
+        auto& f = array_family(b, array_counter(kLcoreArrays, "drops"));
         for (size_t i = 0; i < dp::kDropReasonCount; ++i) {
             Builder::add(f, d(s.total.drops[i]), {{"reason", std::string(dp::kDropReasonNames[i])}});
         }
     }
-    b.counter("routed_packets_total", "IPv4 packets routed", d(s.total.routed));
-    b.counter("bridged_packets_total", "Frames bridged to a known port in an L2 group",
-              d(s.total.bridged));
-    b.counter("flooded_packets_total", "Frames flooded in an L2 group (once per frame)",
-              d(s.total.flooded));
-    b.counter("arp_replies_total", "ARP replies sent for the switch's own addresses",
-              d(s.total.arp_replies));
-    b.counter("arp_requests_sent_total", "ARP requests sent to resolve next hops",
-              d(s.control.arp_requests_sent));
-    b.counter("arp_requests_failed_total", "ARP requests not sent (no mbuf or ring full)",
-              d(s.control.arp_requests_failed));
-    b.counter("icmp_echo_replies_total", "ICMP echo replies sent for the switch's own addresses",
-              d(s.total.icmp_echo_replies));
-    b.counter("control_events_total", "Worker events processed by the control plane",
-              d(s.control.events_processed));
-    b.counter("control_events_lost_total", "Worker events lost to a full ring",
-              d(s.total.events_lost + s.control.events_dropped_backlog));
-    b.counter("neighbours_expired_total", "Learned neighbours removed by ageing",
-              d(s.control.neighbours_expired));
-    b.counter("fdb_expired_total", "FDB entries removed by ageing", d(s.control.fdb_expired));
-    b.counter("table_full_total", "Learning refused because a table was full",
-              d(s.control.neighbour_table_full + s.control.fdb_table_full));
+    {
+        auto& f = array_family(b, array_counter(kLcoreArrays, "ina_malformed"));
+        for (size_t e = 0; e < s.total.ina_malformed.size(); ++e) {
+            Builder::add(f, d(s.total.ina_malformed[e]),
+                         {{"reason", std::string(ina::proto::to_string(
+                                         static_cast<ina::proto::ParseError>(e)))}});
+        }
+    }
+    {
+        static const char* const kBucketNames[dp::kBurstBuckets] = {"1",     "2-3",   "4-7", "8-15",
+                                                                    "16-31", "32-63", "64"};
+        auto& f = array_family(b, array_counter(kLcoreArrays, "burst_size"));
+        for (const auto& [lcore, c] : s.per_lcore) {
+            for (size_t i = 0; i < dp::kBurstBuckets; ++i) {
+                Builder::add(f, d(c.burst_size[i]),
+                             {{"lcore", std::to_string(lcore)}, {"size", kBucketNames[i]}});
+            }
+        }
+    }
+
     {
         auto& f = b.family("neighbours", "Neighbour table entries", MetricType::Gauge);
         Builder::add(f, d(s.static_neighbours), {{"kind", "static"}});
@@ -170,124 +264,52 @@ std::vector<prometheus::MetricFamily> families(const Stats& s) {
             "Route gateways found down (ARP expired or unanswered) that routes with backup_via "
             "avoid",
             d(s.gateways_down));
-    b.counter("route_failovers_total", "Routes moved from a down gateway to a backup_via gateway",
-              d(s.control.route_failovers));
-    b.counter("route_failbacks_total", "Routes moved back to their primary gateway",
-              d(s.control.route_failbacks));
     b.gauge("mempool_mbufs", "Mbufs in the packet pool", d(s.mempool_size));
     b.gauge("mempool_mbufs_in_use", "Mbufs currently in use", d(s.mempool_in_use));
 
-    // In-network aggregation: dataplane totals, then per job (summed over lcores).
-    b.counter("ina_packets_total", "UDP datagrams on the INA port that parsed as INA",
-              d(s.total.ina_packets));
-    b.counter("ina_not_ina_total", "UDP datagrams on the INA port that did not parse (routed as is)",
-              d(s.total.ina_not_ina));
-    b.counter("ina_unknown_job_total", "INA packets for a job this switch does not have (routed)",
-              d(s.total.ina_unknown_job));
-    b.counter("ina_rejected_total",
-              "INA contributions failing ingress, header or A-BM checks (on_reject applies)",
-              d(s.total.ina_rejected));
-    b.counter("ina_absorbed_total", "Contributions absorbed into aggregation slots",
-              d(s.total.ina_absorbed));
-    b.counter("ina_partials_sent_total", "Partial results an aggregator sent to its parent",
-              d(s.total.ina_partials_sent));
-    b.counter("ina_results_sent_total", "Result packets a root sent to workers",
-              d(s.total.ina_results_sent));
-    b.counter("ina_resent_total", "Results or partials re-sent for a retransmitted contribution",
-              d(s.total.ina_resent));
-    b.counter("ina_fallbacks_total", "Contributions forwarded unaggregated (no slot)",
-              d(s.total.ina_fallbacks));
-    b.counter("ina_handed_off_total", "Contributions passed to the lcore that owns their chunk",
-              d(s.total.ina_handed_off));
+    // In-network aggregation per job (summed over lcores).
     {
-        auto& f = b.family("ina_malformed_total",
-                           "UDP datagrams on the INA port that are not INA v1, by parse error",
-                           MetricType::Counter);
-        for (size_t e = 0; e < s.total.ina_malformed.size(); ++e) {
-            Builder::add(f, d(s.total.ina_malformed[e]),
-                         {{"reason", std::string(ina::proto::to_string(
-                                         static_cast<ina::proto::ParseError>(e)))}});
-        }
-    }
-    if (!s.jobs.empty()) {  // a family without samples is not valid exposition
         static const char* const kVerdicts[] = {
             "not_mine", "outside_abm", "bad_length", "count_mismatch", "absorbed", "completed",
             "duplicate", "overlap",    "resend_result", "stale", "fallback", "no_slot"};
-        static_assert(std::size(kVerdicts) == std::tuple_size_v<decltype(JobStats{}.verdicts)>);
-        auto& f = b.family("ina_job_contributions_total",
-                           "INA data packets of a job by what its chunk table did with them",
-                           MetricType::Counter);
-        for (const auto& j : s.jobs) {
-            for (size_t v = 0; v < j.verdicts.size(); ++v) {
-                Builder::add(f, d(j.verdicts[v]),
-                             {{"job", std::to_string(j.job_id)}, {"verdict", kVerdicts[v]}});
-            }
-        }
+        static_assert(std::size(kVerdicts) == ina::kNumVerdicts);
+        auto& contributions = array_family(b, array_counter(kJobArrays, "verdicts"));
+        auto& rejected = array_family(b, array_counter(kJobArrays, "rejected"));
         auto& in_use = b.family("ina_job_slots_in_use", "Aggregation slots holding a chunk",
                                 MetricType::Gauge);
         auto& cap = b.family("ina_job_slots", "Aggregation slots of the job (all lcores)",
                              MetricType::Gauge);
-        auto& fallbacks = b.family("ina_job_fallbacks_total",
-                                   "Contributions sent on to the root unaggregated, by reason",
-                                   MetricType::Counter);
-        auto& rejected = b.family("ina_job_rejected_total",
-                                  "Contributions of a job refused before its chunk table, by reason",
-                                  MetricType::Counter);
-        auto& timeouts = b.family("ina_job_slot_timeouts_total",
-                                  "Slots freed because their chunk went idle",
-                                  MetricType::Counter);
         for (const auto& j : s.jobs) {
-            const Labels l{{"job", std::to_string(j.job_id)}, {"role", j.is_root ? "root" : "aggregator"}};
-            Builder::add(in_use, d(j.slots_in_use), l);
-            Builder::add(cap, d(j.capacity), l);
-            Builder::add(timeouts, d(j.slot_timeouts), l);
-            Builder::add(fallbacks, d(j.fallback_no_slot),
-                         {{"job", std::to_string(j.job_id)}, {"reason", "no_slot"}});
-            Builder::add(fallbacks, d(j.fallback_sticky),
-                         {{"job", std::to_string(j.job_id)}, {"reason", "chunk_fell_back"}});
+            const std::string job = std::to_string(j.job_id);
+            const Labels with_role{{"job", job}, {"role", j.is_root ? "root" : "aggregator"}};
+            for (size_t v = 0; v < j.verdicts.size(); ++v) {
+                Builder::add(contributions, d(j.verdicts[v]),
+                             {{"job", job}, {"verdict", kVerdicts[v]}});
+            }
+            Builder::add(in_use, d(j.slots_in_use), with_role);
+            Builder::add(cap, d(j.capacity), with_role);
+            for (const auto& c : kJobScalars) {
+                const bool role = c.exposition == Exposition::per_job_role;
+                add_scalar(b, c, j, role ? with_role : Labels{{"job", job}});
+            }
             for (size_t r = 0; r < j.rejected.size(); ++r) {
                 Builder::add(rejected, d(j.rejected[r]),
-                             {{"job", std::to_string(j.job_id)},
-                              {"reason", std::string(ina::reject_reason_name(r))}});
+                             {{"job", job}, {"reason", std::string(ina::reject_reason_name(r))}});
             }
         }
     }
 
-    b.counter("bier_copies_total", "BIER copies sent to neighbour BFRs (all BIFTs)",
-              d(s.total.bier_copies));
-    b.counter("bier_delivered_total", "BIER payloads delivered to local hosts (all BIFTs)",
-              d(s.total.bier_delivered));
-    b.counter("bier_mcast_encapsulated_total",
-              "IPv4 multicast packets this switch put on BIER as the BFIR",
-              d(s.total.mcast_encapsulated));
     if (!s.bifts.empty()) {
-        auto label = [&](const BiftStats& t) {
-            return Labels{{"bift_id", std::to_string(t.bift_id)},
-                          {"sd", std::to_string(s.bier_sub_domain)},
-                          {"bsl", std::to_string(t.bsl_bits)},
-                          {"set", std::to_string(t.set_id)}};
-        };
-        auto& packets = b.family("bier_packets_total",
-                                 "BIER packets received for a BIFT or encapsulated into it",
-                                 MetricType::Counter);
-        auto& ttl = b.family("bier_ttl_expired_total",
-                             "BIER packets whose TTL left nothing to forward to neighbours",
-                             MetricType::Counter);
-        auto& no_nbr = b.family("bier_bits_no_neighbour_total",
-                                "BitString bits cleared because no neighbour or own bit has them",
-                                MetricType::Counter);
-        auto& delivered = b.family("bier_bift_delivered_total",
-                                   "Decapsulated deliveries for own bits", MetricType::Counter);
-        auto& malformed = b.family("bier_malformed_total", "Malformed BIER headers by reason",
-                                   MetricType::Counter);
-        std::optional<std::reference_wrapper<MetricFamily>> copies;
+        for (const auto& c : kBierScalars) {
+            for (const auto& t : s.bifts) {
+                add_scalar(b, c, t.counters, bift_labels(s, t));
+            }
+        }
+        auto& malformed = array_family(b, array_counter(kBierArrays, "malformed"));
+        auto& copies = array_family(b, array_counter(kBierArrays, "copies"));
         for (const auto& t : s.bifts) {
-            Builder::add(packets, d(t.counters.packets), label(t));
-            Builder::add(ttl, d(t.counters.ttl_expired), label(t));
-            Builder::add(no_nbr, d(t.counters.bits_no_neighbour), label(t));
-            Builder::add(delivered, d(t.counters.delivered), label(t));
             for (size_t r = 0; r < dp::kBierMalformedReasons; ++r) {
-                auto l = label(t);
+                auto l = bift_labels(s, t);
                 l.push_back({"reason", std::string(wire::to_string(
                                            static_cast<wire::BierParseError>(r)))});
                 Builder::add(malformed, d(t.counters.malformed[r]), std::move(l));
@@ -295,47 +317,9 @@ std::vector<prometheus::MetricFamily> families(const Stats& s) {
         }
         for (const auto& t : s.bifts) {
             for (size_t k = 0; k < t.neighbours.size(); ++k) {
-                if (!copies) {
-                    copies = b.family("bier_copies_by_neighbour_total",
-                                      "BIER copies sent per BIFT and neighbour",
-                                      MetricType::Counter);
-                }
-                auto l = label(t);
+                auto l = bift_labels(s, t);
                 l.push_back({"neighbour", t.neighbours[k].first});
-                Builder::add(copies->get(), d(t.counters.copies[k]), std::move(l));
-            }
-        }
-    }
-
-    // Per-lcore loop health.
-    struct LcoreMetric {
-        const char* name;
-        const char* help;
-        uint64_t dp::LcoreCounters::*field;
-    };
-    const LcoreMetric lcore_metrics[] = {
-        {"lcore_loops_total", "Poll loop iterations", &dp::LcoreCounters::loops},
-        {"lcore_busy_loops_total", "Poll loop iterations that received packets",
-         &dp::LcoreCounters::busy_loops},
-        {"lcore_rx_bursts_total", "Non-empty RX bursts", &dp::LcoreCounters::rx_bursts},
-        {"lcore_tx_bursts_total", "TX bursts handed to ports", &dp::LcoreCounters::tx_bursts},
-        {"lcore_idle_sleeps_total", "Idle back-off sleeps", &dp::LcoreCounters::idle_sleeps},
-    };
-    for (const auto& lm : lcore_metrics) {
-        auto& f = b.family(lm.name, lm.help, MetricType::Counter);
-        for (const auto& [lcore, c] : s.per_lcore) {
-            Builder::add(f, d(c.*lm.field), {{"lcore", std::to_string(lcore)}});
-        }
-    }
-    {
-        static const char* const kBucketNames[dp::kBurstBuckets] = {"1",     "2-3",   "4-7", "8-15",
-                                                                    "16-31", "32-63", "64"};
-        auto& f = b.family("lcore_rx_bursts_by_size_total", "Non-empty RX bursts by packet count",
-                           MetricType::Counter);
-        for (const auto& [lcore, c] : s.per_lcore) {
-            for (size_t i = 0; i < dp::kBurstBuckets; ++i) {
-                Builder::add(f, d(c.burst_size[i]),
-                             {{"lcore", std::to_string(lcore)}, {"size", kBucketNames[i]}});
+                Builder::add(copies, d(t.counters.copies[k]), std::move(l));
             }
         }
     }

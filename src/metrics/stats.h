@@ -17,35 +17,69 @@
 
 namespace ina::metrics {
 
-// One INA job's counters summed over the lcores' chunk tables.
+// One INA job's chunk-table counters (ina::ChunkCounters) summed over the job's lcores, in the
+// list form of dataplane/counters.h. The list mirrors ina::ChunkCounters member for member; the
+// static_assert below fails the build when a member is added there but not here. Exposition
+// per_job_role labels job and role; per_job labels job only (the metric carries its reason).
+#define INA_JOB_COUNTERS(S, A)                                                                    \
+    A(verdicts, uint64_t, ina::kNumVerdicts, "ina_job_contributions_total",                       \
+      "INA data packets of a job by what its chunk table did with them")                          \
+    S(slot_timeouts, per_job_role, "ina_job_slot_timeouts_total",                                 \
+      "Slots freed because their chunk went idle")                                                \
+    S(obsolete_evictions, per_job_role, "ina_job_obsolete_evictions_total",                       \
+      "Complete slots reclaimed for a chunk two windows newer")                                   \
+    S(rx_retransmit, per_job_role, "ina_job_retransmitted_total",                                 \
+      "Contributions carrying the retransmit flag")                                               \
+    S(rx_fallback_flag, per_job_role, "ina_job_fallback_flagged_total",                           \
+      "Contributions arriving with the fallback flag (a child sent them on unaggregated)")         \
+    S(fallback_no_slot, per_job, "ina_job_fallbacks_total{reason=\"no_slot\"}",                   \
+      "Contributions sent on to the root unaggregated, by reason")                                \
+    S(fallback_sticky, per_job, "ina_job_fallbacks_total{reason=\"chunk_fell_back\"}",            \
+      "Contributions sent on to the root unaggregated, by reason")                                \
+    A(rejected, uint64_t, ina::kNumRejectReasons, "ina_job_rejected_total",                       \
+      "Contributions of a job refused before its chunk table, by reason")
+
+#define INA_COUNTER_BYTES(member, ...) +sizeof(uint64_t)
+#define INA_COUNTER_ARRAY_BYTES(member, type, count, ...) +sizeof(type) * (count)
+static_assert(sizeof(ina::ChunkCounters) ==
+                  0 INA_JOB_COUNTERS(INA_COUNTER_BYTES, INA_COUNTER_ARRAY_BYTES),
+              "ina::ChunkCounters has a counter INA_JOB_COUNTERS does not list");
+
 struct JobStats {
     uint32_t job_id = 0;
     bool is_root = false;
-    std::array<uint64_t, 12> verdicts{};  // indexed by ina::Verdict
-    uint64_t slot_timeouts = 0;
-    uint64_t rx_retransmit = 0;
-    uint64_t rx_fallback_flag = 0;
-    uint64_t fallback_no_slot = 0;
-    uint64_t fallback_sticky = 0;
-    std::array<uint64_t, ina::kNumRejectReasons> rejected{};
+    INA_JOB_COUNTERS(INA_COUNTER_MEMBER, INA_COUNTER_ARRAY_MEMBER)
     size_t slots_in_use = 0;
     size_t capacity = 0;
+
+    // Adds one lcore's table counters.
+    JobStats& operator+=(const ina::ChunkCounters& c) {
+        INA_JOB_COUNTERS(INA_COUNTER_ADD_FROM, INA_COUNTER_ARRAY_ADD_FROM)
+        return *this;
+    }
 };
 
+// The control plane's own counters. Metrics with a label are written as in the exposition text.
+#define INA_CONTROL_COUNTERS(S, A)                                                                \
+    S(reloads_ok, total, "config_reloads_total{result=\"ok\"}", "Config reloads by result")       \
+    S(reloads_failed, total, "config_reloads_total{result=\"failed\"}", "Config reloads by result") \
+    S(snapshots_published, total, "snapshots_published_total",                                    \
+      "Forwarding snapshots published (config or learning)")                                      \
+    S(events_processed, total, "control_events_total", "Worker events processed by the control plane") \
+    S(arp_requests_sent, total, "arp_requests_sent_total", "ARP requests sent to resolve next hops") \
+    S(arp_requests_failed, total, "arp_requests_failed_total",                                    \
+      "ARP requests not sent (no mbuf or ring full)")                                             \
+    S(neighbours_expired, total, "neighbours_expired_total", "Learned neighbours removed by ageing") \
+    S(fdb_expired, total, "fdb_expired_total", "FDB entries removed by ageing")                   \
+    S(neighbour_table_full, total, "table_full_total", "Learning refused because a table was full") \
+    S(fdb_table_full, total, "table_full_total", "Learning refused because a table was full")     \
+    S(events_dropped_backlog, total, "control_events_lost_total", "Worker events lost to a full ring") \
+    S(route_failovers, total, "route_failovers_total",                                            \
+      "Routes moved from a down gateway to a backup_via gateway")                                 \
+    S(route_failbacks, total, "route_failbacks_total", "Routes moved back to their primary gateway")
+
 struct ControlCounters {
-    uint64_t reloads_ok = 0;
-    uint64_t reloads_failed = 0;
-    uint64_t snapshots_published = 0;
-    uint64_t events_processed = 0;
-    uint64_t arp_requests_sent = 0;
-    uint64_t arp_requests_failed = 0;  // no mbuf or the worker's control ring was full
-    uint64_t neighbours_expired = 0;
-    uint64_t fdb_expired = 0;
-    uint64_t neighbour_table_full = 0;
-    uint64_t fdb_table_full = 0;
-    uint64_t events_dropped_backlog = 0;  // events read while the backlog was full
-    uint64_t route_failovers = 0;  // a route with backups moved off its down primary gateway
-    uint64_t route_failbacks = 0;  // and back once the primary answered again
+    INA_COUNTER_STRUCT_BODY(ControlCounters, INA_CONTROL_COUNTERS)
 };
 
 // One BIFT as configured and resolved, with its counters summed over lcores.
