@@ -8,7 +8,7 @@ filesystem.
     extras_initrd(image, ["build/src/worker/rdma/ina-rdma-worker"], "/tmp/x/extra.cpio.gz")
 
 The cache directory is /var/cache/inaswitch/roce-vm/<key>, where <key> hashes the exact package
-versions apt would download and this builder's own inputs (this file and guest_init.sh), so a
+versions apt would download and this builder's own inputs (this file and the guest scripts), so a
 new kernel or a changed /init rebuilds, and nothing else does. Host executables go into a second
 gzip cpio with their shared-library closure; the kernel unpacks concatenated archives in order,
 so the base image stays cached and shared.
@@ -32,7 +32,9 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-GUEST_INIT = os.path.join(HERE, "guest_init.sh")
+# The builder's own files in the guest: /init, and the GID lookup /init and lab.py both use.
+GUEST_SCRIPTS = {os.path.join(HERE, "guest_init.sh"): "init",
+                 os.path.join(HERE, "guest_gid_index.sh"): "usr/sbin/ina-gid-index"}
 CACHE_ROOT = os.environ.get("INA_ROCE_VM_CACHE", "/var/cache/inaswitch/roce-vm")
 LIBDIR = "usr/lib/x86_64-linux-gnu"
 
@@ -182,7 +184,7 @@ def resolve_packages_cached(cache_root: str) -> dict[str, str]:
 def _builder_digest(packages: dict[str, str]) -> str:
     h = hashlib.sha256()
     h.update(json.dumps(packages, sort_keys=True).encode())
-    for path in (os.path.abspath(__file__), GUEST_INIT):
+    for path in [os.path.abspath(__file__)] + sorted(GUEST_SCRIPTS):
         with open(path, "rb") as f:
             h.update(f.read())
     return h.hexdigest()[:16]
@@ -385,8 +387,9 @@ def _build(packages: dict[str, str], debs: list[str], out: str, scratch: str) ->
         f.write("root:x:0:\n")
     with open(os.path.join(root, "etc/hosts"), "w") as f:
         f.write("127.0.0.1 localhost\n")
-    shutil.copy(GUEST_INIT, os.path.join(root, "init"))
-    os.chmod(os.path.join(root, "init"), 0o755)
+    for src, rel in GUEST_SCRIPTS.items():
+        shutil.copy(src, os.path.join(root, rel))
+        os.chmod(os.path.join(root, rel), 0o755)
 
     write_cpio_gz(root, os.path.join(out, "initramfs.cpio.gz"))
     files = sorted("/" + os.path.relpath(os.path.join(d, n), root)

@@ -676,6 +676,7 @@ class Lab:
         _serial += 1
         self.serial = _serial
         self.fabric, self.routed = fabric, routed
+        self._switch_config = switch_config
         self.ns = f"{NS_PREFIX}{os.getpid()}-{self.serial}"
         self.workdir = tempfile.mkdtemp(prefix=f"inavm{os.getpid()}-")
         self.vms: list[VM] = []
@@ -701,10 +702,7 @@ class Lab:
                         with open(part, "rb") as f:
                             shutil.copyfileobj(f, out)
             for i in range(n_vms):
-                if routed:
-                    self.vms.append(VM(self, i, f"10.77.{i + 1}.2", 24, f"10.77.{i + 1}.1"))
-                else:
-                    self.vms.append(VM(self, i, f"10.77.0.{i + 2}", 24, None))
+                self.vms.append(VM(self, i, *self._address(i, routed)))
             self._build_network()
             if fabric == "inaswitch":
                 self.switch = Switch(self, switch_exe, self._config_text(switch_config))
@@ -746,6 +744,51 @@ class Lab:
             self.ns_run(["ip", "link", "set", vm.tap, "up"])
         if self.fabric == "bridge":
             self.ns_run(["ip", "link", "set", "br0", "up"])
+
+    @staticmethod
+    def _address(index: int, routed: bool) -> tuple[str, int, str | None]:
+        """(address, prefix length, gateway) of VM `index`."""
+        if routed:
+            return f"10.77.{index + 1}.2", 24, f"10.77.{index + 1}.1"
+        return f"10.77.0.{index + 2}", 24, None
+
+    def readdress(self, routed: bool, timeout: float = 120) -> None:
+        """Switches the running lab between one L2 segment and routed subnets without a
+        reboot: the switch reloads the matching config (ports' l2_group and ipv4 are reloadable)
+        and every guest takes its new address, gateway and GID (vm.ip, .gw, .gid_index change;
+        the old address's QPs and neighbours are gone)."""
+        if routed and self.fabric != "inaswitch":
+            raise ValueError("routed=True needs fabric='inaswitch' (a bridge does not route)")
+        self.routed = routed
+        for vm in self.vms:
+            vm.ip, vm.prefix_len, vm.gw = self._address(vm.index, routed)
+        if self.switch is not None:
+            self.switch.reload(self._config_text(self._switch_config))
+        jobs = []
+        for vm in self.vms:
+            route = f" && ip route add default via {vm.gw} dev eth0" if vm.gw else ""
+            jobs.append(vm.start(f"ip addr flush dev eth0 && ip neigh flush dev eth0 && "
+                                 f"ip addr add {vm.ip}/{vm.prefix_len} dev eth0{route} && "
+                                 f"ina-gid-index {vm.ip}"))
+        for vm, job in zip(self.vms, jobs):
+            rc, out = job.wait(timeout)
+            if rc != 0 or not out.strip().isdigit():
+                raise TestFailure(f"{vm.name}: readdressing to {vm.ip} failed ({rc}): {out}")
+            vm.gid_index = int(out.strip())
+        log(f"readdressed: {'routed' if routed else 'one L2 segment'}, "
+            + ", ".join(f"{vm.name} {vm.ip} gid {vm.gid_index}" for vm in self.vms))
+
+    def reach_all(self, timeout: float = 60) -> None:
+        """Makes every VM resolve every other VM (and its gateway) by ARP, each pinging until a
+        reply comes, so that the first RDMA connection does not wait for neighbour resolution
+        (rdma_cm's first REQ can otherwise stall for seconds)."""
+        jobs = []
+        for vm in self.vms:
+            peers = [o.ip for o in self.vms if o is not vm] + ([vm.gw] if vm.gw else [])
+            jobs.append((vm, vm.start("; ".join(
+                f"until ping -c 1 -W 1 {ip} >/dev/null; do :; done" for ip in peers))))
+        for vm, job in jobs:
+            job.wait(timeout)
 
     def default_switch_config(self) -> dict:
         ports = []

@@ -2,7 +2,7 @@
 """roce-vm-forward: Linux's own RDMA stack (rdma_rxe in two qemu VMs) talks RoCEv2 through
 inaswitch, first with both VMs in one L2 group, then with each VM in its own routed subnet.
 
-In each mode:
+One lab boot serves both modes (lab.readdress() moves it from L2 to routed). In each mode:
 - ibv_rc_pingpong (RC SEND/RECV), ib_write_bw (RC RDMA WRITE, 64 KiB messages) and rping
   (rdma_cm connection setup over UD QP1 MADs, then RDMA READ/WRITE and SEND) complete with
   exit status 0 and their own data checks passing;
@@ -160,40 +160,38 @@ def check_captures(lab: Lab, paths: dict[str, str], capture_stats: dict) -> dict
     return {"roce_frames_forwarded": forwarded, "opcodes": sorted(seen)}
 
 
-def run_mode(exe: str, routed: bool, results: dict) -> None:
-    mode = "routed" if routed else "l2"
+def check_mode(lab: Lab, results: dict) -> None:
+    """The three tools, the captures and the metrics in the lab's current mode."""
+    mode = "routed" if lab.routed else "l2"
     figures: dict = {"loadavg_start": os.getloadavg()[0]}
     t0 = time.monotonic()
-    with Lab(2, fabric="inaswitch", switch_exe=exe, routed=routed) as lab:
-        a, b = lab.vms
-        figures["boot_s"] = [round(vm.boot_seconds, 1) for vm in lab.vms]
-        check(a.gid_index == b.gid_index == 1,
-              f"{mode}: rxe0's RoCE v2 GID of each VM's address is at index 1")
-        before = lab.switch.metrics()
-        cap = lab.capture(bpf=f"udp dst port {rocecheck.ROCE_PORT}", tag=mode)
-        pingpong(a, b, figures)
-        write_bw(a, b, figures)
-        rping(a, b, figures)
-        paths = cap.stop()
-        after = lab.switch.metrics()
-        figures.update(check_captures(lab, paths, cap.stats))
-        n = figures["roce_frames_forwarded"]
-        kind = "routed" if routed else "bridged"
-        moved = after.get(f"inaswitch_{kind}_packets_total") - \
-            before.get(f"inaswitch_{kind}_packets_total")
-        check(moved >= n, f"inaswitch_{kind}_packets_total moved by {moved:.0f} >= the {n} "
-              f"RoCE frames it forwarded")
-        for vm, other in ((a, b), (b, a)):
-            rx = after.get("inaswitch_port_rx_packets_total", port=lab.port_name(vm)) - \
-                before.get("inaswitch_port_rx_packets_total", port=lab.port_name(vm))
-            tx = after.get("inaswitch_port_tx_packets_total", port=lab.port_name(other)) - \
-                before.get("inaswitch_port_tx_packets_total", port=lab.port_name(other))
-            check(rx >= 1 and tx >= 1, f"port {lab.port_name(vm)} RX moved by {rx:.0f}, "
-                  f"port {lab.port_name(other)} TX by {tx:.0f}")
-        drops = {k: v - before.by_label("inaswitch_drops_total", "reason").get(k, 0)
-                 for k, v in after.by_label("inaswitch_drops_total", "reason").items()}
-        figures["switch_drops"] = {k: v for k, v in drops.items() if v}
-        figures["qemu_rss_mib"] = [vm.qemu_rss_mib() for vm in lab.vms]
+    a, b = lab.vms
+    check(a.gid_index == b.gid_index == 1,
+          f"{mode}: rxe0's RoCE v2 GID of each VM's address is at index 1")
+    before = lab.switch.metrics()
+    cap = lab.capture(bpf=f"udp dst port {rocecheck.ROCE_PORT}", tag=mode)
+    pingpong(a, b, figures)
+    write_bw(a, b, figures)
+    rping(a, b, figures)
+    paths = cap.stop()
+    after = lab.switch.metrics()
+    figures.update(check_captures(lab, paths, cap.stats))
+    n = figures["roce_frames_forwarded"]
+    kind = "routed" if lab.routed else "bridged"
+    moved = after.get(f"inaswitch_{kind}_packets_total") - \
+        before.get(f"inaswitch_{kind}_packets_total")
+    check(moved >= n, f"inaswitch_{kind}_packets_total moved by {moved:.0f} >= the {n} "
+          f"RoCE frames it forwarded")
+    for vm, other in ((a, b), (b, a)):
+        rx = after.get("inaswitch_port_rx_packets_total", port=lab.port_name(vm)) - \
+            before.get("inaswitch_port_rx_packets_total", port=lab.port_name(vm))
+        tx = after.get("inaswitch_port_tx_packets_total", port=lab.port_name(other)) - \
+            before.get("inaswitch_port_tx_packets_total", port=lab.port_name(other))
+        check(rx >= 1 and tx >= 1, f"port {lab.port_name(vm)} RX moved by {rx:.0f}, "
+              f"port {lab.port_name(other)} TX by {tx:.0f}")
+    drops = {k: v - before.by_label("inaswitch_drops_total", "reason").get(k, 0)
+             for k, v in after.by_label("inaswitch_drops_total", "reason").items()}
+    figures["switch_drops"] = {k: v for k, v in drops.items() if v}
     figures["mode_wall_s"] = round(time.monotonic() - t0, 1)
     figures["loadavg_end"] = os.getloadavg()[0]
     results[mode] = figures
@@ -212,9 +210,18 @@ def main() -> int:
     results: dict = {}
     start = time.monotonic()
     try:
-        for routed in (False, True):
-            if args.only in (None, "routed" if routed else "l2"):
-                run_mode(args.inaswitch, routed, results)
+        # One boot for both modes: the lab switches from L2 to routed by a switch reload and
+        # new guest addresses.
+        with Lab(2, fabric="inaswitch", switch_exe=args.inaswitch,
+                 routed=args.only == "routed") as lab:
+            results["boot_s"] = [round(vm.boot_seconds, 1) for vm in lab.vms]
+            if args.only != "routed":
+                check_mode(lab, results)
+            if args.only is None:
+                lab.readdress(routed=True)
+            if args.only != "l2":
+                check_mode(lab, results)
+            results["qemu_rss_mib"] = [vm.qemu_rss_mib() for vm in lab.vms]
     except (TestFailure, ImageUnavailable) as e:
         log(f"FAIL: {e}")
         return 1
