@@ -33,6 +33,11 @@ session and returns its exit status and combined output. The serial console (ker
 goes to a log file (vm.console()). `extra_files` are host files for every guest (executables
 land in /usr/local/bin with their shared libraries), as a second cpio after the cached base.
 
+Also: vm.netem("loss 1%") impairs a guest's egress (netem in the guest kernel; None removes
+it); lab.capture(bpf) runs tcpdump on every tap (both directions, what the switch sends
+included) and stop() returns the pcaps; lab.reach_all() has every VM resolve every other by
+ARP; lab.readdress(routed) moves a running inaswitch lab between L2 and routed addressing.
+
 Waiting. Nothing sleeps for synchronisation: boots wait for the guest's READY message, commands
 for their exit status, switch start for its API and links, captures for tcpdump's "listening"
 line, each with a deadline. Boots take 4 s on a quiet machine and 8-50 s under load.
@@ -76,7 +81,6 @@ MAX_VMS = int(os.environ.get("INA_ROCE_VM_MAX", "3"))
 SLOT_DIR = "/run/inaswitch-roce-vm"
 API_PORT = 9464
 QEMU = "qemu-system-x86_64"
-RDMA_CM_PORT = 7174          # rping's default
 CAPTURE_BUFFER_KIB = 32768  # per tap: bursts toward a slow guest outrun tcpdump's default 2 MiB
 PERFTEST_PORT = 18515        # perftest's and ibv_*_pingpong's out-of-band TCP port
 
@@ -176,7 +180,6 @@ class _Slots:
             raise TestFailure(f"a lab of {n} VMs exceeds the machine's limit of {MAX_VMS}")
         os.makedirs(SLOT_DIR, exist_ok=True)
         self.held: list[Any] = []
-        waited = False
 
         def take() -> bool:
             with open(os.path.join(SLOT_DIR, "gate"), "w") as gate:
@@ -195,9 +198,7 @@ class _Slots:
                 return False
         if not take():
             log(f"waiting for {n} VM slots (another lab holds them)")
-            waited = True
             wait_until(take, timeout, f"{n} free VM slots of {MAX_VMS}", interval=0.5)
-        if waited:
             log("VM slots free")
 
     def release(self) -> None:
@@ -605,10 +606,12 @@ class Capture:
             return captured + dropped == received
         wait_until(drained, timeout, f"tcpdump on {name} to write every packet it received")
 
-    def stop(self) -> dict[str, str]:
+    def stop(self, drain: bool = True) -> dict[str, str]:
+        """Stops tcpdump, first waiting until it has written all it received (drain)."""
         for name, p in self._procs.items():
             if p.poll() is None:
-                self._drain(name, p)
+                if drain:
+                    self._drain(name, p)
                 p.send_signal(signal.SIGINT)
             try:
                 p.wait(15)
@@ -633,23 +636,54 @@ class Capture:
 _serial = 0
 
 
+def _dead(pid: int) -> bool:
+    return pid != os.getpid() and not os.path.exists(f"/proc/{pid}")
+
+
+# Every process a lab starts names the lab's pid in its arguments: qemu and tcpdump through the
+# work directory (<tmp>/inavm<pid>-...), inaswitch through its file prefix (inavm<pid>x<n>).
+_LAB_ARG = re.compile(rb"/inavm(\d+)-|inavm(\d+)x\d")
+
+
 def cleanup_stale() -> None:
-    """Deletes the namespaces of labs whose process died without closing them (SIGKILL),
-    after killing what still runs inside them (their qemu, inaswitch and tcpdump)."""
+    """Removes what labs of dead processes left (a SIGKILL, or a crash in teardown): their
+    processes (qemu, inaswitch, tcpdump), namespaces and DPDK runtime directories."""
+    killed = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                args = f.read()
+        except OSError:
+            continue
+        m = _LAB_ARG.search(args)
+        if m and _dead(int(m.group(1) or m.group(2))):
+            try:
+                os.kill(int(entry), signal.SIGKILL)
+                killed += 1
+            except ProcessLookupError:
+                pass
     out = _sh(["ip", "netns", "list"], check_rc=False).stdout
     for line in out.splitlines():
         name = line.split()[0] if line.split() else ""
         m = re.match(re.escape(NS_PREFIX) + r"(\d+)-\d+$", name)
-        if not m or int(m.group(1)) == os.getpid() or os.path.exists(f"/proc/{m.group(1)}"):
-            continue
-        pids = _sh(["ip", "netns", "pids", name], check_rc=False).stdout.split()
-        for pid in pids:
-            try:
-                os.kill(int(pid), signal.SIGKILL)
-            except (ProcessLookupError, ValueError):
-                pass
-        log(f"removed stale lab namespace {name} ({len(pids)} leftover processes killed)")
-        _sh(["ip", "netns", "del", name], check_rc=False)
+        if m and _dead(int(m.group(1))):
+            for pid in _sh(["ip", "netns", "pids", name], check_rc=False).stdout.split():
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                    killed += 1
+                except (ProcessLookupError, ValueError):
+                    pass
+            _sh(["ip", "netns", "del", name], check_rc=False)
+            log(f"removed stale lab namespace {name}")
+    if os.path.isdir("/var/run/dpdk"):
+        for d in os.listdir("/var/run/dpdk"):
+            m = re.match(r"inavm(\d+)x\d+$", d)
+            if m and _dead(int(m.group(1))):
+                shutil.rmtree(os.path.join("/var/run/dpdk", d), ignore_errors=True)
+    if killed:
+        log(f"killed {killed} processes left by labs of dead processes")
 
 
 class Lab:
@@ -843,31 +877,42 @@ class Lab:
     # -- teardown ----------------------------------------------------------------------------
 
     def close(self) -> None:
+        """Tears everything down; each step runs even if an earlier one fails (a capture that
+        will not stop must not leave qemu running)."""
         if self._closed:
             return
         self._closed = True
-        try:
-            for cap in self._captures:
-                cap.stop()
-            if self.switch is not None:
+        problems = []
+
+        def step(what: str, fn: Callable[[], Any]) -> None:
+            try:
+                fn()
+            except Exception as e:  # noqa: BLE001 - teardown goes on; reported below
+                problems.append(f"{what}: {e}")
+        for cap in self._captures:
+            step("capture", lambda cap=cap: cap.stop(drain=False))
+        if self.switch is not None:
+            def stop_switch():
                 rc = self.switch.stop()
                 if rc not in (None, 0):
                     log(f"inaswitch exited {rc}; log:\n{self.switch.log()}")
-            for vm in self.vms:
-                vm.stop()
-        finally:
-            if self._slots is not None:
-                self._slots.release()
-            if self._ns_created:
-                _sh(["ip", "netns", "del", self.ns], check_rc=False)
-            if self.switch is not None:
-                shutil.rmtree(f"/var/run/dpdk/{self.switch.file_prefix}", ignore_errors=True)
-            if os.environ.get("INA_ROCE_VM_KEEP"):
-                log(f"kept {self.workdir}")
-            else:
-                shutil.rmtree(self.workdir, ignore_errors=True)
-            if self in testbed._live:
-                testbed._live.remove(self)
+            step("inaswitch", stop_switch)
+        for vm in self.vms:
+            step(vm.name, vm.stop)
+        if self._slots is not None:
+            self._slots.release()
+        if self._ns_created:
+            step("netns", lambda: _sh(["ip", "netns", "del", self.ns], check_rc=False))
+        if self.switch is not None:
+            shutil.rmtree(f"/var/run/dpdk/{self.switch.file_prefix}", ignore_errors=True)
+        if os.environ.get("INA_ROCE_VM_KEEP"):
+            log(f"kept {self.workdir}")
+        else:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+        if self in testbed._live:
+            testbed._live.remove(self)
+        if problems:
+            log("teardown problems: " + "; ".join(problems))
 
     def __enter__(self) -> "Lab":
         return self
