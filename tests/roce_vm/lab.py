@@ -469,7 +469,9 @@ class VM:
 # The switch
 
 class Switch:
-    """inaswitch running inside the lab's namespace."""
+    """inaswitch running inside the lab's namespace: metrics() (a live scrape), api_json(),
+    http(), wait_metric(), reload(yaml), log(), stop() (SIGTERM, exit status) and stats() (the
+    final metrics it wrote on exit, or a live scrape while it runs)."""
 
     def __init__(self, lab: "Lab", exe: str, config_text: str):
         self.lab = lab
@@ -530,6 +532,15 @@ class Switch:
     metrics_text = testbed.Testbed.metrics_text
     metrics = testbed.Testbed.metrics
     wait_metric = testbed.Testbed.wait_metric
+
+    def stats(self) -> Metrics:
+        """The final metrics (--stats-file) once stopped; a live scrape while running."""
+        if self.alive():
+            return self.metrics()
+        if self.final_metrics is None:
+            raise TestFailure(f"inaswitch wrote no final metrics ({self.stats_path}):\n"
+                              f"{self.log()}")
+        return self.final_metrics
 
     def reload(self, config_text: str) -> None:
         """Writes a new config and has the running switch apply it (POST /api/v1/reload)."""
