@@ -52,9 +52,7 @@ the lab started by its process group, deletes the namespace and the scratch dire
 from __future__ import annotations
 
 import base64
-import ctypes
 import fcntl
-import http.client
 import json
 import os
 import re
@@ -73,57 +71,17 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "e2e"))
 sys.path.insert(0, HERE)
 
 import image as guest_image_mod  # noqa: E402
+import fig1  # noqa: E402
 import testbed  # noqa: E402
 from testbed import EAL_ARGS, Metrics, TestFailure, check, log, to_yaml, wait_until  # noqa: E402,F401
 
 NS_PREFIX = "inavm-"
 MAX_VMS = int(os.environ.get("INA_ROCE_VM_MAX", "3"))
 SLOT_DIR = "/run/inaswitch-roce-vm"
-API_PORT = 9464
+API_PORT = fig1.API_PORT     # inaswitch's control API, on 127.0.0.1 inside the namespace
 QEMU = "qemu-system-x86_64"
 CAPTURE_BUFFER_KIB = 32768  # per tap: bursts toward a slow guest outrun tcpdump's default 2 MiB
 PERFTEST_PORT = 18515        # perftest's and ibv_*_pingpong's out-of-band TCP port
-
-
-# ---------------------------------------------------------------------------------------------
-# Sockets inside a network namespace: setns(2) switches only the calling thread, and a socket
-# keeps the namespace it was created in.
-
-_libc = ctypes.CDLL(None, use_errno=True)
-_CLONE_NEWNET = 0x40000000
-_setns_lock = threading.Lock()
-
-
-def socket_in_netns(ns: str, family: int = socket.AF_INET,
-                    kind: int = socket.SOCK_STREAM) -> socket.socket:
-    with _setns_lock:
-        own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
-        try:
-            target = os.open(f"/run/netns/{ns}", os.O_RDONLY)
-            try:
-                if _libc.setns(target, _CLONE_NEWNET) != 0:
-                    e = ctypes.get_errno()
-                    raise OSError(e, f"setns into {ns}: {os.strerror(e)}")
-                try:
-                    return socket.socket(family, kind)
-                finally:
-                    if _libc.setns(own, _CLONE_NEWNET) != 0:  # cannot continue in the wrong ns
-                        os._exit(70)
-            finally:
-                os.close(target)
-        finally:
-            os.close(own)
-
-
-class _NetnsHTTPConnection(http.client.HTTPConnection):
-    def __init__(self, ns: str, host: str, port: int, timeout: float):
-        super().__init__(host, port, timeout=timeout)
-        self._ns = ns
-
-    def connect(self) -> None:
-        self.sock = socket_in_netns(self._ns)
-        self.sock.settimeout(self.timeout)
-        self.sock.connect((self.host, self.port))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -475,6 +433,7 @@ class Switch:
 
     def __init__(self, lab: "Lab", exe: str, config_text: str):
         self.lab = lab
+        self.ns = lab.ns
         self.exe = os.path.abspath(exe)
         self.file_prefix = f"inavm{os.getpid()}x{lab.serial}"
         self.config_path = os.path.join(lab.workdir, "switch.yaml")
@@ -511,23 +470,11 @@ class Switch:
     def log(self) -> str:
         return _tail(self.log_path, 20000)
 
-    def http(self, method: str, path: str, body: Any = None,
-             timeout: float = 10) -> tuple[int, str]:
-        conn = _NetnsHTTPConnection(self.lab.ns, "127.0.0.1", API_PORT, timeout)
-        try:
-            data = None
-            headers = {}
-            if body is not None:
-                data = (body if isinstance(body, str) else json.dumps(body)).encode()
-                headers["Content-Type"] = "application/json"
-            conn.request(method, path, body=data, headers=headers)
-            r = conn.getresponse()
-            return r.status, r.read().decode()
-        finally:
-            conn.close()
-
-    # The e2e testbed's API helpers, which need only http(): api_json(method, path, body,
-    # expect=200), metrics() -> Metrics, metrics_text(), wait_metric(name, pred, timeout, **labels).
+    # The Figure 1 testbed's http(method, path, body, timeout) into a switch in a namespace
+    # (self.ns, API_PORT), and the e2e testbed's helpers built on http(): api_json(method, path,
+    # body, expect=200), metrics() -> Metrics, metrics_text(), wait_metric(name, pred, timeout,
+    # **labels).
+    http = fig1.Switch.http
     api_json = testbed.Testbed.api_json
     metrics_text = testbed.Testbed.metrics_text
     metrics = testbed.Testbed.metrics
