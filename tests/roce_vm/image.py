@@ -52,9 +52,10 @@ STALE_AFTER_S = 3 * 86400   # an image no lab used for this long is deleted
 # Loaded in this order by /init, each after its dependencies (modules.dep decides).
 GUEST_MODULES = ["virtio_pci", "virtio_net", "virtio_console", "configfs", "crc32_generic",
                  "rdma_rxe", "ib_uverbs", "rdma_ucm"]
-# In the image, loaded when first used: netem, for loss and delay on a guest's egress (the host
-# kernel may have no sch_netem; Debian's guest kernel has it).
-ON_DEMAND_MODULES = ["sch_netem"]
+# In the image, loaded when first used: netem for loss and delay in a guest (the host kernel
+# may have no sch_netem; Debian's guest kernel has it), and ifb + ingress + matchall + mirred to
+# put netem on what the guest receives too.
+ON_DEMAND_MODULES = ["sch_netem", "ifb", "sch_ingress", "cls_matchall", "act_mirred"]
 GUEST_TOOLS = [
     "bin/dash", "bin/ip", "bin/rdma", "sbin/tc",
     "usr/bin/ibv_devices", "usr/bin/ibv_devinfo", "usr/bin/ibv_rc_pingpong",

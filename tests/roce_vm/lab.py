@@ -33,8 +33,8 @@ session and returns its exit status and combined output. The serial console (ker
 goes to a log file (vm.console()). `extra_files` are host files for every guest (executables
 land in /usr/local/bin with their shared libraries), as a second cpio after the cached base.
 
-Also: vm.netem("loss 1%") impairs a guest's egress (netem in the guest kernel; None removes
-it); lab.capture(bpf) runs tcpdump on every tap (both directions, what the switch sends
+Also: vm.netem("loss 1%", direction="egress"|"ingress"|"both") impairs a guest's link (netem
+in the guest kernel; None removes it); lab.capture(bpf) runs tcpdump on every tap (both directions, what the switch sends
 included) and stop() returns the pcaps; lab.reach_all() has every VM resolve every other by
 ARP; lab.readdress(routed) moves a running inaswitch lab between L2 and routed addressing.
 
@@ -401,13 +401,30 @@ class VM:
             raise TestFailure(f"{self.name}: `{cmd}` exited {rc}:\n{out[-3000:]}")
         return rc, out
 
-    def netem(self, spec: str | None) -> None:
-        """Impairs this guest's egress with netem (e.g. "loss 2%", "delay 5ms reorder 10%"),
-        or removes the impairment (None). RoCE frames leave through it like any others."""
+    def netem(self, spec: str | None, direction: str = "egress") -> None:
+        """Impairs this guest's link with netem (e.g. "loss 2%", "delay 5ms reorder 10%") on
+        what it sends ("egress"), what it receives ("ingress": redirected through ifb0) or
+        both. A call sets only its direction(s); spec None removes every impairment. RoCE
+        frames pass through it like any other."""
         if spec is None:
-            self.run("tc qdisc del dev eth0 root 2>/dev/null; true", check=True)
-        else:
-            self.run(f"tc qdisc replace dev eth0 root netem {spec}", check=True)
+            self.run("tc qdisc del dev eth0 root; tc qdisc del dev eth0 ingress; "
+                     "tc qdisc del dev ifb0 root; true", check=True)
+            return
+        if direction not in ("egress", "ingress", "both"):
+            raise ValueError(f"direction must be egress, ingress or both, not {direction!r}")
+        script = []
+        if direction in ("egress", "both"):
+            script.append(f"tc qdisc replace dev eth0 root netem {spec}")
+        if direction in ("ingress", "both"):
+            script += ["modprobe ifb numifbs=1",  # creates ifb0 (a plain `ip link add`
+                       "[ -e /sys/class/net/ifb0 ]",  # races the module's own ifb0)
+                       "ip link set ifb0 up",
+                       f"tc qdisc replace dev ifb0 root netem {spec}",
+                       "{ tc qdisc del dev eth0 ingress 2>/dev/null; true; }",
+                       "tc qdisc add dev eth0 handle ffff: ingress",
+                       "tc filter add dev eth0 parent ffff: matchall "
+                       "action mirred egress redirect dev ifb0"]
+        self.run(" && ".join(script), check=True)
 
     def wait_tcp_listen(self, port: int = PERFTEST_PORT, timeout: float = 60) -> None:
         """Waits until a TCP socket listens on `port` in this guest (polled inside it)."""
