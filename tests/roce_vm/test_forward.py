@@ -11,6 +11,9 @@ One lab boot serves both modes (lab.readdress() moves it from L2 to routed). In 
   the TTL (one lower) and the IPv4 header checksum (valid);
 - the ICRC of every captured frame verifies by an independent zlib CRC-32 (rocecheck.py), and
   a one-bit corruption is caught;
+- ib_write_bw again with 2% netem loss both ways on one VM's link (inside the guest, so the
+  taps see every frame): it completes, and retransmitted request frames (the kernel's
+  go-back-N) appear among the frames the switch forwarded untouched;
 - the expected opcodes were all exercised (SEND, WRITE first/middle/last, READ request and
   responses, ACK, UD SEND for the CM);
 - the switch's metrics counted the frames: bridged (L2) or routed, port RX/TX.
@@ -39,6 +42,8 @@ from pcapio import read_pcap  # noqa: E402
 TIMEOUT = 240          # one tool run, generous for a loaded 2-core machine
 PINGPONG_ITERS = 200
 WRITE_BW_ITERS = 40
+LOSSY_WRITE_BW_ITERS = 20
+LOSS = "loss 2%"
 RPING_COUNT = 10
 RPING_SIZE = 4000      # > 3 MTUs (1024): multi-packet RDMA READ responses
 EXPECTED_OPCODES = {0, 1, 2, 4, 6, 7, 8, 12, 13, 14, 15, 17, 100}
@@ -78,19 +83,31 @@ def pingpong(a: VM, b: VM, figures: dict) -> None:
     figures["pingpong_usec_per_iter"] = float(m.group(3))
 
 
-def write_bw(a: VM, b: VM, figures: dict) -> None:
-    args = f"-d rxe0 -x {{gid}} -F -c RC -s 65536 -n {WRITE_BW_ITERS}"
+def write_bw(a: VM, b: VM, figures: dict, iters: int = WRITE_BW_ITERS,
+             key: str = "write_bw", condition: str = "") -> None:
+    args = f"-d rxe0 -x {{gid}} -F -c RC -s 65536 -n {iters}"
     out_s, out_c, seconds = server_client(
         a, b, "ib_write_bw " + args.format(gid=a.gid_index),
         "ib_write_bw " + args.format(gid=b.gid_index) + f" {a.ip}")
     rows = PERF_ROW.findall(out_c)
-    check(bool(rows) and int(rows[-1][0]) == 65536 and int(rows[-1][1]) == WRITE_BW_ITERS,
-          f"ib_write_bw RC: {WRITE_BW_ITERS} x 64 KiB RDMA WRITEs completed"
+    check(bool(rows) and int(rows[-1][0]) == 65536 and int(rows[-1][1]) == iters,
+          f"ib_write_bw RC{condition}: {iters} x 64 KiB RDMA WRITEs completed"
           + (f" ({rows[-1][3]} MB/s average)" if rows else ""))
     # perftest's MB/s comes from a cycle counter it calibrates itself; under TCG that can read
     # 0.00 (see roce-vm.md), so the figure is recorded, not asserted.
-    figures["write_bw_MBps"] = float(rows[-1][3])
-    figures["write_bw_wall_s"] = round(seconds, 2)
+    figures[f"{key}_MBps"] = float(rows[-1][3])
+    figures[f"{key}_wall_s"] = round(seconds, 2)
+
+
+def lossy_write_bw(a: VM, b: VM, figures: dict) -> None:
+    """ib_write_bw with netem loss on the server's link, both directions, inside the guest:
+    the taps still see every frame the switch forwards, and the kernel's go-back-N recovers."""
+    a.netem(LOSS, direction="both")
+    try:
+        write_bw(a, b, figures, iters=LOSSY_WRITE_BW_ITERS, key="lossy_write_bw",
+                 condition=f" with {LOSS} both ways on {a.name}'s link")
+    finally:
+        a.netem(None)
 
 
 def rping(a: VM, b: VM, figures: dict) -> None:
@@ -123,6 +140,13 @@ def check_captures(lab: Lab, paths: dict[str, str], capture_stats: dict) -> dict
     flipped[-8] ^= 0x01
     check(not rocecheck.icrc_ok(bytes(flipped)), "a one-bit corruption fails the ICRC check")
 
+    # A request frame sent twice (same sender, QP and PSN) is a retransmission; ACKs repeat
+    # PSNs legitimately, UD has no retransmission.
+    requests = [(f.ip_src, f.dest_qp, f.psn, f.opcode) for vm in lab.vms for f in on_tap[vm.name]
+                if f.eth_src == vm.mac and f.opcode not in (17, 100)]
+    retransmitted = len(requests) - len(set(requests))
+    check(retransmitted > 0, f"go-back-N under {LOSS}: {retransmitted} request frames "
+          f"retransmitted, forwarded like the others")
     seen = {f.opcode for f in everything}
     missing = EXPECTED_OPCODES - seen
     check(not missing, "opcodes exercised: " + ", ".join(
@@ -157,7 +181,8 @@ def check_captures(lab: Lab, paths: dict[str, str], capture_stats: dict) -> dict
             log(f"ok: routed: all {len(sent)} frames {src.name} -> {dst.name} identical but "
                 f"for MACs ({port_mac} -> {dst.mac}), TTL - 1 and a valid IPv4 checksum")
         forwarded += len(arrived)
-    return {"roce_frames_forwarded": forwarded, "opcodes": sorted(seen)}
+    return {"roce_frames_forwarded": forwarded, "retransmitted": retransmitted,
+            "opcodes": sorted(seen)}
 
 
 def check_mode(lab: Lab, results: dict) -> None:
@@ -173,6 +198,7 @@ def check_mode(lab: Lab, results: dict) -> None:
     pingpong(a, b, figures)
     write_bw(a, b, figures)
     rping(a, b, figures)
+    lossy_write_bw(a, b, figures)
     paths = cap.stop()
     after = lab.switch.metrics()
     figures.update(check_captures(lab, paths, cap.stats))
