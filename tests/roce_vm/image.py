@@ -408,17 +408,14 @@ def _prune(cache_root: str, keep: str) -> None:
     for name in os.listdir(cache_root):
         d = os.path.join(cache_root, name)
         manifest = os.path.join(d, "manifest.json")
-        if d == keep or not os.path.isfile(manifest):
-            if os.path.isfile(manifest):
-                with open(manifest) as f:
-                    referenced |= {_deb_name(p, v) for p, v in json.load(f)["packages"].items()}
-            continue
-        if now - os.stat(manifest).st_mtime > STALE_AFTER_S:
+        if not os.path.isfile(manifest):
+            continue  # the .debs, the apt resolution
+        if d != keep and now - os.stat(manifest).st_mtime > STALE_AFTER_S:
             log(f"removing {d}, unused for {STALE_AFTER_S // 86400} days")
             shutil.rmtree(d, ignore_errors=True)
-        else:
-            with open(manifest) as f:
-                referenced |= {_deb_name(p, v) for p, v in json.load(f)["packages"].items()}
+            continue
+        with open(manifest) as f:
+            referenced |= {_deb_name(p, v) for p, v in json.load(f)["packages"].items()}
     debs = os.path.join(cache_root, "debs")
     for name in os.listdir(debs) if os.path.isdir(debs) else []:
         if name.endswith(".deb") and name not in referenced:
