@@ -70,25 +70,9 @@ ip link set eth0 up || fail "eth0 missing"
 [ -n "$GW" ] && { ip route add default via "$GW" dev eth0 || fail "route via $GW"; }
 rdma link add rxe0 type rxe netdev eth0 || fail "rdma link add rxe0"
 
-# The RoCEv2 GID of the address is ::ffff:a.b.c.d; rxe adds it from a netdev event, so it can
-# appear a little after the link: look for it for at most 20 s.
 GID_INDEX=
 if [ -n "$IP" ]; then
-    want=$(echo "${IP%/*}" | awk -F. '{printf "0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x", $1, $2, $3, $4}')
-    port=/sys/class/infiniband/rxe0/ports/1
-    tries=0
-    while [ -z "$GID_INDEX" ] && [ $tries -lt 200 ]; do
-        for g in "$port"/gids/*; do
-            i=${g##*/}
-            if [ "$(cat "$g" 2>/dev/null)" = "$want" ] &&
-               [ "$(cat "$port/gid_attrs/types/$i" 2>/dev/null)" = "RoCE v2" ]; then
-                GID_INDEX=$i
-                break
-            fi
-        done
-        [ -n "$GID_INDEX" ] || { tries=$((tries + 1)); sleep 0.1; }
-    done
-    [ -n "$GID_INDEX" ] || fail "no RoCE v2 GID for $IP"
+    GID_INDEX=$(ina-gid-index "${IP%/*}") || fail "no RoCE v2 GID for $IP"
 fi
 dmesg -n 4
 echo "INA-VM-READY $NAME gid=$GID_INDEX uptime=$(cut -d' ' -f1 /proc/uptime)"

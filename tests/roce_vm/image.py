@@ -8,7 +8,7 @@ filesystem.
     extras_initrd(image, ["build/src/worker/rdma/ina-rdma-worker"], "/tmp/x/extra.cpio.gz")
 
 The cache directory is /var/cache/inaswitch/roce-vm/<key>, where <key> hashes the exact package
-versions apt would download and this builder's own inputs (this file and guest_init.sh), so a
+versions apt would download and this builder's own inputs (this file and the guest scripts), so a
 new kernel or a changed /init rebuilds, and nothing else does. Host executables go into a second
 gzip cpio with their shared-library closure; the kernel unpacks concatenated archives in order,
 so the base image stays cached and shared.
@@ -32,7 +32,9 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-GUEST_INIT = os.path.join(HERE, "guest_init.sh")
+# The builder's own files in the guest: /init, and the GID lookup /init and lab.py both use.
+GUEST_SCRIPTS = {os.path.join(HERE, "guest_init.sh"): "init",
+                 os.path.join(HERE, "guest_gid_index.sh"): "usr/sbin/ina-gid-index"}
 CACHE_ROOT = os.environ.get("INA_ROCE_VM_CACHE", "/var/cache/inaswitch/roce-vm")
 LIBDIR = "usr/lib/x86_64-linux-gnu"
 
@@ -50,9 +52,10 @@ STALE_AFTER_S = 3 * 86400   # an image no lab used for this long is deleted
 # Loaded in this order by /init, each after its dependencies (modules.dep decides).
 GUEST_MODULES = ["virtio_pci", "virtio_net", "virtio_console", "configfs", "crc32_generic",
                  "rdma_rxe", "ib_uverbs", "rdma_ucm"]
-# In the image, loaded when first used: netem, for loss and delay on a guest's egress (the host
-# kernel may have no sch_netem; Debian's guest kernel has it).
-ON_DEMAND_MODULES = ["sch_netem"]
+# In the image, loaded when first used: netem for loss and delay in a guest (the host kernel
+# may have no sch_netem; Debian's guest kernel has it), and ifb + ingress + matchall + mirred to
+# put netem on what the guest receives too.
+ON_DEMAND_MODULES = ["sch_netem", "ifb", "sch_ingress", "cls_matchall", "act_mirred"]
 GUEST_TOOLS = [
     "bin/dash", "bin/ip", "bin/rdma", "sbin/tc",
     "usr/bin/ibv_devices", "usr/bin/ibv_devinfo", "usr/bin/ibv_rc_pingpong",
@@ -182,7 +185,7 @@ def resolve_packages_cached(cache_root: str) -> dict[str, str]:
 def _builder_digest(packages: dict[str, str]) -> str:
     h = hashlib.sha256()
     h.update(json.dumps(packages, sort_keys=True).encode())
-    for path in (os.path.abspath(__file__), GUEST_INIT):
+    for path in [os.path.abspath(__file__)] + sorted(GUEST_SCRIPTS):
         with open(path, "rb") as f:
             h.update(f.read())
     return h.hexdigest()[:16]
@@ -385,8 +388,9 @@ def _build(packages: dict[str, str], debs: list[str], out: str, scratch: str) ->
         f.write("root:x:0:\n")
     with open(os.path.join(root, "etc/hosts"), "w") as f:
         f.write("127.0.0.1 localhost\n")
-    shutil.copy(GUEST_INIT, os.path.join(root, "init"))
-    os.chmod(os.path.join(root, "init"), 0o755)
+    for src, rel in GUEST_SCRIPTS.items():
+        shutil.copy(src, os.path.join(root, rel))
+        os.chmod(os.path.join(root, rel), 0o755)
 
     write_cpio_gz(root, os.path.join(out, "initramfs.cpio.gz"))
     files = sorted("/" + os.path.relpath(os.path.join(d, n), root)
@@ -404,17 +408,14 @@ def _prune(cache_root: str, keep: str) -> None:
     for name in os.listdir(cache_root):
         d = os.path.join(cache_root, name)
         manifest = os.path.join(d, "manifest.json")
-        if d == keep or not os.path.isfile(manifest):
-            if os.path.isfile(manifest):
-                with open(manifest) as f:
-                    referenced |= {_deb_name(p, v) for p, v in json.load(f)["packages"].items()}
-            continue
-        if now - os.stat(manifest).st_mtime > STALE_AFTER_S:
+        if not os.path.isfile(manifest):
+            continue  # the .debs, the apt resolution
+        if d != keep and now - os.stat(manifest).st_mtime > STALE_AFTER_S:
             log(f"removing {d}, unused for {STALE_AFTER_S // 86400} days")
             shutil.rmtree(d, ignore_errors=True)
-        else:
-            with open(manifest) as f:
-                referenced |= {_deb_name(p, v) for p, v in json.load(f)["packages"].items()}
+            continue
+        with open(manifest) as f:
+            referenced |= {_deb_name(p, v) for p, v in json.load(f)["packages"].items()}
     debs = os.path.join(cache_root, "debs")
     for name in os.listdir(debs) if os.path.isdir(debs) else []:
         if name.endswith(".deb") and name not in referenced:

@@ -33,6 +33,11 @@ session and returns its exit status and combined output. The serial console (ker
 goes to a log file (vm.console()). `extra_files` are host files for every guest (executables
 land in /usr/local/bin with their shared libraries), as a second cpio after the cached base.
 
+Also: vm.netem("loss 1%", direction="egress"|"ingress"|"both") impairs a guest's link (netem
+in the guest kernel; None removes it); lab.capture(bpf) runs tcpdump on every tap (both directions, what the switch sends
+included) and stop() returns the pcaps; lab.reach_all() has every VM resolve every other by
+ARP; lab.readdress(routed) moves a running inaswitch lab between L2 and routed addressing.
+
 Waiting. Nothing sleeps for synchronisation: boots wait for the guest's READY message, commands
 for their exit status, switch start for its API and links, captures for tcpdump's "listening"
 line, each with a deadline. Boots take 4 s on a quiet machine and 8-50 s under load.
@@ -47,9 +52,7 @@ the lab started by its process group, deletes the namespace and the scratch dire
 from __future__ import annotations
 
 import base64
-import ctypes
 import fcntl
-import http.client
 import json
 import os
 import re
@@ -68,58 +71,17 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "e2e"))
 sys.path.insert(0, HERE)
 
 import image as guest_image_mod  # noqa: E402
+import fig1  # noqa: E402
 import testbed  # noqa: E402
 from testbed import EAL_ARGS, Metrics, TestFailure, check, log, to_yaml, wait_until  # noqa: E402,F401
 
 NS_PREFIX = "inavm-"
 MAX_VMS = int(os.environ.get("INA_ROCE_VM_MAX", "3"))
 SLOT_DIR = "/run/inaswitch-roce-vm"
-API_PORT = 9464
+API_PORT = fig1.API_PORT     # inaswitch's control API, on 127.0.0.1 inside the namespace
 QEMU = "qemu-system-x86_64"
-RDMA_CM_PORT = 7174          # rping's default
 CAPTURE_BUFFER_KIB = 32768  # per tap: bursts toward a slow guest outrun tcpdump's default 2 MiB
 PERFTEST_PORT = 18515        # perftest's and ibv_*_pingpong's out-of-band TCP port
-
-
-# ---------------------------------------------------------------------------------------------
-# Sockets inside a network namespace: setns(2) switches only the calling thread, and a socket
-# keeps the namespace it was created in.
-
-_libc = ctypes.CDLL(None, use_errno=True)
-_CLONE_NEWNET = 0x40000000
-_setns_lock = threading.Lock()
-
-
-def socket_in_netns(ns: str, family: int = socket.AF_INET,
-                    kind: int = socket.SOCK_STREAM) -> socket.socket:
-    with _setns_lock:
-        own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
-        try:
-            target = os.open(f"/run/netns/{ns}", os.O_RDONLY)
-            try:
-                if _libc.setns(target, _CLONE_NEWNET) != 0:
-                    e = ctypes.get_errno()
-                    raise OSError(e, f"setns into {ns}: {os.strerror(e)}")
-                try:
-                    return socket.socket(family, kind)
-                finally:
-                    if _libc.setns(own, _CLONE_NEWNET) != 0:  # cannot continue in the wrong ns
-                        os._exit(70)
-            finally:
-                os.close(target)
-        finally:
-            os.close(own)
-
-
-class _NetnsHTTPConnection(http.client.HTTPConnection):
-    def __init__(self, ns: str, host: str, port: int, timeout: float):
-        super().__init__(host, port, timeout=timeout)
-        self._ns = ns
-
-    def connect(self) -> None:
-        self.sock = socket_in_netns(self._ns)
-        self.sock.settimeout(self.timeout)
-        self.sock.connect((self.host, self.port))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -176,7 +138,6 @@ class _Slots:
             raise TestFailure(f"a lab of {n} VMs exceeds the machine's limit of {MAX_VMS}")
         os.makedirs(SLOT_DIR, exist_ok=True)
         self.held: list[Any] = []
-        waited = False
 
         def take() -> bool:
             with open(os.path.join(SLOT_DIR, "gate"), "w") as gate:
@@ -195,9 +156,7 @@ class _Slots:
                 return False
         if not take():
             log(f"waiting for {n} VM slots (another lab holds them)")
-            waited = True
             wait_until(take, timeout, f"{n} free VM slots of {MAX_VMS}", interval=0.5)
-        if waited:
             log("VM slots free")
 
     def release(self) -> None:
@@ -442,13 +401,30 @@ class VM:
             raise TestFailure(f"{self.name}: `{cmd}` exited {rc}:\n{out[-3000:]}")
         return rc, out
 
-    def netem(self, spec: str | None) -> None:
-        """Impairs this guest's egress with netem (e.g. "loss 2%", "delay 5ms reorder 10%"),
-        or removes the impairment (None). RoCE frames leave through it like any others."""
+    def netem(self, spec: str | None, direction: str = "egress") -> None:
+        """Impairs this guest's link with netem (e.g. "loss 2%", "delay 5ms reorder 10%") on
+        what it sends ("egress"), what it receives ("ingress": redirected through ifb0) or
+        both. A call sets only its direction(s); spec None removes every impairment. RoCE
+        frames pass through it like any other."""
         if spec is None:
-            self.run("tc qdisc del dev eth0 root 2>/dev/null; true", check=True)
-        else:
-            self.run(f"tc qdisc replace dev eth0 root netem {spec}", check=True)
+            self.run("tc qdisc del dev eth0 root; tc qdisc del dev eth0 ingress; "
+                     "tc qdisc del dev ifb0 root; true", check=True)
+            return
+        if direction not in ("egress", "ingress", "both"):
+            raise ValueError(f"direction must be egress, ingress or both, not {direction!r}")
+        script = []
+        if direction in ("egress", "both"):
+            script.append(f"tc qdisc replace dev eth0 root netem {spec}")
+        if direction in ("ingress", "both"):
+            script += ["modprobe ifb numifbs=1",  # creates ifb0 (a plain `ip link add`
+                       "[ -e /sys/class/net/ifb0 ]",  # races the module's own ifb0)
+                       "ip link set ifb0 up",
+                       f"tc qdisc replace dev ifb0 root netem {spec}",
+                       "{ tc qdisc del dev eth0 ingress 2>/dev/null; true; }",
+                       "tc qdisc add dev eth0 handle ffff: ingress",
+                       "tc filter add dev eth0 parent ffff: matchall "
+                       "action mirred egress redirect dev ifb0"]
+        self.run(" && ".join(script), check=True)
 
     def wait_tcp_listen(self, port: int = PERFTEST_PORT, timeout: float = 60) -> None:
         """Waits until a TCP socket listens on `port` in this guest (polled inside it)."""
@@ -468,10 +444,13 @@ class VM:
 # The switch
 
 class Switch:
-    """inaswitch running inside the lab's namespace."""
+    """inaswitch running inside the lab's namespace: metrics() (a live scrape), api_json(),
+    http(), wait_metric(), reload(yaml), log(), stop() (SIGTERM, exit status) and stats() (the
+    final metrics it wrote on exit, or a live scrape while it runs)."""
 
     def __init__(self, lab: "Lab", exe: str, config_text: str):
         self.lab = lab
+        self.ns = lab.ns
         self.exe = os.path.abspath(exe)
         self.file_prefix = f"inavm{os.getpid()}x{lab.serial}"
         self.config_path = os.path.join(lab.workdir, "switch.yaml")
@@ -508,27 +487,24 @@ class Switch:
     def log(self) -> str:
         return _tail(self.log_path, 20000)
 
-    def http(self, method: str, path: str, body: Any = None,
-             timeout: float = 10) -> tuple[int, str]:
-        conn = _NetnsHTTPConnection(self.lab.ns, "127.0.0.1", API_PORT, timeout)
-        try:
-            data = None
-            headers = {}
-            if body is not None:
-                data = (body if isinstance(body, str) else json.dumps(body)).encode()
-                headers["Content-Type"] = "application/json"
-            conn.request(method, path, body=data, headers=headers)
-            r = conn.getresponse()
-            return r.status, r.read().decode()
-        finally:
-            conn.close()
-
-    # The e2e testbed's API helpers, which need only http(): api_json(method, path, body,
-    # expect=200), metrics() -> Metrics, metrics_text(), wait_metric(name, pred, timeout, **labels).
+    # The Figure 1 testbed's http(method, path, body, timeout) into a switch in a namespace
+    # (self.ns, API_PORT), and the e2e testbed's helpers built on http(): api_json(method, path,
+    # body, expect=200), metrics() -> Metrics, metrics_text(), wait_metric(name, pred, timeout,
+    # **labels).
+    http = fig1.Switch.http
     api_json = testbed.Testbed.api_json
     metrics_text = testbed.Testbed.metrics_text
     metrics = testbed.Testbed.metrics
     wait_metric = testbed.Testbed.wait_metric
+
+    def stats(self) -> Metrics:
+        """The final metrics (--stats-file) once stopped; a live scrape while running."""
+        if self.alive():
+            return self.metrics()
+        if self.final_metrics is None:
+            raise TestFailure(f"inaswitch wrote no final metrics ({self.stats_path}):\n"
+                              f"{self.log()}")
+        return self.final_metrics
 
     def reload(self, config_text: str) -> None:
         """Writes a new config and has the running switch apply it (POST /api/v1/reload)."""
@@ -605,10 +581,12 @@ class Capture:
             return captured + dropped == received
         wait_until(drained, timeout, f"tcpdump on {name} to write every packet it received")
 
-    def stop(self) -> dict[str, str]:
+    def stop(self, drain: bool = True) -> dict[str, str]:
+        """Stops tcpdump, first waiting until it has written all it received (drain)."""
         for name, p in self._procs.items():
             if p.poll() is None:
-                self._drain(name, p)
+                if drain:
+                    self._drain(name, p)
                 p.send_signal(signal.SIGINT)
             try:
                 p.wait(15)
@@ -633,23 +611,54 @@ class Capture:
 _serial = 0
 
 
+def _dead(pid: int) -> bool:
+    return pid != os.getpid() and not os.path.exists(f"/proc/{pid}")
+
+
+# Every process a lab starts names the lab's pid in its arguments: qemu and tcpdump through the
+# work directory (<tmp>/inavm<pid>-...), inaswitch through its file prefix (inavm<pid>x<n>).
+_LAB_ARG = re.compile(rb"/inavm(\d+)-|inavm(\d+)x\d")
+
+
 def cleanup_stale() -> None:
-    """Deletes the namespaces of labs whose process died without closing them (SIGKILL),
-    after killing what still runs inside them (their qemu, inaswitch and tcpdump)."""
+    """Removes what labs of dead processes left (a SIGKILL, or a crash in teardown): their
+    processes (qemu, inaswitch, tcpdump), namespaces and DPDK runtime directories."""
+    killed = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                args = f.read()
+        except OSError:
+            continue
+        m = _LAB_ARG.search(args)
+        if m and _dead(int(m.group(1) or m.group(2))):
+            try:
+                os.kill(int(entry), signal.SIGKILL)
+                killed += 1
+            except ProcessLookupError:
+                pass
     out = _sh(["ip", "netns", "list"], check_rc=False).stdout
     for line in out.splitlines():
         name = line.split()[0] if line.split() else ""
         m = re.match(re.escape(NS_PREFIX) + r"(\d+)-\d+$", name)
-        if not m or int(m.group(1)) == os.getpid() or os.path.exists(f"/proc/{m.group(1)}"):
-            continue
-        pids = _sh(["ip", "netns", "pids", name], check_rc=False).stdout.split()
-        for pid in pids:
-            try:
-                os.kill(int(pid), signal.SIGKILL)
-            except (ProcessLookupError, ValueError):
-                pass
-        log(f"removed stale lab namespace {name} ({len(pids)} leftover processes killed)")
-        _sh(["ip", "netns", "del", name], check_rc=False)
+        if m and _dead(int(m.group(1))):
+            for pid in _sh(["ip", "netns", "pids", name], check_rc=False).stdout.split():
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                    killed += 1
+                except (ProcessLookupError, ValueError):
+                    pass
+            _sh(["ip", "netns", "del", name], check_rc=False)
+            log(f"removed stale lab namespace {name}")
+    if os.path.isdir("/var/run/dpdk"):
+        for d in os.listdir("/var/run/dpdk"):
+            m = re.match(r"inavm(\d+)x\d+$", d)
+            if m and _dead(int(m.group(1))):
+                shutil.rmtree(os.path.join("/var/run/dpdk", d), ignore_errors=True)
+    if killed:
+        log(f"killed {killed} processes left by labs of dead processes")
 
 
 class Lab:
@@ -676,6 +685,7 @@ class Lab:
         _serial += 1
         self.serial = _serial
         self.fabric, self.routed = fabric, routed
+        self._switch_config = switch_config
         self.ns = f"{NS_PREFIX}{os.getpid()}-{self.serial}"
         self.workdir = tempfile.mkdtemp(prefix=f"inavm{os.getpid()}-")
         self.vms: list[VM] = []
@@ -701,10 +711,7 @@ class Lab:
                         with open(part, "rb") as f:
                             shutil.copyfileobj(f, out)
             for i in range(n_vms):
-                if routed:
-                    self.vms.append(VM(self, i, f"10.77.{i + 1}.2", 24, f"10.77.{i + 1}.1"))
-                else:
-                    self.vms.append(VM(self, i, f"10.77.0.{i + 2}", 24, None))
+                self.vms.append(VM(self, i, *self._address(i, routed)))
             self._build_network()
             if fabric == "inaswitch":
                 self.switch = Switch(self, switch_exe, self._config_text(switch_config))
@@ -746,6 +753,51 @@ class Lab:
             self.ns_run(["ip", "link", "set", vm.tap, "up"])
         if self.fabric == "bridge":
             self.ns_run(["ip", "link", "set", "br0", "up"])
+
+    @staticmethod
+    def _address(index: int, routed: bool) -> tuple[str, int, str | None]:
+        """(address, prefix length, gateway) of VM `index`."""
+        if routed:
+            return f"10.77.{index + 1}.2", 24, f"10.77.{index + 1}.1"
+        return f"10.77.0.{index + 2}", 24, None
+
+    def readdress(self, routed: bool, timeout: float = 120) -> None:
+        """Switches the running lab between one L2 segment and routed subnets without a
+        reboot: the switch reloads the matching config (ports' l2_group and ipv4 are reloadable)
+        and every guest takes its new address, gateway and GID (vm.ip, .gw, .gid_index change;
+        the old address's QPs and neighbours are gone)."""
+        if routed and self.fabric != "inaswitch":
+            raise ValueError("routed=True needs fabric='inaswitch' (a bridge does not route)")
+        self.routed = routed
+        for vm in self.vms:
+            vm.ip, vm.prefix_len, vm.gw = self._address(vm.index, routed)
+        if self.switch is not None:
+            self.switch.reload(self._config_text(self._switch_config))
+        jobs = []
+        for vm in self.vms:
+            route = f" && ip route add default via {vm.gw} dev eth0" if vm.gw else ""
+            jobs.append(vm.start(f"ip addr flush dev eth0 && ip neigh flush dev eth0 && "
+                                 f"ip addr add {vm.ip}/{vm.prefix_len} dev eth0{route} && "
+                                 f"ina-gid-index {vm.ip}"))
+        for vm, job in zip(self.vms, jobs):
+            rc, out = job.wait(timeout)
+            if rc != 0 or not out.strip().isdigit():
+                raise TestFailure(f"{vm.name}: readdressing to {vm.ip} failed ({rc}): {out}")
+            vm.gid_index = int(out.strip())
+        log(f"readdressed: {'routed' if routed else 'one L2 segment'}, "
+            + ", ".join(f"{vm.name} {vm.ip} gid {vm.gid_index}" for vm in self.vms))
+
+    def reach_all(self, timeout: float = 60) -> None:
+        """Makes every VM resolve every other VM (and its gateway) by ARP, each pinging until a
+        reply comes, so that the first RDMA connection does not wait for neighbour resolution
+        (rdma_cm's first REQ can otherwise stall for seconds)."""
+        jobs = []
+        for vm in self.vms:
+            peers = [o.ip for o in self.vms if o is not vm] + ([vm.gw] if vm.gw else [])
+            jobs.append((vm, vm.start("; ".join(
+                f"until ping -c 1 -W 1 {ip} >/dev/null; do :; done" for ip in peers))))
+        for vm, job in jobs:
+            job.wait(timeout)
 
     def default_switch_config(self) -> dict:
         ports = []
@@ -800,31 +852,42 @@ class Lab:
     # -- teardown ----------------------------------------------------------------------------
 
     def close(self) -> None:
+        """Tears everything down; each step runs even if an earlier one fails (a capture that
+        will not stop must not leave qemu running)."""
         if self._closed:
             return
         self._closed = True
-        try:
-            for cap in self._captures:
-                cap.stop()
-            if self.switch is not None:
+        problems = []
+
+        def step(what: str, fn: Callable[[], Any]) -> None:
+            try:
+                fn()
+            except Exception as e:  # noqa: BLE001 - teardown goes on; reported below
+                problems.append(f"{what}: {e}")
+        for cap in self._captures:
+            step("capture", lambda cap=cap: cap.stop(drain=False))
+        if self.switch is not None:
+            def stop_switch():
                 rc = self.switch.stop()
                 if rc not in (None, 0):
                     log(f"inaswitch exited {rc}; log:\n{self.switch.log()}")
-            for vm in self.vms:
-                vm.stop()
-        finally:
-            if self._slots is not None:
-                self._slots.release()
-            if self._ns_created:
-                _sh(["ip", "netns", "del", self.ns], check_rc=False)
-            if self.switch is not None:
-                shutil.rmtree(f"/var/run/dpdk/{self.switch.file_prefix}", ignore_errors=True)
-            if os.environ.get("INA_ROCE_VM_KEEP"):
-                log(f"kept {self.workdir}")
-            else:
-                shutil.rmtree(self.workdir, ignore_errors=True)
-            if self in testbed._live:
-                testbed._live.remove(self)
+            step("inaswitch", stop_switch)
+        for vm in self.vms:
+            step(vm.name, vm.stop)
+        if self._slots is not None:
+            self._slots.release()
+        if self._ns_created:
+            step("netns", lambda: _sh(["ip", "netns", "del", self.ns], check_rc=False))
+        if self.switch is not None:
+            shutil.rmtree(f"/var/run/dpdk/{self.switch.file_prefix}", ignore_errors=True)
+        if os.environ.get("INA_ROCE_VM_KEEP"):
+            log(f"kept {self.workdir}")
+        else:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+        if self in testbed._live:
+            testbed._live.remove(self)
+        if problems:
+            log("teardown problems: " + "; ".join(problems))
 
     def __enter__(self) -> "Lab":
         return self
