@@ -490,6 +490,9 @@ void ApiServer::Impl::install_policy(httplib::Server& s, bool metrics_only) {
         if (res.status == 413) {
             message = "request body over the limit of " + std::to_string(settings_.max_body_bytes) +
                       " bytes (control.max_body_bytes)";
+        } else if (res.status == 400) {
+            message = "malformed request line or headers, or a POST/PUT without Content-Length "
+                      "(curl: -d '')";
         } else if (res.status == 404) {
             message = "no such resource: " + req.method + " " + req.path;
         }

@@ -101,6 +101,7 @@ struct HttpListener::Connection {
     std::string buffer;   // received, not yet given to the parser
     size_t consumed = 0;  // buffer[0, consumed) was given
     uint32_t requests = 0;
+    Clock::time_point accepted = Clock::now();
     bool counted = false;  // holds a ConnectionLimiter slot
 
     ~Connection() {
@@ -382,6 +383,34 @@ void HttpListener::refuse(int fd, int status, const std::string& message) {
     }
 }
 
+// At a limit, a new connection takes the place of the oldest one that has not delivered a
+// whole request (idle keep-alive first, then a slow head): a slow or idle client cannot keep
+// others out, and a client that behaves never loses a request in progress.
+bool HttpListener::evict_oldest_waiting(const std::string& peer_ip) {
+    using State = Connection::State;
+    Connection* victim = nullptr;
+    for (const auto& c : waiting_) {
+        if (!c->counted || c->state == State::draining ||
+            (!peer_ip.empty() && c->info.peer_ip != peer_ip)) {
+            continue;
+        }
+        const auto rank = [](const Connection& x) { return x.state == State::idle ? 0 : 1; };
+        if (victim == nullptr || rank(*c) < rank(*victim) ||
+            (rank(*c) == rank(*victim) && c->accepted < victim->accepted)) {
+            victim = c.get();
+        }
+    }
+    if (victim == nullptr) {
+        return false;
+    }
+    limiter_.release(victim->info.peer_ip);
+    victim->counted = false;
+    victim->state = State::draining;  // closed by poll_loop at once
+    victim->deadline = Clock::now();
+    ::shutdown(victim->fd, SHUT_RDWR);
+    return true;
+}
+
 void HttpListener::accept_ready() {
     for (;;) {
         sockaddr_storage peer{};
@@ -395,7 +424,14 @@ void HttpListener::accept_ready() {
         c->fd = fd;
         c->info.peer_ip = address_string(peer, c->info.peer_port);
         c->info.tls = options_.tls != nullptr;
-        switch (limiter_.acquire(c->info.peer_ip)) {
+        auto verdict = limiter_.acquire(c->info.peer_ip);
+        if (verdict != policy::ConnectionLimiter::Verdict::ok &&
+            evict_oldest_waiting(verdict == policy::ConnectionLimiter::Verdict::client_full
+                                     ? c->info.peer_ip
+                                     : std::string())) {
+            verdict = limiter_.acquire(c->info.peer_ip);
+        }
+        switch (verdict) {
         case policy::ConnectionLimiter::Verdict::total_full:
             c->fd = -1;
             refuse(fd, 503, "the control " + options_.name + " listener has " +

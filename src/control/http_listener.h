@@ -96,6 +96,7 @@ private:
     void serve(Connection& c);
     void close_connection(std::unique_ptr<Connection> c);
     void refuse(int fd, int status, const std::string& message);
+    bool evict_oldest_waiting(const std::string& peer_ip);  // "" = any client
 
     ListenerOptions options_;
     ServeFn serve_;
