@@ -35,7 +35,8 @@ import threading
 import time
 from typing import Any
 
-from testbed import Host, Port, Testbed, check, free_tcp_port, log, main, to_yaml, wait_until
+from testbed import (Host, Port, Testbed, check, free_tcp_port, log, main, request_body, to_yaml,
+                     wait_until)
 
 HEADER_TIMEOUT_MS = 2000
 MAX_BODY = 4 << 20  # the default control.max_body_bytes
@@ -91,11 +92,7 @@ class SecureTestbed(Testbed):
 
     def http(self, method: str, path: str, body: Any = None,
              timeout: float = 5) -> tuple[int, str]:
-        data = None
-        headers = {}
-        if body is not None:
-            data = (body if isinstance(body, str) else json.dumps(body)).encode()
-            headers["Content-Type"] = "application/json"
+        data, headers = request_body(body)
         status, _, text = self.request(method, path, body=data, headers=headers, timeout=timeout)
         return status, text
 
@@ -373,18 +370,19 @@ def test(exe: str) -> None:
     ops = ssl.create_default_context(cafile=os.path.join(pki, "ca.crt"))
     ops.load_cert_chain(os.path.join(pki, "ops.crt"), os.path.join(pki, "ops.key"))
     with secure_switch(exe, {"control": mtls}, "", ops) as tb:
-        try:
-            tb.request("GET", "/api/v1/status", ctx=ca)
-            check(False, "without a client certificate the handshake fails")
-        except (ssl.SSLError, ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected) as e:
-            log(f"no client certificate: {e}")
+        def handshake_refused(ctx: ssl.SSLContext, what: str) -> None:
+            try:
+                tb.request("GET", "/api/v1/status", ctx=ctx)
+            except (ssl.SSLError, ConnectionResetError, BrokenPipeError,
+                    http.client.RemoteDisconnected) as e:
+                log(f"{what}: handshake refused: {e}")
+                return
+            check(False, f"{what}: the TLS handshake must fail")
+
+        handshake_refused(ca, "no client certificate")
         rogue = ssl.create_default_context(cafile=os.path.join(pki, "ca.crt"))
         rogue.load_cert_chain(os.path.join(pki, "rogue.crt"), os.path.join(pki, "rogue.key"))
-        try:
-            tb.request("GET", "/api/v1/status", ctx=rogue)
-            check(False, "a certificate from an unknown CA fails the handshake")
-        except (ssl.SSLError, ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected) as e:
-            log(f"unknown CA: {e}")
+        handshake_refused(rogue, "a certificate from an unknown CA")
         intruder = ssl.create_default_context(cafile=os.path.join(pki, "ca.crt"))
         intruder.load_cert_chain(os.path.join(pki, "intruder.crt"), os.path.join(pki, "intruder.key"))
         status, _, _ = tb.request("GET", "/api/v1/status", ctx=intruder)

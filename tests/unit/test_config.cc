@@ -1284,22 +1284,23 @@ TEST(ConfigControl, NonLoopbackWithoutClientsIsRefused) {
 }
 
 TEST(ConfigControl, ClientErrorsNameTheirPlace) {
-    EXPECT_TRUE(HasError(control_yaml("  clients:\n    - {name: a, role: admin, token_sha256: " +
-                                      std::string(64, '0') + "}\n"),
-                         "t.yaml:7:", "expected role read"));
-    EXPECT_TRUE(HasError(control_yaml("  clients:\n    - {name: a, role: read}\n"), "t.yaml:7:7:",
+    // Line 7 is the client entry "    - {name: a, role: ...}".
+    const auto client = [](const std::string& fields) {
+        return control_yaml("  clients:\n    - {name: a, role: " + fields + "}\n");
+    };
+    EXPECT_TRUE(HasError(client("admin, token_sha256: " + std::string(64, '0')), "t.yaml:7:",
+                         "expected role read"));
+    EXPECT_TRUE(HasError(client("read"), "t.yaml:7:7:",
                          "exactly one of token_file, token_sha256 or cert_cn"));
-    EXPECT_TRUE(HasError(control_yaml("  clients:\n    - {name: a, role: read, token_sha256: abc}\n"),
-                         "t.yaml:7:", "64 hex digits"));
-    EXPECT_TRUE(HasError(control_yaml("  clients:\n    - {name: a, role: read, cert_cn: ops}\n"),
-                         "t.yaml:7:", "cert_cn needs control.tls.client_ca"));
-    EXPECT_TRUE(HasError(control_yaml("  clients:\n    - {name: a, role: read, token_file: /nonexistent}\n"),
-                         "t.yaml:7:", "cannot read token file"));
+    EXPECT_TRUE(HasError(client("read, token_sha256: abc"), "t.yaml:7:", "64 hex digits"));
+    EXPECT_TRUE(HasError(client("read, cert_cn: ops"), "t.yaml:7:",
+                         "cert_cn needs control.tls.client_ca"));
+    EXPECT_TRUE(HasError(client("read, token_file: /nonexistent"), "t.yaml:7:",
+                         "cannot read token file"));
     const std::string short_token = testing::TempDir() + "/config_api_short.token";
     std::ofstream(short_token) << "short\n";
-    EXPECT_TRUE(HasError(control_yaml("  clients:\n    - {name: a, role: read, token_file: " +
-                                      short_token + "}\n"),
-                         "t.yaml:7:", "at least 16 characters"));
+    EXPECT_TRUE(HasError(client("read, token_file: " + short_token), "t.yaml:7:",
+                         "at least 16 characters"));
     EXPECT_TRUE(HasError(control_yaml("  tls: {cert: /nonexistent.crt}\n"), "t.yaml:6:15:",
                          "cannot read cert file"));
     EXPECT_TRUE(HasError(control_yaml("  max_body_bytes: 10\n"), "t.yaml:6:19:",
