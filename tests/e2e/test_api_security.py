@@ -39,7 +39,7 @@ from testbed import (Host, Port, Testbed, check, free_tcp_port, log, main, reque
                      wait_until)
 
 HEADER_TIMEOUT_MS = 2000
-MAX_BODY = 4 << 20  # the default control.max_body_bytes
+MAX_BODY = 1 << 20  # the default control.max_body_bytes
 
 
 def openssl(*args: str, cwd: str) -> None:

@@ -1269,7 +1269,7 @@ TEST(ConfigControl, DefaultsAndEveryKey) {
     const Config d = *load_string(kMinimal, "t.yaml").config;
     EXPECT_EQ(d.control.listen, "127.0.0.1:9464");
     EXPECT_TRUE(d.control.clients.empty());
-    EXPECT_EQ(d.control.max_body_bytes, 4u << 20);
+    EXPECT_EQ(d.control.max_body_bytes, 1u << 20);
 }
 
 TEST(ConfigControl, NonLoopbackWithoutClientsIsRefused) {
@@ -1313,7 +1313,7 @@ TEST(ConfigControl, ClientErrorsNameTheirPlace) {
 TEST(ConfigControl, EveryControlChangeNeedsARestart) {
     const Config base = *load_string(kMinimal, "t.yaml").config;
     Config next = base;
-    next.control.max_body_bytes = 1 << 20;
+    next.control.max_body_bytes = 2 << 20;
     const auto reasons = restart_required(base, next);
     ASSERT_EQ(reasons.size(), 1u);
     EXPECT_NE(reasons[0].find("control settings changed"), std::string::npos);
