@@ -399,6 +399,10 @@ std::optional<policy::Refusal> ApiServer::Impl::precheck(const httplib::Request&
                                       settings_.allowed_origins)) {
         return r;
     }
+    if (auto r = policy::check_body_framing(req.get_header_value("Transfer-Encoding"),
+                                            req.get_header_value("Content-Encoding"))) {
+        return r;
+    }
     if (auto r = policy::check_body_length(req.get_header_value("Content-Length"),
                                            settings_.max_body_bytes)) {
         return r;
@@ -539,6 +543,7 @@ ListenerOptions ApiServer::Impl::listener_options(const std::string& name,
     o.header_timeout_ms = settings_.header_timeout_ms;
     o.request_timeout_ms = settings_.request_timeout_ms;
     o.idle_timeout_ms = settings_.idle_timeout_ms;
+    o.max_body_bytes = settings_.max_body_bytes;
     return o;
 }
 

@@ -250,6 +250,20 @@ std::optional<Refusal> check_body_length(std::string_view content_length, uint64
     return std::nullopt;
 }
 
+std::optional<Refusal> check_body_framing(std::string_view transfer_encoding,
+                                          std::string_view content_encoding) {
+    if (!trim(transfer_encoding).empty()) {
+        return Refusal{411, "Transfer-Encoding '" + std::string(transfer_encoding) +
+                                "' is not accepted: send the body with a Content-Length"};
+    }
+    const std::string encoding = lower(trim(content_encoding));
+    if (!encoding.empty() && encoding != "identity") {
+        return Refusal{415, "Content-Encoding '" + std::string(content_encoding) +
+                                "' is not accepted: send the body uncompressed"};
+    }
+    return std::nullopt;
+}
+
 std::string error_body(std::string_view message) {
     const nlohmann::json body = {{"ok", false}, {"errors", {std::string(message)}}};
     return body.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";

@@ -92,6 +92,11 @@ std::optional<Refusal> check_query(const std::multimap<std::string, std::string>
 // A declared body longer than the limit is refused before it is read.
 std::optional<Refusal> check_body_length(std::string_view content_length, uint64_t max_bytes);
 
+// A body must declare its length and come uncompressed: cpp-httplib 0.11 applies no size
+// limit to chunked bodies or while inflating gzip/brotli ones.
+std::optional<Refusal> check_body_framing(std::string_view transfer_encoding,
+                                          std::string_view content_encoding);
+
 // {"ok": false, "errors": [message]} with invalid UTF-8 replaced (never a throw).
 std::string error_body(std::string_view message);
 

@@ -189,18 +189,25 @@ namespace {
 // first. Every wait ends at the request's deadline or when the listener stops.
 class ConnectionStream : public httplib::Stream {
 public:
-    ConnectionStream(HttpListener::Connection& c, Clock::time_point deadline,
+    ConnectionStream(HttpListener::Connection& c, Clock::time_point deadline, uint64_t budget,
                      const std::atomic<bool>& stopping)
-        : c_(c), deadline_(deadline), stopping_(stopping) {}
+        : c_(c), deadline_(deadline), budget_(budget), stopping_(stopping) {}
 
     bool failed() const { return failed_; }
 
     bool is_readable() const override { return c_.unread() != 0 || wait(POLLIN); }
     bool is_writable() const override { return wait(POLLOUT); }
 
+    // Whatever framing the parser accepts, one request never reads more than its budget.
     ssize_t read(char* ptr, size_t size) override {
+        if (budget_ == 0) {
+            failed_ = true;
+            return -1;
+        }
+        size = static_cast<size_t>(std::min<uint64_t>(size, budget_));
         if (c_.unread() != 0) {
             const size_t n = std::min(size, c_.unread());
+            budget_ -= n;
             std::memcpy(ptr, c_.buffer.data() + c_.consumed, n);
             c_.consumed += n;
             return static_cast<ssize_t>(n);
@@ -283,6 +290,7 @@ private:
 
     HttpListener::Connection& c_;
     Clock::time_point deadline_;
+    uint64_t budget_;
     const std::atomic<bool>& stopping_;
     mutable bool failed_ = false;
 };
@@ -632,7 +640,7 @@ void HttpListener::serve(Connection& c) {
     c.info.principal.clear();
     t_current = &c.info;
     ConnectionStream stream(c, Clock::now() + milliseconds(options_.request_timeout_ms),
-                            stopping_);
+                            options_.max_head_bytes + options_.max_body_bytes, stopping_);
     ++c.requests;
     const bool last = stopping_.load() || c.requests >= options_.max_requests_per_connection;
     bool closed = false;

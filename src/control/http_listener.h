@@ -71,6 +71,7 @@ struct ListenerOptions {
     uint32_t request_timeout_ms = 30000;
     uint32_t idle_timeout_ms = 5000;
     size_t max_head_bytes = 16 * 1024;
+    uint64_t max_body_bytes = 1 << 20;  // with max_head_bytes: what one request may read
     uint32_t max_requests_per_connection = 1000;
 };
 

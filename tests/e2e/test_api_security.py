@@ -8,7 +8,8 @@ and a metrics listener of its own:
     token PUTs the running config back (200);
   - the TLS handshake verifies with the CA and fails without it; plain HTTP gets no answer;
   - a 100 MB body (curl, and a bare Content-Length) is 413 with a JSON body naming the limit,
-    and a >8 KB config PUT with the documented `curl --data-binary` command is applied;
+    a chunked body 411, a gzip one 415, and a >8 KB config PUT with the documented
+    `curl --data-binary` command is applied;
   - text/plain POST: 415; a write from a foreign Origin: 403; a repeated or unknown query
     parameter: 400 (DELETE ?job_id=1&job_id=2 deletes neither job); invalid UTF-8 in a body:
     4xx with a JSON body;
@@ -22,6 +23,7 @@ CN "ops" (role write) changes a route, CN "intruder" of the same CA gets 401.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import http.client
 import json
@@ -218,6 +220,18 @@ def test(exe: str) -> None:
         check(status == 413 and str(MAX_BODY) in json_error(text)[0],
               f"Content-Length 100 MB without a body: 413 before reading ({status})")
         os.unlink(big)
+        status, _, text = tb.request("PUT", "/api/v1/config", body=iter([b"#" * 4096] * 512),
+                                     headers={"Content-Type": "application/yaml",
+                                              "Transfer-Encoding": "chunked"})
+        writes += 1
+        check(status == 411, f"a chunked body (no length to check): 411 ({status})")
+        json_error(text)
+        status, _, text = tb.request("PUT", "/api/v1/config", body=gzip.compress(b"#" * (64 << 20)),
+                                     headers={"Content-Type": "application/yaml",
+                                              "Content-Encoding": "gzip"})
+        writes += 1
+        check(status == 415, f"a gzip body (64 MB inflated): 415 ({status})")
+        json_error(text)
 
         cfg = tb.api_json("GET", "/api/v1/config")
         text = to_yaml(cfg)

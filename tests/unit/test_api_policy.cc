@@ -177,6 +177,17 @@ TEST(ApiLimits, DeclaredBodyLength) {
     EXPECT_EQ(r->status, 400);
 }
 
+TEST(ApiLimits, BodiesDeclareTheirLengthAndComeUncompressed) {
+    EXPECT_FALSE(policy::check_body_framing("", ""));
+    EXPECT_FALSE(policy::check_body_framing("", "identity"));
+    auto r = policy::check_body_framing("chunked", "");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 411);
+    r = policy::check_body_framing("", "gzip");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 415);
+}
+
 TEST(ApiErrors, InvalidUtf8IsReplacedNotThrown) {
     const std::string body = policy::error_body("got '\xff\xfe'");
     const auto j = nlohmann::json::parse(body);
