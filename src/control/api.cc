@@ -378,6 +378,10 @@ void ApiServer::Impl::install_metrics(httplib::Server& s) {
 std::optional<policy::Refusal> ApiServer::Impl::precheck(const httplib::Request& req,
                                                          bool metrics_only) {
     ConnectionInfo* conn = current_connection();
+    if (auto r = policy::check_repeated_headers(
+            [&](const std::string& name) { return req.get_header_value_count(name.c_str()); })) {
+        return r;
+    }
     if (auto r = policy::check_host(req.get_header_value("Host"), auth_.enabled(),
                                     settings_.allowed_hosts)) {
         return r;

@@ -211,6 +211,20 @@ std::optional<Refusal> check_host(std::string_view host, bool auth_enabled,
                             "' is not an address of this switch: add it to control.allowed_hosts"};
 }
 
+std::optional<Refusal> check_repeated_headers(
+    const std::function<size_t(const std::string&)>& count) {
+    static const char* const kOnce[] = {"Host", "Authorization", "Content-Length",
+                                        "Content-Type", "Content-Encoding", "Transfer-Encoding",
+                                        "Origin", "Sec-Fetch-Site"};
+    for (const char* name : kOnce) {
+        if (const size_t n = count(name); n > 1) {
+            return Refusal{400, std::string("header ") + name + " given " + std::to_string(n) +
+                                    " times; expected once"};
+        }
+    }
+    return std::nullopt;
+}
+
 std::optional<Refusal> check_query(const std::multimap<std::string, std::string>& params,
                                    const std::vector<std::string_view>& allowed) {
     for (auto it = params.begin(); it != params.end(); it = params.upper_bound(it->first)) {

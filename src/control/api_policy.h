@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -84,6 +85,12 @@ std::optional<Refusal> check_origin(std::string_view method, std::string_view or
 // name is enforced (the page does not have the token).
 std::optional<Refusal> check_host(std::string_view host, bool auth_enabled,
                                   const std::vector<std::string>& allowed_hosts);
+
+// The headers these checks read must each come once: a second Content-Length or Host is how
+// requests are smuggled past a proxy, a second Authorization how one token is checked and
+// another one meant. `count(name)` counts a header case-insensitively.
+std::optional<Refusal> check_repeated_headers(
+    const std::function<size_t(const std::string&)>& count);
 
 // Each query parameter at most once and only those the route reads.
 std::optional<Refusal> check_query(const std::multimap<std::string, std::string>& params,

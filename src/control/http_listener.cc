@@ -426,7 +426,11 @@ void HttpListener::accept_ready() {
         const int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &len,
                                  SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
-            return;  // EAGAIN, or out of descriptors: poll() tries again
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                // The backlog stays readable: without a pause poll() would spin on it.
+                accept_paused_until_ = Clock::now() + milliseconds(100);
+            }
+            return;
         }
         auto c = std::make_unique<Connection>();
         c->fd = fd;
@@ -570,8 +574,9 @@ void HttpListener::poll_loop() {
 
         fds.clear();
         fds.push_back({wake_fd_[0], POLLIN, 0});
-        fds.push_back({listen_fd_, POLLIN, 0});
-        int timeout = 1000;
+        const bool accepting = Clock::now() >= accept_paused_until_;
+        fds.push_back({listen_fd_, static_cast<short>(accepting ? POLLIN : 0), 0});
+        int timeout = accepting ? 1000 : 100;
         for (const auto& c : waiting_) {
             fds.push_back({c->fd, c->events, 0});
             timeout = std::min(timeout, ms_until(c->deadline) + 1);

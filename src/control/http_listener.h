@@ -15,6 +15,7 @@
 #include <openssl/ssl.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -109,6 +110,7 @@ private:
     std::vector<std::thread> workers_;
 
     std::vector<std::unique_ptr<Connection>> waiting_;  // poller-owned
+    std::chrono::steady_clock::time_point accept_paused_until_;  // out of descriptors
 
     std::mutex mutex_;  // guards ready_ and returned_
     std::condition_variable ready_cv_;

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cctype>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -144,6 +145,28 @@ TEST(ApiHeaders, HostWithoutAuthenticationMustBeAnAddressOrListed) {
     EXPECT_FALSE(policy::check_host("rebind.evil.example:9464", true, {}));
     EXPECT_TRUE(policy::check_host("rebind.evil.example:9464", true, listed));
     EXPECT_TRUE(policy::check_host("[::1", false, {}));
+}
+
+TEST(ApiHeaders, HeadersTheChecksReadComeOnce) {
+    std::multimap<std::string, std::string> headers = {
+        {"host", "127.0.0.1"}, {"x-trace", "1"}, {"x-trace", "2"}, {"authorization", "Bearer a"}};
+    const auto count = [&](const std::string& name) {
+        std::string lower_name = name;
+        for (char& c : lower_name) {
+            c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        }
+        return headers.count(lower_name);
+    };
+    EXPECT_FALSE(policy::check_repeated_headers(count));  // other headers may repeat
+    headers.emplace("authorization", "Bearer b");
+    auto r = policy::check_repeated_headers(count);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400);
+    EXPECT_NE(r->message.find("Authorization given 2 times"), std::string::npos) << r->message;
+    headers.erase("authorization");
+    headers.emplace("content-length", "5");
+    headers.emplace("content-length", "500");
+    EXPECT_TRUE(policy::check_repeated_headers(count));
 }
 
 TEST(ApiQuery, RepeatedAndUnknownParametersAreRefused) {
