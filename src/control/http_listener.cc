@@ -354,7 +354,11 @@ void HttpListener::stop() {
     if (!poller_.joinable()) {
         return;
     }
-    stopping_.store(true);
+    {
+        // Under the mutex: a worker between its predicate check and its wait still wakes.
+        std::lock_guard lock(mutex_);
+        stopping_.store(true);
+    }
     [[maybe_unused]] const ssize_t n = ::write(wake_fd_[1], "x", 1);
     ready_cv_.notify_all();
     poller_.join();
