@@ -219,7 +219,7 @@ struct ControlConfig {
     bool allow_unauthenticated = false;     // no clients on a non-loopback listen address
     std::vector<std::string> allowed_origins;  // browser Origins allowed to change things
     std::vector<std::string> allowed_hosts;    // Host names besides IP literals and localhost
-    uint64_t max_body_bytes = 4u << 20;
+    uint64_t max_body_bytes = 1u << 20;  // worst-case YAML costs ~250 bytes of RSS per byte
     uint32_t max_connections = 128;
     uint32_t max_connections_per_client = 16;
     uint32_t threads = 4;

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <malloc.h>
 #include <openssl/err.h>
 
 #include <charconv>
@@ -336,6 +337,8 @@ private:
     std::string prefix_;
 };
 
+constexpr size_t kTrimAfterBodyBytes = 64 * 1024;
+
 using ApiRoutes = Routes<httplib::Server>;
 
 template <class R>
@@ -382,6 +385,10 @@ void ApiServer::Impl::install_metrics(httplib::Server& s) {
 std::optional<policy::Refusal> ApiServer::Impl::precheck(const httplib::Request& req,
                                                          bool metrics_only) {
     ConnectionInfo* conn = current_connection();
+    if (auto r = policy::check_repeated_headers(
+            [&](const std::string& name) { return req.get_header_value_count(name.c_str()); })) {
+        return r;
+    }
     if (auto r = policy::check_host(req.get_header_value("Host"), auth_.enabled(),
                                     settings_.allowed_hosts)) {
         return r;
@@ -401,6 +408,10 @@ std::optional<policy::Refusal> ApiServer::Impl::precheck(const httplib::Request&
     if (auto r = policy::check_origin(req.method, req.get_header_value("Origin"),
                                       req.get_header_value("Sec-Fetch-Site"),
                                       settings_.allowed_origins)) {
+        return r;
+    }
+    if (auto r = policy::check_body_framing(req.get_header_value("Transfer-Encoding"),
+                                            req.get_header_value("Content-Encoding"))) {
         return r;
     }
     if (auto r = policy::check_body_length(req.get_header_value("Content-Length"),
@@ -497,6 +508,9 @@ void ApiServer::Impl::install_policy(httplib::Server& s, bool metrics_only) {
         if (res.status == 413) {
             message = "request body over the limit of " + std::to_string(settings_.max_body_bytes) +
                       " bytes (control.max_body_bytes)";
+        } else if (res.status == 400) {
+            message = "malformed request line or headers, or a POST/PUT without Content-Length "
+                      "(curl: -d '')";
         } else if (res.status == 404) {
             message = "no such resource: " + req.method + " " + req.path;
         }
@@ -520,6 +534,11 @@ void ApiServer::Impl::install_policy(httplib::Server& s, bool metrics_only) {
     });
     s.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
         audit(req, res);
+        // Parsing a large YAML body leaves hundreds of MB of freed heap behind (about 250
+        // bytes per byte of a pathological document): hand it back to the system.
+        if (req.body.size() >= kTrimAfterBodyBytes) {
+            malloc_trim(0);
+        }
     });
 }
 
@@ -535,6 +554,7 @@ ListenerOptions ApiServer::Impl::listener_options(const std::string& name,
     o.header_timeout_ms = settings_.header_timeout_ms;
     o.request_timeout_ms = settings_.request_timeout_ms;
     o.idle_timeout_ms = settings_.idle_timeout_ms;
+    o.max_body_bytes = settings_.max_body_bytes;
     return o;
 }
 

@@ -211,6 +211,20 @@ std::optional<Refusal> check_host(std::string_view host, bool auth_enabled,
                             "' is not an address of this switch: add it to control.allowed_hosts"};
 }
 
+std::optional<Refusal> check_repeated_headers(
+    const std::function<size_t(const std::string&)>& count) {
+    static const char* const kOnce[] = {"Host", "Authorization", "Content-Length",
+                                        "Content-Type", "Content-Encoding", "Transfer-Encoding",
+                                        "Origin", "Sec-Fetch-Site"};
+    for (const char* name : kOnce) {
+        if (const size_t n = count(name); n > 1) {
+            return Refusal{400, std::string("header ") + name + " given " + std::to_string(n) +
+                                    " times; expected once"};
+        }
+    }
+    return std::nullopt;
+}
+
 std::optional<Refusal> check_query(const std::multimap<std::string, std::string>& params,
                                    const std::vector<std::string_view>& allowed) {
     for (auto it = params.begin(); it != params.end(); it = params.upper_bound(it->first)) {
@@ -246,6 +260,20 @@ std::optional<Refusal> check_body_length(std::string_view content_length, uint64
     }
     if (ec != std::errc{} || ptr != content_length.data() + content_length.size()) {
         return Refusal{400, "malformed Content-Length"};
+    }
+    return std::nullopt;
+}
+
+std::optional<Refusal> check_body_framing(std::string_view transfer_encoding,
+                                          std::string_view content_encoding) {
+    if (!trim(transfer_encoding).empty()) {
+        return Refusal{411, "Transfer-Encoding '" + std::string(transfer_encoding) +
+                                "' is not accepted: send the body with a Content-Length"};
+    }
+    const std::string encoding = lower(trim(content_encoding));
+    if (!encoding.empty() && encoding != "identity") {
+        return Refusal{415, "Content-Encoding '" + std::string(content_encoding) +
+                                "' is not accepted: send the body uncompressed"};
     }
     return std::nullopt;
 }

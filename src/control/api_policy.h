@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -85,12 +86,23 @@ std::optional<Refusal> check_origin(std::string_view method, std::string_view or
 std::optional<Refusal> check_host(std::string_view host, bool auth_enabled,
                                   const std::vector<std::string>& allowed_hosts);
 
+// The headers these checks read must each come once: a second Content-Length or Host is how
+// requests are smuggled past a proxy, a second Authorization how one token is checked and
+// another one meant. `count(name)` counts a header case-insensitively.
+std::optional<Refusal> check_repeated_headers(
+    const std::function<size_t(const std::string&)>& count);
+
 // Each query parameter at most once and only those the route reads.
 std::optional<Refusal> check_query(const std::multimap<std::string, std::string>& params,
                                    const std::vector<std::string_view>& allowed);
 
 // A declared body longer than the limit is refused before it is read.
 std::optional<Refusal> check_body_length(std::string_view content_length, uint64_t max_bytes);
+
+// A body must declare its length and come uncompressed: cpp-httplib 0.11 applies no size
+// limit to chunked bodies or while inflating gzip/brotli ones.
+std::optional<Refusal> check_body_framing(std::string_view transfer_encoding,
+                                          std::string_view content_encoding);
 
 // {"ok": false, "errors": [message]} with invalid UTF-8 replaced (never a throw).
 std::string error_body(std::string_view message);

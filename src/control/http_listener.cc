@@ -101,6 +101,7 @@ struct HttpListener::Connection {
     std::string buffer;   // received, not yet given to the parser
     size_t consumed = 0;  // buffer[0, consumed) was given
     uint32_t requests = 0;
+    Clock::time_point accepted = Clock::now();
     bool counted = false;  // holds a ConnectionLimiter slot
 
     ~Connection() {
@@ -188,18 +189,25 @@ namespace {
 // first. Every wait ends at the request's deadline or when the listener stops.
 class ConnectionStream : public httplib::Stream {
 public:
-    ConnectionStream(HttpListener::Connection& c, Clock::time_point deadline,
+    ConnectionStream(HttpListener::Connection& c, Clock::time_point deadline, uint64_t budget,
                      const std::atomic<bool>& stopping)
-        : c_(c), deadline_(deadline), stopping_(stopping) {}
+        : c_(c), deadline_(deadline), budget_(budget), stopping_(stopping) {}
 
     bool failed() const { return failed_; }
 
     bool is_readable() const override { return c_.unread() != 0 || wait(POLLIN); }
     bool is_writable() const override { return wait(POLLOUT); }
 
+    // Whatever framing the parser accepts, one request never reads more than its budget.
     ssize_t read(char* ptr, size_t size) override {
+        if (budget_ == 0) {
+            failed_ = true;
+            return -1;
+        }
+        size = static_cast<size_t>(std::min<uint64_t>(size, budget_));
         if (c_.unread() != 0) {
             const size_t n = std::min(size, c_.unread());
+            budget_ -= n;
             std::memcpy(ptr, c_.buffer.data() + c_.consumed, n);
             c_.consumed += n;
             return static_cast<ssize_t>(n);
@@ -282,6 +290,7 @@ private:
 
     HttpListener::Connection& c_;
     Clock::time_point deadline_;
+    uint64_t budget_;
     const std::atomic<bool>& stopping_;
     mutable bool failed_ = false;
 };
@@ -345,7 +354,11 @@ void HttpListener::stop() {
     if (!poller_.joinable()) {
         return;
     }
-    stopping_.store(true);
+    {
+        // Under the mutex: a worker between its predicate check and its wait still wakes.
+        std::lock_guard lock(mutex_);
+        stopping_.store(true);
+    }
     [[maybe_unused]] const ssize_t n = ::write(wake_fd_[1], "x", 1);
     ready_cv_.notify_all();
     poller_.join();
@@ -382,6 +395,34 @@ void HttpListener::refuse(int fd, int status, const std::string& message) {
     }
 }
 
+// At a limit, a new connection takes the place of the oldest one that has not delivered a
+// whole request (idle keep-alive first, then a slow head): a slow or idle client cannot keep
+// others out, and a client that behaves never loses a request in progress.
+bool HttpListener::evict_oldest_waiting(const std::string& peer_ip) {
+    using State = Connection::State;
+    Connection* victim = nullptr;
+    for (const auto& c : waiting_) {
+        if (!c->counted || c->state == State::draining ||
+            (!peer_ip.empty() && c->info.peer_ip != peer_ip)) {
+            continue;
+        }
+        const auto rank = [](const Connection& x) { return x.state == State::idle ? 0 : 1; };
+        if (victim == nullptr || rank(*c) < rank(*victim) ||
+            (rank(*c) == rank(*victim) && c->accepted < victim->accepted)) {
+            victim = c.get();
+        }
+    }
+    if (victim == nullptr) {
+        return false;
+    }
+    limiter_.release(victim->info.peer_ip);
+    victim->counted = false;
+    victim->state = State::draining;  // closed by poll_loop at once
+    victim->deadline = Clock::now();
+    ::shutdown(victim->fd, SHUT_RDWR);
+    return true;
+}
+
 void HttpListener::accept_ready() {
     for (;;) {
         sockaddr_storage peer{};
@@ -389,13 +430,24 @@ void HttpListener::accept_ready() {
         const int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &len,
                                  SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
-            return;  // EAGAIN, or out of descriptors: poll() tries again
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                // The backlog stays readable: without a pause poll() would spin on it.
+                accept_paused_until_ = Clock::now() + milliseconds(100);
+            }
+            return;
         }
         auto c = std::make_unique<Connection>();
         c->fd = fd;
         c->info.peer_ip = address_string(peer, c->info.peer_port);
         c->info.tls = options_.tls != nullptr;
-        switch (limiter_.acquire(c->info.peer_ip)) {
+        auto verdict = limiter_.acquire(c->info.peer_ip);
+        if (verdict != policy::ConnectionLimiter::Verdict::ok &&
+            evict_oldest_waiting(verdict == policy::ConnectionLimiter::Verdict::client_full
+                                     ? c->info.peer_ip
+                                     : std::string())) {
+            verdict = limiter_.acquire(c->info.peer_ip);
+        }
+        switch (verdict) {
         case policy::ConnectionLimiter::Verdict::total_full:
             c->fd = -1;
             refuse(fd, 503, "the control " + options_.name + " listener has " +
@@ -526,8 +578,9 @@ void HttpListener::poll_loop() {
 
         fds.clear();
         fds.push_back({wake_fd_[0], POLLIN, 0});
-        fds.push_back({listen_fd_, POLLIN, 0});
-        int timeout = 1000;
+        const bool accepting = Clock::now() >= accept_paused_until_;
+        fds.push_back({listen_fd_, static_cast<short>(accepting ? POLLIN : 0), 0});
+        int timeout = accepting ? 1000 : 100;
         for (const auto& c : waiting_) {
             fds.push_back({c->fd, c->events, 0});
             timeout = std::min(timeout, ms_until(c->deadline) + 1);
@@ -596,7 +649,7 @@ void HttpListener::serve(Connection& c) {
     c.info.principal.clear();
     t_current = &c.info;
     ConnectionStream stream(c, Clock::now() + milliseconds(options_.request_timeout_ms),
-                            stopping_);
+                            options_.max_head_bytes + options_.max_body_bytes, stopping_);
     ++c.requests;
     const bool last = stopping_.load() || c.requests >= options_.max_requests_per_connection;
     bool closed = false;

@@ -15,6 +15,7 @@
 #include <openssl/ssl.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -71,6 +72,7 @@ struct ListenerOptions {
     uint32_t request_timeout_ms = 30000;
     uint32_t idle_timeout_ms = 5000;
     size_t max_head_bytes = 16 * 1024;
+    uint64_t max_body_bytes = 1 << 20;  // with max_head_bytes: what one request may read
     uint32_t max_requests_per_connection = 1000;
 };
 
@@ -96,6 +98,7 @@ private:
     void serve(Connection& c);
     void close_connection(std::unique_ptr<Connection> c);
     void refuse(int fd, int status, const std::string& message);
+    bool evict_oldest_waiting(const std::string& peer_ip);  // "" = any client
 
     ListenerOptions options_;
     ServeFn serve_;
@@ -107,6 +110,7 @@ private:
     std::vector<std::thread> workers_;
 
     std::vector<std::unique_ptr<Connection>> waiting_;  // poller-owned
+    std::chrono::steady_clock::time_point accept_paused_until_;  // out of descriptors
 
     std::mutex mutex_;  // guards ready_ and returned_
     std::condition_variable ready_cv_;

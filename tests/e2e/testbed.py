@@ -89,6 +89,14 @@ def wait_until(pred: Callable[[], Any], timeout: float, what: str, interval: flo
         time.sleep(interval)
 
 
+def request_body(body: Any) -> tuple[bytes | None, dict[str, str]]:
+    """An API request body (text as is, anything else as JSON) and its headers."""
+    if body is None:
+        return None, {}
+    data = (body if isinstance(body, str) else json.dumps(body)).encode()
+    return data, {"Content-Type": "application/json"}
+
+
 def free_tcp_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -772,11 +780,7 @@ class Testbed:
 
     def http(self, method: str, path: str, body: Any = None,
              timeout: float = 5) -> tuple[int, str]:
-        data = None
-        headers = {}
-        if body is not None:
-            data = (body if isinstance(body, str) else json.dumps(body)).encode()
-            headers["Content-Type"] = "application/json"
+        data, headers = request_body(body)
         req = urllib.request.Request(self.api + path, data=data, method=method, headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=timeout) as r:

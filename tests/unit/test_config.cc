@@ -85,6 +85,7 @@ arp:
   max_neighbours: 2048
 control:
   listen: "0.0.0.0:9100"
+  allow_unauthenticated: true
 )";
 
 constexpr const char* kMinimal = R"(version: 1
@@ -1278,4 +1279,85 @@ TEST(ConfigStrict, SecondDocumentIsRefused) {
     EXPECT_TRUE(HasError(std::string(kMinimal) + "---\nversion: 1\n", "t.yaml:5:1:",
                          "a second YAML document"));
     EXPECT_TRUE(load_string(std::string("---\n") + kMinimal, "t.yaml").ok());
+}
+
+// control: the API's listeners, clients and limits
+
+std::string control_yaml(const std::string& body) { return std::string(kMinimal) + "control:\n" + body; }
+
+TEST(ConfigControl, DefaultsAndEveryKey) {
+    const std::string token = testing::TempDir() + "/config_api.token";
+    std::ofstream(token) << "0123456789abcdef0123\n";
+    const auto r = load_string(control_yaml(
+        "  listen: 0.0.0.0:9464\n"
+        "  metrics_listen: 0.0.0.0:9465\n"
+        "  clients:\n"
+        "    - {name: automation, role: write, token_file: " + token + "}\n"
+        "    - {name: prom, role: read, token_sha256: " + std::string(64, 'A') + "}\n"
+        "  allowed_origins: [https://ops.example]\n"
+        "  allowed_hosts: [switch1.example]\n"
+        "  max_body_bytes: 65536\n  max_connections: 10\n  max_connections_per_client: 2\n"
+        "  threads: 2\n  header_timeout_ms: 1000\n  request_timeout_ms: 2000\n"
+        "  idle_timeout_ms: 3000\n  audit_log: /var/log/inaswitch-audit.log\n"), "t.yaml");
+    ASSERT_TRUE(r.ok()) << r.error_text();
+    const auto& c = r.config->control;
+    EXPECT_EQ(c.metrics_listen, "0.0.0.0:9465");
+    ASSERT_EQ(c.clients.size(), 2u);
+    EXPECT_EQ(c.clients[0].role, ina::config::ApiRole::write);
+    EXPECT_EQ(c.clients[1].token_sha256, std::string(64, 'a'));  // lower-cased
+    EXPECT_EQ(c.max_body_bytes, 65536u);
+    EXPECT_EQ(c.threads, 2u);
+    EXPECT_EQ(c.audit_log, "/var/log/inaswitch-audit.log");
+    const Config d = *load_string(kMinimal, "t.yaml").config;
+    EXPECT_EQ(d.control.listen, "127.0.0.1:9464");
+    EXPECT_TRUE(d.control.clients.empty());
+    EXPECT_EQ(d.control.max_body_bytes, 1u << 20);
+}
+
+TEST(ConfigControl, NonLoopbackWithoutClientsIsRefused) {
+    EXPECT_TRUE(HasError(control_yaml("  listen: 0.0.0.0:9464\n"), "t.yaml:6:11:",
+                         "is not loopback and control.clients is empty"));
+    EXPECT_TRUE(HasError(control_yaml("  metrics_listen: 10.0.0.1:9465\n"), "t.yaml:6:19:",
+                         "is not loopback"));
+    EXPECT_TRUE(load_string(control_yaml("  listen: 0.0.0.0:9464\n  allow_unauthenticated: true\n"),
+                            "t.yaml").ok());
+    EXPECT_TRUE(load_string(control_yaml("  listen: 127.0.0.2:9464\n"), "t.yaml").ok());
+    EXPECT_TRUE(load_string(control_yaml("  listen: \"[::1]:9464\"\n"), "t.yaml").ok());
+}
+
+TEST(ConfigControl, ClientErrorsNameTheirPlace) {
+    // Line 7 is the client entry "    - {name: a, role: ...}".
+    const auto client = [](const std::string& fields) {
+        return control_yaml("  clients:\n    - {name: a, role: " + fields + "}\n");
+    };
+    EXPECT_TRUE(HasError(client("admin, token_sha256: " + std::string(64, '0')), "t.yaml:7:",
+                         "expected role read"));
+    EXPECT_TRUE(HasError(client("read"), "t.yaml:7:7:",
+                         "exactly one of token_file, token_sha256 or cert_cn"));
+    EXPECT_TRUE(HasError(client("read, token_sha256: abc"), "t.yaml:7:", "64 hex digits"));
+    EXPECT_TRUE(HasError(client("read, cert_cn: ops"), "t.yaml:7:",
+                         "cert_cn needs control.tls.client_ca"));
+    EXPECT_TRUE(HasError(client("read, token_file: /nonexistent"), "t.yaml:7:",
+                         "cannot read token file"));
+    const std::string short_token = testing::TempDir() + "/config_api_short.token";
+    std::ofstream(short_token) << "short\n";
+    EXPECT_TRUE(HasError(client("read, token_file: " + short_token), "t.yaml:7:",
+                         "at least 16 characters"));
+    EXPECT_TRUE(HasError(control_yaml("  tls: {cert: /nonexistent.crt}\n"), "t.yaml:6:15:",
+                         "cannot read cert file"));
+    EXPECT_TRUE(HasError(control_yaml("  max_body_bytes: 10\n"), "t.yaml:6:19:",
+                         "max_body_bytes"));
+    EXPECT_TRUE(HasError(control_yaml("  metrics_listen: 127.0.0.1:9464\n"), "t.yaml:6:",
+                         "differ from listen"));
+    EXPECT_TRUE(HasError(control_yaml("  token: x\n"), "t.yaml:6:3:", "unknown key 'token'"));
+}
+
+TEST(ConfigControl, EveryControlChangeNeedsARestart) {
+    const Config base = *load_string(kMinimal, "t.yaml").config;
+    Config next = base;
+    next.control.max_body_bytes = 2 << 20;
+    const auto reasons = restart_required(base, next);
+    ASSERT_EQ(reasons.size(), 1u);
+    EXPECT_NE(reasons[0].find("control settings changed"), std::string::npos);
+    EXPECT_TRUE(restart_required(base, base).empty());
 }
