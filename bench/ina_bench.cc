@@ -41,6 +41,7 @@
 #include "net/checksum.h"
 #include "pipeline/context.h"
 #include "pipeline/mbuf_chain.h"
+#include "pipeline/feature_stages.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/port_tx.h"
 #include "reduce/reduce.h"
@@ -309,8 +310,10 @@ neighbours:
         ctx->tx_queue = static_cast<uint16_t>(k);
         ctx->tx_enabled[kSinkPort] = true;
         lane.table = std::make_unique<ChunkTable>(jp);
-        ctx->ina[0] = {1, lane.table.get()};
-        ctx->n_ina = 1;
+        if (!pipeline::attach_ina_table(*ctx, *snap, 1, 0, lane.table.get())) {
+            std::fprintf(stderr, "cannot attach the chunk table\n");
+            return 1;
+        }
         lane.ctx = ctx;
         if (handoff) {
             for (unsigned w = 0; w < workers; ++w) {

@@ -3,7 +3,7 @@
 
 #include <cstring>
 
-#include "pipeline/port_tx.h"
+#include "pipeline/egress.h"
 
 namespace ina::pipeline {
 
@@ -47,7 +47,7 @@ void l2_bridge(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uin
                     out.push(BridgeEdge::drop, m);
                 } else {
                     ++ctx.counters.bridged;
-                    tx_enqueue(ctx, e->port, m);
+                    egress(ctx, e->port, m);
                 }
                 continue;
             }
@@ -65,7 +65,7 @@ void l2_bridge(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uin
         ++ctx.counters.flooded;
         for (uint16_t k = 0; k < group.n_ports; ++k) {
             if (group.ports[k] != in) {
-                tx_enqueue(ctx, group.ports[k], m);
+                egress(ctx, group.ports[k], m);
             }
         }
     }

@@ -47,7 +47,8 @@ inline constexpr size_t kInaParseErrors = 10;  // ina::proto::kNumParseErrors (a
     X(bier_ttl_expired, "BIER packet whose TTL leaves nothing to forward")                       \
     X(bier_no_mbuf, "no mbuf for a BIER copy or delivery")                                       \
     X(bier_unsupported_proto, "BIER payload for a local bit that is not IPv4")                   \
-    X(mcast_no_group, "IPv4 multicast for a group this switch does not carry over BIER")
+    X(mcast_no_group, "IPv4 multicast for a group this switch does not carry over BIER")         \
+    X(stage_overflow, "a stage emitted beyond its edge's capacity (a bug: freed, not written)")
 
 enum class DropReason : uint8_t {
 #define INA_X(name, help) name,
@@ -67,6 +68,26 @@ inline constexpr std::array<std::string_view, kDropReasonCount> kDropReasonNames
 inline constexpr std::array<std::string_view, kDropReasonCount> kDropReasonHelp = {
 #define INA_X(name, help) help,
     INA_DROP_REASONS(INA_X)
+#undef INA_X
+};
+
+// Why the classifier found a UDP datagram unsound (forwarded unmodified; a feature bound to its
+// port sees it flagged unsound and passes it on).
+#define INA_UDP_MALFORMED_REASONS(X)                                                             \
+    X(truncated, "UDP header beyond the IPv4 packet or the frame's gathered headers")           \
+    X(bad_length, "UDP length shorter than the UDP header")                                      \
+    X(length_mismatch, "UDP length other than what the IPv4 total length leaves")
+
+enum class UdpMalformed : uint8_t {
+#define INA_X(name, help) name,
+    INA_UDP_MALFORMED_REASONS(INA_X)
+#undef INA_X
+    count
+};
+inline constexpr size_t kUdpMalformedReasons = static_cast<size_t>(UdpMalformed::count);
+inline constexpr std::array<std::string_view, kUdpMalformedReasons> kUdpMalformedNames = {
+#define INA_X(name, help) #name,
+    INA_UDP_MALFORMED_REASONS(INA_X)
 #undef INA_X
 };
 
@@ -123,6 +144,8 @@ struct alignas(64) LcoreCounters {
     uint64_t arp_learned = 0;  // ARP packets that reported a neighbour to the control plane
     uint64_t icmp_echo_replies = 0;
     uint64_t events_lost = 0;  // control-plane events dropped because the ring was full
+    // UDP datagrams the classifier found unsound, by INA_UDP_MALFORMED_REASONS.
+    std::array<uint64_t, kUdpMalformedReasons> udp_malformed{};
     // INA (per-job detail lives in each job's ChunkTable counters).
     uint64_t ina_packets = 0;          // UDP on the INA port that parsed as INA
     uint64_t ina_not_ina = 0;          // UDP on the INA port that did not parse: routed as is
@@ -160,6 +183,9 @@ struct alignas(64) LcoreCounters {
         arp_learned += o.arp_learned;
         icmp_echo_replies += o.icmp_echo_replies;
         events_lost += o.events_lost;
+        for (size_t i = 0; i < kUdpMalformedReasons; ++i) {
+            udp_malformed[i] += o.udp_malformed[i];
+        }
         ina_packets += o.ina_packets;
         ina_not_ina += o.ina_not_ina;
         ina_unknown_job += o.ina_unknown_job;

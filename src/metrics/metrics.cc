@@ -169,6 +169,17 @@ std::vector<prometheus::MetricFamily> families(const control::Stats& s) {
     b.gauge("mempool_mbufs", "Mbufs in the packet pool", d(s.mempool_size));
     b.gauge("mempool_mbufs_in_use", "Mbufs currently in use", d(s.mempool_in_use));
 
+    {
+        auto& f = b.family("udp_malformed_total",
+                           "UDP datagrams the classifier found unsound (forwarded unmodified), "
+                           "by reason",
+                           MetricType::Counter);
+        for (size_t r = 0; r < dp::kUdpMalformedReasons; ++r) {
+            Builder::add(f, d(s.total.udp_malformed[r]),
+                         {{"reason", std::string(dp::kUdpMalformedNames[r])}});
+        }
+    }
+
     // In-network aggregation: dataplane totals, then per job (summed over lcores).
     b.counter("ina_packets_total", "UDP datagrams on the INA port that parsed as INA",
               d(s.total.ina_packets));
