@@ -162,7 +162,7 @@ inline uint16_t steer(const LcoreContext& ctx, uint64_t key) {
 // declares that maximum (FeatureStage::max_emit), takes an input only while room_for(max_emit)
 // holds, and returns how many inputs it took; the pipeline drains the batches and runs it again
 // on the rest. A push beyond the capacity is a bug, and still never writes out of bounds: the
-// mbuf is freed and counted in `overflowed` (dp::DropReason::stage_overflow).
+// mbuf is freed and counted in `overflowed` (dp::DropReason::stage_contract).
 template <typename Edge>
 struct EdgeBatches {
     static constexpr size_t kEdges = static_cast<size_t>(Edge::count);

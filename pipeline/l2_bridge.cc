@@ -37,6 +37,13 @@ void l2_bridge(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uin
         rte_mbuf* m = pkts[i];
         const uint16_t in = m->port;
         const auto group_id = snap.ports[in].l2_group;
+        if (group_id == dp::kNoGroup) [[unlikely]] {
+            // Only a feature stage could send a routed port's packet here (its `bridge` edge is
+            // for bridged input): a stage bug, counted, never an out-of-range group.
+            count_drop(ctx, dp::DropReason::stage_contract);
+            out.push(BridgeEdge::drop, m);
+            continue;
+        }
         const auto* eth = rte_pktmbuf_mtod(m, const rte_ether_hdr*);
         const dp::L2Group& group = snap.groups[static_cast<size_t>(group_id)];
         if (!rte_is_multicast_ether_addr(&eth->dst_addr)) {

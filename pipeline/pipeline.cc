@@ -22,7 +22,7 @@ void free_drops(LcoreContext& ctx, EdgeBatches<Edge>& b) {
         rte_pktmbuf_free_bulk(b.begin(Edge::drop), b.size(Edge::drop));
     }
     if (b.overflowed != 0) [[unlikely]] {
-        ctx.counters.drops[static_cast<size_t>(dp::DropReason::stage_overflow)] += b.overflowed;
+        ctx.counters.drops[static_cast<size_t>(dp::DropReason::stage_contract)] += b.overflowed;
     }
 }
 
@@ -94,7 +94,7 @@ void run_feature(LcoreContext& ctx, const dp::Snapshot& snap, uint8_t feature, r
         if (took == 0) [[unlikely]] {
             // With empty edges a stage always has room for one input: taking none is a bug in
             // the stage. Count and free the rest rather than loop forever.
-            ctx.counters.drops[static_cast<size_t>(dp::DropReason::stage_overflow)] +=
+            ctx.counters.drops[static_cast<size_t>(dp::DropReason::stage_contract)] +=
                 static_cast<uint16_t>(n - done);
             rte_pktmbuf_free_bulk(pkts + done, static_cast<unsigned>(n - done));
             return;
@@ -165,11 +165,18 @@ void process_burst(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
     Sink routed(route);
     Sink bridged(bridge);
     // Routed IPv4: classified once, then features (INA absorbs contributions and emits partials
-    // and results) and routing, in arrival order.
+    // and results) and routing, in arrival order. With no binding for routed packets (a plain
+    // ToR) there is nothing to classify for: routing checks the headers itself, as it always
+    // does for packets nobody classified, and the metadata's cache line is never touched.
     if (eth.size(EthEdge::ipv4) != 0) {
-        classify(ctx, snap, eth.begin(EthEdge::ipv4), eth.size(EthEdge::ipv4), dp::kScopeRouted);
-        dispatch(ctx, snap, eth.begin(EthEdge::ipv4), eth.size(EthEdge::ipv4), FeatureEdge::route,
-                 routed, bridged);
+        if ((snap.features.scopes & dp::kScopeRouted) != 0) {
+            classify(ctx, snap, eth.begin(EthEdge::ipv4), eth.size(EthEdge::ipv4),
+                     dp::kScopeRouted);
+            dispatch(ctx, snap, eth.begin(EthEdge::ipv4), eth.size(EthEdge::ipv4),
+                     FeatureEdge::route, routed, bridged);
+        } else {
+            routed.add(ctx, snap, eth.begin(EthEdge::ipv4), eth.size(EthEdge::ipv4));
+        }
         routed.flush(ctx, snap);
     }
     if (eth.size(EthEdge::bier) != 0) {

@@ -46,7 +46,9 @@ public:
     void arm(Timer& t, uint64_t deadline) {
         cancel(t);
         t.deadline = deadline;
-        uint64_t tick = deadline / tick_;
+        // The first tick boundary at or after the deadline: once service() has passed it, the
+        // deadline has passed too, so a timer is never skipped in its own turn.
+        uint64_t tick = deadline / tick_ + (deadline % tick_ != 0 ? 1 : 0);
         if (tick <= current_) {
             tick = current_ + 1;
         }

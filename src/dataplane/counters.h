@@ -48,7 +48,7 @@ inline constexpr size_t kInaParseErrors = 10;  // ina::proto::kNumParseErrors (a
     X(bier_no_mbuf, "no mbuf for a BIER copy or delivery")                                       \
     X(bier_unsupported_proto, "BIER payload for a local bit that is not IPv4")                   \
     X(mcast_no_group, "IPv4 multicast for a group this switch does not carry over BIER")         \
-    X(stage_overflow, "a stage emitted beyond its edge's capacity (a bug: freed, not written)")
+    X(stage_contract, "a stage broke its edge contract (a bug): past an edge's capacity, or routed to bridge")
 
 enum class DropReason : uint8_t {
 #define INA_X(name, help) name,

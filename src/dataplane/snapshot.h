@@ -190,7 +190,7 @@ struct FeatureTable {
 
     // False when the table is full, the feature is out of range, or (proto, port) is taken.
     bool bind(const FeatureBinding& b) {
-        if (n == kMaxBindings || b.feature == kFeatureNone || b.feature >= kMaxFeatures ||
+        if (n >= kMaxBindings || b.feature == kFeatureNone || b.feature >= kMaxFeatures ||
             lookup(b.proto, b.port, kScopeRouted | kScopeBridged) != kFeatureNone) {
             return false;
         }
@@ -199,7 +199,7 @@ struct FeatureTable {
         return true;
     }
     uint8_t lookup(uint8_t proto, uint16_t port, uint8_t scope) const {
-        for (uint8_t i = 0; i < n; ++i) {
+        for (size_t i = 0; i < n && i < kMaxBindings; ++i) {
             const FeatureBinding& b = bindings[i];
             if (b.port == port && b.proto == proto && (b.scopes & scope) != 0) {
                 return b.feature;
