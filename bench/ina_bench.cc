@@ -310,7 +310,8 @@ neighbours:
         ctx->tx_queue = static_cast<uint16_t>(k);
         ctx->tx_enabled[kSinkPort] = true;
         lane.table = std::make_unique<ChunkTable>(jp);
-        if (!pipeline::attach_ina_table(*ctx, *snap, 1, 0, lane.table.get())) {
+        // --l3 runs without a job: nothing to attach, no packet reaches the INA stage.
+        if (!l3 && !pipeline::attach_ina_table(*ctx, *snap, 1, 0, lane.table.get())) {
             std::fprintf(stderr, "cannot attach the chunk table\n");
             return 1;
         }
