@@ -42,6 +42,7 @@
 #include "net/checksum.h"
 #include "pipeline/context.h"
 #include "pipeline/mbuf_chain.h"
+#include "pipeline/feature_stages.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/port_tx.h"
 #include "reduce/reduce.h"
@@ -310,8 +311,11 @@ neighbours:
         ctx->tx_queue = static_cast<uint16_t>(k);
         ctx->tx_enabled[kSinkPort] = true;
         lane.table = std::make_unique<ChunkTable>(jp);
-        ctx->ina[0] = {1, lane.table.get()};
-        ctx->n_ina = 1;
+        // --l3 runs without a job: nothing to attach, no packet reaches the INA stage.
+        if (!l3 && !pipeline::attach_ina_table(*ctx, *snap, 1, 0, lane.table.get())) {
+            std::fprintf(stderr, "cannot attach the chunk table\n");
+            return 1;
+        }
         lane.ctx = ctx;
         if (handoff) {
             for (unsigned w = 0; w < workers; ++w) {

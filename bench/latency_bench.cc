@@ -47,6 +47,7 @@
 #include "ina/protocol.h"
 #include "bench/frames.h"
 #include "net/checksum.h"
+#include "pipeline/feature_stages.h"
 #include "pipeline/mbuf_chain.h"
 #include "runtime/dataplane.h"
 
@@ -375,8 +376,10 @@ neighbours:
             jp.role = ina::Role::aggregator;
             jp.idle_timeout = ~uint64_t{0} / 4;
             table = std::make_unique<ChunkTable>(jp);
-            ctx.ina[0] = {1, table.get()};
-            ctx.n_ina = 1;
+            if (!pipeline::attach_ina_table(ctx, *snap, 1, 0, table.get())) {
+                std::fprintf(stderr, "cannot attach the chunk table\n");
+                return 1;
+            }
         }
         ctx.rx[0] = {p_in, 0};
         ctx.n_rx = 1;

@@ -6,7 +6,7 @@
 
 #include <cstring>
 
-#include "pipeline/port_tx.h"
+#include "pipeline/egress.h"
 
 namespace ina::pipeline {
 
@@ -111,7 +111,7 @@ void arp_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uin
         eth->dst_addr = sha;
         eth->src_addr = own;
         ++ctx.counters.arp_replies;
-        tx_enqueue(ctx, port, m);
+        egress(ctx, port, m);
     }
 }
 

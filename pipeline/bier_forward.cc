@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "net/checksum.h"
-#include "pipeline/port_tx.h"
+#include "pipeline/egress.h"
 #include "wire/bier_header.h"
 
 namespace ina::pipeline {
@@ -83,7 +83,7 @@ void copy_to_neighbours(LcoreContext& ctx, const dp::Snapshot& snap, const BierS
                             t.bs_bytes);
         h->port = payload->port;
         ++ctx.counters.bier[t.counter_slot].copies[k];
-        tx_enqueue(ctx, nb.port, h);
+        egress(ctx, nb.port, h);
     }
     ctx.counters.bier_copies += n;
 }
@@ -142,7 +142,7 @@ void deliver_local(LcoreContext& ctx, const dp::Snapshot& snap, const dp::BierAd
     write_eth(d, host.dst_mac, snap.ports[host.port].mac, RTE_ETHER_TYPE_IPV4);
     ++ctx.counters.bier[slot].delivered;
     ++ctx.counters.bier_delivered;
-    tx_enqueue(ctx, host.port, m);
+    egress(ctx, host.port, m);
 }
 
 // The payload of an own bit must be a sound IPv4 header: delivery rewrites it.

@@ -13,16 +13,14 @@
 #include "dataplane/counters.h"
 #include "dataplane/events.h"
 #include "dataplane/snapshot.h"
-
-namespace ina {
-class ChunkTable;
-}
+#include "pipeline/timer_wheel.h"
 
 namespace ina::pipeline {
 
 inline constexpr uint16_t kMaxBurst = 64;
 inline constexpr uint16_t kMaxRxQueuesPerLcore = 32;
 inline constexpr uint16_t kMaxWorkers = 16;
+inline constexpr uint64_t kTimerServiceLoops = 16;  // a power of two
 
 struct RxQueue {
     uint16_t port;
@@ -53,10 +51,14 @@ struct RecentEvents {
     }
 };
 
-// A job's chunk table on this lcore, attached by the control plane through the command ring.
-struct InaAttached {
-    uint32_t job_id = 0;
-    ChunkTable* table = nullptr;
+// One attached piece of per-lcore feature state (an INA job's chunk table), in the slot the
+// control plane gave it. The state's memory is the control plane's; only this lcore uses it.
+struct FeatureSlot {
+    uint8_t feature = dp::kFeatureNone;
+    uint32_t id = 0;
+    void* state = nullptr;
+    Timer timer;  // the feature's periodic work on this state (FeatureStage::tick), if any
+    uint64_t tick_tsc = 0;
 };
 
 struct alignas(64) LcoreContext {
@@ -83,30 +85,33 @@ struct alignas(64) LcoreContext {
     uint64_t* fdb_seen = nullptr;
     uint32_t fdb_seen_len = 0;
 
-    // INA chunk steering: a chunk (job, seq) belongs to worker seq % n_workers; packets that
-    // arrive elsewhere are handed to their owner over an SPSC ring (handoff[owner]; null for
-    // this lcore itself), so every contribution to a chunk meets in one lcore's table.
+    // Steering: state keyed by a steering key (an INA chunk's sequence number) belongs to worker
+    // steer(key); packets that arrive elsewhere are handed to their owner over an SPSC ring
+    // (handoff[owner]; null for this lcore itself), so everything for one key meets in one
+    // lcore's state.
     uint16_t worker_index = 0;
     uint16_t n_workers = 1;
     std::array<rte_ring*, kMaxWorkers> handoff{};
 
-    // INA: this lcore's chunk tables (owned by the control plane, used only by this lcore), and
-    // the pool result copies come from.
-    uint16_t n_ina = 0;
-    std::array<InaAttached, dp::kMaxInaJobs> ina{};
+    // Per-lcore feature state by slot (dp::Command attach/detach; the slot is in the snapshot's
+    // view, e.g. InaJobView::state_slot): found by index, never by a search.
+    std::array<FeatureSlot, dp::kMaxFeatureStates> feature_slots{};
+    uint16_t n_attached = 0;
     // Detach commands this lcore has completed, in ring order. Written only by this lcore (a
     // plain release store, no read-modify-write); the control plane frees that many detached
-    // tables. A counter instead of an acknowledgement message: the worker never waits for room.
+    // states. A counter instead of an acknowledgement message: the worker never waits for room.
     std::atomic<uint64_t> detaches_done{0};
-    rte_mempool* pool = nullptr;
+    TimerWheel timers;        // serviced every kTimerServiceLoops loops by the worker
+    rte_mempool* pool = nullptr;  // where emitted packets and copies come from
 
-    ChunkTable* ina_table(uint32_t job_id) const {
-        for (uint16_t i = 0; i < n_ina; ++i) {
-            if (ina[i].job_id == job_id) {
-                return ina[i].table;
-            }
+    // The state attached in `slot` if it is (feature, id), else nullptr (not attached yet, or
+    // the slot already holds a later attach while an older snapshot still names the old one).
+    void* feature_state(uint16_t slot, uint8_t feature, uint32_t id) const {
+        if (slot >= feature_slots.size()) {
+            return nullptr;
         }
-        return nullptr;
+        const FeatureSlot& s = feature_slots[slot];
+        return s.feature == feature && s.id == id ? s.state : nullptr;
     }
 
     dp::LcoreCounters counters;
@@ -145,16 +150,44 @@ inline void count_drop(LcoreContext& ctx, dp::DropReason reason) {
     ++ctx.counters.drops[static_cast<size_t>(reason)];
 }
 
+// The worker that owns steering key `key`: one function decides it for every feature (INA
+// chunks by sequence number today), so steering and the owner's state always agree.
+inline uint16_t steer(const LcoreContext& ctx, uint64_t key) {
+    return static_cast<uint16_t>(key % ctx.n_workers);
+}
+
 // A batch per outgoing edge of a stage. Edge is an enum class ending in `count`.
+// Capacity contract: every edge holds kCapacity packets. A stage that puts at most one packet on
+// its edges per input never fills them from one burst. A stage that may emit more per input
+// declares that maximum (FeatureStage::max_emit), takes an input only while room_for(max_emit)
+// holds, and returns how many inputs it took; the pipeline drains the batches and runs it again
+// on the rest. A push beyond the capacity is a bug, and still never writes out of bounds: the
+// mbuf is freed and counted in `overflowed` (dp::DropReason::stage_contract).
 template <typename Edge>
 struct EdgeBatches {
     static constexpr size_t kEdges = static_cast<size_t>(Edge::count);
+    static constexpr uint16_t kCapacity = kMaxBurst;
     std::array<uint16_t, kEdges> n{};
-    std::array<std::array<rte_mbuf*, kMaxBurst>, kEdges> pkts;
+    uint16_t overflowed = 0;
+    std::array<std::array<rte_mbuf*, kCapacity>, kEdges> pkts;
 
     void push(Edge e, rte_mbuf* m) {
         auto i = static_cast<size_t>(e);
+        if (n[i] == kCapacity) [[unlikely]] {
+            rte_pktmbuf_free(m);
+            ++overflowed;
+            return;
+        }
         pkts[i][n[i]++] = m;
+    }
+    // True when every edge can take `k` more packets.
+    bool room_for(uint16_t k) const {
+        for (uint16_t used : n) {
+            if (used + k > kCapacity) {
+                return false;
+            }
+        }
+        return true;
     }
     uint16_t size(Edge e) const { return n[static_cast<size_t>(e)]; }
     rte_mbuf** begin(Edge e) { return pkts[static_cast<size_t>(e)].data(); }

@@ -10,8 +10,8 @@
 #include "ina/chunk_table.h"
 #include "ina/protocol.h"
 #include "net/checksum.h"
-#include "pipeline/ipv4_forward.h"
 #include "pipeline/mbuf_chain.h"
+#include "pipeline/packet_meta.h"
 
 namespace ina::pipeline {
 
@@ -172,7 +172,7 @@ void retarget(rte_mbuf* m, uint32_t dst) {
 struct Emitter {
     LcoreContext& ctx;
     const dp::Snapshot& snap;
-    EdgeBatches<InaEdge>& out;
+    EdgeBatches<FeatureEdge>& out;
 
     // Aggregator: the chunk's partial result to the parent, P-BM = A-BM.
     void partial(rte_mbuf* m, const dp::InaJobView& job, const ina::ChunkTable& table,
@@ -184,11 +184,11 @@ struct Emitter {
         const uint32_t src = source_for(snap, job, job.parent);
         if (!build_ina(ctx, m, table, h, job.abm.data(), src, job.parent, snap.ina_udp_port)) {
             count_drop(ctx, dp::DropReason::ina_no_mbuf);
-            out.push(InaEdge::drop, m);
+            out.push(FeatureEdge::drop, m);
             return;
         }
         ++(resend ? ctx.counters.ina_resent : ctx.counters.ina_partials_sent);
-        out.push(InaEdge::route, m);
+        out.push(FeatureEdge::route, m);
     }
 
     // Root: the result to every worker, or (a retransmission) to the one that asked.
@@ -206,27 +206,27 @@ struct Emitter {
             // address the copies to their workers (the inner destination is a placeholder).
             if (!build_ina(ctx, m, table, h, job.abm.data(), bier_src, 0, snap.ina_udp_port)) {
                 count_drop(ctx, dp::DropReason::ina_no_mbuf);
-                out.push(InaEdge::drop, m);
+                out.push(FeatureEdge::drop, m);
                 return;
             }
             ++(resend ? ctx.counters.ina_resent : ctx.counters.ina_results_sent);
-            out.push(InaEdge::bier, m);
+            out.push(FeatureEdge::bier, m);
             return;
         }
         const uint32_t first = requester != 0 ? requester : job.worker_ip[0];
         const uint32_t src = job.results_bier ? bier_src : source_for(snap, job, first);
         if (!build_ina(ctx, m, table, h, job.abm.data(), src, first, snap.ina_udp_port)) {
             count_drop(ctx, dp::DropReason::ina_no_mbuf);
-            out.push(InaEdge::drop, m);
+            out.push(FeatureEdge::drop, m);
             return;
         }
         if (requester != 0) {
             ++ctx.counters.ina_resent;
-            out.push(InaEdge::route, m);
+            out.push(FeatureEdge::route, m);
             return;
         }
         ++(resend ? ctx.counters.ina_resent : ctx.counters.ina_results_sent);
-        out.push(InaEdge::route, m);
+        out.push(FeatureEdge::route, m);
         // results: unicast — one full copy per further worker (BIER shares one payload instead).
         for (uint16_t w = 1; w < job.n_workers; ++w) {
             rte_mbuf* copy = rte_pktmbuf_copy(m, ctx.pool, 0, UINT32_MAX);
@@ -237,96 +237,79 @@ struct Emitter {
             copy->port = m->port;
             retarget(copy, job.worker_ip[w]);
             ++(resend ? ctx.counters.ina_resent : ctx.counters.ina_results_sent);
-            out.push(InaEdge::route, copy);
+            out.push(FeatureEdge::route, copy);
         }
     }
 };
 
-void reject(LcoreContext& ctx, const dp::InaJobView& job, rte_mbuf* m, EdgeBatches<InaEdge>& out) {
+void reject(LcoreContext& ctx, const dp::InaJobView& job, rte_mbuf* m, FeatureEdge pass,
+            EdgeBatches<FeatureEdge>& out) {
     ++ctx.counters.ina_rejected;
     if (job.drop_rejected) {
         count_drop(ctx, dp::DropReason::ina_rejected);
-        out.push(InaEdge::drop, m);
+        out.push(FeatureEdge::drop, m);
     } else {
-        out.push(InaEdge::route, m);
+        out.push(pass, m);
     }
 }
 
 }  // namespace
 
 uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n,
-                   EdgeBatches<InaEdge>& out) {
-    if (snap.ina_jobs.empty()) [[likely]] {
-        // No job on this switch: nothing to look at (the common ToR case costs one branch).
-        const uint16_t room = static_cast<uint16_t>(kMaxBurst - out.size(InaEdge::route));
-        const uint16_t take = n < room ? n : room;
-        for (uint16_t i = 0; i < take; ++i) {
-            out.push(InaEdge::route, pkts[i]);
-        }
-        return take;
-    }
+                   FeatureEdge pass, EdgeBatches<FeatureEdge>& out) {
     Emitter emit{ctx, snap, out};
     uint16_t i = 0;
     for (; i < n; ++i) {
-        if (out.size(InaEdge::route) + kInaEmitReserve > kMaxBurst) {
+        if (!out.room_for(kInaEmitReserve)) {
             break;
         }
         rte_mbuf* m = pkts[i];
-        // Anything that is not a sound, unfragmented UDP datagram to the INA port is routing's
-        // (which validates and counts it). The cheap protocol/port test comes first, so only
-        // INA candidates pay for the full header check here; routing checks the rest once.
-        // eth_input gathered the first kHeadBytes in the first segment: the IPv4, UDP and INA
-        // fixed headers are read there; the BitString and elements may span segments.
-        if (rte_pktmbuf_data_len(m) < kL2 + kL3) {
-            out.push(InaEdge::route, m);
+        // The classifier checked the IPv4 header and the UDP length against it and bound the
+        // datagram to INA by its port; the offsets and length come from its metadata. The IPv4,
+        // UDP and INA fixed headers are in the first segment (eth_input gathered them); the
+        // BitString and elements may span segments.
+        const PacketMeta* pm = classified(m);
+        if (pm == nullptr) [[unlikely]] {
+            out.push(pass, m);
             continue;
         }
-        const auto* ip = rte_pktmbuf_mtod_offset(m, const rte_ipv4_hdr*, kL2);
-        const size_t ihl = (ip->version_ihl & 0x0f) * 4u;
-        if (ip->next_proto_id != IPPROTO_UDP || ihl < kL3 ||
-            (ip->fragment_offset & rte_cpu_to_be_16(0x3fff)) != 0 ||
-            rte_pktmbuf_data_len(m) < kL2 + ihl + kL4) {
-            out.push(InaEdge::route, m);
+        if ((pm->flags & kMetaUdpSound) == 0) {
+            ++ctx.counters.ina_not_ina;  // its UDP length disagrees with IPv4 (udp_malformed)
+            out.push(pass, m);
             continue;
         }
-        const auto* udp =
-            reinterpret_cast<const rte_udp_hdr*>(reinterpret_cast<const uint8_t*>(ip) + ihl);
-        if (rte_be_to_cpu_16(udp->dst_port) != snap.ina_udp_port ||
-            ipv4_check(m) != dp::DropReason::count) [[likely]] {
-            out.push(InaEdge::route, m);
-            continue;
-        }
-        // The UDP length must be what the IPv4 header leaves (ipv4_check bounded the total
-        // length by the frame): Ethernet padding after the datagram is never INA payload.
-        const size_t udp_len = rte_be_to_cpu_16(udp->dgram_len);
-        if (udp_len < kL4 || ihl + udp_len != rte_be_to_cpu_16(ip->total_length) ||
-            udp_len - kL4 > ctx.scratch.size()) {
+        const auto* ip = rte_pktmbuf_mtod_offset(m, const rte_ipv4_hdr*, pm->l3_offset);
+        const auto* udp = rte_pktmbuf_mtod_offset(m, const rte_udp_hdr*, pm->l4_offset);
+        const size_t udp_len = pm->l4_length;
+        if (udp_len - kL4 > ctx.scratch.size()) {
             ++ctx.counters.ina_not_ina;
-            out.push(InaEdge::route, m);
+            out.push(pass, m);
             continue;
         }
         // In place when the datagram sits in the first segment, else gathered into scratch.
         const auto* ina_bytes = static_cast<const uint8_t*>(rte_pktmbuf_read(
-            m, static_cast<uint32_t>(kL2 + ihl + kL4), static_cast<uint32_t>(udp_len - kL4),
+            m, static_cast<uint32_t>(pm->l4_offset + kL4), static_cast<uint32_t>(udp_len - kL4),
             ctx.scratch.data()));
         const auto parsed = proto::parse(ina_bytes, udp_len - kL4);
         if (!parsed.packet) {
             ++ctx.counters.ina_not_ina;
             ++ctx.counters.ina_malformed[static_cast<size_t>(parsed.error)];
-            out.push(InaEdge::route, m);
+            out.push(pass, m);
             continue;
         }
         ++ctx.counters.ina_packets;
         const proto::Header& h = parsed.packet->header;
         const dp::InaJobView* job = snap.ina_job(h.job_id);
-        ina::ChunkTable* table = job != nullptr ? ctx.ina_table(h.job_id) : nullptr;
+        auto* table = job != nullptr ? static_cast<ina::ChunkTable*>(ctx.feature_state(
+                                           job->state_slot, dp::kFeatureIna, h.job_id))
+                                     : nullptr;
         if (table == nullptr) {
             ++ctx.counters.ina_unknown_job;  // another switch's job, or not attached yet
-            out.push(InaEdge::route, m);
+            out.push(pass, m);
             continue;
         }
         if (h.type != proto::PacketType::data) {
-            out.push(InaEdge::route, m);  // results travel to the workers untouched
+            out.push(pass, m);  // results travel to the workers untouched
             continue;
         }
         const uint32_t src = rte_be_to_cpu_32(ip->src_addr);
@@ -336,11 +319,11 @@ uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
             table->count_reject(ingress == 1   ? ina::kRejectIngressPort
                                 : ingress == 2 ? ina::kRejectIngressSource
                                                : static_cast<size_t>(std::countr_zero(mismatch)));
-            reject(ctx, *job, m, out);
+            reject(ctx, *job, m, pass, out);
             continue;
         }
         if (ctx.n_workers > 1) {
-            const uint16_t owner = static_cast<uint16_t>(h.seq % ctx.n_workers);
+            const uint16_t owner = steer(ctx, h.seq);
             if (owner != ctx.worker_index) {
                 // Not this lcore's chunk: its owner holds the slot. The packet re-enters the
                 // owner's pipeline unchanged; no lock, no shared slot state.
@@ -349,14 +332,14 @@ uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
                     --ctx.counters.ina_packets;  // the owner counts it when it parses it again
                 } else {
                     count_drop(ctx, dp::DropReason::ina_handoff_full);
-                    out.push(InaEdge::drop, m);
+                    out.push(FeatureEdge::drop, m);
                 }
                 continue;
             }
         }
-        if (!udp_checksum_ok(m, ip, udp, kL2 + ihl, udp_len)) [[unlikely]] {
+        if (!udp_checksum_ok(m, ip, udp, pm->l4_offset, udp_len)) [[unlikely]] {
             count_drop(ctx, dp::DropReason::ina_bad_checksum);
-            out.push(InaEdge::drop, m);
+            out.push(FeatureEdge::drop, m);
             continue;
         }
         // A CE-marked contribution (RFC 3168) makes the chunk's result carry ECN echo, so the
@@ -367,26 +350,26 @@ uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
                                               parsed.packet->payload, flags, ctx.now_tsc);
         switch (v) {
         case ina::Verdict::not_mine:
-            out.push(InaEdge::route, m);
+            out.push(pass, m);
             break;
         case ina::Verdict::outside_abm:
         case ina::Verdict::bad_length:
         case ina::Verdict::count_mismatch:
-            reject(ctx, *job, m, out);
+            reject(ctx, *job, m, pass, out);
             break;
         case ina::Verdict::absorbed:
             ++ctx.counters.ina_absorbed;
-            out.push(InaEdge::drop, m);
+            out.push(FeatureEdge::drop, m);
             break;
         case ina::Verdict::duplicate:
         case ina::Verdict::overlap:
         case ina::Verdict::stale:
             count_drop(ctx, dp::DropReason::ina_duplicate);
-            out.push(InaEdge::drop, m);
+            out.push(FeatureEdge::drop, m);
             break;
         case ina::Verdict::no_slot:
             count_drop(ctx, dp::DropReason::ina_no_slot);
-            out.push(InaEdge::drop, m);
+            out.push(FeatureEdge::drop, m);
             break;
         case ina::Verdict::fallback: {
             // The contribution continues to the root; only the flags octet changes, so the UDP
@@ -403,7 +386,7 @@ uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
                     ~net::checksum_update16(mutable_udp->dgram_cksum, old_word, new_word)));
             }
             ++ctx.counters.ina_fallbacks;
-            out.push(InaEdge::route, m);
+            out.push(pass, m);
             break;
         }
         case ina::Verdict::completed:

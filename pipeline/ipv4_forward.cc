@@ -8,7 +8,8 @@
 
 #include "net/checksum.h"
 #include "pipeline/mbuf_chain.h"
-#include "pipeline/port_tx.h"
+#include "pipeline/egress.h"
+#include "pipeline/packet_meta.h"
 
 namespace ina::pipeline {
 
@@ -27,55 +28,6 @@ bool martian_destination(uint32_t a) {
 
 }  // namespace
 
-namespace {
-
-// RFC 1071 check of an IPv4 header: the one's-complement sum of a valid header is 0xffff. The
-// common 20-byte header is summed from three loads (no loop); options take the generic path.
-inline bool header_sum_ok(const rte_ipv4_hdr* ip, uint32_t ihl) {
-    if (ihl == sizeof(rte_ipv4_hdr)) [[likely]] {
-        const auto* p = reinterpret_cast<const uint8_t*>(ip);
-        uint64_t a;
-        uint64_t b;
-        uint32_t c;
-        std::memcpy(&a, p, 8);
-        std::memcpy(&b, p + 8, 8);
-        std::memcpy(&c, p + 16, 4);
-        uint64_t s = (a & 0xffffffff) + (a >> 32) + (b & 0xffffffff) + (b >> 32) + c;
-        s = (s & 0xffffffff) + (s >> 32);
-        s = (s & 0xffff) + (s >> 16);
-        s = (s & 0xffff) + (s >> 16);
-        s = (s & 0xffff) + (s >> 16);
-        return s == 0xffff;
-    }
-    return net::ones_complement_sum(ip, ihl) == 0xffff;
-}
-
-// ipv4_check, inlined into ipv4_forward's per-packet loop.
-[[gnu::always_inline]] inline dp::DropReason check(const rte_mbuf* m) {
-    const uint32_t data_len = rte_pktmbuf_data_len(m);
-    if (data_len < kL2 + sizeof(rte_ipv4_hdr)) [[unlikely]] {
-        return dp::DropReason::ipv4_malformed;
-    }
-    const auto* ip = rte_pktmbuf_mtod_offset(m, const rte_ipv4_hdr*, kL2);
-    const uint32_t ihl = (ip->version_ihl & 0x0f) * 4u;
-    const uint32_t total = rte_be_to_cpu_16(ip->total_length);
-    if ((ip->version_ihl >> 4) != 4 || ihl < sizeof(rte_ipv4_hdr) || total < ihl ||
-        kL2 + ihl > data_len || kL2 + total > rte_pktmbuf_pkt_len(m)) [[unlikely]] {
-        return dp::DropReason::ipv4_malformed;
-    }
-    const uint64_t ck = m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK;
-    if (ck == RTE_MBUF_F_RX_IP_CKSUM_GOOD) {
-        return dp::DropReason::count;
-    }
-    if (ck == RTE_MBUF_F_RX_IP_CKSUM_BAD || !header_sum_ok(ip, ihl)) [[unlikely]] {
-        return dp::DropReason::ipv4_bad_checksum;
-    }
-    return dp::DropReason::count;
-}
-
-}  // namespace
-
-dp::DropReason ipv4_check(const rte_mbuf* m) { return check(m); }
 
 void ipv4_forward(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n,
                   EdgeBatches<Ipv4Edge>& out) {
@@ -84,7 +36,11 @@ void ipv4_forward(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, 
     uint32_t hop[kMaxBurst];
     dp::DropReason verdict[kMaxBurst];
     for (uint16_t i = 0; i < n; ++i) {
-        verdict[i] = check(pkts[i]);
+        // The classifier checked what came from eth_input; the switch's own packets (emitted
+        // by a feature) and anything unclassified are checked here.
+        const PacketMeta* pm = classified(pkts[i]);
+        verdict[i] = pm != nullptr ? static_cast<dp::DropReason>(pm->l3_verdict)
+                                   : ipv4_check(pkts[i]);
         const auto* ip = rte_pktmbuf_mtod_offset(pkts[i], const rte_ipv4_hdr*, kL2);
         dst[i] = verdict[i] == dp::DropReason::count ? rte_be_to_cpu_32(ip->dst_addr) : 0;
     }
@@ -145,7 +101,7 @@ void ipv4_forward(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, 
         eth->dst_addr = nh.dst_mac;
         eth->src_addr = snap.ports[nh.out_port].mac;
         ++ctx.counters.routed;
-        tx_enqueue(ctx, nh.out_port, m);
+        egress(ctx, nh.out_port, m);
     }
 }
 

@@ -3,7 +3,7 @@
 
 #include <cstring>
 
-#include "pipeline/port_tx.h"
+#include "pipeline/egress.h"
 
 namespace ina::pipeline {
 
@@ -37,6 +37,13 @@ void l2_bridge(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uin
         rte_mbuf* m = pkts[i];
         const uint16_t in = m->port;
         const auto group_id = snap.ports[in].l2_group;
+        if (group_id == dp::kNoGroup) [[unlikely]] {
+            // Only a feature stage could send a routed port's packet here (its `bridge` edge is
+            // for bridged input): a stage bug, counted, never an out-of-range group.
+            count_drop(ctx, dp::DropReason::stage_contract);
+            out.push(BridgeEdge::drop, m);
+            continue;
+        }
         const auto* eth = rte_pktmbuf_mtod(m, const rte_ether_hdr*);
         const dp::L2Group& group = snap.groups[static_cast<size_t>(group_id)];
         if (!rte_is_multicast_ether_addr(&eth->dst_addr)) {
@@ -47,7 +54,7 @@ void l2_bridge(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uin
                     out.push(BridgeEdge::drop, m);
                 } else {
                     ++ctx.counters.bridged;
-                    tx_enqueue(ctx, e->port, m);
+                    egress(ctx, e->port, m);
                 }
                 continue;
             }
@@ -65,7 +72,7 @@ void l2_bridge(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uin
         ++ctx.counters.flooded;
         for (uint16_t k = 0; k < group.n_ports; ++k) {
             if (group.ports[k] != in) {
-                tx_enqueue(ctx, group.ports[k], m);
+                egress(ctx, group.ports[k], m);
             }
         }
     }

@@ -6,7 +6,7 @@
 
 #include "net/checksum.h"
 #include "pipeline/mbuf_chain.h"
-#include "pipeline/port_tx.h"
+#include "pipeline/egress.h"
 
 namespace ina::pipeline {
 
@@ -50,7 +50,7 @@ void local_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, u
         eth->dst_addr = eth->src_addr;
         eth->src_addr = snap.ports[m->port].mac;
         ++ctx.counters.icmp_echo_replies;
-        tx_enqueue(ctx, m->port, m);
+        egress(ctx, m->port, m);
     }
 }
 

@@ -19,6 +19,7 @@
 #include <cstring>
 
 #include "net/checksum.h"
+#include "pipeline/packet_meta.h"
 
 namespace ina::pipeline {
 
@@ -27,8 +28,12 @@ namespace ina::pipeline {
 // of decrementing it like transit. 0 until register_mbuf_flags() ran (then nothing is marked).
 inline uint64_t g_originated_flag = 0;
 
-// Registers the flag; call once after rte_eal_init, before any worker runs. False on failure.
+// Registers the flag and the classifier's metadata (packet_meta.h); call once after
+// rte_eal_init, before any worker runs. False on failure.
 inline bool register_mbuf_flags() {
+    if (!register_packet_meta()) {
+        return false;
+    }
     static const rte_mbuf_dynflag desc = {"inaswitch_originated", 0};
     const int bit = rte_mbuf_dynflag_register(&desc);
     if (bit < 0) {

@@ -4,20 +4,124 @@
 #include "pipeline/arp_input.h"
 #include "pipeline/bier_encap.h"
 #include "pipeline/bier_input.h"
+#include "pipeline/classify.h"
 #include "pipeline/eth_input.h"
-#include "pipeline/ina_input.h"
+#include "pipeline/feature_stages.h"
 #include "pipeline/ipv4_forward.h"
 #include "pipeline/l2_bridge.h"
 #include "pipeline/local_input.h"
+#include "pipeline/packet_meta.h"
 
 namespace ina::pipeline {
 
 namespace {
 
 template <typename Edge>
-void free_drops(EdgeBatches<Edge>& b) {
+void free_drops(LcoreContext& ctx, EdgeBatches<Edge>& b) {
     if (b.size(Edge::drop) != 0) {
         rte_pktmbuf_free_bulk(b.begin(Edge::drop), b.size(Edge::drop));
+    }
+    if (b.overflowed != 0) [[unlikely]] {
+        ctx.counters.drops[static_cast<size_t>(dp::DropReason::stage_contract)] += b.overflowed;
+    }
+}
+
+void route(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n) {
+    EdgeBatches<Ipv4Edge> ip;
+    ipv4_forward(ctx, snap, pkts, n, ip);
+    free_drops(ctx, ip);
+    if (ip.size(Ipv4Edge::local) != 0) {
+        EdgeBatches<LocalEdge> local;
+        local_input(ctx, snap, ip.begin(Ipv4Edge::local), ip.size(Ipv4Edge::local), local);
+        free_drops(ctx, local);
+    }
+}
+
+void bridge(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n) {
+    EdgeBatches<BridgeEdge> br;
+    l2_bridge(ctx, snap, pkts, n, br);
+    free_drops(ctx, br);
+}
+
+// Packets on their way to one stage, gathered in arrival order across feature runs; a full
+// sink runs its stage first, so any number of packets can pass through it.
+struct Sink {
+    using Run = void (*)(LcoreContext&, const dp::Snapshot&, rte_mbuf**, uint16_t);
+    explicit Sink(Run r) : run(r) {}
+    Run run;
+    uint16_t n = 0;
+    rte_mbuf* pkts[kMaxBurst];
+
+    void add(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf* const* ms, uint16_t k) {
+        for (uint16_t i = 0; i < k; ++i) {
+            if (n == kMaxBurst) [[unlikely]] {
+                flush(ctx, snap);
+            }
+            pkts[n++] = ms[i];
+        }
+    }
+    void flush(LcoreContext& ctx, const dp::Snapshot& snap) {
+        if (n != 0) {
+            run(ctx, snap, pkts, n);
+            n = 0;
+        }
+    }
+};
+
+// Runs `feature`'s stage on `pkts` (all classified to it), as often as its emission limit
+// requires: each call takes what its edges have room for, the edges are drained, and the stage
+// runs again on the rest. `pass` is where packets it leaves alone continue.
+void run_feature(LcoreContext& ctx, const dp::Snapshot& snap, uint8_t feature, rte_mbuf** pkts,
+                 uint16_t n, FeatureEdge pass, Sink& routed, Sink& bridged) {
+    const FeatureStage& stage = feature_stage(feature);
+    if (stage.input == nullptr) [[unlikely]] {
+        (pass == FeatureEdge::route ? routed : bridged).add(ctx, snap, pkts, n);
+        return;  // bound in the snapshot, no stage registered: the packets go on untouched
+    }
+    for (uint16_t done = 0; done < n;) {
+        EdgeBatches<FeatureEdge> out;
+        const uint16_t took = stage.input(ctx, snap, pkts + done, static_cast<uint16_t>(n - done),
+                                          pass, out);
+        routed.add(ctx, snap, out.begin(FeatureEdge::route), out.size(FeatureEdge::route));
+        bridged.add(ctx, snap, out.begin(FeatureEdge::bridge), out.size(FeatureEdge::bridge));
+        if (out.size(FeatureEdge::bier) != 0) {
+            EdgeBatches<BierEncapEdge> enc;
+            bier_encap_results(ctx, snap, out.begin(FeatureEdge::bier),
+                               out.size(FeatureEdge::bier), enc);
+            free_drops(ctx, enc);
+        }
+        free_drops(ctx, out);
+        if (took == 0) [[unlikely]] {
+            // With empty edges a stage always has room for one input: taking none is a bug in
+            // the stage. Count and free the rest rather than loop forever.
+            ctx.counters.drops[static_cast<size_t>(dp::DropReason::stage_contract)] +=
+                static_cast<uint16_t>(n - done);
+            rte_pktmbuf_free_bulk(pkts + done, static_cast<unsigned>(n - done));
+            return;
+        }
+        done = static_cast<uint16_t>(done + took);
+    }
+}
+
+// Walks classified packets in arrival order, one run of equal feature handles at a time: runs
+// without a feature go straight to `plain`, the others through their feature's stage. Every
+// output joins its sink in order, so a path's packets keep their arrival order.
+void dispatch(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n,
+              FeatureEdge pass, Sink& routed, Sink& bridged) {
+    Sink& plain = pass == FeatureEdge::route ? routed : bridged;
+    for (uint16_t i = 0; i < n;) {
+        const uint8_t feature = feature_of(pkts[i]);
+        uint16_t j = static_cast<uint16_t>(i + 1);
+        while (j < n && feature_of(pkts[j]) == feature) {
+            ++j;
+        }
+        if (feature == dp::kFeatureNone) [[likely]] {
+            plain.add(ctx, snap, pkts + i, static_cast<uint16_t>(j - i));
+        } else {
+            run_feature(ctx, snap, feature, pkts + i, static_cast<uint16_t>(j - i), pass, routed,
+                        bridged);
+        }
+        i = j;
     }
 }
 
@@ -31,17 +135,17 @@ void process_burst(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
     }
     EdgeBatches<EthEdge> eth;
     eth_input(ctx, snap, pkts, n, eth);
-    free_drops(eth);
+    free_drops(ctx, eth);
 
     EdgeBatches<ArpEdge> arp;
     if (eth.size(EthEdge::arp) != 0) {
         arp_input(ctx, snap, eth.begin(EthEdge::arp), eth.size(EthEdge::arp), arp);
-        free_drops(arp);
+        free_drops(ctx, arp);
     }
     // Frames for the bridge come from eth_input and from arp_input. Both lists are
     // subsequences of the burst, so merging them by walking the burst restores arrival order:
     // a bridge must not reorder frames between the same pair of stations (802.1D).
-    rte_mbuf* bridge[kMaxBurst];
+    rte_mbuf* to_bridge[kMaxBurst];
     uint16_t n_bridge = 0;
     {
         uint16_t from_eth = 0;
@@ -50,54 +154,55 @@ void process_burst(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
         const uint16_t n_arp = arp.size(ArpEdge::bridge);
         for (uint16_t i = 0; i < n && (from_eth < n_eth || from_arp < n_arp); ++i) {
             if (from_eth < n_eth && eth.at(EthEdge::bridge, from_eth) == pkts[i]) {
-                bridge[n_bridge++] = pkts[i];
+                to_bridge[n_bridge++] = pkts[i];
                 ++from_eth;
             } else if (from_arp < n_arp && arp.at(ArpEdge::bridge, from_arp) == pkts[i]) {
-                bridge[n_bridge++] = pkts[i];
+                to_bridge[n_bridge++] = pkts[i];
                 ++from_arp;
             }
         }
     }
-    // IPv4 meets INA first: contributions are absorbed, emitted results join the routed packets.
-    // ina_input may stop early to keep room for a root's result fan-out; loop until done.
-    for (uint16_t done = 0; done < eth.size(EthEdge::ipv4);) {
-        EdgeBatches<InaEdge> in;
-        done = static_cast<uint16_t>(
-            done + ina_input(ctx, snap, eth.begin(EthEdge::ipv4) + done,
-                             static_cast<uint16_t>(eth.size(EthEdge::ipv4) - done), in));
-        free_drops(in);
-        if (in.size(InaEdge::bier) != 0) {
-            EdgeBatches<BierEncapEdge> enc;
-            bier_encap_results(ctx, snap, in.begin(InaEdge::bier), in.size(InaEdge::bier), enc);
-            free_drops(enc);
+    Sink routed(route);
+    Sink bridged(bridge);
+    // Routed IPv4: classified once, then features (INA absorbs contributions and emits partials
+    // and results) and routing, in arrival order. With no binding for routed packets (a plain
+    // ToR) there is nothing to classify for: routing checks the headers itself, as it always
+    // does for packets nobody classified, and the metadata's cache line is never touched.
+    if (eth.size(EthEdge::ipv4) != 0) {
+        if ((snap.features.scopes & dp::kScopeRouted) != 0) {
+            classify(ctx, snap, eth.begin(EthEdge::ipv4), eth.size(EthEdge::ipv4),
+                     dp::kScopeRouted);
+            dispatch(ctx, snap, eth.begin(EthEdge::ipv4), eth.size(EthEdge::ipv4),
+                     FeatureEdge::route, routed, bridged);
+        } else {
+            routed.add(ctx, snap, eth.begin(EthEdge::ipv4), eth.size(EthEdge::ipv4));
         }
-        if (in.size(InaEdge::route) == 0) {
-            continue;
-        }
-        EdgeBatches<Ipv4Edge> ip;
-        ipv4_forward(ctx, snap, in.begin(InaEdge::route), in.size(InaEdge::route), ip);
-        free_drops(ip);
-        if (ip.size(Ipv4Edge::local) != 0) {
-            EdgeBatches<LocalEdge> local;
-            local_input(ctx, snap, ip.begin(Ipv4Edge::local), ip.size(Ipv4Edge::local), local);
-            free_drops(local);
-        }
+        routed.flush(ctx, snap);
     }
     if (eth.size(EthEdge::bier) != 0) {
         EdgeBatches<BierEdge> bier;
         bier_input(ctx, snap, eth.begin(EthEdge::bier), eth.size(EthEdge::bier), bier);
-        free_drops(bier);
+        free_drops(ctx, bier);
     }
     if (eth.size(EthEdge::mcast) != 0) {
         EdgeBatches<BierEncapEdge> enc;
         bier_encap_groups(ctx, snap, eth.begin(EthEdge::mcast), eth.size(EthEdge::mcast), enc);
-        free_drops(enc);
+        free_drops(ctx, enc);
     }
     if (n_bridge != 0) {
-        EdgeBatches<BridgeEdge> br;
-        l2_bridge(ctx, snap, bridge, n_bridge, br);
-        free_drops(br);
+        // Bridged frames meet a feature only when some binding asks for the bridged path (RoCE
+        // between two servers of one group); otherwise they are not even classified.
+        if ((snap.features.scopes & dp::kScopeBridged) != 0) {
+            classify(ctx, snap, to_bridge, n_bridge, dp::kScopeBridged);
+            dispatch(ctx, snap, to_bridge, n_bridge, FeatureEdge::bridge, routed, bridged);
+        } else {
+            bridged.add(ctx, snap, to_bridge, n_bridge);
+        }
     }
+    // What bridged features sent to routing, then the bridge (which may also hold what a routed
+    // feature passed to it).
+    routed.flush(ctx, snap);
+    bridged.flush(ctx, snap);
 }
 
 }  // namespace ina::pipeline

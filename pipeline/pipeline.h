@@ -1,13 +1,32 @@
 // SPDX-License-Identifier: Apache-2.0
 // The graph: how the stages' edges connect. A received burst runs to completion here.
 //
-//   eth_input ─┬─ arp ───► arp_input ──┬─ (reply) ─────────────────────────────► port_tx
-//              │                       └─ bridge ──────────────────────────┐
-//              ├─ ipv4 ──► ina_input ──┬─ route ─► ipv4_forward ─┬─ (routed) ─► port_tx
-//              │            (absorbed, │  (incl. emitted        └─ local ─► local_input ─► port_tx
-//              │             consumed) │   partials/results)                  │
-//              ├─ bridge ──────────────┼──────────────────────────────────────┴► l2_bridge ─► port_tx
-//              └─ drop ─► free ◄───────┘ (every stage's drop edge ends here)
+// eth_input ─┬─ arp ───► arp_input ─┬─ (reply) ────────────────────────────────────► egress
+//            │                      └─ bridge ──┐
+//            ├─ bridge ─────────────────────────┴─► bridged frames (arrival order)
+//            │       ┌──────────────────────────────────┘
+//            │       ├─ no binding for bridged frames ───────────────┐
+//            │       └─ classify(bridged) ─┬─ no feature ────────────┤
+//            │                             └─ stage h ─┬─ pass ──────┤
+//            │                                         └─ route ─┐   ▼
+//            │                                                   │ l2_bridge ─► egress
+//            ├─ ipv4 ──► classify(routed) ─┬─ no feature ────────┤  (FDB port or flood)
+//            │                             └─ stage h ─┬─ route ─┤  (passed on, or emitted)
+//            │                                         ├─ bridge ──► l2_bridge
+//            │                                         ├─ bier ──► bier_encap_results ─┐
+//            │                                         └─ drop                         │
+//            │                                                   ▼                     │
+//            │                                 ipv4_forward ─┬─ (routed) ─► egress     │
+//            │                                               └─ local ─► local_input   │
+//            │                                                      └─ (reply) ─► egress
+//            ├─ bier ──► bier_input (BFR/BFER) ─► bier_forward ◄─────────────────────┘
+//            ├─ mcast ─► bier_encap_groups (BFIR) ─► bier_forward ─ (copies, own bits) ─► egress
+//            └─ drop ──► free (every stage's drop edge ends here, its reason counted)
+//
+// egress ─► port_tx (per-port TX buffers; rte_eth_tx_burst when full, drained, or on the timer)
+//
+// Stage h is the FeatureStage registered under the handle the snapshot's registration table gave
+// the packet (feature_stages.h; INA today): nothing here names a feature.
 #pragma once
 
 #include "pipeline/context.h"

@@ -394,6 +394,11 @@ std::unique_ptr<Snapshot> build_snapshot(const config::Config& cfg,
         v.results_bier = j.results == config::ResultDelivery::bier;
         s->ina_jobs.push_back(std::move(v));
     }
+    // INA contributions are UDP to the switch's routers (ina_input); bridged INA is not the
+    // switch's to aggregate. Without jobs nothing is bound: no packet reaches the INA stage.
+    if (!s->ina_jobs.empty()) {
+        s->features.bind({kIpProtoUdp, kFeatureIna, kScopeRouted, s->ina_udp_port});
+    }
 
     if (!build_bier(*s, cfg, error)) {
         return nullptr;

@@ -140,20 +140,29 @@ void ControlPlane::commit_jobs_locked(JobPlan plan, const config::Config& next) 
             RTE_LOG(ERR, USER1, "command ring of worker %zu full despite the check\n", w);
         }
     };
-    // Detaches first: a worker never holds more tables than ctx.ina has room for.
+    static_assert(dp::kMaxInaJobs <= dp::kMaxFeatureStates);
+    // Detaches first: their slots serve the attaches that follow, and a change never needs more
+    // slots than the job limit, so one is always free.
     for (uint32_t id : plan.detach) {
         auto it = jobs_.find(id);
+        const uint16_t slot = it->second.slot;
         for (size_t w = 0; w < it->second.tables.size(); ++w) {
-            send(w, dp::Command{dp::CommandType::ina_detach, {}, id, nullptr});
+            send(w, dp::Command{dp::CommandType::detach, dp::kFeatureIna, slot, id, nullptr});
             detaching_[w].push_back(std::move(it->second.tables[w]));
         }
+        state_slot_used_[slot] = false;
         jobs_.erase(it);
     }
     for (auto& [cfg, tables] : plan.attach) {
+        const auto free_slot = static_cast<uint16_t>(
+            std::find(state_slot_used_.begin(), state_slot_used_.end(), false) -
+            state_slot_used_.begin());
+        state_slot_used_[free_slot] = true;
         for (size_t w = 0; w < tables.size(); ++w) {
-            send(w, dp::Command{dp::CommandType::ina_attach, {}, cfg.job_id, tables[w].get()});
+            send(w, dp::Command{dp::CommandType::attach, dp::kFeatureIna, free_slot, cfg.job_id,
+                                tables[w].get()});
         }
-        jobs_.emplace(cfg.job_id, Job{cfg, std::move(tables)});
+        jobs_.emplace(cfg.job_id, Job{cfg, std::move(tables), free_slot});
     }
     for (const auto& j : next.ina.jobs) {
         jobs_.at(j.job_id).cfg = j;  // same tables, other settings (ingress, parent, ...)
@@ -324,6 +333,15 @@ void ControlPlane::gateway_down_locked(uint32_t ip, uint16_t port_id) {
     }
 }
 
+void ControlPlane::assign_state_slots_locked(dp::Snapshot& snap) const {
+    for (auto& v : snap.ina_jobs) {
+        // The running jobs are the snapshot's jobs (install and publish both follow the commit).
+        if (auto it = jobs_.find(v.job_id); it != jobs_.end()) {
+            v.state_slot = it->second.slot;
+        }
+    }
+}
+
 void ControlPlane::install_locked(std::unique_ptr<runtime::Published> pub) {
     for (const auto& [prefix, gw] : route_gateway_next_) {
         const auto cfg_route = std::find_if(running_.routes.begin(), running_.routes.end(),
@@ -347,6 +365,7 @@ void ControlPlane::install_locked(std::unique_ptr<runtime::Published> pub) {
         }
     }
     route_gateway_ = route_gateway_next_;
+    assign_state_slots_locked(*pub->snapshot);
     assign_bier_slots_locked(*pub->snapshot);
     ++next_generation_;
     dataplane_.publish(std::move(pub));

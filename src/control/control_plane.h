@@ -175,8 +175,14 @@ private:
     struct Job {
         config::InaJobConfig cfg;
         std::vector<std::unique_ptr<ChunkTable>> tables;  // one per worker, same order
+        uint16_t slot = dp::kNoStateSlot;  // its feature-state slot, the same on every worker
     };
     std::map<uint32_t, Job> jobs_;
+    // Feature-state slots in use (dp::Command::slot). A slot is free again once its detach is
+    // sent: the detach precedes any later attach to it in every command ring, and a worker still
+    // reading an older snapshot finds (feature, id) no longer in the slot, never another job's.
+    std::array<bool, dp::kMaxFeatureStates> state_slot_used_{};
+    void assign_state_slots_locked(dp::Snapshot& snap) const;
     // Per worker, tables detached but not yet counted by the lcore, in the order the detaches
     // were sent, and how many of that worker's detaches have been freed so far.
     std::vector<std::deque<std::unique_ptr<ChunkTable>>> detaching_;

@@ -47,7 +47,8 @@ inline constexpr size_t kInaParseErrors = 10;  // ina::proto::kNumParseErrors (a
     X(bier_ttl_expired, "BIER packet whose TTL leaves nothing to forward")                       \
     X(bier_no_mbuf, "no mbuf for a BIER copy or delivery")                                       \
     X(bier_unsupported_proto, "BIER payload for a local bit that is not IPv4")                   \
-    X(mcast_no_group, "IPv4 multicast for a group this switch does not carry over BIER")
+    X(mcast_no_group, "IPv4 multicast for a group this switch does not carry over BIER")         \
+    X(stage_contract, "a stage broke its edge contract (a bug): past an edge's capacity, or routed to bridge")
 
 enum class DropReason : uint8_t {
 #define INA_X(name, help) name,
@@ -67,6 +68,26 @@ inline constexpr std::array<std::string_view, kDropReasonCount> kDropReasonNames
 inline constexpr std::array<std::string_view, kDropReasonCount> kDropReasonHelp = {
 #define INA_X(name, help) help,
     INA_DROP_REASONS(INA_X)
+#undef INA_X
+};
+
+// Why the classifier found a UDP datagram unsound (forwarded unmodified; a feature bound to its
+// port sees it flagged unsound and passes it on).
+#define INA_UDP_MALFORMED_REASONS(X)                                                             \
+    X(truncated, "UDP header beyond the IPv4 packet or the frame's gathered headers")           \
+    X(bad_length, "UDP length shorter than the UDP header")                                      \
+    X(length_mismatch, "UDP length other than what the IPv4 total length leaves")
+
+enum class UdpMalformed : uint8_t {
+#define INA_X(name, help) name,
+    INA_UDP_MALFORMED_REASONS(INA_X)
+#undef INA_X
+    count
+};
+inline constexpr size_t kUdpMalformedReasons = static_cast<size_t>(UdpMalformed::count);
+inline constexpr std::array<std::string_view, kUdpMalformedReasons> kUdpMalformedNames = {
+#define INA_X(name, help) #name,
+    INA_UDP_MALFORMED_REASONS(INA_X)
 #undef INA_X
 };
 
@@ -133,6 +154,8 @@ inline constexpr size_t kBierMalformedReasons = 6;  // wire::BierParseError
     S(icmp_echo_replies, total, "icmp_echo_replies_total",                                        \
       "ICMP echo replies sent for the switch's own addresses")                                    \
     S(events_lost, total, "control_events_lost_total", "Worker events lost to a full ring")       \
+    A(udp_malformed, uint64_t, kUdpMalformedReasons, "udp_malformed_total",                       \
+      "UDP datagrams the classifier found unsound (forwarded unmodified), by reason")             \
     S(ina_packets, total, "ina_packets_total", "UDP datagrams on the INA port that parsed as INA") \
     S(ina_not_ina, total, "ina_not_ina_total",                                                    \
       "UDP datagrams on the INA port that did not parse (routed as is)")                          \

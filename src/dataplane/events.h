@@ -14,20 +14,28 @@ enum class EventType : uint8_t {
     fdb_learn = 4,          // `mac` was seen as a source in L2 group `group` on `port`
 };
 
-// Commands from the control plane to one worker lcore (its SPSC command ring). The lcore owns
-// its chunk tables' state; the control plane owns their memory and frees a table only after the
+// Commands from the control plane to one worker lcore (its SPSC command ring): attach or detach
+// one piece of per-lcore feature state (an INA job's chunk table; later a RoCE queue pair). The
+// lcore owns the state's contents; the control plane owns its memory and frees it only after the
 // lcore has counted the detach in LcoreContext::detaches_done (detaches complete in ring order,
-// so the count says which tables are free). Nothing here can block the worker.
+// so the count says which states are free). Nothing here can block the worker.
 enum class CommandType : uint8_t {
-    ina_attach = 1,  // start using `table` for job `job_id`
-    ina_detach = 2,  // stop using the table of job `job_id`, then count it in detaches_done
+    attach = 1,  // put `state` for (feature, id) in slot `slot`
+    detach = 2,  // empty slot `slot` if it holds (feature, id), then count it in detaches_done
 };
+
+// Slots of per-lcore feature state. The control plane gives each attached (feature, id) one slot,
+// the same on every lcore, and writes it into the snapshot's view (e.g. InaJobView::state_slot):
+// the packet path finds its state by index, not by a search.
+inline constexpr uint16_t kMaxFeatureStates = 128;
+inline constexpr uint16_t kNoStateSlot = 0xffff;
 
 struct Command {
     CommandType type;
-    uint8_t reserved[3] = {};
-    uint32_t job_id = 0;
-    void* table = nullptr;
+    uint8_t feature = 0;  // dp::kFeature*
+    uint16_t slot = 0;
+    uint32_t id = 0;      // the feature's own key (an INA job id)
+    void* state = nullptr;
 };
 static_assert(sizeof(Command) == 16, "ring elements are 16 bytes");
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "dataplane/counters.h"
+#include "dataplane/events.h"
 #include "net/addr.h"
 #include "wire/bitstring.h"
 
@@ -164,9 +165,61 @@ struct BierGroupView {
     std::vector<BierTarget> targets;
 };
 
+// Features the classifier hands packets to (pipeline/feature_stages.h holds their stages). A packet's
+// feature handle is kFeatureNone when no binding claimed it.
+inline constexpr uint8_t kFeatureNone = 0;
+inline constexpr uint8_t kFeatureIna = 1;
+inline constexpr uint8_t kMaxFeatures = 8;
+inline constexpr uint8_t kIpProtoUdp = 17;
+
+// Which frames a binding applies to: IPv4 this switch routes (or terminates), and IPv4 it
+// bridges inside an L2 group (RDMA between two servers of one group must reach its feature too).
+inline constexpr uint8_t kScopeRouted = 1;
+inline constexpr uint8_t kScopeBridged = 2;
+
+struct FeatureBinding {
+    uint8_t proto = 0;    // IP protocol
+    uint8_t feature = 0;  // kFeature*, below kMaxFeatures
+    uint8_t scopes = 0;   // kScope* bits
+    uint16_t port = 0;    // L4 destination port, host order
+};
+
+// The registration table: (protocol, destination port) -> feature, filled when the snapshot is
+// built. A handful of entries (one per feature and port), so a scan of two cache lines beats a
+// hash; `scopes` (every binding's, or-ed) lets a path no binding uses skip the lookup.
+struct FeatureTable {
+    static constexpr size_t kMaxBindings = 8;
+    uint8_t n = 0;
+    uint8_t scopes = 0;
+    std::array<FeatureBinding, kMaxBindings> bindings{};
+
+    // False when the table is full, the feature is out of range, or (proto, port) is taken.
+    bool bind(const FeatureBinding& b) {
+        if (n >= kMaxBindings || b.feature == kFeatureNone || b.feature >= kMaxFeatures ||
+            lookup(b.proto, b.port, kScopeRouted | kScopeBridged) != kFeatureNone) {
+            return false;
+        }
+        bindings[n++] = b;
+        scopes = static_cast<uint8_t>(scopes | b.scopes);
+        return true;
+    }
+    uint8_t lookup(uint8_t proto, uint16_t port, uint8_t scope) const {
+        for (size_t i = 0; i < n && i < kMaxBindings; ++i) {
+            const FeatureBinding& b = bindings[i];
+            if (b.port == port && b.proto == proto && (b.scopes & scope) != 0) {
+                return b.feature;
+            }
+        }
+        return kFeatureNone;
+    }
+};
+
 // One INA job as the packet path sees it (addresses in host order).
 struct InaJobView {
     uint32_t job_id = 0;
+    // Where this lcore's chunk table of the job sits (LcoreContext::feature_state), set by the
+    // control plane when it publishes; kNoStateSlot until then.
+    uint16_t state_slot = kNoStateSlot;
     bool is_root = false;
     bool drop_rejected = false;   // on_reject: drop (else forward unmodified)
     wire::BitString abm;
@@ -233,6 +286,7 @@ public:
     uint64_t arp_request_interval_ms = 1000;
     uint16_t ina_udp_port = 0;  // network order comparisons are done on host order values
     std::vector<InaJobView> ina_jobs;
+    FeatureTable features;  // what the classifier hands to a feature stage
 
     uint16_t bier_bfr_id = 0;  // BFIR-id of packets this switch encapsulates
     uint8_t bier_ttl = 64;

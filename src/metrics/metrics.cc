@@ -234,6 +234,13 @@ std::vector<prometheus::MetricFamily> families(const Stats& s) {
         }
     }
     {
+        auto& f = array_family(b, array_counter(kLcoreArrays, "udp_malformed"));
+        for (size_t r = 0; r < dp::kUdpMalformedReasons; ++r) {
+            Builder::add(f, d(s.total.udp_malformed[r]),
+                         {{"reason", std::string(dp::kUdpMalformedNames[r])}});
+        }
+    }
+    {
         auto& f = array_family(b, array_counter(kLcoreArrays, "ina_malformed"));
         for (size_t e = 0; e < s.total.ina_malformed.size(); ++e) {
             Builder::add(f, d(s.total.ina_malformed[e]),

@@ -6,6 +6,8 @@
 #include <rte_lcore.h>
 #include <rte_malloc.h>
 
+#include "pipeline/feature_stages.h"
+
 namespace ina::runtime {
 
 static_assert(std::atomic<const Published*>::is_always_lock_free);
@@ -69,6 +71,7 @@ bool Dataplane::init(const std::vector<unsigned>& worker_lcores, uint32_t max_fd
         w.ctx->tx_queue = tx_queue++;
         w.ctx->tsc_hz = rte_get_tsc_hz();
         w.ctx->last_rx_tsc = rte_rdtsc();
+        pipeline::init_timers(*w.ctx, w.ctx->last_rx_tsc);
         // Learn/neighbour events from one source are reported at most every 100 ms.
         w.ctx->event_interval_tsc = w.ctx->tsc_hz / 10;
         w.ctx->fdb_seen = static_cast<uint64_t*>(

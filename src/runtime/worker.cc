@@ -5,9 +5,9 @@
 #include <rte_ethdev.h>
 #include <rte_lcore.h>
 
-#include "ina/chunk_table.h"
 #include "pipeline/pipeline.h"
-#include "pipeline/port_tx.h"
+#include "pipeline/egress.h"
+#include "pipeline/feature_stages.h"
 #include "runtime/dataplane.h"
 
 namespace ina::runtime {
@@ -20,46 +20,23 @@ void drain_control_tx(Worker& w) {
     const unsigned n = rte_ring_sc_dequeue_burst(w.control_tx, reinterpret_cast<void**>(pkts),
                                                  pipeline::kMaxBurst, nullptr);
     for (unsigned i = 0; i < n; ++i) {
-        pipeline::tx_enqueue(*w.ctx, pkts[i]->port, pkts[i]);
+        pipeline::egress(*w.ctx, pkts[i]->port, pkts[i]);
     }
 }
 
-// Attach/detach of chunk tables. Run after the snapshot pointer is loaded: a snapshot that
-// names a new job was published after its attach was enqueued, so the attach is visible here.
+// Attach/detach of per-lcore feature state. Run after the snapshot pointer is loaded: a
+// snapshot that names a new job was published after its attach was enqueued, so the attach is
+// visible here.
 void drain_commands(Worker& w) {
     dp::Command cmds[8];
     unsigned n = 0;
-    auto& ctx = *w.ctx;
     while ((n = rte_ring_sc_dequeue_burst_elem(w.commands, cmds, sizeof(dp::Command), 8,
                                                nullptr)) != 0) {
         for (unsigned i = 0; i < n; ++i) {
-            const dp::Command& c = cmds[i];
-            // The control plane never sends more attaches than ctx.ina holds (it validates the
-            // job count and sends a job's detach before any attach that replaces it).
-            if (c.type == dp::CommandType::ina_attach && ctx.n_ina < ctx.ina.size()) {
-                ctx.ina[ctx.n_ina++] = {c.job_id, static_cast<ChunkTable*>(c.table)};
-            } else if (c.type == dp::CommandType::ina_detach) {
-                for (uint16_t k = 0; k < ctx.n_ina; ++k) {
-                    if (ctx.ina[k].job_id == c.job_id) {
-                        ctx.ina[k] = ctx.ina[--ctx.n_ina];
-                        break;
-                    }
-                }
-                // Published after the table is out of ctx.ina: the control plane may free it
-                // as soon as it sees the count.
-                ctx.detaches_done.store(ctx.detaches_done.load(std::memory_order_relaxed) + 1,
-                                        std::memory_order_release);
-            }
+            // The control plane sends an attach only to a free slot it validated; one that
+            // fails changes nothing (the packet path then sees the job as not attached).
+            pipeline::apply_command(*w.ctx, cmds[i]);
         }
-    }
-}
-
-// Frees chunk slots of dead jobs and workers, a few entries of every table per millisecond:
-// a large table is swept over many loops instead of stalling one (timeouts are seconds).
-constexpr size_t kExpireEntriesPerSweep = 256;
-void expire_tables(pipeline::LcoreContext& ctx) {
-    for (uint16_t k = 0; k < ctx.n_ina; ++k) {
-        ctx.ina[k].table->expire(ctx.now_tsc, kExpireEntriesPerSweep);
     }
 }
 
@@ -85,13 +62,13 @@ int worker_main(void* arg) {
     uint64_t last_drain = rte_rdtsc();
     ctx.last_rx_tsc = last_drain;
     uint32_t idle_loops = 0;
-    uint64_t next_sweep_tsc = 0;
 
     while (!dataplane.stop.load(std::memory_order_relaxed)) {
         // The snapshot pointer is read once per iteration and dropped before the quiescent
         // report below: that is the whole RCU read-side contract.
         const Published& pub = *dataplane.current();
         const dp::Snapshot& snap = *pub.snapshot;
+        ctx.now_tsc = rte_rdtsc();
         if (rte_ring_count(w.commands) != 0) [[unlikely]] {
             drain_commands(w);
         }
@@ -99,7 +76,6 @@ int worker_main(void* arg) {
         // control plane may free it the moment this lcore reports.
         const LoopSettings loop = pub.loop;
         ctx.burst_size = loop.burst_size;
-        ctx.now_tsc = rte_rdtsc();
         ++ctx.counters.loops;
 
         if (ctx.now_tsc - last_drain > loop.drain_tsc) {
@@ -109,9 +85,9 @@ int worker_main(void* arg) {
         if ((ctx.counters.loops & 15) == 0) {
             drain_control_tx(w);
         }
-        if (ctx.now_tsc >= next_sweep_tsc) {
-            expire_tables(ctx);
-            next_sweep_tsc = ctx.now_tsc + ctx.tsc_hz / 1000;
+        // Feature timers (chunk-table expiry sweeps): a few loops late is a few microseconds.
+        if ((ctx.counters.loops & (pipeline::kTimerServiceLoops - 1)) == 0) {
+            ctx.timers.service(ctx.now_tsc);
         }
 
         uint32_t received = 0;

@@ -17,6 +17,7 @@
 #include "config/config.h"
 #include "ina/protocol.h"
 #include "net/addr.h"
+#include "pipeline/feature_stages.h"
 #include "pipeline/mbuf_chain.h"
 
 namespace ina::test {
@@ -344,6 +345,7 @@ void StageTest::SetUp() {
     ASSERT_GT(ctx->tsc_hz, 0u);
     ctx->now_tsc = kStartTsc;
     ctx->event_interval_tsc = ctx->tsc_hz;  // one second
+    pipeline::init_timers(*ctx, kStartTsc);
     ctx->events = ring;
     fdb_seen.assign(64, 0);
     ctx->fdb_seen = fdb_seen.data();

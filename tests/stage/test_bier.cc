@@ -9,6 +9,7 @@
 
 #include "ina/chunk_table.h"
 #include "ina/protocol.h"
+#include "pipeline/feature_stages.h"
 #include "pipeline/pipeline.h"
 #include "stage_util.h"
 #include "wire/bier_header.h"
@@ -270,8 +271,7 @@ TEST_F(Bier, MulticastGroupIsEncapsulatedAtTheBfir) {
 TEST_F(Bier, InaRootResultGoesOutOnceOverBier) {
     const ina::JobParams p = ina_job_params(7, {1, 2, 3, 4}, ina::Role::root);
     auto table = std::make_unique<ina::ChunkTable>(p);
-    ctx->ina[0] = {7, table.get()};
-    ctx->n_ina = 1;
+    ASSERT_TRUE(pipeline::attach_ina_table(*ctx, *snap, 7, 0, table.get()));
     std::vector<rte_mbuf*> in;
     for (uint16_t w = 1; w <= 4; ++w) {
         in.push_back(mbuf(ina_contribution(7, w, 21, {w * 10}, ip4("10.0.1.1")), kR0));

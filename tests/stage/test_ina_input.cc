@@ -11,6 +11,7 @@
 #include "ina/chunk_table.h"
 #include "ina/protocol.h"
 #include "net/checksum.h"
+#include "pipeline/feature_stages.h"
 #include "pipeline/pipeline.h"
 #include "stage_util.h"
 
@@ -41,8 +42,7 @@ protected:
         StageTest::SetUp();
         build(kInaYaml);
         table = std::make_unique<ina::ChunkTable>(job_params());
-        ctx->ina[0] = {kJob, table.get()};
-        ctx->n_ina = 1;
+        ASSERT_TRUE(pipeline::attach_ina_table(*ctx, *snap, kJob, 0, table.get()));
         ctx->pool = pool;
     }
     void TearDown() override {
@@ -186,8 +186,7 @@ TEST_F(InaInput, ChunksOwnedByAnotherLcoreAreHandedOverAndAggregatedThere) {
     other->now_tsc = ctx->now_tsc;
     other->worker_index = 1;
     other->n_workers = 2;
-    other->ina[0] = {kJob, other_table.get()};
-    other->n_ina = 1;
+    ASSERT_TRUE(pipeline::attach_ina_table(*other, *snap, kJob, 0, other_table.get()));
     other->pool = pool;
     rte_mbuf* pkts[8];
     const unsigned n = rte_ring_sc_dequeue_burst(handoff, reinterpret_cast<void**>(pkts), 8, nullptr);
@@ -249,8 +248,10 @@ TEST_F(InaInput, OtherUdpAndUnknownJobsAreRoutedUntouched) {
     Bytes plain = eth_frame(port_mac(kR0), kHostA, RTE_ETHER_TYPE_IPV4,
                             ipv4_packet(src, dst, IPPROTO_UDP,
                                         udp_datagram(src, dst, 1, 9471, payload_of(40))));
+    // The job in the snapshot, its table not (yet) attached on this lcore.
+    ASSERT_TRUE(pipeline::apply_command(
+        *ctx, dp::Command{dp::CommandType::detach, dp::kFeatureIna, 0, kJob, nullptr}));
     table.reset();
-    ctx->n_ina = 0;  // job in the snapshot, table not (yet) attached on this lcore
     run({mbuf(plain, kR0), contribution(1, 0, {1})});
     EXPECT_EQ(ctx->counters.ina_packets, 1u);
     EXPECT_EQ(ctx->counters.ina_unknown_job, 1u);

@@ -1,0 +1,89 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "pipeline/classify.h"
+
+#include <rte_ip.h>
+#include <rte_udp.h>
+
+#include "pipeline/ipv4_forward.h"
+#include "pipeline/packet_meta.h"
+
+namespace ina::pipeline {
+
+namespace {
+
+constexpr uint16_t kL2 = sizeof(rte_ether_hdr);
+
+void count_udp_malformed(LcoreContext& ctx, dp::UdpMalformed reason) {
+    ++ctx.counters.udp_malformed[static_cast<size_t>(reason)];
+}
+
+[[gnu::always_inline]] inline void classify_one(LcoreContext& ctx, const dp::FeatureTable& table,
+                                                bool lookup, rte_mbuf* m, uint8_t scope) {
+    PacketMeta& pm = meta_of(m);
+    pm = PacketMeta{};
+    pm.l3_offset = kL2;
+    m->ol_flags |= g_classified_flag;
+    if (scope == dp::kScopeBridged &&
+        rte_pktmbuf_mtod(m, const rte_ether_hdr*)->ether_type !=
+            rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4)) {
+        pm.l3_verdict = static_cast<uint8_t>(dp::DropReason::ipv4_malformed);  // not IPv4 at all
+        return;
+    }
+    const dp::DropReason verdict = ipv4_check(m);
+    pm.l3_verdict = static_cast<uint8_t>(verdict);
+    if (verdict != dp::DropReason::count) [[unlikely]] {
+        return;  // routing drops it by this reason; a bridge forwards it untouched
+    }
+    const auto* ip = rte_pktmbuf_mtod_offset(m, const rte_ipv4_hdr*, kL2);
+    const auto ihl = static_cast<uint16_t>((ip->version_ihl & 0x0f) * 4u);
+    pm.l4_offset = static_cast<uint16_t>(kL2 + ihl);
+    pm.proto = ip->next_proto_id;
+    if ((ip->fragment_offset & rte_cpu_to_be_16(RTE_IPV4_HDR_MF_FLAG | RTE_IPV4_HDR_OFFSET_MASK)) !=
+        0) {
+        pm.flags = kMetaFragment;  // a fragment's ports are not the datagram's to classify
+        return;
+    }
+    if (pm.proto != dp::kIpProtoUdp) {
+        return;
+    }
+    const uint16_t total = rte_be_to_cpu_16(ip->total_length);
+    if (ihl + sizeof(rte_udp_hdr) > total ||
+        pm.l4_offset + sizeof(rte_udp_hdr) > rte_pktmbuf_data_len(m)) [[unlikely]] {
+        count_udp_malformed(ctx, dp::UdpMalformed::truncated);
+        return;
+    }
+    const auto* udp = rte_pktmbuf_mtod_offset(m, const rte_udp_hdr*, pm.l4_offset);
+    pm.udp_dport = rte_be_to_cpu_16(udp->dst_port);
+    const uint16_t udp_len = rte_be_to_cpu_16(udp->dgram_len);
+    // The UDP length must be what the IPv4 packet leaves: Ethernet padding after the datagram
+    // is never payload, and a length past the packet reads bytes that are not the datagram's.
+    if (udp_len < sizeof(rte_udp_hdr)) [[unlikely]] {
+        count_udp_malformed(ctx, dp::UdpMalformed::bad_length);
+    } else if (ihl + udp_len != total) [[unlikely]] {
+        count_udp_malformed(ctx, dp::UdpMalformed::length_mismatch);
+    } else {
+        pm.flags = kMetaUdpSound;
+        pm.l4_length = udp_len;
+    }
+    // An unsound datagram still reaches the feature bound to its port, flagged: the feature
+    // counts it as its own kind of garbage and passes it on unmodified.
+    if (lookup) {
+        pm.feature = table.lookup(dp::kIpProtoUdp, pm.udp_dport, scope);
+    }
+}
+
+}  // namespace
+
+void classify(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n,
+              uint8_t scope) {
+    if (g_classified_flag == 0) [[unlikely]] {
+        return;  // metadata not registered: stages parse for themselves
+    }
+    const dp::FeatureTable& table = snap.features;
+    const bool lookup = (table.scopes & scope) != 0;
+    for (uint16_t i = 0; i < n; ++i) {
+        classify_one(ctx, table, lookup, pkts[i], scope);
+    }
+}
+
+}  // namespace ina::pipeline

@@ -1,0 +1,20 @@
+// SPDX-License-Identifier: Apache-2.0
+// Classify once: right after eth_input, one pass over a batch of frames fills every frame's
+// PacketMeta (pipeline/packet_meta.h): the IPv4 header verdict, L3/L4 offsets, protocol, UDP
+// destination port and length, and the feature handle the snapshot's registration table
+// (dp::FeatureTable) gives (protocol, port) on this path. Later stages read the metadata instead
+// of parsing again: ipv4_forward takes the verdict, a feature stage the offsets and lengths.
+// Nothing is dropped or changed here; malformed UDP is counted by reason (udp_malformed).
+#pragma once
+
+#include "pipeline/context.h"
+
+namespace ina::pipeline {
+
+// `scope` is dp::kScopeRouted for IPv4 frames to the switch's MAC (eth_input's ipv4 edge), or
+// dp::kScopeBridged for frames the switch bridges (any ethertype; only IPv4 gets a feature).
+// Frames passed here must have their first kHeadBytes in the first segment (eth_input did it).
+void classify(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n,
+              uint8_t scope);
+
+}  // namespace ina::pipeline

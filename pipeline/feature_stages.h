@@ -1,0 +1,65 @@
+// SPDX-License-Identifier: Apache-2.0
+// Features on the packet path (INA today, RoCEv2 next): what the classifier hands a packet to,
+// and the per-lcore state they keep. A feature is one FeatureStage registered under its handle
+// (dp::kFeature*); the snapshot's registration table (dp::FeatureTable) says which (protocol,
+// port) goes to it on which path. pipeline.cc runs any registered stage the same way: it never
+// names a feature.
+#pragma once
+
+#include "dataplane/events.h"
+#include "pipeline/context.h"
+
+namespace ina::pipeline {
+
+enum class FeatureEdge : uint8_t {
+    route,   // to ipv4_forward: routed input passed on, and every packet the feature emits
+    bridge,  // to l2_bridge: bridged input passed on unmodified inside its L2 group
+    bier,    // to bier_encap_results: an INA root's result to go out over BIER
+    drop,    // consumed or dropped; any drop reason already counted
+    count
+};
+
+// A feature's stage. Takes packets from the front of `pkts` while out.room_for(max_emit) holds
+// and returns how many it took (the pipeline drains `out` and calls again with the rest). Every
+// packet it takes ends on an edge; one it does not handle goes to `pass`, where it was going
+// (FeatureEdge::route for routed input, FeatureEdge::bridge for bridged input). Inputs are
+// classified (pipeline/packet_meta.h) with a sound IPv4 header and this feature's handle.
+using FeatureInputFn = uint16_t (*)(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
+                                    uint16_t n, FeatureEdge pass, EdgeBatches<FeatureEdge>& out);
+// Periodic work on one attached state (chunk-table expiry; RoCE retransmission next), run from
+// the lcore's timer wheel every `tick_us` while the state is attached.
+using FeatureTickFn = void (*)(void* state, uint64_t now_tsc);
+
+struct FeatureStage {
+    const char* name = nullptr;
+    FeatureInputFn input = nullptr;
+    uint16_t max_emit = 1;  // most packets one input puts on the edges, all edges together
+    FeatureTickFn tick = nullptr;
+    uint32_t tick_us = 0;
+};
+
+// The stage registered under `feature` (an empty one, input == nullptr, when none is).
+const FeatureStage& feature_stage(uint8_t feature);
+
+// Registers (or replaces) the stage of `feature`: at start-up, before any worker runs (the
+// built-in ones are registered statically in feature_stages.cc; a stage test registers a dummy).
+// False when the handle is out of range or max_emit is not within 1..EdgeBatches capacity.
+bool register_feature(uint8_t feature, const FeatureStage& stage);
+
+// Applies one control-plane command to this lcore's feature state (the worker's command ring):
+// attach puts the state in its slot and arms its tick; detach empties the slot if it still holds
+// that (feature, id) and counts the detach in detaches_done, always, so the control plane frees
+// states in ring order. False for an attach the lcore cannot take (bad slot or handle, slot in
+// use), which the control plane never sends.
+bool apply_command(LcoreContext& ctx, const dp::Command& c);
+
+// Sets up the lcore's timer wheel; call before the first attach.
+void init_timers(LcoreContext& ctx, uint64_t now_tsc);
+
+// Attaches an INA job's chunk table in `slot` and names the slot in the snapshot's view of the
+// job, as the control plane and the worker do together (stage tests and benchmarks, which run
+// without a control plane). False when the snapshot has no such job or the slot is taken.
+bool attach_ina_table(LcoreContext& ctx, dp::Snapshot& snap, uint32_t job_id, uint16_t slot,
+                      void* table);
+
+}  // namespace ina::pipeline
