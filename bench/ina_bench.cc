@@ -308,7 +308,12 @@ neighbours:
         ctx->pool = g.pool;
         ctx->tx_queue = static_cast<uint16_t>(k);
         ctx->tx_enabled[kSinkPort] = true;
-        lane.table = std::make_unique<ChunkTable>(jp);
+        ina::JobParams lane_jp = jp;
+        if (handoff) {
+            lane_jp.lanes = static_cast<uint16_t>(lanes);
+            lane_jp.lane = static_cast<uint16_t>(k);
+        }
+        lane.table = std::make_unique<ChunkTable>(lane_jp);
         ctx->ina[0] = {1, lane.table.get()};
         ctx->n_ina = 1;
         lane.ctx = ctx;

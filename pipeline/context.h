@@ -83,7 +83,8 @@ struct alignas(64) LcoreContext {
     uint64_t* fdb_seen = nullptr;
     uint32_t fdb_seen_len = 0;
 
-    // INA chunk steering: a chunk (job, seq) belongs to worker seq % n_workers; packets that
+    // INA chunk steering: a chunk (job, seq) belongs to the worker its table's lane_of(seq)
+    // names (ina::chunk_place, which also picks its slot index there); packets that
     // arrive elsewhere are handed to their owner over an SPSC ring (handoff[owner]; null for
     // this lcore itself), so every contribution to a chunk meets in one lcore's table.
     uint16_t worker_index = 0;

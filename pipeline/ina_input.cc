@@ -340,7 +340,7 @@ uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
             continue;
         }
         if (ctx.n_workers > 1) {
-            const uint16_t owner = static_cast<uint16_t>(h.seq % ctx.n_workers);
+            const uint16_t owner = table->lane_of(h.seq);  // ina::chunk_place: one rule
             if (owner != ctx.worker_index) {
                 // Not this lcore's chunk: its owner holds the slot. The packet re-enters the
                 // owner's pipeline unchanged; no lock, no shared slot state.

@@ -107,7 +107,8 @@ bool ControlPlane::plan_jobs_locked(const config::Config& next, JobPlan& plan,
         if (kept != jobs_.end() && same_tables(j, kept->second.cfg)) {
             continue;
         }
-        const ina::JobParams params = job_params(j);
+        ina::JobParams params = job_params(j);
+        params.lanes = static_cast<uint16_t>(dataplane_.workers.size());
         const auto why = ina::validate(params);
         if (!why.empty()) {
             error = "INA job " + std::to_string(j.job_id) + ": " + std::string(why);
@@ -115,6 +116,7 @@ bool ControlPlane::plan_jobs_locked(const config::Config& next, JobPlan& plan,
         }
         std::vector<std::unique_ptr<ChunkTable>> tables;
         for (size_t w = 0; w < dataplane_.workers.size(); ++w) {
+            params.lane = static_cast<uint16_t>(w);  // worker w's share of the job's slots
             tables.push_back(std::make_unique<ina::ChunkTable>(params));
         }
         plan.attach.emplace_back(j, std::move(tables));
@@ -769,6 +771,7 @@ Stats ControlPlane::stats() const {
                 js.rx_fallback_flag += c.rx_fallback_flag;
                 js.fallback_no_slot += c.fallback_no_slot;
                 js.fallback_sticky += c.fallback_sticky;
+                js.window_violations += c.window_violations;
                 for (size_t r = 0; r < js.rejected.size(); ++r) {
                     js.rejected[r] += c.rejected[r];
                 }

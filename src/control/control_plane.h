@@ -63,6 +63,7 @@ struct JobStats {
     uint64_t rx_fallback_flag = 0;
     uint64_t fallback_no_slot = 0;
     uint64_t fallback_sticky = 0;
+    uint64_t window_violations = 0;
     std::array<uint64_t, ina::kNumRejectReasons> rejected{};
     size_t slots_in_use = 0;
     size_t capacity = 0;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "ina/chunk_table.h"
 
+#include <algorithm>
 #include <bit>
 #include <cassert>
 #include <cstring>
@@ -46,6 +47,14 @@ std::string_view validate(const JobParams& p) {
     }
     if (p.role != Role::aggregator && p.role != Role::root) {
         return "unknown role";
+    }
+    // A root has no fallback: with a workers' window above W, its two entries of an index can
+    // both hold chunks waiting for releases that need a third chunk, which finds no slot.
+    if (p.role == Role::root && p.worker_window > p.window) {
+        return "a root's worker_window must not exceed its window";
+    }
+    if (p.lanes == 0 || p.lane >= p.lanes) {
+        return "lane must be below lanes (>= 1)";
     }
     return "";
 }
@@ -112,9 +121,16 @@ ChunkTable::ChunkTable(const JobParams& p, const reduce::Kernels& k) : params_(p
     accumulate_ = tk.accumulator(p.op);
     store_ = tk.store;
 
-    const size_t n = size_t{2} * window_;
+    window_shift_ = static_cast<uint32_t>(std::countr_zero(window_));
+    max_distance_ = std::min(kMaxWindow, distance_ * kViolationHeadroom);
+    span_ = max_distance_ / window_;
+    ring_words_ = (span_ + 63) / 64;
+    lanes_ = p.lanes;
+    const uint32_t indices = lane_indices(window_, p.lanes);
+    const size_t n = size_t{2} * indices;
     entries_.resize(n);
-    index_.resize(window_);
+    index_.resize(indices);
+    released_ring_.assign(indices * ring_words_, 0);
     bitmaps_.assign(n * 2 * bs_bytes_, 0);
     // One block for all accumulators, aligned by hand (acc_bytes_ is a multiple of kAccAlign, so
     // every accumulator starts on its own cache line: no false sharing between entries and the
@@ -156,11 +172,55 @@ void ChunkTable::free_entry(Entry& e) noexcept {
     --in_use_;
 }
 
-void ChunkTable::raise_floor(IndexState& s, uint32_t seq) noexcept {
-    if (!s.floor_valid || seq_diff(seq, s.released_floor) > 0) {
-        s.released_floor = seq;
+void ChunkTable::mark_released(uint32_t index, uint32_t seq) noexcept {
+    IndexState& s = index_[index];
+    uint64_t* ring = ring_of(index);
+    // Every worker contributed to seq, so each held the results of all chunks <= seq - D: those
+    // are released, whatever this table saw of them (the ring may hold bits up to seq - D).
+    const uint32_t proven = seq - distance_;
+    if (!s.floor_valid) {
+        s.released_floor = proven;
         s.floor_valid = true;
+    } else if (seq_diff(proven, s.released_floor) > 0) {
+        const uint32_t steps = static_cast<uint32_t>(seq_diff(proven, s.released_floor)) >>
+                               window_shift_;
+        for (uint32_t k = 1; k <= steps && k <= span_; ++k) {
+            const uint32_t bit = ring_bit(s.released_floor + k * window_);
+            ring[bit / 64] &= ~(uint64_t{1} << (bit % 64));
+        }
+        s.released_floor = proven;
     }
+    if (seq_le(seq, s.released_floor)) {
+        return;
+    }
+    // seq - floor <= D here, so seq's ring bit is not shared with another chunk above the floor.
+    const uint32_t bit = ring_bit(seq);
+    ring[bit / 64] |= uint64_t{1} << (bit % 64);
+    // Walk the floor up over consecutive released chunks, freeing their bits.
+    for (;;) {
+        const uint32_t next = ring_bit(s.released_floor + window_);
+        const uint64_t mask = uint64_t{1} << (next % 64);
+        if ((ring[next / 64] & mask) == 0) break;
+        ring[next / 64] &= ~mask;
+        s.released_floor += window_;
+    }
+}
+
+void ChunkTable::widen_distance() noexcept {
+    ++counters_.window_violations;
+    if (params_.role == Role::aggregator && distance_ < max_distance_) {
+        distance_ *= 2;
+    }
+}
+
+bool ChunkTable::is_released(uint32_t index, uint32_t seq) const noexcept {
+    const IndexState& s = index_[index];
+    if (!s.floor_valid) return false;
+    const int32_t above = seq_diff(seq, s.released_floor);
+    if (above <= 0) return true;
+    if (static_cast<uint32_t>(above) > distance_) return false;  // beyond the ring: not yet
+    const uint32_t bit = ring_bit(seq);
+    return (ring_of(index)[bit / 64] >> (bit % 64) & 1u) != 0;
 }
 
 void ChunkTable::release(uint32_t index, Entry* e, const uint8_t* pbm, uint64_t now) noexcept {
@@ -176,7 +236,7 @@ void ChunkTable::release(uint32_t index, Entry* e, const uint8_t* pbm, uint64_t 
     e->last_activity = now;
     if (bits_equal(e->released, params_.abm.data(), bs_bytes_)) {
         // Every worker holds the result: no retransmission can need it any more.
-        raise_floor(index_[index], e->seq);
+        mark_released(index, e->seq);
         free_entry(*e);
     }
 }
@@ -197,7 +257,7 @@ Verdict ChunkTable::on_data(const uint8_t* pbm, uint32_t seq, uint32_t elem_coun
     if ((flags & proto::kFlagRetransmit) != 0) ++counters_.rx_retransmit;
     if ((flags & proto::kFlagFallback) != 0) ++counters_.rx_fallback_flag;
 
-    const uint32_t index = seq & (window_ - 1);
+    const uint32_t index = index_of(seq);
     // One look at the index's two entries finds both the chunk's own entry and the entry of
     // seq - D that this packet's release proof is about (invariant: at most one non-empty entry
     // per (index, seq), and seq != seq - D).
@@ -214,6 +274,19 @@ Verdict ChunkTable::on_data(const uint8_t* pbm, uint32_t seq, uint32_t elem_coun
                 old = &c;
             }
         }
+    }
+    // A sender beyond the workers' window: the chunk it claims to hold is still aggregating,
+    // or was never allocated here (not released, not fallen back). Its proofs can be false, so
+    // an aggregator measures every later proof in a window twice as long (releases come later,
+    // the excess falls back: the job slows, no result is released too early). A root only
+    // counts it: with a wider release distance its two entries per index can both wait for
+    // releases that need a chunk without a slot (a deadlock the simulator finds).
+    if (old != nullptr ? old->state == State::aggregating
+                       : index_[index].floor_valid && !is_released(index, proven) &&
+                             !(index_[index].fallback_valid &&
+                               seq_le(proven, index_[index].fallback_until))) [[unlikely]] {
+        widen_distance();
+        old = nullptr;
     }
     // 5. Release first: it may free the very entry this seq needs (seq - W's, at the same index).
     release(index, old, pbm, now);
@@ -246,7 +319,7 @@ Verdict ChunkTable::on_data(const uint8_t* pbm, uint32_t seq, uint32_t elem_coun
     // 4. No entry. A freed-complete chunk is never re-allocated (its late packets are stale) and
     // a chunk that fell back never gets an entry (sticky): allocation needs seq above both marks.
     IndexState& is = index_[index];
-    if (is.floor_valid && seq_le(seq, is.released_floor)) {
+    if (is_released(index, seq)) {
         return finish(Verdict::stale);
     }
     if (is.fallback_valid && seq_le(seq, is.fallback_until)) {
@@ -268,7 +341,7 @@ Verdict ChunkTable::on_data(const uint8_t* pbm, uint32_t seq, uint32_t elem_coun
         if (c.state == State::complete &&
             seq_diff(seq, c.seq) >= static_cast<int32_t>(2 * distance_)) {
             ++counters_.obsolete_evictions;
-            raise_floor(is, c.seq);
+            mark_released(index, c.seq);
             free_entry(c);
             slot = &c;
         }
@@ -302,7 +375,7 @@ Verdict ChunkTable::on_data(const uint8_t* pbm, uint32_t seq, uint32_t elem_coun
 }
 
 uint32_t ChunkTable::store_result(uint32_t seq, void* out) const noexcept {
-    const Entry* e = find(seq & (window_ - 1), seq);
+    const Entry* e = find(index_of(seq), seq);
     if (e == nullptr || e->state != State::complete) {
         return 0;
     }
@@ -311,12 +384,12 @@ uint32_t ChunkTable::store_result(uint32_t seq, void* out) const noexcept {
 }
 
 uint8_t ChunkTable::result_flags(uint32_t seq) const noexcept {
-    const Entry* e = find(seq & (window_ - 1), seq);
+    const Entry* e = find(index_of(seq), seq);
     return e == nullptr ? 0 : e->flags;
 }
 
 ChunkTable::State ChunkTable::state_of(uint32_t seq) const noexcept {
-    const Entry* e = find(seq & (window_ - 1), seq);
+    const Entry* e = find(index_of(seq), seq);
     return e == nullptr ? State::empty : e->state;
 }
 
@@ -330,7 +403,7 @@ size_t ChunkTable::expire(uint64_t now, size_t budget) noexcept {
         if (e.state != State::empty && now - e.last_activity > params_.idle_timeout) {
             if (e.state == State::complete) {
                 // Its result was emitted: never aggregate (and emit) this chunk again.
-                raise_floor(index_[e.seq & (window_ - 1)], e.seq);
+                mark_released(index_of(e.seq), e.seq);
             }
             free_entry(e);
             ++freed;
@@ -347,6 +420,7 @@ void ChunkTable::reset() noexcept {
     for (IndexState& s : index_) {
         s = IndexState{};
     }
+    std::fill(released_ring_.begin(), released_ring_.end(), 0);
     in_use_ = 0;
 }
 

@@ -228,11 +228,15 @@ std::vector<prometheus::MetricFamily> families(const control::Stats& s) {
         auto& timeouts = b.family("ina_job_slot_timeouts_total",
                                   "Slots freed because their chunk went idle",
                                   MetricType::Counter);
+        auto& violations = b.family("ina_job_window_violations_total",
+                                    "Contributions from a worker beyond the job's worker_window",
+                                    MetricType::Counter);
         for (const auto& j : s.jobs) {
             const Labels l{{"job", std::to_string(j.job_id)}, {"role", j.is_root ? "root" : "aggregator"}};
             Builder::add(in_use, d(j.slots_in_use), l);
             Builder::add(cap, d(j.capacity), l);
             Builder::add(timeouts, d(j.slot_timeouts), l);
+            Builder::add(violations, d(j.window_violations), l);
             Builder::add(fallbacks, d(j.fallback_no_slot),
                          {{"job", std::to_string(j.job_id)}, {"reason", "no_slot"}});
             Builder::add(fallbacks, d(j.fallback_sticky),
