@@ -17,24 +17,36 @@ using wire::bits_intersect;
 using wire::bits_or_into;
 using wire::bits_subset;
 
+// The core under a table: one slot per entry, two entries per slot index of this lane.
+agg::CoreParams core_params(const JobParams& p) {
+    agg::CoreParams c;
+    c.contributors = p.abm;
+    c.op = p.op;
+    c.elem_type = p.elem_type;
+    c.max_elems = p.max_elems;
+    c.slots = 2 * lane_indices(p.window, p.lanes);
+    return c;
+}
+
+// The core refused or took a contribution to an existing entry; the table's verdict for it.
+// (outside / bad_count cannot reach the core: on_data checks them first.)
+Verdict verdict_of(agg::AddResult r) {
+    switch (r) {
+    case agg::AddResult::added: return Verdict::absorbed;
+    case agg::AddResult::completed: return Verdict::completed;
+    case agg::AddResult::duplicate: return Verdict::duplicate;
+    case agg::AddResult::overlap: return Verdict::overlap;
+    case agg::AddResult::count_mismatch: return Verdict::count_mismatch;
+    case agg::AddResult::complete: return Verdict::resend_result;  // the sender lacks the result
+    case agg::AddResult::bad_count: return Verdict::bad_length;
+    case agg::AddResult::outside: return Verdict::outside_abm;
+    }
+    return Verdict::outside_abm;
+}
+
 }  // namespace
 
 std::string_view validate(const JobParams& p) {
-    if (!wire::is_valid_bsl_bits(p.abm.bsl_bits())) {
-        return "A-BM has an invalid BSL";
-    }
-    if (p.abm.is_zero()) {
-        return "A-BM is empty";
-    }
-    if (!reduce::op_from_wire(static_cast<uint8_t>(p.op))) {
-        return "unknown op";
-    }
-    if (!reduce::elem_type_from_wire(static_cast<uint8_t>(p.elem_type))) {
-        return "unknown element type";
-    }
-    if (p.max_elems == 0 || p.max_elems > 0xFFFF) {
-        return "max_elems must be 1..65535";
-    }
     // A power of two divides 2^32, so seq and seq - W share an index even across the wrap of
     // seq at 2^32 (with W = 3, 0xFFFFFFFF and 0 would both map to index 0).
     if (p.window == 0 || p.window > kMaxWindow || !std::has_single_bit(p.window)) {
@@ -56,7 +68,8 @@ std::string_view validate(const JobParams& p) {
     if (p.lanes == 0 || p.lane >= p.lanes) {
         return "lane must be below lanes (>= 1)";
     }
-    return "";
+    // The A-BM, op, element type and chunk size are the core's to judge.
+    return agg::validate(core_params(p));
 }
 
 uint8_t header_mismatch(const proto::Header& h, const JobParams& p) {
@@ -106,20 +119,25 @@ std::string_view to_string(Verdict v) {
     return "unknown";
 }
 
-ChunkTable::ChunkTable(const JobParams& p) : ChunkTable(p, reduce::kernels()) {}
+namespace {
 
-ChunkTable::ChunkTable(const JobParams& p, const reduce::Kernels& k) : params_(p) {
+const JobParams& checked(const JobParams& p) {
     if (const std::string_view why = validate(p); !why.empty()) {
         throw std::invalid_argument("ina chunk table: " + std::string(why));
     }
+    return p;
+}
+
+}  // namespace
+
+ChunkTable::ChunkTable(const JobParams& p) : ChunkTable(p, reduce::kernels()) {}
+
+
+ChunkTable::ChunkTable(const JobParams& p, const reduce::Kernels& k)
+    : params_(checked(p)), core_(core_params(p), k) {
     bs_bytes_ = p.abm.size_bytes();
-    acc_bytes_ = reduce::acc_bytes(p.elem_type, p.max_elems);
     window_ = p.window;
     distance_ = p.worker_window != 0 ? p.worker_window : p.window;
-    const reduce::TypeKernels& tk = k[p.elem_type];
-    load_ = tk.load;
-    accumulate_ = tk.accumulator(p.op);
-    store_ = tk.store;
 
     window_shift_ = static_cast<uint32_t>(std::countr_zero(window_));
     max_distance_ = std::min(kMaxWindow, distance_ * kViolationHeadroom);
@@ -131,20 +149,9 @@ ChunkTable::ChunkTable(const JobParams& p, const reduce::Kernels& k) : params_(p
     entries_.resize(n);
     index_.resize(indices);
     released_ring_.assign(indices * ring_words_, 0);
-    bitmaps_.assign(n * 2 * bs_bytes_, 0);
-    // One block for all accumulators, aligned by hand (acc_bytes_ is a multiple of kAccAlign, so
-    // every accumulator starts on its own cache line: no false sharing between entries and the
-    // kernels' alignment contract holds).
-    acc_raw_ = std::make_unique<std::byte[]>(n * acc_bytes_ + reduce::kAccAlign);
-    const auto base = reinterpret_cast<uintptr_t>(acc_raw_.get());
-    const uintptr_t aligned = (base + reduce::kAccAlign - 1) / reduce::kAccAlign * reduce::kAccAlign;
-    std::byte* acc = acc_raw_.get() + (aligned - base);
+    proofs_.assign(n * bs_bytes_, 0);
     for (size_t i = 0; i < n; ++i) {
-        Entry& e = entries_[i];
-        e.absorbed = bitmaps_.data() + (2 * i) * bs_bytes_;
-        e.released = bitmaps_.data() + (2 * i + 1) * bs_bytes_;
-        e.acc = acc + i * acc_bytes_;
-        assert(reinterpret_cast<uintptr_t>(e.acc) % reduce::kAccAlign == 0);
+        entries_[i].released = proofs_.data() + i * bs_bytes_;
     }
 }
 
@@ -156,7 +163,7 @@ ChunkTable::~ChunkTable() = default;
     // Invariant: at most one non-empty entry per (index, seq) — lookup precedes every allocation.
     for (uint32_t j = 0; j < 2; ++j) {
         Entry& e = entries_[size_t{2} * index + j];
-        if (e.state != State::empty && e.seq == seq) {
+        if (state(e) != State::empty && e.seq == seq) {
             return &e;
         }
     }
@@ -167,10 +174,7 @@ const ChunkTable::Entry* ChunkTable::find(uint32_t index, uint32_t seq) const no
     return const_cast<ChunkTable*>(this)->find(index, seq);
 }
 
-void ChunkTable::free_entry(Entry& e) noexcept {
-    e.state = State::empty;
-    --in_use_;
-}
+void ChunkTable::free_entry(Entry& e) noexcept { core_.release(slot(e)); }
 
 void ChunkTable::mark_released(uint32_t index, uint32_t seq) noexcept {
     IndexState& s = index_[index];
@@ -229,7 +233,7 @@ void ChunkTable::release(uint32_t index, Entry* e, const uint8_t* pbm, uint64_t 
     // that chunk's entry, if it has one. Only complete entries are released: an aggregating
     // entry for seq - W would contradict the window rule (a misbehaving worker) and must keep
     // its partial sum, or the chunk would be split.
-    if (e == nullptr || e->state != State::complete) {
+    if (e == nullptr || state(*e) != State::complete) {
         return;
     }
     bits_or_into(e->released, pbm, bs_bytes_);
@@ -267,7 +271,7 @@ Verdict ChunkTable::on_data(const uint8_t* pbm, uint32_t seq, uint32_t elem_coun
     Entry* old = nullptr;
     for (uint32_t j = 0; j < 2; ++j) {
         Entry& c = pair[j];
-        if (c.state != State::empty) {
+        if (state(c) != State::empty) {
             if (c.seq == seq) {
                 own = &c;
             } else if (c.seq == proven) {
@@ -281,7 +285,7 @@ Verdict ChunkTable::on_data(const uint8_t* pbm, uint32_t seq, uint32_t elem_coun
     // the excess falls back: the job slows, no result is released too early). A root only
     // counts it: with a wider release distance its two entries per index can both wait for
     // releases that need a chunk without a slot (a deadlock the simulator finds).
-    if (old != nullptr ? old->state == State::aggregating
+    if (old != nullptr ? state(*old) == State::aggregating
                        : index_[index].floor_valid && !is_released(index, proven) &&
                              !(index_[index].fallback_valid &&
                                seq_le(proven, index_[index].fallback_until))) [[unlikely]] {
@@ -293,27 +297,12 @@ Verdict ChunkTable::on_data(const uint8_t* pbm, uint32_t seq, uint32_t elem_coun
 
     // 3. The chunk's entry.
     if (Entry* e = own) {
-        if (elem_count != e->count) {
-            return finish(Verdict::count_mismatch);
+        const agg::AddResult r = core_.add(slot(*e), pbm, elem_count, payload);
+        if (r != agg::AddResult::count_mismatch) {
+            e->last_activity = now;
+            e->flags |= flags & proto::kFlagEcnEcho;
         }
-        e->last_activity = now;
-        e->flags |= flags & proto::kFlagEcnEcho;
-        if (e->state == State::complete) {
-            return finish(Verdict::resend_result);
-        }
-        if (bits_subset(pbm, e->absorbed, bs_bytes_)) {
-            return finish(Verdict::duplicate);
-        }
-        if (bits_intersect(pbm, e->absorbed, bs_bytes_)) {
-            return finish(Verdict::overlap);
-        }
-        accumulate_(e->acc, payload, elem_count);
-        bits_or_into(e->absorbed, pbm, bs_bytes_);
-        if (bits_equal(e->absorbed, abm, bs_bytes_)) {
-            e->state = State::complete;
-            return finish(Verdict::completed);
-        }
-        return finish(Verdict::absorbed);
+        return finish(verdict_of(r));
     }
 
     // 4. No entry. A freed-complete chunk is never re-allocated (its late packets are stale) and
@@ -326,27 +315,27 @@ Verdict ChunkTable::on_data(const uint8_t* pbm, uint32_t seq, uint32_t elem_coun
         ++counters_.fallback_sticky;  // the chunk already fell back here: all of it does
         return finish(Verdict::fallback);
     }
-    Entry* slot = nullptr;
-    for (uint32_t j = 0; j < 2 && slot == nullptr; ++j) {
+    Entry* free = nullptr;
+    for (uint32_t j = 0; j < 2 && free == nullptr; ++j) {
         Entry& c = entries_[size_t{2} * index + j];
-        if (c.state == State::empty) {
-            slot = &c;
+        if (state(c) == State::empty) {
+            free = &c;
         }
     }
-    for (uint32_t j = 0; j < 2 && slot == nullptr; ++j) {
+    for (uint32_t j = 0; j < 2 && free == nullptr; ++j) {
         Entry& c = entries_[size_t{2} * index + j];
         // Obsolete: a packet for seq >= c.seq + 2D means its sender holds the result of
         // seq - D >= c.seq + D, so every worker sent c.seq + D, so every worker holds c.seq's
         // result. Only complete entries go (an aggregating one keeps its partial sum: never split).
-        if (c.state == State::complete &&
+        if (state(c) == State::complete &&
             seq_diff(seq, c.seq) >= static_cast<int32_t>(2 * distance_)) {
             ++counters_.obsolete_evictions;
             mark_released(index, c.seq);
             free_entry(c);
-            slot = &c;
+            free = &c;
         }
     }
-    if (slot == nullptr) {
+    if (free == nullptr) {
         if (params_.role == Role::root) {
             return finish(Verdict::no_slot);  // nowhere further to go: the worker retransmits
         }
@@ -357,30 +346,18 @@ Verdict ChunkTable::on_data(const uint8_t* pbm, uint32_t seq, uint32_t elem_coun
         return finish(Verdict::fallback);
     }
 
-    slot->seq = seq;
-    slot->count = elem_count;
-    slot->last_activity = now;
-    slot->flags = flags & proto::kFlagEcnEcho;
-    ++in_use_;
-    load_(slot->acc, payload, elem_count);
-    std::memcpy(slot->absorbed, pbm, bs_bytes_);
-    std::memset(slot->released, 0, bs_bytes_);
-    if (bits_equal(slot->absorbed, abm, bs_bytes_)) {
-        // One packet covers the whole A-BM (a single child whose A-BM equals ours).
-        slot->state = State::complete;
-        return finish(Verdict::completed);
-    }
-    slot->state = State::aggregating;
-    return finish(Verdict::absorbed);
+    free->seq = seq;
+    free->last_activity = now;
+    free->flags = flags & proto::kFlagEcnEcho;
+    std::memset(free->released, 0, bs_bytes_);
+    // An empty slot takes any well-formed contribution (checked above): absorbed, or completed
+    // when one packet covers the whole A-BM (a single child whose A-BM equals ours).
+    return finish(verdict_of(core_.add(slot(*free), pbm, elem_count, payload)));
 }
 
 uint32_t ChunkTable::store_result(uint32_t seq, void* out) const noexcept {
     const Entry* e = find(index_of(seq), seq);
-    if (e == nullptr || e->state != State::complete) {
-        return 0;
-    }
-    store_(out, e->acc, e->count);
-    return e->count;
+    return e == nullptr ? 0 : core_.store_result(slot(*e), out);
 }
 
 uint8_t ChunkTable::result_flags(uint32_t seq) const noexcept {
@@ -390,7 +367,7 @@ uint8_t ChunkTable::result_flags(uint32_t seq) const noexcept {
 
 ChunkTable::State ChunkTable::state_of(uint32_t seq) const noexcept {
     const Entry* e = find(index_of(seq), seq);
-    return e == nullptr ? State::empty : e->state;
+    return e == nullptr ? State::empty : state(*e);
 }
 
 size_t ChunkTable::expire(uint64_t now, size_t budget) noexcept {
@@ -400,8 +377,8 @@ size_t ChunkTable::expire(uint64_t now, size_t budget) noexcept {
         Entry& e = entries_[sweep_next_];
         sweep_next_ = sweep_next_ + 1 == n ? 0 : sweep_next_ + 1;
         // Unsigned difference: correct across a wrap of the caller's clock.
-        if (e.state != State::empty && now - e.last_activity > params_.idle_timeout) {
-            if (e.state == State::complete) {
+        if (state(e) != State::empty && now - e.last_activity > params_.idle_timeout) {
+            if (state(e) == State::complete) {
                 // Its result was emitted: never aggregate (and emit) this chunk again.
                 mark_released(index_of(e.seq), e.seq);
             }
@@ -414,14 +391,11 @@ size_t ChunkTable::expire(uint64_t now, size_t budget) noexcept {
 }
 
 void ChunkTable::reset() noexcept {
-    for (Entry& e : entries_) {
-        e.state = State::empty;
-    }
+    core_.reset();
     for (IndexState& s : index_) {
         s = IndexState{};
     }
     std::fill(released_ring_.begin(), released_ring_.end(), 0);
-    in_use_ = 0;
 }
 
 }  // namespace ina

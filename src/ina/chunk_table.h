@@ -69,6 +69,7 @@
 #include <string_view>
 #include <vector>
 
+#include "agg/agg_core.h"
 #include "ina/protocol.h"
 #include "reduce/reduce.h"
 #include "wire/bitstring.h"
@@ -194,9 +195,13 @@ struct ChunkCounters {
     uint64_t operator[](Verdict v) const { return verdicts[static_cast<size_t>(v)]; }
 };
 
+// INA's lifecycle policy over the aggregation core (agg/agg_core.h): the core holds each
+// entry's contributors, element count, accumulator and result and guarantees exactly-once and
+// no early result; this class decides which entry a chunk gets and when it leaves (the rules
+// above).
 class ChunkTable {
 public:
-    enum class State : uint8_t { empty, aggregating, complete };
+    using State = agg::SlotState;  // empty, aggregating, complete
 
     // Allocates everything. Throws std::invalid_argument if validate(p) is not "" (control plane
     // only). `k` chooses the kernel table (tests force an ISA); results are bit-identical on all.
@@ -240,7 +245,7 @@ public:
     // Forgets every entry and floor (job restarted with a new sequence space). Control plane.
     void reset() noexcept;
 
-    size_t slots_in_use() const noexcept { return in_use_; }
+    size_t slots_in_use() const noexcept { return core_.in_use(); }
     size_t capacity() const noexcept { return entries_.size(); }  // 2 x lane_indices()
     // The lane (worker lcore) that owns chunk seq: chunk_place(seq, window, lanes).lane.
     uint16_t lane_of(uint32_t seq) const noexcept {
@@ -250,15 +255,13 @@ public:
     const JobParams& params() const noexcept { return params_; }
 
 private:
+    // The policy's side of an entry; entries_[i] is core slot i (state, contributors B, count
+    // and accumulator live there).
     struct Entry {
         uint32_t seq = 0;
-        State state = State::empty;
-        uint32_t count = 0;          // elements, fixed by the first contribution
         uint8_t flags = 0;           // kFlagEcnEcho if a contribution carried it
         uint64_t last_activity = 0;
-        uint8_t* absorbed = nullptr;  // B: OR of absorbed P-BMs (bs_bytes_)
         uint8_t* released = nullptr;  // R: bits proven to hold the result (bs_bytes_)
-        void* acc = nullptr;          // acc_bytes_, 64-byte aligned
     };
     // Per index: the released set (floor + ring) and fallback's high-water mark. *_valid false =
     // none yet.
@@ -269,6 +272,10 @@ private:
         bool fallback_valid = false;
     };
 
+    uint32_t slot(const Entry& e) const noexcept {
+        return static_cast<uint32_t>(&e - entries_.data());
+    }
+    State state(const Entry& e) const noexcept { return core_.state(slot(e)); }
     Verdict finish(Verdict v) noexcept {
         ++counters_.verdicts[static_cast<size_t>(v)];
         return v;
@@ -289,8 +296,8 @@ private:
     uint32_t index_of(uint32_t seq) const noexcept { return (seq & (window_ - 1)) / lanes_; }
 
     JobParams params_;
+    agg::AggCore core_;
     size_t bs_bytes_ = 0;
-    size_t acc_bytes_ = 0;
     uint32_t window_ = 1;
     uint32_t distance_ = 1;  // release distance: the workers' window (>= window_)
     uint32_t window_shift_ = 0;  // log2(window_)
@@ -298,16 +305,11 @@ private:
     uint32_t span_ = 1;          // max_distance_ / window_: released chunks tracked above the floor
     size_t ring_words_ = 1;      // 64-bit words of one index's ring
     uint32_t lanes_ = 1;
-    reduce::LoadFn load_ = nullptr;
-    reduce::AccumulateFn accumulate_ = nullptr;
-    reduce::StoreFn store_ = nullptr;
 
     std::vector<Entry> entries_;      // entries_[2i], entries_[2i + 1] belong to (local) index i
     std::vector<IndexState> index_;   // this lane's indices
     std::vector<uint64_t> released_ring_;  // per index ring_words_: bit ring_bit(s) = s released
-    std::vector<uint8_t> bitmaps_;    // 2 bitmaps per entry
-    std::unique_ptr<std::byte[]> acc_raw_;  // accumulators, plus slack for 64-byte alignment
-    size_t in_use_ = 0;
+    std::vector<uint8_t> proofs_;     // R of every entry
     size_t sweep_next_ = 0;  // where the next incremental expire() starts
     ChunkCounters counters_;
 };
