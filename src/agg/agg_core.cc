@@ -50,7 +50,8 @@ AggCore::AggCore(const CoreParams& p, const reduce::Kernels& k) : params_(p) {
     // every accumulator starts on its own cache line and the kernels' alignment contract holds).
     acc_raw_ = std::make_unique<std::byte[]>(size_t{p.slots} * acc_bytes_ + reduce::kAccAlign);
     const auto base = reinterpret_cast<uintptr_t>(acc_raw_.get());
-    const uintptr_t aligned = (base + reduce::kAccAlign - 1) / reduce::kAccAlign * reduce::kAccAlign;
+    const uintptr_t aligned =
+        (base + reduce::kAccAlign - 1) / reduce::kAccAlign * reduce::kAccAlign;
     acc_base_ = acc_raw_.get() + (aligned - base);
     assert(reinterpret_cast<uintptr_t>(acc_base_) % reduce::kAccAlign == 0);
 }

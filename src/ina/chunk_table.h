@@ -18,16 +18,22 @@
 //     result of seq' - D (D the workers' window; they only advance their windows on results).
 //     R |= P on the entry of seq' - D; when R == A-BM nobody can need that result again and the
 //     entry is freed: the chunk is *released*. A later packet for a released chunk that has no
-//     entry is a late duplicate: stale. Which chunks are released is kept per index as a floor
-//     plus a ring of D / W bits above it, and the floor only rises in order:
+//     entry is a late duplicate: stale.
+//     The proof comes from the sender's window, not from what the table does with the packet, so
+//     it is applied to EVERY packet that passes the A-BM and length checks, before the lookup:
+//     also when the packet itself then gets fallback, no_slot, stale or overlap. This matters: at
+//     the root, chunk c's packets (answered no_slot because c - W still holds the entry) are
+//     exactly what frees c - W's entry; releasing only on absorbed packets deadlocks.
+//     Which chunks are released is kept per index as a floor plus a ring of bits above it (one
+//     per chunk of the index within D), and the floor only rises in order:
 //       - released chunk s: every worker sent s, so each held the results of every chunk <= s - D
 //         then; the floor may rise to s - D, never past a chunk that may still be pending;
 //       - the floor then walks up over consecutive released chunks (s - floor <= D, so the ring
 //         holds every released chunk above the floor).
-//     Releases happen out of order (a root with D > W holds later chunks while earlier ones wait
-//     for a slot): raising the floor to a released seq itself would make those earlier chunks
-//     "stale" and wedge the job for ever (issue 9, defect 5). Liveness is the chunk simulator's
-//     check (tests/ina/test_chunk_sim.cc): every chunk completes under any loss.
+//     Releases happen out of order (an aggregator with D > W, expiry, a worker beyond its
+//     window): raising the floor to a released seq itself could make an earlier chunk that is
+//     still pending "stale" and wedge the job for ever (issue 9, defect 5). Liveness is the
+//     chunk simulator's check (tests/ina/test_chunk_sim.cc): every chunk completes under any loss.
 //   - Root, D > W: workers may keep any window up to D, so two entries of an index can hold a
 //     complete chunk awaiting a slow worker's proof and a fast worker's later chunk, while the
 //     chunk between them (which the slow worker needs first) finds no slot: a deadlock.
@@ -36,11 +42,6 @@
 //     then becomes stale for it). Where the table can see it (the claimed chunk is aggregating or
 //     was never allocated) it counts window_violations and an aggregator doubles D (up to
 //     kViolationHeadroom x): the job slows, the chunk simulator shows it completes.
-//     The proof comes from the sender's window, not from what the table does with the packet, so
-//     it is applied to EVERY packet that passes the A-BM and length checks, before the lookup:
-//     also when the packet itself then gets fallback, no_slot, stale or overlap. This matters: at
-//     the root, chunk c's packets (answered no_slot because c - W still holds the entry) are
-//     exactly what frees c - W's entry; releasing only on absorbed packets deadlocks.
 //   - Exactly once towards the parent: a chunk that completed here is never aggregated here again
 //     (every way a complete entry leaves — release, obsolete eviction, expiry — records it as
 //     released, so its later packets are stale). Only complete entries are
@@ -58,8 +59,9 @@
 //
 // Hot path: on_data(), expire() and store_result() never allocate, lock or throw. All memory is
 // allocated in the constructor: per entry the two bitmaps (B, R) and a 64-byte-aligned
-// accumulator of reduce::acc_bytes(elem_type, max_elems) bytes; per index D / W released bits. Not thread safe: one lcore owns a
-// table (packets of a job are steered to its lcore).
+// accumulator of reduce::acc_bytes(elem_type, max_elems) bytes (in the aggregation core), and per
+// index kViolationHeadroom x D / W released bits. Not thread safe: one lcore owns a table (the
+// chunks of its lane are steered to its lcore).
 #pragma once
 
 #include <array>
@@ -232,7 +234,7 @@ public:
 
     // Frees every non-empty entry idle for more than idle_timeout (a dead job or worker: its
     // releases never come). Returns how many (also counted as slot_timeouts). An expired complete
-    // chunk raises released_floor (its later packets are stale: it is never emitted twice); an
+    // chunk is recorded as released (its later packets are stale: it is never emitted twice); an
     // expired aggregating chunk loses its partial sum and retransmissions start it afresh. O(2W).
     size_t expire(uint64_t now) noexcept { return expire(now, entries_.size()); }
     // The same over at most `budget` entries, continuing where the previous call stopped, so the
@@ -288,7 +290,9 @@ private:
     void mark_released(uint32_t index, uint32_t seq) noexcept;
     void widen_distance() noexcept;
     bool is_released(uint32_t index, uint32_t seq) const noexcept;
-    uint64_t* ring_of(uint32_t index) noexcept { return released_ring_.data() + index * ring_words_; }
+    uint64_t* ring_of(uint32_t index) noexcept {
+        return released_ring_.data() + index * ring_words_;
+    }
     const uint64_t* ring_of(uint32_t index) const noexcept {
         return released_ring_.data() + index * ring_words_;
     }

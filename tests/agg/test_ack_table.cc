@@ -169,9 +169,10 @@ TEST(AckTable, EveryUnitReachesEveryReceiverUnderLoss) {
                     if (sent[u][c] && !lost(0.05)) continue;  // retransmit now and then
                     if (lost(0.3)) continue;                      // lost on the way
                     sent[u][c] = true;
-                    const int32_t part = c == 0 ? static_cast<int32_t>(u) : static_cast<int32_t>(2 * u + 1);
-                    const AckVerdict v = t.contribute(key0 + u, set_of({static_cast<wire::BfrId>(c + 1)}).data(),
-                                                      1, one(part).data(), now);
+                    const auto part = static_cast<int32_t>(c == 0 ? u : 2 * u + 1);
+                    const wire::BitString from = set_of({static_cast<wire::BfrId>(c + 1)});
+                    const AckVerdict v =
+                        t.contribute(key0 + u, from.data(), 1, one(part).data(), now);
                     if (v == AckVerdict::completed) {
                         for (unsigned r = 0; r < 3; ++r) {
                             if (!lost(0.3)) receive(key0 + u, r);

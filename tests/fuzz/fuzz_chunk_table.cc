@@ -241,22 +241,29 @@ private:
         if (table_->store_result(seq(k), got.data()) != got.size()) fail("no result to read", k);
         for (uint32_t e = 0; e < got.size(); ++e) {
             uint32_t sum = 0;
-            for (unsigned w = 0; w < workers_; ++w) sum += static_cast<uint32_t>(element(w, seq(k), e));
-            if (static_cast<uint32_t>(got[e]) != sum) fail("result is not the sum of every worker once", k);
+            for (unsigned w = 0; w < workers_; ++w) {
+                sum += static_cast<uint32_t>(element(w, seq(k), e));
+            }
+            if (static_cast<uint32_t>(got[e]) != sum) {
+                fail("result is not the sum of every worker once", k);
+            }
         }
     }
 
     void at_table(const Packet& p) {
         const uint32_t k = owned_[p.k];
         const std::vector<int32_t> data = payload(p.worker, k);
-        const wire::BitString bits =
-            *wire::BitString::from_bfr_ids(64, 0, std::vector<wire::BfrId>{static_cast<wire::BfrId>(p.worker + 1)});
-        const Verdict v = table_->on_data(bits.data(), seq(k), count(k), data.data(), p.flags, now_);
+        const std::vector<wire::BfrId> sender = {static_cast<wire::BfrId>(p.worker + 1)};
+        const wire::BitString bits = *wire::BitString::from_bfr_ids(64, 0, sender);
+        const Verdict v =
+            table_->on_data(bits.data(), seq(k), count(k), data.data(), p.flags, now_);
         Chunk& c = chunk_[p.k];
         const ChunkTable::State st = table_->state_of(seq(k));
         if (st != ChunkTable::State::complete) {
             int32_t probe[8];
-            if (table_->store_result(seq(k), probe) != 0) fail("a result before every contributor", k);
+            if (table_->store_result(seq(k), probe) != 0) {
+                fail("a result before every contributor", k);
+            }
         }
         switch (v) {
         case Verdict::absorbed:
@@ -299,7 +306,9 @@ private:
         default:
             fail("unexpected verdict for a well-formed contribution", k);
         }
-        if (c.table && c.fallback && c.completions > 0) fail("a chunk split between table and fallback", k);
+        if (c.table && c.fallback && c.completions > 0) {
+            fail("a chunk split between table and fallback", k);
+        }
     }
 
     void check_other() const {

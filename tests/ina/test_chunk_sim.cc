@@ -263,7 +263,8 @@ private:
             }
         }
         ADD_FAILURE() << "wedged: no new result in " << kMaxIdleRounds << " retransmission "
-                      << "rounds or " << kMaxIdleSteps << " deliveries; chunk " << k << " (seq " << seq(k) << ") never completes,"
+                      << "rounds or " << kMaxIdleSteps << " deliveries; chunk " << k
+                      << " (seq " << seq(k) << ") never completes,"
                       << " its verdicts:" << verdicts;
     }
 
@@ -376,8 +377,8 @@ private:
     }
 
     void at_table(const Packet& p, uint32_t n) {
-        const Verdict v = lane_of(p.k).on_data(mask_bits(p.bits).data(), seq(p.k), n, p.payload.data(),
-                                         p.flags, now_);
+        const Verdict v = lane_of(p.k).on_data(mask_bits(p.bits).data(), seq(p.k), n,
+                                               p.payload.data(), p.flags, now_);
         Chunk& ch = chunk_[p.k];
         ++ch.verdicts[static_cast<size_t>(v)];
         switch (v) {
