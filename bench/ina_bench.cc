@@ -310,7 +310,12 @@ neighbours:
         ctx->pool = g.pool;
         ctx->tx_queue = static_cast<uint16_t>(k);
         ctx->tx_enabled[kSinkPort] = true;
-        lane.table = std::make_unique<ChunkTable>(jp);
+        ina::JobParams lane_jp = jp;
+        if (handoff) {
+            lane_jp.lanes = static_cast<uint16_t>(lanes);
+            lane_jp.lane = static_cast<uint16_t>(k);
+        }
+        lane.table = std::make_unique<ChunkTable>(lane_jp);
         // --l3 runs without a job: nothing to attach, no packet reaches the INA stage.
         if (!l3 && !pipeline::attach_ina_table(*ctx, *snap, 1, 0, lane.table.get())) {
             std::fprintf(stderr, "cannot attach the chunk table\n");

@@ -89,6 +89,8 @@ struct alignas(64) LcoreContext {
     // steer(key); packets that arrive elsewhere are handed to their owner over an SPSC ring
     // (handoff[owner]; null for this lcore itself), so everything for one key meets in one
     // lcore's state.
+    // INA chunks are steered by their table's lane_of(seq) (ina::chunk_place, which also picks
+    // the slot index on the owner), not by steer().
     uint16_t worker_index = 0;
     uint16_t n_workers = 1;
     std::array<rte_ring*, kMaxWorkers> handoff{};

@@ -323,7 +323,9 @@ uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
             continue;
         }
         if (ctx.n_workers > 1) {
-            const uint16_t owner = steer(ctx, h.seq);
+            // An INA chunk's owner comes from ina::chunk_place (its table's lane_of), the rule
+            // that also picks its slot index there; the generic steer() would disagree with it.
+            const uint16_t owner = table->lane_of(h.seq);
             if (owner != ctx.worker_index) {
                 // Not this lcore's chunk: its owner holds the slot. The packet re-enters the
                 // owner's pipeline unchanged; no lock, no shared slot state.

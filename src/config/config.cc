@@ -503,6 +503,14 @@ void read_ina_job(Reader& r, const YAML::Node& n, InaJobConfig& j) {
             ((j.worker_window & (j.worker_window - 1)) != 0 || j.worker_window < j.window)) {
             r.error(v, "expected worker_window: a power of two at least 'window' (" +
                            std::to_string(j.window) + "), got " + std::to_string(j.worker_window));
+        } else if (j.role == InaRole::root && j.worker_window > j.window) {
+            // A root has no fallback: its two entries per slot index could both hold chunks
+            // waiting for releases that need a third chunk with no slot (docs/protocol.md).
+            r.error(v, "worker_window " + std::to_string(j.worker_window) +
+                           " above 'window' (" + std::to_string(j.window) +
+                           ") at a root, which has no fallback for the chunks beyond its slots "
+                           "and can deadlock; raise window to " +
+                           std::to_string(j.worker_window) + " or drop worker_window");
         }
     });
     r.optional(n, "slot_timeout_ms", [&](const YAML::Node& v) {
@@ -1522,7 +1530,12 @@ uint64_t ina_table_bytes(const InaJobConfig& job) {
     const uint64_t acc = reduce::acc_bytes(static_cast<reduce::ElemType>(job.elem_type),
                                            job.max_elements);
     constexpr uint64_t kEntryAndIndex = 64;  // Entry struct + its share of the index state
-    return entries * (bitmaps + acc + kEntryAndIndex) + reduce::kAccAlign;
+    // Released-chunk bitmaps: per index, 64-bit words for 4 x worker_window / window bits
+    // (ina::kViolationHeadroom, ina/chunk_table.h).
+    const uint64_t window = std::max<uint64_t>(job.window, 1);  // 0 only in a refused config
+    const uint64_t span = 4 * std::max<uint64_t>(job.worker_window, window) / window;
+    const uint64_t released = window * ((span + 63) / 64) * 8;
+    return entries * (bitmaps + acc + kEntryAndIndex) + reduce::kAccAlign + released;
 }
 
 std::vector<Error> validate(const Config& cfg) {

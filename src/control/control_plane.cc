@@ -108,7 +108,8 @@ bool ControlPlane::plan_jobs_locked(const config::Config& next, JobPlan& plan,
         if (kept != jobs_.end() && same_tables(j, kept->second.cfg)) {
             continue;
         }
-        const ina::JobParams params = job_params(j);
+        ina::JobParams params = job_params(j);
+        params.lanes = static_cast<uint16_t>(dataplane_.workers.size());
         const auto why = ina::validate(params);
         if (!why.empty()) {
             error = "INA job " + std::to_string(j.job_id) + ": " + std::string(why);
@@ -116,6 +117,7 @@ bool ControlPlane::plan_jobs_locked(const config::Config& next, JobPlan& plan,
         }
         std::vector<std::unique_ptr<ChunkTable>> tables;
         for (size_t w = 0; w < dataplane_.workers.size(); ++w) {
+            params.lane = static_cast<uint16_t>(w);  // worker w's share of the job's slots
             tables.push_back(std::make_unique<ina::ChunkTable>(params));
         }
         plan.attach.emplace_back(j, std::move(tables));

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "ina/chunk_table.h"
 
+#include <algorithm>
 #include <bit>
 #include <cassert>
 #include <cstring>
@@ -16,24 +17,36 @@ using wire::bits_intersect;
 using wire::bits_or_into;
 using wire::bits_subset;
 
+// The core under a table: one slot per entry, two entries per slot index of this lane.
+agg::CoreParams core_params(const JobParams& p) {
+    agg::CoreParams c;
+    c.contributors = p.abm;
+    c.op = p.op;
+    c.elem_type = p.elem_type;
+    c.max_elems = p.max_elems;
+    c.slots = 2 * lane_indices(p.window, p.lanes);
+    return c;
+}
+
+// The core refused or took a contribution to an existing entry; the table's verdict for it.
+// (outside / bad_count cannot reach the core: on_data checks them first.)
+Verdict verdict_of(agg::AddResult r) {
+    switch (r) {
+    case agg::AddResult::added: return Verdict::absorbed;
+    case agg::AddResult::completed: return Verdict::completed;
+    case agg::AddResult::duplicate: return Verdict::duplicate;
+    case agg::AddResult::overlap: return Verdict::overlap;
+    case agg::AddResult::count_mismatch: return Verdict::count_mismatch;
+    case agg::AddResult::complete: return Verdict::resend_result;  // the sender lacks the result
+    case agg::AddResult::bad_count: return Verdict::bad_length;
+    case agg::AddResult::outside: return Verdict::outside_abm;
+    }
+    return Verdict::outside_abm;
+}
+
 }  // namespace
 
 std::string_view validate(const JobParams& p) {
-    if (!wire::is_valid_bsl_bits(p.abm.bsl_bits())) {
-        return "A-BM has an invalid BSL";
-    }
-    if (p.abm.is_zero()) {
-        return "A-BM is empty";
-    }
-    if (!reduce::op_from_wire(static_cast<uint8_t>(p.op))) {
-        return "unknown op";
-    }
-    if (!reduce::elem_type_from_wire(static_cast<uint8_t>(p.elem_type))) {
-        return "unknown element type";
-    }
-    if (p.max_elems == 0 || p.max_elems > 0xFFFF) {
-        return "max_elems must be 1..65535";
-    }
     // A power of two divides 2^32, so seq and seq - W share an index even across the wrap of
     // seq at 2^32 (with W = 3, 0xFFFFFFFF and 0 would both map to index 0).
     if (p.window == 0 || p.window > kMaxWindow || !std::has_single_bit(p.window)) {
@@ -47,7 +60,16 @@ std::string_view validate(const JobParams& p) {
     if (p.role != Role::aggregator && p.role != Role::root) {
         return "unknown role";
     }
-    return "";
+    // A root has no fallback: with a workers' window above W, its two entries of an index can
+    // both hold chunks waiting for releases that need a third chunk, which finds no slot.
+    if (p.role == Role::root && p.worker_window > p.window) {
+        return "a root's worker_window must not exceed its window";
+    }
+    if (p.lanes == 0 || p.lane >= p.lanes) {
+        return "lane must be below lanes (>= 1)";
+    }
+    // The A-BM, op, element type and chunk size are the core's to judge.
+    return agg::validate(core_params(p));
 }
 
 uint8_t header_mismatch(const proto::Header& h, const JobParams& p) {
@@ -97,38 +119,39 @@ std::string_view to_string(Verdict v) {
     return "unknown";
 }
 
-ChunkTable::ChunkTable(const JobParams& p) : ChunkTable(p, reduce::kernels()) {}
+namespace {
 
-ChunkTable::ChunkTable(const JobParams& p, const reduce::Kernels& k) : params_(p) {
+const JobParams& checked(const JobParams& p) {
     if (const std::string_view why = validate(p); !why.empty()) {
         throw std::invalid_argument("ina chunk table: " + std::string(why));
     }
+    return p;
+}
+
+}  // namespace
+
+ChunkTable::ChunkTable(const JobParams& p) : ChunkTable(p, reduce::kernels()) {}
+
+
+ChunkTable::ChunkTable(const JobParams& p, const reduce::Kernels& k)
+    : params_(checked(p)), core_(core_params(p), k) {
     bs_bytes_ = p.abm.size_bytes();
-    acc_bytes_ = reduce::acc_bytes(p.elem_type, p.max_elems);
     window_ = p.window;
     distance_ = p.worker_window != 0 ? p.worker_window : p.window;
-    const reduce::TypeKernels& tk = k[p.elem_type];
-    load_ = tk.load;
-    accumulate_ = tk.accumulator(p.op);
-    store_ = tk.store;
 
-    const size_t n = size_t{2} * window_;
+    window_shift_ = static_cast<uint32_t>(std::countr_zero(window_));
+    max_distance_ = std::min(kMaxWindow, distance_ * kViolationHeadroom);
+    span_ = max_distance_ / window_;
+    ring_words_ = (span_ + 63) / 64;
+    lanes_ = p.lanes;
+    const uint32_t indices = lane_indices(window_, p.lanes);
+    const size_t n = size_t{2} * indices;
     entries_.resize(n);
-    index_.resize(window_);
-    bitmaps_.assign(n * 2 * bs_bytes_, 0);
-    // One block for all accumulators, aligned by hand (acc_bytes_ is a multiple of kAccAlign, so
-    // every accumulator starts on its own cache line: no false sharing between entries and the
-    // kernels' alignment contract holds).
-    acc_raw_ = std::make_unique<std::byte[]>(n * acc_bytes_ + reduce::kAccAlign);
-    const auto base = reinterpret_cast<uintptr_t>(acc_raw_.get());
-    const uintptr_t aligned = (base + reduce::kAccAlign - 1) / reduce::kAccAlign * reduce::kAccAlign;
-    std::byte* acc = acc_raw_.get() + (aligned - base);
+    index_.resize(indices);
+    released_ring_.assign(indices * ring_words_, 0);
+    proofs_.assign(n * bs_bytes_, 0);
     for (size_t i = 0; i < n; ++i) {
-        Entry& e = entries_[i];
-        e.absorbed = bitmaps_.data() + (2 * i) * bs_bytes_;
-        e.released = bitmaps_.data() + (2 * i + 1) * bs_bytes_;
-        e.acc = acc + i * acc_bytes_;
-        assert(reinterpret_cast<uintptr_t>(e.acc) % reduce::kAccAlign == 0);
+        entries_[i].released = proofs_.data() + i * bs_bytes_;
     }
 }
 
@@ -140,7 +163,7 @@ ChunkTable::~ChunkTable() = default;
     // Invariant: at most one non-empty entry per (index, seq) — lookup precedes every allocation.
     for (uint32_t j = 0; j < 2; ++j) {
         Entry& e = entries_[size_t{2} * index + j];
-        if (e.state != State::empty && e.seq == seq) {
+        if (state(e) != State::empty && e.seq == seq) {
             return &e;
         }
     }
@@ -151,16 +174,57 @@ const ChunkTable::Entry* ChunkTable::find(uint32_t index, uint32_t seq) const no
     return const_cast<ChunkTable*>(this)->find(index, seq);
 }
 
-void ChunkTable::free_entry(Entry& e) noexcept {
-    e.state = State::empty;
-    --in_use_;
+void ChunkTable::free_entry(Entry& e) noexcept { core_.release(slot(e)); }
+
+void ChunkTable::mark_released(uint32_t index, uint32_t seq) noexcept {
+    IndexState& s = index_[index];
+    uint64_t* ring = ring_of(index);
+    // Every worker contributed to seq, so each held the results of all chunks <= seq - D: those
+    // are released, whatever this table saw of them (the ring may hold bits up to seq - D).
+    const uint32_t proven = seq - distance_;
+    if (!s.floor_valid) {
+        s.released_floor = proven;
+        s.floor_valid = true;
+    } else if (seq_diff(proven, s.released_floor) > 0) {
+        const uint32_t steps = static_cast<uint32_t>(seq_diff(proven, s.released_floor)) >>
+                               window_shift_;
+        for (uint32_t k = 1; k <= steps && k <= span_; ++k) {
+            const uint32_t bit = ring_bit(s.released_floor + k * window_);
+            ring[bit / 64] &= ~(uint64_t{1} << (bit % 64));
+        }
+        s.released_floor = proven;
+    }
+    if (seq_le(seq, s.released_floor)) {
+        return;
+    }
+    // seq - floor <= D here, so seq's ring bit is not shared with another chunk above the floor.
+    const uint32_t bit = ring_bit(seq);
+    ring[bit / 64] |= uint64_t{1} << (bit % 64);
+    // Walk the floor up over consecutive released chunks, freeing their bits.
+    for (;;) {
+        const uint32_t next = ring_bit(s.released_floor + window_);
+        const uint64_t mask = uint64_t{1} << (next % 64);
+        if ((ring[next / 64] & mask) == 0) break;
+        ring[next / 64] &= ~mask;
+        s.released_floor += window_;
+    }
 }
 
-void ChunkTable::raise_floor(IndexState& s, uint32_t seq) noexcept {
-    if (!s.floor_valid || seq_diff(seq, s.released_floor) > 0) {
-        s.released_floor = seq;
-        s.floor_valid = true;
+void ChunkTable::widen_distance() noexcept {
+    ++counters_.window_violations;
+    if (params_.role == Role::aggregator && distance_ < max_distance_) {
+        distance_ *= 2;
     }
+}
+
+bool ChunkTable::is_released(uint32_t index, uint32_t seq) const noexcept {
+    const IndexState& s = index_[index];
+    if (!s.floor_valid) return false;
+    const int32_t above = seq_diff(seq, s.released_floor);
+    if (above <= 0) return true;
+    if (static_cast<uint32_t>(above) > distance_) return false;  // beyond the ring: not yet
+    const uint32_t bit = ring_bit(seq);
+    return (ring_of(index)[bit / 64] >> (bit % 64) & 1u) != 0;
 }
 
 void ChunkTable::release(uint32_t index, Entry* e, const uint8_t* pbm, uint64_t now) noexcept {
@@ -169,14 +233,14 @@ void ChunkTable::release(uint32_t index, Entry* e, const uint8_t* pbm, uint64_t 
     // that chunk's entry, if it has one. Only complete entries are released: an aggregating
     // entry for seq - W would contradict the window rule (a misbehaving worker) and must keep
     // its partial sum, or the chunk would be split.
-    if (e == nullptr || e->state != State::complete) {
+    if (e == nullptr || state(*e) != State::complete) {
         return;
     }
     bits_or_into(e->released, pbm, bs_bytes_);
     e->last_activity = now;
     if (bits_equal(e->released, params_.abm.data(), bs_bytes_)) {
         // Every worker holds the result: no retransmission can need it any more.
-        raise_floor(index_[index], e->seq);
+        mark_released(index, e->seq);
         free_entry(*e);
     }
 }
@@ -197,7 +261,7 @@ Verdict ChunkTable::on_data(const uint8_t* pbm, uint32_t seq, uint32_t elem_coun
     if ((flags & proto::kFlagRetransmit) != 0) ++counters_.rx_retransmit;
     if ((flags & proto::kFlagFallback) != 0) ++counters_.rx_fallback_flag;
 
-    const uint32_t index = seq & (window_ - 1);
+    const uint32_t index = index_of(seq);
     // One look at the index's two entries finds both the chunk's own entry and the entry of
     // seq - D that this packet's release proof is about (invariant: at most one non-empty entry
     // per (index, seq), and seq != seq - D).
@@ -207,7 +271,7 @@ Verdict ChunkTable::on_data(const uint8_t* pbm, uint32_t seq, uint32_t elem_coun
     Entry* old = nullptr;
     for (uint32_t j = 0; j < 2; ++j) {
         Entry& c = pair[j];
-        if (c.state != State::empty) {
+        if (state(c) != State::empty) {
             if (c.seq == seq) {
                 own = &c;
             } else if (c.seq == proven) {
@@ -215,65 +279,63 @@ Verdict ChunkTable::on_data(const uint8_t* pbm, uint32_t seq, uint32_t elem_coun
             }
         }
     }
+    // A sender beyond the workers' window: the chunk it claims to hold is still aggregating,
+    // or was never allocated here (not released, not fallen back). Its proofs can be false, so
+    // an aggregator measures every later proof in a window twice as long (releases come later,
+    // the excess falls back: the job slows, no result is released too early). A root only
+    // counts it: with a wider release distance its two entries per index can both wait for
+    // releases that need a chunk without a slot (a deadlock the simulator finds).
+    if (old != nullptr ? state(*old) == State::aggregating
+                       : index_[index].floor_valid && !is_released(index, proven) &&
+                             !(index_[index].fallback_valid &&
+                               seq_le(proven, index_[index].fallback_until))) [[unlikely]] {
+        widen_distance();
+        old = nullptr;
+    }
     // 5. Release first: it may free the very entry this seq needs (seq - W's, at the same index).
     release(index, old, pbm, now);
 
     // 3. The chunk's entry.
     if (Entry* e = own) {
-        if (elem_count != e->count) {
-            return finish(Verdict::count_mismatch);
+        const agg::AddResult r = core_.add(slot(*e), pbm, elem_count, payload);
+        if (r != agg::AddResult::count_mismatch) {
+            e->last_activity = now;
+            e->flags |= flags & proto::kFlagEcnEcho;
         }
-        e->last_activity = now;
-        e->flags |= flags & proto::kFlagEcnEcho;
-        if (e->state == State::complete) {
-            return finish(Verdict::resend_result);
-        }
-        if (bits_subset(pbm, e->absorbed, bs_bytes_)) {
-            return finish(Verdict::duplicate);
-        }
-        if (bits_intersect(pbm, e->absorbed, bs_bytes_)) {
-            return finish(Verdict::overlap);
-        }
-        accumulate_(e->acc, payload, elem_count);
-        bits_or_into(e->absorbed, pbm, bs_bytes_);
-        if (bits_equal(e->absorbed, abm, bs_bytes_)) {
-            e->state = State::complete;
-            return finish(Verdict::completed);
-        }
-        return finish(Verdict::absorbed);
+        return finish(verdict_of(r));
     }
 
     // 4. No entry. A freed-complete chunk is never re-allocated (its late packets are stale) and
     // a chunk that fell back never gets an entry (sticky): allocation needs seq above both marks.
     IndexState& is = index_[index];
-    if (is.floor_valid && seq_le(seq, is.released_floor)) {
+    if (is_released(index, seq)) {
         return finish(Verdict::stale);
     }
     if (is.fallback_valid && seq_le(seq, is.fallback_until)) {
         ++counters_.fallback_sticky;  // the chunk already fell back here: all of it does
         return finish(Verdict::fallback);
     }
-    Entry* slot = nullptr;
-    for (uint32_t j = 0; j < 2 && slot == nullptr; ++j) {
+    Entry* free = nullptr;
+    for (uint32_t j = 0; j < 2 && free == nullptr; ++j) {
         Entry& c = entries_[size_t{2} * index + j];
-        if (c.state == State::empty) {
-            slot = &c;
+        if (state(c) == State::empty) {
+            free = &c;
         }
     }
-    for (uint32_t j = 0; j < 2 && slot == nullptr; ++j) {
+    for (uint32_t j = 0; j < 2 && free == nullptr; ++j) {
         Entry& c = entries_[size_t{2} * index + j];
         // Obsolete: a packet for seq >= c.seq + 2D means its sender holds the result of
         // seq - D >= c.seq + D, so every worker sent c.seq + D, so every worker holds c.seq's
         // result. Only complete entries go (an aggregating one keeps its partial sum: never split).
-        if (c.state == State::complete &&
+        if (state(c) == State::complete &&
             seq_diff(seq, c.seq) >= static_cast<int32_t>(2 * distance_)) {
             ++counters_.obsolete_evictions;
-            raise_floor(is, c.seq);
+            mark_released(index, c.seq);
             free_entry(c);
-            slot = &c;
+            free = &c;
         }
     }
-    if (slot == nullptr) {
+    if (free == nullptr) {
         if (params_.role == Role::root) {
             return finish(Verdict::no_slot);  // nowhere further to go: the worker retransmits
         }
@@ -284,40 +346,28 @@ Verdict ChunkTable::on_data(const uint8_t* pbm, uint32_t seq, uint32_t elem_coun
         return finish(Verdict::fallback);
     }
 
-    slot->seq = seq;
-    slot->count = elem_count;
-    slot->last_activity = now;
-    slot->flags = flags & proto::kFlagEcnEcho;
-    ++in_use_;
-    load_(slot->acc, payload, elem_count);
-    std::memcpy(slot->absorbed, pbm, bs_bytes_);
-    std::memset(slot->released, 0, bs_bytes_);
-    if (bits_equal(slot->absorbed, abm, bs_bytes_)) {
-        // One packet covers the whole A-BM (a single child whose A-BM equals ours).
-        slot->state = State::complete;
-        return finish(Verdict::completed);
-    }
-    slot->state = State::aggregating;
-    return finish(Verdict::absorbed);
+    free->seq = seq;
+    free->last_activity = now;
+    free->flags = flags & proto::kFlagEcnEcho;
+    std::memset(free->released, 0, bs_bytes_);
+    // An empty slot takes any well-formed contribution (checked above): absorbed, or completed
+    // when one packet covers the whole A-BM (a single child whose A-BM equals ours).
+    return finish(verdict_of(core_.add(slot(*free), pbm, elem_count, payload)));
 }
 
 uint32_t ChunkTable::store_result(uint32_t seq, void* out) const noexcept {
-    const Entry* e = find(seq & (window_ - 1), seq);
-    if (e == nullptr || e->state != State::complete) {
-        return 0;
-    }
-    store_(out, e->acc, e->count);
-    return e->count;
+    const Entry* e = find(index_of(seq), seq);
+    return e == nullptr ? 0 : core_.store_result(slot(*e), out);
 }
 
 uint8_t ChunkTable::result_flags(uint32_t seq) const noexcept {
-    const Entry* e = find(seq & (window_ - 1), seq);
+    const Entry* e = find(index_of(seq), seq);
     return e == nullptr ? 0 : e->flags;
 }
 
 ChunkTable::State ChunkTable::state_of(uint32_t seq) const noexcept {
-    const Entry* e = find(seq & (window_ - 1), seq);
-    return e == nullptr ? State::empty : e->state;
+    const Entry* e = find(index_of(seq), seq);
+    return e == nullptr ? State::empty : state(*e);
 }
 
 size_t ChunkTable::expire(uint64_t now, size_t budget) noexcept {
@@ -327,10 +377,10 @@ size_t ChunkTable::expire(uint64_t now, size_t budget) noexcept {
         Entry& e = entries_[sweep_next_];
         sweep_next_ = sweep_next_ + 1 == n ? 0 : sweep_next_ + 1;
         // Unsigned difference: correct across a wrap of the caller's clock.
-        if (e.state != State::empty && now - e.last_activity > params_.idle_timeout) {
-            if (e.state == State::complete) {
+        if (state(e) != State::empty && now - e.last_activity > params_.idle_timeout) {
+            if (state(e) == State::complete) {
                 // Its result was emitted: never aggregate (and emit) this chunk again.
-                raise_floor(index_[e.seq & (window_ - 1)], e.seq);
+                mark_released(index_of(e.seq), e.seq);
             }
             free_entry(e);
             ++freed;
@@ -341,13 +391,11 @@ size_t ChunkTable::expire(uint64_t now, size_t budget) noexcept {
 }
 
 void ChunkTable::reset() noexcept {
-    for (Entry& e : entries_) {
-        e.state = State::empty;
-    }
+    core_.reset();
     for (IndexState& s : index_) {
         s = IndexState{};
     }
-    in_use_ = 0;
+    std::fill(released_ring_.begin(), released_ring_.end(), 0);
 }
 
 }  // namespace ina

@@ -6,6 +6,8 @@
 //
 // Model (docs/protocol.md, draft-song-ina-00; slot reuse as in SwitchML)
 //   - A chunk `seq` lives at index seq mod W (W a power of two). Each index has TWO entries (current + shadow).
+//     With several worker lcores the W indices are dealt over them (chunk_place()): every
+//     statement below is about one index, whose chunks all meet in one lane's table.
 //     Workers keep at most W chunks outstanding: a worker sends seq only once it holds the result
 //     of every chunk <= seq - W. So when a contribution for seq + 2W arrives, every worker holds
 //     the result of seq + W, hence every worker has sent seq + W through this node, and those
@@ -13,25 +15,43 @@
 //     per index therefore suffice; with windows larger than W the table still never double-counts
 //     or splits a chunk, it just falls back (or, at the root, drops: no_slot) more often.
 //   - Release proof: a data packet for seq' carrying P-BM P shows that every worker in P holds the
-//     result of seq' - W (they only advance their windows on results). R |= P on the entry of
-//     seq' - W; when R == A-BM nobody can need that result again, the entry is freed and the
-//     index's released_floor advances to its seq. Any later packet for a seq <= released_floor
-//     that has no entry is a late duplicate: stale.
+//     result of seq' - D (D the workers' window; they only advance their windows on results).
+//     R |= P on the entry of seq' - D; when R == A-BM nobody can need that result again and the
+//     entry is freed: the chunk is *released*. A later packet for a released chunk that has no
+//     entry is a late duplicate: stale.
 //     The proof comes from the sender's window, not from what the table does with the packet, so
 //     it is applied to EVERY packet that passes the A-BM and length checks, before the lookup:
 //     also when the packet itself then gets fallback, no_slot, stale or overlap. This matters: at
 //     the root, chunk c's packets (answered no_slot because c - W still holds the entry) are
 //     exactly what frees c - W's entry; releasing only on absorbed packets deadlocks.
+//     Which chunks are released is kept per index as a floor plus a ring of bits above it (one
+//     per chunk of the index within D), and the floor only rises in order:
+//       - released chunk s: every worker sent s, so each held the results of every chunk <= s - D
+//         then; the floor may rise to s - D, never past a chunk that may still be pending;
+//       - the floor then walks up over consecutive released chunks (s - floor <= D, so the ring
+//         holds every released chunk above the floor).
+//     Releases happen out of order (an aggregator with D > W, expiry, a worker beyond its
+//     window): raising the floor to a released seq itself could make an earlier chunk that is
+//     still pending "stale" and wedge the job for ever (issue 9, defect 5). Liveness is the
+//     chunk simulator's check (tests/ina/test_chunk_sim.cc): every chunk completes under any loss.
+//   - Root, D > W: workers may keep any window up to D, so two entries of an index can hold a
+//     complete chunk awaiting a slow worker's proof and a fast worker's later chunk, while the
+//     chunk between them (which the slow worker needs first) finds no slot: a deadlock.
+//     validate() refuses it (an aggregator falls back instead).
+//   - A sender beyond the workers' window makes false proofs (it claims a result it lacks, which
+//     then becomes stale for it). Where the table can see it (the claimed chunk is aggregating or
+//     was never allocated) it counts window_violations and an aggregator doubles D (up to
+//     kViolationHeadroom x): the job slows, the chunk simulator shows it completes.
 //   - Exactly once towards the parent: a chunk that completed here is never aggregated here again
-//     (every way a complete entry leaves — release, obsolete eviction, expiry — raises
-//     released_floor to its seq, so its later packets are stale). Only complete entries are
+//     (every way a complete entry leaves — release, obsolete eviction, expiry — records it as
+//     released, so its later packets are stale). Only complete entries are
 //     released or evicted; an aggregating entry leaves only by expire() (its partial sum is then
 //     discarded and retransmissions start it afresh).
 //   - Fallback stickiness (aggregator): when a chunk's first packet finds no free entry it goes to
 //     the fallback path (towards the root, which reduces it) and fallback_until = seq; every later
 //     packet of a seq <= fallback_until without an entry also goes there. An entry, once
 //     allocated, is only ever removed when complete (release / obsolete) or by expire(), and a seq
-//     is allocated only when it is above both released_floor and fallback_until, so a chunk is
+//     is allocated only when it is not released and above fallback_until, so a chunk is
 //     either aggregated here entirely or forwarded entirely: never split.
 //   - Sequence numbers compare with RFC 1982 serial arithmetic (int32 difference), so a job may
 //     run through 2^32 and wrap. Requires every seq in flight at an index to lie within 2^31 of
@@ -39,8 +59,9 @@
 //
 // Hot path: on_data(), expire() and store_result() never allocate, lock or throw. All memory is
 // allocated in the constructor: per entry the two bitmaps (B, R) and a 64-byte-aligned
-// accumulator of reduce::acc_bytes(elem_type, max_elems) bytes. Not thread safe: one lcore owns a
-// table (packets of a job are steered to its lcore).
+// accumulator of reduce::acc_bytes(elem_type, max_elems) bytes (in the aggregation core), and per
+// index kViolationHeadroom x D / W released bits. Not thread safe: one lcore owns a table (the
+// chunks of its lane are steered to its lcore).
 #pragma once
 
 #include <array>
@@ -50,6 +71,7 @@
 #include <string_view>
 #include <vector>
 
+#include "agg/agg_core.h"
 #include "ina/protocol.h"
 #include "reduce/reduce.h"
 #include "wire/bitstring.h"
@@ -82,7 +104,32 @@ struct JobParams {
     // A power of two >= window, so seq - worker_window maps to seq's own index.
     uint32_t worker_window = 0;
     uint64_t idle_timeout = 0;       // in the caller's time unit (the `now` of on_data / expire)
+    // Steering: the job's chunks are spread over `lanes` tables (one per worker lcore) by
+    // chunk_place(); this table is lane `lane` and holds only that lane's slot indices.
+    uint16_t lanes = 1;
+    uint16_t lane = 0;
 };
+
+// Where chunk `seq` of a job with slot window `window` lives when `lanes` lcores share the job:
+// the owning lane and the slot index inside that lane's table. Steering and slot indexing are
+// this one function, so that seq and seq - k * window (a release proof's target, an obsolete
+// entry) always meet in the same lane and index, for any lane count, and every index of every
+// lane is used. Lanes beyond `window` get no chunks.
+struct ChunkPlace {
+    uint16_t lane = 0;
+    uint32_t index = 0;
+};
+constexpr ChunkPlace chunk_place(uint32_t seq, uint32_t window, uint16_t lanes) {
+    const uint32_t global = seq & (window - 1);
+    return {static_cast<uint16_t>(global % lanes), global / lanes};
+}
+// Slot indices of one lane's table (the same for every lane: the first lanes may own one more).
+constexpr uint32_t lane_indices(uint32_t window, uint16_t lanes) {
+    return (window + lanes - 1) / lanes;
+}
+
+// A sender that exceeds the workers' window doubles the release distance, up to this factor.
+inline constexpr uint32_t kViolationHeadroom = 4;
 
 // W is bounded so that seq - 2W comparisons stay far inside the serial-arithmetic range and the
 // table stays a sane size (2 entries per index).
@@ -139,6 +186,7 @@ struct ChunkCounters {
     std::array<uint64_t, kNumVerdicts> verdicts{};  // indexed by Verdict
     uint64_t slot_timeouts = 0;       // entries freed by expire()
     uint64_t obsolete_evictions = 0;  // complete entries reclaimed for seq >= theirs + 2W
+    uint64_t window_violations = 0;   // proofs from a sender beyond the workers' window
     uint64_t rx_retransmit = 0;       // contributions carrying kFlagRetransmit
     uint64_t rx_fallback_flag = 0;    // contributions carrying kFlagFallback
     // Fallback verdicts by reason: the chunk's first packet found no free slot, or the chunk
@@ -149,9 +197,13 @@ struct ChunkCounters {
     uint64_t operator[](Verdict v) const { return verdicts[static_cast<size_t>(v)]; }
 };
 
+// INA's lifecycle policy over the aggregation core (agg/agg_core.h): the core holds each
+// entry's contributors, element count, accumulator and result and guarantees exactly-once and
+// no early result; this class decides which entry a chunk gets and when it leaves (the rules
+// above).
 class ChunkTable {
 public:
-    enum class State : uint8_t { empty, aggregating, complete };
+    using State = agg::SlotState;  // empty, aggregating, complete
 
     // Allocates everything. Throws std::invalid_argument if validate(p) is not "" (control plane
     // only). `k` chooses the kernel table (tests force an ISA); results are bit-identical on all.
@@ -182,7 +234,7 @@ public:
 
     // Frees every non-empty entry idle for more than idle_timeout (a dead job or worker: its
     // releases never come). Returns how many (also counted as slot_timeouts). An expired complete
-    // chunk raises released_floor (its later packets are stale: it is never emitted twice); an
+    // chunk is recorded as released (its later packets are stale: it is never emitted twice); an
     // expired aggregating chunk loses its partial sum and retransmissions start it afresh. O(2W).
     size_t expire(uint64_t now) noexcept { return expire(now, entries_.size()); }
     // The same over at most `budget` entries, continuing where the previous call stopped, so the
@@ -195,30 +247,37 @@ public:
     // Forgets every entry and floor (job restarted with a new sequence space). Control plane.
     void reset() noexcept;
 
-    size_t slots_in_use() const noexcept { return in_use_; }
-    size_t capacity() const noexcept { return entries_.size(); }  // 2W
+    size_t slots_in_use() const noexcept { return core_.in_use(); }
+    size_t capacity() const noexcept { return entries_.size(); }  // 2 x lane_indices()
+    // The lane (worker lcore) that owns chunk seq: chunk_place(seq, window, lanes).lane.
+    uint16_t lane_of(uint32_t seq) const noexcept {
+        return chunk_place(seq, window_, static_cast<uint16_t>(lanes_)).lane;
+    }
     const ChunkCounters& counters() const noexcept { return counters_; }
     const JobParams& params() const noexcept { return params_; }
 
 private:
+    // The policy's side of an entry; entries_[i] is core slot i (state, contributors B, count
+    // and accumulator live there).
     struct Entry {
         uint32_t seq = 0;
-        State state = State::empty;
-        uint32_t count = 0;          // elements, fixed by the first contribution
         uint8_t flags = 0;           // kFlagEcnEcho if a contribution carried it
         uint64_t last_activity = 0;
-        uint8_t* absorbed = nullptr;  // B: OR of absorbed P-BMs (bs_bytes_)
         uint8_t* released = nullptr;  // R: bits proven to hold the result (bs_bytes_)
-        void* acc = nullptr;          // acc_bytes_, 64-byte aligned
     };
-    // Per index: the two serial "high-water marks" of step 4. *_valid false = none yet.
+    // Per index: the released set (floor + ring) and fallback's high-water mark. *_valid false =
+    // none yet.
     struct IndexState {
-        uint32_t released_floor = 0;  // highest seq here whose entry was freed complete
+        uint32_t released_floor = 0;  // every chunk here <= this is released
         uint32_t fallback_until = 0;  // highest seq here sent to fallback
         bool floor_valid = false;
         bool fallback_valid = false;
     };
 
+    uint32_t slot(const Entry& e) const noexcept {
+        return static_cast<uint32_t>(&e - entries_.data());
+    }
+    State state(const Entry& e) const noexcept { return core_.state(slot(e)); }
     Verdict finish(Verdict v) noexcept {
         ++counters_.verdicts[static_cast<size_t>(v)];
         return v;
@@ -227,22 +286,34 @@ private:
     const Entry* find(uint32_t index, uint32_t seq) const noexcept;
     void release(uint32_t index, Entry* proven, const uint8_t* pbm, uint64_t now) noexcept;
     void free_entry(Entry& e) noexcept;
-    void raise_floor(IndexState& s, uint32_t seq) noexcept;
+    // The released set of an index: record a released chunk / ask whether seq is released.
+    void mark_released(uint32_t index, uint32_t seq) noexcept;
+    void widen_distance() noexcept;
+    bool is_released(uint32_t index, uint32_t seq) const noexcept;
+    uint64_t* ring_of(uint32_t index) noexcept {
+        return released_ring_.data() + index * ring_words_;
+    }
+    const uint64_t* ring_of(uint32_t index) const noexcept {
+        return released_ring_.data() + index * ring_words_;
+    }
+    uint32_t ring_bit(uint32_t seq) const noexcept { return (seq >> window_shift_) & (span_ - 1); }
+    uint32_t index_of(uint32_t seq) const noexcept { return (seq & (window_ - 1)) / lanes_; }
 
     JobParams params_;
+    agg::AggCore core_;
     size_t bs_bytes_ = 0;
-    size_t acc_bytes_ = 0;
     uint32_t window_ = 1;
     uint32_t distance_ = 1;  // release distance: the workers' window (>= window_)
-    reduce::LoadFn load_ = nullptr;
-    reduce::AccumulateFn accumulate_ = nullptr;
-    reduce::StoreFn store_ = nullptr;
+    uint32_t window_shift_ = 0;  // log2(window_)
+    uint32_t max_distance_ = 1;  // how far window violations may widen distance_
+    uint32_t span_ = 1;          // max_distance_ / window_: released chunks tracked above the floor
+    size_t ring_words_ = 1;      // 64-bit words of one index's ring
+    uint32_t lanes_ = 1;
 
-    std::vector<Entry> entries_;      // 2W: entries_[2i], entries_[2i + 1] belong to index i
-    std::vector<IndexState> index_;   // W
-    std::vector<uint8_t> bitmaps_;    // 2 bitmaps per entry
-    std::unique_ptr<std::byte[]> acc_raw_;  // accumulators, plus slack for 64-byte alignment
-    size_t in_use_ = 0;
+    std::vector<Entry> entries_;      // entries_[2i], entries_[2i + 1] belong to (local) index i
+    std::vector<IndexState> index_;   // this lane's indices
+    std::vector<uint64_t> released_ring_;  // per index ring_words_: bit ring_bit(s) = s released
+    std::vector<uint8_t> proofs_;     // R of every entry
     size_t sweep_next_ = 0;  // where the next incremental expire() starts
     ChunkCounters counters_;
 };

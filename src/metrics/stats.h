@@ -36,6 +36,8 @@ namespace ina::metrics {
       "Contributions sent on to the root unaggregated, by reason")                                \
     S(fallback_sticky, per_job, "ina_job_fallbacks_total{reason=\"chunk_fell_back\"}",            \
       "Contributions sent on to the root unaggregated, by reason")                                \
+    S(window_violations, per_job_role, "ina_job_window_violations_total",                         \
+      "Contributions from a worker beyond the job's worker_window")                              \
     A(rejected, uint64_t, ina::kNumRejectReasons, "ina_job_rejected_total",                       \
       "Contributions of a job refused before its chunk table, by reason")
 

@@ -22,7 +22,9 @@ that it really dropped, duplicated and reordered packets both ways. With the job
 declared, lost contributions of fallen-back chunks and lost results are recovered by
 retransmission, and duplicates are never added twice (the sums are int32, bit-exact).
 Env: INAE2E_FALLBACK_ELEMENTS (default 512 Ki), INAE2E_FALLBACK_WORKER_ARGS (extra ina-worker
-options, e.g. its own --fault-* injection; default none), INAE2E_INA_WORKER.
+options, e.g. its own --fault-* injection; default none), INAE2E_INA_WORKER,
+INAE2E_FALLBACK_DECLARED_WINDOW (the job's worker_window, default 16: below the workers' 16 the
+workers overrun it, which e2e-allreduce-overrun checks is counted and survived).
 """
 
 import json
@@ -52,10 +54,11 @@ def test(switch_exe: str) -> None:
                   impair=None if netem or i == 1 else LOSSY) for i in range(1, 6)]
     root = hosts[0]
     workers = hosts[1:]  # BFR-ids 1..4
+    declared = int(os.environ.get("INAE2E_FALLBACK_DECLARED_WINDOW", str(WORKER_WINDOW)))
     extra = {"ina": {"jobs": [{
         "job_id": JOB, "role": "aggregator", "bsl": 64, "abm": "1-3", "op": "sum",
         "elem_type": "int32", "max_elements": CHUNK, "window": SWITCH_WINDOW,
-        "worker_window": WORKER_WINDOW, "slot_timeout_ms": SLOT_TIMEOUT_MS, "root": root.ip, "parent": root.ip,
+        "worker_window": declared, "slot_timeout_ms": SLOT_TIMEOUT_MS, "root": root.ip, "parent": root.ip,
         "on_reject": "drop",
     }]}}
     with Testbed(switch_exe, ports, extra=extra) as tb:
@@ -107,6 +110,13 @@ def test(switch_exe: str) -> None:
                         for k, v in after.by_label("inaswitch_ina_job_contributions_total",
                                                    "verdict").items()}
             log(f"switch job {JOB} verdicts: { {k: v for k, v in verdicts.items() if v} }")
+            violations = delta(after, before, "inaswitch_ina_job_window_violations_total",
+                               job=str(JOB))
+            if declared < WORKER_WINDOW:
+                check(violations > 0, f"workers beyond the declared worker_window ({declared}) "
+                      f"were seen: {violations:.0f} window violations, and the job completed")
+            else:
+                check(violations == 0, "workers within worker_window: no window violation")
             check(fallbacks > 0, f"the switch forwarded {fallbacks:.0f} contributions to the "
                   f"root unaggregated (fallback)")
             check(partials > 0, f"the switch aggregated and sent {partials:.0f} partial results")

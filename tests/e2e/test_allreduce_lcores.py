@@ -3,7 +3,8 @@
 
 The switch runs two worker lcores (EAL --lcores 0@0,1@1,2@1: this VM has two CPUs) and every
 port has two RX queues (af_packet queue pairs, the kernel's fanout spreading flows), so a
-chunk's contributions arrive on both lcores. Chunk seq belongs to worker seq mod 2; the other
+chunk's contributions arrive on both lcores. Chunk seq belongs to the lcore ina::chunk_place names
+(its slot index seq mod window, dealt over the lcores: index mod 2); the other
 lcore hands the packet over on an SPSC ring. Four workers AllReduce int32 (bit-exact) and the
 switch's counters show hand-offs, every chunk completed exactly once, and every slot freed.
 """

@@ -87,6 +87,14 @@ CASES = {
     "syntax-indentation": (
         edit('    devargs: "net_null0"\n', '    devargs: "net_null0"\n   bad: 1\n'),
         [(7, 4, "YAML syntax error")]),
+    # Issue 9 defect 5: a root (no fallback) with a workers' window above its slots could wedge.
+    "root-worker-window": (
+        edit("control:\n", "ina:\n  jobs:\n    - job_id: 1\n      role: root\n      abm: \"1-2\"\n"
+                           "      op: sum\n      elem_type: int32\n      root: 10.0.1.1\n"
+                           "      window: 64\n      worker_window: 128\n"
+                           "      workers: [{bfr_id: 1, ip: 10.0.1.2}, {bfr_id: 2, ip: 10.0.1.3}]\n"
+                           "control:\n"),
+        [(23, 22, "worker_window 128 above 'window' (64) at a root")]),
     "several-errors": (
         edit("routes:\n", "bogus: 1\nroutes:\n").replace("10.0.2.1/24", "10.0.2.300/24"),
         [(10, 12, "got '10.0.2.300/24'"), (11, 1, "unknown key 'bogus'")]),

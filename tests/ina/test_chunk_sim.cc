@@ -8,15 +8,21 @@
 //   - no chunk is split: its packets are either all handled by the table or all sent to fallback;
 //   - with worker windows <= W: nothing ever falls back (two entries per index suffice), and at
 //     the end exactly the last W chunks are held (awaiting releases that only the next chunks
-//     would bring); expire() then frees them.
+//     would bring); expire() then frees them;
+//   - liveness: every chunk completes. The only timer is the workers' retransmission round
+//     (taken when nothing else can happen); a run that needs more than kMaxIdleRounds such rounds
+//     in a row without any worker receiving a new result is wedged, and fails naming the first
+//     chunk still missing and what the table said to it.
 // Deterministic: fixed seeds.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <memory>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "chunk_test_util.h"
@@ -37,6 +43,9 @@ struct SimConfig {
     double result_loss = 0.0;    // a result packet is dropped
     double data_loss = 0.0;      // a data packet is dropped on its way
     uint32_t release_window = 0; // JobParams::worker_window of the table under test (0: window)
+    uint16_t lanes = 1;          // worker lcores sharing the job: one table per lane, each chunk
+                                 // steered to chunk_place(seq).lane (as pipeline/ina_input.cc)
+    double burst_loss = 0.0;     // a retransmission round loses every packet it sends
     uint32_t child_window = 0;   // 0: four direct workers. Else workers 1 and 2 sit behind a
                                  // child aggregator (A-BM {1,2}, this W) and 3, 4 are direct.
     uint64_t seed = 1;
@@ -44,13 +53,20 @@ struct SimConfig {
 
 struct SimStats {
     uint64_t fallback = 0, no_slot = 0, resend = 0, duplicate = 0, stale = 0, max_in_use = 0;
-    uint64_t child_fallback = 0, parent_rx_fallback_flag = 0;
+    uint64_t child_fallback = 0, parent_rx_fallback_flag = 0, retransmit_rounds = 0;
+    uint64_t window_violations = 0;
     size_t end_in_use = 0, child_end_in_use = 0;
 };
 
 constexpr unsigned kWorkers = 4;
 constexpr unsigned kAll = (1u << kWorkers) - 1;
 constexpr unsigned kChildBits = 0b0011;  // workers 0 and 1 (BFR-ids 1 and 2)
+// Retransmission rounds in a row without a new result before a run counts as wedged. Each round
+// every packet survives with probability >= 1 - loss (at most 0.3 here, bursts aside), so a live
+// table finishes a lost exchange in a handful of rounds; a wedged one never does.
+constexpr unsigned kMaxIdleRounds = 200;
+constexpr uint64_t kMaxIdleSteps = 200'000;
+constexpr uint64_t kTimeoutSteps = 2'000;
 
 uint32_t elems_of(uint32_t k) { return 1 + (k * 7) % 64; }
 
@@ -80,17 +96,21 @@ std::vector<uint8_t> mask_sum(unsigned mask, uint32_t seq, uint32_t n) {
     return out;
 }
 
-JobParams with_release(JobParams p, uint32_t worker_window) {
-    p.worker_window = worker_window;
+JobParams lane_job(const SimConfig& c, uint16_t lane) {
+    JobParams p = make_job(c.role, c.table_window, kWorkers);
+    p.worker_window = c.release_window;
+    p.lanes = c.lanes;
+    p.lane = lane;
     return p;
 }
 
 class Sim {
 public:
     explicit Sim(const SimConfig& c)
-        : c_(c), table_(with_release(make_job(c.role, c.table_window, kWorkers), c.release_window)),
-          rng_(c.seed),
-          chunk_(c.chunks), worker_(kWorkers) {
+        : c_(c), rng_(c.seed), chunk_(c.chunks), worker_(kWorkers) {
+        for (uint16_t lane = 0; lane < c.lanes; ++lane) {
+            lanes_.push_back(std::make_unique<ChunkTable>(lane_job(c, lane)));
+        }
         if (c.child_window != 0) {
             JobParams cp = make_job(Role::aggregator, c.child_window, 2);
             child_ = std::make_unique<ChunkTable>(cp);
@@ -104,31 +124,54 @@ public:
 
     SimStats run() {
         uint64_t steps = 0;
+        unsigned idle_rounds = 0;
+        uint64_t idle_steps = 0;
+        uint64_t steps_since_round = 0;
+        uint64_t results_seen = results_;
         while (!done()) {
             ++steps;
-            if (steps > 2'000'000) {
+            if (steps > 5'000'000) {
                 ADD_FAILURE() << "no progress";
+                break;
+            }
+            if (results_ != results_seen) {
+                results_seen = results_;
+                idle_rounds = 0;
+                idle_steps = 0;
+            }
+            // The root answers no_slot with an immediate retransmission, which can keep the
+            // network busy without a round: a step budget catches that loop.
+            if (idle_rounds > kMaxIdleRounds || ++idle_steps > kMaxIdleSteps) {
+                report_wedge();
                 break;
             }
             std::vector<unsigned> can_send;
             for (unsigned w = 0; w < kWorkers; ++w) {
                 if (can_send_next(w)) can_send.push_back(w);
             }
-            const bool deliver = !net_.empty() && (can_send.empty() || coin(0.5));
+            // The workers' retransmission timer also fires while the network is busy (a root's
+            // no_slot answers keep it busy), once every kTimeoutSteps deliveries.
+            const bool timeout = ++steps_since_round >= kTimeoutSteps;
+            const bool deliver =
+                !timeout && !net_.empty() && (can_send.empty() || coin(0.5));
             if (deliver) {
                 deliver_one();
-            } else if (!can_send.empty()) {
+            } else if (!timeout && !can_send.empty()) {
                 const unsigned w = can_send[rng_() % can_send.size()];
                 send_data(w, worker_[w].next++, 0);
             } else {
-                // Stuck: every worker times out and retransmits what it lacks results for.
-                for (unsigned w = 0; w < kWorkers; ++w) {
+                // Stuck, or the timer fired: every worker retransmits what it lacks results for.
+                steps_since_round = 0;
+                ++idle_rounds;
+                ++stats_.retransmit_rounds;
+                const bool lose_round = coin(c_.burst_loss);
+                for (unsigned w = 0; w < kWorkers && !lose_round; ++w) {
                     for (uint32_t k = worker_[w].low; k < worker_[w].next; ++k) {
                         if (!worker_[w].has_result[k]) send_data(w, k, proto::kFlagRetransmit);
                     }
                 }
             }
-            stats_.max_in_use = std::max<uint64_t>(stats_.max_in_use, table_.slots_in_use());
+            stats_.max_in_use = std::max<uint64_t>(stats_.max_in_use, slots_in_use());
             if (::testing::Test::HasFailure()) break;
         }
         for (uint32_t k = 0; k < c_.chunks; ++k) {
@@ -145,15 +188,19 @@ public:
             }
         }
         EXPECT_LE(stats_.max_in_use, 2u * c_.table_window);
-        stats_.end_in_use = table_.slots_in_use();
-        stats_.fallback = table_.counters()[V::fallback];
-        stats_.no_slot = table_.counters()[V::no_slot];
-        stats_.resend = table_.counters()[V::resend_result];
-        stats_.duplicate = table_.counters()[V::duplicate];
-        stats_.stale = table_.counters()[V::stale];
-        stats_.parent_rx_fallback_flag = table_.counters().rx_fallback_flag;
-        EXPECT_EQ(table_.counters()[V::overlap], 0u);
-        EXPECT_EQ(table_.counters()[V::count_mismatch], 0u);
+        stats_.end_in_use = slots_in_use();
+        for (const auto& t : lanes_) {
+            const ChunkCounters& k = t->counters();
+            stats_.fallback += k[V::fallback];
+            stats_.no_slot += k[V::no_slot];
+            stats_.resend += k[V::resend_result];
+            stats_.duplicate += k[V::duplicate];
+            stats_.stale += k[V::stale];
+            stats_.parent_rx_fallback_flag += k.rx_fallback_flag;
+            stats_.window_violations += k.window_violations;
+            EXPECT_EQ(k[V::overlap], 0u);
+            EXPECT_EQ(k[V::count_mismatch], 0u);
+        }
         if (child_) {
             stats_.child_fallback = child_->counters()[V::fallback];
             stats_.child_end_in_use = child_->slots_in_use();
@@ -162,7 +209,18 @@ public:
         return stats_;
     }
 
-    ChunkTable& table() { return table_; }
+    // The table of lane 0 (the only one unless SimConfig::lanes > 1).
+    ChunkTable& table() { return *lanes_[0]; }
+    size_t slots_in_use() const {
+        size_t n = 0;
+        for (const auto& t : lanes_) n += t->slots_in_use();
+        return n;
+    }
+    size_t expire_all(uint64_t now) {
+        size_t n = 0;
+        for (const auto& t : lanes_) n += t->expire(now);
+        return n;
+    }
     uint64_t now() const { return now_; }
 
 private:
@@ -187,13 +245,38 @@ private:
         bool fallback_verdicts = false;
         unsigned fallback_bits = 0;      // model root: which workers' fallback packets it has
         std::vector<uint32_t> fallback_sum;
+        std::array<uint32_t, kNumVerdicts> verdicts{};  // the table under test's, for diagnosis
         unsigned child_completions = 0;
         bool child_table_verdicts = false;
         bool child_fallback_verdicts = false;
     };
 
+    // Liveness failed: name the lowest chunk some worker still lacks, and what happened to it.
+    void report_wedge() {
+        uint32_t k = c_.chunks;
+        for (const Worker& w : worker_) k = std::min(k, w.low);
+        std::string verdicts;
+        for (size_t v = 0; v < kNumVerdicts; ++v) {
+            if (chunk_[k].verdicts[v] != 0) {
+                verdicts += " " + std::string(to_string(static_cast<Verdict>(v))) + "=" +
+                            std::to_string(chunk_[k].verdicts[v]);
+            }
+        }
+        ADD_FAILURE() << "wedged: no new result in " << kMaxIdleRounds << " retransmission "
+                      << "rounds or " << kMaxIdleSteps << " deliveries; chunk " << k
+                      << " (seq " << seq(k) << ") never completes,"
+                      << " its verdicts:" << verdicts;
+    }
+
     bool coin(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
     uint32_t seq(uint32_t k) const { return c_.seq0 + k; }
+    // The steering of pipeline/ina_input.cc: the lane chunk_place() names, which each lane's
+    // table must agree owns the chunk.
+    ChunkTable& lane_of(uint32_t k) {
+        const uint16_t lane = chunk_place(seq(k), c_.table_window, c_.lanes).lane;
+        EXPECT_EQ(lanes_[lane]->lane_of(seq(k)), lane);
+        return *lanes_[lane];
+    }
 
     bool can_send_next(unsigned w) const {
         const Worker& x = worker_[w];
@@ -253,6 +336,7 @@ private:
         ++now_;
         if (p.is_result) {
             Worker& x = worker_[p.bits];
+            if (!x.has_result[p.k]) ++results_;
             x.has_result[p.k] = true;
             while (x.low < c_.chunks && x.has_result[x.low]) ++x.low;
             return;
@@ -293,9 +377,10 @@ private:
     }
 
     void at_table(const Packet& p, uint32_t n) {
-        const Verdict v = table_.on_data(mask_bits(p.bits).data(), seq(p.k), n, p.payload.data(),
-                                         p.flags, now_);
+        const Verdict v = lane_of(p.k).on_data(mask_bits(p.bits).data(), seq(p.k), n,
+                                               p.payload.data(), p.flags, now_);
         Chunk& ch = chunk_[p.k];
+        ++ch.verdicts[static_cast<size_t>(v)];
         switch (v) {
         case V::absorbed:
         case V::duplicate: ch.table_verdicts = true; break;
@@ -349,12 +434,12 @@ private:
     void check_result(uint32_t k) {
         const uint32_t n = elems_of(k);
         std::vector<uint8_t> got(n * 4);
-        ASSERT_EQ(table_.store_result(seq(k), got.data()), n);
+        ASSERT_EQ(lane_of(k).store_result(seq(k), got.data()), n);
         EXPECT_EQ(got, int32_sum({1, 2, 3, 4}, seq(k), n)) << "chunk " << k;
     }
 
     SimConfig c_;
-    ChunkTable table_;
+    std::vector<std::unique_ptr<ChunkTable>> lanes_;
     std::unique_ptr<ChunkTable> child_;
     std::mt19937_64 rng_;
     std::vector<Chunk> chunk_;
@@ -362,6 +447,7 @@ private:
     std::vector<Packet> net_;
     SimStats stats_;
     uint64_t now_ = 0;
+    uint64_t results_ = 0;  // results delivered to a worker that lacked them
 };
 
 // Worker windows <= W: the two entries per index always suffice, under reordering, duplication
@@ -595,6 +681,155 @@ TEST(ChunkTableSim, TwoLevelChildFallsBack) {
     }
     EXPECT_GT(child_fallbacks, 0u);
     EXPECT_GT(flagged, 0u);
+}
+
+}  // namespace
+}  // namespace ina::test
+
+namespace ina::test {
+namespace {
+
+// Liveness (issue 9, defect 5): whatever is lost — data, results, whole retransmission rounds —
+// every chunk completes, at the root (worker_window = window: the only one a root accepts) and at
+// an aggregator (worker_window up to 4 x window; the excess falls back), each worker keeping any
+// window up to worker_window. run() fails any schedule that goes kMaxIdleRounds retransmission
+// rounds without a new result.
+TEST(ChunkTableSim, EveryChunkCompletesUnderAnyLoss) {
+    uint64_t runs = 0, rounds = 0, stales = 0;
+    const double losses[] = {0.0, 0.02, 0.1, 0.3};
+    for (Role role : {Role::root, Role::aggregator}) {
+        for (uint32_t w : {1u, 2u, 4u, 8u}) {
+            for (uint32_t ratio : {1u, 2u, 4u}) {
+                if (role == Role::root && ratio > 1) continue;
+                for (uint64_t seed = 1; seed <= 16; ++seed) {
+                    SimConfig c;
+                    c.role = role;
+                    c.table_window = w;
+                    c.release_window = ratio * w;
+                    c.min_worker_window = 1;
+                    c.max_worker_window = ratio * w;
+                    c.chunks = 12 * w + 5;
+                    c.data_loss = losses[seed % 4];
+                    c.result_loss = losses[(seed / 4) % 4];
+                    c.burst_loss = seed % 3 == 0 ? 0.3 : 0.0;
+                    c.dup_prob = seed % 2 ? 0.1 : 0.0;
+                    c.seed = seed * 7717 + w * 31 + ratio;
+                    SCOPED_TRACE(testing::Message()
+                                 << (role == Role::root ? "root" : "aggregator") << " W " << w
+                                 << " worker_window " << ratio * w << " seed " << seed);
+                    Sim sim(c);
+                    const SimStats s = sim.run();
+                    ++runs;
+                    rounds += s.retransmit_rounds;
+                    stales += s.stale;
+                    if (HasFailure()) return;
+                }
+            }
+        }
+    }
+    // Loss did force retransmissions, and late copies did meet released chunks.
+    EXPECT_GT(rounds, runs);
+    EXPECT_GT(stales, 0u);
+}
+
+}  // namespace
+}  // namespace ina::test
+
+namespace ina::test {
+namespace {
+
+// A worker that exceeds the window the switch was told (workers' windows up to 2 x
+// worker_window) sends release proofs for chunks it does not hold. An aggregator sees the
+// violation (a proof for a chunk still aggregating, or never allocated here), counts it and
+// measures later proofs in a wider window: the job slows (more fallback), every chunk completes.
+TEST(ChunkTableSim, WorkerBeyondTheWindowSlowsTheJobNeverStopsIt) {
+    uint64_t violations = 0;
+    for (uint32_t w : {1u, 2u, 4u, 8u}) {
+        for (uint64_t seed = 1; seed <= 30; ++seed) {
+            SimConfig c;
+            c.role = Role::aggregator;
+            c.table_window = w;
+            c.min_worker_window = 1;
+            c.max_worker_window = 2 * w;
+            c.chunks = 12 * w + 5;
+            c.data_loss = 0.02;
+            c.result_loss = 0.02;
+            c.seed = seed * 7717 + w * 31;
+            SCOPED_TRACE(testing::Message() << "W " << w << " seed " << seed);
+            Sim sim(c);
+            violations += sim.run().window_violations;
+            if (HasFailure()) return;
+        }
+    }
+    EXPECT_GT(violations, 0u);
+}
+
+}  // namespace
+}  // namespace ina::test
+
+namespace ina::test {
+namespace {
+
+// Issue 10, bug 5: with several worker lcores, steering and slot indexing are one function
+// (chunk_place), so a chunk's release proofs (seq + D) and obsolete evictions (seq + 2D) reach
+// the lane that holds it, for any lane count, and the W indices are dealt over the lanes. With
+// worker windows <= W: nothing falls back or waits for a slot, every chunk completes under loss,
+// and at the end exactly the last W chunks are held over all lanes, which expire() frees.
+TEST(ChunkTableSim, LanesShareOneWindowAndReleaseEverything) {
+    for (uint16_t lanes : {1, 2, 3}) {
+        for (Role role : {Role::root, Role::aggregator}) {
+            for (uint32_t w : {1u, 2u, 4u, 8u}) {
+                for (uint64_t seed = 1; seed <= 8; ++seed) {
+                    SimConfig c;
+                    c.role = role;
+                    c.lanes = lanes;
+                    c.table_window = w;
+                    c.min_worker_window = 1;
+                    c.max_worker_window = w;
+                    c.chunks = 12 * w + 5;
+                    c.dup_prob = seed % 2 ? 0.1 : 0.0;
+                    c.data_loss = seed % 3 == 0 ? 0.05 : 0.0;
+                    c.result_loss = seed % 4 == 0 ? 0.05 : 0.0;
+                    c.seed = seed * 4099 + w * 7 + lanes;
+                    SCOPED_TRACE(testing::Message()
+                                 << lanes << " lanes, " << (role == Role::root ? "root" : "agg")
+                                 << " W " << w << " seed " << seed);
+                    Sim sim(c);
+                    const SimStats s = sim.run();
+                    EXPECT_EQ(s.fallback, 0u);
+                    EXPECT_EQ(s.no_slot, 0u);
+                    EXPECT_EQ(s.end_in_use, w);
+                    EXPECT_EQ(sim.expire_all(sim.now() + 1000 + 1), w);
+                    EXPECT_EQ(sim.slots_in_use(), 0u);
+                    if (HasFailure()) return;
+                }
+            }
+        }
+    }
+}
+
+// Every index of every lane is used: a lane's table holds only its share of the W indices.
+TEST(ChunkPlace, DealsTheWindowOverTheLanes) {
+    for (uint16_t lanes : {1, 2, 3, 5}) {
+        for (uint32_t w : {1u, 4u, 8u, 64u}) {
+            std::vector<std::vector<bool>> used(lanes, std::vector<bool>(lane_indices(w, lanes)));
+            for (uint32_t seq = 0xFFFFFF00u; seq != 0x100u; ++seq) {  // across the 2^32 wrap
+                const ChunkPlace at = chunk_place(seq, w, lanes);
+                ASSERT_LT(at.lane, lanes);
+                ASSERT_LT(at.index, lane_indices(w, lanes));
+                used[at.lane][at.index] = true;
+                // seq and every seq - k * W meet in one lane and index.
+                const ChunkPlace back = chunk_place(seq - 2 * w, w, lanes);
+                EXPECT_EQ(back.lane, at.lane);
+                EXPECT_EQ(back.index, at.index);
+            }
+            uint32_t total = 0;
+            for (const auto& lane : used) {
+                for (bool u : lane) total += u;
+            }
+            EXPECT_EQ(total, w) << lanes << " lanes, W " << w;  // W distinct (lane, index) pairs
+        }
+    }
 }
 
 }  // namespace

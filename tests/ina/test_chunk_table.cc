@@ -62,6 +62,18 @@ TEST(ChunkTableParams, Validate) {
     p.abm = ids({});
     EXPECT_NE(validate(p), "");
     EXPECT_THROW(ChunkTable{p}, std::invalid_argument);
+    // A root cannot take a workers' window above its own (no fallback: it could deadlock); an
+    // aggregator can.
+    p = make_job(Role::root, 8);
+    p.worker_window = 16;
+    EXPECT_NE(validate(p), "");
+    p.role = Role::aggregator;
+    EXPECT_EQ(validate(p), "");
+    p.lanes = 3;
+    p.lane = 3;
+    EXPECT_NE(validate(p), "");
+    p.lane = 2;
+    EXPECT_EQ(validate(p), "");
     ChunkTable t(make_job(Role::aggregator, 8));
     EXPECT_EQ(t.capacity(), 16u);
     EXPECT_EQ(t.slots_in_use(), 0u);
@@ -211,6 +223,10 @@ TEST(ChunkTable, FallbackIsSticky) {
     EXPECT_EQ(send(t, 1, 2), V::absorbed);
     EXPECT_EQ(send(t, 1, 4), V::fallback);  // both entries aggregating: none may be evicted
     EXPECT_EQ(t.slots_in_use(), 2u);
+    // Worker 1 runs ahead of the window: sending 2 (then 4) claims it holds the result of 0
+    // (then 2), still aggregating. Each is a window violation, and this aggregator measures
+    // release proofs (and obsolescence) in a window twice as long each time: 8 from now on.
+    EXPECT_EQ(t.counters().window_violations, 2u);
     for (unsigned w = 2; w <= 4; ++w) send(t, w, 0);
     for (unsigned w = 2; w <= 4; ++w) send(t, w, 2);
     EXPECT_EQ(t.state_of(0), ChunkTable::State::complete);
@@ -219,15 +235,19 @@ TEST(ChunkTable, FallbackIsSticky) {
     for (unsigned w = 2; w <= 4; ++w) EXPECT_EQ(send(t, w, 4), V::fallback);
     EXPECT_EQ(send(t, 2, 4, 16, 0, proto::kFlagRetransmit), V::fallback);
     EXPECT_EQ(t.state_of(4), ChunkTable::State::empty);
-    // Chunk 6 is past the fallback mark: it takes the obsolete entry of chunk 0.
-    EXPECT_EQ(send(t, 1, 6), V::absorbed);
+    // Chunk 6 is past the fallback mark but no entry is obsolete for it (6 < 0 + 2 * 8), so it
+    // falls back too; chunk 16 takes the obsolete entry of chunk 0.
+    EXPECT_EQ(send(t, 1, 6), V::fallback);
+    EXPECT_EQ(send(t, 1, 16), V::absorbed);
     EXPECT_EQ(t.counters().obsolete_evictions, 1u);
     EXPECT_EQ(t.state_of(0), ChunkTable::State::empty);
     EXPECT_EQ(send(t, 3, 0), V::stale);  // evicted complete: its floor moved
     // A fallback-flagged packet from a child that had no slot is absorbed here like any other.
-    EXPECT_EQ(send(t, 2, 6, 16, 0, proto::kFlagFallback), V::absorbed);
+    EXPECT_EQ(send(t, 2, 16, 16, 0, proto::kFlagFallback), V::absorbed);
     EXPECT_EQ(t.counters().rx_fallback_flag, 1u);
-    EXPECT_EQ(t.counters()[V::fallback], 5u);
+    EXPECT_EQ(t.counters()[V::fallback], 6u);
+    // Worker 2's 16 claims chunk 8, which never reached this table: one more violation.
+    EXPECT_EQ(t.counters().window_violations, 3u);
 }
 
 // The root has nowhere to fall back to: it drops (no_slot) and never marks the chunk, so the

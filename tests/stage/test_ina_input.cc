@@ -169,7 +169,14 @@ TEST_F(InaInput, ChunksOwnedByAnotherLcoreAreHandedOverAndAggregatedThere) {
     ctx->n_workers = 2;
     ctx->worker_index = 0;
     ctx->handoff[1] = handoff;
-    // Chunk 1 belongs to worker 1 (1 mod 2), chunk 2 to this one.
+    // Two lanes share the job's slot indices (ina::chunk_place): chunk 1 belongs to worker 1,
+    // chunk 2 to this one.
+    ina::JobParams lane0 = job_params();
+    lane0.lanes = 2;
+    table = std::make_unique<ina::ChunkTable>(lane0);
+    ctx->ina[0] = {kJob, table.get()};
+    ASSERT_EQ(table->lane_of(1), 1u);
+    ASSERT_EQ(table->lane_of(2), 0u);
     run({contribution(1, 1, {5}), contribution(1, 2, {7}), contribution(2, 1, {6})});
     EXPECT_EQ(ctx->counters.ina_handed_off, 2u);
     EXPECT_EQ(ctx->counters.ina_absorbed, 1u);
@@ -179,7 +186,9 @@ TEST_F(InaInput, ChunksOwnedByAnotherLcoreAreHandedOverAndAggregatedThere) {
     ASSERT_EQ(rte_ring_count(handoff), 2u);
 
     // The owner: its own context and table, fed from the ring as the worker loop does.
-    auto other_table = std::make_unique<ina::ChunkTable>(job_params());
+    ina::JobParams lane1 = lane0;
+    lane1.lane = 1;
+    auto other_table = std::make_unique<ina::ChunkTable>(lane1);
     auto other = std::make_unique<pipeline::LcoreContext>();
     other->burst_size = 32;
     other->tsc_hz = ctx->tsc_hz;

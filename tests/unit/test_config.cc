@@ -1006,6 +1006,12 @@ TEST(InaConfig, ErrorsNameTheirPlace) {
     EXPECT_TRUE(HasError(job("      worker_window: 48\n"), "t.yaml:14:22: ",
                          "a power of two at least 'window' (256)"));
     EXPECT_TRUE(HasError(job("      worker_window: 128\n"), "t.yaml:14:22: ", "got 128"));
+    // A root takes no worker_window above its window (issue 9 defect 5: it could deadlock).
+    std::string root_job = job("      window: 64\n      worker_window: 128\n");
+    root_job.replace(root_job.find("role: aggregator"), 16, "role: root      ");
+    EXPECT_TRUE(HasError(root_job, "t.yaml:15:22: ", "at a root"));
+    EXPECT_FALSE(HasError(job("      window: 64\n      worker_window: 128\n"), "t.yaml:15:22: ",
+                          "at a root"));
     EXPECT_TRUE(HasError(job("      on_reject: ignore\n"), "t.yaml:14:18: ", "forward or drop"));
     EXPECT_TRUE(HasError(job("      colour: red\n"), "t.yaml:14:7: ", "unknown key 'colour'"));
     EXPECT_TRUE(HasError(job("      ingress: {ports: [p7]}\n"), "t.yaml:8:7: ", "unknown port 'p7'"));

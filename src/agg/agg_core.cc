@@ -1,0 +1,122 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "agg/agg_core.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace ina::agg {
+
+std::string_view validate(const CoreParams& p) {
+    if (!wire::is_valid_bsl_bits(p.contributors.bsl_bits())) {
+        return "the contributor set has an invalid BSL";
+    }
+    if (p.contributors.is_zero()) {
+        return "the contributor set is empty";
+    }
+    if (!reduce::op_from_wire(static_cast<uint8_t>(p.op))) {
+        return "unknown op";
+    }
+    if (!reduce::elem_type_from_wire(static_cast<uint8_t>(p.elem_type))) {
+        return "unknown element type";
+    }
+    if (p.max_elems == 0 || p.max_elems > 0xFFFF) {
+        return "max_elems must be 1..65535";
+    }
+    if (p.slots == 0 || p.slots > kMaxSlots) {
+        return "slots must be 1..2^22";
+    }
+    return "";
+}
+
+AggCore::AggCore(const CoreParams& p) : AggCore(p, reduce::kernels()) {}
+
+AggCore::AggCore(const CoreParams& p, const reduce::Kernels& k) : params_(p) {
+    if (const std::string_view why = validate(p); !why.empty()) {
+        throw std::invalid_argument("aggregation core: " + std::string(why));
+    }
+    set_bytes_ = p.contributors.size_bytes();
+    acc_bytes_ = reduce::acc_bytes(p.elem_type, p.max_elems);
+    const reduce::TypeKernels& tk = k[p.elem_type];
+    load_ = tk.load;
+    accumulate_ = tk.accumulator(p.op);
+    store_ = tk.store;
+    state_.assign(p.slots, SlotState::empty);
+    count_.assign(p.slots, 0);
+    sets_.assign(size_t{p.slots} * set_bytes_, 0);
+    // One block for all accumulators, aligned by hand (acc_bytes_ is a multiple of kAccAlign, so
+    // every accumulator starts on its own cache line and the kernels' alignment contract holds).
+    acc_raw_ = std::make_unique<std::byte[]>(size_t{p.slots} * acc_bytes_ + reduce::kAccAlign);
+    const auto base = reinterpret_cast<uintptr_t>(acc_raw_.get());
+    const uintptr_t aligned =
+        (base + reduce::kAccAlign - 1) / reduce::kAccAlign * reduce::kAccAlign;
+    acc_base_ = acc_raw_.get() + (aligned - base);
+    assert(reinterpret_cast<uintptr_t>(acc_base_) % reduce::kAccAlign == 0);
+}
+
+AggCore::~AggCore() = default;
+
+AddResult AggCore::add(uint32_t s, const uint8_t* from, uint32_t count,
+                       const void* payload) noexcept {
+    const uint8_t* full = full_set();
+    if (wire::bits_is_zero(from, set_bytes_) || !wire::bits_subset(from, full, set_bytes_)) {
+        return AddResult::outside;
+    }
+    if (count == 0 || count > params_.max_elems) {
+        return AddResult::bad_count;
+    }
+    uint8_t* set = sets_.data() + size_t{s} * set_bytes_;
+    switch (state_[s]) {
+    case SlotState::empty:
+        load_(acc(s), payload, count);
+        std::memcpy(set, from, set_bytes_);
+        count_[s] = count;
+        ++in_use_;
+        break;
+    case SlotState::complete:
+        return count != count_[s] ? AddResult::count_mismatch : AddResult::complete;
+    case SlotState::aggregating:
+        if (count != count_[s]) {
+            return AddResult::count_mismatch;
+        }
+        if (wire::bits_subset(from, set, set_bytes_)) {
+            return AddResult::duplicate;
+        }
+        if (wire::bits_intersect(from, set, set_bytes_)) {
+            return AddResult::overlap;
+        }
+        accumulate_(acc(s), payload, count);
+        wire::bits_or_into(set, from, set_bytes_);
+        break;
+    }
+    if (wire::bits_equal(set, full, set_bytes_)) {
+        state_[s] = SlotState::complete;
+        return AddResult::completed;
+    }
+    state_[s] = SlotState::aggregating;
+    return AddResult::added;
+}
+
+uint32_t AggCore::store_result(uint32_t s, void* out) const noexcept {
+    if (state_[s] != SlotState::complete) {
+        return 0;
+    }
+    store_(out, acc(s), count_[s]);
+    return count_[s];
+}
+
+void AggCore::release(uint32_t s) noexcept {
+    if (state_[s] != SlotState::empty) {
+        state_[s] = SlotState::empty;
+        --in_use_;
+    }
+}
+
+void AggCore::reset() noexcept {
+    std::fill(state_.begin(), state_.end(), SlotState::empty);
+    in_use_ = 0;
+}
+
+}  // namespace ina::agg

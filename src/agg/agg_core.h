@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: Apache-2.0
+// The protocol-free aggregation core: a fixed pool of slots, each accumulating one unit of
+// reduction (an INA chunk, a RoCE message) from a set of contributors until every contributor
+// of the full set has been added exactly once, then keeping the result until its owner releases
+// the slot. It knows nothing of sequence numbers, windows, packets or acknowledgements: those
+// are a lifecycle policy's (ina::ChunkTable: window release proofs, sticky fallback, expiry;
+// agg::AckTable: release on every receiver's acknowledgement). A policy decides which slot a
+// unit lives in and when it leaves; the core guarantees, whatever the policy does:
+//   - exactly once: a contribution whose contributors were all added already is a duplicate, one
+//     with some added and some not is an overlap (a sum cannot be taken back), neither touches
+//     the accumulator;
+//   - no early result: a slot is complete exactly when its added contributors equal the full
+//     set, and only a complete slot yields a result;
+//   - a contribution naming a contributor outside the full set, or no contributor, is refused.
+// Contributor sets are the wire BitString format (wire/bitstring.h: BSL bytes in wire order),
+// the full set a wire::BitString; the per-slot sets live in one block allocated up front.
+//
+// Hot path: every member but the constructor is noexcept and allocation free; per-lcore (not
+// thread safe, no locks): each lcore owns its cores. Accumulators are 64-byte aligned (the
+// reduce kernels' contract), one cache line apart at least, so slots never share a line.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "reduce/reduce.h"
+#include "wire/bitstring.h"
+
+namespace ina::agg {
+
+struct CoreParams {
+    wire::BitString contributors;  // the full set: a slot completes when all of it was added
+    reduce::Op op = reduce::Op::sum;
+    reduce::ElemType elem_type = reduce::ElemType::fp32;
+    uint32_t max_elems = 0;  // per unit: 1 .. 65535
+    uint32_t slots = 0;      // 1 .. kMaxSlots
+};
+
+inline constexpr uint32_t kMaxSlots = 1u << 22;
+
+// Why CoreParams are unusable, or "" when they are valid.
+std::string_view validate(const CoreParams& p);
+
+enum class SlotState : uint8_t { empty, aggregating, complete };
+
+// What add() did. Only `added` and `completed` touched the slot.
+enum class AddResult : uint8_t {
+    added,           // accumulated; the slot still waits for other contributors
+    completed,       // accumulated; every contributor is in: the result is ready
+    duplicate,       // every contributor named was added already
+    overlap,         // some were, some were not: nothing added (the sender must retry alone)
+    count_mismatch,  // element count differs from the slot's first contribution
+    bad_count,       // element count 0 or above max_elems
+    outside,         // names a contributor outside the full set, or none
+    complete,        // the slot is complete already: nothing added (a late copy)
+};
+
+class AggCore {
+public:
+    // Allocates every slot. Throws std::invalid_argument if validate(p) is not "" (control
+    // plane only). `k` chooses the kernel table (tests force an ISA); results are bit-identical.
+    explicit AggCore(const CoreParams& p);
+    AggCore(const CoreParams& p, const reduce::Kernels& k);
+    ~AggCore();
+    AggCore(const AggCore&) = delete;
+    AggCore& operator=(const AggCore&) = delete;
+
+    // Adds one contribution to slot `s` (< slots()): `from` the contributors it carries
+    // (set_bytes() long, wire order), `payload` `count` elements in wire format. An empty slot
+    // starts aggregating with it (its count fixes the slot's count).
+    AddResult add(uint32_t s, const uint8_t* from, uint32_t count, const void* payload) noexcept;
+
+    // Writes slot s's result (narrowed to the wire type) to `out` and returns its element
+    // count; 0 (nothing written) unless the slot is complete. `out` holds count() elements.
+    uint32_t store_result(uint32_t s, void* out) const noexcept;
+
+    // Empties slot s (its result and contributors are forgotten). The policy's decision.
+    void release(uint32_t s) noexcept;
+    // Empties every slot (control plane).
+    void reset() noexcept;
+
+    SlotState state(uint32_t s) const noexcept { return state_[s]; }
+    uint32_t count(uint32_t s) const noexcept { return count_[s]; }
+    // The contributors added to slot s so far (set_bytes() long).
+    const uint8_t* added(uint32_t s) const noexcept { return sets_.data() + s * set_bytes_; }
+    const uint8_t* full_set() const noexcept { return params_.contributors.data(); }
+    size_t set_bytes() const noexcept { return set_bytes_; }
+    uint32_t slots() const noexcept { return params_.slots; }
+    size_t in_use() const noexcept { return in_use_; }
+    const CoreParams& params() const noexcept { return params_; }
+
+private:
+    void* acc(uint32_t s) const noexcept { return acc_base_ + size_t{s} * acc_bytes_; }
+
+    CoreParams params_;
+    size_t set_bytes_ = 0;
+    size_t acc_bytes_ = 0;
+    reduce::LoadFn load_ = nullptr;
+    reduce::AccumulateFn accumulate_ = nullptr;
+    reduce::StoreFn store_ = nullptr;
+    std::vector<SlotState> state_;
+    std::vector<uint32_t> count_;
+    std::vector<uint8_t> sets_;             // per slot: the contributors added
+    std::unique_ptr<std::byte[]> acc_raw_;  // accumulators, plus slack for 64-byte alignment
+    std::byte* acc_base_ = nullptr;
+    size_t in_use_ = 0;
+};
+
+}  // namespace ina::agg
