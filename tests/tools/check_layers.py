@@ -26,6 +26,7 @@ import sys
 # Lowest first. Folders in one layer are peers and must not include each other.
 LAYERS = [
     ["src/net", "src/wire", "src/reduce", "src/roce"],  # pure codecs and kernels
+    ["src/agg"],                                         # protocol-free aggregation core
     ["src/ina"],                                         # INA protocol and chunk table
     ["src/dataplane", "src/worker"],                     # snapshot types, counters; host tools
     ["pipeline"],                                        # the packet path
