@@ -174,7 +174,7 @@ TEST_F(InaInput, ChunksOwnedByAnotherLcoreAreHandedOverAndAggregatedThere) {
     ina::JobParams lane0 = job_params();
     lane0.lanes = 2;
     table = std::make_unique<ina::ChunkTable>(lane0);
-    ctx->ina[0] = {kJob, table.get()};
+    ctx->feature_slots[0].state = table.get();  // the fixture attached the job in slot 0
     ASSERT_EQ(table->lane_of(1), 1u);
     ASSERT_EQ(table->lane_of(2), 0u);
     run({contribution(1, 1, {5}), contribution(1, 2, {7}), contribution(2, 1, {6})});
