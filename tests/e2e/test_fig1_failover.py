@@ -33,6 +33,7 @@ from test_allreduce import worker_exe
 from test_allreduce_jobs import check_reports, collect, kill_all
 
 NEIGHBOUR_TIMEOUT_S = 10
+SLOT_TIMEOUT_MS = 3 * NEIGHBOUR_TIMEOUT_S * 1000
 
 
 def completed(m, job_id: int) -> float:
@@ -42,7 +43,10 @@ def completed(m, job_id: int) -> float:
 def test(switch_exe: str) -> None:
     exe = worker_exe(switch_exe)
     elements = int(os.environ.get("INAE2E_FAILOVER_ELEMENTS", str(1 << 20)))
-    job = figure1_job(1)
+    # Results must outlive the outage: a complete chunk whose slot expires before every worker
+    # has its result is released, and a worker that lost the result (it was on its way through
+    # s7) could never get it again. So the slot timeout exceeds the failover detection time.
+    job = figure1_job(1, slot_timeout_ms=SLOT_TIMEOUT_MS)
     chunks = -(-elements // job.chunk)
     with Fig1(switch_exe, [job], backup_links=True,
               neighbour_timeout_s=NEIGHBOUR_TIMEOUT_S) as fig:
@@ -53,7 +57,8 @@ def test(switch_exe: str) -> None:
         check(all(before[s].get("inaswitch_route_gateways_down") == 0 for s in before),
               "no gateway down before the failure")
 
-        timeout_s = 120 + elements / (1 << 20) * 120
+        timeout_s = float(os.environ.get("INAE2E_FAILOVER_TIMEOUT_S",
+                                         120 + elements / (1 << 20) * 120))
         procs = []
         t0 = time.monotonic()
         try:
@@ -76,6 +81,13 @@ def test(switch_exe: str) -> None:
         finally:
             kill_all(procs)
         wall = time.monotonic() - t0
+        if any(rc != 0 for rc, _, _ in res.values()):
+            for name in ("s1", "s5", "s6"):
+                m = fig.switches[name].metrics()
+                log(f"{name} after the failure: " + ", ".join(
+                    f"{k}{v}={x:.0f}" for k, v, x in m.nonzero()
+                    if "route" in k or "drops" in k or "ina_job_contributions" in k or
+                    "gateways" in k or "neighbours" in k))
         check_reports(res, elements, chunks)
         retransmits = sum(r.get("retransmits", 0) for _, r, _ in res.values())
         log(f"AllReduce of {elements} int32 x 4 workers completed across the failure in "
