@@ -31,7 +31,9 @@ CoreParams int32_sum(std::initializer_list<wire::BfrId> contributors, uint32_t s
 
 std::vector<uint8_t> ints(std::initializer_list<int32_t> v) {
     std::vector<uint8_t> out(v.size() * 4);
-    std::memcpy(out.data(), std::data(v), out.size());
+    if (!out.empty()) {  // an empty list has no data pointer to copy from
+        std::memcpy(out.data(), std::data(v), out.size());
+    }
     return out;
 }
 

@@ -228,7 +228,11 @@ TEST(RoceEncode, Ipv6FramesParseBackAndTheirIcrcMasksTheVariantFields) {
     frame[8] ^= 1;     // the source address is covered
     EXPECT_NE(icrc(frame, n), crc);
     uint8_t eth[kEthernetBytes];
-    ASSERT_EQ(write_ethernet(eth, sizeof eth, payload, payload, kEthertypeIpv6), kEthernetBytes);
+    const uint8_t dst_mac[6] = {0x02, 0, 0, 0, 0, 1};
+    const uint8_t src_mac[6] = {0x02, 0, 0, 0, 0, 2};
+    ASSERT_EQ(write_ethernet(eth, sizeof eth, dst_mac, src_mac, kEthertypeIpv6), kEthernetBytes);
+    EXPECT_EQ(std::memcmp(eth, dst_mac, 6), 0);
+    EXPECT_EQ(std::memcmp(eth + 6, src_mac, 6), 0);
     EXPECT_EQ(detail::be16(eth + 12), 0x86DD);
 }
 
