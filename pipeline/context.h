@@ -85,12 +85,10 @@ struct alignas(64) LcoreContext {
     uint64_t* fdb_seen = nullptr;
     uint32_t fdb_seen_len = 0;
 
-    // Steering: state keyed by a steering key (an INA chunk's sequence number) belongs to worker
-    // steer(key); packets that arrive elsewhere are handed to their owner over an SPSC ring
-    // (handoff[owner]; null for this lcore itself), so everything for one key meets in one
-    // lcore's state.
-    // INA chunks are steered by their table's lane_of(seq) (ina::chunk_place, which also picks
-    // the slot index on the owner), not by steer().
+    // Steering: an INA chunk belongs to the worker its table's lane_of(seq) names
+    // (ina::chunk_place, which also picks the slot index on the owner); packets that arrive
+    // elsewhere are handed to their owner over an SPSC ring (handoff[owner]; null for this lcore
+    // itself), so everything for one chunk meets in one lcore's state.
     uint16_t worker_index = 0;
     uint16_t n_workers = 1;
     std::array<rte_ring*, kMaxWorkers> handoff{};
@@ -150,12 +148,6 @@ inline void request_resolve(LcoreContext& ctx, const dp::Snapshot& snap, uint32_
 
 inline void count_drop(LcoreContext& ctx, dp::DropReason reason) {
     ++ctx.counters.drops[static_cast<size_t>(reason)];
-}
-
-// The worker that owns steering key `key`: one function decides it for every feature (INA
-// chunks by sequence number today), so steering and the owner's state always agree.
-inline uint16_t steer(const LcoreContext& ctx, uint64_t key) {
-    return static_cast<uint16_t>(key % ctx.n_workers);
 }
 
 // A batch per outgoing edge of a stage. Edge is an enum class ending in `count`.

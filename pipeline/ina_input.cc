@@ -324,7 +324,7 @@ uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
         }
         if (ctx.n_workers > 1) {
             // An INA chunk's owner comes from ina::chunk_place (its table's lane_of), the rule
-            // that also picks its slot index there; the generic steer() would disagree with it.
+            // that also picks its slot index there.
             const uint16_t owner = table->lane_of(h.seq);
             if (owner != ctx.worker_index) {
                 // Not this lcore's chunk: its owner holds the slot. The packet re-enters the
