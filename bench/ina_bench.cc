@@ -19,7 +19,9 @@
 #include <rte_ip.h>
 #include <rte_launch.h>
 #include <rte_lcore.h>
+#include <rte_malloc.h>
 #include <rte_mbuf.h>
+#include <rte_rcu_qsbr.h>
 #include <rte_ring.h>
 #include <rte_udp.h>
 
@@ -258,7 +260,15 @@ neighbours:
         return 1;
     }
     std::string error;
-    auto snap = compile::build_snapshot(*cfg.config, {{0, {}}, {1, {}}}, {}, {}, 1, error);
+    // No worker reads the tables concurrently here: a QSBR variable with no readers.
+    auto* qsbr = static_cast<rte_rcu_qsbr*>(
+        rte_zmalloc("bench_qsbr", rte_rcu_qsbr_get_memsize(1), RTE_CACHE_LINE_SIZE));
+    if (qsbr == nullptr || rte_rcu_qsbr_init(qsbr, 1) != 0) {
+        std::fprintf(stderr, "cannot allocate the QSBR variable\n");
+        return 1;
+    }
+    auto built = compile::build_standalone(*cfg.config, {{0, {}}, {1, {}}}, {}, {}, qsbr, 1, error);
+    auto& snap = built.snapshot;
     if (!snap) {
         std::fprintf(stderr, "%s\n", error.c_str());
         return 1;

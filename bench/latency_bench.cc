@@ -358,7 +358,9 @@ neighbours:
             std::fprintf(stderr, "cannot create the net_ring ports (got %u, %u)\n", p_in, p_out);
             return 1;
         }
-        auto snap = compile::build_snapshot(*cfg.config, {{p_in, {}}, {p_out, {}}}, {}, {}, 1, error);
+        auto built = compile::build_standalone(*cfg.config, {{p_in, {}}, {p_out, {}}}, {}, {},
+                                               dataplane.qsbr, 1, error);
+        auto snap = std::move(built.snapshot);  // the tables it points at stay in `built`
         if (!snap) {
             std::fprintf(stderr, "%s\n", error.c_str());
             return 1;

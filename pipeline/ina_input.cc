@@ -33,7 +33,8 @@ uint32_t source_for(const dp::Snapshot& snap, const dp::InaJobView& job, uint32_
     if (nh == nullptr) {
         return 0;
     }
-    const uint16_t port = nh->resolved ? nh->out_port : nh->port;
+    const auto st = snap.station_for(*nh, dst);
+    const uint16_t port = st && st->port < snap.n_ports ? st->port : nh->port;
     const dp::PortView& pv = snap.ports[port];
     return pv.n_addrs != 0 ? pv.addrs[0].addr.value : 0;
 }

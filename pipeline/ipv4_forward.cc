@@ -5,6 +5,7 @@
 #include <rte_lpm.h>
 
 #include <cstring>
+#include <optional>
 
 #include "net/checksum.h"
 #include "pipeline/mbuf_chain.h"
@@ -83,14 +84,23 @@ void ipv4_forward(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, 
             out.push(Ipv4Edge::drop, m);
             continue;
         }
-        if (!nh.resolved) [[unlikely]] {
+        // A gateway's station is a word in its next hop; a connected destination is looked up
+        // in the neighbour table (both change in place as neighbours come and go).
+        const std::optional<dp::Neighbour> st = snap.station_for(nh, dst[i]);
+        if (!st) [[unlikely]] {
             request_resolve(ctx, snap, nh.kind == dp::NextHopKind::gateway ? nh.gateway : dst[i],
                             nh.port);
             count_drop(ctx, dp::DropReason::neighbour_unresolved);
             out.push(Ipv4Edge::drop, m);
             continue;
         }
-        if (rte_be_to_cpu_16(ip->total_length) > snap.ports[nh.out_port].mtu) [[unlikely]] {
+        if (st->port >= snap.n_ports || !snap.ports[st->port].present) [[unlikely]] {
+            // A neighbour learned on a port a config change has since removed.
+            count_drop(ctx, dp::DropReason::neighbour_unresolved);
+            out.push(Ipv4Edge::drop, m);
+            continue;
+        }
+        if (rte_be_to_cpu_16(ip->total_length) > snap.ports[st->port].mtu) [[unlikely]] {
             count_drop(ctx, dp::DropReason::mtu_exceeded);
             out.push(Ipv4Edge::drop, m);
             continue;
@@ -98,10 +108,10 @@ void ipv4_forward(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, 
         if (transit) {
             ipv4_decrement_ttl(ip);
         }
-        eth->dst_addr = nh.dst_mac;
-        eth->src_addr = snap.ports[nh.out_port].mac;
+        eth->dst_addr = st->mac;
+        eth->src_addr = snap.ports[st->port].mac;
         ++ctx.counters.routed;
-        egress(ctx, nh.out_port, m);
+        egress(ctx, st->port, m);
     }
 }
 

@@ -2,6 +2,7 @@
 #include "pipeline/l2_bridge.h"
 
 #include <cstring>
+#include <optional>
 
 #include "pipeline/egress.h"
 
@@ -9,8 +10,8 @@ namespace ina::pipeline {
 
 void l2_learn(LcoreContext& ctx, const dp::Snapshot& snap, const rte_ether_addr& mac,
               uint16_t group, uint16_t port) {
-    const dp::FdbEntry* e = snap.fdb(mac, group);
-    if (e != nullptr && e->port == port) [[likely]] {
+    const std::optional<dp::FdbEntry> e = snap.fdb(mac, group);
+    if (e && e->port == port) [[likely]] {
         if (e->index < ctx.fdb_seen_len) {
             ctx.fdb_seen[e->index] = ctx.now_tsc;
         }
@@ -47,8 +48,9 @@ void l2_bridge(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uin
         const auto* eth = rte_pktmbuf_mtod(m, const rte_ether_hdr*);
         const dp::L2Group& group = snap.groups[static_cast<size_t>(group_id)];
         if (!rte_is_multicast_ether_addr(&eth->dst_addr)) {
-            const dp::FdbEntry* e = snap.fdb(eth->dst_addr, static_cast<uint16_t>(group_id));
-            if (e != nullptr) {
+            const std::optional<dp::FdbEntry> e =
+                snap.fdb(eth->dst_addr, static_cast<uint16_t>(group_id));
+            if (e) {
                 if (e->port == in) {
                     count_drop(ctx, dp::DropReason::l2_same_port);
                     out.push(BridgeEdge::drop, m);

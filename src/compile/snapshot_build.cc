@@ -2,14 +2,15 @@
 #include "compile/snapshot_build.h"
 
 #include <rte_errno.h>
-#include <rte_hash.h>
-#include <rte_jhash.h>
 #include <rte_lpm.h>
 
 #include <algorithm>
 #include <cstring>
 #include <map>
 #include <numeric>
+#include <optional>
+#include <tuple>
+#include <unordered_map>
 
 namespace ina::compile {
 
@@ -27,15 +28,30 @@ rte_ether_addr to_ether(const net::MacAddr& m) {
     return e;
 }
 
-// Resolves an adjacent station the way routing would: through the route to it, which carries its
-// MAC once the neighbour is known (static or learned; the snapshot is rebuilt when one is).
-BierAdjacency adjacency(const Snapshot& s, uint32_t ip) {
+// The neighbours a snapshot is built against: what its tables hold once it is published.
+using NeighbourMap = std::unordered_map<uint32_t, Neighbour>;
+
+// Resolves an adjacent station the way routing would: through the route to it (a gateway's
+// station, or the station's own neighbour entry). BIER adjacencies are resolved here only, so
+// the control plane rebuilds the snapshot when a neighbour one of them names changes.
+BierAdjacency adjacency(const Snapshot& s, const NeighbourMap& neighbours, uint32_t ip) {
     BierAdjacency a;
     a.ip = ip;
     if (const NextHop* nh = s.route(ip)) {
-        a.resolved = nh->resolved;
-        a.port = nh->resolved ? nh->out_port : nh->port;
-        a.dst_mac = nh->dst_mac;
+        a.port = nh->port;
+        std::optional<Neighbour> st;
+        if (nh->kind == NextHopKind::gateway) {
+            if (const uint64_t w = nh->station_word(); w != 0) {
+                st = unpack_station(w);
+            }
+        } else if (auto it = neighbours.find(ip); it != neighbours.end()) {
+            st = it->second;
+        }
+        if (st) {
+            a.resolved = true;
+            a.port = st->port;
+            a.dst_mac = st->mac;
+        }
     }
     return a;
 }
@@ -64,7 +80,8 @@ bool bier_targets(const Snapshot& s, const config::BierConfig& bier, uint16_t bs
     return true;
 }
 
-bool build_bift(const Snapshot& s, const config::BiftConfig& t, BiftView& v, std::string& error) {
+bool build_bift(const Snapshot& s, const NeighbourMap& neighbours, const config::BiftConfig& t,
+                BiftView& v, std::string& error) {
     v.bift_id = t.bift_id;
     v.bsl_bits = t.bsl_bits;
     v.bs_bytes = wire::bsl_bytes(t.bsl_bits);
@@ -78,7 +95,7 @@ bool build_bift(const Snapshot& s, const config::BiftConfig& t, BiftView& v, std
     // ECMP: the paths of each BP in configuration order; plane e takes path e mod width.
     std::map<uint16_t, std::vector<uint16_t>> paths;  // BP -> neighbour indices
     for (uint16_t k = 0; k < v.n_neighbours; ++k) {
-        v.neighbours[k] = adjacency(s, t.neighbours[k].via.value);
+        v.neighbours[k] = adjacency(s, neighbours, t.neighbours[k].via.value);
         for (auto id : t.neighbours[k].bfr_ids) {
             paths[static_cast<uint16_t>((id - 1u) % t.bsl_bits + 1)].push_back(k);
         }
@@ -113,12 +130,13 @@ bool build_bift(const Snapshot& s, const config::BiftConfig& t, BiftView& v, std
         wire::bits_set_bp(v.local_mask.data(), v.bs_bytes, bp);
         wire::bits_set_bp(v.reachable_mask.data(), v.bs_bytes, bp);
         v.local_bp.push_back(bp);
-        v.local_host.push_back(adjacency(s, l->host.value));
+        v.local_host.push_back(adjacency(s, neighbours, l->host.value));
     }
     return true;
 }
 
-bool build_bier(Snapshot& s, const config::Config& cfg, std::string& error) {
+bool build_bier(Snapshot& s, const NeighbourMap& neighbours, const config::Config& cfg,
+                std::string& error) {
     const config::BierConfig& bier = cfg.bier;
     s.bier_bfr_id = bier.bfr_id;
     s.bier_ttl = bier.ttl;
@@ -128,7 +146,7 @@ bool build_bier(Snapshot& s, const config::Config& cfg, std::string& error) {
     }
     for (const auto& t : bier.bifts) {
         BiftView v;
-        if (!build_bift(s, t, v, error)) {
+        if (!build_bift(s, neighbours, t, v, error)) {
             return false;
         }
         v.counter_slot = static_cast<uint16_t>(s.bifts.size());
@@ -158,26 +176,38 @@ bool build_bier(Snapshot& s, const config::Config& cfg, std::string& error) {
     return true;
 }
 
-rte_hash* make_hash(const std::string& name, uint32_t entries, uint32_t key_len) {
-    rte_hash_parameters params{};
-    params.name = name.c_str();
-    params.entries = entries < 8 ? 8 : entries;
-    params.key_len = key_len;
-    params.hash_func = rte_jhash;
-    params.hash_func_init_val = 0;
-    params.socket_id = SOCKET_ID_ANY;
-    return rte_hash_create(&params);
-}
-
 }  // namespace
+
+std::vector<DynamicNeighbour> neighbour_set(const config::Config& cfg,
+                                            const std::vector<PortBinding>& bindings,
+                                            const std::vector<DynamicNeighbour>& learned) {
+    std::vector<DynamicNeighbour> out;
+    std::unordered_map<uint32_t, bool> seen;
+    for (const auto& nb : cfg.neighbours) {
+        const int i = cfg.port_index(nb.port);
+        if (i < 0 || static_cast<size_t>(i) >= bindings.size()) {
+            continue;  // validation names the port; a snapshot is never built from it
+        }
+        if (seen.emplace(nb.ip.value, true).second) {
+            out.push_back({nb.ip.value, to_ether(nb.mac), bindings[static_cast<size_t>(i)].port_id});
+        }
+    }
+    for (const auto& nb : learned) {
+        if (seen.emplace(nb.ip, true).second) {  // a static entry wins over a learned one
+            out.push_back(nb);
+        }
+    }
+    return out;
+}
 
 std::unique_ptr<Snapshot> build_snapshot(const config::Config& cfg,
                                          const std::vector<PortBinding>& bindings,
-                                         const std::vector<DynamicNeighbour>& learned,
-                                         const std::vector<DynamicFdbEntry>& fdb,
-                                         uint64_t generation, std::string& error) {
+                                         const std::vector<DynamicNeighbour>& neighbour_list,
+                                         const ForwardingTables& tables, uint64_t generation,
+                                         std::string& error) {
     std::unique_ptr<Snapshot> s(SnapshotBuilder::make_empty());
     s->generation = generation;
+    s->tables = &tables;
     s->max_fdb_entries = cfg.l2.max_fdb_entries;
     s->arp_request_interval_ms = cfg.arp.request_interval_ms;
     if (bindings.size() != cfg.ports.size()) {
@@ -226,61 +256,44 @@ std::unique_ptr<Snapshot> build_snapshot(const config::Config& cfg,
     // Names of DPDK objects must be unique process-wide: the generation makes them so.
     const std::string suffix = std::to_string(generation);
 
-    // Neighbours first: routes are resolved against them while the LPM is built.
-    const uint32_t max_neigh = cfg.arp.max_neighbours;
-    s->neighbour_hash = make_hash("nb" + suffix, max_neigh, sizeof(uint32_t));
-    if (s->neighbour_hash == nullptr) {
-        error = std::string("rte_hash_create(neighbours): ") + rte_strerror(rte_errno);
-        return nullptr;
-    }
-    std::vector<uint32_t> neighbour_ips;
-    auto add_neighbour = [&](uint32_t ip, const rte_ether_addr& mac, uint16_t port) {
-        void* existing = nullptr;
-        if (rte_hash_lookup_data(s->neighbour_hash, &ip, &existing) >= 0) {
-            return true;  // static entries are added first and win over learned ones
-        }
-        s->neighbours.push_back(Neighbour{mac, port});
-        neighbour_ips.push_back(ip);
-        auto* index = reinterpret_cast<void*>(static_cast<uintptr_t>(s->neighbours.size() - 1));
-        return rte_hash_add_key_data(s->neighbour_hash, &ip, index) == 0;
-    };
-    for (const auto& nb : cfg.neighbours) {
-        if (!add_neighbour(nb.ip.value, to_ether(nb.mac), port_of(nb.port))) {
-            error = "neighbour table full";
-            return nullptr;
-        }
-    }
-    for (const auto& nb : learned) {
-        if (!add_neighbour(nb.ip, nb.mac, nb.port)) {
-            error = "neighbour table full";
-            return nullptr;
-        }
+    NeighbourMap neighbours;
+    for (const auto& nb : neighbour_list) {
+        neighbours.emplace(nb.ip, Neighbour{nb.mac, nb.port});
     }
 
-    // The LPM answers everything the packet path needs in one lookup: every resolved neighbour
-    // is a /32 whose next hop carries its MAC and port, and gateway routes are resolved here,
-    // so forwarding a packet never touches a hash table.
+    // Routes map to shared next hops: one per (kind, gateway, port), so the routes through one
+    // gateway share its station word and the control plane resolves them all with one store.
+    // Neighbours are not routes: a destination on a connected subnet is looked up in the
+    // neighbour table, which changes in place.
     rte_lpm_config lpm_cfg{};
-    lpm_cfg.max_rules = static_cast<uint32_t>(cfg.routes.size() + neighbour_ips.size() +
+    lpm_cfg.max_rules = static_cast<uint32_t>(cfg.routes.size() + cfg.neighbours.size() +
                                               4 * cfg.ports.size() * kMaxAddrsPerPort + 16);
     // One tbl8 group per /24 that holds a longer prefix; bounded by the rule count.
     lpm_cfg.number_tbl8s = std::max<uint32_t>(256, lpm_cfg.max_rules);
+    s->max_routes = lpm_cfg.max_rules;
     s->lpm = rte_lpm_create(("lpm" + suffix).c_str(), SOCKET_ID_ANY, &lpm_cfg);
     if (s->lpm == nullptr) {
         error = std::string("rte_lpm_create: ") + rte_strerror(rte_errno);
         return nullptr;
     }
+    std::map<std::tuple<NextHopKind, uint32_t, uint16_t>, uint32_t> nexthop_index;
     auto add_route = [&](const net::Ipv4Prefix& p, NextHop nh) {
-        const uint32_t target = nh.kind == NextHopKind::gateway ? nh.gateway : 0;
-        if (target != 0) {
-            if (const Neighbour* n = s->neighbour(target)) {
-                nh.resolved = true;
-                nh.out_port = n->port;
-                nh.dst_mac = n->mac;
+        auto [it, fresh] = nexthop_index.try_emplace({nh.kind, nh.gateway, nh.port},
+                                                     static_cast<uint32_t>(s->nexthops.size()));
+        if (fresh) {
+            if (s->nexthops.size() >= kMaxNextHops) {
+                return false;
             }
+            if (nh.kind == NextHopKind::gateway) {
+                if (auto n = neighbours.find(nh.gateway); n != neighbours.end()) {
+                    nh.station = pack_station(n->second.mac, n->second.port);
+                }
+                s->gateway_nexthops.push_back(it->second);
+            }
+            s->nexthops.push_back(nh);
         }
-        s->nexthops.push_back(nh);
-        const auto index = static_cast<uint32_t>(s->nexthops.size() - 1);
+        const uint32_t index = it->second;
+        ++s->routes;
         if (p.length == 0) {
             // rte_lpm rejects depth 0: a default route is its two /1 halves.
             return rte_lpm_add(s->lpm, 0, 1, index) == 0 &&
@@ -289,8 +302,8 @@ std::unique_ptr<Snapshot> build_snapshot(const config::Config& cfg,
         return rte_lpm_add(s->lpm, p.network(), p.length, index) == 0;
     };
     // Order matters on equal prefixes (the last add wins): static routes, then connected
-    // subnets (never shadowed by a static route to them), then neighbours, then the switch's
-    // own addresses.
+    // subnets (never shadowed by a static route to them), then static neighbours no route
+    // covers, then the switch's own addresses.
     // Shortest prefixes first, so a configured /1 overrides the halves of a default route.
     std::vector<const config::RouteConfig*> static_routes;
     for (const auto& rt : cfg.routes) {
@@ -329,20 +342,15 @@ std::unique_ptr<Snapshot> build_snapshot(const config::Config& cfg,
             }
         }
     }
-    for (size_t k = 0; k < neighbour_ips.size(); ++k) {
-        // A neighbour becomes a host route only where the destination is reached directly; a
-        // more specific static route through a gateway keeps its traffic.
-        const NextHop* covering = s->route(neighbour_ips[k]);
-        if (covering != nullptr && covering->kind == NextHopKind::gateway) {
+    for (const auto& nb : cfg.neighbours) {
+        // A static neighbour no route covers is reachable as a host route on its port (the
+        // packet path then finds its MAC in the neighbour table, like any connected host).
+        if (s->route(nb.ip.value) != nullptr) {
             continue;
         }
-        const Neighbour& n = s->neighbours[k];
-        NextHop nh{NextHopKind::connected, 0, n.port};
-        nh.resolved = true;
-        nh.out_port = n.port;
-        nh.dst_mac = n.mac;
-        if (!add_route(net::Ipv4Prefix{net::Ipv4Addr{neighbour_ips[k]}, 32}, nh)) {
-            error = "cannot add neighbour route " + net::Ipv4Addr{neighbour_ips[k]}.str();
+        if (!add_route(net::Ipv4Prefix{nb.ip, 32},
+                       NextHop{NextHopKind::connected, 0, port_of(nb.port)})) {
+            error = "cannot add neighbour route " + nb.ip.str();
             return nullptr;
         }
     }
@@ -400,27 +408,43 @@ std::unique_ptr<Snapshot> build_snapshot(const config::Config& cfg,
         s->features.bind({kIpProtoUdp, kFeatureIna, kScopeRouted, s->ina_udp_port});
     }
 
-    if (!build_bier(*s, cfg, error)) {
+    if (!build_bier(*s, neighbours, cfg, error)) {
         return nullptr;
     }
 
-    s->fdb_hash = make_hash("fdb" + suffix, cfg.l2.max_fdb_entries, sizeof(FdbKey));
-    if (s->fdb_hash == nullptr) {
-        error = std::string("rte_hash_create(fdb): ") + rte_strerror(rte_errno);
-        return nullptr;
+    return s;
+}
+
+StandaloneSnapshot build_standalone(const config::Config& cfg,
+                                    const std::vector<PortBinding>& bindings,
+                                    const std::vector<DynamicNeighbour>& learned,
+                                    const std::vector<DynamicFdbEntry>& fdb, rte_rcu_qsbr* qsbr,
+                                    uint64_t generation, std::string& error) {
+    StandaloneSnapshot out;
+    out.tables = ForwardingTables::create("sa" + std::to_string(generation),
+                                          cfg.arp.max_neighbours, cfg.l2.max_fdb_entries, qsbr,
+                                          error);
+    if (!out.tables) {
+        return {};
     }
-    for (const auto& e : fdb) {
-        FdbKey key{};
-        std::memcpy(key.mac, e.mac.addr_bytes, 6);
-        key.group = e.group;
-        s->fdb_entries.push_back(FdbEntry{e.port, e.index});
-        auto* index = reinterpret_cast<void*>(static_cast<uintptr_t>(s->fdb_entries.size() - 1));
-        if (rte_hash_add_key_data(s->fdb_hash, &key, index) != 0) {
-            error = "FDB full";
-            return nullptr;
+    const auto neighbours = neighbour_set(cfg, bindings, learned);
+    for (const auto& nb : neighbours) {
+        if (!out.tables->set_neighbour(nb.ip, nb.mac, nb.port)) {
+            error = "neighbour table full";
+            return {};
         }
     }
-    return s;
+    for (const auto& e : fdb) {
+        if (!out.tables->set_fdb(e.mac, e.group, FdbEntry{e.port, e.index})) {
+            error = "FDB full";
+            return {};
+        }
+    }
+    out.snapshot = build_snapshot(cfg, bindings, neighbours, *out.tables, generation, error);
+    if (!out.snapshot) {
+        return {};
+    }
+    return out;
 }
 
 }  // namespace ina::compile

@@ -13,15 +13,36 @@
 
 namespace ina::compile {
 
+// The neighbours a snapshot is built against, as the forwarding tables will hold them: the
+// config's static neighbours, then `learned` ones whose address no static entry has.
+std::vector<dp::DynamicNeighbour> neighbour_set(const config::Config& cfg,
+                                                const std::vector<dp::PortBinding>& ports,
+                                                const std::vector<dp::DynamicNeighbour>& learned);
+
 // Builds a snapshot; on failure returns nullptr and sets `error`. `ports[i]` binds config port
 // i to its DPDK port id and the MAC the device reports (config `mac` overrides it). Every port
 // number inside a snapshot (PortView index, next hops, neighbours, groups) is a DPDK port id,
-// because that is what mbuf->port carries.
+// because that is what mbuf->port carries. `neighbours` (neighbour_set) is what `tables` holds
+// when the snapshot is published: gateway next hops and BIER adjacencies start resolved from
+// it. The snapshot points at `tables`, which must outlive it.
 std::unique_ptr<dp::Snapshot> build_snapshot(const config::Config& cfg,
                                              const std::vector<dp::PortBinding>& ports,
-                                             const std::vector<dp::DynamicNeighbour>& learned,
-                                             const std::vector<dp::DynamicFdbEntry>& fdb,
+                                             const std::vector<dp::DynamicNeighbour>& neighbours,
+                                             const dp::ForwardingTables& tables,
                                              uint64_t generation, std::string& error);
+
+// A snapshot with tables of its own, for programs without a control plane (benchmarks, stage
+// tests): the tables hold `cfg`'s static neighbours plus `learned`, and `fdb`, and reclaim
+// through `qsbr`. Members are destroyed snapshot first, then the tables it points at.
+struct StandaloneSnapshot {
+    std::unique_ptr<dp::ForwardingTables> tables;
+    std::unique_ptr<dp::Snapshot> snapshot;
+};
+StandaloneSnapshot build_standalone(const config::Config& cfg,
+                                    const std::vector<dp::PortBinding>& ports,
+                                    const std::vector<dp::DynamicNeighbour>& learned,
+                                    const std::vector<dp::DynamicFdbEntry>& fdb,
+                                    rte_rcu_qsbr* qsbr, uint64_t generation, std::string& error);
 
 // The only maker of dp::Snapshot objects (its constructor is private): a snapshot exists only
 // with its tables built, so a worker never reads one without them.
@@ -29,8 +50,8 @@ class SnapshotBuilder {
     friend std::unique_ptr<dp::Snapshot> build_snapshot(const config::Config&,
                                                         const std::vector<dp::PortBinding>&,
                                                         const std::vector<dp::DynamicNeighbour>&,
-                                                        const std::vector<dp::DynamicFdbEntry>&,
-                                                        uint64_t, std::string&);
+                                                        const dp::ForwardingTables&, uint64_t,
+                                                        std::string&);
     static dp::Snapshot* make_empty() { return new dp::Snapshot(); }
 };
 

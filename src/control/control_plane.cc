@@ -90,6 +90,12 @@ ControlPlane::~ControlPlane() = default;
 
 bool ControlPlane::start(std::string& error) {
     std::lock_guard lock(mu_);
+    // Names of DPDK objects are process-wide: one control plane per process, so a fixed name.
+    tables_ = dp::ForwardingTables::create("cp", running_.arp.max_neighbours,
+                                           running_.l2.max_fdb_entries, dataplane_.qsbr, error);
+    if (!tables_) {
+        return false;
+    }
     return install_config_locked(running_, error);
 }
 
@@ -202,7 +208,8 @@ bool ControlPlane::install_config_locked(config::Config next, std::string& error
                 learned.emplace(ip, l);
             }
         }
-        auto pub = build_locked(next, learned, error);
+        std::vector<dp::DynamicNeighbour> neighbours;
+        auto pub = build_locked(next, learned, neighbours, error);
         if (!pub) {
             return false;
         }
@@ -215,6 +222,8 @@ bool ControlPlane::install_config_locked(config::Config next, std::string& error
         commit_jobs_locked(std::move(plan), next);
         learned_ = std::move(learned);
         running_ = std::move(next);
+        sync_neighbours_locked(neighbours);
+        purge_fdb_locked(*pub->snapshot);
         install_locked(std::move(pub));
         return true;
     } catch (const std::bad_alloc&) {
@@ -241,7 +250,7 @@ std::string ControlPlane::port_name(uint16_t port_id) const {
 
 std::unique_ptr<runtime::Published> ControlPlane::build_locked(
     const config::Config& cfg, const std::map<uint32_t, Learned>& learned_state,
-    std::string& error) {
+    std::vector<dp::DynamicNeighbour>& neighbours, std::string& error) {
     std::vector<dp::PortBinding> bindings;
     for (const auto& p : ports_) {
         bindings.push_back({p.port_id, p.mac});
@@ -250,10 +259,7 @@ std::unique_ptr<runtime::Published> ControlPlane::build_locked(
     for (const auto& [ip, l] : learned_state) {
         learned.push_back({ip, l.mac, l.port});
     }
-    std::vector<dp::DynamicFdbEntry> fdb;
-    for (const auto& [key, e] : fdb_) {
-        fdb.push_back({mac_of_key(key.first), key.second, e.port, e.index});
-    }
+    neighbours = compile::neighbour_set(cfg, bindings, learned);
     // Each snapshot owns an LPM with a 64 MiB first-level table: free what the workers have
     // finished with before building, and if memory is short while older snapshots are still
     // retired, wait out their grace period (workers pass a quiescent state every loop, so this
@@ -262,12 +268,13 @@ std::unique_ptr<runtime::Published> ControlPlane::build_locked(
     config::Config failed_over;
     const config::Config& effective = routes_failed_over_locked(cfg, failed_over);
     const size_t still_retired = dataplane_.reclaim();
-    auto snap = compile::build_snapshot(effective, bindings, learned, fdb, next_generation_, error);
+    auto snap = compile::build_snapshot(effective, bindings, neighbours, *tables_,
+                                        next_generation_, error);
     if (!snap && still_retired != 0) {
         dataplane_.reclaim_all();
         error.clear();
-        snap = compile::build_snapshot(effective, bindings, learned, fdb, next_generation_,
-                                       error);
+        snap = compile::build_snapshot(effective, bindings, neighbours, *tables_,
+                                       next_generation_, error);
     }
     if (!snap) {
         return nullptr;
@@ -276,6 +283,74 @@ std::unique_ptr<runtime::Published> ControlPlane::build_locked(
     pub->snapshot = std::move(snap);
     pub->loop = loop_settings(cfg);
     return pub;
+}
+
+void ControlPlane::sync_neighbours_locked(const std::vector<dp::DynamicNeighbour>& neighbours) {
+    std::map<uint32_t, uint64_t> next;
+    for (const auto& nb : neighbours) {
+        next.emplace(nb.ip, dp::pack_station(nb.mac, nb.port));
+    }
+    bool rebuild = false;  // the snapshot about to be published is built from `neighbours`
+    for (auto it = table_neighbours_.begin(); it != table_neighbours_.end();) {
+        const uint32_t ip = (it++)->first;
+        if (next.count(ip) == 0) {
+            put_neighbour_locked(ip, 0, rebuild);
+        }
+    }
+    for (const auto& [ip, word] : next) {
+        auto have = table_neighbours_.find(ip);
+        if ((have == table_neighbours_.end() || have->second != word) &&
+            !put_neighbour_locked(ip, word, rebuild)) {
+            // Validation keeps static plus learned within max_neighbours; count it if not.
+            ++counters_.neighbour_table_full;
+        }
+    }
+}
+
+bool ControlPlane::put_neighbour_locked(uint32_t ip, uint64_t word, bool& rebuild) {
+    if (word == 0) {
+        tables_->remove_neighbour(ip);
+        table_neighbours_.erase(ip);
+    } else {
+        const dp::Neighbour n = dp::unpack_station(word);
+        if (!tables_->set_neighbour(ip, n.mac, n.port)) {
+            return false;
+        }
+        table_neighbours_[ip] = word;
+    }
+    // start() publishes the first snapshot after filling the tables: none to patch yet.
+    const runtime::Published* cur = dataplane_.current();
+    if (cur == nullptr) {
+        return true;
+    }
+    const dp::Snapshot& snap = *cur->snapshot;
+    for (uint32_t k : snap.gateway_nexthops) {
+        if (snap.nexthops[k].gateway == ip) {
+            snap.nexthops[k].set_station(word);
+        }
+    }
+    for (const auto& t : snap.bifts) {
+        for (uint16_t k = 0; k < t.n_neighbours; ++k) {
+            rebuild = rebuild || t.neighbours[k].ip == ip;
+        }
+        for (const auto& h : t.local_host) {
+            rebuild = rebuild || h.ip == ip;
+        }
+    }
+    return true;
+}
+
+void ControlPlane::purge_fdb_locked(const dp::Snapshot& next) {
+    for (auto it = fdb_.begin(); it != fdb_.end();) {
+        const auto& [key, e] = *it;
+        if (e.port < next.n_ports && next.ports[e.port].l2_group == key.second) {
+            ++it;
+            continue;
+        }
+        tables_->remove_fdb(mac_of_key(key.first), key.second);
+        free_fdb_indices_.push_back(e.index);
+        it = fdb_.erase(it);
+    }
 }
 
 const config::Config& ControlPlane::routes_failed_over_locked(const config::Config& cfg,
@@ -327,12 +402,14 @@ bool ControlPlane::is_route_gateway_locked(uint32_t ip) const {
     return false;
 }
 
-void ControlPlane::gateway_down_locked(uint32_t ip, uint16_t port_id) {
+bool ControlPlane::gateway_down_locked(uint32_t ip, uint16_t port_id) {
     if (is_route_gateway_locked(ip) && down_gateways_.count(ip) == 0) {
         down_gateways_[ip] = DownGateway{port_id, rte_rdtsc()};
         std::fprintf(stderr, "inaswitch: gateway %s is down; routes with backups avoid it\n",
                      net::Ipv4Addr{ip}.str().c_str());
+        return true;
     }
+    return false;
 }
 
 void ControlPlane::assign_state_slots_locked(dp::Snapshot& snap) const {
@@ -375,7 +452,8 @@ void ControlPlane::install_locked(std::unique_ptr<runtime::Published> pub) {
 }
 
 bool ControlPlane::publish_locked(std::string& error) {
-    auto pub = build_locked(running_, learned_, error);
+    std::vector<dp::DynamicNeighbour> neighbours;  // what the tables hold already
+    auto pub = build_locked(running_, learned_, neighbours, error);
     if (!pub) {
         return false;
     }
@@ -441,20 +519,26 @@ void ControlPlane::handle_event(const dp::Event& ev, bool& dirty) {
             if (ev.type == dp::EventType::neighbour_refresh) {
                 return;
             }
-            if (learned_.size() + running_.neighbours.size() >= running_.arp.max_neighbours) {
+            // A learned host is one insert into the neighbour table; routes through it as a
+            // gateway see it through their next hop's station word.
+            if (learned_.size() + running_.neighbours.size() >= running_.arp.max_neighbours ||
+                !put_neighbour_locked(ev.ip, dp::pack_station(mac, ev.port), dirty)) {
                 ++counters_.neighbour_table_full;
                 return;
             }
             learned_[ev.ip] = Learned{mac, ev.port, now, 0};
+            ++counters_.neighbours_learned;
             pending_.erase(ev.ip);
-            down_gateways_.erase(ev.ip);
-            dirty = true;
+            if (down_gateways_.erase(ev.ip) != 0) {
+                dirty = true;  // routes with backups return to this gateway: a new snapshot
+            }
             return;
         }
         if (!rte_is_same_ether_addr(&it->second.mac, &mac) || it->second.port != ev.port) {
+            // Replacing a key's data never needs a free slot, so this cannot fail.
+            put_neighbour_locked(ev.ip, dp::pack_station(mac, ev.port), dirty);
             it->second.mac = mac;
             it->second.port = ev.port;
-            dirty = true;
         }
         it->second.updated_tsc = now;
         return;
@@ -482,13 +566,22 @@ void ControlPlane::handle_event(const dp::Event& ev, bool& dirty) {
                 return;
             }
             const uint32_t index = free_fdb_indices_.back();
+            rte_ether_addr mac;
+            std::memcpy(mac.addr_bytes, ev.mac, 6);
+            if (!tables_->set_fdb(mac, ev.group, dp::FdbEntry{ev.port, index})) {
+                ++counters_.fdb_table_full;
+                return;
+            }
             free_fdb_indices_.pop_back();
             fdb_[key] = FdbState{ev.port, index, now};
-            dirty = true;
+            ++counters_.fdb_learned;
         } else if (it->second.port != ev.port) {
-            it->second.port = ev.port;  // station moved
+            // Station moved: one store of the entry's data word.
+            rte_ether_addr mac;
+            std::memcpy(mac.addr_bytes, ev.mac, 6);
+            tables_->set_fdb(mac, ev.group, dp::FdbEntry{ev.port, it->second.index});
+            it->second.port = ev.port;
             it->second.learned_tsc = now;
-            dirty = true;
         }
         return;
     }
@@ -502,10 +595,12 @@ void ControlPlane::age_locked(bool& dirty) {
     for (auto it = learned_.begin(); it != learned_.end();) {
         const uint64_t age = now - it->second.updated_tsc;
         if (age > timeout) {
-            gateway_down_locked(it->first, it->second.port);
+            if (gateway_down_locked(it->first, it->second.port)) {
+                dirty = true;  // routes with backups move off this gateway
+            }
+            put_neighbour_locked(it->first, 0, dirty);
             it = learned_.erase(it);
             ++counters_.neighbours_expired;
-            dirty = true;
             continue;
         }
         // Re-resolve in the last quarter of the lifetime, so a live neighbour never expires
@@ -555,10 +650,12 @@ void ControlPlane::age_locked(bool& dirty) {
             }
         }
         if (now - last > ageing) {
+            // The index is reused only by a later insert; a worker still stamping it for the
+            // deleted key at worst keeps the new key alive one extra ageing period.
+            tables_->remove_fdb(mac_of_key(it->first.first), it->first.second);
             free_fdb_indices_.push_back(it->second.index);
             it = fdb_.erase(it);
             ++counters_.fdb_expired;
-            dirty = true;
         } else {
             ++it;
         }
@@ -867,6 +964,15 @@ metrics::Stats ControlPlane::stats() const {
         s.fdb_entries = fdb_.size();
         s.routes = running_.routes.size();
         s.gateways_down = down_gateways_.size();
+        if (tables_) {
+            s.neighbour_table = {tables_->neighbour_count(), tables_->neighbour_capacity()};
+            s.fdb_table = {tables_->fdb_count(), tables_->fdb_capacity()};
+        }
+        if (dataplane_.current() != nullptr) {
+            const dp::Snapshot& snap = snapshot();
+            s.route_table = {snap.routes, snap.max_routes};
+            s.nexthop_table = {snap.nexthops.size(), dp::kMaxNextHops};
+        }
     }
     s.generation = dataplane_.generation();
     s.uptime_s = static_cast<double>(rte_rdtsc() - start_tsc_) / static_cast<double>(tsc_hz_);

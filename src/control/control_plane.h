@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// The control plane: owns the running config, the learned neighbour table and the FDB, turns
-// worker events into new snapshots, ages entries, sends ARP requests, and applies reloads.
+// The control plane: owns the running config, the learned neighbour table and the FDB (the
+// in-place ForwardingTables every snapshot points at), turns worker events into table updates
+// (a new snapshot only when a config-derived table depends on them), ages entries, sends ARP
+// requests, and applies reloads.
 // It runs on the EAL main lcore (tick) and serves the HTTP API thread; one mutex guards its
 // state, and nothing here is ever on the packet path.
 #pragma once
@@ -128,16 +130,29 @@ private:
     void commit_jobs_locked(JobPlan plan, const config::Config& next);
     // Frees the detached tables whose lcores have counted the detach.
     void collect_detached_locked();
+    // `neighbours` receives what the forwarding tables must hold when the result is published
+    // (sync_neighbours_locked).
     std::unique_ptr<runtime::Published> build_locked(const config::Config& cfg,
                                                      const std::map<uint32_t, Learned>& learned,
+                                                     std::vector<dp::DynamicNeighbour>& neighbours,
                                                      std::string& error);
+    // Makes the neighbour table hold exactly `neighbours` (a config change).
+    void sync_neighbours_locked(const std::vector<dp::DynamicNeighbour>& neighbours);
+    // Stores neighbour `ip` as `word` (pack_station; 0 removes it) in the neighbour table and
+    // in every gateway next hop of the published snapshot that names it. False when the table
+    // is full (nothing changed). `rebuild` is set when a table resolved only at build time
+    // (a BIER adjacency) names `ip`.
+    bool put_neighbour_locked(uint32_t ip, uint64_t word, bool& rebuild);
+    // Drops FDB entries whose port is no longer in the entry's L2 group in `next`.
+    void purge_fdb_locked(const dp::Snapshot& next);
     void install_locked(std::unique_ptr<runtime::Published> pub);
     // `cfg` with every route that has backups pointed at its first gateway not found down
     // (R11); `cfg` itself when nothing changes. Records the choice for install_locked.
     const config::Config& routes_failed_over_locked(const config::Config& cfg,
                                                     config::Config& storage);
     bool is_route_gateway_locked(uint32_t ip) const;
-    void gateway_down_locked(uint32_t ip, uint16_t port_id);
+    // True when `ip` is newly marked down (routes with backups must be rebuilt).
+    bool gateway_down_locked(uint32_t ip, uint16_t port_id);
     ApplyResult apply_loaded(config::LoadResult loaded);
     // Rebuilds the running config's snapshot with the learned state (after events, ageing).
     bool publish_locked(std::string& error);
@@ -169,6 +184,9 @@ private:
     // and the choice of the snapshot being built, committed by install_locked.
     std::map<net::Ipv4Prefix, uint32_t> route_gateway_;
     std::map<net::Ipv4Prefix, uint32_t> route_gateway_next_;
+    // The learned neighbours and the FDB as workers read them; created by start().
+    std::unique_ptr<dp::ForwardingTables> tables_;
+    std::map<uint32_t, uint64_t> table_neighbours_;  // what tables_ holds: ip -> station word
     std::map<std::pair<uint64_t, uint16_t>, FdbState> fdb_;  // (mac, group) -> entry
     std::vector<uint32_t> free_fdb_indices_;
     metrics::ControlCounters counters_;

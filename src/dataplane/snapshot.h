@@ -1,19 +1,25 @@
 // SPDX-License-Identifier: Apache-2.0
-// The immutable forwarding state that worker lcores read. The control plane builds a complete
-// Snapshot, publishes it with one pointer store, and frees the previous one only after an RCU
-// (QSBR) grace period, so a worker never sees a half-built table and never takes a lock.
+// The forwarding state that worker lcores read. The control plane builds a complete Snapshot
+// for a config change, publishes it with one pointer store, and frees the previous one only
+// after an RCU (QSBR) grace period, so a worker never sees a half-built table and never takes a
+// lock. Learned state is not rebuilt: neighbours and the FDB live in the control plane's
+// ForwardingTables (lock-free rte_hash, QSBR-reclaimed), which every snapshot points at, and a
+// gateway's resolution is one word in its next hop, stored in place (NextHop::station).
 #pragma once
 
 #include <rte_ether.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "dataplane/counters.h"
 #include "dataplane/events.h"
+#include "dataplane/forwarding_tables.h"
 #include "net/addr.h"
 #include "wire/bitstring.h"
 
@@ -64,20 +70,27 @@ enum class NextHopKind : uint8_t {
     broadcast,  // a connected subnet's broadcast address: never forwarded (RFC 2644)
 };
 
+// The LPM's next-hop field is 24 bits wide: no snapshot holds more next hops.
+inline constexpr uint32_t kMaxNextHops = 1u << 24;
+
+// One next hop, shared by every route through it (the builder makes one per gateway and port),
+// so one ARP answer resolves every route through that gateway with one store.
 struct NextHop {
     NextHopKind kind = NextHopKind::connected;
     uint32_t gateway = 0;  // host order, for kind == gateway
     uint16_t port = 0;     // port the next hop is reached through (ARP is sent there)
-    // Set when the next hop's MAC is known at build time (a neighbour's /32, or a gateway that
-    // is a neighbour): the packet path forwards with no further lookup.
-    bool resolved = false;
-    uint16_t out_port = 0;
-    rte_ether_addr dst_mac{};
-};
+    // kind == gateway: the gateway's MAC and port (pack_station), 0 while unresolved. The
+    // control plane stores it in place when the gateway is learned, changes or expires; readers
+    // load it once per packet, so they see one whole station or none.
+    alignas(std::atomic_ref<uint64_t>::required_alignment) mutable uint64_t station = 0;
 
-struct Neighbour {
-    rte_ether_addr mac{};
-    uint16_t port = 0;
+    uint64_t station_word() const {
+        return std::atomic_ref<uint64_t>(station).load(std::memory_order_relaxed);
+    }
+    // Control-plane thread only.
+    void set_station(uint64_t w) const {
+        std::atomic_ref<uint64_t>(station).store(w, std::memory_order_relaxed);
+    }
 };
 
 struct L2Group {
@@ -85,18 +98,6 @@ struct L2Group {
     uint16_t n_ports = 0;  // one past the highest DPDK port id in use
     std::array<uint16_t, kMaxPorts> ports{};
 };
-
-struct FdbEntry {
-    uint16_t port = 0;
-    uint32_t index = 0;  // stable slot in the per-lcore last-seen arrays
-};
-
-// Key of an FDB lookup: padded to 8 bytes so hashing never reads indeterminate bytes.
-struct FdbKey {
-    uint8_t mac[6];
-    uint16_t group;
-};
-static_assert(sizeof(FdbKey) == 8);
 
 // What the control plane knows beyond the config: learned neighbours and MAC entries.
 struct DynamicNeighbour {
@@ -279,9 +280,10 @@ public:
     uint16_t n_ports = 0;  // one past the highest DPDK port id in use
     std::array<PortView, kMaxPorts> ports{};
     std::vector<NextHop> nexthops;
-    std::vector<Neighbour> neighbours;
+    std::vector<uint32_t> gateway_nexthops;  // indices into nexthops of kind gateway
+    uint32_t routes = 0;      // prefixes in the LPM
+    uint32_t max_routes = 0;  // the LPM's rule capacity
     std::vector<L2Group> groups;
-    std::vector<FdbEntry> fdb_entries;
     uint32_t max_fdb_entries = 0;
     uint64_t arp_request_interval_ms = 1000;
     uint16_t ina_udp_port = 0;  // network order comparisons are done on host order values
@@ -322,10 +324,20 @@ public:
 
     // Read-only after build: concurrent lookups from every lcore need no lock.
     rte_lpm* lpm = nullptr;          // dst (host order) -> index into nexthops
-    rte_hash* neighbour_hash = nullptr;  // uint32 ip (host order) -> index into neighbours
-    rte_hash* fdb_hash = nullptr;        // FdbKey -> index into fdb_entries
+    // Learned and static neighbours, and the FDB: owned by the control plane, outliving every
+    // snapshot that points at them, changed in place (forwarding_tables.h).
+    const ForwardingTables* tables = nullptr;
 
     const NextHop* route(uint32_t dst) const;
+    // The station a packet to `dst` routed by `nh` goes to (a gateway's, else dst's own
+    // neighbour entry), or nothing while it is unresolved.
+    std::optional<Neighbour> station_for(const NextHop& nh, uint32_t dst) const {
+        if (nh.kind == NextHopKind::gateway) {
+            const uint64_t w = nh.station_word();
+            return w != 0 ? std::optional<Neighbour>(unpack_station(w)) : std::nullopt;
+        }
+        return neighbour(dst);
+    }
 
     // The port's segment is the port itself plus, if it is in an L2 group, the group's other
     // members. Returns the first port of the segment for which `pred(port_id)` holds, or -1.
@@ -354,8 +366,10 @@ public:
     bool segment_has_subnet(uint16_t port, uint32_t ip) const {
         return find_in_segment(port, [&](uint16_t p) { return ports[p].subnet_of(ip) != nullptr; }) >= 0;
     }
-    const Neighbour* neighbour(uint32_t ip) const;
-    const FdbEntry* fdb(const rte_ether_addr& mac, uint16_t group) const;
+    std::optional<Neighbour> neighbour(uint32_t ip) const { return tables->neighbour(ip); }
+    std::optional<FdbEntry> fdb(const rte_ether_addr& mac, uint16_t group) const {
+        return tables->fdb(mac, group);
+    }
 
 private:
     friend class compile::SnapshotBuilder;  // compile::build_snapshot is the only maker

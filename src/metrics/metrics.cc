@@ -267,6 +267,21 @@ std::vector<prometheus::MetricFamily> families(const Stats& s) {
     }
     b.gauge("fdb_entries", "Learned MAC addresses in all L2 groups", d(s.fdb_entries));
     b.gauge("routes", "Configured static routes", d(s.routes));
+    {
+        auto& used = b.family("table_entries", "Entries in use in a forwarding table",
+                              MetricType::Gauge);
+        auto& cap = b.family("table_capacity", "Entries a forwarding table can hold",
+                             MetricType::Gauge);
+        const std::pair<const char*, const Stats::Occupancy*> tables[] = {
+            {"neighbours", &s.neighbour_table},
+            {"fdb", &s.fdb_table},
+            {"routes", &s.route_table},
+            {"nexthops", &s.nexthop_table}};
+        for (const auto& [name, o] : tables) {
+            Builder::add(used, d(o->used), {{"table", name}});
+            Builder::add(cap, d(o->capacity), {{"table", name}});
+        }
+    }
     b.gauge("route_gateways_down",
             "Route gateways found down (ARP expired or unanswered) that routes with backup_via "
             "avoid",

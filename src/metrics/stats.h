@@ -73,8 +73,14 @@ struct JobStats {
       "ARP requests not sent (no mbuf or ring full)")                                             \
     S(neighbours_expired, total, "neighbours_expired_total", "Learned neighbours removed by ageing") \
     S(fdb_expired, total, "fdb_expired_total", "FDB entries removed by ageing")                   \
-    S(neighbour_table_full, total, "table_full_total", "Learning refused because a table was full") \
-    S(fdb_table_full, total, "table_full_total", "Learning refused because a table was full")     \
+    S(neighbours_learned, total, "neighbours_learned_total",                                      \
+      "Neighbours learned (each one insert into the in-place neighbour table)")                   \
+    S(fdb_learned, total, "fdb_learned_total",                                                    \
+      "MAC addresses learned (each one insert into the in-place FDB)")                            \
+    S(neighbour_table_full, total, "table_full_total{table=\"neighbours\"}",                      \
+      "Learning refused because a table was full")                                                \
+    S(fdb_table_full, total, "table_full_total{table=\"fdb\"}",                                   \
+      "Learning refused because a table was full")                                                \
     S(events_dropped_backlog, total, "control_events_lost_total", "Worker events lost to a full ring") \
     S(route_failovers, total, "route_failovers_total",                                            \
       "Routes moved from a down gateway to a backup_via gateway")                                 \
@@ -107,6 +113,15 @@ struct Stats {
     size_t fdb_entries = 0;
     size_t routes = 0;
     size_t gateways_down = 0;
+    // Occupancy of the forwarding tables workers read: entries in use and room.
+    struct Occupancy {
+        size_t used = 0;
+        size_t capacity = 0;
+    };
+    Occupancy neighbour_table;  // static and learned neighbours
+    Occupancy fdb_table;
+    Occupancy route_table;      // prefixes in the published LPM
+    Occupancy nexthop_table;    // shared next hops of the published snapshot
     unsigned mempool_available = 0;
     unsigned mempool_in_use = 0;
     unsigned mempool_size = 0;

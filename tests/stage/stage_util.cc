@@ -6,6 +6,7 @@
 #include <rte_errno.h>
 #include <netinet/in.h>
 #include <rte_mempool.h>
+#include <rte_malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -350,6 +351,12 @@ void StageTest::SetUp() {
     fdb_seen.assign(64, 0);
     ctx->fdb_seen = fdb_seen.data();
     ctx->fdb_seen_len = static_cast<uint32_t>(fdb_seen.size());
+    // The forwarding tables reclaim through a QSBR variable; no reader registers on this one,
+    // so a grace period ends at once.
+    qsbr = static_cast<rte_rcu_qsbr*>(
+        rte_zmalloc("stage_qsbr", rte_rcu_qsbr_get_memsize(1), RTE_CACHE_LINE_SIZE));
+    ASSERT_NE(qsbr, nullptr);
+    ASSERT_EQ(rte_rcu_qsbr_init(qsbr, 1), 0);
     build();
 }
 
@@ -366,16 +373,24 @@ void StageTest::TearDown() {
     }
     rte_ring_free(ring);
     snap.reset();
+    tables.reset();
+    rte_free(qsbr);
 }
 
 void StageTest::build(const std::string& yaml, const std::vector<dp::DynamicNeighbour>& learned,
                       const std::vector<dp::DynamicFdbEntry>& fdb,
                       const std::vector<dp::PortBinding>& bindings) {
     snap.reset();  // its LPM is large; never hold two
+    tables.reset();
     auto r = config::load_string(yaml, "stage.yaml");
     ASSERT_TRUE(r.ok()) << r.error_text();
     std::string error;
-    snap = compile::build_snapshot(*r.config, bindings, learned, fdb, unique_id(), error);
+    // What the control plane does: the neighbour table holds the static and learned
+    // neighbours, the FDB its entries, and the snapshot points at both.
+    auto built = compile::build_standalone(*r.config, bindings, learned, fdb, qsbr, unique_id(),
+                                           error);
+    tables = std::move(built.tables);
+    snap = std::move(built.snapshot);
     ASSERT_NE(snap, nullptr) << error;
 }
 

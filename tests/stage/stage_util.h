@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <rte_ether.h>
 #include <rte_mbuf.h>
+#include <rte_rcu_qsbr.h>
 #include <rte_ring.h>
 
 #include <cstdint>
@@ -165,6 +166,8 @@ protected:
     rte_mempool* pool = nullptr;
     rte_ring* ring = nullptr;
     std::unique_ptr<pipeline::LcoreContext> ctx;
+    rte_rcu_qsbr* qsbr = nullptr;
+    std::unique_ptr<dp::ForwardingTables> tables;  // outlives snap, which points at it
     std::unique_ptr<dp::Snapshot> snap;
     std::vector<uint64_t> fdb_seen;
     static constexpr uint64_t kStartTsc = 1'000'000'000'000ull;

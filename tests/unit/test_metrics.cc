@@ -117,12 +117,11 @@ TEST(Metrics, ListsAreNotEmptyAndNamesAreUniqueWithinALabel) {
     for (const auto& e : list) {
         members_of[e.metric].insert(e.list + "." + e.member);
     }
-    // Only the documented merges share a metric and label: events lost in a ring (workers)
-    // and to a full backlog (control plane), and the two full tables.
+    // Only the documented merge shares a metric and label: events lost in a ring (workers)
+    // and to a full backlog (control plane).
     for (const auto& [metric, members] : members_of) {
         if (members.size() > 1) {
-            EXPECT_TRUE(metric == "control_events_lost_total" || metric == "table_full_total")
-                << metric;
+            EXPECT_TRUE(metric == "control_events_lost_total") << metric;
         }
     }
 }
@@ -180,7 +179,11 @@ TEST(Metrics, MergedCountersAreSummedIntoOneSample) {
     s.control.fdb_table_full = 5;
     const std::string text = ina::metrics::render(s);
     EXPECT_NE(text.find("\ninaswitch_control_events_lost_total 5\n"), std::string::npos) << text;
-    EXPECT_NE(text.find("\ninaswitch_table_full_total 9\n"), std::string::npos) << text;
+    EXPECT_NE(text.find("\ninaswitch_table_full_total{table=\"neighbours\"} 4\n"),
+              std::string::npos)
+        << text;
+    EXPECT_NE(text.find("\ninaswitch_table_full_total{table=\"fdb\"} 5\n"), std::string::npos)
+        << text;
 }
 
 // Every family the switch exposed before its counters came from lists (dashboards, golden

@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "dataplane/forwarding_tables.h"
+
+#include <rte_errno.h>
+#include <rte_hash.h>
+#include <rte_jhash.h>
+
+namespace ina::dp {
+
+namespace {
+
+rte_hash* make_lf_hash(const std::string& name, uint32_t entries, uint32_t key_len,
+                       rte_rcu_qsbr* qsbr, std::string& error) {
+    rte_hash_parameters params{};
+    params.name = name.c_str();
+    params.entries = entries;
+    params.key_len = key_len;
+    params.hash_func = rte_jhash;
+    params.hash_func_init_val = 0;
+    params.socket_id = SOCKET_ID_ANY;
+    // Lock-free readers against one writer; the extendable buckets make the capacity exact.
+    params.extra_flag = RTE_HASH_EXTRA_FLAGS_RW_CONCURRENCY_LF | RTE_HASH_EXTRA_FLAGS_EXT_TABLE;
+    rte_hash* h = rte_hash_create(&params);
+    if (h == nullptr) {
+        error = "rte_hash_create(" + name + "): " + rte_strerror(rte_errno);
+        return nullptr;
+    }
+    // Deleted keys go to a defer queue and their slots are reused only after a grace period;
+    // the queue is reclaimed as the writer adds and deletes (and when an add finds no slot).
+    rte_hash_rcu_config rcu{};
+    rcu.v = qsbr;
+    rcu.mode = RTE_HASH_QSBR_MODE_DQ;
+    if (rte_hash_rcu_qsbr_add(h, &rcu) != 0) {
+        error = "rte_hash_rcu_qsbr_add(" + name + "): " + rte_strerror(rte_errno);
+        rte_hash_free(h);
+        return nullptr;
+    }
+    return h;
+}
+
+void* as_data(uint64_t w) { return reinterpret_cast<void*>(static_cast<uintptr_t>(w)); }
+uint64_t of_data(void* d) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(d)); }
+
+}  // namespace
+
+std::unique_ptr<ForwardingTables> ForwardingTables::create(const std::string& name,
+                                                           uint32_t max_neighbours,
+                                                           uint32_t max_fdb, rte_rcu_qsbr* qsbr,
+                                                           std::string& error) {
+    if (qsbr == nullptr) {
+        error = "forwarding tables need the dataplane's QSBR variable";
+        return nullptr;
+    }
+    std::unique_ptr<ForwardingTables> t(new ForwardingTables());
+    t->neighbour_capacity_ = max_neighbours;
+    t->fdb_capacity_ = max_fdb;
+    t->neighbours_ = make_lf_hash("nb_" + name, max_neighbours, sizeof(uint32_t), qsbr, error);
+    if (t->neighbours_ == nullptr) {
+        return nullptr;
+    }
+    t->fdb_ = make_lf_hash("fdb_" + name, max_fdb, sizeof(FdbKey), qsbr, error);
+    if (t->fdb_ == nullptr) {
+        return nullptr;
+    }
+    return t;
+}
+
+ForwardingTables::~ForwardingTables() {
+    rte_hash_free(neighbours_);
+    rte_hash_free(fdb_);
+}
+
+uint64_t ForwardingTables::neighbour_word(uint32_t ip) const {
+    void* data = nullptr;
+    if (rte_hash_lookup_data(neighbours_, &ip, &data) < 0) {
+        return 0;
+    }
+    return of_data(data);
+}
+
+std::optional<Neighbour> ForwardingTables::neighbour(uint32_t ip) const {
+    const uint64_t w = neighbour_word(ip);
+    if (w == 0) {
+        return std::nullopt;
+    }
+    return unpack_station(w);
+}
+
+std::optional<FdbEntry> ForwardingTables::fdb(const rte_ether_addr& mac, uint16_t group) const {
+    const FdbKey key = fdb_key(mac, group);
+    void* data = nullptr;
+    if (rte_hash_lookup_data(fdb_, &key, &data) < 0) {
+        return std::nullopt;
+    }
+    const uint64_t w = of_data(data);
+    return FdbEntry{static_cast<uint16_t>(w >> 32), static_cast<uint32_t>(w)};
+}
+
+bool ForwardingTables::set_neighbour(uint32_t ip, const rte_ether_addr& mac, uint16_t port) {
+    const bool present = rte_hash_lookup(neighbours_, &ip) >= 0;
+    if (rte_hash_add_key_data(neighbours_, &ip, as_data(pack_station(mac, port))) != 0) {
+        return false;
+    }
+    neighbour_count_ += present ? 0 : 1;
+    return true;
+}
+
+void ForwardingTables::remove_neighbour(uint32_t ip) {
+    if (rte_hash_del_key(neighbours_, &ip) >= 0) {
+        --neighbour_count_;
+    }
+}
+
+bool ForwardingTables::set_fdb(const rte_ether_addr& mac, uint16_t group, const FdbEntry& e) {
+    const FdbKey key = fdb_key(mac, group);
+    const bool present = rte_hash_lookup(fdb_, &key) >= 0;
+    if (rte_hash_add_key_data(fdb_, &key, as_data(uint64_t{e.port} << 32 | e.index)) != 0) {
+        return false;
+    }
+    fdb_count_ += present ? 0 : 1;
+    return true;
+}
+
+void ForwardingTables::remove_fdb(const rte_ether_addr& mac, uint16_t group) {
+    const FdbKey key = fdb_key(mac, group);
+    if (rte_hash_del_key(fdb_, &key) >= 0) {
+        --fdb_count_;
+    }
+}
+
+}  // namespace ina::dp

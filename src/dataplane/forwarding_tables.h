@@ -1,0 +1,114 @@
+// SPDX-License-Identifier: Apache-2.0
+// The learned forwarding state workers read while the control plane changes it in place: the
+// neighbour table (IPv4 -> MAC, port) and the FDB ((MAC, L2 group) -> port, last-seen index).
+// Both are rte_hash tables with lock-free read/write concurrency: one writer (the control-plane
+// thread), any number of readers (worker lcores) that never take a lock. A deleted key's slot is
+// handed back to the table only after every reader registered on the dataplane's QSBR variable
+// has passed a quiescent state (rte_hash_rcu_qsbr_add), so a lookup in progress never reads a
+// slot reused by another key. The tables outlive snapshots: the control plane owns them and every
+// snapshot points at the same pair, so learning a host is one insert, not a snapshot rebuild.
+//
+// Values fit in the hash's 64-bit data word (a MAC and a port, or a port and an index), so an
+// update is one atomic store of that word: a reader sees the old entry or the new, never a mix.
+#pragma once
+
+#include <rte_ether.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+
+struct rte_hash;
+struct rte_rcu_qsbr;
+
+namespace ina::dp {
+
+struct Neighbour {
+    rte_ether_addr mac{};
+    uint16_t port = 0;
+};
+
+struct FdbEntry {
+    uint16_t port = 0;
+    uint32_t index = 0;  // stable slot in the per-lcore last-seen arrays (fdb_seen)
+};
+
+// Key of an FDB lookup: padded to 8 bytes so hashing never reads indeterminate bytes.
+struct FdbKey {
+    uint8_t mac[6];
+    uint16_t group;
+};
+static_assert(sizeof(FdbKey) == 8);
+
+// A resolved station packed in one word: bit 63 set, port in bits 48..62, MAC in bits 0..47.
+// 0 means unresolved. Next hops (snapshot.h) carry the same word, so publishing a resolution
+// is one atomic store wherever it lives.
+inline constexpr uint64_t kResolvedBit = uint64_t{1} << 63;
+
+constexpr uint64_t pack_station(const rte_ether_addr& mac, uint16_t port) {
+    uint64_t w = 0;
+    for (int i = 0; i < 6; ++i) {
+        w |= uint64_t{mac.addr_bytes[i]} << (8 * i);
+    }
+    return kResolvedBit | (uint64_t{port} & 0x7fff) << 48 | w;
+}
+constexpr Neighbour unpack_station(uint64_t w) {
+    Neighbour n;
+    for (int i = 0; i < 6; ++i) {
+        n.mac.addr_bytes[i] = static_cast<uint8_t>(w >> (8 * i));
+    }
+    n.port = static_cast<uint16_t>(w >> 48 & 0x7fff);
+    return n;
+}
+
+inline FdbKey fdb_key(const rte_ether_addr& mac, uint16_t group) {
+    FdbKey key{};
+    std::memcpy(key.mac, mac.addr_bytes, 6);
+    key.group = group;
+    return key;
+}
+
+class ForwardingTables {
+public:
+    // Creates both tables with room for exactly `max_neighbours` and `max_fdb` keys (an
+    // extendable bucket table, so a full table means every slot is taken, not an unlucky
+    // bucket) and attaches them to `qsbr` for deferred reclamation. `name` makes the DPDK object
+    // names unique. Returns nullptr and sets `error` on failure.
+    static std::unique_ptr<ForwardingTables> create(const std::string& name,
+                                                    uint32_t max_neighbours, uint32_t max_fdb,
+                                                    rte_rcu_qsbr* qsbr, std::string& error);
+    ~ForwardingTables();
+    ForwardingTables(const ForwardingTables&) = delete;
+    ForwardingTables& operator=(const ForwardingTables&) = delete;
+
+    // Readers (any lcore registered on the QSBR variable, or the writer thread).
+    std::optional<Neighbour> neighbour(uint32_t ip) const;
+    // The packed word of neighbour `ip` (pack_station), 0 when unknown.
+    uint64_t neighbour_word(uint32_t ip) const;
+    std::optional<FdbEntry> fdb(const rte_ether_addr& mac, uint16_t group) const;
+
+    // Writer (one thread). Insert or replace; false when the table is full (nothing changed).
+    bool set_neighbour(uint32_t ip, const rte_ether_addr& mac, uint16_t port);
+    void remove_neighbour(uint32_t ip);
+    bool set_fdb(const rte_ether_addr& mac, uint16_t group, const FdbEntry& e);
+    void remove_fdb(const rte_ether_addr& mac, uint16_t group);
+
+    uint32_t neighbour_capacity() const { return neighbour_capacity_; }
+    uint32_t fdb_capacity() const { return fdb_capacity_; }
+    // Keys present (deleted keys awaiting their grace period are not counted).
+    uint32_t neighbour_count() const { return neighbour_count_; }
+    uint32_t fdb_count() const { return fdb_count_; }
+
+private:
+    ForwardingTables() = default;
+    rte_hash* neighbours_ = nullptr;  // uint32 ip (host order) -> pack_station word
+    rte_hash* fdb_ = nullptr;         // FdbKey -> port << 32 | index
+    uint32_t neighbour_capacity_ = 0;
+    uint32_t fdb_capacity_ = 0;
+    uint32_t neighbour_count_ = 0;
+    uint32_t fdb_count_ = 0;
+};
+
+}  // namespace ina::dp
