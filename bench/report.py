@@ -361,6 +361,40 @@ def write(res, doc, result_path):
     elif bi:
         L += ["## BIER replication", "", "Not measured: %s" % bi.get("error"), ""]
 
+    sc = res.get("scale")
+    if sc and "learning" in sc:
+        le, ro = sc["learning"], sc["routes"]
+        L += ["## Rack-scale forwarding state (issue 13)", "",
+              "`bench/scale.py`: a `net_pcap` port replays ARP requests to the switch from "
+              "%d hosts and another frames from %d source MACs into an L2 group, in a loop; "
+              "learning is timed from the first entry to the last in the in-place tables "
+              "(`inaswitch_table_entries`, sampled every 20 ms, so the figures include the "
+              "sampling). Then %d routes through one gateway from the config, and %d single "
+              "routes added and deleted through the API, each timed." % (
+                  le["hosts"], le["macs"], ro["routes"], ro["api_changes"]), "",
+              "| figure | value |", "| --- | --- |",
+              "| neighbours learned | %d in %s s (%s /s) |" % (
+                  le["hosts"], f(le["neighbours_learned_s"]), f(le["neighbours_per_s"], 0)),
+              "| MACs learned | %d in %s s (%s /s) |" % (
+                  le["macs"], f(le["fdb_learned_s"]), f(le["fdb_per_s"], 0)),
+              "| snapshots published while learning | %d |" % le[
+                  "snapshots_published_while_learning"],
+              "| worker events lost / table full | %d / %d |" % (le["events_lost"],
+                                                                 le["table_full"]),
+              "| RSS before / after learning | %s / %s MiB |" % (
+                  f(le["rss_mib_before"], 0), f(le["rss_mib_after"], 0)),
+              "| %d routes: start-up / reload | %s s / %s s |" % (
+                  ro["routes"], f(ro["start_s"]), f(ro["reload_s"])),
+              "| RSS with %d routes | %s MiB |" % (ro["routes"], f(ro["rss_mib"], 0)),
+              "| API route add p50 / p99 | %s / %s ms |" % (ro["add_ms_p50"], ro["add_ms_p99"]),
+              "| API route delete p50 / p99 | %s / %s ms |" % (ro["delete_ms_p50"],
+                                                              ro["delete_ms_p99"]),
+              "| API route changes | %s /s (goal ≥ 10,000) |" % f(ro["api_routes_per_s"], 1),
+              "| worst RX stall during 1,000 arrivals | not measured (no per-loop gap metric "
+              "yet) |", ""]
+    elif sc:
+        L += ["## Rack-scale forwarding state", "", "Not measured: %s" % sc.get("error"), ""]
+
     if res.get("profiles"):
         L += ["## Profiles (this run's build)", ""]
         for name, prof in res["profiles"].items():

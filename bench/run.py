@@ -4,7 +4,7 @@
 (tables and PNG plots), each figure a ratio against a ceiling measured in the same run.
 
     /usr/bin/python3 bench/run.py [--smoke] [--repeat N] [--out FILE] [--doc FILE]
-                                  [--only forwarding,aggregation,scaling,latency,e2e]
+                                  [--only forwarding,aggregation,scaling,latency,e2e,bier,scale]
 
 Scenarios:
   forwarding   L3 (and L2) forwarding per core vs dpdk-testpmd --forward-mode=mac on the same vdevs
@@ -17,6 +17,9 @@ Scenarios:
                switch vs ina-ps as host root vs gloo ring (needs root; skipped otherwise)
   bier         BIER replication per core: copies/s for 2, 4, 16 neighbours vs testpmd io
                (bench/bier.py)
+  scale        rack-scale forwarding state: 4,096 neighbours and 16,384 MACs learned from
+               replayed traffic, 100,000 routes from the config, route changes through the API
+               (bench/scale.py)
 --smoke runs each briefly to check that it works (CI); its figures mean nothing.
 Needs the build (meson setup build-perf && ninja -C build-perf; --build DIR), dpdk-testpmd, and
 for plots python3-matplotlib, for gloo python3-torch (.ci/setup installs them).
@@ -38,7 +41,7 @@ import common  # noqa: E402
 import forwarding  # noqa: E402
 import latency  # noqa: E402
 
-SCENARIOS = ["forwarding", "aggregation", "scaling", "latency", "e2e", "bier"]
+SCENARIOS = ["forwarding", "aggregation", "scaling", "latency", "e2e", "bier", "scale"]
 
 
 def log(msg):
@@ -132,6 +135,11 @@ def scenario_bier(a):
             "rows": rows}
 
 
+def scenario_scale(a):
+    import scale
+    return scale.measure(os.path.join(a.build, "src", "app", "inaswitch"), a.smoke, log=log)
+
+
 def goals(res):
     """Each goal of issue 5: value, target, met."""
     out = []
@@ -162,6 +170,10 @@ def goals(res):
     e2e = res.get("e2e", {})
     add("e2e: INA time / gloo ring time", e2e.get("ina_over_gloo"), 0.75, "lower")
     add("e2e: INA time / ina-ps time", e2e.get("ina_over_ps"), 0.5, "lower")
+    sc = res.get("scale", {})
+    add("route add/delete through the API (changes/s)",
+        sc.get("routes", {}).get("api_routes_per_s"), 10000, "higher",
+        "issue 13; each change still rebuilds the snapshot")
     return out
 
 

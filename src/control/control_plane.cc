@@ -313,7 +313,8 @@ bool ControlPlane::put_neighbour_locked(uint32_t ip, uint64_t word, bool& rebuil
         table_neighbours_.erase(ip);
     } else {
         const dp::Neighbour n = dp::unpack_station(word);
-        if (!tables_->set_neighbour(ip, n.mac, n.port)) {
+        if (!tables_->set_neighbour(ip, n.mac, n.port,
+                                    dp::ForwardingTables::Room::wait_for_readers)) {
             return false;
         }
         table_neighbours_[ip] = word;
@@ -568,7 +569,8 @@ void ControlPlane::handle_event(const dp::Event& ev, bool& dirty) {
             const uint32_t index = free_fdb_indices_.back();
             rte_ether_addr mac;
             std::memcpy(mac.addr_bytes, ev.mac, 6);
-            if (!tables_->set_fdb(mac, ev.group, dp::FdbEntry{ev.port, index})) {
+            if (!tables_->set_fdb(mac, ev.group, dp::FdbEntry{ev.port, index},
+                                  dp::ForwardingTables::Room::wait_for_readers)) {
                 ++counters_.fdb_table_full;
                 return;
             }

@@ -4,6 +4,9 @@
 #include <rte_errno.h>
 #include <rte_hash.h>
 #include <rte_jhash.h>
+#include <rte_rcu_qsbr.h>
+
+#include <cerrno>
 
 namespace ina::dp {
 
@@ -52,6 +55,7 @@ std::unique_ptr<ForwardingTables> ForwardingTables::create(const std::string& na
         return nullptr;
     }
     std::unique_ptr<ForwardingTables> t(new ForwardingTables());
+    t->qsbr_ = qsbr;
     t->neighbour_capacity_ = max_neighbours;
     t->fdb_capacity_ = max_fdb;
     t->neighbours_ = make_lf_hash("nb_" + name, max_neighbours, sizeof(uint32_t), qsbr, error);
@@ -96,13 +100,27 @@ std::optional<FdbEntry> ForwardingTables::fdb(const rte_ether_addr& mac, uint16_
     return FdbEntry{static_cast<uint16_t>(w >> 32), static_cast<uint32_t>(w)};
 }
 
-bool ForwardingTables::set_neighbour(uint32_t ip, const rte_ether_addr& mac, uint16_t port) {
-    const bool present = rte_hash_lookup(neighbours_, &ip) >= 0;
-    if (rte_hash_add_key_data(neighbours_, &ip, as_data(pack_station(mac, port))) != 0) {
+bool ForwardingTables::insert(rte_hash* h, const void* key, uint64_t data, uint32_t& count,
+                              uint32_t capacity, Room room) {
+    const bool present = rte_hash_lookup(h, key) >= 0;
+    int rc = rte_hash_add_key_data(h, key, as_data(data));
+    if (rc == -ENOSPC && !present && count < capacity && room == Room::wait_for_readers) {
+        // Every free slot is a deleted key's, awaiting its grace period: wait it out; the
+        // retried add reclaims the slots.
+        rte_rcu_qsbr_synchronize(qsbr_, RTE_QSBR_THRID_INVALID);
+        rc = rte_hash_add_key_data(h, key, as_data(data));
+    }
+    if (rc != 0) {
         return false;
     }
-    neighbour_count_ += present ? 0 : 1;
+    count += present ? 0 : 1;
     return true;
+}
+
+bool ForwardingTables::set_neighbour(uint32_t ip, const rte_ether_addr& mac, uint16_t port,
+                                     Room room) {
+    return insert(neighbours_, &ip, pack_station(mac, port), neighbour_count_,
+                  neighbour_capacity_, room);
 }
 
 void ForwardingTables::remove_neighbour(uint32_t ip) {
@@ -111,14 +129,10 @@ void ForwardingTables::remove_neighbour(uint32_t ip) {
     }
 }
 
-bool ForwardingTables::set_fdb(const rte_ether_addr& mac, uint16_t group, const FdbEntry& e) {
+bool ForwardingTables::set_fdb(const rte_ether_addr& mac, uint16_t group, const FdbEntry& e,
+                               Room room) {
     const FdbKey key = fdb_key(mac, group);
-    const bool present = rte_hash_lookup(fdb_, &key) >= 0;
-    if (rte_hash_add_key_data(fdb_, &key, as_data(uint64_t{e.port} << 32 | e.index)) != 0) {
-        return false;
-    }
-    fdb_count_ += present ? 0 : 1;
-    return true;
+    return insert(fdb_, &key, uint64_t{e.port} << 32 | e.index, fdb_count_, fdb_capacity_, room);
 }
 
 void ForwardingTables::remove_fdb(const rte_ether_addr& mac, uint16_t group) {

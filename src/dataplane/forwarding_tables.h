@@ -89,10 +89,17 @@ public:
     uint64_t neighbour_word(uint32_t ip) const;
     std::optional<FdbEntry> fdb(const rte_ether_addr& mac, uint16_t group) const;
 
+    // What an insert does when every free slot belongs to a deleted key still in its grace
+    // period: refuse, or wait until every reader has passed a quiescent state (microseconds
+    // while workers run; never from a reader) and then take the reclaimed slot.
+    enum class Room { refuse, wait_for_readers };
+
     // Writer (one thread). Insert or replace; false when the table is full (nothing changed).
-    bool set_neighbour(uint32_t ip, const rte_ether_addr& mac, uint16_t port);
+    bool set_neighbour(uint32_t ip, const rte_ether_addr& mac, uint16_t port,
+                       Room room = Room::refuse);
     void remove_neighbour(uint32_t ip);
-    bool set_fdb(const rte_ether_addr& mac, uint16_t group, const FdbEntry& e);
+    bool set_fdb(const rte_ether_addr& mac, uint16_t group, const FdbEntry& e,
+                 Room room = Room::refuse);
     void remove_fdb(const rte_ether_addr& mac, uint16_t group);
 
     uint32_t neighbour_capacity() const { return neighbour_capacity_; }
@@ -103,6 +110,10 @@ public:
 
 private:
     ForwardingTables() = default;
+    // Adds or replaces `key` in `h`, whose live keys number `count` of `capacity`.
+    bool insert(rte_hash* h, const void* key, uint64_t data, uint32_t& count, uint32_t capacity,
+                Room room);
+    rte_rcu_qsbr* qsbr_ = nullptr;
     rte_hash* neighbours_ = nullptr;  // uint32 ip (host order) -> pack_station word
     rte_hash* fdb_ = nullptr;         // FdbKey -> port << 32 | index
     uint32_t neighbour_capacity_ = 0;

@@ -1,0 +1,276 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""Rack-scale forwarding state (issue 13): how fast the switch learns hosts from live traffic,
+what a large route table costs, and how fast routes change through the API.
+
+    /usr/bin/python3 bench/scale.py [--smoke] [--binary PATH]
+
+Learning: a net_pcap port replays (in a loop) ARP requests to the switch from N hosts, another
+replays frames from M source MACs; a reload adds the hosts' subnet and the L2 group, and the
+figures are the time from the reload's answer to N (M) entries in the in-place tables
+(inaswitch_table_entries, sampled every 20 ms), the learning rate, how many snapshots were
+published meanwhile (learning publishes none), and the resident memory. Routes: R routes through one gateway loaded from the config (start-up and reload time,
+memory), then single routes added and deleted through POST/DELETE /api/v1/routes, timed one by
+one (each is a config change: a new snapshot with every route). A wall-clock benchmark on a
+shared machine: the figures are as measured, never a pass/fail.
+"""
+import argparse
+import json
+import os
+import signal
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from common import eal_memory, hugepages_available  # noqa: E402
+from forwarding import free_port  # noqa: E402
+from inapcap import mac, write_pcap  # noqa: E402
+
+SWITCH_MAC = "02:00:00:00:00:01"
+SWITCH_IP = "10.0.0.1"  # /16 on the hosts port: room for every host
+
+
+def host_ip(i):
+    return "10.0.%d.%d" % (16 + i // 250, 2 + i % 250)
+
+
+def ip_bytes(text):
+    return bytes(int(x) for x in text.split("."))
+
+
+def arp_request(i):
+    sha = mac("02:10:%02x:%02x:%02x:%02x" % (i >> 24 & 255, i >> 16 & 255, i >> 8 & 255, i & 255))
+    eth = b"\xff" * 6 + sha + struct.pack("!H", 0x0806)
+    arp = struct.pack("!HHBBH", 1, 0x0800, 6, 4, 1) + sha + ip_bytes(host_ip(i)) + b"\0" * 6 + \
+        ip_bytes(SWITCH_IP)
+    return eth + arp + b"\0" * 18
+
+
+def l2_frame(i):
+    src = mac("02:20:%02x:%02x:%02x:%02x" % (i >> 24 & 255, i >> 16 & 255, i >> 8 & 255, i & 255))
+    return mac("02:30:00:00:00:01") + src + struct.pack("!H", 0x88b5) + b"\0" * 46
+
+
+def get(url, timeout=30):
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return r.read().decode()
+
+
+def call(method, url, body=None, timeout=120):
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method,
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return json.loads(r.read().decode() or "{}")
+
+
+def metric(text, name, labels=""):
+    key = name + ("{" + labels + "}" if labels else "")
+    for line in text.splitlines():
+        if line.startswith(key + " "):
+            return float(line.split()[-1])
+    return 0.0
+
+
+def rss_mib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    return 0.0
+
+
+class Switch:
+    """inaswitch on the given config body; the API on a free loopback port."""
+
+    def __init__(self, binary, body, prefix, huge):
+        self.api = free_port()
+        eal = ["-l", "0-1", "--no-pci", "--log-level", "*:error"] + eal_memory(huge)
+        cfg = ("version: 1\neal:\n  args: %s\ncontrol: {listen: \"127.0.0.1:%d\", "
+               "allow_unauthenticated: true}\n" % (json.dumps(eal), self.api)) + body
+        f = tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False)
+        f.write(cfg)
+        f.close()
+        self.path = f.name
+        self.base = "http://127.0.0.1:%d" % self.api
+        t0 = time.monotonic()
+        self.proc = subprocess.Popen([binary, "-c", self.path, "--file-prefix", prefix],
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        deadline = t0 + 300
+        while True:
+            try:
+                get(self.base + "/metrics", timeout=5)
+                break
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    self.close()
+                    raise RuntimeError("inaswitch did not start:\n" + self.proc.stdout.read())
+                time.sleep(0.05)  # polling an HTTP endpoint for readiness
+        self.start_s = time.monotonic() - t0
+        # The reload path re-reads the file; rewrite() keeps these four header lines.
+        assert cfg.count("\n", 0, cfg.index(body)) == 4
+
+    def rewrite(self, body):
+        """Replaces the config file's body (the header stays): POST /api/v1/reload reads it."""
+        with open(self.path) as f:
+            head = f.read().split("\n", 4)[:4]
+        with open(self.path, "w") as f:
+            f.write("\n".join(head) + "\n" + body)
+
+    def metrics(self):
+        return get(self.base + "/metrics")
+
+    def wait_for(self, name, labels, target, timeout, t0):
+        """Polls until metric >= target; returns the samples (seconds since t0, value)."""
+        series = []
+        while True:
+            v = metric(self.metrics(), name, labels)
+            series.append((time.monotonic() - t0, v))
+            if v >= target:
+                return series
+            if time.monotonic() - t0 > timeout:
+                raise RuntimeError("%s{%s} reached %d of %d in %ds" % (name, labels, v, target,
+                                                                        timeout))
+            time.sleep(0.02)  # sampling interval of the learning curve
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        os.unlink(self.path)
+
+
+def learning(binary, hosts, macs, huge, work, log):
+    arp_pcap = os.path.join(work, "arp.pcap")
+    l2_pcap = os.path.join(work, "l2.pcap")
+    write_pcap(arp_pcap, [arp_request(i) for i in range(hosts)])
+    write_pcap(l2_pcap, [l2_frame(i) for i in range(macs)])
+    # The switch starts with the hosts' subnet and the L2 group absent (their frames are
+    # dropped, nothing is learned); a reload adds both, and the hosts "arrive" at once.
+    body = """mempool: {mbufs: 16383}
+arp: {max_neighbours: %d}
+l2: {max_fdb_entries: %d}
+ports:
+  - {name: hosts, devargs: "net_pcap0,rx_pcap=%s,infinite_rx=1,tx_pcap=/dev/null", mac: "%s"%s}
+  - {name: la, devargs: "net_pcap1,rx_pcap=%s,infinite_rx=1,tx_pcap=/dev/null"%s}
+  - {name: lb, devargs: "net_null0,no-rx=1"%s}
+"""
+    args = (2 * hosts, 2 * macs, arp_pcap, SWITCH_MAC)
+    sw = Switch(binary, body % (args + ("", l2_pcap, "", "")),
+                "scale-learn-tor-scale-%d" % os.getpid(), huge)
+    try:
+        sw.rewrite(body % (args + (", ipv4: [%s/16]" % SWITCH_IP, l2_pcap, ", l2_group: rack",
+                                   ", l2_group: rack")))
+        rss0 = rss_mib(sw.proc.pid)
+        r = call("POST", sw.base + "/api/v1/reload")
+        if not r.get("ok"):
+            raise RuntimeError("reload refused: %s" % r)
+        t0 = time.monotonic()
+        published0 = metric(sw.metrics(), "inaswitch_snapshots_published_total")
+        nb = sw.wait_for("inaswitch_table_entries", 'table="neighbours"', hosts, 300, t0)
+        fdb = sw.wait_for("inaswitch_table_entries", 'table="fdb"', macs, 300, t0)
+        after = sw.metrics()
+
+        nb_total, fdb_total = nb[-1][0], fdb[-1][0]
+        res = {
+            "hosts": hosts, "macs": macs,
+            "neighbours_learned_s": round(nb_total, 3),
+            "neighbours_per_s": round(hosts / nb_total, 1),
+            "fdb_learned_s": round(fdb_total, 3),
+            "fdb_per_s": round(macs / fdb_total, 1),
+            "snapshots_published_while_learning":
+                metric(after, "inaswitch_snapshots_published_total") - published0,
+            "events_lost": metric(after, "inaswitch_control_events_lost_total"),
+            "table_full": metric(after, "inaswitch_table_full_total", 'table="neighbours"') +
+            metric(after, "inaswitch_table_full_total", 'table="fdb"'),
+            "rss_mib_before": round(rss0, 1), "rss_mib_after": round(rss_mib(sw.proc.pid), 1),
+        }
+        log("learning: %(hosts)d neighbours in %(neighbours_learned_s).2f s (%(neighbours_per_s)s/s), "
+            "%(macs)d MACs in %(fdb_learned_s).2f s (%(fdb_per_s)s/s), %(snapshots_published_while_learning)d "
+            "snapshots published, RSS %(rss_mib_before).0f -> %(rss_mib_after).0f MiB" % res)
+        return res
+    finally:
+        sw.close()
+
+
+def routes(binary, n_routes, api_changes, huge, log):
+    lines = "\n".join("  - {prefix: %d.%d.%d.0/24, via: 10.1.0.2}" % (
+        20 + i // 65536, i // 256 % 256, i % 256) for i in range(n_routes))
+    body = """mempool: {mbufs: 4095}
+ports:
+  - {name: up, devargs: "net_null0,no-rx=1", ipv4: [10.1.0.1/24]}
+  - {name: down, devargs: "net_null1,no-rx=1", ipv4: [10.2.0.1/24]}
+routes:
+%s
+""" % lines
+    sw = Switch(binary, body, "scale-routes-tor-scale-%d" % os.getpid(), huge)
+    try:
+        m = sw.metrics()
+        res = {"routes": n_routes, "start_s": round(sw.start_s, 2),
+               "rss_mib": round(rss_mib(sw.proc.pid), 1),
+               "lpm_rules": metric(m, "inaswitch_table_entries", 'table="routes"'),
+               "nexthops": metric(m, "inaswitch_table_entries", 'table="nexthops"')}
+        t0 = time.monotonic()
+        call("POST", sw.base + "/api/v1/reload")
+        res["reload_s"] = round(time.monotonic() - t0, 3)
+        add, delete = [], []
+        for i in range(api_changes):
+            prefix = "99.%d.%d.0/24" % (i // 256, i % 256)
+            t0 = time.monotonic()
+            r = call("POST", sw.base + "/api/v1/routes", {"prefix": prefix, "via": "10.1.0.2"})
+            add.append(time.monotonic() - t0)
+            if not r.get("ok"):
+                raise RuntimeError("route add refused: %s" % r)
+        for i in range(api_changes):
+            prefix = "99.%d.%d.0/24" % (i // 256, i % 256)
+            t0 = time.monotonic()
+            r = call("DELETE", sw.base + "/api/v1/routes?prefix=" + prefix)
+            delete.append(time.monotonic() - t0)
+            if not r.get("ok"):
+                raise RuntimeError("route delete refused: %s" % r)
+
+        def pct(v, p):
+            v = sorted(v)
+            return round(v[min(len(v) - 1, int(p / 100.0 * len(v)))] * 1e3, 2)
+        res.update({"api_changes": api_changes,
+                    "add_ms_p50": pct(add, 50), "add_ms_p99": pct(add, 99),
+                    "delete_ms_p50": pct(delete, 50), "delete_ms_p99": pct(delete, 99),
+                    "api_routes_per_s": round(2 * api_changes / (sum(add) + sum(delete)), 1)})
+        log("routes: %(routes)d from config: start %(start_s).1f s, reload %(reload_s).2f s, "
+            "RSS %(rss_mib).0f MiB; API add p50 %(add_ms_p50)s ms p99 %(add_ms_p99)s ms, delete "
+            "p50 %(delete_ms_p50)s ms p99 %(delete_ms_p99)s ms: %(api_routes_per_s)s changes/s" % res)
+        return res
+    finally:
+        sw.close()
+
+
+def measure(binary, smoke, log=print):
+    huge = hugepages_available()
+    hosts, macs, n_routes, api = (256, 1024, 1000, 10) if smoke else (4096, 16384, 100000, 50)
+    with tempfile.TemporaryDirectory() as work:
+        return {"learning": learning(binary, hosts, macs, huge, work, log),
+                "routes": routes(binary, n_routes, api, huge, log),
+                "worst_rx_stall_us": None}  # not measured yet: no per-loop gap metric
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--binary", default=os.path.join(ROOT, "build", "src", "app", "inaswitch"))
+    ap.add_argument("--smoke", action="store_true")
+    a = ap.parse_args()
+    print(json.dumps(measure(a.binary, a.smoke), indent=2))
+
+
+if __name__ == "__main__":
+    main()
