@@ -546,7 +546,7 @@ void ControlPlane::handle_event(const dp::Event& ev, bool& dirty) {
     }
     case dp::EventType::resolve_request: {
         if (learned_.count(ev.ip) != 0) {
-            return;  // already resolved; the snapshot carrying it is on its way
+            return;  // already in the neighbour table; the packet raced the insert
         }
         auto& p = pending_[ev.ip];
         p.port = ev.port;
