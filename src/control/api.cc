@@ -51,6 +51,7 @@ json ina_jobs_json(const config::Config& c) {
                     {"window", j.window},
                     {"worker_window", j.worker_window != 0 ? j.worker_window : j.window},
                     {"slot_timeout_ms", j.slot_timeout_ms},
+                    {"result_cache", config::ina_result_cache(j)},
                     {"root", j.root.str()},
                     {"workers", workers},
                     {"ingress", {{"ports", j.ingress_ports}, {"sources", sources}}},

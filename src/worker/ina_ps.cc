@@ -255,7 +255,7 @@ int main(int argc, char** argv) {
                 for (const auto& w : workers) {
                     c.results_sent += send_to(w, len) ? 1 : 0;
                 }
-            } else if (v == Verdict::resend_result) {
+            } else if (v == Verdict::resend_result || v == Verdict::cached_result) {
                 const size_t len = build_result(h);
                 // A single-bit P-BM is a worker asking again: answer it. A multi-bit P-BM is a
                 // switch re-sending its partial for a worker that lost the result; the switch
