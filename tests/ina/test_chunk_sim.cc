@@ -23,6 +23,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "chunk_test_util.h"
@@ -854,6 +855,28 @@ TEST(ChunkPlace, DealsTheWindowOverTheLanes) {
 namespace ina::test {
 namespace {
 
+// A root (W = w, 1..3 lanes) whose workers keep windows of 1 .. 2W: the schedules of the result
+// cache's tests, with results, data and whole rounds lost by seed.
+SimConfig root_beyond_window(uint16_t lanes, uint32_t w, uint64_t seed, uint32_t result_cache,
+                             bool one_violator) {
+    const double losses[] = {0.02, 0.1, 0.3};
+    SimConfig c;
+    c.role = Role::root;
+    c.lanes = lanes;
+    c.table_window = w;
+    c.result_cache = result_cache;
+    c.one_violator = one_violator;
+    c.min_worker_window = 1;
+    c.max_worker_window = 2 * w;
+    c.chunks = 12 * w + 5;
+    c.result_loss = losses[seed % 3];
+    c.data_loss = seed % 2 ? 0.02 : 0.0;
+    c.burst_loss = seed % 4 == 0 ? 0.3 : 0.0;
+    c.dup_prob = seed % 5 == 0 ? 0.1 : 0.0;
+    c.seed = seed * 2953 + w * 17 + lanes * 5;
+    return c;
+}
+
 // Issue 9, defect 5, the last gap: a worker beyond its window at a ROOT (which cannot widen its
 // release distance) makes it release a chunk on a false proof; when that worker's result of the
 // chunk is then lost, its retransmissions are late duplicates of a released chunk. Without the
@@ -865,31 +888,15 @@ namespace {
 // through store_result).
 TEST(ChunkTableSim, RootResultCacheServesAWorkerBeyondItsWindow) {
     uint64_t runs = 0, cached = 0;
-    const double losses[] = {0.02, 0.1, 0.3};
-    for (uint32_t depth : {1u, 2u}) {
-      for (bool one_violator : {true, false}) {
-        if (depth == 1 && !one_violator) continue;  // below the bound: tested to wedge apart
+    // result_cache 1 serves one worker beyond the window, 2 every worker.
+    for (const auto& [depth, one_violator] : {std::pair{1u, true}, {2u, true}, {2u, false}}) {
         for (uint16_t lanes : {1, 2, 3}) {
             for (uint32_t w : {1u, 2u, 4u, 8u}) {
                 for (uint64_t seed = 1; seed <= 12; ++seed) {
-                    SimConfig c;
-                    c.role = Role::root;
-                    c.lanes = lanes;
-                    c.table_window = w;
-                    c.result_cache = depth;
-                    c.one_violator = one_violator;
-                    c.min_worker_window = 1;
-                    c.max_worker_window = 2 * w;
-                    c.chunks = 12 * w + 5;
-                    c.result_loss = losses[seed % 3];
-                    c.data_loss = seed % 2 ? 0.02 : 0.0;
-                    c.burst_loss = seed % 4 == 0 ? 0.3 : 0.0;
-                    c.dup_prob = seed % 5 == 0 ? 0.1 : 0.0;
-                    c.seed = seed * 2953 + w * 17 + lanes * 5 + depth;
                     SCOPED_TRACE(testing::Message()
                                  << "result_cache " << depth << (one_violator ? ", one" : ", all")
                                  << " beyond, " << lanes << " lanes, W " << w << " seed " << seed);
-                    Sim sim(c);
+                    Sim sim(root_beyond_window(lanes, w, seed, depth, one_violator));
                     const SimStats s = sim.run();
                     EXPECT_EQ(s.fallback, 0u);
                     ++runs;
@@ -898,7 +905,6 @@ TEST(ChunkTableSim, RootResultCacheServesAWorkerBeyondItsWindow) {
                 }
             }
         }
-      }
     }
     // The cache did answer released chunks (the schedules hit the gap).
     EXPECT_GT(cached, runs / 4);
@@ -909,22 +915,16 @@ TEST(ChunkTableSim, RootResultCacheServesAWorkerBeyondItsWindow) {
 // above would see without the cache, so it cannot pass vacuously.
 TEST(ChunkTableSim, WithoutTheResultCacheAWorkerBeyondItsWindowWedgesTheRoot) {
     unsigned wedged = 0, runs = 0;
-    for (uint16_t lanes : {1, 2, 3}) {
-        for (uint32_t w : {1u, 2u, 4u, 8u}) {
-            for (uint64_t seed = 1; seed <= 12; ++seed) {
-                SimConfig c;
-                c.role = Role::root;
-                c.lanes = lanes;
-                c.table_window = w;
-                c.min_worker_window = 1;
-                c.max_worker_window = 2 * w;
-                c.chunks = 12 * w + 5;
-                c.result_loss = 0.1;
-                c.wedge_expected = true;
-                c.seed = seed * 2953 + w * 17 + lanes * 5 + 1;
-                Sim sim(c);
-                wedged += sim.run().wedged;
-                ++runs;
+    for (bool one_violator : {true, false}) {
+        for (uint16_t lanes : {1, 2, 3}) {
+            for (uint32_t w : {1u, 2u, 4u, 8u}) {
+                for (uint64_t seed = 1; seed <= 12; ++seed) {
+                    SimConfig c = root_beyond_window(lanes, w, seed, 0, one_violator);
+                    c.wedge_expected = true;
+                    Sim sim(c);
+                    wedged += sim.run().wedged;
+                    ++runs;
+                }
             }
         }
     }
