@@ -401,6 +401,7 @@ uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
             }
             break;
         case ina::Verdict::resend_result:
+        case ina::Verdict::cached_result:  // (root only) released, but still in its cache
             if (job->is_root) {
                 // A worker asking again gets the result by unicast. Anything else is a child
                 // switch re-sending its partial for workers that lost the result (even when its

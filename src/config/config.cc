@@ -468,7 +468,8 @@ void read_ina_job(Reader& r, const YAML::Node& n, InaJobConfig& j) {
     }
     r.check_keys(n,
                  {"job_id", "role", "bsl", "set_id", "abm", "op", "elem_type", "max_elements",
-                  "window", "worker_window", "slot_timeout_ms", "root", "parent", "source",
+                  "window", "worker_window", "slot_timeout_ms", "result_cache", "root", "parent",
+                  "source",
                   "workers", "results", "ingress", "on_reject"},
                  "an INA job");
     r.required(n, "job_id", "an INA job",
@@ -515,6 +516,20 @@ void read_ina_job(Reader& r, const YAML::Node& n, InaJobConfig& j) {
     });
     r.optional(n, "slot_timeout_ms", [&](const YAML::Node& v) {
         r.uint_value(v, "slot_timeout_ms", j.slot_timeout_ms, 1, 3600000);
+    });
+    r.optional(n, "result_cache", [&](const YAML::Node& v) {
+        uint32_t depth = 0;
+        if (!r.uint_value(v, "result_cache (released results kept per slot index)", depth, 0,
+                          2)) {
+            return;
+        }
+        if (j.role != InaRole::root && depth != 0) {
+            // An aggregator holds partial sums, not results: its parent answers retransmissions.
+            r.error(v, "result_cache " + std::to_string(depth) +
+                           " at an aggregator: only a root keeps results (use 0 or drop it)");
+            return;
+        }
+        j.result_cache = depth;
     });
     r.required(n, "root", "an INA job", [&](const YAML::Node& v) {
         r.parsed(v, "root: the VAT root's IPv4 address", j.root, net::Ipv4Addr::parse);
@@ -1535,7 +1550,18 @@ uint64_t ina_table_bytes(const InaJobConfig& job) {
     const uint64_t window = std::max<uint64_t>(job.window, 1);  // 0 only in a refused config
     const uint64_t span = 4 * std::max<uint64_t>(job.worker_window, window) / window;
     const uint64_t released = window * ((span + 63) / 64) * 8;
-    return entries * (bitmaps + acc + kEntryAndIndex) + reduce::kAccAlign + released;
+    // Root result cache: per index ina_result_cache() results in the wire type, 64-byte strides,
+    // plus their bookkeeping (ina::ChunkTable::Cached).
+    const uint64_t result_bytes =
+        (uint64_t{job.max_elements} *
+             reduce::elem_size(static_cast<reduce::ElemType>(job.elem_type)) + 63) / 64 * 64;
+    const uint64_t depth = ina_result_cache(job);
+    const uint64_t cache = depth == 0 ? 0 : window * depth * (result_bytes + 16) + 64;
+    return entries * (bitmaps + acc + kEntryAndIndex) + reduce::kAccAlign + released + cache;
+}
+
+uint32_t ina_result_cache(const InaJobConfig& job) {
+    return job.result_cache.value_or(job.role == InaRole::root ? 2 : 0);
 }
 
 std::vector<Error> validate(const Config& cfg) {

@@ -115,6 +115,9 @@ struct InaJobConfig {
     uint32_t window = 256;        // slot indices per lcore (a power of two)
     uint32_t worker_window = 0;   // the workers' window; 0 = window. Power of two >= window
     uint32_t slot_timeout_ms = 5000;
+    // Root only: released results kept per slot index for a worker beyond worker_window that
+    // lost one (ina::JobParams::result_cache, 0..2). Unset: 2 at a root, 0 at an aggregator.
+    std::optional<uint32_t> result_cache;
     net::Ipv4Addr root;                    // the VAT root's address (data travels toward it)
     std::optional<net::Ipv4Addr> parent;   // next VAT node for partial results (default: root)
     std::optional<net::Ipv4Addr> source;   // source address of emitted packets
@@ -142,6 +145,8 @@ inline constexpr size_t kMaxUnicastWorkers = 32;
 // Bytes one lcore's chunk table of `job` takes: 2 entries per slot index, each with two bitmaps
 // of the BSL and an accumulator of max_elements (ina::ChunkTable's layout).
 uint64_t ina_table_bytes(const InaJobConfig& job);
+// The job's result cache depth: as configured, else 2 at a root and 0 at an aggregator.
+uint32_t ina_result_cache(const InaJobConfig& job);
 
 // BIER (RFC 8279, RFC 8296 over Ethernet). BFR-ids are global numbers (SI * BSL + BP); every
 // list of them here is in the same notation as an INA job's abm ("1-4,7").

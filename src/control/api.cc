@@ -51,6 +51,7 @@ json ina_jobs_json(const config::Config& c) {
                     {"window", j.window},
                     {"worker_window", j.worker_window != 0 ? j.worker_window : j.window},
                     {"slot_timeout_ms", j.slot_timeout_ms},
+                    {"result_cache", config::ina_result_cache(j)},
                     {"root", j.root.str()},
                     {"workers", workers},
                     {"ingress", {{"ports", j.ingress_ports}, {"sources", sources}}},
@@ -759,9 +760,6 @@ void ApiServer::Impl::install_routes(httplib::Server& s) {
         reply_result(res, r);
     });
     s.Get("/api/v1/jobs", [this](const httplib::Request&, httplib::Response& res) {
-        static const char* const kVerdicts[] = {
-            "not_mine", "outside_abm", "bad_length", "count_mismatch", "absorbed", "completed",
-            "duplicate", "overlap", "resend_result", "stale", "fallback", "no_slot"};
         const json cfg = to_json(control_.running_config());
         const metrics::Stats st = control_.stats();
         json out = json::array();
@@ -771,7 +769,9 @@ void ApiServer::Impl::install_routes(httplib::Server& s) {
                 if (js.job_id == j["job_id"].get<uint32_t>()) {
                     json verdicts = json::object();
                     for (size_t v = 0; v < js.verdicts.size(); ++v) {
-                        verdicts[kVerdicts[v]] = js.verdicts[v];
+                        // The verdict's own name (ina::to_string): no list here to go stale.
+                        verdicts[std::string(ina::to_string(static_cast<ina::Verdict>(v)))] =
+                            js.verdicts[v];
                     }
                     entry["stats"] = {{"contributions", verdicts},
                                       {"slots_in_use", js.slots_in_use},

@@ -54,6 +54,7 @@ ina::JobParams job_params(const config::InaJobConfig& j) {
     p.max_elems = j.max_elements;
     p.window = j.window;
     p.worker_window = j.worker_window;
+    p.result_cache = config::ina_result_cache(j);
     p.role = j.role == config::InaRole::root ? ina::Role::root : ina::Role::aggregator;
     p.idle_timeout = j.slot_timeout_ms * rte_get_tsc_hz() / 1000;
     return p;
@@ -65,6 +66,7 @@ bool same_tables(const config::InaJobConfig& a, const config::InaJobConfig& b) {
            a.abm == b.abm && a.op == b.op && a.elem_type == b.elem_type &&
            a.max_elements == b.max_elements && a.window == b.window &&
            a.worker_window == b.worker_window &&
+           config::ina_result_cache(a) == config::ina_result_cache(b) &&
            a.slot_timeout_ms == b.slot_timeout_ms;
 }
 

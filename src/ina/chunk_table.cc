@@ -65,6 +65,14 @@ std::string_view validate(const JobParams& p) {
     if (p.role == Role::root && p.worker_window > p.window) {
         return "a root's worker_window must not exceed its window";
     }
+    if (p.result_cache > kMaxResultCache) {
+        return "result_cache must be 0..2";
+    }
+    // An aggregator's released partials would go to the parent, which may have released too:
+    // only the root holds the job's results.
+    if (p.role != Role::root && p.result_cache != 0) {
+        return "result_cache is for roots only";
+    }
     if (p.lanes == 0 || p.lane >= p.lanes) {
         return "lane must be below lanes (>= 1)";
     }
@@ -115,6 +123,7 @@ std::string_view to_string(Verdict v) {
     case Verdict::stale: return "stale";
     case Verdict::fallback: return "fallback";
     case Verdict::no_slot: return "no_slot";
+    case Verdict::cached_result: return "cached_result";
     }
     return "unknown";
 }
@@ -153,6 +162,16 @@ ChunkTable::ChunkTable(const JobParams& p, const reduce::Kernels& k)
     for (size_t i = 0; i < n; ++i) {
         entries_[i].released = proofs_.data() + i * bs_bytes_;
     }
+    cache_depth_ = p.result_cache;
+    if (cache_depth_ != 0) {
+        constexpr size_t kLine = 64;
+        const size_t bytes = size_t{p.max_elems} * reduce::elem_size(p.elem_type);
+        cache_stride_ = (bytes + kLine - 1) / kLine * kLine;
+        cached_.resize(size_t{indices} * cache_depth_);
+        cache_bytes_ = std::make_unique<uint8_t[]>(cached_.size() * cache_stride_ + kLine);
+        const auto at = reinterpret_cast<uintptr_t>(cache_bytes_.get());
+        cache_base_ = cache_bytes_.get() + ((kLine - at % kLine) % kLine);
+    }
 }
 
 ChunkTable::~ChunkTable() = default;
@@ -175,6 +194,49 @@ const ChunkTable::Entry* ChunkTable::find(uint32_t index, uint32_t seq) const no
 }
 
 void ChunkTable::free_entry(Entry& e) noexcept { core_.release(slot(e)); }
+
+void ChunkTable::cache_result(uint32_t index, const Entry& e) noexcept {
+    if (cache_depth_ == 0) return;
+    // The index keeps the result_cache HIGHEST released seqs: a worker lacks no result below
+    // its own lowest missing chunk, and it must send later chunks of the index (it cannot while
+    // it lacks that one, beyond its window) before they can be released. So a release older than
+    // every cached chunk is not cached (releases come out of order: an obsolete eviction of
+    // seq - W can follow a proof's release of seq), and a newer one replaces the oldest.
+    Cached* const row = &cached_[size_t{index} * cache_depth_];
+    Cached* victim = nullptr;
+    for (uint32_t j = 0; j < cache_depth_; ++j) {
+        Cached& c = row[j];
+        if (c.count == 0) {
+            victim = &c;
+            break;
+        }
+        if (victim == nullptr || seq_diff(c.seq, victim->seq) < 0) victim = &c;
+    }
+    if (victim->count != 0 && seq_diff(e.seq, victim->seq) < 0) return;
+    const auto slot_no = static_cast<size_t>(victim - cached_.data());
+    victim->count = core_.store_result(slot(e), cache_base_ + slot_no * cache_stride_);
+    victim->seq = e.seq;
+    victim->flags = e.flags;
+}
+
+const ChunkTable::Cached* ChunkTable::cached(uint32_t index, uint32_t seq) const noexcept {
+    const Cached* const row = cached_.data() + size_t{index} * cache_depth_;
+    for (uint32_t j = 0; j < cache_depth_; ++j) {
+        if (row[j].count != 0 && row[j].seq == seq) return &row[j];
+    }
+    return nullptr;
+}
+
+void ChunkTable::retire(uint32_t index, Entry& e) noexcept {
+    mark_released(index, e.seq);
+    cache_result(index, e);
+    free_entry(e);
+}
+
+size_t ChunkTable::results_cached() const noexcept {
+    return static_cast<size_t>(std::count_if(cached_.begin(), cached_.end(),
+                                             [](const Cached& c) { return c.count != 0; }));
+}
 
 void ChunkTable::mark_released(uint32_t index, uint32_t seq) noexcept {
     IndexState& s = index_[index];
@@ -239,9 +301,9 @@ void ChunkTable::release(uint32_t index, Entry* e, const uint8_t* pbm, uint64_t 
     bits_or_into(e->released, pbm, bs_bytes_);
     e->last_activity = now;
     if (bits_equal(e->released, params_.abm.data(), bs_bytes_)) {
-        // Every worker holds the result: no retransmission can need it any more.
-        mark_released(index, e->seq);
-        free_entry(*e);
+        // Every worker holds the result — or claims to: a sender beyond the window may not, and
+        // a root then answers it from the result cache.
+        retire(index, *e);
     }
 }
 
@@ -309,6 +371,13 @@ Verdict ChunkTable::on_data(const uint8_t* pbm, uint32_t seq, uint32_t elem_coun
     // a chunk that fell back never gets an entry (sticky): allocation needs seq above both marks.
     IndexState& is = index_[index];
     if (is_released(index, seq)) {
+        if (cache_depth_ != 0) {
+            if (cached(index, seq) != nullptr) {
+                ++counters_.result_cache_hits;
+                return finish(Verdict::cached_result);
+            }
+            ++counters_.result_cache_misses;
+        }
         return finish(Verdict::stale);
     }
     if (is.fallback_valid && seq_le(seq, is.fallback_until)) {
@@ -330,8 +399,7 @@ Verdict ChunkTable::on_data(const uint8_t* pbm, uint32_t seq, uint32_t elem_coun
         if (state(c) == State::complete &&
             seq_diff(seq, c.seq) >= static_cast<int32_t>(2 * distance_)) {
             ++counters_.obsolete_evictions;
-            mark_released(index, c.seq);
-            free_entry(c);
+            retire(index, c);
             free = &c;
         }
     }
@@ -356,13 +424,23 @@ Verdict ChunkTable::on_data(const uint8_t* pbm, uint32_t seq, uint32_t elem_coun
 }
 
 uint32_t ChunkTable::store_result(uint32_t seq, void* out) const noexcept {
-    const Entry* e = find(index_of(seq), seq);
-    return e == nullptr ? 0 : core_.store_result(slot(*e), out);
+    const uint32_t index = index_of(seq);
+    if (const Entry* e = find(index, seq)) {
+        return core_.store_result(slot(*e), out);
+    }
+    const Cached* c = cached(index, seq);
+    if (c == nullptr) return 0;
+    const auto at = static_cast<size_t>(c - cached_.data());
+    std::memcpy(out, cache_base_ + at * cache_stride_,
+                size_t{c->count} * reduce::elem_size(params_.elem_type));
+    return c->count;
 }
 
 uint8_t ChunkTable::result_flags(uint32_t seq) const noexcept {
-    const Entry* e = find(index_of(seq), seq);
-    return e == nullptr ? 0 : e->flags;
+    const uint32_t index = index_of(seq);
+    if (const Entry* e = find(index, seq)) return e->flags;
+    const Cached* c = cached(index, seq);
+    return c == nullptr ? 0 : c->flags;
 }
 
 ChunkTable::State ChunkTable::state_of(uint32_t seq) const noexcept {
@@ -379,10 +457,12 @@ size_t ChunkTable::expire(uint64_t now, size_t budget) noexcept {
         // Unsigned difference: correct across a wrap of the caller's clock.
         if (state(e) != State::empty && now - e.last_activity > params_.idle_timeout) {
             if (state(e) == State::complete) {
-                // Its result was emitted: never aggregate (and emit) this chunk again.
-                mark_released(index_of(e.seq), e.seq);
+                // Its result was emitted: never aggregate (and emit) this chunk again; a root
+                // keeps it in the result cache for a worker that lost it.
+                retire(index_of(e.seq), e);
+            } else {
+                free_entry(e);
             }
-            free_entry(e);
             ++freed;
         }
     }
@@ -396,6 +476,8 @@ void ChunkTable::reset() noexcept {
         s = IndexState{};
     }
     std::fill(released_ring_.begin(), released_ring_.end(), 0);
+    // A new sequence space: a cached result of an old chunk must never answer a new one.
+    std::fill(cached_.begin(), cached_.end(), Cached{});
 }
 
 }  // namespace ina

@@ -42,6 +42,23 @@
 //     then becomes stale for it). Where the table can see it (the claimed chunk is aggregating or
 //     was never allocated) it counts window_violations and an aggregator doubles D (up to
 //     kViolationHeadroom x): the job slows, the chunk simulator shows it completes.
+//   - Root result cache: a root cannot widen D (the deadlock above), so a sender beyond the
+//     window can make the root release a chunk whose result that sender then loses; its
+//     retransmissions would be stale for ever. A root keeps the results of its last released
+//     chunks per index (JobParams::result_cache of them): a stale packet whose chunk is still
+//     cached is answered with that result (cached_result, to its sender only). It cannot return
+//     a wrong result: an entry is keyed by the full seq, written once when its complete chunk
+//     is released (the chunk is never aggregated again), and cleared by reset() (a new
+//     sequence space). Each index keeps its c = result_cache highest released seqs (a release
+//     below all of them is not cached). Bound: a worker lacking chunk s (its lowest missing one)
+//     with window k x D sends nothing at or beyond s + kD, so no chunk at or beyond s + kD
+//     completes and at most k chunks of s's index at or above s are ever released (by proof, or
+//     by obsolete eviction); they are among the c highest when k <= c. With the other workers
+//     within D, a proof release of s + jD needs the violator's packet for s + (j + 1)D and an
+//     obsolete one an honest worker holding s + (j + 1)D: j < k - 1, so c = k - 1 suffices. A
+//     root deadlocks on its two entries per index beyond 2D anyway (above), so c = 2 covers
+//     every worker at up to 2D, c = 1 one such worker. Expiry aside: an idle chunk's result
+//     outlives it in the cache, but expiries can release more than k.
 //   - Exactly once towards the parent: a chunk that completed here is never aggregated here again
 //     (every way a complete entry leaves — release, obsolete eviction, expiry — records it as
 //     released, so its later packets are stale). Only complete entries are
@@ -108,6 +125,10 @@ struct JobParams {
     // chunk_place(); this table is lane `lane` and holds only that lane's slot indices.
     uint16_t lanes = 1;
     uint16_t lane = 0;
+    // Root only: results of released chunks kept per slot index (0 .. kMaxResultCache), answered
+    // to a sender beyond the window that lost its result (see "Root result cache" above). Memory:
+    // lane_indices() x result_cache x (max_elems x elem_size(elem_type), rounded up to 64 bytes).
+    uint32_t result_cache = 0;
 };
 
 // Where chunk `seq` of a job with slot window `window` lives when `lanes` lcores share the job:
@@ -130,6 +151,10 @@ constexpr uint32_t lane_indices(uint32_t window, uint16_t lanes) {
 
 // A sender that exceeds the workers' window doubles the release distance, up to this factor.
 inline constexpr uint32_t kViolationHeadroom = 4;
+
+// Result cache entries per slot index at a root: 2 covers every worker at up to 2 x the workers'
+// window, beyond which a root deadlocks on its slots whatever it caches.
+inline constexpr uint32_t kMaxResultCache = 2;
 
 // W is bounded so that seq - 2W comparisons stay far inside the serial-arithmetic range and the
 // table stays a sane size (2 entries per index).
@@ -177,8 +202,10 @@ enum class Verdict : uint8_t {
     fallback,       // aggregator, no slot (or the chunk already fell back): forward the packet
                     // unaggregated towards the root with the fallback flag
     no_slot,        // root, no slot: drop; the worker retransmits
+    cached_result,  // root: the chunk was released, its result is still in the result cache:
+                    // re-emit it to that sender only (store_result() reads the cache)
 };
-inline constexpr size_t kNumVerdicts = 12;
+inline constexpr size_t kNumVerdicts = 13;
 std::string_view to_string(Verdict v);
 
 // Plain counters, owned by the table's lcore (read them from elsewhere only as a racy snapshot).
@@ -193,6 +220,11 @@ struct ChunkCounters {
     // had already fallen back (so its other contributions follow it).
     uint64_t fallback_no_slot = 0;
     uint64_t fallback_sticky = 0;
+    // Root with a result cache: contributions for released chunks answered from it (hits), or
+    // whose chunk it no longer holds (misses: answered stale: the sender held the result unless it
+    // ran beyond the bound in "Root result cache" above).
+    uint64_t result_cache_hits = 0;
+    uint64_t result_cache_misses = 0;
     std::array<uint64_t, kNumRejectReasons> rejected{};  // by reject reason, before the table
     uint64_t operator[](Verdict v) const { return verdicts[static_cast<size_t>(v)]; }
 };
@@ -222,12 +254,13 @@ public:
                     uint8_t flags, uint64_t now) noexcept;
 
     // Writes the result of complete chunk `seq` (narrowed to the wire type with the kernel's
-    // store) to `out` and returns its element count; 0 (nothing written) if seq is not complete
-    // here. `out` must hold count * elem_size(elem_type) bytes (any alignment).
+    // store), or of a released chunk still in the result cache, to `out` and returns its element
+    // count; 0 (nothing written) if seq has neither here. `out` must hold
+    // count * elem_size(elem_type) bytes (any alignment).
     uint32_t store_result(uint32_t seq, void* out) const noexcept;
     // Flags the emitted result (or aggregate) must carry: proto::kFlagEcnEcho when any
     // contribution that reached seq's entry carried it (the caller sets kFlagEcnEcho in the flags
-    // it passes to on_data for a CE-marked packet). 0 if seq has no entry.
+    // it passes to on_data for a CE-marked packet). 0 if seq has no entry (nor cached result).
     uint8_t result_flags(uint32_t seq) const noexcept;
     // The state of `seq`'s entry (empty if it has none).
     State state_of(uint32_t seq) const noexcept;
@@ -249,6 +282,9 @@ public:
 
     size_t slots_in_use() const noexcept { return core_.in_use(); }
     size_t capacity() const noexcept { return entries_.size(); }  // 2 x lane_indices()
+    // Result cache entries of this lane (lane_indices() x result_cache) and those holding one.
+    size_t result_cache_capacity() const noexcept { return cached_.size(); }
+    size_t results_cached() const noexcept;
     // The lane (worker lcore) that owns chunk seq: chunk_place(seq, window, lanes).lane.
     uint16_t lane_of(uint32_t seq) const noexcept {
         return chunk_place(seq, window_, static_cast<uint16_t>(lanes_)).lane;
@@ -264,6 +300,12 @@ private:
         uint8_t flags = 0;           // kFlagEcnEcho if a contribution carried it
         uint64_t last_activity = 0;
         uint8_t* released = nullptr;  // R: bits proven to hold the result (bs_bytes_)
+    };
+    // A released chunk's result (root result cache); bytes at cache_bytes_ + i x cache_stride_.
+    struct Cached {
+        uint32_t seq = 0;
+        uint32_t count = 0;  // elements; 0 = the entry holds nothing
+        uint8_t flags = 0;
     };
     // Per index: the released set (floor + ring) and fallback's high-water mark. *_valid false =
     // none yet.
@@ -289,6 +331,11 @@ private:
     // The released set of an index: record a released chunk / ask whether seq is released.
     void mark_released(uint32_t index, uint32_t seq) noexcept;
     void widen_distance() noexcept;
+    // Root result cache: keep complete entry e's result (it is being released) / find seq's.
+    void cache_result(uint32_t index, const Entry& e) noexcept;
+    const Cached* cached(uint32_t index, uint32_t seq) const noexcept;
+    // Releases complete entry e: recorded as released, its result cached (root), its slot freed.
+    void retire(uint32_t index, Entry& e) noexcept;
     bool is_released(uint32_t index, uint32_t seq) const noexcept;
     uint64_t* ring_of(uint32_t index) noexcept {
         return released_ring_.data() + index * ring_words_;
@@ -314,6 +361,11 @@ private:
     std::vector<IndexState> index_;   // this lane's indices
     std::vector<uint64_t> released_ring_;  // per index ring_words_: bit ring_bit(s) = s released
     std::vector<uint8_t> proofs_;     // R of every entry
+    std::vector<Cached> cached_;       // per index result_cache entries (root), else empty
+    std::unique_ptr<uint8_t[]> cache_bytes_;  // their results in the wire type, 64-byte strides
+    uint8_t* cache_base_ = nullptr;           // cache_bytes_ aligned to 64
+    size_t cache_stride_ = 0;
+    uint32_t cache_depth_ = 0;
     size_t sweep_next_ = 0;  // where the next incremental expire() starts
     ChunkCounters counters_;
 };

@@ -293,7 +293,8 @@ std::vector<prometheus::MetricFamily> families(const Stats& s) {
     {
         static const char* const kVerdicts[] = {
             "not_mine", "outside_abm", "bad_length", "count_mismatch", "absorbed", "completed",
-            "duplicate", "overlap",    "resend_result", "stale", "fallback", "no_slot"};
+            "duplicate", "overlap",    "resend_result", "stale", "fallback", "no_slot",
+            "cached_result"};
         static_assert(std::size(kVerdicts) == ina::kNumVerdicts);
         auto& contributions = array_family(b, array_counter(kJobArrays, "verdicts"));
         auto& rejected = array_family(b, array_counter(kJobArrays, "rejected"));

@@ -38,6 +38,12 @@ namespace ina::metrics {
       "Contributions sent on to the root unaggregated, by reason")                                \
     S(window_violations, per_job_role, "ina_job_window_violations_total",                         \
       "Contributions from a worker beyond the job's worker_window")                              \
+    S(result_cache_hits, per_job, "ina_job_result_cache_total{outcome=\"hit\"}",                \
+      "Contributions for released chunks at a root, by whether its result cache still held the " \
+      "result (hit: answered with it) or not (miss: stale)")                                     \
+    S(result_cache_misses, per_job, "ina_job_result_cache_total{outcome=\"miss\"}",             \
+      "Contributions for released chunks at a root, by whether its result cache still held the " \
+      "result (hit: answered with it) or not (miss: stale)")                                     \
     A(rejected, uint64_t, ina::kNumRejectReasons, "ina_job_rejected_total",                       \
       "Contributions of a job refused before its chunk table, by reason")
 

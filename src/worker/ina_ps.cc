@@ -63,6 +63,7 @@ int main(int argc, char** argv) {
     uint16_t port = proto::kDefaultUdpPort;
     uint64_t idle_exit_ms = 0;
     uint64_t slot_timeout_ms = 5000;
+    uint32_t result_cache = 2;
     app.add_option("--job", job, "job id")->required();
     app.add_option("--abm", abm_text, "A-BM as BFR-ids, e.g. 1-4")->required();
     app.add_option("--bsl", bsl, "BitString length")->default_val(64);
@@ -79,6 +80,9 @@ int main(int argc, char** argv) {
         ->default_val(0);
     app.add_option("--slot-timeout-ms", slot_timeout_ms, "free idle slots after this long")
         ->default_val(5000);
+    app.add_option("--result-cache", result_cache,
+                   "released results kept per slot index for workers beyond the window (0..2)")
+        ->default_val(2);
     CLI11_PARSE(app, argc, argv);
 
     const std::map<std::string, reduce::ElemType> types{
@@ -148,6 +152,7 @@ int main(int argc, char** argv) {
     p.window = window;
     p.role = Role::root;
     p.idle_timeout = slot_timeout_ms;
+    p.result_cache = result_cache;
     if (const auto why = validate(p); !why.empty()) {
         std::fprintf(stderr, "ina-ps: bad job: %.*s\n", static_cast<int>(why.size()), why.data());
         return 2;
@@ -255,7 +260,7 @@ int main(int argc, char** argv) {
                 for (const auto& w : workers) {
                     c.results_sent += send_to(w, len) ? 1 : 0;
                 }
-            } else if (v == Verdict::resend_result) {
+            } else if (v == Verdict::resend_result || v == Verdict::cached_result) {
                 const size_t len = build_result(h);
                 // A single-bit P-BM is a worker asking again: answer it. A multi-bit P-BM is a
                 // switch re-sending its partial for a worker that lost the result; the switch

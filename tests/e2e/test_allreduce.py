@@ -35,8 +35,8 @@ import json
 import os
 import time
 
-from testbed import (Host, Impairment, Port, Testbed, TestFailure, check, delta, log, main,
-                     netem_available)
+from testbed import (Host, Impairment, Port, Testbed, TestFailure, check, delta, kill_leftovers,
+                     log, main, netem_available)
 
 WINDOW = 64             # the switch's job window; the workers use the same
 CHUNK = 256             # elements per packet
@@ -73,14 +73,17 @@ def job(job_id: int, elem_type: str, hosts: list[Host]) -> dict:
 
 def run_allreduce(tb: Testbed, exe: str, hosts: list[Host], job_id: int, elem_type: str,
                   elements: int, seed: int, timeout_s: float,
-                  extra: list[str] | None = None) -> list[dict]:
-    """Starts one ina-worker per host concurrently; returns their JSON reports (all ok)."""
+                  extra: list[str] | None = None,
+                  windows: dict[int, int] | None = None) -> list[dict]:
+    """Starts one ina-worker per host concurrently; returns their JSON reports (all ok).
+    windows: chunks in flight by host index, where not WINDOW."""
     procs = []
     try:
         for i, h in enumerate(hosts):
+            window = (windows or {}).get(i, WINDOW)
             cmd = [exe, "--job", str(job_id), "--bfr-id", str(i + 1), "--abm", f"1-{N}",
                    "--root", ROOT, "--bind", h.ip, "--type", elem_type, "--op", "sum",
-                   "--elements", str(elements), "--chunk", str(CHUNK), "--window", str(WINDOW),
+                   "--elements", str(elements), "--chunk", str(CHUNK), "--window", str(window),
                    "--seed", str(seed), "--timeout-ms", str(int(timeout_s * 1000))] + (extra or [])
             procs.append(h.popen(cmd))
         reports = []
@@ -98,10 +101,7 @@ def run_allreduce(tb: Testbed, exe: str, hosts: list[Host], job_id: int, elem_ty
             reports.append(r)
         return reports
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait(5)
+        kill_leftovers(procs)
 
 
 def check_switch(tb: Testbed, before, job_id: int, chunks: int) -> None:
@@ -200,9 +200,7 @@ def test(switch_exe: str) -> None:
             check(delta(after, before, "inaswitch_ina_unknown_job_total") >= 3 * chunks,
                   "the switch routed job 4's data as an unknown job")
         finally:
-            if ps.poll() is None:
-                ps.kill()
-                ps.wait(5)
+            kill_leftovers([ps])
 
     if not netem:
         lossy_impaired(switch_exe, exe, lossy_elements)

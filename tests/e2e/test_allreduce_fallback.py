@@ -31,7 +31,8 @@ import json
 import os
 import time
 
-from testbed import Host, Port, Testbed, TestFailure, check, delta, log, main, netem_available
+from testbed import (Host, Port, Testbed, TestFailure, check, delta, kill_leftovers, log, main,
+                     netem_available)
 from test_allreduce import LOSSY, check_impaired, ps_exe, worker_exe
 
 JOB = 21
@@ -148,10 +149,7 @@ def test(switch_exe: str) -> None:
             log(f"job {JOB}: slots in use back to 0 ({time.monotonic() - t1:.2f} s after the "
                 f"workers' last result, slot timeout {SLOT_TIMEOUT_MS} ms)")
         finally:
-            for p in procs + [ps]:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait(5)
+            kill_leftovers(procs + [ps])
 
 
 if __name__ == "__main__":

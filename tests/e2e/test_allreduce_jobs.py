@@ -20,7 +20,7 @@ import json
 import os
 import time
 
-from testbed import Host, Port, Testbed, TestFailure, check, delta, log, main
+from testbed import Host, Port, Testbed, TestFailure, check, delta, kill_leftovers, log, main
 from test_allreduce import worker_exe
 
 WINDOW = 64
@@ -82,10 +82,7 @@ def check_reports(res: dict[str, tuple[int, dict, str]], elements: int,
 
 
 def kill_all(procs) -> None:
-    for _, p in procs:
-        if p.poll() is None:
-            p.kill()
-            p.wait(5)
+    kill_leftovers(p for _, p in procs)
 
 
 def test(switch_exe: str) -> None:

@@ -30,8 +30,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from testbed import (PYTHON, Host, Port, Testbed, TestFailure, check, delta, log,  # noqa: E402
-                     main)
+from testbed import (PYTHON, Host, Port, Testbed, TestFailure, check, delta, kill_leftovers,  # noqa: E402
+                     log, main)
 
 N = 4
 ROOT = "10.0.1.1"
@@ -84,10 +84,7 @@ def train(hosts: list[Host], mode: str, pythonpath: str) -> list[list[dict]]:
             outs.append(lines)
         return outs
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait(5)
+        kill_leftovers(procs)
 
 
 def steps(lines: list[dict], phase: str) -> list[dict]:

@@ -32,7 +32,8 @@ import time
 
 import fig1
 from fig1 import Fig1, figure1_job, second_job
-from testbed import PYTHON, TestFailure, check, delta, log, main, run, to_yaml, wait_until
+from testbed import (PYTHON, TestFailure, check, delta, kill_leftovers, log, main, run, to_yaml,
+                     wait_until)
 from test_allreduce import worker_exe
 from test_allreduce_jobs import check_reports, collect, kill_all
 
@@ -91,10 +92,7 @@ def multicast(fig: Fig1, count: int = 200) -> None:
             o, e = p.communicate(input="", timeout=15)
             got[h] = json.loads(o.strip().splitlines()[-1])
     finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.kill()
-                p.wait(5)
+        kill_leftovers(procs.values())
     for h in GROUP_RECEIVERS:
         check(got[h]["distinct"] == count and got[h]["received"] == count,
               f"{h} (BFR-id {fig1.bfr_id_of(h)}) received all {count} datagrams once "

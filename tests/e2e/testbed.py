@@ -89,6 +89,15 @@ def wait_until(pred: Callable[[], Any], timeout: float, what: str, interval: flo
         time.sleep(interval)
 
 
+def kill_leftovers(procs) -> None:
+    """Kills and reaps every process of `procs` still running: the cleanup of a test that
+    stopped waiting for them (a failure, a timeout) before they exited."""
+    for p in procs:
+        if p is not None and p.poll() is None:
+            p.kill()
+            p.wait(5)
+
+
 def request_body(body: Any) -> tuple[bytes | None, dict[str, str]]:
     """An API request body (text as is, anything else as JSON) and its headers."""
     if body is None:

@@ -442,3 +442,95 @@ TEST(ChunkTableFloat, Fp16AccumulatesInFp32AndRoundsOnce) {
 
 }  // namespace
 }  // namespace ina::test
+
+namespace ina::test {
+namespace {
+
+using RV = Verdict;
+
+// Issue 9, defect 5: a worker beyond its window makes a root release a chunk on a false proof.
+// When that worker lost the result, its retransmission is a late packet of a released chunk:
+// stale without the result cache (the worker never completes), answered from it with it.
+TEST(ChunkTableResultCache, AnswersAReleasedChunkToAWorkerThatLostItsResult) {
+    for (uint32_t depth : {0u, 1u, 2u}) {
+        SCOPED_TRACE(testing::Message() << "result_cache " << depth);
+        JobParams p = make_job(Role::root, 1, 2);
+        p.result_cache = depth;
+        ChunkTable t(p);
+        EXPECT_EQ(send(t, 1, 0, 16, 0, proto::kFlagEcnEcho), RV::absorbed);
+        EXPECT_EQ(send(t, 2, 0), RV::completed);  // worker 1's copy of the result is lost
+        // Worker 1 runs beyond W = 1: its chunk 1 claims the result of 0, so 0 is released.
+        EXPECT_EQ(send(t, 1, 1), RV::absorbed);
+        EXPECT_EQ(send(t, 2, 1), RV::completed);
+        EXPECT_EQ(t.state_of(0), ChunkTable::State::empty);
+        if (depth == 0) {
+            EXPECT_EQ(send(t, 1, 0, 16, 0, proto::kFlagRetransmit), RV::stale);
+            std::vector<uint8_t> none(64);
+            EXPECT_EQ(t.store_result(0, none.data()), 0u);
+            EXPECT_EQ(t.result_cache_capacity(), 0u);
+            continue;
+        }
+        EXPECT_EQ(send(t, 1, 0, 16, 0, proto::kFlagRetransmit), RV::cached_result);
+        EXPECT_EQ(result(t, 0), int32_sum({1, 2}, 0, 16));  // the exact sum, from the cache
+        EXPECT_EQ(t.result_flags(0), proto::kFlagEcnEcho);   // as the first result carried
+        EXPECT_EQ(t.counters().result_cache_hits, 1u);
+        EXPECT_EQ(t.counters().result_cache_misses, 0u);
+        EXPECT_EQ(t.state_of(0), ChunkTable::State::empty);  // never aggregated again
+        EXPECT_EQ(t.slots_in_use(), 1u);
+        EXPECT_EQ(t.results_cached(), 1u);
+        EXPECT_EQ(t.result_cache_capacity(), depth);
+        // A chunk that never completed is never answered from the cache.
+        std::vector<uint8_t> none(64);
+        EXPECT_EQ(t.store_result(5, none.data()), 0u);
+        EXPECT_EQ(t.store_result(0 + (1u << 20), none.data()), 0u);  // same index, other seq
+    }
+}
+
+// Each index keeps its result_cache HIGHEST released chunks: a release older than every cached
+// one (here chunk 0, expired after chunk 1) is not cached; asking for it is a counted miss.
+TEST(ChunkTableResultCache, KeepsTheNewestReleasesOfAnIndex) {
+    JobParams p = make_job(Role::root, 1, 2);
+    p.result_cache = 1;
+    ChunkTable t(p);
+    EXPECT_EQ(send(t, 1, 1), RV::absorbed);  // entry 0: chunk 1
+    EXPECT_EQ(send(t, 1, 0), RV::absorbed);  // entry 1: chunk 0
+    EXPECT_EQ(send(t, 2, 0), RV::completed);
+    EXPECT_EQ(send(t, 2, 1), RV::completed);
+    EXPECT_EQ(t.expire(p.idle_timeout + 1), 2u);  // sweeps chunk 1, then chunk 0
+    EXPECT_EQ(send(t, 1, 1), RV::cached_result);
+    EXPECT_EQ(result(t, 1), int32_sum({1, 2}, 1, 16));
+    EXPECT_EQ(send(t, 2, 0), RV::stale);
+    EXPECT_EQ(t.counters().result_cache_hits, 1u);
+    EXPECT_EQ(t.counters().result_cache_misses, 1u);
+}
+
+// reset() starts a new sequence space: a cached result of the old one must never answer it.
+TEST(ChunkTableResultCache, ResetForgetsCachedResults) {
+    JobParams p = make_job(Role::root, 1, 2);
+    p.result_cache = 2;
+    ChunkTable t(p);
+    send(t, 1, 0);
+    send(t, 2, 0);
+    send(t, 1, 1);
+    send(t, 2, 1);
+    ASSERT_EQ(send(t, 1, 0), RV::cached_result);
+    t.reset();
+    EXPECT_EQ(t.results_cached(), 0u);
+    std::vector<uint8_t> none(64);
+    EXPECT_EQ(t.store_result(0, none.data()), 0u);
+    EXPECT_EQ(send(t, 1, 0), RV::absorbed);  // aggregated afresh
+}
+
+TEST(ChunkTableResultCache, OnlyRootsWithAtMostTwoPerIndex) {
+    JobParams p = make_job(Role::root, 8);
+    p.result_cache = kMaxResultCache;
+    EXPECT_EQ(validate(p), "");
+    p.result_cache = kMaxResultCache + 1;
+    EXPECT_NE(validate(p), "");
+    p = make_job(Role::aggregator, 8);
+    p.result_cache = 1;
+    EXPECT_NE(validate(p), "");
+}
+
+}  // namespace
+}  // namespace ina::test

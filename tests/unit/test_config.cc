@@ -1012,6 +1012,13 @@ TEST(InaConfig, ErrorsNameTheirPlace) {
     EXPECT_TRUE(HasError(root_job, "t.yaml:15:22: ", "at a root"));
     EXPECT_FALSE(HasError(job("      window: 64\n      worker_window: 128\n"), "t.yaml:15:22: ",
                           "at a root"));
+    // The root result cache (issue 9, defect 5): 0..2 entries per slot index, roots only.
+    EXPECT_TRUE(HasError(job("      result_cache: 1\n"), "t.yaml:14:21: ",
+                         "only a root keeps results"));
+    EXPECT_FALSE(HasError(job("      result_cache: 0\n"), "t.yaml:14:21: ", "only a root"));
+    std::string root_cache = job("      result_cache: 3\n");
+    root_cache.replace(root_cache.find("role: aggregator"), 16, "role: root      ");
+    EXPECT_TRUE(HasError(root_cache, "t.yaml:14:21: ", "an integer from 0 to 2, got '3'"));
     EXPECT_TRUE(HasError(job("      on_reject: ignore\n"), "t.yaml:14:18: ", "forward or drop"));
     EXPECT_TRUE(HasError(job("      colour: red\n"), "t.yaml:14:7: ", "unknown key 'colour'"));
     EXPECT_TRUE(HasError(job("      ingress: {ports: [p7]}\n"), "t.yaml:8:7: ", "unknown port 'p7'"));
@@ -1226,6 +1233,15 @@ TEST(ConfigLimits, TableBytesFollowWindowElementsAndBsl) {
     j.window = 256;
     j.elem_type = 4;  // int64: twice the accumulator
     EXPECT_GT(ina::config::ina_table_bytes(j), base + 2u * 256 * 256 * 4 - 1);
+    // A root keeps result_cache released results per index (default 2), in the wire type.
+    j.elem_type = 1;
+    j.role = ina::config::InaRole::root;
+    EXPECT_EQ(ina::config::ina_result_cache(j), 2u);
+    EXPECT_GE(ina::config::ina_table_bytes(j), base + 2u * 256 * 256 * 4);
+    j.result_cache = 0;
+    EXPECT_EQ(ina::config::ina_table_bytes(j), base);
+    j.result_cache = 1;
+    EXPECT_GE(ina::config::ina_table_bytes(j), base + 256u * 256 * 4);
 }
 
 TEST(ConfigLimits, DataRoomMustHoldABiftsHeaderAndTheInnerHeaders) {
