@@ -57,38 +57,25 @@ inline int64_t fixed_sum(int64_t a, int64_t b) {
     return (a == kFixedNan) | (b == kFixedNan) ? kFixedNan : s;
 }
 
-struct WireF32 {
+// Wire element -> double (exact for every float type: fp16/bf16/fp32 widen without rounding).
+double widen_f32(uint32_t b) { return static_cast<double>(std::bit_cast<float>(b)); }
+double widen_f64(uint64_t b) { return std::bit_cast<double>(b); }
+double widen_f16(uint16_t b) { return fp16_to_fp32(b); }
+double widen_bf16(uint16_t b) { return bf16_to_fp32(b); }
+
+template <class Bits, double (*widen)(Bits)>
+struct Wire {
+    static constexpr size_t kSize = sizeof(Bits);
     static double read(const unsigned char* p) {
-        float f;
-        std::memcpy(&f, p, 4);
-        return f;
+        Bits b;
+        std::memcpy(&b, p, sizeof b);
+        return widen(b);
     }
-    static constexpr size_t kSize = 4;
 };
-struct WireF64 {
-    static double read(const unsigned char* p) {
-        double f;
-        std::memcpy(&f, p, 8);
-        return f;
-    }
-    static constexpr size_t kSize = 8;
-};
-struct WireF16 {
-    static double read(const unsigned char* p) {
-        uint16_t h;
-        std::memcpy(&h, p, 2);
-        return fp16_to_fp32(h);
-    }
-    static constexpr size_t kSize = 2;
-};
-struct WireBF16 {
-    static double read(const unsigned char* p) {
-        uint16_t h;
-        std::memcpy(&h, p, 2);
-        return bf16_to_fp32(h);
-    }
-    static constexpr size_t kSize = 2;
-};
+using WireF32 = Wire<uint32_t, &widen_f32>;
+using WireF64 = Wire<uint64_t, &widen_f64>;
+using WireF16 = Wire<uint16_t, &widen_f16>;
+using WireBF16 = Wire<uint16_t, &widen_bf16>;
 
 template <class W>
 void quantize_load(int64_t* acc, const void* in_v, size_t n, int fraction_bits,
