@@ -44,10 +44,12 @@ def run_bench(cmd, timeout=60):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def ina_bench(binary, workers, payload, etype, seconds, lcores=1, steer="chunk"):
+def ina_bench(binary, workers, payload, etype, seconds, lcores=1, steer="chunk",
+              deterministic=False):
     out = subprocess.run([binary, "--workers", str(workers), "--payload", str(payload),
                           "--type", etype, "--seconds", str(seconds), "--lcores", str(lcores),
-                          "--steer", steer, "--file-prefix", "perf-agg-ina-%d" % os.getpid()],
+                          "--steer", steer, "--file-prefix", "perf-agg-ina-%d" % os.getpid()]
+                         + (["--deterministic"] if deterministic else []),
                          capture_output=True, text=True, timeout=seconds + 30)
     if out.returncode != 0:
         raise RuntimeError("ina_bench failed: " + out.stdout + out.stderr)
@@ -88,6 +90,28 @@ def measure(binary, payloads, workers, types, seconds, repeat, tp_seconds, log=p
                             row["payload_gbit_s"]["median"], row["gelem_s"]["median"], ceiling,
                             row["ratio"], "  (goal >= 0.5: %s)" % (
                                 "met" if row["ratio"] >= 0.5 else "not met") if goal else ""))
+        # Deterministic mode (exact int64 fixed point, issue 15 item 4) at the goal point, beside
+        # the default mode's row: its rate and the fraction of the default it keeps.
+        payload, etype, n = GOAL
+        if payload in ceilings:
+            ceiling = statistics.median(ceilings[payload])
+            runs = [ina_bench(binary, n, payload, etype, seconds, deterministic=True)
+                    for _ in range(repeat)]
+            mpps = [r["mpps"] for r in runs]
+            med = statistics.median(mpps)
+            default = next((r for r in rows if (r["payload_bytes"], r["type"], r["workers"]) ==
+                            GOAL), None)
+            of_default = round(med / default["mpps"]["median"], 3) if default else None
+            rows.append({"payload_bytes": payload, "type": etype, "workers": n,
+                         "deterministic": True, "isa": runs[0]["isa"], "mpps": mmm(mpps),
+                         "payload_gbit_s": mmm([r["payload_gbit_s"] for r in runs]),
+                         "gelem_s": mmm([r["gelem_s"] for r in runs]),
+                         "testpmd_io_mpps": mmm([round(c, 3) for c in ceilings[payload]]),
+                         "ratio": round(med / ceiling, 3), "of_default": of_default})
+            log("%5d B %-5s %2d workers, deterministic: %6.2f Mpps (min %.2f max %.2f) "
+                "| testpmd io %6.2f Mpps | ratio %.3f | %s of the default mode" % (
+                    payload, etype, n, med, min(mpps), max(mpps), ceiling,
+                    round(med / ceiling, 3), of_default))
     return rows
 
 

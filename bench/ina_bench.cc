@@ -47,6 +47,7 @@
 #include "pipeline/feature_stages.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/port_tx.h"
+#include "reduce/fixed_point.h"
 #include "reduce/reduce.h"
 
 namespace {
@@ -206,6 +207,9 @@ int main(int argc, char** argv) {
     app.add_option("--type", type, "int32, fp32, fp16 or bf16");
     app.add_option("--seconds", seconds, "measurement time");
     app.add_option("--file-prefix", prefix, "EAL file prefix");
+    bool deterministic = false;
+    app.add_flag("--deterministic", deterministic,
+                 "the job is deterministic: exact int64 fixed-point sums (float types)");
     app.add_option("--lcores", lanes, "aggregating lcores")->check(CLI::Range(1, 2));
     app.add_option("--steer", steer, "with 2 lcores: chunk (ideal) or handoff (by worker)")
         ->check(CLI::IsMember({"chunk", "handoff"}));
@@ -253,6 +257,7 @@ neighbours:
     - {job_id: 1, role: aggregator, bsl: 64, abm: "1-)" + std::to_string(workers) +
                              R"(", op: sum, elem_type: )" + type +
                              ", max_elements: " + std::to_string(elems) +
+                             (deterministic ? ", deterministic: true" : "") +
                              ", window: 1024, root: 10.0.2.2}\n");
     auto cfg = config::load_string(yaml, "bench");
     if (!cfg.ok()) {
@@ -283,6 +288,9 @@ neighbours:
     jp.window = 1024;
     jp.role = ina::Role::aggregator;
     jp.idle_timeout = ~uint64_t{0} / 4;
+    jp.deterministic = deterministic;
+    jp.fraction_bits = deterministic ? static_cast<uint8_t>(reduce::default_fraction_bits(jp.elem_type))
+                                     : 0;
 
     g.pool = rte_pktmbuf_pool_create("bench", 16383, 256, 0,
                                      static_cast<uint16_t>(RTE_PKTMBUF_HEADROOM + 9000),
@@ -395,13 +403,14 @@ neighbours:
         failed = failed || lane.failed;
     }
     std::printf("{\"traffic\": \"%s\", \"workers\": %u, \"payload_bytes\": %u, \"type\": \"%s\", \"isa\": \"%s\", "
-                "\"lcores\": %u, \"steer\": \"%s\", "
+                "\"lcores\": %u, \"steer\": \"%s\", \"deterministic\": %s, "
                 "\"mpps\": %.3f, \"payload_gbit_s\": %.2f, \"gelem_s\": %.3f, "
                 "\"absorbed\": %lu, \"completed\": %lu, \"partials_sent\": %lu, "
                 "\"packets\": %lu, \"seconds\": %.3f}\n",
                 l3 ? "l3" : "ina", workers, elems * static_cast<unsigned>(esize), type.c_str(),
                 std::string(reduce::to_string(reduce::kernels().isa)).c_str(), lanes,
                 lanes > 1 ? steer.c_str() : "none",
+                deterministic ? "true" : "false",
                 static_cast<double>(packets) / elapsed / 1e6,
                 static_cast<double>(packets) * elems * static_cast<double>(esize) * 8 / elapsed / 1e9,
                 static_cast<double>(absorbed) * elems / elapsed / 1e9,

@@ -101,7 +101,8 @@ void write_ina(uint8_t* d, size_t frame, const ina::ChunkTable& table, const pro
     udp->dgram_cksum = 0;
     auto* hdr = reinterpret_cast<uint8_t*>(udp + 1);
     const size_t at = proto::write_header(hdr, h, bs);
-    table.store_result(h.seq, hdr + at);
+    // A deterministic job's partial (int64 element type) carries the exact fixed-point sum.
+    table.store_result(h.seq, hdr + at, table.encoding_of(h.elem_type));
     // A real checksum over the result: a worker's stack (or NIC) verifies what it receives.
     const auto udp_len = static_cast<uint16_t>(kL4 + ina_len);
     udp->dgram_cksum = net::udp_checksum_field(
@@ -180,6 +181,7 @@ struct Emitter {
                  const proto::Header& in, bool resend) {
         proto::Header h = in;
         h.type = proto::PacketType::data;
+        h.elem_type = table.partial_elem_type();  // int64 fixed point in a deterministic job
         h.flags = static_cast<uint8_t>(table.result_flags(in.seq) |
                                        (resend ? proto::kFlagRetransmit : 0));
         const uint32_t src = source_for(snap, job, job.parent);
@@ -198,6 +200,8 @@ struct Emitter {
                 const proto::Header& in, uint32_t requester, bool resend = false) {
         proto::Header h = in;
         h.type = proto::PacketType::result;
+        // The job's type, also when the last contribution was a fixed-point partial.
+        h.elem_type = static_cast<uint8_t>(table.params().elem_type);
         h.flags = table.result_flags(in.seq);
         // Over BIER the result leaves from the root's own address (no single egress interface);
         // a unicast re-send of such a job uses the same source, so workers see one sender.
@@ -350,7 +354,8 @@ uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
         const bool ce = (ip->type_of_service & 0x03) == 0x03;
         const uint8_t flags = static_cast<uint8_t>(h.flags | (ce ? proto::kFlagEcnEcho : 0));
         const ina::Verdict v = table->on_data(parsed.packet->bitstring, h.seq, h.elem_count,
-                                              parsed.packet->payload, flags, ctx.now_tsc);
+                                              parsed.packet->payload, flags, ctx.now_tsc,
+                                              table->encoding_of(h.elem_type));
         switch (v) {
         case ina::Verdict::not_mine:
             out.push(pass, m);

@@ -28,6 +28,14 @@ std::string_view validate(const CoreParams& p) {
     if (p.slots == 0 || p.slots > kMaxSlots) {
         return "slots must be 1..2^22";
     }
+    if (p.deterministic) {
+        if (!reduce::fixed_point_applies(p.elem_type, p.op)) {
+            return "deterministic needs a float element type and op sum";
+        }
+        if (p.fraction_bits > reduce::kMaxFractionBits) {
+            return "fraction_bits must be 0..126";
+        }
+    }
     return "";
 }
 
@@ -38,11 +46,16 @@ AggCore::AggCore(const CoreParams& p, const reduce::Kernels& k) : params_(p) {
         throw std::invalid_argument("aggregation core: " + std::string(why));
     }
     set_bytes_ = p.contributors.size_bytes();
-    acc_bytes_ = reduce::acc_bytes(p.elem_type, p.max_elems);
+    // A deterministic core's accumulators are int64 fixed point, whatever the float type.
+    acc_bytes_ = reduce::acc_bytes(p.deterministic ? reduce::kFixedWireType : p.elem_type,
+                                   p.max_elems);
     const reduce::TypeKernels& tk = k[p.elem_type];
     load_ = tk.load;
     accumulate_ = tk.accumulator(p.op);
     store_ = tk.store;
+    if (p.deterministic) {
+        fixed_ = reduce::fixed_kernels(p.elem_type);
+    }
     state_.assign(p.slots, SlotState::empty);
     count_.assign(p.slots, 0);
     sets_.assign(size_t{p.slots} * set_bytes_, 0);
@@ -58,8 +71,23 @@ AggCore::AggCore(const CoreParams& p, const reduce::Kernels& k) : params_(p) {
 
 AggCore::~AggCore() = default;
 
-AddResult AggCore::add(uint32_t s, const uint8_t* from, uint32_t count,
-                       const void* payload) noexcept {
+void AggCore::absorb(uint32_t s, const void* payload, uint32_t count, Encoding enc,
+                     bool first) noexcept {
+    if (!params_.deterministic) {
+        (first ? load_ : accumulate_)(acc(s), payload, count);
+        return;
+    }
+    auto* a = static_cast<int64_t*>(acc(s));
+    if (enc == Encoding::fixed_point) {
+        (first ? reduce::fixed_load : reduce::fixed_add)(a, payload, count);
+    } else {
+        (first ? fixed_.quantize_load : fixed_.quantize_add)(a, payload, count,
+                                                             params_.fraction_bits, fixed_stats_);
+    }
+}
+
+AddResult AggCore::add(uint32_t s, const uint8_t* from, uint32_t count, const void* payload,
+                       Encoding enc) noexcept {
     const uint8_t* full = full_set();
     if (wire::bits_is_zero(from, set_bytes_) || !wire::bits_subset(from, full, set_bytes_)) {
         return AddResult::outside;
@@ -70,7 +98,7 @@ AddResult AggCore::add(uint32_t s, const uint8_t* from, uint32_t count,
     uint8_t* set = sets_.data() + size_t{s} * set_bytes_;
     switch (state_[s]) {
     case SlotState::empty:
-        load_(acc(s), payload, count);
+        absorb(s, payload, count, enc, true);
         std::memcpy(set, from, set_bytes_);
         count_[s] = count;
         ++in_use_;
@@ -87,7 +115,7 @@ AddResult AggCore::add(uint32_t s, const uint8_t* from, uint32_t count,
         if (wire::bits_intersect(from, set, set_bytes_)) {
             return AddResult::overlap;
         }
-        accumulate_(acc(s), payload, count);
+        absorb(s, payload, count, enc, false);
         wire::bits_or_into(set, from, set_bytes_);
         break;
     }
@@ -99,11 +127,18 @@ AddResult AggCore::add(uint32_t s, const uint8_t* from, uint32_t count,
     return AddResult::added;
 }
 
-uint32_t AggCore::store_result(uint32_t s, void* out) const noexcept {
+uint32_t AggCore::store_result(uint32_t s, void* out, Encoding enc) const noexcept {
     if (state_[s] != SlotState::complete) {
         return 0;
     }
-    store_(out, acc(s), count_[s]);
+    if (!params_.deterministic) {
+        store_(out, acc(s), count_[s]);
+    } else if (enc == Encoding::fixed_point) {
+        reduce::fixed_store(out, static_cast<const int64_t*>(acc(s)), count_[s]);
+    } else {
+        fixed_.dequantize(out, static_cast<const int64_t*>(acc(s)), count_[s],
+                          params_.fraction_bits);
+    }
     return count_[s];
 }
 

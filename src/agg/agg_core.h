@@ -26,6 +26,7 @@
 #include <string_view>
 #include <vector>
 
+#include "reduce/fixed_point.h"
 #include "reduce/reduce.h"
 #include "wire/bitstring.h"
 
@@ -37,7 +38,17 @@ struct CoreParams {
     reduce::ElemType elem_type = reduce::ElemType::fp32;
     uint32_t max_elems = 0;  // per unit: 1 .. 65535
     uint32_t slots = 0;      // 1 .. kMaxSlots
+    // Reproducible float sum (reduce/fixed_point.h): every slot accumulates int64 fixed point
+    // with `fraction_bits` fractional bits, so its result does not depend on the order or
+    // grouping of the contributions. Needs a float elem_type and op sum.
+    bool deterministic = false;
+    uint8_t fraction_bits = 0;  // 0 .. reduce::kMaxFractionBits
 };
+
+// How a contribution's (or a result's) elements are encoded: the core's element type, or (a
+// deterministic core only) int64 fixed point with the core's fraction_bits — a partial sum
+// from, or for, another switch.
+enum class Encoding : uint8_t { native, fixed_point };
 
 inline constexpr uint32_t kMaxSlots = 1u << 22;
 
@@ -70,12 +81,16 @@ public:
 
     // Adds one contribution to slot `s` (< slots()): `from` the contributors it carries
     // (set_bytes() long, wire order), `payload` `count` elements in wire format. An empty slot
-    // starts aggregating with it (its count fixes the slot's count).
-    AddResult add(uint32_t s, const uint8_t* from, uint32_t count, const void* payload) noexcept;
+    // starts aggregating with it (its count fixes the slot's count). `enc` fixed_point is
+    // honoured by a deterministic core only (elsewhere the payload is read as native).
+    AddResult add(uint32_t s, const uint8_t* from, uint32_t count, const void* payload,
+                  Encoding enc = Encoding::native) noexcept;
 
-    // Writes slot s's result (narrowed to the wire type) to `out` and returns its element
-    // count; 0 (nothing written) unless the slot is complete. `out` holds count() elements.
-    uint32_t store_result(uint32_t s, void* out) const noexcept;
+    // Writes slot s's result (narrowed to the wire type, or, with `enc` fixed_point on a
+    // deterministic core, the exact int64 sum) to `out` and returns its element count; 0
+    // (nothing written) unless the slot is complete. `out` holds count() elements.
+    uint32_t store_result(uint32_t s, void* out,
+                          Encoding enc = Encoding::native) const noexcept;
 
     // Empties slot s (its result and contributors are forgotten). The policy's decision.
     void release(uint32_t s) noexcept;
@@ -91,8 +106,13 @@ public:
     uint32_t slots() const noexcept { return params_.slots; }
     size_t in_use() const noexcept { return in_use_; }
     const CoreParams& params() const noexcept { return params_; }
+    // Deterministic cores: elements saturated / underflowed / NaN when quantized (never silent).
+    const reduce::FixedStats& fixed_stats() const noexcept { return fixed_stats_; }
 
 private:
+    // The accumulate step of add() for a contribution (first: load, else add).
+    void absorb(uint32_t s, const void* payload, uint32_t count, Encoding enc,
+                bool first) noexcept;
     void* acc(uint32_t s) const noexcept { return acc_base_ + size_t{s} * acc_bytes_; }
 
     CoreParams params_;
@@ -101,6 +121,8 @@ private:
     reduce::LoadFn load_ = nullptr;
     reduce::AccumulateFn accumulate_ = nullptr;
     reduce::StoreFn store_ = nullptr;
+    reduce::FixedKernels fixed_{};  // deterministic cores: quantize / dequantize
+    reduce::FixedStats fixed_stats_;
     std::vector<SlotState> state_;
     std::vector<uint32_t> count_;
     std::vector<uint8_t> sets_;             // per slot: the contributors added

@@ -15,6 +15,7 @@
 #include <set>
 #include <sstream>
 
+#include "reduce/fixed_point.h"
 #include "reduce/reduce.h"
 #include "wire/bier_header.h"
 #include "wire/bitstring.h"
@@ -461,6 +462,39 @@ void read_bsl(Reader& r, const YAML::Node& v, uint16_t& bsl_bits) {
     }
 }
 
+// `deterministic: true | false | {fraction_bits: N}`, read after op and elem_type. Refused where
+// it could change nothing (integer types, min/max: already order free) or cannot apply (prod: no
+// exact integer product), so a config never promises reproducibility it does not get.
+void read_deterministic(Reader& r, const YAML::Node& v, InaJobConfig& j) {
+    if (v.IsMap()) {
+        r.check_keys(v, {"fraction_bits"}, "deterministic");
+        j.deterministic = true;
+        r.optional(v, "fraction_bits", [&](const YAML::Node& x) {
+            uint8_t bits = 0;
+            if (r.uint_value(x, "fraction_bits", bits, 0,
+                             static_cast<uint64_t>(reduce::kMaxFractionBits))) {
+                j.fraction_bits = bits;
+            }
+        });
+    } else if (!r.bool_value(v, "deterministic (or {fraction_bits: N})", j.deterministic)) {
+        return;
+    }
+    if (!j.deterministic) {
+        return;
+    }
+    const auto type = static_cast<reduce::ElemType>(j.elem_type);
+    if (!reduce::is_float(type)) {
+        r.error(v, "deterministic on an " + std::string(reduce::to_string(type)) +
+                       " job: integer reductions are exact and order free already; drop it");
+    } else if (j.op != static_cast<uint8_t>(reduce::Op::sum)) {
+        const auto op = static_cast<reduce::Op>(j.op);
+        r.error(v, "deterministic on op " + std::string(reduce::to_string(op)) +
+                       (op == reduce::Op::prod
+                            ? ": a float product has no exact fixed-point form; only sum"
+                            : ": float min/max are order free already; drop it"));
+    }
+}
+
 void read_ina_job(Reader& r, const YAML::Node& n, InaJobConfig& j) {
     j.mark = mark_of(n);
     if (!r.expect_map(n, "an INA job")) {
@@ -469,8 +503,7 @@ void read_ina_job(Reader& r, const YAML::Node& n, InaJobConfig& j) {
     r.check_keys(n,
                  {"job_id", "role", "bsl", "set_id", "abm", "op", "elem_type", "max_elements",
                   "window", "worker_window", "slot_timeout_ms", "result_cache", "root", "parent",
-                  "source",
-                  "workers", "results", "ingress", "on_reject"},
+                  "source", "workers", "results", "ingress", "on_reject", "deterministic"},
                  "an INA job");
     r.required(n, "job_id", "an INA job",
                [&](const YAML::Node& v) { r.uint_value(v, "job_id", j.job_id, 0, 0xFFFFFFFFu); });
@@ -598,6 +631,7 @@ void read_ina_job(Reader& r, const YAML::Node& n, InaJobConfig& j) {
     r.optional(n, "on_reject", [&](const YAML::Node& v) {
         enum_value(r, v, "on_reject", kRejectNames, j.on_reject);
     });
+    r.optional(n, "deterministic", [&](const YAML::Node& v) { read_deterministic(r, v, j); });
     r.optional(n, "results", [&](const YAML::Node& v) {
         enum_value(r, v, "results", kResultNames, j.results);
     });
@@ -1539,11 +1573,21 @@ BierGroupParseResult parse_bier_group(const std::string& text, const std::string
     return {std::move(group), std::move(errors)};
 }
 
+uint8_t ina_fraction_bits(const InaJobConfig& job) {
+    if (!job.deterministic) {
+        return 0;
+    }
+    return job.fraction_bits.value_or(static_cast<uint8_t>(
+        reduce::default_fraction_bits(static_cast<reduce::ElemType>(job.elem_type))));
+}
+
 uint64_t ina_table_bytes(const InaJobConfig& job) {
     const uint64_t entries = 2 * uint64_t{job.window};
     const uint64_t bitmaps = 2 * uint64_t{job.bsl_bits / 8u};
-    const uint64_t acc = reduce::acc_bytes(static_cast<reduce::ElemType>(job.elem_type),
-                                           job.max_elements);
+    // A deterministic job accumulates int64 fixed point (8 bytes an element, whatever its type).
+    const uint64_t acc = reduce::acc_bytes(
+        job.deterministic ? reduce::kFixedWireType : static_cast<reduce::ElemType>(job.elem_type),
+        job.max_elements);
     constexpr uint64_t kEntryAndIndex = 64;  // Entry struct + its share of the index state
     // Released-chunk bitmaps: per index, 64-bit words for 4 x worker_window / window bits
     // (ina::kViolationHeadroom, ina/chunk_table.h).

@@ -126,8 +126,16 @@ struct InaJobConfig {
     std::vector<std::string> ingress_ports;           // empty: any port
     std::vector<net::Ipv4Prefix> ingress_sources;     // empty: any source
     RejectAction on_reject = RejectAction::forward;   // packets that fail the VAT checks
+    // Reproducible float sum (`deterministic: true` or `{fraction_bits: N}`): exact int64 fixed
+    // point, src/reduce/README.md. fraction_bits unset: reduce::default_fraction_bits(elem_type).
+    bool deterministic = false;
+    std::optional<uint8_t> fraction_bits;
     Mark mark;
 };
+
+// The fraction bits a deterministic job uses (its own or its type's default); 0 when it is not
+// deterministic.
+uint8_t ina_fraction_bits(const InaJobConfig& job);
 
 struct InaConfig {
     uint16_t udp_port = 9470;

@@ -57,6 +57,8 @@ ina::JobParams job_params(const config::InaJobConfig& j) {
     p.result_cache = config::ina_result_cache(j);
     p.role = j.role == config::InaRole::root ? ina::Role::root : ina::Role::aggregator;
     p.idle_timeout = j.slot_timeout_ms * rte_get_tsc_hz() / 1000;
+    p.deterministic = j.deterministic;
+    p.fraction_bits = config::ina_fraction_bits(j);
     return p;
 }
 
@@ -67,7 +69,8 @@ bool same_tables(const config::InaJobConfig& a, const config::InaJobConfig& b) {
            a.max_elements == b.max_elements && a.window == b.window &&
            a.worker_window == b.worker_window &&
            config::ina_result_cache(a) == config::ina_result_cache(b) &&
-           a.slot_timeout_ms == b.slot_timeout_ms;
+           a.slot_timeout_ms == b.slot_timeout_ms && a.deterministic == b.deterministic &&
+           config::ina_fraction_bits(a) == config::ina_fraction_bits(b);
 }
 
 ApplyResult failure(std::vector<std::string> errors) {

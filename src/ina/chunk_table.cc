@@ -25,6 +25,8 @@ agg::CoreParams core_params(const JobParams& p) {
     c.elem_type = p.elem_type;
     c.max_elems = p.max_elems;
     c.slots = 2 * lane_indices(p.window, p.lanes);
+    c.deterministic = p.deterministic;
+    c.fraction_bits = p.fraction_bits;
     return c;
 }
 
@@ -85,7 +87,10 @@ uint8_t header_mismatch(const proto::Header& h, const JobParams& p) {
     if (h.type != proto::PacketType::data) m |= mismatch::type;
     if (h.job_id != p.job_id) m |= mismatch::job;
     if (h.op != static_cast<uint8_t>(p.op)) m |= mismatch::op;
-    if (h.elem_type != static_cast<uint8_t>(p.elem_type)) m |= mismatch::elem_type;
+    if (h.elem_type != static_cast<uint8_t>(p.elem_type) &&
+        !(p.deterministic && h.elem_type == static_cast<uint8_t>(reduce::kFixedWireType))) {
+        m |= mismatch::elem_type;
+    }
     if (h.bitstring_bytes() != p.abm.size_bytes()) m |= mismatch::bsl;
     if (h.set_id != p.set_id) m |= mismatch::set_id;
     return m;
@@ -308,7 +313,8 @@ void ChunkTable::release(uint32_t index, Entry* e, const uint8_t* pbm, uint64_t 
 }
 
 Verdict ChunkTable::on_data(const uint8_t* pbm, uint32_t seq, uint32_t elem_count,
-                            const void* payload, uint8_t flags, uint64_t now) noexcept {
+                            const void* payload, uint8_t flags, uint64_t now,
+                            agg::Encoding enc) noexcept {
     const uint8_t* abm = params_.abm.data();
     // 1-2. Is it ours, and well formed? Nothing below runs for a packet that fails here.
     if (!bits_intersect(pbm, abm, bs_bytes_)) {
@@ -359,7 +365,7 @@ Verdict ChunkTable::on_data(const uint8_t* pbm, uint32_t seq, uint32_t elem_coun
 
     // 3. The chunk's entry.
     if (Entry* e = own) {
-        const agg::AddResult r = core_.add(slot(*e), pbm, elem_count, payload);
+        const agg::AddResult r = core_.add(slot(*e), pbm, elem_count, payload, enc);
         if (r != agg::AddResult::count_mismatch) {
             e->last_activity = now;
             e->flags |= flags & proto::kFlagEcnEcho;
@@ -420,15 +426,15 @@ Verdict ChunkTable::on_data(const uint8_t* pbm, uint32_t seq, uint32_t elem_coun
     std::memset(free->released, 0, bs_bytes_);
     // An empty slot takes any well-formed contribution (checked above): absorbed, or completed
     // when one packet covers the whole A-BM (a single child whose A-BM equals ours).
-    return finish(verdict_of(core_.add(slot(*free), pbm, elem_count, payload)));
+    return finish(verdict_of(core_.add(slot(*free), pbm, elem_count, payload, enc)));
 }
 
-uint32_t ChunkTable::store_result(uint32_t seq, void* out) const noexcept {
+uint32_t ChunkTable::store_result(uint32_t seq, void* out, agg::Encoding enc) const noexcept {
     const uint32_t index = index_of(seq);
     if (const Entry* e = find(index, seq)) {
-        return core_.store_result(slot(*e), out);
+        return core_.store_result(slot(*e), out, enc);
     }
-    const Cached* c = cached(index, seq);
+    const Cached* c = enc == agg::Encoding::native ? cached(index, seq) : nullptr;
     if (c == nullptr) return 0;
     const auto at = static_cast<size_t>(c - cached_.data());
     std::memcpy(out, cache_base_ + at * cache_stride_,

@@ -129,6 +129,11 @@ struct JobParams {
     // to a sender beyond the window that lost its result (see "Root result cache" above). Memory:
     // lane_indices() x result_cache x (max_elems x elem_size(elem_type), rounded up to 64 bytes).
     uint32_t result_cache = 0;
+    // Reproducible float sum (src/reduce/README.md "Deterministic mode"): slots accumulate int64
+    // fixed point with fraction_bits fractional bits; partials travel as int64 elements
+    // (reduce::kFixedWireType), the root emits the float type. Float elem_type and op sum only.
+    bool deterministic = false;
+    uint8_t fraction_bits = 0;
 };
 
 // Where chunk `seq` of a job with slot window `window` lives when `lanes` lcores share the job:
@@ -164,7 +169,8 @@ inline constexpr uint32_t kMaxWindow = 1u << 20;
 std::string_view validate(const JobParams& p);
 
 // Header fields a data packet must share with its job; the caller checks them (after parse()) before
-// on_data(). Bit flags, 0 = the header matches.
+// on_data(). Bit flags, 0 = the header matches. A deterministic job takes two element types: its
+// float type (a worker's contribution) and int64 (a partial sum in the job's fixed point).
 namespace mismatch {
 inline constexpr uint8_t job = 0x01;
 inline constexpr uint8_t op = 0x02;
@@ -226,6 +232,11 @@ struct ChunkCounters {
     uint64_t result_cache_hits = 0;
     uint64_t result_cache_misses = 0;
     std::array<uint64_t, kNumRejectReasons> rejected{};  // by reject reason, before the table
+    // Deterministic jobs: elements quantized here that saturated (|x| beyond the fixed-point
+    // range, or Inf), underflowed (non-zero, below 2^-(fraction_bits+1)) or were NaN.
+    uint64_t fixed_saturated = 0;
+    uint64_t fixed_underflow = 0;
+    uint64_t fixed_nan = 0;
     uint64_t operator[](Verdict v) const { return verdicts[static_cast<size_t>(v)]; }
 };
 
@@ -250,14 +261,34 @@ public:
     // `flags` the header flags (only counted: a fallback-flagged packet from a child switch is
     // absorbed here like any other, which is safe because stickiness is decided per node),
     // `now` the caller's clock (for expire()).
+    // `enc`: how the payload is encoded (encoding_of() the header's element type).
     Verdict on_data(const uint8_t* pbm, uint32_t seq, uint32_t elem_count, const void* payload,
-                    uint8_t flags, uint64_t now) noexcept;
+                    uint8_t flags, uint64_t now,
+                    agg::Encoding enc = agg::Encoding::native) noexcept;
+
+    // The encoding of a (header-checked) packet of this job with wire element type `elem_type`:
+    // fixed_point for int64 in a deterministic job, else native.
+    agg::Encoding encoding_of(uint8_t elem_type) const noexcept {
+        return params_.deterministic && elem_type == static_cast<uint8_t>(reduce::kFixedWireType)
+                   ? agg::Encoding::fixed_point
+                   : agg::Encoding::native;
+    }
+    // The element type of this node's partial results towards its parent: the job's, or int64
+    // fixed point in a deterministic job (a float is rounded only once, at the root).
+    uint8_t partial_elem_type() const noexcept {
+        return static_cast<uint8_t>(params_.deterministic ? reduce::kFixedWireType
+                                                          : params_.elem_type);
+    }
 
     // Writes the result of complete chunk `seq` (narrowed to the wire type with the kernel's
     // store), or of a released chunk still in the result cache, to `out` and returns its element
     // count; 0 (nothing written) if seq has neither here. `out` must hold
     // count * elem_size(elem_type) bytes (any alignment).
-    uint32_t store_result(uint32_t seq, void* out) const noexcept;
+    // With `enc` fixed_point (deterministic jobs) the exact int64 sum of a complete chunk is
+    // written instead, 8 bytes per element: an aggregator's partial (the cache, a root's, holds
+    // only results in the job's element type).
+    uint32_t store_result(uint32_t seq, void* out,
+                          agg::Encoding enc = agg::Encoding::native) const noexcept;
     // Flags the emitted result (or aggregate) must carry: proto::kFlagEcnEcho when any
     // contribution that reached seq's entry carried it (the caller sets kFlagEcnEcho in the flags
     // it passes to on_data for a CE-marked packet). 0 if seq has no entry (nor cached result).
@@ -289,7 +320,14 @@ public:
     uint16_t lane_of(uint32_t seq) const noexcept {
         return chunk_place(seq, window_, static_cast<uint16_t>(lanes_)).lane;
     }
-    const ChunkCounters& counters() const noexcept { return counters_; }
+    // A copy: the quantizers' counts live in the aggregation core and are merged in here.
+    ChunkCounters counters() const noexcept {
+        ChunkCounters c = counters_;
+        c.fixed_saturated = core_.fixed_stats().saturated;
+        c.fixed_underflow = core_.fixed_stats().underflow;
+        c.fixed_nan = core_.fixed_stats().nan;
+        return c;
+    }
     const JobParams& params() const noexcept { return params_; }
 
 private:

@@ -45,7 +45,13 @@ namespace ina::metrics {
       "Contributions for released chunks at a root, by whether its result cache still held the " \
       "result (hit: answered with it) or not (miss: stale)")                                     \
     A(rejected, uint64_t, ina::kNumRejectReasons, "ina_job_rejected_total",                       \
-      "Contributions of a job refused before its chunk table, by reason")
+      "Contributions of a job refused before its chunk table, by reason")                         \
+    S(fixed_saturated, per_job, "ina_job_fixed_point_total{event=\"saturated\"}",              \
+      "Deterministic jobs: contribution elements quantized to fixed point, by event")             \
+    S(fixed_underflow, per_job, "ina_job_fixed_point_total{event=\"underflow\"}",              \
+      "Deterministic jobs: contribution elements quantized to fixed point, by event")             \
+    S(fixed_nan, per_job, "ina_job_fixed_point_total{event=\"nan\"}",                          \
+      "Deterministic jobs: contribution elements quantized to fixed point, by event")
 
 #define INA_COUNTER_BYTES(member, ...) +sizeof(uint64_t)
 #define INA_COUNTER_ARRAY_BYTES(member, type, count, ...) +sizeof(type) * (count)

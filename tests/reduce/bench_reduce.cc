@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "reduce/fixed_point.h"
 #include "reduce/reduce.h"
 
 using namespace ina::reduce;
@@ -156,6 +157,26 @@ int main(int argc, char** argv) {
             report("load", time_ns_per_call([&](size_t i) { k.load(acc, in + (i % kPackets) * stride + 2, n); }, o.ms));
             report("store", time_ns_per_call([&](size_t) { k.store(out + 2, acc, n); }, o.ms));
             sink += static_cast<double>(acc[0]) + static_cast<double>(out[2]);
+        }
+        // Deterministic jobs (fixed_point.h): quantize-and-add a float contribution, add an int64
+        // partial, and the root's dequantize, at the type's default fraction bits (scalar code
+        // the compiler vectorises; no ISA table).
+        if (const FixedKernels& fk = fixed_kernels(t); fk.quantize_add != nullptr) {
+            const int f = default_fraction_bits(t);
+            auto* fixed = static_cast<int64_t*>(aligned(n * 8));
+            auto* partial = static_cast<unsigned char*>(aligned(n * 8 + 64));
+            FixedStats st;
+            const auto report = [&](const char* what, double ns) {
+                std::printf("%-6s %-5s %-7s %6zu %9.1f %8.2f\n", std::string(to_string(t)).c_str(), what,
+                            "fixed", n, ns, static_cast<double>(n * es) / ns);
+            };
+            fk.quantize_load(fixed, in + 2, n, f, st);
+            report("sum", time_ns_per_call([&](size_t i) { fk.quantize_add(fixed, in + (i % kPackets) * stride + 2, n, f, st); }, o.ms));
+            report("int64", time_ns_per_call([&](size_t) { fixed_add(fixed, partial + 2, n); }, o.ms));
+            report("store", time_ns_per_call([&](size_t) { fk.dequantize(out + 2, fixed, n, f); }, o.ms));
+            sink += static_cast<double>(fixed[0] & 1) + static_cast<double>(st.saturated);
+            std::free(fixed);
+            std::free(partial);
         }
         std::free(in);
         std::free(acc);

@@ -208,24 +208,30 @@ Bytes payload_of(size_t len, uint8_t seed) {
     return b;
 }
 
-Bytes ina_contribution(uint32_t job_id, uint16_t bfr_id, uint32_t seq,
-                       const std::vector<int32_t>& values, uint32_t dst) {
+Bytes ina_data(uint32_t job_id, const std::vector<uint16_t>& bfr_ids, uint32_t seq,
+               uint8_t elem_type, const Bytes& elements, uint32_t dst) {
     proto::Header h;
     h.type = proto::PacketType::data;
-    h.elem_type = 0;  // int32
-    h.bsl_code = 1;   // 64
+    h.elem_type = elem_type;
+    h.bsl_code = 1;  // 64
     h.job_id = job_id;
     h.seq = seq;
-    h.elem_count = static_cast<uint16_t>(values.size());
-    const uint16_t ids[] = {bfr_id};
-    const auto bs = *wire::BitString::from_bfr_ids(64, 0, ids);
+    h.elem_count = static_cast<uint16_t>(elements.size() / proto::elem_bytes(elem_type));
+    const auto bs = *wire::BitString::from_bfr_ids(64, 0, bfr_ids);
     Bytes ina(h.total_bytes());
     const size_t at = proto::write_header(ina.data(), h, bs.data());
-    std::memcpy(ina.data() + at, values.data(), values.size() * 4);
+    std::memcpy(ina.data() + at, elements.data(), elements.size());
     const uint32_t src = ip4("10.0.1.9");
     return eth_frame(port_mac(kR0), kHostA, RTE_ETHER_TYPE_IPV4,
                      ipv4_packet(src, dst, IPPROTO_UDP,
                                  udp_datagram(src, dst, 40001, proto::kDefaultUdpPort, ina)));
+}
+
+Bytes ina_contribution(uint32_t job_id, uint16_t bfr_id, uint32_t seq,
+                       const std::vector<int32_t>& values, uint32_t dst) {
+    Bytes elements(values.size() * 4);
+    std::memcpy(elements.data(), values.data(), elements.size());
+    return ina_data(job_id, {bfr_id}, seq, 0 /* int32 */, elements, dst);
 }
 
 ina::JobParams ina_job_params(uint32_t job_id, const std::vector<uint16_t>& abm, ina::Role role) {

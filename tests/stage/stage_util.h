@@ -80,6 +80,10 @@ Bytes payload_of(size_t len, uint8_t seed = 0);
 // 10.0.1.9 (a host behind r0) to `dst`, UDP 40001 -> 9470, Ethernet to r0's MAC from kHostA.
 Bytes ina_contribution(uint32_t job_id, uint16_t bfr_id, uint32_t seq,
                        const std::vector<int32_t>& values, uint32_t dst);
+// The same with any element type and raw little-endian element bytes (count = bytes / size), from
+// P-BM `bfr_ids`.
+Bytes ina_data(uint32_t job_id, const std::vector<uint16_t>& bfr_ids, uint32_t seq,
+               uint8_t elem_type, const Bytes& elements, uint32_t dst);
 // Chunk-table parameters of such a job: 16 elements, window 8, nothing expires during a test.
 ina::JobParams ina_job_params(uint32_t job_id, const std::vector<uint16_t>& abm, ina::Role role);
 

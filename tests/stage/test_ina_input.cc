@@ -6,6 +6,7 @@
 #include <rte_ip.h>
 #include <rte_udp.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "ina/chunk_table.h"
@@ -213,6 +214,117 @@ TEST_F(InaInput, ChunksOwnedByAnotherLcoreAreHandedOverAndAggregatedThere) {
     int32_t sum = 0;
     std::memcpy(&sum, f.data() + 42 + 24 + 8, 4);
     EXPECT_EQ(sum, 11);
+}
+
+// Deterministic fp32 job (issue 15 item 4), the wire format: an aggregator quantizes the
+// workers' fp32 elements and sends its partial as int64 (element type 4, 8 bytes an element,
+// sum of round(x * 2^32)); the root adds that partial to a worker's fp32 contribution and
+// emits fp32 = RN(S * 2^-32).
+constexpr int kF = 32;
+Bytes fp32_bytes(const std::vector<float>& v) {
+    Bytes b(v.size() * 4);
+    std::memcpy(b.data(), v.data(), b.size());
+    return b;
+}
+int64_t q32(float x) { return std::llround(std::ldexp(static_cast<double>(x), kF)); }
+
+ina::JobParams deterministic_params(ina::Role role, const std::vector<uint16_t>& abm) {
+    ina::JobParams p = ina_job_params(kJob, abm, role);
+    p.elem_type = reduce::ElemType::fp32;
+    p.deterministic = true;
+    p.fraction_bits = kF;
+    return p;
+}
+
+TEST_F(InaInput, DeterministicAggregatorSendsAnInt64FixedPointPartial) {
+    table = std::make_unique<ina::ChunkTable>(deterministic_params(ina::Role::aggregator, {1, 2}));
+    ctx->feature_slots[0].state = table.get();  // the fixture attached the job in slot 0
+    const std::vector<float> a = {1.5f, -0.25f, 3.0e-3f};
+    const std::vector<float> b = {2.0f, 0.125f, -7.0e-4f};
+    const uint32_t dst = ip4("10.0.2.2");
+    run({mbuf(ina_data(kJob, {1}, 0, 1, fp32_bytes(a), dst), kR0),
+         mbuf(ina_data(kJob, {2}, 0, 0, fp32_bytes(b), dst), kR0),  // int32: not this job's
+         mbuf(ina_data(kJob, {2}, 0, 1, fp32_bytes(b), dst), kR0)});
+    EXPECT_EQ(table->counters().rejected[2], 1u) << "elem_type";
+    EXPECT_EQ(ctx->counters.ina_partials_sent, 1u);
+    auto out = take_tx(kR1);
+    ASSERT_EQ(out.size(), 2u) << "the rejected int32 copy is forwarded (on_reject: forward)";
+    Bytes f = bytes_of(out[0]);
+    if (f.size() != 42u + 24 + 8 + 3 * 8) f = bytes_of(out[1]);
+    free_mbufs(out);
+    const auto parsed = proto::parse(f.data() + 42, f.size() - 42);
+    ASSERT_TRUE(parsed.packet.has_value()) << proto::to_string(parsed.error);
+    const proto::Header& h = parsed.packet->header;
+    EXPECT_EQ(h.type, proto::PacketType::data);
+    EXPECT_EQ(h.elem_type, 4) << "a partial travels as int64 fixed point";
+    EXPECT_EQ(h.elem_count, 3);
+    EXPECT_EQ(f.size(), 42u + 24 + 8 + 3 * 8);
+    int64_t sum[3];
+    std::memcpy(sum, parsed.packet->payload, sizeof sum);
+    for (size_t i = 0; i < 3; ++i) {
+        EXPECT_EQ(sum[i], q32(a[i]) + q32(b[i])) << "element " << i;
+    }
+}
+
+const std::string kRootYaml = std::string(kStageYaml) + R"(ina:
+  jobs:
+    - job_id: 7
+      role: root
+      bsl: 64
+      abm: "1-3"
+      op: sum
+      elem_type: fp32
+      deterministic: true
+      max_elements: 16
+      window: 8
+      root: 10.0.2.1
+      workers:
+        - {bfr_id: 1, ip: 10.0.2.7}
+        - {bfr_id: 2, ip: 10.0.2.2}
+        - {bfr_id: 3, ip: 10.0.2.7}
+)";
+
+class InaDeterministicRoot : public StageTest {
+protected:
+    void SetUp() override {
+        StageTest::SetUp();
+        build(kRootYaml);
+        table = std::make_unique<ina::ChunkTable>(deterministic_params(ina::Role::root, {1, 2, 3}));
+        ASSERT_TRUE(pipeline::attach_ina_table(*ctx, *snap, kJob, 0, table.get()));
+        ctx->pool = pool;
+    }
+    std::unique_ptr<ina::ChunkTable> table;
+};
+
+TEST_F(InaDeterministicRoot, AddsAnInt64PartialAndAWorkerAndEmitsFp32) {
+    const std::vector<float> a = {1.5f, -0.25f, 3.0e-3f};
+    const std::vector<float> b = {2.0f, 0.125f, -7.0e-4f};
+    const std::vector<float> c = {1.0e-6f, 100.0f, 0.1f};
+    Bytes partial(3 * 8);
+    for (size_t i = 0; i < 3; ++i) {
+        const int64_t v = q32(a[i]) + q32(b[i]);
+        std::memcpy(partial.data() + 8 * i, &v, 8);
+    }
+    const uint32_t dst = ip4("10.0.2.1");
+    std::vector<rte_mbuf*> in = {mbuf(ina_data(kJob, {3}, 0, 1, fp32_bytes(c), dst), kR0),
+                                 mbuf(ina_data(kJob, {1, 2}, 0, 4, partial, dst), kR0)};
+    pipeline::process_burst(*ctx, *snap, in.data(), static_cast<uint16_t>(in.size()));
+    EXPECT_EQ(ctx->counters.ina_results_sent, 3u) << "one unicast copy per worker";
+    auto out = take_tx(kR1);
+    ASSERT_EQ(out.size(), 3u);
+    const Bytes f = bytes_of(out[0]);
+    free_mbufs(out);
+    const auto parsed = proto::parse(f.data() + 42, f.size() - 42);
+    ASSERT_TRUE(parsed.packet.has_value()) << proto::to_string(parsed.error);
+    EXPECT_EQ(parsed.packet->header.type, proto::PacketType::result);
+    EXPECT_EQ(parsed.packet->header.elem_type, 1) << "the result is the job's fp32";
+    float r[3];
+    std::memcpy(r, parsed.packet->payload, sizeof r);
+    for (size_t i = 0; i < 3; ++i) {
+        const int64_t s = q32(a[i]) + q32(b[i]) + q32(c[i]);
+        EXPECT_EQ(r[i], static_cast<float>(std::ldexp(static_cast<long double>(s), -kF)))
+            << "element " << i;
+    }
 }
 
 TEST_F(InaInput, UdpLengthReachingIntoEthernetPaddingIsNotIna) {

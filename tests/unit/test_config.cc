@@ -1039,6 +1039,49 @@ TEST(InaConfig, ErrorsNameTheirPlace) {
     EXPECT_TRUE(HasError(bad_field("root", "10.0.9"), "t.yaml:13:13: ", "IPv4 address"));
 }
 
+// `deterministic` (issue 15 item 4): true or {fraction_bits: N} on float sums; refused where it
+// could change nothing or cannot apply, at its file:line:col.
+TEST(InaConfig, DeterministicJobs) {
+    const auto fp = [](const std::string& type, const std::string& op, const std::string& extra) {
+        std::string y = job(extra);
+        y.replace(y.find("elem_type: int32"), 16, "elem_type: " + type);
+        y.replace(y.find("op: sum"), 7, "op: " + op);
+        return y;
+    };
+    auto r = load_string(fp("fp32", "sum", "      deterministic: true\n"), "t.yaml");
+    ASSERT_TRUE(r.ok()) << r.error_text();
+    EXPECT_TRUE(r.config->ina.jobs[0].deterministic);
+    EXPECT_EQ(ina_fraction_bits(r.config->ina.jobs[0]), 32);
+    r = load_string(fp("fp16", "sum", "      deterministic: {fraction_bits: 20}\n"), "t.yaml");
+    ASSERT_TRUE(r.ok()) << r.error_text();
+    EXPECT_EQ(ina_fraction_bits(r.config->ina.jobs[0]), 20);
+    r = load_string(fp("fp16", "sum", "      deterministic: true\n"), "t.yaml");
+    ASSERT_TRUE(r.ok()) << r.error_text();
+    EXPECT_EQ(ina_fraction_bits(r.config->ina.jobs[0]), 24);
+    r = load_string(fp("bf16", "sum", "      deterministic: false\n"), "t.yaml");
+    ASSERT_TRUE(r.ok()) << r.error_text();
+    EXPECT_FALSE(r.config->ina.jobs[0].deterministic);
+    EXPECT_EQ(ina_fraction_bits(r.config->ina.jobs[0]), 0);
+    // A deterministic job's accumulators are int64 (twice an fp32 job's).
+    auto plain = load_string(fp("fp32", "sum", ""), "t.yaml");
+    auto det = load_string(fp("fp32", "sum", "      deterministic: true\n"), "t.yaml");
+    ASSERT_TRUE(plain.ok() && det.ok());
+    EXPECT_GT(ina_table_bytes(det.config->ina.jobs[0]), ina_table_bytes(plain.config->ina.jobs[0]));
+
+    EXPECT_TRUE(HasError(job("      deterministic: true\n"), "t.yaml:14:22: ",
+                         "integer reductions are exact and order free already"));
+    EXPECT_TRUE(HasError(fp("fp32", "prod", "      deterministic: true\n"), "t.yaml:14:22: ",
+                         "no exact fixed-point form"));
+    EXPECT_TRUE(HasError(fp("fp32", "max", "      deterministic: true\n"), "t.yaml:14:22: ",
+                         "order free already"));
+    EXPECT_TRUE(HasError(fp("fp32", "sum", "      deterministic: yes\n"), "t.yaml:14:22: ",
+                         "true or false"));
+    EXPECT_TRUE(HasError(fp("fp32", "sum", "      deterministic: {fraction_bits: 127}\n"),
+                         "t.yaml:14:38: ", "from 0 to 126"));
+    EXPECT_TRUE(HasError(fp("fp32", "sum", "      deterministic: {bits: 3}\n"), "t.yaml:14:23: ",
+                         "unknown key 'bits'"));
+}
+
 TEST(InaConfig, RootNeedsAWorkerForEveryBit) {
     const std::string root = kInaBase +
         "    - job_id: 1\n      role: root\n      abm: \"1-2\"\n      op: sum\n"
