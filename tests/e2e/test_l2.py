@@ -44,6 +44,11 @@ def test(exe: str) -> None:
         check(bridged >= 16, f"bridged {bridged:.0f} >= 16 (echoes after learning)")
         check(flooded >= 1, f"flooded {flooded:.0f} >= 1 (a's broadcast ARP request)")
         check(m1.get("inaswitch_fdb_entries") >= 2, "inaswitch_fdb_entries >= 2")
+        # A learned MAC is one insert into the in-place FDB, never a new snapshot.
+        published = delta(m1, m0, "inaswitch_snapshots_published_total")
+        check(published == 0, f"no snapshot published while learning (got {published:.0f})")
+        check(m1.get("inaswitch_table_entries", table="fdb") == m1.get("inaswitch_fdb_entries"),
+              "FDB table entries == learned MAC addresses")
 
         # Known unicast is not flooded: c sees none of a <-> b's echoes once both are learned.
         c_rx0 = c.read_stat("rx_packets")

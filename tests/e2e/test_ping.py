@@ -67,6 +67,13 @@ def test(exe: str) -> None:
             v = delta(m, m0, "inaswitch_drops_total", reason=reason)
             check(v == 0, f"drops{{reason={reason}}} == 0 during the pings (got {v:.0f})")
         check(m.get("inaswitch_neighbours", kind="learned") == 2, "2 learned neighbours")
+        # Learning h2 (during the cold start) is one insert into the in-place neighbour table,
+        # never a new snapshot; the table holds every known neighbour.
+        published = delta(m, m0, "inaswitch_snapshots_published_total")
+        check(published == 0, f"no snapshot published while learning (got {published:.0f})")
+        entries = m.get("inaswitch_table_entries", table="neighbours")
+        check(entries == m.get("inaswitch_neighbours"),
+              f"neighbour table entries {entries:.0f} == static + learned neighbours")
 
         neigh = {n["ip"]: n for n in tb.api_json("GET", "/api/v1/neighbours")}
         for h, port in ((h1, "p0"), (h2, "p1")):
