@@ -9,16 +9,17 @@
 #                    (default: config/example-tor.yaml)
 #   --rebuild-base   debootstrap the debian:bookworm base image again even if it exists
 #   --no-build       skip the image build and use the existing localhost/inaswitch image
-#   --demo           after the check, replay a generated pcap through the switch on two
-#                    net_pcap ports (--no-huge, no NIC needed) and print what it counted
-#                    and sent
+#   --demo           after the check, run the image's demo (inaswitch-demo: hosts in
+#                    namespaces, an AllReduce through the switch, no NIC, --no-huge); exit
+#                    non-zero if it fails
+#   --timings FILE   append `phase seconds` lines (base, build, demo) to FILE
 #   -- COMMAND...    after the check, run COMMAND in a privileged container (host network,
 #                    repository at /src/inaswitch), e.g. `-- bash`
 #
 # Steps:
 #  1. Install podman, debootstrap and runc if missing.
-#  2. Make docker.io/library/debian:bookworm from a debootstrap minbase. This runs once; the
-#     image is reused while it exists.
+#  2. Make docker.io/library/debian:bookworm from a debootstrap minbase. The image is reused
+#     while its packages' versions are those the host's apt would install now.
 #  3. podman build docker/Dockerfile from a clean copy of the repository: git's tracked and
 #     untracked files, less what .gitignore excludes (build directories).
 #  4. Run `inaswitch --check-config` on the configuration inside the image.
@@ -37,9 +38,10 @@ config="$REPO/config/example-tor.yaml"
 rebuild_base=0
 build=1
 demo=0
+timings=/dev/null
 run_cmd=()
 
-usage() { sed -n '3,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '3,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 die() { echo "build-and-run: $*" >&2; exit 1; }
 log() { echo "==> $*" >&2; }
 
@@ -49,6 +51,7 @@ while (($#)); do
     --rebuild-base) rebuild_base=1; shift ;;
     --no-build) build=0; shift ;;
     --demo) demo=1; shift ;;
+    --timings) (($# >= 2)) || die "--timings needs a file"; timings=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     --) shift; run_cmd=("$@"); break ;;
     *) usage >&2; die "unknown argument '$1'" ;;
@@ -90,8 +93,35 @@ CONF
   export CONTAINERS_CONF="$work/containers.conf"
 fi
 
-# 2. Base image.
-if ((rebuild_base)) || ! podman image exists "$BASE"; then
+now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
+# phase START_MS: appends "phase seconds" to the --timings file.
+record() { printf '%s %d.%03d\n' "$1" $(( ($(now_ms) - $2) / 1000 )) $(( ($(now_ms) - $2) % 1000 )) >>"$timings"; }
+
+# The versions the host's apt would install (its lists: .ci/setup updates them when it installs)
+# of PACKAGES, one "name version" a line, sorted.
+candidate_versions() {
+  apt-cache policy "$@" 2>/dev/null |
+    awk '/^[^ ].*:$/ { name = substr($1, 1, length($1) - 1) }
+         /^  Candidate:/ && $2 != "(none)" { print name, $2 }' | sort -u
+}
+# PACKAGES and every package they depend on, recursively, one name a line.
+with_dependencies() {
+  apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
+      --no-replaces --no-enhances "$@" 2>/dev/null | grep -v -e '^ ' -e '^<' | sort -u
+}
+
+# 2. Base image: kept while the versions of its packages match what the mirror serves now (the
+# host's candidates); debootstrapped again when any of them changed.
+t=$(now_ms)
+base_current() {
+  podman image exists "$BASE" || return 1
+  local inside
+  inside=$(podman run --rm --network=none "$BASE" dpkg-query -W -f '${Package} ${Version}\n' |
+    sort -u) || return 1
+  # shellcheck disable=SC2086  # package names are words
+  [[ $inside == "$(candidate_versions $(awk '{print $1}' <<<"$inside"))" ]]
+}
+if ((rebuild_base)) || ! base_current; then
   log "creating $BASE with debootstrap"
   rootfs="$work/rootfs"
   debootstrap --variant=minbase bookworm "$rootfs" >"$work/debootstrap.log" 2>&1 ||
@@ -101,15 +131,25 @@ if ((rebuild_base)) || ! podman image exists "$BASE"; then
     rm -f "$rootfs/etc/apt/sources.list"
     cp /etc/apt/sources.list.d/debian.sources "$rootfs/etc/apt/sources.list.d/"
   fi
-  rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
+  # debootstrap takes the release as first published; the updates and security suites of the
+  # host's sources bring it to the versions the host's apt installs, which is what
+  # base_current compares against.
+  cp /etc/resolv.conf "$rootfs/etc/resolv.conf"
+  { chroot "$rootfs" apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+      chroot "$rootfs" apt-get upgrade -y -qq; } >>"$work/debootstrap.log" 2>&1 ||
+    { tail -n 20 "$work/debootstrap.log" >&2; die "upgrading the base failed (log above)"; }
+  rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/* \
+    "$rootfs"/var/cache/apt/*.bin
   # Replace an older image of the same name only after the new one is imported.
   tar -C "$rootfs" -c . | podman import --change 'CMD ["bash"]' - "$BASE" >/dev/null
   rm -rf --one-file-system "$rootfs"
 else
-  log "using existing $BASE (--rebuild-base to recreate it)"
+  log "using $BASE: its package versions are current (--rebuild-base to recreate it)"
 fi
+record base "$t"
 
 # 3. Image.
+t=$(now_ms)
 if ((build)); then
   context="$work/context"
   mkdir -p "$context"
@@ -123,11 +163,20 @@ if ((build)); then
   else
     tar -C "$REPO" --exclude='./build*' --exclude=./.git -c . | tar -C "$context" -x
   fi
-  log "building $IMAGE (log: podman build output below)"
-  podman build --network=host --pull=never -t "$IMAGE" -f "$context/docker/Dockerfile" "$context"
+  # DEPS_KEY: the versions of every package the Dockerfile's apt layers install. Unchanged, the
+  # layers come from podman's cache; changed, they are built again with the new packages.
+  # shellcheck disable=SC2046  # package names are words
+  deps_key=$(candidate_versions $(with_dependencies $(sed -n '/apt-get install/,/>\/dev\/null/p' \
+      "$REPO/docker/Dockerfile" | tr ' \\' '\n\n' | grep -E '^[a-z0-9][a-z0-9.+-]+$' |
+      grep -v -E '^(apt-get|install|dev|null)$')) | sha256sum | cut -c1-16)
+  log "building $IMAGE (package versions $deps_key; podman build output below)"
+  podman build --network=host --pull=never --layers --build-arg "DEPS_KEY=$deps_key" \
+    -t "$IMAGE" -f "$context/docker/Dockerfile" "$context"
 else
   podman image exists "$IMAGE" || die "--no-build given but $IMAGE does not exist"
 fi
+record build "$t"
+podman image inspect --format '{{.Size}}' "$IMAGE" | awk '{printf "size_bytes %d\n", $1}' >>"$timings"
 
 # 4. Configuration check: no privileges, no network.
 log "checking $config"
@@ -140,56 +189,14 @@ case $status in
   *) die "inaswitch --check-config failed with exit status $status" ;;
 esac
 
-# Optional demo: pcap in, pcap out. A host 10.0.1.2 behind port p0 ARPs for the switch, pings
-# it, and sends UDP that is routed (to 10.9.0.0/16 via 10.0.2.2 on p1), has no route, or has
-# TTL 1. The switch runs without hugepages or NICs on net_pcap ports and stops once its input
-# is consumed. Its final metrics and the frames it sent are printed.
+# Optional demo: the image's own (docker/inaswitch-demo): Linux hosts in network namespaces inside
+# a privileged container without host networking, the switch on af_packet vdevs with
+# --no-huge, ping/TCP/UDP and an AllReduce through it, its metrics and inaswitchctl's view.
 if ((demo)); then
-  mkdir -p "$work/demo"
-  cat > "$work/demo/inaswitch.yaml" <<'YAML'
-version: 1
-eal:
-  args: ["-l", "0-1", "--no-huge", "-m", "512", "--no-pci"]
-ports:
-  - name: p0
-    devargs: "net_pcap0,rx_pcap=/demo/in.pcap,tx_pcap=/demo/p0-out.pcap"
-    mac: "02:00:00:00:01:01"
-    ipv4: [10.0.1.1/24]
-  - name: p1
-    devargs: "net_pcap1,rx_pcap=/demo/empty.pcap,tx_pcap=/demo/p1-out.pcap"
-    mac: "02:00:00:00:02:01"
-    ipv4: [10.0.2.1/24]
-routes:
-  - {prefix: 10.9.0.0/16, via: 10.0.2.2}
-neighbours:
-  - {ip: 10.0.2.2, mac: "02:00:00:00:02:02", port: p1}
-control:
-  listen: ""
-YAML
-  cat > "$work/demo/gen.py" <<'PY'
-from scapy.all import ARP, ICMP, IP, UDP, Ether, Raw, wrpcap
-host, sw = "02:00:00:00:01:02", "02:00:00:00:01:01"
-pkts = [Ether(src=host, dst="ff:ff:ff:ff:ff:ff") / ARP(op=1, hwsrc=host, psrc="10.0.1.2", pdst="10.0.1.1"),
-        Ether(src=host, dst=sw) / IP(src="10.0.1.2", dst="10.0.1.1") / ICMP(id=1, seq=1) / Raw(b"ping")]
-pkts += [Ether(src=host, dst=sw) / IP(src="10.0.1.2", dst="10.9.0.5") / UDP(sport=4000 + i, dport=5001) / Raw(b"x" * 64)
-         for i in range(10)]
-pkts += [Ether(src=host, dst=sw) / IP(src="10.0.1.2", dst="10.7.0.1") / UDP() / Raw(b"no route"),
-         Ether(src=host, dst=sw) / IP(src="10.0.1.2", dst="10.9.0.5", ttl=1) / UDP() / Raw(b"ttl 1")]
-wrpcap("/demo/in.pcap", pkts)
-wrpcap("/demo/empty.pcap", [], linktype=1)
-PY
-  log "demo: replaying a pcap through the switch on net_pcap ports"
-  podman run --rm --privileged --network=none -v "$work/demo:/demo" "$IMAGE" bash -euo pipefail -c '
-    python3 /demo/gen.py
-    inaswitch --config /demo/inaswitch.yaml --file-prefix inaswitch-demo \
-      --idle-exit-ms 1000 --stats-file /demo/metrics.prom
-    echo "--- non-zero counters"
-    grep -E "^inaswitch_(drops|routed|arp|icmp|port_(rx|tx)_packets)" /demo/metrics.prom | grep -v " 0$"
-    echo "--- sent on p0 (to the host)"
-    tshark -r /demo/p0-out.pcap 2>/dev/null
-    echo "--- sent on p1 (to the gateway 10.0.2.2: MACs rewritten, TTL 64 -> 63)"
-    tshark -r /demo/p1-out.pcap -T fields -E header=y \
-      -e frame.number -e eth.src -e eth.dst -e ip.src -e ip.dst -e ip.ttl 2>/dev/null'
+  log "demo: inaswitch-demo in the image"
+  t=$(now_ms)
+  podman run --rm --privileged --network=none "$IMAGE" inaswitch-demo
+  record demo "$t"
 fi
 
 if ((${#run_cmd[@]})); then
