@@ -13,15 +13,17 @@
 #                    namespaces, an AllReduce through the switch, no NIC, --no-huge); exit
 #                    non-zero if it fails
 #   --timings FILE   append `phase seconds` lines (base, build, demo) to FILE
-#   -- COMMAND...    after the check, run COMMAND in a privileged container (host network,
-#                    repository at /src/inaswitch), e.g. `-- bash`
+#   -- COMMAND...    after the check, run COMMAND in a privileged container on the host
+#                    network, e.g. `-- bash` or `-- inaswitchctl status`
 #
 # Steps:
 #  1. Install podman, debootstrap and runc if missing.
 #  2. Make docker.io/library/debian:bookworm from a debootstrap minbase. The image is reused
 #     while its packages' versions are those the host's apt would install now.
 #  3. podman build docker/Dockerfile from a clean copy of the repository: git's tracked and
-#     untracked files, less what .gitignore excludes (build directories).
+#     untracked files, less what .gitignore excludes (build directories). DEPS_KEY, a hash of
+#     the versions of the packages its apt layers install, keeps those layers cached until a
+#     package changes.
 #  4. Run `inaswitch --check-config` on the configuration inside the image.
 # Podman runs with runc and ulimits inside the host's hard limits, through a private
 # containers.conf (CONTAINERS_CONF). crun fails on hosts with hybrid cgroups. The host's

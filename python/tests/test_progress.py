@@ -7,6 +7,7 @@ loopback; no root needed.
     PYTHONPATH=build/python INASWITCH_WORKER_DIR=build/src/worker python3 -m pytest test_progress.py
 """
 
+import contextlib
 import os
 import pty
 import re
@@ -28,16 +29,23 @@ def free_udp_port() -> int:
         return s.getsockname()[1]
 
 
-def host_root(port: int, job: int) -> subprocess.Popen:
-    """ina-ps as root of a one-worker job (BFR-id 1 on 127.0.0.2)."""
+@contextlib.contextmanager
+def host_root(job: int):
+    """ina-ps as root of a one-worker job (BFR-id 1 on 127.0.0.2) on a free port; yields the
+    port."""
+    port = free_udp_port()
     ps = subprocess.Popen(
         [os.path.join(WORKER_DIR, "ina-ps"), "--job", str(job), "--abm", "1", "--type", "int32",
          "--op", "sum", "--bind", "127.0.0.1", "--port", str(port), "--idle-exit-ms", "30000",
          "--workers", "1=127.0.0.2"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line = ps.stderr.readline()  # ina-ps says it listens before it polls
-    assert "listening" in line, f"ina-ps did not start: {line!r}"
-    return ps
+    try:
+        line = ps.stderr.readline()  # ina-ps says it listens before it polls
+        assert "listening" in line, f"ina-ps did not start: {line!r}"
+        yield port
+    finally:
+        ps.terminate()
+        ps.communicate(timeout=10)
 
 
 def run(cmd: list, on_tty: bool, env: dict | None = None) -> tuple[int, str]:
@@ -87,14 +95,9 @@ def worker_cmd(port: int, job: int, *extra: str) -> list:
 
 @pytest.mark.parametrize("mode", ["tty", "pipe", "no-progress"])
 def test_ina_worker(mode: str) -> None:
-    port = free_udp_port()
-    ps = host_root(port, job=3)
-    try:
-        extra = ("--no-progress",) if mode == "no-progress" else ()
+    extra = ("--no-progress",) if mode == "no-progress" else ()
+    with host_root(job=3) as port:
         rc, out = run(worker_cmd(port, 3, *extra), on_tty=mode != "pipe")
-    finally:
-        ps.terminate()
-        ps.communicate(timeout=10)
     assert rc == 0 and '"ok": true' in out, out[-400:]
     if mode == "tty":
         check_bar(out, "ina-worker job 3 bfr 1")
@@ -117,15 +120,10 @@ print("reduced")
 
 @pytest.mark.parametrize("mode", ["tty", "pipe", "progress=False"])
 def test_python_client(mode: str) -> None:
-    port = free_udp_port()
-    ps = host_root(port, job=4)
-    try:
+    with host_root(job=4) as port:
         rc, out = run([sys.executable, "-c", CLIENT, str(port),
                        "off" if mode == "progress=False" else "on"],
                       on_tty=mode != "pipe", env=dict(os.environ))
-    finally:
-        ps.terminate()
-        ps.communicate(timeout=10)
     assert rc == 0 and "reduced" in out, out[-600:]
     if mode == "tty":
         check_bar(out, "inaswitch job 4 bfr 1")
