@@ -32,6 +32,7 @@
 set -euo pipefail
 
 readonly IMAGE=localhost/inaswitch:latest
+readonly IMAGE_BUILD_STAGE=localhost/inaswitch-build:latest
 readonly BASE=docker.io/library/debian:bookworm
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 readonly REPO
@@ -174,6 +175,12 @@ if ((build)); then
   log "building $IMAGE (package versions $deps_key; podman build output below)"
   podman build --network=host --pull=never --layers --build-arg "DEPS_KEY=$deps_key" \
     -t "$IMAGE" -f "$context/docker/Dockerfile" "$context"
+  # The build stage under a tag of its own keeps its layers (the apt layer above all) from
+  # counting as dangling; its images of earlier builds, untagged now, are removed (nothing else:
+  # the filter is the stage's label).
+  podman build --network=host --pull=never --layers --build-arg "DEPS_KEY=$deps_key" \
+    --target build -t "$IMAGE_BUILD_STAGE" -f "$context/docker/Dockerfile" "$context" >/dev/null
+  podman image prune -f --filter label=org.inaswitch.stage=build >/dev/null
 else
   podman image exists "$IMAGE" || die "--no-build given but $IMAGE does not exist"
 fi
