@@ -113,6 +113,12 @@ with_dependencies() {
       --no-replaces --no-enhances "$@" 2>/dev/null | grep -v -e '^ ' -e '^<' | sort -u
 }
 
+# The packages of the Dockerfile's `apt-get install` commands, one a line.
+dockerfile_packages() {
+  sed -n '/apt-get install/,/>\/dev\/null/p' "$REPO/docker/Dockerfile" | sed 's/[\\]/ /g' |
+    tr -s ' ' '\n' | grep -E '^[a-z0-9][a-z0-9.+-]+$' | grep -v -x -E 'apt-get|install|dev|null'
+}
+
 # 2. Base image: kept while the versions of its packages match what the mirror serves now (the
 # host's candidates); debootstrapped again when any of them changed.
 t=$(now_ms)
@@ -121,8 +127,14 @@ base_current() {
   local inside
   inside=$(podman run --rm --network=none "$BASE" dpkg-query -W -f '${Package} ${Version}\n' |
     sort -u) || return 1
-  # shellcheck disable=SC2086  # package names are words
-  [[ $inside == "$(candidate_versions $(awk '{print $1}' <<<"$inside"))" ]]
+  local host
+  # shellcheck disable=SC2046  # package names are words
+  host=$(candidate_versions $(awk '{print $1}' <<<"$inside"))
+  if [[ -z $host ]]; then
+    log "the host's apt lists are empty: keeping $BASE unchecked (apt-get update to compare)"
+    return 0
+  fi
+  [[ $inside == "$host" ]]
 }
 if ((rebuild_base)) || ! base_current; then
   log "creating $BASE with debootstrap"
@@ -169,9 +181,8 @@ if ((build)); then
   # DEPS_KEY: the versions of every package the Dockerfile's apt layers install. Unchanged, the
   # layers come from podman's cache; changed, they are built again with the new packages.
   # shellcheck disable=SC2046  # package names are words
-  deps_key=$(candidate_versions $(with_dependencies $(sed -n '/apt-get install/,/>\/dev\/null/p' \
-      "$REPO/docker/Dockerfile" | tr ' \\' '\n\n' | grep -E '^[a-z0-9][a-z0-9.+-]+$' |
-      grep -v -E '^(apt-get|install|dev|null)$')) | sha256sum | cut -c1-16)
+  deps_key=$(candidate_versions $(with_dependencies $(dockerfile_packages)) | sha256sum |
+    cut -c1-16)
   log "building $IMAGE (package versions $deps_key; podman build output below)"
   podman build --network=host --pull=never --layers --build-arg "DEPS_KEY=$deps_key" \
     -t "$IMAGE" -f "$context/docker/Dockerfile" "$context"
