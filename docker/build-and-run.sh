@@ -9,6 +9,10 @@
 #                    (default: config/example-tor.yaml)
 #   --rebuild-base   debootstrap the debian:bookworm base image again even if it exists
 #   --no-build       skip the image build and use the existing localhost/inaswitch image
+#   --from-build DIR do not compile in the image: take the programs of the meson build
+#                    directory DIR (built on this Debian 12 host; ninja brings them up to
+#                    date) and build the Dockerfile's `from-build` target, the runtime image
+#                    with them (default: compile from source in the `build` stage)
 #   --demo           after the check, run the image's demo (inaswitch-demo: hosts in
 #                    namespaces, an AllReduce through the switch, no NIC, --no-huge); exit
 #                    non-zero if it fails
@@ -23,7 +27,8 @@
 #  3. podman build docker/Dockerfile from a clean copy of the repository: git's tracked and
 #     untracked files, less what .gitignore excludes (build directories). DEPS_KEY, a hash of
 #     the versions of the packages its apt layers install, keeps those layers cached until a
-#     package changes.
+#     package changes. With --from-build the context is the Dockerfile and programs/, the
+#     tree docker/stage-programs.sh installs from DIR, and only the runtime stage is built.
 #  4. Run `inaswitch --check-config` on the configuration inside the image.
 # Podman runs with runc and ulimits inside the host's hard limits, through a private
 # containers.conf (CONTAINERS_CONF). crun fails on hosts with hybrid cgroups. The host's
@@ -40,11 +45,12 @@ readonly REPO
 config="$REPO/config/example-tor.yaml"
 rebuild_base=0
 build=1
+from_build=
 demo=0
 timings=/dev/null
 run_cmd=()
 
-usage() { sed -n '3,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '3,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 die() { echo "build-and-run: $*" >&2; exit 1; }
 log() { echo "==> $*" >&2; }
 
@@ -53,6 +59,8 @@ while (($#)); do
     --config) (($# >= 2)) || die "--config needs a file"; config=$2; shift 2 ;;
     --rebuild-base) rebuild_base=1; shift ;;
     --no-build) build=0; shift ;;
+    --from-build) (($# >= 2)) || die "--from-build needs a meson build directory"
+                  from_build=$2; shift 2 ;;
     --demo) demo=1; shift ;;
     --timings) (($# >= 2)) || die "--timings needs a file"; timings=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
@@ -64,6 +72,10 @@ done
 ((EUID == 0)) || die "run as root: podman needs it here for --privileged and host networking"
 [[ -f $config ]] || die "no such configuration file: $config"
 config=$(realpath "$config")
+if [[ -n $from_build ]]; then
+  [[ -f $from_build/build.ninja ]] || die "--from-build: $from_build is not a meson build directory"
+  from_build=$(realpath "$from_build")
+fi
 
 work=$(mktemp -d /tmp/inaswitch-image.XXXXXX)
 # debootstrap mounts /proc and /sys inside the root it builds and can leave them mounted when it
@@ -119,6 +131,13 @@ dockerfile_packages() {
     tr -s ' ' '\n' | grep -E '^[a-z0-9][a-z0-9.+-]+$' | grep -v -x -E 'apt-get|install|dev|null'
 }
 
+# DEPS_KEY: the versions of every package the Dockerfile's apt layers install. Unchanged, the
+# layers come from podman's cache; changed, they are built again with the new packages.
+dependencies_key() {
+  # shellcheck disable=SC2046  # package names are words
+  candidate_versions $(with_dependencies $(dockerfile_packages)) | sha256sum | cut -c1-16
+}
+
 # 2. Base image: kept while the versions of its packages match what the mirror serves now (the
 # host's candidates); debootstrapped again when any of them changed.
 t=$(now_ms)
@@ -165,7 +184,19 @@ record base "$t"
 
 # 3. Image.
 t=$(now_ms)
-if ((build)); then
+if ((build)) && [[ -n $from_build ]]; then
+  # The host's programs, current, staged as the image installs them; the context holds nothing
+  # else, so only the runtime stage and one COPY are built.
+  ninja -C "$from_build" src/app/inaswitch src/worker/ina-worker src/worker/ina-ps >/dev/null ||
+    die "ninja -C $from_build failed"
+  context="$work/context"
+  install -D -m 0644 "$REPO/docker/Dockerfile" "$context/docker/Dockerfile"
+  "$REPO/docker/stage-programs.sh" "$from_build" "$context/programs"
+  deps_key=$(dependencies_key)
+  log "building $IMAGE from the programs of $from_build (package versions $deps_key)"
+  podman build --network=host --pull=never --layers --build-arg "DEPS_KEY=$deps_key" \
+    --target from-build -t "$IMAGE" -f "$context/docker/Dockerfile" "$context"
+elif ((build)); then
   context="$work/context"
   mkdir -p "$context"
   if git -C "$REPO" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
@@ -178,11 +209,7 @@ if ((build)); then
   else
     tar -C "$REPO" --exclude='./build*' --exclude=./.git -c . | tar -C "$context" -x
   fi
-  # DEPS_KEY: the versions of every package the Dockerfile's apt layers install. Unchanged, the
-  # layers come from podman's cache; changed, they are built again with the new packages.
-  # shellcheck disable=SC2046  # package names are words
-  deps_key=$(candidate_versions $(with_dependencies $(dockerfile_packages)) | sha256sum |
-    cut -c1-16)
+  deps_key=$(dependencies_key)
   log "building $IMAGE (package versions $deps_key; podman build output below)"
   podman build --network=host --pull=never --layers --build-arg "DEPS_KEY=$deps_key" \
     -t "$IMAGE" -f "$context/docker/Dockerfile" "$context"
@@ -194,6 +221,10 @@ if ((build)); then
   podman image prune -f --filter label=org.inaswitch.stage=build >/dev/null
 else
   podman image exists "$IMAGE" || die "--no-build given but $IMAGE does not exist"
+fi
+# The images $IMAGE named before this build, of either target (untagged now), are removed.
+if ((build)); then
+  podman image prune -f --filter label=org.inaswitch.stage=image >/dev/null
 fi
 record build "$t"
 podman image inspect --format '{{.Size}}' "$IMAGE" | awk '{printf "size_bytes %d\n", $1}' >>"$timings"
