@@ -16,6 +16,7 @@ while the packets fly. `inaswitch.torch.allreduce_hook` is the DistributedDataPa
 from __future__ import annotations
 
 import builtins
+import sys
 from typing import Any
 
 from . import _native
@@ -115,12 +116,16 @@ class Client:
     <= its max_elements). `timeout_ms` bounds one allreduce_, `rto_ms` is the retransmission
     timeout. The socket is bound here: a second client on the same address and port would steal
     this one's results, so a host runs one client per address at a time (close() releases it).
+    `progress` draws a bar on stderr for tensors of 1 MiB or more while stderr is a terminal
+    (never on a pipe or file); False turns it off.
     """
 
     def __init__(self, job: int, bfr_id: int, abm: str, root: str, *, bind: str = "0.0.0.0",
                  port: int = 9470, chunk: int = 256, window: int = 64, bsl: int = 64,
-                 timeout_ms: int = 60000, rto_ms: float = 20.0, first_seq: int = 0):
+                 timeout_ms: int = 60000, rto_ms: float = 20.0, first_seq: int = 0,
+                 progress: bool = True):
         self.job = job
+        self.progress = progress
         self.bfr_id = bfr_id
         self.abm = abm
         self.root = root
@@ -146,7 +151,7 @@ class Client:
             if ai is not None and not isinstance(tensor, memoryview) and \
                     type(tensor).__module__ != "numpy":
                 return self._allreduce_interface(tensor, ai, op)
-            return self._native.allreduce_buffer(tensor, op)
+            return self._native.allreduce_buffer(tensor, op, self._show_progress())
         except _native.NativeError as e:
             _raise(e)
         except InvalidError:
@@ -165,7 +170,7 @@ class Client:
                                "tensor.data or its .grad")
         # `t` stays referenced by this frame for the whole call, so its storage outlives it.
         return self._native.allreduce_address(t.data_ptr(), t.numel() * t.element_size(),
-                                              etype, op)
+                                              etype, op, self._show_progress())
 
     def _allreduce_interface(self, x: Any, ai: dict, op: str) -> dict:
         etype = _typestr_type(ai["typestr"])
@@ -177,7 +182,18 @@ class Client:
         n = 1
         for extent in ai["shape"]:
             n *= extent
-        return self._native.allreduce_address(address, n * int(ai["typestr"][2:]), etype, op)
+        return self._native.allreduce_address(address, n * int(ai["typestr"][2:]), etype, op,
+                                              self._show_progress())
+
+    def _show_progress(self) -> bool:
+        """The native side draws on fd 2 when it is a terminal; Python's own sys.stderr must be
+        one too (not redirected or captured)."""
+        if not self.progress:
+            return False
+        try:
+            return sys.stderr is not None and sys.stderr.isatty()
+        except (AttributeError, ValueError):
+            return False
 
     @property
     def next_seq(self) -> int:

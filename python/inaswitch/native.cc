@@ -9,6 +9,7 @@
 // call returns; one AllReduce at a time per client (the mutex), since a client is one socket
 // and one sequence space.
 #include <pybind11/pybind11.h>
+#include <unistd.h>
 
 #include <memory>
 #include <mutex>
@@ -141,7 +142,7 @@ public:
     }
 
     py::dict allreduce_address(uintptr_t address, size_t nbytes, const std::string& type_name,
-                               const std::string& op_name) {
+                               const std::string& op_name, bool progress) {
         const auto type = elem_type_named(type_name);
         if (!type) {
             raise_native("invalid", "unknown element type '" + type_name + "'");
@@ -150,10 +151,10 @@ public:
             raise_native("invalid", "null buffer");
         }
         auto* p = reinterpret_cast<std::byte*>(address);
-        return run(std::span<std::byte>(p, nbytes), *type, op_name);
+        return run(std::span<std::byte>(p, nbytes), *type, op_name, progress);
     }
 
-    py::dict allreduce_buffer(const py::buffer& b, const std::string& op_name) {
+    py::dict allreduce_buffer(const py::buffer& b, const std::string& op_name, bool progress) {
         py::buffer_info info = b.request(true);  // writable: the result goes in place
         const auto type = elem_type_of_format(info.format, info.itemsize);
         if (!type) {
@@ -172,7 +173,8 @@ public:
             expect *= info.shape[i];
         }
         const auto nbytes = static_cast<size_t>(info.size * info.itemsize);
-        return run(std::span<std::byte>(static_cast<std::byte*>(info.ptr), nbytes), *type, op_name);
+        return run(std::span<std::byte>(static_cast<std::byte*>(info.ptr), nbytes), *type, op_name,
+                   progress);
     }
 
     uint32_t next_seq() {
@@ -187,7 +189,9 @@ public:
     }
 
 private:
-    py::dict run(std::span<std::byte> data, ElemType type, const std::string& op_name) {
+    // `progress`: a bar on stderr (fd 2) while it is a terminal and the tensor is long.
+    py::dict run(std::span<std::byte> data, ElemType type, const std::string& op_name,
+                 bool progress) {
         const auto op = op_named(op_name);
         if (!op) {
             raise_native("invalid", "unknown op '" + op_name + "' (sum, prod, min, max)");
@@ -204,7 +208,14 @@ private:
                 if (!client_ || type != opt_.elem_type || *op != opt_.op) {
                     replace(type, *op);
                 }
-                stats = client_->allreduce(data, data);
+                std::optional<ina::worker::ProgressBar> bar;
+                if (ina::worker::ProgressBar::wanted(progress, STDERR_FILENO, data.size())) {
+                    bar.emplace(STDERR_FILENO,
+                                "inaswitch job " + std::to_string(opt_.job_id) + " bfr " +
+                                    std::to_string(opt_.bfr_id),
+                                data.size());
+                }
+                stats = client_->allreduce(data, data, bar ? &*bar : nullptr);
             } catch (const ina::worker::Error& e) {
                 failed.emplace(e);
             }
@@ -248,10 +259,10 @@ PYBIND11_MODULE(_native, m) {
              py::arg("port"), py::arg("chunk"), py::arg("window"), py::arg("bsl"),
              py::arg("timeout_ms"), py::arg("rto_ms"), py::arg("first_seq"))
         .def("allreduce_address", &NativeClient::allreduce_address, py::arg("address"),
-             py::arg("nbytes"), py::arg("elem_type"), py::arg("op"),
+             py::arg("nbytes"), py::arg("elem_type"), py::arg("op"), py::arg("progress") = false,
              "AllReduce nbytes at address in place (the caller keeps the memory alive)")
         .def("allreduce_buffer", &NativeClient::allreduce_buffer, py::arg("buffer"),
-             py::arg("op"), "AllReduce a writable contiguous buffer in place")
+             py::arg("op"), py::arg("progress") = false, "AllReduce a writable contiguous buffer in place")
         .def_property_readonly("next_seq", &NativeClient::next_seq)
         .def("close", &NativeClient::close);
 }

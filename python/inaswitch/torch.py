@@ -56,6 +56,8 @@ class HookState:
             if job is None or root is None:
                 raise ValueError("HookState needs a client, or job and root to make one")
             rank = dist.get_rank(process_group)
+            # A bar per gradient bucket every step would flood a training's terminal.
+            client_options.setdefault("progress", False)
             client = Client(job, rank + 1, f"1-{self.world_size}", root, **client_options)
         self.client = client
         self.types = tuple(types)

@@ -144,7 +144,8 @@ Client::~Client() {
     }
 }
 
-Stats Client::allreduce(std::span<const std::byte> input, std::span<std::byte> output) {
+Stats Client::allreduce(std::span<const std::byte> input, std::span<std::byte> output,
+                        ProgressBar* progress) {
     const size_t esize = reduce::elem_size(opt_.elem_type);
     if (input.size() % esize != 0 || output.size() != input.size()) {
         throw Error("input must be whole elements and output the same size");
@@ -328,8 +329,13 @@ Stats Client::allreduce(std::span<const std::byte> input, std::span<std::byte> o
     const auto rto = std::chrono::duration_cast<Clock::duration>(opt_.retransmit_timeout);
     // Never fast-retransmit sooner than this after a send, however small the RTT looks.
     const auto min_fast = std::chrono::duration_cast<Clock::duration>(std::chrono::microseconds(100));
+    auto next_draw = start;
     while (base < n_chunks) {
         auto now = Clock::now();
+        if (progress != nullptr && now >= next_draw) {
+            progress->update(st.results, n_chunks);
+            next_draw = now + kProgressInterval;
+        }
         if (now > deadline) {
             const std::string where = " for job " + std::to_string(opt_.job_id) + " at " +
                                       opt_.root + ":" + std::to_string(opt_.port);
@@ -427,6 +433,9 @@ Stats Client::allreduce(std::span<const std::byte> input, std::span<std::byte> o
         while (base < n_chunks && done[base] != 0) {
             ++base;
         }
+    }
+    if (progress != nullptr) {
+        progress->update(n_chunks, n_chunks);
     }
     st.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     if (st.seconds > 0) {

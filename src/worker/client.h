@@ -26,6 +26,7 @@
 
 #include "reduce/reduce.h"
 #include "wire/bitstring.h"
+#include "worker/progress.h"
 
 namespace ina::worker {
 
@@ -104,7 +105,11 @@ public:
     // One AllReduce: `input` holds n elements of elem_type (little-endian wire format), the
     // result goes to `output` (same size; may be the same buffer). The next call continues the
     // job's sequence space after this one's chunks. Throws Error on a timeout or socket error.
-    Stats allreduce(std::span<const std::byte> input, std::span<std::byte> output);
+    // With `progress`, the bar is redrawn every kProgressInterval and at completion.
+    Stats allreduce(std::span<const std::byte> input, std::span<std::byte> output,
+                    ProgressBar* progress = nullptr);
+
+    static constexpr std::chrono::milliseconds kProgressInterval{100};
 
     const ClientOptions& options() const { return opt_; }
     // The seq the next allreduce() starts at: a successor client for the same job (e.g. with

@@ -3,12 +3,14 @@
 // result against a locally computed reference (every worker's data is generated from the seed
 // and its BFR-id). Prints one JSON line; exit 0 iff the AllReduce completed and verified.
 #include <CLI/CLI.hpp>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "worker/client.h"
@@ -61,6 +63,10 @@ int main(int argc, char** argv) {
                    "reduce this file's tensor (raw little-endian elements of --type) instead of "
                    "generated data; --elements is then the file's length and nothing is verified");
     app.add_option("--output", output_path, "write the reduced tensor here (raw, little-endian)");
+    bool no_progress = false;
+    app.add_flag("--no-progress", no_progress,
+                 "no progress bar (drawn on stderr for tensors of 1 MiB or more, only when "
+                 "stderr is a terminal)");
     app.add_option("--fault-tx-loss", o.fault_tx_loss,
                    "test: probability a data packet is not sent")->check(CLI::Range(0.0, 1.0));
     app.add_option("--fault-tx-dup", o.fault_tx_duplicate,
@@ -126,7 +132,15 @@ int main(int argc, char** argv) {
             input = worker::generate(o.elem_type, elements, seed, o.bfr_id);
         }
         std::vector<std::byte> output(input.size());
-        const worker::Stats st = client.allreduce(input, output);
+        std::optional<worker::ProgressBar> bar;
+        if (worker::ProgressBar::wanted(!no_progress, STDERR_FILENO, input.size())) {
+            bar.emplace(STDERR_FILENO,
+                        "ina-worker job " + std::to_string(o.job_id) + " bfr " +
+                            std::to_string(o.bfr_id),
+                        input.size());
+        }
+        const worker::Stats st = client.allreduce(input, output, bar ? &*bar : nullptr);
+        bar.reset();
         worker::Verification v;
         v.ok = true;
         if (input_path.empty()) {

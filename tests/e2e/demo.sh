@@ -13,7 +13,8 @@
 # and last a PyTorch DDP training through the switch (tests/e2e/test_ddp.py).
 #
 # Usage: tests/e2e/demo.sh [PATH/TO/inaswitch]   (default: build/src/app/inaswitch)
-# ina-worker: next to the switch's build dir (build/src/worker/ina-worker), or $INA_WORKER.
+# ina-worker: next to the switch's build dir (build/src/worker/ina-worker), or $INA_WORKER;
+# inaswitchctl: tools/inaswitchctl, or $INASWITCHCTL.
 # Needs root, iproute2, ethtool, iputils-ping, iperf3, curl (.ci/setup installs them).
 # Builds nothing. Removes everything it created on exit. Exits non-zero if traffic failed.
 set -euo pipefail
@@ -22,6 +23,7 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 exe=${1:-$repo/build/src/app/inaswitch}
 [ -x "$exe" ] || { echo "demo: no switch binary at $exe (build it: meson setup build && ninja -C build)" >&2; exit 2; }
 worker=${INA_WORKER:-$(cd "$(dirname "$exe")/.." && pwd)/worker/ina-worker}
+ctl=${INASWITCHCTL:-$repo/tools/inaswitchctl}
 [ -x "$worker" ] || { echo "demo: no ina-worker at $worker (build it, or set INA_WORKER)" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || { echo "demo: needs root (network namespaces)" >&2; exit 2; }
 
@@ -174,8 +176,11 @@ say "switch metrics: non-zero counters and gauges"
 curl -sf "$api/metrics" | grep -v '^#' | awk '$NF != 0' | grep -v -E 'lcore_|build_info|uptime' || true
 say "drops by reason"
 curl -sf "$api/metrics" | grep '^inaswitch_drops_total' | sed 's/inaswitch_drops_total//'
-say "GET /api/v1/status"
-curl -sf "$api/api/v1/status"
+say "inaswitchctl status, jobs list, metrics (the operator CLI over the control API)"
+for c in status "jobs list" metrics; do
+  # shellcheck disable=SC2086  # c is a command and its subcommand
+  /usr/bin/python3 "$ctl" --url "$api" $c || fail "inaswitchctl $c"
+done
 say "GET /api/v1/fdb"
 curl -sf "$api/api/v1/fdb"
 
