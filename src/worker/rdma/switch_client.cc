@@ -63,6 +63,7 @@ SwitchClient::SwitchClient(SwitchClientOptions options)
     const Ipv4Gid gid = find_ipv4_gid(device_.get(), opt_.ib_port, opt_.ip, opt_.gid_index);
     ip_ = gid.ip;
     psn_ = opt_.psn ? *opt_.psn : std::random_device{}() & kSeqMask;
+    qp_to_init(qp_.get(), opt_.ib_port);
     for (uint32_t i = 0; i < opt_.window; ++i) {
         post_recv(qp_.get(), kResultRecv);
     }

@@ -171,6 +171,13 @@ std::string api_error_text(int status, std::string_view body) {
     if (const auto j = parse_object(body, &why)) {
         if (const auto it = j->find("error"); it != j->end() && it->is_string()) {
             text = it->get<std::string>();
+        } else if (const auto all = j->find("errors"); all != j->end() && all->is_array()) {
+            // The API's generic error shape: {"errors": ["...", ...], "ok": false}.
+            for (const auto& e : *all) {
+                if (e.is_string()) {
+                    text += (text.empty() ? "" : "; ") + e.get<std::string>();
+                }
+            }
         }
     }
     if (text.empty()) {

@@ -67,7 +67,8 @@ struct SwitchConnectReply {
     static std::optional<SwitchConnectReply> from_json(std::string_view text, std::string* why);
 };
 
-// The text of an API error answer: `{"error": "..."}`'s message, else the body itself (cut to
+// The text of an API error answer: `{"error": "..."}`'s message (the contract's shape), or the
+// messages of the API's generic `{"errors": [...]}` joined by "; ", else the body itself (cut to
 // 200 bytes), prefixed with the HTTP status.
 std::string api_error_text(int status, std::string_view body);
 

@@ -136,6 +136,9 @@ TEST(SwitchExchange, ReplyRefusesEachBadField) {
 TEST(SwitchExchange, ErrorTextIsTheSwitchsMessageOrTheBody) {
     EXPECT_EQ(api_error_text(409, R"({"error": "rank 1 is already connected"})"),
               "HTTP 409: rank 1 is already connected");
+    EXPECT_EQ(api_error_text(404, R"({"errors": ["no such resource: POST /x", "second"],
+                                       "ok": false})"),
+              "HTTP 404: no such resource: POST /x; second");
     EXPECT_EQ(api_error_text(502, "Bad Gateway"), "HTTP 502: Bad Gateway");
     EXPECT_EQ(api_error_text(500, std::string(500, 'x')).size(), std::string("HTTP 500: ").size() + 200);
 }

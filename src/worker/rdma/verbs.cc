@@ -513,18 +513,21 @@ VerbsQp::VerbsQp(ProtectionDomain& pd, CompletionQueue& cq, uint32_t send_depth,
 
 VerbsQp::~VerbsQp() { ibv_destroy_qp(qp_); }
 
-void connect_rc(ibv_qp* qp, const RcPath& path) {
+void qp_to_init(ibv_qp* qp, uint8_t port) {
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_INIT;
     a.pkey_index = 0;
-    a.port_num = path.port;
+    a.port_num = port;
     a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
     if (const int r = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
                                                IBV_QP_ACCESS_FLAGS);
         r != 0) {
         throw_errno("ibv_modify_qp to INIT", r);
     }
-    a = {};
+}
+
+void connect_rc(ibv_qp* qp, const RcPath& path) {
+    ibv_qp_attr a{};
     a.qp_state = IBV_QPS_RTR;
     a.path_mtu = path.mtu;
     a.dest_qp_num = path.dest_qpn;

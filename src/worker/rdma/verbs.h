@@ -281,7 +281,9 @@ struct RcPath {
     uint8_t retry_cnt = 7;
     uint8_t rnr_retry = 7;   // 7: retry forever (the peer may RNR-NAK as back-pressure)
 };
-// RESET -> INIT (remote write allowed) -> RTR -> RTS; throws Error naming the failing step.
+// RESET -> INIT (remote write allowed; receives may be posted from here on).
+void qp_to_init(ibv_qp* qp, uint8_t port);
+// INIT -> RTR -> RTS; throws Error naming the failing step.
 void connect_rc(ibv_qp* qp, const RcPath& path);
 
 }  // namespace ina::rdma
