@@ -330,7 +330,12 @@ RoceControl::Reply RoceControl::connect(control::ControlPlane& cp, uint32_t job_
     q.retry_cnt = r.retry_cnt;
     q.rnr_retry = r.rnr_retry;
     q.from_api = true;
+    // `rdma` and `job` point into the running config, which the apply below replaces.
+    const uint64_t area_length = uint64_t{job->window} * job->chunk_bytes;
+    const uint32_t pmtu = job->pmtu;
     auto changed = std::make_shared<RdmaConfig>(*rdma);
+    job = nullptr;
+    rdma = nullptr;
     for (auto& j : changed->jobs) {
         if (j.id == job_id) {
             j.qps.push_back(q);
@@ -352,8 +357,8 @@ RoceControl::Reply RoceControl::connect(control::ControlPlane& cp, uint32_t job_
                       {"gid", "::ffff:" + net::Ipv4Addr{switch_ip}.str()},
                       {"area_addr", kAreaAddr},
                       {"area_rkey", kAreaRkey},
-                      {"area_length", uint64_t{job->window} * job->chunk_bytes},
-                      {"pmtu", job->pmtu}};
+                      {"area_length", area_length},
+                      {"pmtu", pmtu}};
     return {200, out.dump()};
 }
 
@@ -370,6 +375,8 @@ RoceControl::Reply RoceControl::disconnect(control::ControlPlane& cp, uint32_t j
         return {404, error_json("rank " + std::to_string(rank) + " is not connected")};
     }
     auto changed = std::make_shared<RdmaConfig>(*rdma);
+    job = nullptr;
+    rdma = nullptr;
     for (auto& j : changed->jobs) {
         if (j.id == job_id) {
             std::erase_if(j.qps, [&](const QpConfig& x) { return x.rank == rank; });
