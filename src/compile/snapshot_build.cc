@@ -169,7 +169,20 @@ rte_hash* make_hash(const std::string& name, uint32_t entries, uint32_t key_len)
     return rte_hash_create(&params);
 }
 
+std::vector<SnapshotExtension>& extensions() {
+    static std::vector<SnapshotExtension> fns;
+    return fns;
+}
+
 }  // namespace
+
+bool register_extension(SnapshotExtension fn) {
+    if (fn == nullptr) {
+        return false;
+    }
+    extensions().push_back(fn);
+    return true;
+}
 
 std::unique_ptr<Snapshot> build_snapshot(const config::Config& cfg,
                                          const std::vector<PortBinding>& bindings,
@@ -417,6 +430,11 @@ std::unique_ptr<Snapshot> build_snapshot(const config::Config& cfg,
         auto* index = reinterpret_cast<void*>(static_cast<uintptr_t>(s->fdb_entries.size() - 1));
         if (rte_hash_add_key_data(s->fdb_hash, &key, index) != 0) {
             error = "FDB full";
+            return nullptr;
+        }
+    }
+    for (SnapshotExtension fn : extensions()) {
+        if (!fn(cfg, *s, error)) {
             return nullptr;
         }
     }
