@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""RDMA AllReduce in server-to-switch mode against Linux's own RDMA stack: two qemu VMs with
+"""RDMA AllReduce in server-to-switch mode against Linux's own RDMA stack: three qemu VMs with
 rdma_rxe as workers, inaswitch on the host routing between them (lab.py, routed) with an rdma
 job in its config; each VM's ina-rdma-worker holds one RC connection to the switch itself
 (connect over the control API, reached from the guest through lab.py's guest_api relay).
@@ -7,15 +7,15 @@ job in its config; each VM's ina-rdma-worker holds one RC connection to the swit
   0. The API's refusals reach the worker as text: an unknown job (404), a world that differs
      from the job's (409); exit 1, nothing connected.
   1. A rank alone connects and waits: GET /api/v1/rdma/jobs/{id} shows its QP; when the second
-     rank connects both complete. int32 sum of 1 MiB per worker from host-generated random files,
-     bit-exact against the host's own sum (sha256) on both workers.
+     ranks connect all complete. int32 sum of 1 MiB per worker from host-generated random files,
+     bit-exact against the host's own sum (sha256) on every worker.
   2. fp32 sum of 1 MiB per worker from generated data, 3 AllReduces on one connection (the
-     session sequence runs on: 1024, 2048 at the later calls' starts), each verified by both
-     workers within the summation-order bound (docs/rdma.md) and the same bytes on both.
+     session sequence runs on: 1024, 2048 at the later calls' starts), each verified by every
+     worker within the summation-order bound (docs/rdma.md) and the same bytes on all.
   3. int32 again with 2 % netem loss both ways on vm0's link: the kernel's go-back-N and the
      switch's recover and the result is still bit-exact; the switch counted retransmissions.
-  4. Ordinary RoCE between the two VMs (ibv_rc_pingpong, 200 round trips) completes while rank 1
-     of a job is connected with its window of WRITEs at the switch; then rank 2 completes it:
+  4. Ordinary RoCE between two of the VMs (ibv_rc_pingpong, 200 round trips) completes while rank 1
+     of a job is connected with its window of WRITEs at the switch; then ranks 2 and 3 complete it:
      the switch routes RoCE that is not addressed to it untouched.
   The switch's per-QP counters (sampled while the workers run: a QP's series goes with its
   DELETE) show the contributions, result WRITEs, ACKs, and the recovery under loss.
@@ -42,7 +42,7 @@ from lab import Lab, TestFailure, check, log, wait_until  # noqa: E402
 from test_rdma_allreduce import stripped  # noqa: E402
 
 ELEMENTS = 262144  # 1 MiB of int32 / fp32 per worker
-WORLD = 2
+WORLD = 3  # the machine's limit of VMs (lab.MAX_VMS)
 CHUNK = 1024
 WINDOW = 64
 TIMEOUT_S = 150
@@ -166,7 +166,7 @@ def test(worker_exe: str, switch_exe: str) -> None:
                   "fails with the switch's 409 text (exit 1)")
             check(job_qps(lab, JOB_INT32) == [], "the refused connects left no QP")
 
-            # 1. int32, bit-exact; rank 1 connects first and waits for rank 2.
+            # 1. int32, bit-exact; rank 1 connects first and waits for the others.
             t0 = time.monotonic()
             jobs = [vms[0].start(worker_cmd(
                 lab, vms[0], 1, JOB_INT32,
@@ -175,11 +175,12 @@ def test(worker_exe: str, switch_exe: str) -> None:
                              "rank 1's QP in GET /api/v1/rdma/jobs/7")
             log(f"job {JOB_INT32} with rank 1 alone: {json.dumps(qps)}")
             check(len(qps) == 1 and qps[0].get("rank") == 1,
-                  "GET /api/v1/rdma/jobs/7 shows rank 1's QP while it waits for rank 2")
-            check(not jobs[0].done(), "rank 1 waits for rank 2 (no result without it)")
-            jobs.append(vms[1].start(worker_cmd(
-                lab, vms[1], 2, JOB_INT32,
-                f"--type int32 --input /root/{os.path.basename(inputs[1])} --output /tmp/int32.out")))
+                  "GET /api/v1/rdma/jobs/7 shows rank 1's QP while it waits for the others")
+            check(not jobs[0].done(), "rank 1 waits for the other ranks (no result without them)")
+            jobs += [vm.start(worker_cmd(
+                lab, vm, rank, JOB_INT32,
+                f"--type int32 --input /root/{os.path.basename(p)} --output /tmp/int32.out"))
+                for rank, (vm, p) in enumerate(zip(vms[1:], inputs[1:]), start=2)]
             clean = QpCounters(lab)
             clean.watch(jobs, "the int32 AllReduce")
             res = wait_results(jobs, "int32")
@@ -208,10 +209,10 @@ def test(worker_exe: str, switch_exe: str) -> None:
                   "fp32: 3 AllReduces per connection, session sequence 0, 1024, 2048, every "
                   "one verified on both workers")
             sums = {vm.run("sha256sum /tmp/fp32.out", check=True)[1].split()[0] for vm in vms}
-            check(len(sums) == 1, "fp32: both workers received the same result bytes")
+            check(len(sums) == 1, "fp32: every worker received the same result bytes")
             t = clean.totals()
             log("switch QP counters, int32 without loss: " + json.dumps(t))
-            n = 2 * chunks
+            n = WORLD * chunks
             check(t.get("contributions") == n and t.get("results_sent") == n and
                   t.get("acks_sent", 0) > 0 and t.get("acks_received", 0) > 0,
                   f"the switch's QPs counted {n} contributions and {n} result WRITEs, ACKs sent "
@@ -244,8 +245,8 @@ def test(worker_exe: str, switch_exe: str) -> None:
                   "recovery (retransmissions, duplicates or NAKs)")
 
             # 4. ordinary RoCE between the VMs while a job's connection is live: rank 1 connects
-            # and has its window of WRITEs at the switch (no result without rank 2), the VMs
-            # ping-pong over RC through the same switch, then rank 2 completes the AllReduce.
+            # and has its window of WRITEs at the switch (no result without the others), the VMs
+            # ping-pong over RC through the same switch, then ranks 2 and 3 complete the AllReduce.
             first = vms[0].start(worker_cmd(lab, vms[0], 1, JOB_BESIDE,
                                             f"--type fp32 --elements {ELEMENTS} --seed 12"))
             wait_until(lambda: job_qps(lab, JOB_BESIDE) or None, 60, "rank 1's QP of job 10")
@@ -259,9 +260,10 @@ def test(worker_exe: str, switch_exe: str) -> None:
                   f"connection is live (exits {rc}/{rc_s})\n{out_c}\n{out_s}")
             check(not first.done() and len(job_qps(lab, JOB_BESIDE)) == 1,
                   "rank 1 was connected and waiting throughout")
-            second = vms[1].start(worker_cmd(lab, vms[1], 2, JOB_BESIDE,
-                                             f"--type fp32 --elements {ELEMENTS} --seed 12"))
-            wait_results([first, second], "fp32 around pingpong")
+            others = [vm.start(worker_cmd(lab, vm, rank, JOB_BESIDE,
+                                          f"--type fp32 --elements {ELEMENTS} --seed 12"))
+                      for rank, vm in enumerate(vms[1:], start=2)]
+            wait_results([first] + others, "fp32 around pingpong")
 
             passed = lab.switch.metrics().get("inaswitch_rdma_packets_total", reason="passed")
             log(f"RoCE packets not for the switch passed on: {passed:.0f}")
