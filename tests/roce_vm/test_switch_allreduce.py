@@ -6,7 +6,7 @@ job in its config; each VM's ina-rdma-worker holds one RC connection to the swit
 
   0. The API's refusals reach the worker as text: an unknown job (404), a world that differs
      from the job's (409); exit 1, nothing connected.
-  1. A rank alone connects and waits: GET /api/v1/rdma/jobs/{id} shows its QP; when the second
+  1. A rank alone connects and waits: GET /api/v1/rdma/jobs/{id} shows its QP; when the other
      ranks connect all complete. int32 sum of 1 MiB per worker from host-generated random files,
      bit-exact against the host's own sum (sha256) on every worker.
   2. fp32 sum of 1 MiB per worker from generated data, 3 AllReduces on one connection (the
