@@ -23,11 +23,8 @@ job in its config; each VM's ina-rdma-worker holds one RC connection to the swit
 usage: test_switch_allreduce.py build/src/worker/rdma/ina-rdma-worker build/src/app/inaswitch
 """
 
-import array
-import hashlib
 import json
 import os
-import random
 import re
 import shutil
 import sys
@@ -39,7 +36,7 @@ sys.path.insert(0, HERE)
 
 from image import ImageUnavailable  # noqa: E402
 from lab import Lab, TestFailure, check, log, wait_until  # noqa: E402
-from test_rdma_allreduce import stripped  # noqa: E402
+from test_rdma_allreduce import int32_inputs, stripped  # noqa: E402
 
 ELEMENTS = 262144  # 1 MiB of int32 / fp32 per worker
 WORLD = 3  # the machine's limit of VMs (lab.MAX_VMS)
@@ -61,25 +58,6 @@ def rdma_jobs() -> list[dict]:
 def switch_config(cfg: dict, lab) -> dict:
     cfg["rdma"] = {"jobs": rdma_jobs()}
     return cfg
-
-
-def int32_inputs(d: str, seed: int) -> tuple[list[str], str]:
-    """Random int32 tensors for ranks 1..WORLD and the sha256 of their wrapping sum."""
-    rng = random.Random(seed)
-    paths, total = [], array.array("I", bytes(4 * ELEMENTS))
-    for rank in range(1, WORLD + 1):
-        data = rng.randbytes(4 * ELEMENTS)
-        path = os.path.join(d, f"int32-{seed}-rank{rank}.bin")
-        with open(path, "wb") as f:
-            f.write(data)
-        paths.append(path)
-        a = array.array("I", data)
-        if sys.byteorder != "little":
-            a.byteswap()
-        total = array.array("I", ((x + y) & 0xFFFFFFFF for x, y in zip(total, a)))
-    if sys.byteorder != "little":
-        total.byteswap()
-    return paths, hashlib.sha256(total.tobytes()).hexdigest()
 
 
 def worker_cmd(lab, vm, rank: int, job: int, args: str, world: int = WORLD,
@@ -144,8 +122,8 @@ class QpCounters:
 def test(worker_exe: str, switch_exe: str) -> None:
     scratch = tempfile.mkdtemp(prefix="switch-allreduce-")
     try:
-        inputs, int32_sha = int32_inputs(scratch, 20261124)
-        lossy_inputs, lossy_sha = int32_inputs(scratch, 7)
+        inputs, int32_sha = int32_inputs(scratch, WORLD, 20261124, ELEMENTS)
+        lossy_inputs, lossy_sha = int32_inputs(scratch, WORLD, 7, ELEMENTS)
         extra = [stripped(worker_exe, scratch)]
         extra += [(p, f"/root/{os.path.basename(p)}") for p in inputs + lossy_inputs]
         with Lab(WORLD, fabric="inaswitch", switch_exe=switch_exe, routed=True, guest_api=True,

@@ -47,6 +47,20 @@ bool wait_readable(std::span<pollfd> fds, Deadline deadline) {
     }
 }
 
+// An RC QP with both queues on `cq`, one scatter entry each way, completions as requested.
+ibv_qp_init_attr rc_qp_attr(CompletionQueue& cq, uint32_t send_depth, uint32_t recv_depth) {
+    ibv_qp_init_attr attr{};
+    attr.send_cq = cq.get();
+    attr.recv_cq = cq.get();
+    attr.qp_type = IBV_QPT_RC;
+    attr.cap.max_send_wr = send_depth;
+    attr.cap.max_recv_wr = recv_depth;
+    attr.cap.max_send_sge = 1;
+    attr.cap.max_recv_sge = 1;
+    attr.sq_sig_all = 0;
+    return attr;
+}
+
 CmEvent expect(EventChannel& channel, rdma_cm_event_type want, Deadline deadline,
                std::string_view what) {
     CmEvent ev = channel.next(deadline, what);
@@ -368,15 +382,7 @@ QueuePair& QueuePair::operator=(QueuePair&& o) noexcept {
 
 QueuePair create_rc_qp(CmId& id, ProtectionDomain& pd, CompletionQueue& cq, uint32_t send_depth,
                        uint32_t recv_depth) {
-    ibv_qp_init_attr attr{};
-    attr.send_cq = cq.get();
-    attr.recv_cq = cq.get();
-    attr.qp_type = IBV_QPT_RC;
-    attr.cap.max_send_wr = send_depth;
-    attr.cap.max_recv_wr = recv_depth;
-    attr.cap.max_send_sge = 1;
-    attr.cap.max_recv_sge = 1;
-    attr.sq_sig_all = 0;
+    ibv_qp_init_attr attr = rc_qp_attr(cq, send_depth, recv_depth);
     if (rdma_create_qp(id.get(), pd.get(), &attr) != 0) {
         throw_errno("rdma_create_qp (RC, " + std::to_string(send_depth) + " send / " +
                         std::to_string(recv_depth) + " receive WRs)",
@@ -495,14 +501,7 @@ ibv_mtu path_mtu(uint32_t bytes) {
 
 VerbsQp::VerbsQp(ProtectionDomain& pd, CompletionQueue& cq, uint32_t send_depth,
                  uint32_t recv_depth) {
-    ibv_qp_init_attr attr{};
-    attr.send_cq = cq.get();
-    attr.recv_cq = cq.get();
-    attr.qp_type = IBV_QPT_RC;
-    attr.cap.max_send_wr = send_depth;
-    attr.cap.max_recv_wr = recv_depth;
-    attr.cap.max_send_sge = 1;
-    attr.cap.max_recv_sge = 1;
+    ibv_qp_init_attr attr = rc_qp_attr(cq, send_depth, recv_depth);
     qp_ = ibv_create_qp(pd.get(), &attr);
     if (!qp_) {
         throw_errno("ibv_create_qp (RC, " + std::to_string(send_depth) + " send / " +
