@@ -421,5 +421,58 @@ TEST_F(RoceSwitch, RoceBetweenOtherHostsPassesUntouched) {
     EXPECT_EQ(qp1->counters.packets_in, 0u);
 }
 
+TEST_F(RoceSwitch, PacketOnAnotherLcoreIsHandedToTheJobsHome) {
+    rte_ring* to_home = rte_ring_create(("rh" + std::to_string(unique_id())).c_str(), 64,
+                                        SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+    ASSERT_NE(to_home, nullptr);
+    ctx->n_workers = 2;
+    ctx->worker_index = 1;  // the job's home is worker 0 (the view's home)
+    ctx->handoff[0] = to_home;
+    send(contribution(1, kPsn1, 0, fill(1)), kR0);
+    EXPECT_EQ(total_tx(), 0u);
+    EXPECT_EQ(lcore(fr::LcoreCounter::handed_off), 1u);
+    EXPECT_EQ(qp1->counters.packets_in, 0u) << "the home lcore counts it";
+    rte_mbuf* m = nullptr;
+    ASSERT_EQ(rte_ring_sc_dequeue(to_home, reinterpret_cast<void**>(&m)), 0);
+    ctx->worker_index = 0;
+    ctx->handoff[0] = nullptr;
+    run({m});
+    auto out = seen(kR0);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].p.bth.psn, kPsn1) << "the home lcore took and ACKed it";
+    EXPECT_EQ(qp1->counters.contributions, 1u);
+    rte_ring_free(to_home);
+}
+
+// The `rdma:` section through the loader: errors name file:line:col, nothing half-loaded.
+TEST(RoceConfig, ErrorsNameTheirPlace) {
+    register_once();
+    const std::string base = std::string(kStageYaml) + "rdma:\n  jobs:\n";
+    auto r = config::load_string(
+        base + "    - {id: 7, world: 2, chunk_bytes: 2048, pmtu: 1024}\n", "t.yaml");
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error_text().find("chunk_bytes 2048 is above pmtu 1024"), std::string::npos)
+        << r.error_text();
+    EXPECT_NE(r.error_text().find("t.yaml:"), std::string::npos);
+    r = config::load_string(base + "    - {id: 7, world: 2, windw: 8}\n", "t.yaml");
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error_text().find("unknown key 'windw'"), std::string::npos) << r.error_text();
+    r = config::load_string(base + "    - {id: 7, world: 2, window: 12}\n", "t.yaml");
+    EXPECT_NE(r.error_text().find("power of two"), std::string::npos) << r.error_text();
+    r = config::load_string(
+        base + "    - id: 7\n      world: 2\n      qps:\n"
+               "        - {rank: 3, ip: 192.0.2.1, qpn: 5, psn: 0, switch_qpn: 0x100,\n"
+               "           switch_psn: 0, result_addr: 0, result_rkey: 1, result_length: 4096}\n",
+        "t.yaml");
+    EXPECT_NE(r.error_text().find("above the world"), std::string::npos) << r.error_text();
+    EXPECT_NE(r.error_text().find("on no port's subnet"), std::string::npos) << r.error_text();
+    r = config::load_string(base + "    - {id: 7, world: 2}\n", "t.yaml");
+    ASSERT_TRUE(r.ok()) << r.error_text();
+    const auto* rdma = fr::rdma_of(*r.config);
+    ASSERT_NE(rdma, nullptr);
+    EXPECT_EQ(rdma->jobs[0].window, 64u);
+    EXPECT_EQ(rdma->jobs[0].chunk_bytes, 1024u);
+}
+
 }  // namespace
 }  // namespace ina::test

@@ -271,14 +271,19 @@ ConnectParse parse_connect(const std::string& text, const std::string& source_na
                   "retry_cnt", "rnr_retry"},
                  where);
     ConnectRequest c;
-    field(r, n, "rank", where, c.rank, 1, kMaxWorld, true);
-    field(r, n, "qpn", where, c.qpn, 2, 0xFFFFFF, true);
-    field(r, n, "psn", where, c.psn, 0, 0xFFFFFF, true);
-    read_ip(r, n, where, c.ip);
+    QpConfig& q = c.qp;
+    q.from_api = true;
+    field(r, n, "rank", where, q.rank, 1, kMaxWorld, true);
+    field(r, n, "qpn", where, q.qpn, 2, 0xFFFFFF, true);
+    field(r, n, "psn", where, q.psn, 0, 0xFFFFFF, true);
+    read_ip(r, n, where, q.ip);
+    field(r, n, "result_addr", where, q.result_addr, 0, UINT64_MAX, true);
+    field(r, n, "result_rkey", where, q.result_rkey, 0, UINT32_MAX, true);
+    field(r, n, "result_length", where, q.result_length, 1, UINT32_MAX, true);
+    field(r, n, "timeout", where, q.timeout, 0, 31, false);
+    field(r, n, "retry_cnt", where, q.retry_cnt, 0, 7, false);
+    field(r, n, "rnr_retry", where, q.rnr_retry, 0, 7, false);
     field(r, n, "pmtu", where, c.pmtu, 256, 4096, true);
-    field(r, n, "result_addr", where, c.result_addr, 0, UINT64_MAX, true);
-    field(r, n, "result_rkey", where, c.result_rkey, 0, UINT32_MAX, true);
-    field(r, n, "result_length", where, c.result_length, 1, UINT32_MAX, true);
     field(r, n, "chunk_bytes", where, c.chunk_bytes, 4, 4096, true);
     field(r, n, "window", where, c.window, 1, kMaxWindow, true);
     field(r, n, "world", where, c.world, 1, kMaxWorld, true);
@@ -286,9 +291,6 @@ ConnectParse parse_connect(const std::string& text, const std::string& source_na
     r.required(n, "op", where, [](const YAML::Node&) {});
     enum_field(r, n, "dtype", where, kTypes, c.dtype);
     enum_field(r, n, "op", where, kOps, c.op);
-    field(r, n, "timeout", where, c.timeout, 0, 31, false);
-    field(r, n, "retry_cnt", where, c.retry_cnt, 0, 7, false);
-    field(r, n, "rnr_retry", where, c.rnr_retry, 0, 7, false);
     if (out.errors.empty()) {
         out.request = c;
     }

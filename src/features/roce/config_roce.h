@@ -89,22 +89,16 @@ bool same_qp(const QpConfig& a, const QpConfig& b);
 
 // The body of POST /api/v1/rdma/jobs/{id}/connect (docs/api.md).
 struct ConnectRequest {
-    uint16_t rank = 0;
-    uint32_t qpn = 0;
-    uint32_t psn = 0;
-    uint32_t ip = 0;
+    // The worker's side of the QP (rank, ip, qpn, psn, result buffer, requester attributes);
+    // the switch's QPN and PSN are chosen by the connect.
+    QpConfig qp;
+    // What the worker expects of the job (must equal the job's).
     uint32_t pmtu = 0;
-    uint64_t result_addr = 0;
-    uint32_t result_rkey = 0;
-    uint64_t result_length = 0;
     uint32_t chunk_bytes = 0;
     uint32_t window = 0;
     reduce::ElemType dtype = reduce::ElemType::fp32;
     reduce::Op op = reduce::Op::sum;
     uint16_t world = 0;
-    uint8_t timeout = 14;
-    uint8_t retry_cnt = 7;
-    uint8_t rnr_retry = 7;
 };
 struct ConnectParse {
     std::optional<ConnectRequest> request;

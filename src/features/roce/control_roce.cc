@@ -288,18 +288,18 @@ RoceControl::Reply RoceControl::connect(control::ControlPlane& cp, uint32_t job_
     if (r.chunk_bytes > r.pmtu || r.chunk_bytes > job->pmtu) {
         return {409, error_json("chunk_bytes is above the pmtu: one chunk must fit one packet")};
     }
-    if (r.rank > job->world) {
+    if (r.qp.rank > job->world) {
         return {400, error_json("rank is above the job's world")};
     }
-    if (job->qp_of_rank(r.rank) != nullptr) {
-        return {409, error_json("rank " + std::to_string(r.rank) + " is already connected")};
+    if (job->qp_of_rank(r.qp.rank) != nullptr) {
+        return {409, error_json("rank " + std::to_string(r.qp.rank) + " is already connected")};
     }
-    if (r.result_length < job->chunk_bytes) {
+    if (r.qp.result_length < job->chunk_bytes) {
         return {400, error_json("result_length is below chunk_bytes")};
     }
-    const uint32_t switch_ip = switch_address_for(cfg, r.ip);
+    const uint32_t switch_ip = switch_address_for(cfg, r.qp.ip);
     if (switch_ip == 0) {
-        return {400, error_json("ip " + net::Ipv4Addr{r.ip}.str() +
+        return {400, error_json("ip " + net::Ipv4Addr{r.qp.ip}.str() +
                                 " is on no subnet of the switch's ports")};
     }
     if (states() + 1 > kMaxRoceStates) {
@@ -315,21 +315,10 @@ RoceControl::Reply RoceControl::connect(control::ControlPlane& cp, uint32_t job_
     while (used.count(qpn) != 0) {
         ++qpn;
     }
-    QpConfig q;
-    q.rank = r.rank;
-    q.ip = r.ip;
-    q.qpn = r.qpn;
-    q.psn = r.psn;
+    QpConfig q = r.qp;
     q.switch_qpn = qpn;
     // Any start is valid; one derived from the QPN differs between successive connections.
     q.switch_psn = (qpn * 2654435761u) & 0xFFFFFF;
-    q.result_addr = r.result_addr;
-    q.result_rkey = r.result_rkey;
-    q.result_length = r.result_length;
-    q.timeout = r.timeout;
-    q.retry_cnt = r.retry_cnt;
-    q.rnr_retry = r.rnr_retry;
-    q.from_api = true;
     // `rdma` and `job` point into the running config, which the apply below replaces.
     const uint64_t area_length = uint64_t{job->window} * job->chunk_bytes;
     const uint32_t pmtu = job->pmtu;

@@ -304,7 +304,9 @@ struct Burst {
             QpState& q = *touched[i];
             q.touched = false;
             rte_mbuf* m = nullptr;
-            while (out.room_for(1) && next_result(ctx, q, t_ns, m)) {
+            for (uint16_t tries = 0;
+                 tries < pipeline::kMaxBurst && out.room_for(1) && next_result(ctx, q, t_ns, m);
+                 ++tries) {
                 emit(m);
             }
         }
@@ -470,7 +472,8 @@ void roce_tick(LcoreContext& ctx, const dp::Snapshot& snap, void* state, uint64_
     rte_mbuf* frames[pipeline::kMaxBurst];
     uint16_t n = 0;
     rte_mbuf* m = nullptr;
-    while (n < pipeline::kMaxBurst && next_result(ctx, q, t, m)) {
+    // At most one burst of packets per tick, frames or not (an empty pool gives none).
+    for (uint16_t tries = 0; tries < pipeline::kMaxBurst && next_result(ctx, q, t, m); ++tries) {
         if (m != nullptr) {
             frames[n++] = m;
         }
