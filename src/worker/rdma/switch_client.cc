@@ -183,16 +183,9 @@ ClientStats SwitchClient::allreduce(std::span<const std::byte> input, std::span<
         }
         for (size_t i = 0; i < n; ++i) {
             const ibv_wc& wc = wcs[i];
-            if (wc.status != IBV_WC_SUCCESS) {
-                throw_completion_error(wc, wc.wr_id == kResultRecv ? "receiving a result"
-                                                                   : "writing a chunk");
-            }
-            if (wc.opcode == IBV_WC_RDMA_WRITE) {
+            if (classify_client_completion(wc, kResultRecv) == ClientCompletion::write_done) {
                 --sends_outstanding;
                 continue;
-            }
-            if (wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM || !(wc.wc_flags & IBV_WC_WITH_IMM)) {
-                throw Error("unexpected completion opcode " + std::to_string(wc.opcode));
             }
             const uint32_t imm = ntohl(wc.imm_data);
             const auto c = seq_.chunk_of(imm, chunks);

@@ -365,6 +365,20 @@ void throw_completion_error(const ibv_wc& wc, std::string_view context) {
                 ", QP " + std::to_string(wc.qp_num) + ")");
 }
 
+ClientCompletion classify_client_completion(const ibv_wc& wc, uint64_t result_wr_id) {
+    if (wc.status != IBV_WC_SUCCESS) {
+        throw_completion_error(wc, wc.wr_id == result_wr_id ? "receiving a result"
+                                                            : "writing a chunk");
+    }
+    if (wc.opcode == IBV_WC_RDMA_WRITE) {
+        return ClientCompletion::write_done;
+    }
+    if (wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM || !(wc.wc_flags & IBV_WC_WITH_IMM)) {
+        throw Error("unexpected completion opcode " + std::to_string(wc.opcode));
+    }
+    return ClientCompletion::result;
+}
+
 QueuePair::~QueuePair() {
     if (id_ && id_->qp) {
         rdma_destroy_qp(id_);

@@ -162,6 +162,12 @@ private:
 // Throws Error describing a failed work completion: status text, opcode, wr_id, QP number.
 [[noreturn]] void throw_completion_error(const ibv_wc& wc, std::string_view context);
 
+// A worker's completions: its own WRITE's send completion, or a result (a receive consumed by
+// a WRITE with immediate; its receives carry wr_id `result_wr_id`). Throws Error on a failed
+// completion (naming which of the two) or any other opcode.
+enum class ClientCompletion { write_done, result };
+ClientCompletion classify_client_completion(const ibv_wc& wc, uint64_t result_wr_id);
+
 // The QP rdma_create_qp made on a CmId, destroyed by this owner (declare it after the CQ and
 // the protection domain it uses, so it goes first).
 class QueuePair {
