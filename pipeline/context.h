@@ -53,7 +53,9 @@ struct RecentEvents {
 
 // One attached piece of per-lcore feature state (an INA job's chunk table), in the slot the
 // control plane gave it. The state's memory is the control plane's; only this lcore uses it.
+struct LcoreContext;
 struct FeatureSlot {
+    LcoreContext* owner = nullptr;  // the lcore whose slot this is (its ticks get its context)
     uint8_t feature = dp::kFeatureNone;
     uint32_t id = 0;
     void* state = nullptr;
@@ -102,6 +104,8 @@ struct alignas(64) LcoreContext {
     // states. A counter instead of an acknowledgement message: the worker never waits for room.
     std::atomic<uint64_t> detaches_done{0};
     TimerWheel timers;        // serviced every kTimerServiceLoops loops by the worker
+    // The loop's snapshot while the wheel is serviced (service_timers), else nullptr.
+    const dp::Snapshot* timer_snapshot = nullptr;
     rte_mempool* pool = nullptr;  // where emitted packets and copies come from
 
     // The state attached in `slot` if it is (feature, id), else nullptr (not attached yet, or
@@ -115,6 +119,10 @@ struct alignas(64) LcoreContext {
     }
 
     dp::LcoreCounters counters;
+    // Each feature's own per-lcore counters (its view* piece names the indices), summed at
+    // scrape by its control piece.
+    static constexpr size_t kFeatureCounters = 16;
+    std::array<std::array<uint64_t, kFeatureCounters>, dp::kMaxFeatures> feature_counters{};
 
     // Room to gather what spans segments of a chained frame (an INA datagram up to a 9 KiB
     // jumbo frame, a result built larger than one mbuf). Valid only within one packet's handling.

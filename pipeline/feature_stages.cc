@@ -15,7 +15,7 @@ namespace {
 // seconds, the tick a millisecond).
 constexpr size_t kExpireEntriesPerTick = 256;
 
-void ina_tick(void* state, uint64_t now_tsc) {
+void ina_tick(LcoreContext&, const dp::Snapshot&, void* state, uint64_t now_tsc) {
     static_cast<ChunkTable*>(state)->expire(now_tsc, kExpireEntriesPerTick);
 }
 
@@ -30,7 +30,10 @@ std::array<FeatureStage, dp::kMaxFeatures> g_stages = make_builtin();
 
 void fire_tick(TimerWheel& wheel, Timer& timer, uint64_t now) {
     const auto& slot = *static_cast<const FeatureSlot*>(timer.arg);
-    g_stages[slot.feature].tick(slot.state, now);
+    LcoreContext& ctx = *slot.owner;
+    if (ctx.timer_snapshot != nullptr) {
+        g_stages[slot.feature].tick(ctx, *ctx.timer_snapshot, slot.state, now);
+    }
     wheel.arm(timer, now + slot.tick_tsc);
 }
 
@@ -55,12 +58,21 @@ void init_timers(LcoreContext& ctx, uint64_t now_tsc) {
     ctx.timers.init(ctx.tsc_hz / 10000, now_tsc);
 }
 
+void service_timers(LcoreContext& ctx, const dp::Snapshot& snap) {
+    ctx.timer_snapshot = &snap;
+    ctx.timers.service(ctx.now_tsc);
+    ctx.timer_snapshot = nullptr;  // only valid within this loop iteration
+}
+
 bool apply_command(LcoreContext& ctx, const dp::Command& c) {
     if (c.type == dp::CommandType::detach) {
         if (c.slot < ctx.feature_slots.size()) {
             FeatureSlot& s = ctx.feature_slots[c.slot];
             if (s.feature == c.feature && s.id == c.id && s.feature != dp::kFeatureNone) {
                 ctx.timers.cancel(s.timer);
+                if (g_stages[s.feature].on_detach != nullptr) {
+                    g_stages[s.feature].on_detach(s.state);
+                }
                 s = FeatureSlot{};
                 --ctx.n_attached;
             }
@@ -80,8 +92,12 @@ bool apply_command(LcoreContext& ctx, const dp::Command& c) {
     s.feature = c.feature;
     s.id = c.id;
     s.state = c.state;
+    s.owner = &ctx;
     ++ctx.n_attached;
     const FeatureStage& stage = g_stages[c.feature];
+    if (stage.on_attach != nullptr) {
+        stage.on_attach(s.state);
+    }
     if (stage.tick != nullptr) {
         s.tick_tsc = ctx.tsc_hz * stage.tick_us / 1'000'000;
         s.timer.fire = fire_tick;

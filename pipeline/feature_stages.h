@@ -26,9 +26,15 @@ enum class FeatureEdge : uint8_t {
 // classified (pipeline/packet_meta.h) with a sound IPv4 header and this feature's handle.
 using FeatureInputFn = uint16_t (*)(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
                                     uint16_t n, FeatureEdge pass, EdgeBatches<FeatureEdge>& out);
-// Periodic work on one attached state (chunk-table expiry; RoCE retransmission next), run from
-// the lcore's timer wheel every `tick_us` while the state is attached.
-using FeatureTickFn = void (*)(void* state, uint64_t now_tsc);
+// Periodic work on one attached state (chunk-table expiry, RoCE retransmission), run from the
+// lcore's timer wheel every `tick_us` while the state is attached, with the lcore's context and
+// the snapshot of the loop (service_timers): a tick may emit packets (route_emitted).
+using FeatureTickFn = void (*)(LcoreContext& ctx, const dp::Snapshot& snap, void* state,
+                               uint64_t now_tsc);
+// Run on the lcore when a state enters (attach) or leaves (detach) its slot, before the
+// detach is counted: lets a feature link states that belong together on one lcore (a RoCE QP
+// into its job) without the control plane writing what the lcore reads.
+using FeatureAttachFn = void (*)(void* state);
 
 struct FeatureStage {
     const char* name = nullptr;
@@ -36,6 +42,8 @@ struct FeatureStage {
     uint16_t max_emit = 1;  // most packets one input puts on the edges, all edges together
     FeatureTickFn tick = nullptr;
     uint32_t tick_us = 0;
+    FeatureAttachFn on_attach = nullptr;
+    FeatureAttachFn on_detach = nullptr;
 };
 
 // The stage registered under `feature` (an empty one, input == nullptr, when none is).
@@ -55,6 +63,10 @@ bool apply_command(LcoreContext& ctx, const dp::Command& c);
 
 // Sets up the lcore's timer wheel; call before the first attach.
 void init_timers(LcoreContext& ctx, uint64_t now_tsc);
+
+// Services the lcore's timer wheel at ctx.now_tsc with `snap`, the snapshot of this loop
+// iteration (the worker loop; stage tests call it too).
+void service_timers(LcoreContext& ctx, const dp::Snapshot& snap);
 
 // Attaches an INA job's chunk table in `slot` and names the slot in the snapshot's view of the
 // job, as the control plane and the worker do together (stage tests and benchmarks, which run

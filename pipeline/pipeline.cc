@@ -127,6 +127,10 @@ void dispatch(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint
 
 }  // namespace
 
+void route_emitted(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n) {
+    route(ctx, snap, pkts, n);
+}
+
 void process_burst(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n) {
     // Prefetch the first cache line of every frame before classification touches it: a burst
     // is small enough that all of them fit in L1 at once.

@@ -5,10 +5,15 @@
 #include <cstdio>
 #include <iostream>
 
+#include "app/feature_registry.h"
 #include "app/switch.h"
 #include "config/config.h"
 
 int main(int argc, char** argv) {
+    if (!ina::app::register_features()) {
+        std::fprintf(stderr, "inaswitch: a feature could not be registered\n");
+        return 1;
+    }
     CLI::App app{"inaswitch: a DPDK top-of-rack switch with in-network aggregation"};
     app.set_version_flag("--version", INASWITCH_VERSION);
     std::string config_path;

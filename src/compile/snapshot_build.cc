@@ -176,7 +176,20 @@ bool build_bier(Snapshot& s, const NeighbourMap& neighbours, const config::Confi
     return true;
 }
 
+std::vector<SnapshotExtension>& extensions() {
+    static std::vector<SnapshotExtension> fns;
+    return fns;
+}
+
 }  // namespace
+
+bool register_extension(SnapshotExtension fn) {
+    if (fn == nullptr) {
+        return false;
+    }
+    extensions().push_back(fn);
+    return true;
+}
 
 std::vector<DynamicNeighbour> neighbour_set(const config::Config& cfg,
                                             const std::vector<PortBinding>& bindings,
@@ -412,6 +425,11 @@ std::unique_ptr<Snapshot> build_snapshot(const config::Config& cfg,
         return nullptr;
     }
 
+    for (SnapshotExtension fn : extensions()) {
+        if (!fn(cfg, *s, error)) {
+            return nullptr;
+        }
+    }
     return s;
 }
 

@@ -44,6 +44,13 @@ StandaloneSnapshot build_standalone(const config::Config& cfg,
                                     const std::vector<dp::DynamicFdbEntry>& fdb,
                                     rte_rcu_qsbr* qsbr, uint64_t generation, std::string& error);
 
+// A feature's compile step (src/features/<f>/compile*): adds the feature's view and bindings
+// to a snapshot being built from `cfg`. False with `error` fails the whole build (nothing is
+// published). Registered at start-up (src/app), run in registration order by build_snapshot.
+using SnapshotExtension = bool (*)(const config::Config& cfg, dp::Snapshot& snap,
+                                   std::string& error);
+bool register_extension(SnapshotExtension fn);
+
 // The only maker of dp::Snapshot objects (its constructor is private): a snapshot exists only
 // with its tables built, so a worker never reads one without them.
 class SnapshotBuilder {

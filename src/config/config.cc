@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "config/config.h"
+#include "config/reader.h"
 
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
@@ -61,169 +62,15 @@ std::string LoadResult::error_text() const {
 
 namespace {
 
-Mark mark_of(const YAML::Node& n) {
-    auto m = n.Mark();
-    if (m.line < 0) {
-        return {};
-    }
-    return Mark{m.line + 1, m.column + 1};
+std::vector<SectionHooks>& section_registry() {
+    static std::vector<SectionHooks> hooks;
+    return hooks;
 }
 
-// Walks a YAML document, collecting every error rather than stopping at the first, so an
-// operator fixes a file in one pass.
-class Reader {
-public:
-    Reader(std::string file, std::vector<Error>& errors) : file_(std::move(file)), errors_(errors) {}
-
-    void error(Mark m, std::string message) { errors_.push_back({file_, m, std::move(message)}); }
-    void error(const YAML::Node& n, std::string message) { error(mark_of(n), std::move(message)); }
-
-    bool expect_map(const YAML::Node& n, const std::string& what) {
-        if (!n.IsMap()) {
-            error(n, "expected " + what + " (a mapping)");
-            return false;
-        }
-        return true;
-    }
-
-    bool expect_seq(const YAML::Node& n, const std::string& what) {
-        if (!n.IsSequence()) {
-            error(n, "expected " + what + " (a list)");
-            return false;
-        }
-        return true;
-    }
-
-    // Reject keys outside `allowed`; keys are snake_case and a kebab-case spelling gets a hint.
-    void check_keys(const YAML::Node& map, std::initializer_list<std::string_view> allowed,
-                    const std::string& where) {
-        // yaml-cpp keeps both pairs of a repeated key and looks up the first: a second value
-        // would be silently ignored, so a repeated key is an error at its second occurrence.
-        std::set<std::string> seen;
-        for (auto it = map.begin(); it != map.end(); ++it) {
-            if (!it->first.IsScalar()) {
-                error(it->first, "expected a key name in " + where);
-                continue;
-            }
-            const auto key = it->first.Scalar();
-            if (!seen.insert(key).second) {
-                error(it->first, "duplicate key '" + key + "' in " + where +
-                                     "; expected each key once");
-                continue;
-            }
-            if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) {
-                continue;
-            }
-            std::string message = "unknown key '" + key + "' in " + where;
-            std::string snake = key;
-            std::replace(snake.begin(), snake.end(), '-', '_');
-            if (snake != key && std::find(allowed.begin(), allowed.end(), snake) != allowed.end()) {
-                message += "; keys are snake_case: did you mean '" + snake + "'?";
-            } else {
-                message += "; expected one of:";
-                for (auto a : allowed) {
-                    message += ' ';
-                    message += a;
-                }
-            }
-            error(it->first, message);
-        }
-    }
-
-    bool scalar(const YAML::Node& n, const std::string& what, std::string& out) {
-        if (!n.IsScalar()) {
-            error(n, "expected " + what + " (a scalar)");
-            return false;
-        }
-        out = n.Scalar();
-        return true;
-    }
-
-    template <typename T>
-    bool uint_value(const YAML::Node& n, const std::string& what, T& out, uint64_t min,
-                    uint64_t max) {
-        std::string s;
-        if (!scalar(n, what, s)) {
-            return false;
-        }
-        uint64_t v = 0;
-        auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-        if (s.empty() || ec != std::errc{} || ptr != s.data() + s.size() || v < min || v > max) {
-            error(n, "expected " + what + ": an integer from " + std::to_string(min) + " to " +
-                         std::to_string(max) + ", got '" + s + "'");
-            return false;
-        }
-        out = static_cast<T>(v);
-        return true;
-    }
-
-    bool bool_value(const YAML::Node& n, const std::string& what, bool& out) {
-        std::string s;
-        if (!scalar(n, what, s)) {
-            return false;
-        }
-        if (s == "true") {
-            out = true;
-        } else if (s == "false") {
-            out = false;
-        } else {
-            error(n, "expected " + what + ": true or false, got '" + s + "'");
-            return false;
-        }
-        return true;
-    }
-
-    bool string_value(const YAML::Node& n, const std::string& what, std::string& out,
-                      bool allow_empty = false) {
-        if (!scalar(n, what, out)) {
-            return false;
-        }
-        if (!allow_empty && out.empty()) {
-            error(n, "expected " + what + ", got an empty string");
-            return false;
-        }
-        return true;
-    }
-
-    template <typename T, typename Parse>
-    bool parsed(const YAML::Node& n, const std::string& what, T& out, Parse parse) {
-        std::string s;
-        if (!scalar(n, what, s)) {
-            return false;
-        }
-        auto v = parse(s);
-        if (!v) {
-            error(n, "expected " + what + ", got '" + s + "'");
-            return false;
-        }
-        out = *v;
-        return true;
-    }
-
-    // Calls `fn(value)` when `key` is present in `map`.
-    void optional(const YAML::Node& map, const char* key,
-                  const std::function<void(const YAML::Node&)>& fn) {
-        const YAML::Node v = map[key];
-        if (v.IsDefined()) {
-            fn(v);
-        }
-    }
-
-    bool required(const YAML::Node& map, const char* key, const std::string& where,
-                  const std::function<void(const YAML::Node&)>& fn) {
-        const YAML::Node v = map[key];
-        if (!v.IsDefined()) {
-            error(map, "missing key '" + std::string(key) + "' in " + where);
-            return false;
-        }
-        fn(v);
-        return true;
-    }
-
-private:
-    std::string file_;
-    std::vector<Error>& errors_;
-};
+constexpr std::string_view kTopLevelKeys[] = {"version", "eal",   "mempool", "ports",
+                                              "lcores",  "dataplane", "routes", "neighbours",
+                                              "l2",      "arp",   "ina",     "bier",
+                                              "control"};
 
 bool valid_name(const std::string& s) {
     if (s.empty() || s.size() > 32) {
@@ -961,10 +808,18 @@ void read_document(Reader& r, const YAML::Node& root, Config& c) {
     if (!r.expect_map(root, "a configuration document")) {
         return;
     }
-    r.check_keys(root,
-                 {"version", "eal", "mempool", "ports", "lcores", "dataplane", "routes",
-                  "neighbours", "l2", "arp", "ina", "bier", "control"},
-                 "the top level");
+    std::vector<std::string_view> top(std::begin(kTopLevelKeys), std::end(kTopLevelKeys));
+    for (const auto& h : section_registry()) {
+        top.emplace_back(h.key);
+    }
+    r.check_keys(root, top, "the top level");
+    for (const auto& h : section_registry()) {
+        r.optional(root, h.key, [&](const YAML::Node& v) {
+            if (auto parsed = h.parse(r, v)) {
+                c.sections[h.key] = std::move(parsed);
+            }
+        });
+    }
     r.required(root, "version", "the top level", [&](const YAML::Node& v) {
         r.uint_value(v, "version (this build reads version 1)", c.version, 1, 1);
     });
@@ -1429,6 +1284,12 @@ void validate(Reader& r, const Config& c) {
         }
     }
     validate_bier(r, c, connected_port);
+    for (const auto& h : section_registry()) {
+        auto it = c.sections.find(std::string_view(h.key));
+        if (h.validate != nullptr && it != c.sections.end()) {
+            h.validate(r, c, it->second.get());
+        }
+    }
     std::set<net::Ipv4Addr> neighbour_ips;
     for (const auto& nb : c.neighbours) {
         if (c.find_port(nb.port) == nullptr) {
@@ -1606,6 +1467,21 @@ uint64_t ina_table_bytes(const InaJobConfig& job) {
 
 uint32_t ina_result_cache(const InaJobConfig& job) {
     return job.result_cache.value_or(job.role == InaRole::root ? 2 : 0);
+}
+
+bool register_section(const SectionHooks& hooks) {
+    if (hooks.key == nullptr || hooks.parse == nullptr) {
+        return false;
+    }
+    const std::string_view key = hooks.key;
+    if (std::find(std::begin(kTopLevelKeys), std::end(kTopLevelKeys), key) !=
+            std::end(kTopLevelKeys) ||
+        std::any_of(section_registry().begin(), section_registry().end(),
+                    [&](const SectionHooks& h) { return key == h.key; })) {
+        return false;
+    }
+    section_registry().push_back(hooks);
+    return true;
 }
 
 std::vector<Error> validate(const Config& cfg) {

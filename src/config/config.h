@@ -5,11 +5,17 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "net/addr.h"
+
+namespace YAML {
+class Node;
+}
 
 namespace ina::config {
 
@@ -279,6 +285,16 @@ struct Config {
     InaConfig ina;
     BierConfig bier;
     ControlConfig control;
+    // Top-level sections owned by features (src/features/<f>/config*), by key: each an
+    // immutable value of the feature's own type, parsed by the section's registered hooks
+    // (register_section). Copying a Config shares them; a change replaces the pointer.
+    std::map<std::string, std::shared_ptr<const void>, std::less<>> sections;
+
+    template <typename T>
+    const T* section(std::string_view key) const {
+        auto it = sections.find(key);
+        return it == sections.end() ? nullptr : static_cast<const T*>(it->second.get());
+    }
 
     const PortConfig* find_port(std::string_view name) const;
     int port_index(std::string_view name) const;  // -1 if absent
@@ -340,5 +356,19 @@ uint16_t bier_job_bsl(const BierConfig& bier, uint16_t job_bsl);
 const BiftConfig* find_bift(const BierConfig& bier, uint16_t bsl_bits, uint16_t set_id);
 
 std::vector<std::string> restart_required(const Config& running, const Config& next);
+
+// A feature's top-level section: the loader calls `parse` on the value under `key` (absent
+// key: the section is absent from Config::sections) and, once the whole document has read
+// cleanly, `validate` for cross-references against the rest of the config. Both report through
+// the Reader (config/reader.h), so errors name file:line:col. Registered at start-up, before
+// any config is loaded (src/app); never on the packet path.
+class Reader;
+struct SectionHooks {
+    const char* key = nullptr;
+    std::shared_ptr<const void> (*parse)(Reader& r, const YAML::Node& value) = nullptr;
+    void (*validate)(Reader& r, const Config& cfg, const void* section) = nullptr;  // optional
+};
+// False if the key is taken (a built-in or registered section) or a hook is missing.
+bool register_section(const SectionHooks& hooks);
 
 }  // namespace ina::config

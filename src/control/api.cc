@@ -214,6 +214,11 @@ json to_json(const config::Config& c) {
             {"control", control_json(c.control)}};
 }
 
+std::vector<RouteInstaller>& route_installers() {
+    static std::vector<RouteInstaller> fns;
+    return fns;
+}
+
 void reply(httplib::Response& res, int status, const json& body) {
     res.status = status;
     // Errors quote what the client sent: invalid UTF-8 becomes U+FFFD instead of a throw.
@@ -872,6 +877,9 @@ void ApiServer::Impl::install_routes(httplib::Server& s) {
         reply(res, 200, out);
     });
 
+    for (RouteInstaller fn : route_installers()) {
+        fn(s, control_);
+    }
 }
 
 ApiServer::ApiServer(ControlPlane& control) : impl_(std::make_unique<Impl>(control)) {}
@@ -880,6 +888,14 @@ ApiServer::~ApiServer() { stop(); }
 
 bool ApiServer::start(const config::ControlConfig& settings, std::string& error) {
     return impl_->start(settings, error);
+}
+
+bool register_routes(RouteInstaller fn) {
+    if (fn == nullptr) {
+        return false;
+    }
+    route_installers().push_back(fn);
+    return true;
 }
 
 void ApiServer::stop() {

@@ -10,7 +10,17 @@
 #include "config/config.h"
 #include "control/control_plane.h"
 
+namespace httplib {
+class Server;
+}
+
 namespace ina::control {
+
+// A feature's API routes (src/features/<f>/control*), installed on the API listener after the
+// shared ones; the listener's authentication, roles, size limits and audit log apply to them as
+// to every route. Registered once at start-up (src/app), before any ApiServer starts.
+using RouteInstaller = void (*)(httplib::Server& server, ControlPlane& control);
+bool register_routes(RouteInstaller fn);
 
 class ApiServer {
 public:

@@ -73,6 +73,11 @@ bool same_tables(const config::InaJobConfig& a, const config::InaJobConfig& b) {
            config::ina_fraction_bits(a) == config::ina_fraction_bits(b);
 }
 
+std::vector<FeatureControl>& feature_controls() {
+    static std::vector<FeatureControl> fcs;
+    return fcs;
+}
+
 ApplyResult failure(std::vector<std::string> errors) {
     ApplyResult r;
     r.errors = std::move(errors);
@@ -80,6 +85,48 @@ ApplyResult failure(std::vector<std::string> errors) {
 }
 
 }  // namespace
+
+bool register_feature_control(const FeatureControl& fc) {
+    if (fc.prepare == nullptr || fc.commands_needed == nullptr || fc.commit == nullptr ||
+        fc.abandon == nullptr || fc.decorate == nullptr || fc.stats == nullptr) {
+        return false;
+    }
+    feature_controls().push_back(fc);
+    return true;
+}
+
+uint16_t ControlPlane::acquire_state_slot_locked() {
+    const auto it = std::find(state_slot_used_.begin(), state_slot_used_.end(), false);
+    if (it == state_slot_used_.end()) {
+        return dp::kNoStateSlot;
+    }
+    *it = true;
+    return static_cast<uint16_t>(it - state_slot_used_.begin());
+}
+
+void ControlPlane::release_state_slot_locked(uint16_t slot) {
+    if (slot < state_slot_used_.size()) {
+        state_slot_used_[slot] = false;
+    }
+}
+
+void ControlPlane::send_command_locked(size_t worker, const dp::Command& c) {
+    if (rte_ring_sp_enqueue_elem(dataplane_.workers[worker].commands, const_cast<dp::Command*>(&c),
+                                 sizeof c) != 0) {
+        // commands_fit_locked said there was room: this cannot happen.
+        RTE_LOG(ERR, USER1, "command ring of worker %zu full despite the check\n", worker);
+    }
+}
+
+void ControlPlane::attach_locked(size_t worker, const dp::Command& attach) {
+    send_command_locked(worker, attach);
+}
+
+void ControlPlane::detach_locked(size_t worker, const dp::Command& detach,
+                                 std::shared_ptr<void> state) {
+    send_command_locked(worker, detach);
+    detaching_[worker].push_back(std::move(state));
+}
 
 ControlPlane::ControlPlane(runtime::Dataplane& dataplane, std::vector<runtime::PortRuntime> ports,
                            config::Config running)
@@ -139,20 +186,17 @@ bool ControlPlane::plan_jobs_locked(const config::Config& next, JobPlan& plan,
 bool ControlPlane::commands_fit_locked(const JobPlan& plan) const {
     // Only this thread (holding the lock) enqueues, so room seen here cannot shrink before the
     // commit: every command of the change is sent, or none is.
-    const size_t needed = plan.detach.size() + plan.attach.size();
+    size_t needed = plan.detach.size() + plan.attach.size();
+    for (const auto& fc : feature_controls()) {
+        needed += fc.commands_needed(fc.self);
+    }
     return std::all_of(dataplane_.workers.begin(), dataplane_.workers.end(), [&](const auto& w) {
         return rte_ring_free_count(w.commands) >= needed;
     });
 }
 
 void ControlPlane::commit_jobs_locked(JobPlan plan, const config::Config& next) {
-    auto send = [&](size_t w, const dp::Command& c) {
-        if (rte_ring_sp_enqueue_elem(dataplane_.workers[w].commands, const_cast<dp::Command*>(&c),
-                                     sizeof c) != 0) {
-            // commands_fit_locked said there was room: this cannot happen.
-            RTE_LOG(ERR, USER1, "command ring of worker %zu full despite the check\n", w);
-        }
-    };
+    auto send = [&](size_t w, const dp::Command& c) { send_command_locked(w, c); };
     static_assert(dp::kMaxInaJobs <= dp::kMaxFeatureStates);
     // Detaches first: their slots serve the attaches that follow, and a change never needs more
     // slots than the job limit, so one is always free.
@@ -202,6 +246,25 @@ bool ControlPlane::install_config_locked(config::Config next, std::string& error
         if (!plan_jobs_locked(next, plan, error)) {
             return false;
         }
+        // Features prepare theirs; on any failure below, every prepared one is abandoned.
+        size_t prepared = 0;
+        struct Abandon {
+            ControlPlane& cp;
+            size_t& prepared;
+            bool armed = true;
+            ~Abandon() {
+                for (size_t i = 0; armed && i < prepared; ++i) {
+                    feature_controls()[i].abandon(feature_controls()[i].self, cp);
+                }
+            }
+        } abandon{*this, prepared};
+        for (const auto& fc : feature_controls()) {
+            if (!fc.prepare(fc.self, *this, next, error)) {
+                fc.abandon(fc.self, *this);
+                return false;
+            }
+            ++prepared;
+        }
         // Learned neighbours that left their port's subnets are forgotten with the old config.
         std::map<uint32_t, Learned> learned;
         for (const auto& [ip, l] : learned_) {
@@ -225,6 +288,10 @@ bool ControlPlane::install_config_locked(config::Config next, std::string& error
         }
         // Nothing below fails: the change takes effect whole.
         commit_jobs_locked(std::move(plan), next);
+        abandon.armed = false;
+        for (const auto& fc : feature_controls()) {
+            fc.commit(fc.self, *this);
+        }
         learned_ = std::move(learned);
         running_ = std::move(next);
         sync_neighbours_locked(neighbours);
@@ -451,6 +518,9 @@ void ControlPlane::install_locked(std::unique_ptr<runtime::Published> pub) {
     }
     route_gateway_ = route_gateway_next_;
     assign_state_slots_locked(*pub->snapshot);
+    for (const auto& fc : feature_controls()) {
+        fc.decorate(fc.self, *pub->snapshot);
+    }
     assign_bier_slots_locked(*pub->snapshot);
     ++next_generation_;
     dataplane_.publish(std::move(pub));
@@ -1019,6 +1089,9 @@ metrics::Stats ControlPlane::stats() const {
             b.counters = bier_slot_total(t.counter_slot);
             b.counters -= bier_slots_[t.counter_slot].baseline;
             s.bifts.push_back(std::move(b));
+        }
+        for (const auto& fc : feature_controls()) {
+            fc.stats(fc.self, *this, s);
         }
     }
     if (dataplane_.pool != nullptr) {

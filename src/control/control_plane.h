@@ -56,6 +56,31 @@ class ChunkTable;
 
 namespace ina::control {
 
+class ControlPlane;
+
+// A feature's control piece (src/features/<f>/control*), registered once at start-up (src/app)
+// before any ControlPlane exists. Every hook runs with the control plane's lock held, on the
+// thread changing or scraping it; none is on the packet path.
+struct FeatureControl {
+    void* self = nullptr;
+    // Before a config is installed: prepare the per-lcore states `next` needs (allocate, take
+    // state slots). False with `error` refuses the change (then `abandon`): nothing runs it.
+    bool (*prepare)(void* self, ControlPlane& cp, const config::Config& next,
+                    std::string& error) = nullptr;
+    // The most commands the prepared change sends to one worker (checked against ring room).
+    size_t (*commands_needed)(void* self) = nullptr;
+    // Once nothing can fail: send the prepared detaches and attaches (detach_locked,
+    // attach_locked) and make the prepared states the running ones.
+    void (*commit)(void* self, ControlPlane& cp) = nullptr;
+    void (*abandon)(void* self, ControlPlane& cp) = nullptr;
+    // A snapshot about to be published: write the feature's slots into its view.
+    void (*decorate)(void* self, dp::Snapshot& snap) = nullptr;
+    // A scrape: add the feature's numbers (metrics::Stats::feature_text).
+    void (*stats)(void* self, const ControlPlane& cp, metrics::Stats& out) = nullptr;
+};
+// False when a hook is missing.
+bool register_feature_control(const FeatureControl& fc);
+
 class ControlPlane {
 public:
     ControlPlane(runtime::Dataplane& dataplane, std::vector<runtime::PortRuntime> ports,
@@ -95,6 +120,20 @@ public:
     // True when every worker has received nothing for `idle_ms` and no control work is pending.
     bool idle_for(uint64_t idle_ms) const;
 
+    // For FeatureControl hooks only (the lock is held): worker lcores, per-lcore feature-state
+    // slots (the same on every worker), and the commands that attach and detach states. A
+    // detached state is kept until its worker has counted the detach, then freed.
+    size_t worker_count() const { return dataplane_.workers.size(); }
+    uint16_t acquire_state_slot_locked();  // dp::kNoStateSlot when every slot is in use
+    void release_state_slot_locked(uint16_t slot);
+    void attach_locked(size_t worker, const dp::Command& attach);
+    void detach_locked(size_t worker, const dp::Command& detach, std::shared_ptr<void> state);
+    // A worker's per-lcore context, for reading its counters at a scrape.
+    const pipeline::LcoreContext& lcore_context(size_t worker) const {
+        return *dataplane_.workers[worker].ctx;
+    }
+    uint64_t tsc_hz() const { return tsc_hz_; }
+
 private:
     struct Learned {
         rte_ether_addr mac{};
@@ -128,6 +167,7 @@ private:
     bool plan_jobs_locked(const config::Config& next, JobPlan& plan, std::string& error) const;
     bool commands_fit_locked(const JobPlan& plan) const;
     void commit_jobs_locked(JobPlan plan, const config::Config& next);
+    void send_command_locked(size_t worker, const dp::Command& c);
     // Frees the detached tables whose lcores have counted the detach.
     void collect_detached_locked();
     // `neighbours` receives what the forwarding tables must hold when the result is published
@@ -203,7 +243,7 @@ private:
     void assign_state_slots_locked(dp::Snapshot& snap) const;
     // Per worker, tables detached but not yet counted by the lcore, in the order the detaches
     // were sent, and how many of that worker's detaches have been freed so far.
-    std::vector<std::deque<std::unique_ptr<ChunkTable>>> detaching_;
+    std::vector<std::deque<std::shared_ptr<void>>> detaching_;
     std::vector<uint64_t> detaches_freed_;
     // Events read from the workers' rings by tick() without the lock, handled once it has the
     // lock: a long API call never lets a ring fill. Touched only by the thread running tick().

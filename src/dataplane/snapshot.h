@@ -289,6 +289,14 @@ public:
     uint16_t ina_udp_port = 0;  // network order comparisons are done on host order values
     std::vector<InaJobView> ina_jobs;
     FeatureTable features;  // what the classifier hands to a feature stage
+    // Each feature's own view (src/features/<f>/view*), by handle: built by the feature's
+    // compile step (compile::register_extension), read by its stage. Immutable once published.
+    std::array<std::shared_ptr<void>, kMaxFeatures> feature_views{};
+    template <typename T>
+    const T* feature_view(uint8_t feature) const {
+        return feature < kMaxFeatures ? static_cast<const T*>(feature_views[feature].get())
+                                      : nullptr;
+    }
 
     uint16_t bier_bfr_id = 0;  // BFIR-id of packets this switch encapsulates
     uint8_t bier_ttl = 64;

@@ -352,6 +352,7 @@ std::vector<prometheus::MetricFamily> families(const Stats& s) {
 std::string render(const Stats& stats) {
     std::ostringstream os;
     prometheus::TextSerializer().Serialize(os, families(stats));
+    os << stats.feature_text;
     return os.str();
 }
 

@@ -140,6 +140,9 @@ struct Stats {
     std::vector<JobStats> jobs;
     uint8_t bier_sub_domain = 0;
     std::vector<BiftStats> bifts;
+    // Features' own metric families in the Prometheus text format (their metrics* pieces
+    // render them), appended to the exposition as they are.
+    std::string feature_text;
 };
 
 }  // namespace ina::metrics

@@ -87,7 +87,7 @@ int worker_main(void* arg) {
         }
         // Feature timers (chunk-table expiry sweeps): a few loops late is a few microseconds.
         if ((ctx.counters.loops & (pipeline::kTimerServiceLoops - 1)) == 0) {
-            ctx.timers.service(ctx.now_tsc);
+            pipeline::service_timers(ctx, snap);
         }
 
         uint32_t received = 0;

@@ -5,6 +5,8 @@
 #
 # Kernel command line (set by lab.py):
 #   ina.name=vm0  ina.ip=10.77.0.2/24  [ina.gw=10.77.0.1]  [ina.mtu=1500]
+#   [ina.api=10.0.2.15/24,52:54:00:a1:00:01]   address of the NIC with that MAC (the host's
+#                                              relay to the switch's control API; no RDMA on it)
 #
 # Control protocol, one line per message (the host parses it in lab.py):
 #   host -> guest   R <id> <base64 script>   run the script (dash) in its own session
@@ -37,13 +39,14 @@ fail() {
 while read -r m; do modprobe "$m" || fail "modprobe $m"; done < /etc/ina-modules
 mount -t configfs configfs /sys/kernel/config
 
-NAME=vm IP= GW= MTU=
+NAME=vm IP= GW= MTU= API=
 for arg in $(cat /proc/cmdline); do
     case "$arg" in
         ina.name=*) NAME=${arg#ina.name=} ;;
         ina.ip=*) IP=${arg#ina.ip=} ;;
         ina.gw=*) GW=${arg#ina.gw=} ;;
         ina.mtu=*) MTU=${arg#ina.mtu=} ;;
+        ina.api=*) API=${arg#ina.api=} ;;
     esac
 done
 hostname "$NAME"
@@ -64,11 +67,24 @@ if [ -f /etc/ina-extras ]; then
 fi
 
 ip link set lo up
+# ina.api: the NIC with that MAC becomes api0 whatever the probe order named it, and the other
+# one eth0.
+if [ -n "$API" ]; then
+    API_MAC=${API#*,}
+    for n in /sys/class/net/eth*; do
+        [ "$(cat "$n/address")" = "$API_MAC" ] && ip link set "${n##*/}" name api0
+    done
+    [ -e /sys/class/net/api0 ] || fail "no NIC with MAC $API_MAC (ina.api)"
+    if [ ! -e /sys/class/net/eth0 ]; then
+        for n in /sys/class/net/eth*; do ip link set "${n##*/}" name eth0; done
+    fi
+fi
 [ -n "$MTU" ] && ip link set eth0 mtu "$MTU"
 ip link set eth0 up || fail "eth0 missing"
 [ -n "$IP" ] && { ip addr add "$IP" dev eth0 || fail "address $IP"; }
 [ -n "$GW" ] && { ip route add default via "$GW" dev eth0 || fail "route via $GW"; }
 rdma link add rxe0 type rxe netdev eth0 || fail "rdma link add rxe0"
+[ -n "$API" ] && { ip link set api0 up && ip addr add "${API%,*}" dev api0 || fail "ina.api on api0"; }
 
 GID_INDEX=
 if [ -n "$IP" ]; then

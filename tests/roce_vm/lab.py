@@ -25,6 +25,10 @@ and rxe0 on eth0.
                       (inaswitch answers ARP and routes between them). Needs fabric="inaswitch".
   switch_config       None: the generated config above; a str: used verbatim; a callable
                       f(default_config_dict, lab) returning a dict or YAML text (add jobs etc.).
+  guest_api=True      every VM also gets eth1 on qemu's user-mode network (restrict=on: it
+                      reaches nothing else), where GUEST_API_IP:API_PORT is forwarded to the
+                      switch's control API in the namespace (api_relay.py per connection):
+                      lab.guest_api_url is "http://10.0.2.100:9464" for the guests.
 
 Guests. Debian 12's kernel boots the initramfs of image.py by PVH under `-accel tcg`; its /init
 (guest_init.sh) loads rdma_rxe, configures eth0 and rxe0, and then serves commands on a
@@ -82,6 +86,8 @@ API_PORT = fig1.API_PORT     # inaswitch's control API, on 127.0.0.1 inside the 
 QEMU = "qemu-system-x86_64"
 CAPTURE_BUFFER_KIB = 32768  # per tap: bursts toward a slow guest outrun tcpdump's default 2 MiB
 PERFTEST_PORT = 18515        # perftest's and ibv_*_pingpong's out-of-band TCP port
+GUEST_API_IP = "10.0.2.100"  # guest_api: where a guest reaches the switch's control API
+GUEST_API_NET = "10.0.2.15/24"  # guest_api: the guests' eth1 (qemu user-mode network)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -217,6 +223,7 @@ class VM:
         self.name = f"vm{index}"
         self.ip, self.prefix_len, self.gw = ip, prefix_len, gw
         self.mac = f"52:54:00:4d:00:{index + 1:02x}"
+        self.api_mac = f"52:54:00:a1:00:{index + 1:02x}"  # guest_api's eth1
         self.tap = f"tap{index}"
         self.gid_index: int | None = None
         self.boot_seconds: float | None = None
@@ -240,7 +247,8 @@ class VM:
 
     def boot(self, kernel: str, initrd: str, mem_mb: int) -> None:
         append = (f"console=ttyS0 quiet panic=-1 ina.name={self.name} "
-                  f"ina.ip={self.ip}/{self.prefix_len}" + (f" ina.gw={self.gw}" if self.gw else ""))
+                  f"ina.ip={self.ip}/{self.prefix_len}" + (f" ina.gw={self.gw}" if self.gw else "")
+                  + (f" ina.api={GUEST_API_NET},{self.api_mac}" if self.lab.guest_api else ""))
         cmd = ["ip", "netns", "exec", self.lab.ns, QEMU, "-accel", "tcg", "-m", str(mem_mb),
                "-smp", "1", "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
                "-kernel", kernel, "-initrd", initrd, "-append", append,
@@ -248,6 +256,7 @@ class VM:
                "-netdev", f"tap,id=net0,ifname={self.tap},script=no,downscript=no,vnet_hdr=off",
                # romfile=: no iPXE option ROM, the kernel is booted directly
                "-device", f"virtio-net-pci,netdev=net0,mac={self.mac},romfile=",
+               *self._api_nic(),
                "-device", "virtio-serial-pci,id=vser0",
                "-chardev", f"socket,id=ctl,path={self.ctl_path},server=on,wait=off",
                "-device", "virtserialport,bus=vser0.0,chardev=ctl,name=ina.ctl"]
@@ -271,6 +280,19 @@ class VM:
         # The guest cannot reach its port before qemu listens, and it boots for seconds more.
         self._sock = wait_until(connect, 60, f"{self.name}: qemu's control socket")
         threading.Thread(target=self._reader, name=f"{self.name}-ctl", daemon=True).start()
+
+    def _api_nic(self) -> list[str]:
+        """qemu arguments of eth1 (guest_api): user-mode network, isolated (restrict=on), whose
+        only service is GUEST_API_IP:API_PORT, relayed to the switch's API by a process per
+        connection (qemu runs inside the namespace, so 127.0.0.1 is the switch's)."""
+        if not self.lab.guest_api:
+            return []
+        relay = os.path.join(HERE, "api_relay.py")
+        if "," in relay or " " in relay:
+            raise TestFailure(f"guest_api: the relay's path {relay} has a comma or a space")
+        fwd = f"tcp:{GUEST_API_IP}:{API_PORT}-cmd:{sys.executable} {relay} 127.0.0.1 {API_PORT}"
+        return ["-netdev", f"user,id=api0,restrict=on,net=10.0.2.0/24,guestfwd={fwd}",
+                "-device", f"virtio-net-pci,netdev=api0,mac={self.api_mac},romfile="]
 
     def wait_ready(self, timeout: float) -> None:
         ok = self._wait_for(lambda: self._ready or self._failed or self._eof, timeout)
@@ -665,7 +687,7 @@ class Lab:
     def __init__(self, n_vms: int, fabric: str = "bridge", switch_exe: str | None = None,
                  switch_config: str | Callable[[dict, "Lab"], dict | str] | None = None,
                  routed: bool = False, extra_files: list | None = None, mem_mb: int = 256,
-                 boot_timeout: float = 240, slot_timeout: float = 900):
+                 boot_timeout: float = 240, slot_timeout: float = 900, guest_api: bool = False):
         global _serial
         if fabric not in ("bridge", "inaswitch"):
             raise ValueError(f"fabric must be 'bridge' or 'inaswitch', not {fabric!r}")
@@ -685,6 +707,10 @@ class Lab:
         _serial += 1
         self.serial = _serial
         self.fabric, self.routed = fabric, routed
+        if guest_api and fabric != "inaswitch":
+            raise ValueError("guest_api=True needs fabric='inaswitch' (it reaches the switch's API)")
+        self.guest_api = guest_api
+        self.guest_api_url = f"http://{GUEST_API_IP}:{API_PORT}"
         self._switch_config = switch_config
         self.ns = f"{NS_PREFIX}{os.getpid()}-{self.serial}"
         self.workdir = tempfile.mkdtemp(prefix=f"inavm{os.getpid()}-")

@@ -290,6 +290,14 @@ def check_mode(lab: Lab, results: dict) -> None:
     log(f"{mode}: {json.dumps(figures)}")
 
 
+def with_rdma_job(cfg: dict, _lab) -> dict:
+    """The lab's config plus a server-to-switch rdma job (no QPs: nothing is for the switch)."""
+    cfg["rdma"] = {"jobs": [{"id": 7, "mode": "server-to-switch", "world": 2, "op": "sum",
+                             "dtype": "fp32", "chunk_bytes": 1024, "window": 64,
+                             "pmtu": 1024}]}
+    return cfg
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("inaswitch")
@@ -301,11 +309,15 @@ def main() -> int:
         return 77
     results: dict = {}
     start = time.monotonic()
+
     try:
         # One boot for both modes: the lab switches from L2 to routed by a switch reload and
         # new guest addresses.
+        # An rdma job is configured throughout (docs/rdma.md): its stage is bound to UDP 4791
+        # on the routed path, and RoCE between the VMs, not addressed to the switch, must pass
+        # through it untouched.
         with Lab(2, fabric="inaswitch", switch_exe=args.inaswitch,
-                 routed=args.only == "routed") as lab:
+                 routed=args.only == "routed", switch_config=with_rdma_job) as lab:
             results["boot_s"] = [round(vm.boot_seconds, 1) for vm in lab.vms]
             if args.only != "routed":
                 check_mode(lab, results)

@@ -51,13 +51,14 @@ def json_line(out: str, key: str) -> dict:
     raise TestFailure(f"no JSON line with {key!r} in:\n{out[-3000:]}")
 
 
-def int32_inputs(d: str) -> tuple[list[str], str]:
-    """Random int32 tensors for ranks 1..WORLD and the sha256 of their wrapping sum."""
-    rng = random.Random(20261124)
-    paths, total = [], array.array("I", bytes(4 * ELEMENTS))
-    for rank in range(1, WORLD + 1):
-        data = rng.randbytes(4 * ELEMENTS)
-        path = os.path.join(d, f"int32-rank{rank}.bin")
+def int32_inputs(d: str, world: int = WORLD, seed: int = 20261124,
+                 elements: int = ELEMENTS) -> tuple[list[str], str]:
+    """Random int32 tensors for ranks 1..world and the sha256 of their wrapping sum."""
+    rng = random.Random(seed)
+    paths, total = [], array.array("I", bytes(4 * elements))
+    for rank in range(1, world + 1):
+        data = rng.randbytes(4 * elements)
+        path = os.path.join(d, f"int32-{seed}-rank{rank}.bin")
         with open(path, "wb") as f:
             f.write(data)
         paths.append(path)

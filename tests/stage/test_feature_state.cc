@@ -19,7 +19,9 @@ constexpr uint8_t kTickFeature = dp::kMaxFeatures - 2;
 
 std::vector<std::pair<void*, uint64_t>> g_ticks;  // (state, now) per tick
 
-void count_tick(void* state, uint64_t now) { g_ticks.emplace_back(state, now); }
+void count_tick(pipeline::LcoreContext&, const dp::Snapshot&, void* state, uint64_t now) {
+    g_ticks.emplace_back(state, now);
+}
 
 class FeatureState : public StageTest {
 protected:
@@ -32,6 +34,14 @@ protected:
     void TearDown() override {
         pipeline::register_feature(kTickFeature, pipeline::FeatureStage{"none", nullptr, 1});
         StageTest::TearDown();
+    }
+    // Services the wheel at `now` the way the worker loop does (with the loop's snapshot).
+    size_t service(uint64_t now) {
+        ctx->now_tsc = now;
+        ctx->timer_snapshot = snap.get();
+        const size_t fired = ctx->timers.service(now);
+        ctx->timer_snapshot = nullptr;
+        return fired;
     }
     bool apply(CommandType t, uint8_t feature, uint16_t slot, uint32_t id, void* state) {
         return pipeline::apply_command(*ctx, Command{t, feature, slot, id, state});
@@ -93,8 +103,8 @@ TEST_F(FeatureState, AttachedStateGetsItsPeriodicWorkUntilDetached) {
     ASSERT_TRUE(apply(CommandType::attach, kTickFeature, 2, 1, &cells[0]));
     ASSERT_TRUE(apply(CommandType::attach, kTickFeature, 9, 2, &cells[1]));
     EXPECT_EQ(ctx->timers.armed(), 2u);
-    EXPECT_EQ(ctx->timers.service(kStartTsc + ms / 2), 0u) << "not due yet";
-    EXPECT_EQ(ctx->timers.service(kStartTsc + ms + ms / 5), 2u);
+    EXPECT_EQ(service(kStartTsc + ms / 2), 0u) << "not due yet";
+    EXPECT_EQ(service(kStartTsc + ms + ms / 5), 2u);
     ASSERT_EQ(g_ticks.size(), 2u);
     EXPECT_TRUE((g_ticks[0].first == &cells[0] && g_ticks[1].first == &cells[1]) ||
                 (g_ticks[0].first == &cells[1] && g_ticks[1].first == &cells[0]));
@@ -102,7 +112,7 @@ TEST_F(FeatureState, AttachedStateGetsItsPeriodicWorkUntilDetached) {
     ASSERT_TRUE(apply(CommandType::detach, kTickFeature, 2, 1, nullptr));
     EXPECT_EQ(ctx->timers.armed(), 1u);
     g_ticks.clear();
-    EXPECT_EQ(ctx->timers.service(kStartTsc + 10 * ms), 1u);
+    EXPECT_EQ(service(kStartTsc + 10 * ms), 1u);
     ASSERT_EQ(g_ticks.size(), 1u);
     EXPECT_EQ(g_ticks[0].first, &cells[1]) << "the detached state is never touched again";
 }

@@ -134,16 +134,9 @@ ClientStats Client::allreduce(std::span<const std::byte> input, std::span<std::b
         }
         for (size_t i = 0; i < n; ++i) {
             const ibv_wc& wc = wcs[i];
-            if (wc.status != IBV_WC_SUCCESS) {
-                throw_completion_error(wc, wc.wr_id == kResultRecv ? "receiving a result"
-                                                                   : "writing a chunk");
-            }
-            if (wc.opcode == IBV_WC_RDMA_WRITE) {
+            if (classify_client_completion(wc, kResultRecv) == ClientCompletion::write_done) {
                 --sends_outstanding;
                 continue;
-            }
-            if (wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM || !(wc.wc_flags & IBV_WC_WITH_IMM)) {
-                throw Error("unexpected completion opcode " + std::to_string(wc.opcode));
             }
             const Imm imm = parse_imm(ntohl(wc.imm_data));
             if (imm.chunk >= chunks || have[imm.chunk] || imm.contributions != opt_.world ||

@@ -66,6 +66,48 @@ TEST(CompletionError, NamesStatusOpcodeWorkRequestAndQp) {
     }
 }
 
+TEST(ClientCompletion, WriteResultFailureAndStrayOpcodes) {
+    constexpr uint64_t kResult = uint64_t{1} << 63;
+    ibv_wc wc{};
+    wc.status = IBV_WC_SUCCESS;
+    wc.opcode = IBV_WC_RDMA_WRITE;
+    wc.wr_id = 5;
+    EXPECT_EQ(classify_client_completion(wc, kResult), ClientCompletion::write_done);
+    wc.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
+    wc.wc_flags = IBV_WC_WITH_IMM;
+    wc.wr_id = kResult;
+    EXPECT_EQ(classify_client_completion(wc, kResult), ClientCompletion::result);
+    wc.wc_flags = 0;  // a receive without its immediate is no result
+    EXPECT_THROW(classify_client_completion(wc, kResult), Error);
+    wc.wc_flags = IBV_WC_WITH_IMM;
+    wc.opcode = IBV_WC_RECV;
+    EXPECT_THROW(classify_client_completion(wc, kResult), Error);
+    wc.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
+    wc.status = IBV_WC_WR_FLUSH_ERR;
+    try {
+        classify_client_completion(wc, kResult);
+        FAIL() << "a failed completion was accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("receiving a result"), std::string::npos);
+    }
+    wc.wr_id = 5;
+    try {
+        classify_client_completion(wc, kResult);
+        FAIL() << "a failed completion was accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("writing a chunk"), std::string::npos);
+    }
+}
+
+TEST(PathMtu, PowersOfTwoFrom256To4096Only) {
+    EXPECT_EQ(path_mtu(256), IBV_MTU_256);
+    EXPECT_EQ(path_mtu(1024), IBV_MTU_1024);
+    EXPECT_EQ(path_mtu(4096), IBV_MTU_4096);
+    EXPECT_THROW(path_mtu(1500), Error);
+    EXPECT_THROW(path_mtu(8192), Error);
+    EXPECT_THROW(path_mtu(0), Error);
+}
+
 TEST(ThrowErrno, CarriesTheCallAndTheErrnoText) {
     try {
         throw_errno("ibv_reg_mr of 4096 bytes", ENOMEM);

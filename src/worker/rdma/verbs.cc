@@ -47,6 +47,20 @@ bool wait_readable(std::span<pollfd> fds, Deadline deadline) {
     }
 }
 
+// An RC QP with both queues on `cq`, one scatter entry each way, completions as requested.
+ibv_qp_init_attr rc_qp_attr(CompletionQueue& cq, uint32_t send_depth, uint32_t recv_depth) {
+    ibv_qp_init_attr attr{};
+    attr.send_cq = cq.get();
+    attr.recv_cq = cq.get();
+    attr.qp_type = IBV_QPT_RC;
+    attr.cap.max_send_wr = send_depth;
+    attr.cap.max_recv_wr = recv_depth;
+    attr.cap.max_send_sge = 1;
+    attr.cap.max_recv_sge = 1;
+    attr.sq_sig_all = 0;
+    return attr;
+}
+
 CmEvent expect(EventChannel& channel, rdma_cm_event_type want, Deadline deadline,
                std::string_view what) {
     CmEvent ev = channel.next(deadline, what);
@@ -351,6 +365,20 @@ void throw_completion_error(const ibv_wc& wc, std::string_view context) {
                 ", QP " + std::to_string(wc.qp_num) + ")");
 }
 
+ClientCompletion classify_client_completion(const ibv_wc& wc, uint64_t result_wr_id) {
+    if (wc.status != IBV_WC_SUCCESS) {
+        throw_completion_error(wc, wc.wr_id == result_wr_id ? "receiving a result"
+                                                            : "writing a chunk");
+    }
+    if (wc.opcode == IBV_WC_RDMA_WRITE) {
+        return ClientCompletion::write_done;
+    }
+    if (wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM || !(wc.wc_flags & IBV_WC_WITH_IMM)) {
+        throw Error("unexpected completion opcode " + std::to_string(wc.opcode));
+    }
+    return ClientCompletion::result;
+}
+
 QueuePair::~QueuePair() {
     if (id_ && id_->qp) {
         rdma_destroy_qp(id_);
@@ -368,15 +396,7 @@ QueuePair& QueuePair::operator=(QueuePair&& o) noexcept {
 
 QueuePair create_rc_qp(CmId& id, ProtectionDomain& pd, CompletionQueue& cq, uint32_t send_depth,
                        uint32_t recv_depth) {
-    ibv_qp_init_attr attr{};
-    attr.send_cq = cq.get();
-    attr.recv_cq = cq.get();
-    attr.qp_type = IBV_QPT_RC;
-    attr.cap.max_send_wr = send_depth;
-    attr.cap.max_recv_wr = recv_depth;
-    attr.cap.max_send_sge = 1;
-    attr.cap.max_recv_sge = 1;
-    attr.sq_sig_all = 0;
+    ibv_qp_init_attr attr = rc_qp_attr(cq, send_depth, recv_depth);
     if (rdma_create_qp(id.get(), pd.get(), &attr) != 0) {
         throw_errno("rdma_create_qp (RC, " + std::to_string(send_depth) + " send / " +
                         std::to_string(recv_depth) + " receive WRs)",
@@ -413,6 +433,145 @@ void post_recv(ibv_qp* qp, uint64_t wr_id) {
     ibv_recv_wr* bad = nullptr;
     if (const int r = ibv_post_recv(qp, &wr, &bad); r != 0) {
         throw_errno("ibv_post_recv (QP " + std::to_string(qp->qp_num) + ")", r);
+    }
+}
+
+}  // namespace ina::rdma
+
+// --- plain verbs connection setup --------------------------------------------------------------
+
+namespace ina::rdma {
+
+Device::Device(const std::string& name) {
+    int n = 0;
+    ibv_device** list = ibv_get_device_list(&n);
+    if (!list) {
+        throw_errno("ibv_get_device_list", errno);
+    }
+    ibv_device* dev = nullptr;
+    for (int i = 0; i < n && !dev; ++i) {
+        if (name.empty() || name == ibv_get_device_name(list[i])) {
+            dev = list[i];
+        }
+    }
+    if (!dev) {
+        ibv_free_device_list(list);
+        throw Error(name.empty() ? std::string("no RDMA device (is rdma_rxe or a RoCE NIC up?)")
+                                 : "no RDMA device named " + name);
+    }
+    ctx_ = ibv_open_device(dev);
+    const int err = errno;
+    ibv_free_device_list(list);
+    if (!ctx_) {
+        throw_errno("ibv_open_device", err);
+    }
+}
+
+Device::~Device() { ibv_close_device(ctx_); }
+
+std::string Device::name() const { return ibv_get_device_name(ctx_->device); }
+
+Ipv4Gid find_ipv4_gid(ibv_context* ctx, uint8_t port, const std::string& ip,
+                      std::optional<uint32_t> index) {
+    ibv_port_attr pattr{};
+    if (const int r = ibv_query_port(ctx, port, &pattr); r != 0) {
+        throw_errno("ibv_query_port " + std::to_string(port), r);
+    }
+    for (int i = 0; i < pattr.gid_tbl_len; ++i) {
+        if (index && *index != static_cast<uint32_t>(i)) {
+            continue;
+        }
+        ibv_gid_entry e{};
+        if (ibv_query_gid_ex(ctx, port, static_cast<uint32_t>(i), &e, 0) != 0 ||
+            e.gid_type != IBV_GID_TYPE_ROCE_V2) {
+            continue;
+        }
+        const uint8_t* g = e.gid.raw;
+        static constexpr uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+        if (std::memcmp(g, kMapped, sizeof kMapped) != 0) {
+            continue;
+        }
+        char text[INET_ADDRSTRLEN];
+        inet_ntop(AF_INET, g + 12, text, sizeof text);
+        if (ip.empty() || ip == text) {
+            return Ipv4Gid{static_cast<uint32_t>(i), text};
+        }
+    }
+    const std::string at = index ? " at index " + std::to_string(*index) : std::string();
+    throw Error("no RoCE v2 GID" + at + " " + (ip.empty() ? std::string("of an IPv4 address") : "::ffff:" + ip) +
+                " on port " + std::to_string(port) + " of " + ibv_get_device_name(ctx->device));
+}
+
+ibv_mtu path_mtu(uint32_t bytes) {
+    switch (bytes) {
+    case 256: return IBV_MTU_256;
+    case 512: return IBV_MTU_512;
+    case 1024: return IBV_MTU_1024;
+    case 2048: return IBV_MTU_2048;
+    case 4096: return IBV_MTU_4096;
+    default: throw Error("path MTU " + std::to_string(bytes) + " is not 256/512/1024/2048/4096");
+    }
+}
+
+VerbsQp::VerbsQp(ProtectionDomain& pd, CompletionQueue& cq, uint32_t send_depth,
+                 uint32_t recv_depth) {
+    ibv_qp_init_attr attr = rc_qp_attr(cq, send_depth, recv_depth);
+    qp_ = ibv_create_qp(pd.get(), &attr);
+    if (!qp_) {
+        throw_errno("ibv_create_qp (RC, " + std::to_string(send_depth) + " send / " +
+                        std::to_string(recv_depth) + " receive WRs)",
+                    errno);
+    }
+}
+
+VerbsQp::~VerbsQp() { ibv_destroy_qp(qp_); }
+
+void qp_to_init(ibv_qp* qp, uint8_t port) {
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.pkey_index = 0;
+    a.port_num = port;
+    a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+    if (const int r = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+                                               IBV_QP_ACCESS_FLAGS);
+        r != 0) {
+        throw_errno("ibv_modify_qp to INIT", r);
+    }
+}
+
+void connect_rc(ibv_qp* qp, const RcPath& path) {
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_RTR;
+    a.path_mtu = path.mtu;
+    a.dest_qp_num = path.dest_qpn;
+    a.rq_psn = path.rq_psn;
+    a.max_dest_rd_atomic = 1;
+    a.min_rnr_timer = 12;  // 0.64 ms: what the peer waits after our (never expected) RNR NAK
+    a.ah_attr.is_global = 1;
+    a.ah_attr.grh.dgid = path.dgid;
+    a.ah_attr.grh.sgid_index = static_cast<uint8_t>(path.sgid_index);
+    a.ah_attr.grh.hop_limit = 64;
+    a.ah_attr.port_num = path.port;
+    if (const int r = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+                                               IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                               IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+        r != 0) {
+        throw_errno("ibv_modify_qp to RTR (dest QPN " + std::to_string(path.dest_qpn) +
+                        ", sgid index " + std::to_string(path.sgid_index) + ")",
+                    r);
+    }
+    a = {};
+    a.qp_state = IBV_QPS_RTS;
+    a.sq_psn = path.sq_psn;
+    a.timeout = path.timeout;
+    a.retry_cnt = path.retry_cnt;
+    a.rnr_retry = path.rnr_retry;
+    a.max_rd_atomic = 1;
+    if (const int r = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
+                                               IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                                               IBV_QP_MAX_QP_RD_ATOMIC);
+        r != 0) {
+        throw_errno("ibv_modify_qp to RTS", r);
     }
 }
 

@@ -162,6 +162,12 @@ private:
 // Throws Error describing a failed work completion: status text, opcode, wr_id, QP number.
 [[noreturn]] void throw_completion_error(const ibv_wc& wc, std::string_view context);
 
+// A worker's completions: its own WRITE's send completion, or a result (a receive consumed by
+// a WRITE with immediate; its receives carry wr_id `result_wr_id`). Throws Error on a failed
+// completion (naming which of the two) or any other opcode.
+enum class ClientCompletion { write_done, result };
+ClientCompletion classify_client_completion(const ibv_wc& wc, uint64_t result_wr_id);
+
 // The QP rdma_create_qp made on a CmId, destroyed by this owner (declare it after the CQ and
 // the protection domain it uses, so it goes first).
 class QueuePair {
@@ -223,5 +229,67 @@ std::string disconnect(EventChannel& channel, CmId& id, Deadline deadline);
 
 // Passive side: bind ip:port and listen.
 CmId listen(EventChannel& channel, const std::string& ip, uint16_t port, int backlog);
+
+// --- plain verbs connection setup (server-to-switch: no rdma_cm) ------------------------------
+
+// An opened RDMA device: the one named, or the first one when `name` is empty.
+class Device {
+public:
+    explicit Device(const std::string& name);
+    ~Device();
+    Device(const Device&) = delete;
+    Device& operator=(const Device&) = delete;
+    ibv_context* get() const { return ctx_; }
+    std::string name() const;
+
+private:
+    ibv_context* ctx_ = nullptr;
+};
+
+// A RoCE v2 GID of the form ::ffff:a.b.c.d on `port`: its index and the IPv4 address.
+struct Ipv4Gid {
+    uint32_t index = 0;
+    std::string ip;
+};
+// The GID at `index` if given (it must be an IPv4-mapped RoCE v2 GID, of `ip` if that is not
+// empty), else the one whose address is `ip`, else (ip empty) the first IPv4-mapped RoCE v2 GID.
+// Throws Error naming what it looked for when there is none.
+Ipv4Gid find_ipv4_gid(ibv_context* ctx, uint8_t port, const std::string& ip,
+                      std::optional<uint32_t> index = std::nullopt);
+
+// IB path MTU enum for 256..4096 bytes (a power of two); throws Error otherwise.
+ibv_mtu path_mtu(uint32_t bytes);
+
+// An RC QP made with ibv_create_qp (not rdma_cm), destroyed by this owner.
+class VerbsQp {
+public:
+    VerbsQp(ProtectionDomain& pd, CompletionQueue& cq, uint32_t send_depth, uint32_t recv_depth);
+    ~VerbsQp();
+    VerbsQp(const VerbsQp&) = delete;
+    VerbsQp& operator=(const VerbsQp&) = delete;
+    ibv_qp* get() const { return qp_; }
+    uint32_t qpn() const { return qp_->qp_num; }
+
+private:
+    ibv_qp* qp_ = nullptr;
+};
+
+// The peer of an RC QP on RoCE v2 and the attributes of both directions.
+struct RcPath {
+    uint8_t port = 1;
+    uint32_t sgid_index = 0;
+    ibv_gid dgid{};          // the peer's GID (::ffff:its IPv4)
+    ibv_mtu mtu = IBV_MTU_1024;
+    uint32_t dest_qpn = 0;
+    uint32_t rq_psn = 0;     // the first PSN expected from the peer
+    uint32_t sq_psn = 0;     // our first PSN
+    uint8_t timeout = 14;    // local ACK timeout 4.096 us * 2^timeout
+    uint8_t retry_cnt = 7;
+    uint8_t rnr_retry = 7;   // 7: retry forever (the peer may RNR-NAK as back-pressure)
+};
+// RESET -> INIT (remote write allowed; receives may be posted from here on).
+void qp_to_init(ibv_qp* qp, uint8_t port);
+// INIT -> RTR -> RTS; throws Error naming the failing step.
+void connect_rc(ibv_qp* qp, const RcPath& path);
 
 }  // namespace ina::rdma

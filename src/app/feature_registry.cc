@@ -1,0 +1,28 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "app/feature_registry.h"
+
+#include "compile/snapshot_build.h"
+#include "config/config.h"
+#include "control/api.h"
+#include "control/control_plane.h"
+#include "features/roce/compile_roce.h"
+#include "features/roce/config_roce.h"
+#include "features/roce/control_roce.h"
+#include "features/roce/datapath_roce.h"
+#include "pipeline/feature_stages.h"
+
+namespace ina::app {
+
+bool register_features() {
+    static const bool ok = [] {
+        namespace roce = features::roce;
+        return config::register_section(roce::section_hooks()) &&
+               compile::register_extension(roce::compile_roce) &&
+               pipeline::register_feature(roce::kFeatureRoce, roce::stage()) &&
+               control::register_feature_control(roce::roce_control().hooks()) &&
+               control::register_routes(roce::install_routes);
+    }();
+    return ok;
+}
+
+}  // namespace ina::app

@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "features/roce/compile_roce.h"
+
+#include <algorithm>
+#include <memory>
+
+#include "features/roce/config_roce.h"
+#include "features/roce/view_roce.h"
+#include "roce/wire.h"
+
+namespace ina::features::roce {
+
+bool compile_roce(const config::Config& cfg, dp::Snapshot& snap, std::string& error) {
+    const RdmaConfig* rdma = rdma_of(cfg);
+    if (rdma == nullptr || rdma->jobs.empty()) {
+        return true;
+    }
+    auto view = std::make_shared<RoceView>();
+    for (const auto& j : rdma->jobs) {
+        view->jobs.push_back(JobView{j.id, 0, dp::kNoStateSlot});
+        for (const auto& q : j.qps) {
+            view->qps.push_back(QpView{q.switch_qpn, j.id, q.rank, 0, dp::kNoStateSlot});
+        }
+    }
+    std::sort(view->qps.begin(), view->qps.end(),
+              [](const QpView& a, const QpView& b) { return a.switch_qpn < b.switch_qpn; });
+    // RoCE to the switch's own addresses arrives routed. Bridged RoCE (between two servers of
+    // one L2 group) is never for the switch: frames to its MAC are routed, so only the routed
+    // path is bound and bridged RDMA never meets the stage.
+    if (!snap.features.bind({dp::kIpProtoUdp, kFeatureRoce, dp::kScopeRouted,
+                             ina::roce::kUdpPort})) {
+        error = "rdma: cannot bind UDP 4791 (the port is taken, or the feature table is full)";
+        return false;
+    }
+    snap.feature_views[kFeatureRoce] = std::move(view);
+    return true;
+}
+
+}  // namespace ina::features::roce

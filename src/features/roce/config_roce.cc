@@ -1,0 +1,300 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "features/roce/config_roce.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <charconv>
+#include <set>
+
+#include "config/reader.h"
+#include "roce/rc_responder.h"
+
+namespace ina::features::roce {
+
+namespace {
+
+using config::Reader;
+
+// An unsigned integer in decimal or 0x-prefixed hex (QPNs, keys and addresses are usually
+// written in hex) within [min, max].
+bool number(Reader& r, const YAML::Node& n, const std::string& what, uint64_t& out, uint64_t min,
+            uint64_t max) {
+    std::string s;
+    if (!r.scalar(n, what, s)) {
+        return false;
+    }
+    const bool hex = s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
+    const char* first = s.data() + (hex ? 2 : 0);
+    uint64_t v = 0;
+    auto [ptr, ec] = std::from_chars(first, s.data() + s.size(), v, hex ? 16 : 10);
+    if (s.empty() || ec != std::errc{} || ptr != s.data() + s.size() || v < min || v > max) {
+        r.error(n, "expected " + what + ": an integer from " + std::to_string(min) + " to " +
+                       std::to_string(max) + " (decimal or 0x hex), got '" + s + "'");
+        return false;
+    }
+    out = v;
+    return true;
+}
+
+template <typename T>
+void field(Reader& r, const YAML::Node& map, const char* key, const std::string& where, T& out,
+           uint64_t min, uint64_t max, bool required) {
+    auto read = [&](const YAML::Node& v) {
+        uint64_t x = 0;
+        if (number(r, v, key, x, min, max)) {
+            out = static_cast<T>(x);
+        }
+    };
+    if (required) {
+        r.required(map, key, where, read);
+    } else {
+        r.optional(map, key, read);
+    }
+}
+
+template <typename E, size_t N>
+void enum_field(Reader& r, const YAML::Node& map, const char* key, const std::string& where,
+                const std::array<E, N>& values, E& out) {
+    r.optional(map, key, [&](const YAML::Node& v) {
+        std::string s;
+        if (!r.string_value(v, key, s)) {
+            return;
+        }
+        std::string names;
+        for (E e : values) {
+            if (reduce::to_string(e) == s) {
+                out = e;
+                return;
+            }
+            names += ' ';
+            names += reduce::to_string(e);
+        }
+        r.error(v, std::string("expected ") + key + " in " + where + ": one of" + names +
+                       ", got '" + s + "'");
+    });
+}
+
+constexpr std::array<reduce::Op, 4> kOps = {reduce::Op::sum, reduce::Op::prod, reduce::Op::min,
+                                            reduce::Op::max};
+constexpr std::array<reduce::ElemType, 6> kTypes = {
+    reduce::ElemType::int32, reduce::ElemType::fp32,  reduce::ElemType::fp16,
+    reduce::ElemType::bf16,  reduce::ElemType::int64, reduce::ElemType::fp64};
+
+void read_ip(Reader& r, const YAML::Node& map, const std::string& where, uint32_t& out) {
+    r.required(map, "ip", where, [&](const YAML::Node& v) {
+        net::Ipv4Addr a;
+        if (r.parsed(v, "an IPv4 address like 10.77.1.2", a, net::Ipv4Addr::parse)) {
+            out = a.value;
+        }
+    });
+}
+
+void read_qp(Reader& r, const YAML::Node& n, QpConfig& q) {
+    q.mark = config::mark_of(n);
+    const std::string where = "an rdma QP";
+    if (!r.expect_map(n, where)) {
+        return;
+    }
+    r.check_keys(n,
+                 {"rank", "ip", "qpn", "psn", "switch_qpn", "switch_psn", "result_addr",
+                  "result_rkey", "result_length", "timeout", "retry_cnt", "rnr_retry"},
+                 where);
+    field(r, n, "rank", where, q.rank, 1, kMaxWorld, true);
+    read_ip(r, n, where, q.ip);
+    field(r, n, "qpn", where, q.qpn, 2, 0xFFFFFF, true);
+    field(r, n, "psn", where, q.psn, 0, 0xFFFFFF, true);
+    field(r, n, "switch_qpn", where, q.switch_qpn, 2, 0xFFFFFF, true);
+    field(r, n, "switch_psn", where, q.switch_psn, 0, 0xFFFFFF, true);
+    field(r, n, "result_addr", where, q.result_addr, 0, UINT64_MAX, true);
+    field(r, n, "result_rkey", where, q.result_rkey, 0, UINT32_MAX, true);
+    field(r, n, "result_length", where, q.result_length, 1, UINT32_MAX, true);
+    field(r, n, "timeout", where, q.timeout, 0, 31, false);
+    field(r, n, "retry_cnt", where, q.retry_cnt, 0, 7, false);
+    field(r, n, "rnr_retry", where, q.rnr_retry, 0, 7, false);
+}
+
+// The job's own limits, once its fields are read (errors at the job's mark).
+void check_job(Reader& r, const JobConfig& j, const YAML::Node& n) {
+    if (!ina::roce::valid_pmtu(j.pmtu) || j.pmtu < 256) {
+        r.error(n, "expected pmtu of rdma job " + std::to_string(j.id) +
+                       ": 256, 512, 1024, 2048 or 4096");
+    }
+    if (j.chunk_bytes > j.pmtu) {
+        r.error(n, "rdma job " + std::to_string(j.id) + ": chunk_bytes " +
+                       std::to_string(j.chunk_bytes) + " is above pmtu " + std::to_string(j.pmtu) +
+                       "; expected one chunk per WRITE ONLY packet (chunk_bytes <= pmtu)");
+    }
+    if (j.chunk_bytes % reduce::elem_size(j.dtype) != 0) {
+        r.error(n, "rdma job " + std::to_string(j.id) + ": expected chunk_bytes a multiple of " +
+                       std::to_string(reduce::elem_size(j.dtype)) + " (the dtype's size)");
+    }
+    if ((j.window & (j.window - 1)) != 0) {
+        r.error(n, "rdma job " + std::to_string(j.id) + ": expected window a power of two");
+    }
+}
+
+void read_job(Reader& r, const YAML::Node& n, JobConfig& j) {
+    j.mark = config::mark_of(n);
+    const std::string where = "an rdma job";
+    if (!r.expect_map(n, where)) {
+        return;
+    }
+    r.check_keys(n, {"id", "mode", "world", "op", "dtype", "chunk_bytes", "window", "pmtu", "qps"},
+                 where);
+    field(r, n, "id", where, j.id, 1, 65535, true);
+    r.optional(n, "mode", [&](const YAML::Node& v) {
+        std::string s;
+        if (r.string_value(v, "mode", s) && s != "server-to-switch") {
+            r.error(v, "expected mode server-to-switch (the one RoCE mode the switch "
+                       "terminates), got '" + s + "'");
+        }
+    });
+    field(r, n, "world", where, j.world, 1, kMaxWorld, true);
+    enum_field(r, n, "op", where, kOps, j.op);
+    enum_field(r, n, "dtype", where, kTypes, j.dtype);
+    field(r, n, "chunk_bytes", where, j.chunk_bytes, 4, 4096, false);
+    field(r, n, "window", where, j.window, 1, kMaxWindow, false);
+    field(r, n, "pmtu", where, j.pmtu, 256, 4096, false);
+    r.optional(n, "qps", [&](const YAML::Node& v) {
+        if (!r.expect_seq(v, "a list of QPs")) {
+            return;
+        }
+        for (const auto& qn : v) {
+            QpConfig q;
+            read_qp(r, qn, q);
+            j.qps.push_back(q);
+        }
+    });
+    check_job(r, j, n);
+}
+
+std::shared_ptr<const void> parse_section(Reader& r, const YAML::Node& v) {
+    auto out = std::make_shared<RdmaConfig>();
+    if (!r.expect_map(v, "rdma settings")) {
+        return nullptr;
+    }
+    r.check_keys(v, {"jobs"}, "rdma");
+    r.optional(v, "jobs", [&](const YAML::Node& x) {
+        if (!r.expect_seq(x, "a list of rdma jobs")) {
+            return;
+        }
+        for (const auto& jn : x) {
+            JobConfig j;
+            read_job(r, jn, j);
+            out->jobs.push_back(std::move(j));
+        }
+    });
+    if (out->jobs.size() > kMaxRdmaJobs) {
+        r.error(v, "expected at most " + std::to_string(kMaxRdmaJobs) + " rdma jobs");
+    }
+    return out;
+}
+
+// Cross-references: ids and QPNs unique, ranks within the world and once each, every worker on
+// a subnet of some port (results leave from that port's address).
+void validate_section(Reader& r, const config::Config& c, const void* section) {
+    const auto& rdma = *static_cast<const RdmaConfig*>(section);
+    std::set<uint32_t> ids;
+    std::set<uint32_t> switch_qpns;
+    for (const auto& j : rdma.jobs) {
+        if (!ids.insert(j.id).second) {
+            r.error(j.mark, "duplicate rdma job id " + std::to_string(j.id));
+        }
+        std::set<uint16_t> ranks;
+        for (const auto& q : j.qps) {
+            if (q.rank > j.world) {
+                r.error(q.mark, "rank " + std::to_string(q.rank) + " is above the world (" +
+                                    std::to_string(j.world) + ") of rdma job " +
+                                    std::to_string(j.id));
+            }
+            if (!ranks.insert(q.rank).second) {
+                r.error(q.mark, "rank " + std::to_string(q.rank) + " twice in rdma job " +
+                                    std::to_string(j.id));
+            }
+            if (!switch_qpns.insert(q.switch_qpn).second) {
+                r.error(q.mark, "switch_qpn " + std::to_string(q.switch_qpn) +
+                                    " used twice; expected one per QP");
+            }
+            if (q.result_length < j.chunk_bytes) {
+                r.error(q.mark, "result_length is below the job's chunk_bytes");
+            }
+            const bool reachable = std::any_of(c.ports.begin(), c.ports.end(), [&](const auto& p) {
+                return std::any_of(p.ipv4.begin(), p.ipv4.end(),
+                                   [&](const auto& a) { return a.contains(net::Ipv4Addr{q.ip}); });
+            });
+            if (!reachable) {
+                r.error(q.mark, "worker " + net::Ipv4Addr{q.ip}.str() +
+                                    " is on no port's subnet; expected an address the switch "
+                                    "reaches directly (its port address is the QP's address)");
+            }
+        }
+    }
+}
+
+}  // namespace
+
+config::SectionHooks section_hooks() {
+    return config::SectionHooks{kSectionKey, parse_section, validate_section};
+}
+
+bool same_job(const JobConfig& a, const JobConfig& b) {
+    return a.id == b.id && a.world == b.world && a.op == b.op && a.dtype == b.dtype &&
+           a.chunk_bytes == b.chunk_bytes && a.window == b.window && a.pmtu == b.pmtu;
+}
+
+bool same_qp(const QpConfig& a, const QpConfig& b) {
+    return a.rank == b.rank && a.ip == b.ip && a.qpn == b.qpn && a.psn == b.psn &&
+           a.switch_qpn == b.switch_qpn && a.switch_psn == b.switch_psn &&
+           a.result_addr == b.result_addr && a.result_rkey == b.result_rkey &&
+           a.result_length == b.result_length && a.timeout == b.timeout &&
+           a.retry_cnt == b.retry_cnt && a.rnr_retry == b.rnr_retry;
+}
+
+ConnectParse parse_connect(const std::string& text, const std::string& source_name) {
+    ConnectParse out;
+    YAML::Node n;
+    try {
+        n = YAML::Load(text);
+    } catch (const YAML::Exception& e) {
+        out.errors.push_back({source_name, {e.mark.line + 1, e.mark.column + 1},
+                              "expected a JSON object: " + e.msg});
+        return out;
+    }
+    Reader r(source_name, out.errors);
+    const std::string where = "a connect request";
+    if (!r.expect_map(n, where)) {
+        return out;
+    }
+    r.check_keys(n,
+                 {"rank", "qpn", "psn", "ip", "pmtu", "result_addr", "result_rkey",
+                  "result_length", "chunk_bytes", "window", "dtype", "op", "world", "timeout",
+                  "retry_cnt", "rnr_retry"},
+                 where);
+    ConnectRequest c;
+    QpConfig& q = c.qp;
+    q.from_api = true;
+    field(r, n, "rank", where, q.rank, 1, kMaxWorld, true);
+    field(r, n, "qpn", where, q.qpn, 2, 0xFFFFFF, true);
+    field(r, n, "psn", where, q.psn, 0, 0xFFFFFF, true);
+    read_ip(r, n, where, q.ip);
+    field(r, n, "result_addr", where, q.result_addr, 0, UINT64_MAX, true);
+    field(r, n, "result_rkey", where, q.result_rkey, 0, UINT32_MAX, true);
+    field(r, n, "result_length", where, q.result_length, 1, UINT32_MAX, true);
+    field(r, n, "timeout", where, q.timeout, 0, 31, false);
+    field(r, n, "retry_cnt", where, q.retry_cnt, 0, 7, false);
+    field(r, n, "rnr_retry", where, q.rnr_retry, 0, 7, false);
+    field(r, n, "pmtu", where, c.pmtu, 256, 4096, true);
+    field(r, n, "chunk_bytes", where, c.chunk_bytes, 4, 4096, true);
+    field(r, n, "window", where, c.window, 1, kMaxWindow, true);
+    field(r, n, "world", where, c.world, 1, kMaxWorld, true);
+    r.required(n, "dtype", where, [](const YAML::Node&) {});
+    r.required(n, "op", where, [](const YAML::Node&) {});
+    enum_field(r, n, "dtype", where, kTypes, c.dtype);
+    enum_field(r, n, "op", where, kOps, c.op);
+    if (out.errors.empty()) {
+        out.request = c;
+    }
+    return out;
+}
+
+}  // namespace ina::features::roce

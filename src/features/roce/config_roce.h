@@ -1,0 +1,109 @@
+// SPDX-License-Identifier: Apache-2.0
+// The `rdma:` configuration section of the RoCEv2 server-to-switch mode (docs/rdma.md,
+// docs/configuration.md): jobs, and per job the QPs set up statically (`qps:`) or by the API
+// (POST /api/v1/rdma/jobs/{id}/connect adds one to the running config). Parsed and validated
+// by the config loader through its section hooks, so every error names file:line:col and a
+// refused config changes nothing. Control plane only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "reduce/reduce.h"
+
+namespace ina::features::roce {
+
+inline constexpr const char* kSectionKey = "rdma";
+inline constexpr uint16_t kMaxWorld = 64;        // ranks of a job (one contributor bit each)
+inline constexpr uint32_t kMaxWindow = 256;      // = roce::Requester::kMaxMessages
+inline constexpr uint32_t kMaxRdmaJobs = 16;
+// The switch's contribution area is virtual: every QP is told the same address and key.
+inline constexpr uint64_t kAreaAddr = 4096;
+inline constexpr uint32_t kAreaRkey = 0x12345678;
+inline constexpr uint32_t kFirstSwitchQpn = 0x100;
+
+struct QpConfig {
+    uint16_t rank = 0;
+    uint32_t ip = 0;            // the worker's IPv4 address, host order
+    uint32_t qpn = 0;           // the worker's QPN
+    uint32_t psn = 0;           // the worker's initial send PSN
+    uint32_t switch_qpn = 0;
+    uint32_t switch_psn = 0;
+    uint64_t result_addr = 0;
+    uint32_t result_rkey = 0;
+    uint64_t result_length = 0;
+    uint8_t timeout = 14;       // the switch requester's QP attributes
+    uint8_t retry_cnt = 7;
+    uint8_t rnr_retry = 7;
+    bool from_api = false;      // connected through the API (kept across reloads of the file)
+    config::Mark mark;
+};
+
+struct JobConfig {
+    uint32_t id = 0;
+    uint16_t world = 0;
+    reduce::Op op = reduce::Op::sum;
+    reduce::ElemType dtype = reduce::ElemType::fp32;
+    uint32_t chunk_bytes = 1024;
+    uint32_t window = 64;
+    uint32_t pmtu = 1024;
+    std::vector<QpConfig> qps;
+    config::Mark mark;
+
+    const QpConfig* qp_of_rank(uint16_t rank) const {
+        for (const auto& q : qps) {
+            if (q.rank == rank) {
+                return &q;
+            }
+        }
+        return nullptr;
+    }
+};
+
+struct RdmaConfig {
+    std::vector<JobConfig> jobs;
+    const JobConfig* job(uint32_t id) const {
+        for (const auto& j : jobs) {
+            if (j.id == id) {
+                return &j;
+            }
+        }
+        return nullptr;
+    }
+};
+
+inline const RdmaConfig* rdma_of(const config::Config& c) {
+    return c.section<RdmaConfig>(kSectionKey);
+}
+
+// The loader's hooks for the section (registered by src/app).
+config::SectionHooks section_hooks();
+
+// Whether two configs of a job need different per-lcore state (everything but its QPs).
+bool same_job(const JobConfig& a, const JobConfig& b);
+bool same_qp(const QpConfig& a, const QpConfig& b);
+
+// The body of POST /api/v1/rdma/jobs/{id}/connect (docs/api.md).
+struct ConnectRequest {
+    // The worker's side of the QP (rank, ip, qpn, psn, result buffer, requester attributes);
+    // the switch's QPN and PSN are chosen by the connect.
+    QpConfig qp;
+    // What the worker expects of the job (must equal the job's).
+    uint32_t pmtu = 0;
+    uint32_t chunk_bytes = 0;
+    uint32_t window = 0;
+    reduce::ElemType dtype = reduce::ElemType::fp32;
+    reduce::Op op = reduce::Op::sum;
+    uint16_t world = 0;
+};
+struct ConnectParse {
+    std::optional<ConnectRequest> request;
+    std::vector<config::Error> errors;
+};
+ConnectParse parse_connect(const std::string& text, const std::string& source_name);
+
+}  // namespace ina::features::roce

@@ -1,0 +1,467 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "features/roce/control_roce.h"
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <charconv>
+#include <set>
+
+#include "control/api.h"
+#include "features/roce/metrics_roce.h"
+
+namespace ina::features::roce {
+
+namespace {
+
+using json = nlohmann::json;
+
+JobParams job_params(const JobConfig& j) {
+    return JobParams{j.id, j.world, j.op, j.dtype, j.chunk_bytes, j.window};
+}
+
+// The address of the port whose subnet holds `ip` (host order), or 0.
+uint32_t switch_address_for(const config::Config& c, uint32_t ip) {
+    for (const auto& p : c.ports) {
+        for (const auto& a : p.ipv4) {
+            if (a.contains(net::Ipv4Addr{ip})) {
+                return a.addr.value;
+            }
+        }
+    }
+    return 0;
+}
+
+QpParams qp_params(const config::Config& c, const JobConfig& j, const QpConfig& q) {
+    QpParams p;
+    p.switch_qpn = q.switch_qpn;
+    p.switch_psn = q.switch_psn;
+    p.switch_ip = switch_address_for(c, q.ip);
+    p.worker_qpn = q.qpn;
+    p.worker_psn = q.psn;
+    p.worker_ip = q.ip;
+    p.rank = q.rank;
+    p.pmtu = j.pmtu;
+    p.result_addr = q.result_addr;
+    p.result_rkey = q.result_rkey;
+    p.result_length = q.result_length;
+    p.timeout = q.timeout;
+    p.retry_cnt = q.retry_cnt;
+    p.rnr_retry = q.rnr_retry;
+    p.area_addr = kAreaAddr;
+    p.area_rkey = kAreaRkey;
+    return p;
+}
+
+std::string error_json(const std::string& message) {
+    return json{{"error", message}}.dump();
+}
+
+const char* state_name(uint8_t code) {
+    constexpr const char* names[] = {"ready", "error_receive", "error_result", "error"};
+    return names[code & 3];
+}
+
+}  // namespace
+
+size_t RoceControl::states() const {
+    std::lock_guard lock(mu_);
+    size_t n = 0;
+    for (const auto& [id, j] : jobs_) {
+        n += 1 + j.qps.size();
+    }
+    return n;
+}
+
+bool RoceControl::prepare(control::ControlPlane& cp, const config::Config& next,
+                          std::string& error) {
+    std::lock_guard lock(mu_);
+    plan_ = Plan{};
+    const RdmaConfig* rdma = rdma_of(next);
+    const size_t workers = std::max<size_t>(cp.worker_count(), 1);
+    auto slot = [&](uint16_t& out) {
+        out = cp.acquire_state_slot_locked();
+        if (out == dp::kNoStateSlot) {
+            error = "rdma: no QP resources (every per-lcore state slot is in use)";
+            return false;
+        }
+        plan_.acquired.push_back(out);
+        return true;
+    };
+    size_t held = 0;
+    for (const auto& [id, old] : jobs_) {
+        const JobConfig* nj = rdma != nullptr ? rdma->job(id) : nullptr;
+        const bool keep_job = nj != nullptr && same_job(*nj, old.cfg);
+        // QPs first (their detach unlinks them from the job on the lcore), then the job.
+        for (const auto& [rank, q] : old.qps) {
+            const QpConfig* nq = keep_job ? nj->qp_of_rank(rank) : nullptr;
+            if (nq == nullptr || !same_qp(*nq, q.cfg)) {
+                plan_.detach.push_back({old.home, q.slot, qp_state_id(q.cfg.switch_qpn), q.state});
+            }
+        }
+        if (!keep_job) {
+            plan_.detach.push_back({old.home, old.slot, job_state_id(id), old.state});
+        }
+    }
+    if (rdma != nullptr) {
+        for (const auto& j : rdma->jobs) {
+            Job job;
+            auto kept = jobs_.find(j.id);
+            const bool keep_job = kept != jobs_.end() && same_job(j, kept->second.cfg);
+            if (keep_job) {
+                job.home = kept->second.home;
+                job.slot = kept->second.slot;
+                job.state = kept->second.state;
+            } else {
+                job.home = static_cast<uint16_t>(j.id % workers);
+                try {
+                    job.state = std::make_shared<JobState>(job_params(j));
+                } catch (const std::exception& e) {
+                    error = "rdma job " + std::to_string(j.id) + ": " + e.what();
+                    return false;
+                }
+                if (!slot(job.slot)) {
+                    return false;
+                }
+                plan_.attach.push_back({job.home, job.slot, job_state_id(j.id), job.state.get()});
+            }
+            job.cfg = j;
+            for (const auto& q : j.qps) {
+                Qp qp;
+                qp.cfg = q;
+                const Qp* old = nullptr;
+                if (keep_job) {
+                    auto it = kept->second.qps.find(q.rank);
+                    if (it != kept->second.qps.end() && same_qp(it->second.cfg, q)) {
+                        old = &it->second;
+                    }
+                }
+                if (old != nullptr) {
+                    qp.slot = old->slot;
+                    qp.state = old->state;
+                } else {
+                    qp.state = std::make_shared<QpState>(qp_params(next, j, q), job.state.get());
+                    if (!slot(qp.slot)) {
+                        return false;
+                    }
+                    plan_.attach.push_back(
+                        {job.home, qp.slot, qp_state_id(q.switch_qpn), qp.state.get()});
+                }
+                job.qps.emplace(q.rank, std::move(qp));
+            }
+            held += 1 + job.qps.size();
+            plan_.jobs.emplace(j.id, std::move(job));
+        }
+    }
+    if (held > kMaxRoceStates) {
+        error = "rdma: no QP resources (" + std::to_string(held) + " jobs and QPs, at most " +
+                std::to_string(kMaxRoceStates) + ")";
+        return false;
+    }
+    return true;
+}
+
+void RoceControl::abandon(control::ControlPlane& cp) {
+    std::lock_guard lock(mu_);
+    for (uint16_t s : plan_.acquired) {
+        cp.release_state_slot_locked(s);
+    }
+    plan_ = Plan{};
+}
+
+void RoceControl::commit(control::ControlPlane& cp) {
+    std::lock_guard lock(mu_);
+    for (auto& d : plan_.detach) {
+        cp.detach_locked(d.worker, dp::Command{dp::CommandType::detach, kFeatureRoce, d.slot, d.id,
+                                               nullptr},
+                         std::move(d.state));
+        cp.release_state_slot_locked(d.slot);
+    }
+    for (const auto& a : plan_.attach) {
+        // The attach carries the StateTag* (the stage's hooks cast it back).
+        cp.attach_locked(a.worker, dp::Command{dp::CommandType::attach, kFeatureRoce, a.slot,
+                                               a.id, static_cast<void*>(a.state)});
+    }
+    jobs_ = std::move(plan_.jobs);
+    plan_ = Plan{};
+}
+
+void RoceControl::decorate(dp::Snapshot& snap) {
+    std::lock_guard lock(mu_);
+    auto* view = static_cast<RoceView*>(snap.feature_views[kFeatureRoce].get());
+    if (view == nullptr) {
+        return;
+    }
+    for (auto& jv : view->jobs) {
+        if (auto it = jobs_.find(jv.job_id); it != jobs_.end()) {
+            jv.home = it->second.home;
+            jv.slot = it->second.slot;
+        }
+    }
+    for (auto& qv : view->qps) {
+        auto it = jobs_.find(qv.job_id);
+        if (it == jobs_.end()) {
+            continue;
+        }
+        qv.home = it->second.home;
+        if (auto q = it->second.qps.find(qv.rank); q != it->second.qps.end()) {
+            qv.slot = q->second.slot;
+        }
+    }
+}
+
+void RoceControl::stats(const control::ControlPlane& cp, metrics::Stats& out) {
+    std::vector<JobSample> jobs;
+    std::vector<QpSample> qps;
+    {
+        std::lock_guard lock(mu_);
+        if (jobs_.empty()) {
+            return;
+        }
+        // Plain reads of the home lcore's words: each is written by that lcore only.
+        for (const auto& [id, j] : jobs_) {
+            jobs.push_back(JobSample{id, j.state->table.in_use(), j.state->results_completed,
+                                     j.state->results_released, j.state->post_failures});
+            for (const auto& [rank, q] : j.qps) {
+                qps.push_back(QpSample{id, rank, q.cfg.switch_qpn, qp_state_code(*q.state),
+                                       q.state->counters});
+            }
+        }
+    }
+    LcoreTotals lcore{};
+    for (size_t w = 0; w < cp.worker_count(); ++w) {
+        const auto& c = cp.lcore_context(w).feature_counters[kFeatureRoce];
+        for (size_t i = 0; i < lcore.size(); ++i) {
+            lcore[i] += c[i];
+        }
+    }
+    out.feature_text += render_metrics(jobs, qps, lcore);
+}
+
+control::FeatureControl RoceControl::hooks() {
+    control::FeatureControl fc;
+    fc.self = this;
+    fc.prepare = [](void* s, control::ControlPlane& cp, const config::Config& next,
+                    std::string& error) {
+        return static_cast<RoceControl*>(s)->prepare(cp, next, error);
+    };
+    fc.commands_needed = [](void* s) {
+        auto* self = static_cast<RoceControl*>(s);
+        std::lock_guard lock(self->mu_);
+        return self->plan_.detach.size() + self->plan_.attach.size();
+    };
+    fc.commit = [](void* s, control::ControlPlane& cp) { static_cast<RoceControl*>(s)->commit(cp); };
+    fc.abandon = [](void* s, control::ControlPlane& cp) {
+        static_cast<RoceControl*>(s)->abandon(cp);
+    };
+    fc.decorate = [](void* s, dp::Snapshot& snap) { static_cast<RoceControl*>(s)->decorate(snap); };
+    fc.stats = [](void* s, const control::ControlPlane& cp, metrics::Stats& out) {
+        static_cast<RoceControl*>(s)->stats(cp, out);
+    };
+    return fc;
+}
+
+RoceControl::Reply RoceControl::connect(control::ControlPlane& cp, uint32_t job_id,
+                                        const std::string& body) {
+    std::lock_guard serial(connect_mu_);
+    config::Config cfg = cp.running_config();
+    const RdmaConfig* rdma = rdma_of(cfg);
+    const JobConfig* job = rdma != nullptr ? rdma->job(job_id) : nullptr;
+    if (job == nullptr) {
+        return {404, error_json("no rdma job " + std::to_string(job_id))};
+    }
+    const ConnectParse parsed = parse_connect(body, "request");
+    if (!parsed.request) {
+        std::string message;
+        for (const auto& e : parsed.errors) {
+            message += (message.empty() ? "" : "; ") + e.str();
+        }
+        return {400, error_json(message)};
+    }
+    const ConnectRequest& r = *parsed.request;
+    if (r.chunk_bytes != job->chunk_bytes || r.window != job->window || r.dtype != job->dtype ||
+        r.op != job->op || r.world != job->world) {
+        return {409, error_json("job parameters differ from rdma job " + std::to_string(job_id) +
+                                " (chunk_bytes, window, dtype, op and world must match)")};
+    }
+    if (r.chunk_bytes > r.pmtu || r.chunk_bytes > job->pmtu) {
+        return {409, error_json("chunk_bytes is above the pmtu: one chunk must fit one packet")};
+    }
+    if (r.qp.rank > job->world) {
+        return {400, error_json("rank is above the job's world")};
+    }
+    if (job->qp_of_rank(r.qp.rank) != nullptr) {
+        return {409, error_json("rank " + std::to_string(r.qp.rank) + " is already connected")};
+    }
+    if (r.qp.result_length < job->chunk_bytes) {
+        return {400, error_json("result_length is below chunk_bytes")};
+    }
+    const uint32_t switch_ip = switch_address_for(cfg, r.qp.ip);
+    if (switch_ip == 0) {
+        return {400, error_json("ip " + net::Ipv4Addr{r.qp.ip}.str() +
+                                " is on no subnet of the switch's ports")};
+    }
+    if (states() + 1 > kMaxRoceStates) {
+        return {503, error_json("no QP resources on the switch")};
+    }
+    std::set<uint32_t> used;
+    for (const auto& j : rdma->jobs) {
+        for (const auto& q : j.qps) {
+            used.insert(q.switch_qpn);
+        }
+    }
+    uint32_t qpn = kFirstSwitchQpn;
+    while (used.count(qpn) != 0) {
+        ++qpn;
+    }
+    QpConfig q = r.qp;
+    q.switch_qpn = qpn;
+    // Any start is valid; one derived from the QPN differs between successive connections.
+    q.switch_psn = (qpn * 2654435761u) & 0xFFFFFF;
+    // `rdma` and `job` point into the running config, which the apply below replaces.
+    const uint64_t area_length = uint64_t{job->window} * job->chunk_bytes;
+    const uint32_t pmtu = job->pmtu;
+    auto changed = std::make_shared<RdmaConfig>(*rdma);
+    job = nullptr;
+    rdma = nullptr;
+    for (auto& j : changed->jobs) {
+        if (j.id == job_id) {
+            j.qps.push_back(q);
+        }
+    }
+    cfg.sections[kSectionKey] = changed;
+    const control::ApplyResult applied = cp.apply(std::move(cfg));
+    if (!applied.ok) {
+        std::string message;
+        for (const auto& e : applied.errors) {
+            message += (message.empty() ? "" : "; ") + e;
+        }
+        const bool resources = message.find("no QP resources") != std::string::npos;
+        return {resources ? 503 : 400, error_json(message)};
+    }
+    const json out = {{"qpn", qpn},
+                      {"psn", q.switch_psn},
+                      {"ip", net::Ipv4Addr{switch_ip}.str()},
+                      {"gid", "::ffff:" + net::Ipv4Addr{switch_ip}.str()},
+                      {"area_addr", kAreaAddr},
+                      {"area_rkey", kAreaRkey},
+                      {"area_length", area_length},
+                      {"pmtu", pmtu}};
+    return {200, out.dump()};
+}
+
+RoceControl::Reply RoceControl::disconnect(control::ControlPlane& cp, uint32_t job_id,
+                                           uint16_t rank) {
+    std::lock_guard serial(connect_mu_);
+    config::Config cfg = cp.running_config();
+    const RdmaConfig* rdma = rdma_of(cfg);
+    const JobConfig* job = rdma != nullptr ? rdma->job(job_id) : nullptr;
+    if (job == nullptr) {
+        return {404, error_json("no rdma job " + std::to_string(job_id))};
+    }
+    if (job->qp_of_rank(rank) == nullptr) {
+        return {404, error_json("rank " + std::to_string(rank) + " is not connected")};
+    }
+    auto changed = std::make_shared<RdmaConfig>(*rdma);
+    job = nullptr;
+    rdma = nullptr;
+    for (auto& j : changed->jobs) {
+        if (j.id == job_id) {
+            std::erase_if(j.qps, [&](const QpConfig& x) { return x.rank == rank; });
+        }
+    }
+    cfg.sections[kSectionKey] = changed;
+    const control::ApplyResult applied = cp.apply(std::move(cfg));
+    if (!applied.ok) {
+        return {500, error_json(applied.errors.empty() ? "not applied" : applied.errors[0])};
+    }
+    return {204, ""};
+}
+
+RoceControl::Reply RoceControl::describe(uint32_t job_id) const {
+    std::lock_guard lock(mu_);
+    auto it = jobs_.find(job_id);
+    if (it == jobs_.end()) {
+        return {404, error_json("no rdma job " + std::to_string(job_id))};
+    }
+    const Job& j = it->second;
+    json qps = json::array();
+    for (const auto& [rank, q] : j.qps) {
+        json counters;
+#define INA_ROCE_JSON(name, help) counters[#name] = q.state->counters.name;
+        INA_ROCE_QP_COUNTERS(INA_ROCE_JSON)
+#undef INA_ROCE_JSON
+        qps.push_back({{"rank", rank},
+                       {"qpn", q.cfg.switch_qpn},
+                       {"worker_qpn", q.cfg.qpn},
+                       {"ip", net::Ipv4Addr{q.cfg.ip}.str()},
+                       {"source", q.cfg.from_api ? "api" : "config"},
+                       {"state", state_name(qp_state_code(*q.state))},
+                       {"counters", counters}});
+    }
+    const json out = {{"id", j.cfg.id},
+                      {"mode", "server-to-switch"},
+                      {"world", j.cfg.world},
+                      {"op", std::string(reduce::to_string(j.cfg.op))},
+                      {"dtype", std::string(reduce::to_string(j.cfg.dtype))},
+                      {"chunk_bytes", j.cfg.chunk_bytes},
+                      {"window", j.cfg.window},
+                      {"pmtu", j.cfg.pmtu},
+                      {"home_worker", j.home},
+                      {"slots_in_use", j.state->table.in_use()},
+                      {"results_completed", j.state->results_completed},
+                      {"results_released", j.state->results_released},
+                      {"qps", qps}};
+    return {200, out.dump(2)};
+}
+
+RoceControl& roce_control() {
+    static RoceControl instance;
+    return instance;
+}
+
+void install_routes(httplib::Server& s, control::ControlPlane& cp) {
+    auto send = [](httplib::Response& res, const RoceControl::Reply& r) {
+        res.status = r.status;
+        if (!r.body.empty()) {
+            res.set_content(r.body + "\n", "application/json");
+        }
+    };
+    auto number = [](const std::string& text, uint64_t max, uint64_t& out) {
+        auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+        return ec == std::errc{} && ptr == text.data() + text.size() && out <= max;
+    };
+    s.Post(R"(/api/v1/rdma/jobs/(\d+)/connect)",
+           [&cp, send, number](const httplib::Request& req, httplib::Response& res) {
+               uint64_t id = 0;
+               if (!number(req.matches[1], 0xFFFFFFFF, id)) {
+                   send(res, {400, error_json("expected a job id")});
+                   return;
+               }
+               send(res, roce_control().connect(cp, static_cast<uint32_t>(id), req.body));
+           });
+    s.Delete(R"(/api/v1/rdma/jobs/(\d+)/connect/(\d+))",
+             [&cp, send, number](const httplib::Request& req, httplib::Response& res) {
+                 uint64_t id = 0;
+                 uint64_t rank = 0;
+                 if (!number(req.matches[1], 0xFFFFFFFF, id) ||
+                     !number(req.matches[2], kMaxWorld, rank)) {
+                     send(res, {400, error_json("expected a job id and a rank")});
+                     return;
+                 }
+                 send(res, roce_control().disconnect(cp, static_cast<uint32_t>(id),
+                                                     static_cast<uint16_t>(rank)));
+             });
+    s.Get(R"(/api/v1/rdma/jobs/(\d+))",
+          [send, number](const httplib::Request& req, httplib::Response& res) {
+              uint64_t id = 0;
+              if (!number(req.matches[1], 0xFFFFFFFF, id)) {
+                  send(res, {400, error_json("expected a job id")});
+                  return;
+              }
+              send(res, roce_control().describe(static_cast<uint32_t>(id)));
+          });
+}
+
+}  // namespace ina::features::roce

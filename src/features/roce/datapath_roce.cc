@@ -1,0 +1,519 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "features/roce/datapath_roce.h"
+
+#include <rte_ip.h>
+#include <rte_udp.h>
+
+#include <cstring>
+#include <stdexcept>
+
+#include "pipeline/mbuf_chain.h"
+#include "pipeline/packet_meta.h"
+#include "pipeline/pipeline.h"
+#include "roce/icrc.h"
+#include "roce/wire.h"
+
+namespace ina::features::roce {
+
+namespace rc = ina::roce;
+using pipeline::EdgeBatches;
+using pipeline::FeatureEdge;
+using pipeline::LcoreContext;
+
+namespace {
+
+// Where a result's payload and its frame are built in the lcore's scratch (a chunk is at most
+// 4096 bytes, a frame at most 14 + 20 + 8 + 12 + 16 + 4 + 4096 + 4).
+constexpr size_t kFrameAt = 0;
+constexpr size_t kPayloadAt = 8192;
+static_assert(kPayloadAt + 4096 <= LcoreContext::kScratchBytes);
+
+agg::AckParams ack_params(const JobParams& p) {
+    if (p.world == 0 || p.world > kMaxRanks) {
+        throw std::invalid_argument("rdma job: world out of range");
+    }
+    agg::AckParams a;
+    std::vector<wire::BfrId> ranks;
+    for (uint16_t r = 1; r <= p.world; ++r) {
+        ranks.push_back(static_cast<wire::BfrId>(r));
+    }
+    a.core.contributors = *wire::BitString::from_bfr_ids(kContributorBsl, 0, ranks);
+    a.core.op = p.op;
+    a.core.elem_type = p.dtype;
+    a.core.max_elems = static_cast<uint32_t>(p.chunk_bytes / reduce::elem_size(p.dtype));
+    a.core.slots = p.window;
+    a.receivers = a.core.contributors;
+    // Results are retransmitted by each QP's requester (go-back-N), not by the table's sweep.
+    a.retransmit_timeout = UINT64_MAX / 2;
+    return a;
+}
+
+uint64_t now_ns(const LcoreContext& ctx) {
+    if (ctx.tsc_hz == 0) {
+        return ctx.now_tsc;
+    }
+    const uint64_t t = ctx.now_tsc;
+    return t / ctx.tsc_hz * 1'000'000'000ull + t % ctx.tsc_hz * 1'000'000'000ull / ctx.tsc_hz;
+}
+
+uint64_t& lcore_counter(LcoreContext& ctx, LcoreCounter c) {
+    return ctx.feature_counters[kFeatureRoce][static_cast<size_t>(c)];
+}
+
+// A frame of `len` bytes (Ethernet header first) in fresh mbufs, chained when it is larger
+// than one; nullptr (counted) when the pool is empty.
+rte_mbuf* frame_of(LcoreContext& ctx, const uint8_t* bytes, size_t len, uint16_t port) {
+    rte_mbuf* head = nullptr;
+    for (size_t done = 0; done < len;) {
+        rte_mbuf* seg = rte_pktmbuf_alloc(ctx.pool);
+        if (seg == nullptr) [[unlikely]] {
+            rte_pktmbuf_free(head);
+            ++lcore_counter(ctx, LcoreCounter::no_mbuf);
+            return nullptr;
+        }
+        const auto take = static_cast<uint16_t>(std::min<size_t>(len - done,
+                                                                 rte_pktmbuf_tailroom(seg)));
+        std::memcpy(rte_pktmbuf_append(seg, take), bytes + done, take);
+        done += take;
+        if (head == nullptr) {
+            head = seg;
+        } else if (rte_pktmbuf_chain(head, seg) != 0) [[unlikely]] {
+            rte_pktmbuf_free(seg);
+            rte_pktmbuf_free(head);
+            ++lcore_counter(ctx, LcoreCounter::no_mbuf);
+            return nullptr;
+        }
+    }
+    head->port = port;
+    head->ol_flags = pipeline::g_originated_flag;
+    return head;
+}
+
+constexpr uint8_t kZeroMac[6] = {0, 0, 0, 0, 0, 0};  // routing writes both MACs
+
+rte_mbuf* ack_frame(LcoreContext& ctx, QpState& q, const rc::Reply& reply) {
+    uint8_t buf[128];
+    const size_t l2 = rc::write_ethernet(buf, sizeof buf, kZeroMac, kZeroMac);
+    const size_t l3 = rc::encode_ack(buf + l2, sizeof buf - l2, q.path, q.ip_id++, reply);
+    q.counters.packets_out += 1;
+    q.counters.bytes_out += l3;
+    return frame_of(ctx, buf, l2 + l3, q.last_port);
+}
+
+rte_mbuf* cnp_frame(LcoreContext& ctx, QpState& q) {
+    uint8_t buf[128];
+    const size_t l2 = rc::write_ethernet(buf, sizeof buf, kZeroMac, kZeroMac);
+    const size_t l3 = rc::encode_cnp(buf + l2, sizeof buf - l2, q.path, q.ip_id++);
+    q.counters.packets_out += 1;
+    q.counters.bytes_out += l3;
+    return frame_of(ctx, buf, l2 + l3, q.last_port);
+}
+
+void count_reply(QpState& q, const rc::Reply& r) {
+    switch (rc::aeth::kind(r.syndrome)) {
+    case rc::aeth::Kind::ack: ++q.counters.acks_sent; break;
+    case rc::aeth::Kind::rnr_nak: ++q.counters.rnr_naks_sent; break;
+    default: ++q.counters.naks_sent; break;
+    }
+}
+
+// The next packet of q's requester as a frame, if one may go now; false when none may.
+bool next_result(LcoreContext& ctx, QpState& q, uint64_t t_ns, rte_mbuf*& out) {
+    rc::Transmit tx;
+    if (!q.requester.next(t_ns, tx)) {
+        return false;
+    }
+    out = nullptr;
+    uint8_t* payload = ctx.scratch.data() + kPayloadAt;
+    const uint32_t count = q.job->table.store_result(static_cast<uint32_t>(tx.cookie), payload);
+    const uint32_t bytes = count * static_cast<uint32_t>(reduce::elem_size(q.job->params.dtype));
+    if (tx.offset + tx.length > bytes) [[unlikely]] {
+        // The result left the table (cannot be while the rank has not acknowledged it): the
+        // packet is skipped, the worker's timeout or a later NAK brings the requester back.
+        ++q.counters.bad_contributions;
+        return true;
+    }
+    uint8_t* frame = ctx.scratch.data() + kFrameAt;
+    const size_t l2 = rc::write_ethernet(frame, kPayloadAt, kZeroMac, kZeroMac);
+    const size_t l3 = rc::encode_write(frame + l2, kPayloadAt - l2, q.path, q.ip_id++, tx,
+                                       payload + tx.offset);
+    ++(tx.retransmission ? q.counters.retransmissions : q.counters.results_sent);
+    q.counters.packets_out += 1;
+    q.counters.bytes_out += l3;
+    out = frame_of(ctx, frame, l2 + l3, q.last_port);
+    return true;
+}
+
+// A unit completed: its result goes to every rank (posted now, sent as the requesters pump).
+void post_results(QpState& from, uint32_t key, uint32_t length, uint64_t t_ns) {
+    JobState& job = *from.job;
+    ++job.results_completed;
+    const uint32_t s = key & 0xFFFFFF;
+    for (uint16_t r = 1; r <= job.params.world; ++r) {
+        QpState* q = job.rank_qp[r];
+        if (q == nullptr) {
+            ++job.post_failures;  // a rank without a QP here never acknowledges: slot stays
+            continue;
+        }
+        const uint64_t chunks = q->params.result_length / job.params.chunk_bytes;
+        rc::WriteRequest w;
+        w.remote_va = q->params.result_addr + (s % chunks) * job.params.chunk_bytes;
+        w.rkey = q->params.result_rkey;
+        w.length = length;
+        w.has_imm = true;
+        w.imm = s << 8 | (job.params.world & 0xFF);
+        w.cookie = key;
+        uint64_t seq = 0;
+        if (!q->requester.post(w, seq)) {
+            ++job.post_failures;
+            continue;
+        }
+        q->message_key[seq % q->message_key.size()] = key;
+    }
+    job.table.mark_sent(key, t_ns);
+}
+
+struct Burst {
+    LcoreContext& ctx;
+    EdgeBatches<FeatureEdge>& out;
+    uint64_t t_ns;
+    std::array<QpState*, pipeline::kMaxBurst * 2> touched{};
+    uint16_t n_touched = 0;
+
+    void touch(QpState& q) {
+        if (q.touched || n_touched == touched.size()) {
+            return;  // listed already (or, never with 64 inputs and 64 ranks, no room)
+        }
+        q.touched = true;
+        touched[n_touched++] = &q;
+    }
+    void emit(rte_mbuf* m) {
+        if (m != nullptr) {
+            out.push(FeatureEdge::route, m);
+        }
+    }
+
+    void on_response(QpState& q, const rc::Packet& p) {
+        switch (rc::aeth::kind(p.aeth.syndrome)) {
+        case rc::aeth::Kind::ack: ++q.counters.acks_received; break;
+        case rc::aeth::Kind::rnr_nak: ++q.counters.rnr_naks_received; break;
+        default: ++q.counters.naks_received; break;
+        }
+        const rc::ResponseOutcome o = q.requester.on_response(p, t_ns);
+        JobState& job = *q.job;
+        for (uint32_t k = 0; k < o.completed; ++k) {
+            const uint64_t seq = o.first_completed + k;
+            const uint32_t key = q.message_key[seq % q.message_key.size()];
+            if (job.table.ack(key, q.rank_bits.data()) == agg::AckResult::released) {
+                ++job.results_released;
+            }
+        }
+        touch(q);
+    }
+
+    void on_request(QpState& q, const rc::Packet& p, const uint8_t* payload, bool ce) {
+        if (ce && q.cnp.on_ce(t_ns)) {
+            ++q.counters.cnps_sent;
+            emit(cnp_frame(ctx, q));
+        }
+        const rc::Verdict v = q.responder.receive(p);
+        if (q.responder.posted_receives() < (1u << 20)) {
+            q.responder.post_receives(1u << 30);  // the switch's receive queue never runs dry
+        }
+        if (v.action == rc::Action::drop) {
+            ++q.counters.refused;
+            return;
+        }
+        if (v.action == rc::Action::reply) {
+            if (rc::aeth::kind(v.reply.syndrome) == rc::aeth::Kind::ack) {
+                ++q.counters.duplicates;
+            } else if (v.fatal) {
+                ++q.counters.refused;
+            }
+            count_reply(q, v.reply);
+            emit(ack_frame(ctx, q, v.reply));
+            return;
+        }
+        execute(q, v.where, payload);
+        touch(q);
+    }
+
+    void execute(QpState& q, const rc::Placement& w, const uint8_t* payload) {
+        JobState& job = *q.job;
+        const uint32_t elem = static_cast<uint32_t>(reduce::elem_size(job.params.dtype));
+        const uint32_t s = w.imm >> 8;
+        const bool shaped = w.write && w.first && w.last && w.has_imm && (w.imm & 0xFF) == 1 &&
+                            w.length != 0 && w.length <= job.params.chunk_bytes &&
+                            w.length % elem == 0 &&
+                            w.region_offset ==
+                                uint64_t{s % job.params.window} * job.params.chunk_bytes;
+        if (!shaped) {
+            // Executed by RC rules (inside the area, in order) but no contribution: consumed
+            // and counted, so the connection goes on.
+            ++q.counters.bad_contributions;
+            q.responder.commit();
+            return;
+        }
+        const uint32_t key = job.extend(s);
+        const agg::AckVerdict a = job.table.contribute(key, q.rank_bits.data(), w.length / elem,
+                                                       payload, t_ns);
+        switch (a) {
+        case agg::AckVerdict::absorbed:
+            ++q.counters.contributions;
+            q.responder.commit();
+            break;
+        case agg::AckVerdict::completed:
+            ++q.counters.contributions;
+            q.responder.commit();
+            post_results(q, key, w.length, t_ns);
+            for (uint16_t r = 1; r <= job.params.world; ++r) {
+                if (job.rank_qp[r] != nullptr) {
+                    touch(*job.rank_qp[r]);
+                }
+            }
+            break;
+        case agg::AckVerdict::no_slot: {
+            // The slot still holds an older result some rank has not acknowledged:
+            // back-pressure, the worker comes back with the same PSN after the RNR timer.
+            const rc::Reply r = q.responder.refuse();
+            count_reply(q, r);
+            emit(ack_frame(ctx, q, r));
+            break;
+        }
+        default:
+            // duplicate/overlap/stale/count_mismatch/...: nothing added; the packet is part
+            // of the connection (its PSN was new), so it is acknowledged and counted.
+            ++q.counters.bad_contributions;
+            q.responder.commit();
+            break;
+        }
+    }
+
+    // End of the burst: one coalesced ACK per touched QP, then as many result packets as the
+    // edges have room for (the rest go at the next burst or tick).
+    void finish() {
+        for (uint16_t i = 0; i < n_touched; ++i) {
+            QpState& q = *touched[i];
+            rc::Reply r;
+            if (q.responder.take_ack(r)) {
+                count_reply(q, r);
+                emit(ack_frame(ctx, q, r));
+            }
+        }
+        for (uint16_t i = 0; i < n_touched; ++i) {
+            QpState& q = *touched[i];
+            q.touched = false;
+            rte_mbuf* m = nullptr;
+            for (uint16_t tries = 0;
+                 tries < pipeline::kMaxBurst && out.room_for(1) && next_result(ctx, q, t_ns, m);
+                 ++tries) {
+                emit(m);
+            }
+        }
+    }
+};
+
+bool for_switch(const dp::Snapshot& snap, uint32_t dst) {
+    const dp::NextHop* nh = snap.route(dst);
+    return nh != nullptr && nh->kind == dp::NextHopKind::local;
+}
+
+void drop(EdgeBatches<FeatureEdge>& out, rte_mbuf* m) { out.push(FeatureEdge::drop, m); }
+
+}  // namespace
+
+JobState::JobState(const JobParams& p) : StateTag(StateKind::job), params(p), table(ack_params(p)) {}
+
+uint32_t JobState::extend(uint32_t s) {
+    s &= 0xFFFFFF;
+    if (!any_key) {
+        any_key = true;
+        high_key = s;
+        return s;
+    }
+    const uint32_t key = high_key + static_cast<uint32_t>(rc::psn_diff(s, high_key & 0xFFFFFF));
+    if (static_cast<int32_t>(key - high_key) > 0) {
+        high_key = key;
+    }
+    return key;
+}
+
+QpState::QpState(const QpParams& p, JobState* j)
+    : StateTag(StateKind::qp),
+      params(p),
+      job(j),
+      responder([&] {
+          rc::ResponderConfig c;
+          c.initial_psn = p.worker_psn;
+          c.pmtu = p.pmtu;
+          c.region = {p.area_addr, uint64_t{j->params.window} * j->params.chunk_bytes,
+                      p.area_rkey};
+          return c;
+      }()),
+      requester([&] {
+          rc::RequesterConfig c;
+          c.initial_psn = p.switch_psn;
+          c.pmtu = p.pmtu;
+          c.timeout = p.timeout;
+          c.retry_cnt = p.retry_cnt;
+          c.rnr_retry = p.rnr_retry;
+          return c;
+      }()),
+      rank_bits(*wire::BitString::from_bfr_ids(
+          kContributorBsl, 0, std::vector<wire::BfrId>{static_cast<wire::BfrId>(p.rank)})) {
+    path.src_ip = p.switch_ip;
+    path.dst_ip = p.worker_ip;
+    path.src_port = rc::source_port_for_qp(p.switch_qpn);
+    path.dest_qp = p.worker_qpn;
+    responder.post_receives(1u << 30);
+}
+
+uint16_t roce_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n,
+                    FeatureEdge pass, EdgeBatches<FeatureEdge>& out) {
+    const RoceView* view = snap.feature_view<RoceView>(kFeatureRoce);
+    Burst b{ctx, out, now_ns(ctx)};
+    uint16_t i = 0;
+    for (; i < n; ++i) {
+        // Room for this input's own frames, one ACK per QP touched so far and this one's.
+        if (!out.room_for(static_cast<uint16_t>(kRoceEmitPerInput + b.n_touched + 1))) {
+            break;
+        }
+        rte_mbuf* m = pkts[i];
+        const pipeline::PacketMeta* pm = pipeline::classified(m);
+        if (pm == nullptr || (pm->flags & pipeline::kMetaUdpSound) == 0 || view == nullptr) {
+            out.push(pass, m);
+            continue;
+        }
+        const auto* ip = rte_pktmbuf_mtod_offset(m, const rte_ipv4_hdr*, pm->l3_offset);
+        if (!for_switch(snap, rte_be_to_cpu_32(ip->dst_addr))) {
+            ++lcore_counter(ctx, LcoreCounter::passed);  // RoCE between other hosts
+            out.push(pass, m);
+            continue;
+        }
+        const uint32_t len = pm->l4_length - sizeof(rte_udp_hdr);
+        if (pm->l4_length < sizeof(rte_udp_hdr) || len > kPayloadAt) {
+            ++lcore_counter(ctx, LcoreCounter::malformed);
+            drop(out, m);
+            continue;
+        }
+        // In place when the datagram sits in the first segment, else gathered into scratch.
+        const auto* bytes = static_cast<const uint8_t*>(rte_pktmbuf_read(
+            m, static_cast<uint32_t>(pm->l4_offset + sizeof(rte_udp_hdr)), len,
+            ctx.scratch.data()));
+        const rc::ParseResult parsed = bytes != nullptr ? rc::parse(bytes, len) : rc::ParseResult{};
+        if (!parsed.packet) {
+            ++lcore_counter(ctx, LcoreCounter::malformed);
+            drop(out, m);
+            continue;
+        }
+        const rc::Packet& p = *parsed.packet;
+        if (p.bth.dest_qp == kCmQpn) {
+            ++lcore_counter(ctx, LcoreCounter::cm_unsupported);
+            drop(out, m);
+            continue;
+        }
+        const QpView* qv = view->qp(p.bth.dest_qp);
+        if (qv == nullptr) {
+            ++lcore_counter(ctx, LcoreCounter::unknown_qp);
+            drop(out, m);
+            continue;
+        }
+        if (ctx.n_workers > 1 && qv->home != ctx.worker_index) {
+            // The job's QPs and slots live on its home lcore: the packet re-enters its pipeline
+            // there unchanged (no lock, no shared QP state).
+            if (qv->home < ctx.handoff.size() && ctx.handoff[qv->home] != nullptr &&
+                rte_ring_sp_enqueue(ctx.handoff[qv->home], m) == 0) {
+                ++lcore_counter(ctx, LcoreCounter::handed_off);
+            } else {
+                ++lcore_counter(ctx, LcoreCounter::handoff_full);
+                drop(out, m);
+            }
+            continue;
+        }
+        auto* tag = static_cast<StateTag*>(
+            ctx.feature_state(qv->slot, kFeatureRoce, qp_state_id(p.bth.dest_qp)));
+        if (tag == nullptr || tag->kind != StateKind::qp) {
+            ++lcore_counter(ctx, LcoreCounter::unknown_qp);  // not attached yet
+            drop(out, m);
+            continue;
+        }
+        QpState& q = *static_cast<QpState*>(tag);
+        ++q.counters.packets_in;
+        q.counters.bytes_in += rte_be_to_cpu_16(ip->total_length);
+        if (rc::icrc(m, pm->l3_offset) != p.icrc) {
+            ++q.counters.icrc_errors;
+            ++lcore_counter(ctx, LcoreCounter::icrc_error);
+            drop(out, m);
+            continue;
+        }
+        q.last_port = m->port;
+        if (p.bth.opcode == rc::op::kAcknowledge) {
+            b.on_response(q, p);
+        } else if (p.bth.opcode == rc::op::kCnp) {
+            ++q.counters.cnps_received;
+            q.requester.on_cnp(b.t_ns);
+        } else {
+            b.on_request(q, p, bytes + p.header_bytes, rc::ce_marked(ip->type_of_service));
+        }
+        drop(out, m);  // consumed: what it causes was emitted or is owed
+    }
+    b.finish();
+    return i;
+}
+
+void roce_tick(LcoreContext& ctx, const dp::Snapshot& snap, void* state, uint64_t) {
+    auto* tag = static_cast<StateTag*>(state);
+    if (tag->kind != StateKind::qp) {
+        return;
+    }
+    QpState& q = *static_cast<QpState*>(tag);
+    const uint64_t t = now_ns(ctx);
+    q.requester.tick(t);
+    rte_mbuf* frames[pipeline::kMaxBurst];
+    uint16_t n = 0;
+    rte_mbuf* m = nullptr;
+    // At most one burst of packets per tick, frames or not (an empty pool gives none).
+    for (uint16_t tries = 0; tries < pipeline::kMaxBurst && next_result(ctx, q, t, m); ++tries) {
+        if (m != nullptr) {
+            frames[n++] = m;
+        }
+    }
+    if (n != 0) {
+        pipeline::route_emitted(ctx, snap, frames, n);
+    }
+}
+
+void roce_attach(void* state) {
+    auto* tag = static_cast<StateTag*>(state);
+    if (tag->kind == StateKind::qp) {
+        auto* q = static_cast<QpState*>(tag);
+        if (q->params.rank >= 1 && q->params.rank <= kMaxRanks) {
+            q->job->rank_qp[q->params.rank] = q;
+        }
+    }
+}
+
+void roce_detach(void* state) {
+    auto* tag = static_cast<StateTag*>(state);
+    if (tag->kind == StateKind::qp) {
+        auto* q = static_cast<QpState*>(tag);
+        if (q->params.rank >= 1 && q->params.rank <= kMaxRanks &&
+            q->job->rank_qp[q->params.rank] == q) {
+            q->job->rank_qp[q->params.rank] = nullptr;
+        }
+    }
+}
+
+pipeline::FeatureStage stage() {
+    pipeline::FeatureStage s;
+    s.name = "roce";
+    s.input = roce_input;
+    s.max_emit = kRoceEmitPerInput + 1;
+    s.tick = roce_tick;
+    s.tick_us = 100;
+    s.on_attach = roce_attach;
+    s.on_detach = roce_detach;
+    return s;
+}
+
+}  // namespace ina::features::roce

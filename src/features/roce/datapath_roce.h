@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: Apache-2.0
+// The RoCEv2 server-to-switch stage (docs/rdma.md "Server-to-switch mode"): the switch
+// terminates one RC QP per worker, aggregates the WRITE_ONLY_WITH_IMM contributions a job's
+// ranks make and WRITEs the result back to every rank, releasing it once every rank's ACK
+// covers it. Per-lcore state: one JobState per job and one QpState per QP, all on the job's
+// home lcore, allocated by the control plane (control_roce) and attached through the command
+// ring; the stage finds a QP by the snapshot's RoceView (switch QPN -> slot) and hands packets
+// that arrive on another lcore to the home lcore. Nothing here allocates per packet: emitted
+// frames come from ctx.pool.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "agg/ack_table.h"
+#include "features/roce/view_roce.h"
+#include "pipeline/feature_stages.h"
+#include "roce/cnp.h"
+#include "roce/encode.h"
+#include "roce/rc_requester.h"
+#include "roce/rc_responder.h"
+#include "wire/bitstring.h"
+
+namespace ina::features::roce {
+
+inline constexpr uint16_t kMaxRanks = 64;  // = config kMaxWorld
+inline constexpr uint16_t kContributorBsl = 64;
+
+struct JobParams {
+    uint32_t job_id = 0;
+    uint16_t world = 0;
+    reduce::Op op = reduce::Op::sum;
+    reduce::ElemType dtype = reduce::ElemType::fp32;
+    uint32_t chunk_bytes = 0;
+    uint32_t window = 0;  // power of two: the aggregation's slots
+};
+
+struct QpState;
+
+// What a feature slot of the feature holds: a job or a QP, told apart by this base. The
+// control plane attaches a StateTag* (never the derived pointer), so the hooks cast back.
+enum class StateKind : uint8_t { job, qp };
+struct StateTag {
+    explicit StateTag(StateKind k) : kind(k) {}
+    StateKind kind;
+};
+
+// A job's aggregation on its home lcore. Keys are session sequences extended to 32 bits.
+struct alignas(64) JobState : StateTag {
+    explicit JobState(const JobParams& p);  // throws on bad params (control plane only)
+    JobParams params;
+    agg::AckTable table;
+    // The rank's QP, by rank (1..world); written on the lcore by the QP's attach/detach.
+    std::array<QpState*, kMaxRanks + 1> rank_qp{};
+    uint32_t high_key = 0;  // the highest key seen: 24-bit sequences extend around it
+    bool any_key = false;
+    uint64_t results_completed = 0;
+    uint64_t results_released = 0;
+    uint64_t post_failures = 0;  // a result that could not be posted on some rank's QP
+
+    // The 32-bit key of 24-bit session sequence `s` (serial arithmetic around high_key).
+    uint32_t extend(uint32_t s);
+};
+
+struct QpParams {
+    uint32_t switch_qpn = 0;
+    uint32_t switch_psn = 0;
+    uint32_t switch_ip = 0;  // host order: the address of the port whose subnet holds ip
+    uint32_t worker_qpn = 0;
+    uint32_t worker_psn = 0;
+    uint32_t worker_ip = 0;
+    uint16_t rank = 0;
+    uint32_t pmtu = 1024;
+    uint64_t result_addr = 0;
+    uint32_t result_rkey = 0;
+    uint64_t result_length = 0;
+    uint8_t timeout = 14;
+    uint8_t retry_cnt = 7;
+    uint8_t rnr_retry = 7;
+    uint64_t area_addr = 0;
+    uint32_t area_rkey = 0;
+};
+
+struct alignas(64) QpState : StateTag {
+    QpState(const QpParams& p, JobState* job);
+    QpParams params;
+    JobState* job;
+    ina::roce::Responder responder;
+    ina::roce::Requester requester;
+    ina::roce::CnpLimiter cnp;
+    ina::roce::Ipv4Path path;
+    wire::BitString rank_bits;
+    // The key of each posted result message, by message sequence mod kMaxMessages.
+    std::array<uint32_t, ina::roce::Requester::kMaxMessages> message_key{};
+    uint16_t ip_id = 0;
+    uint16_t last_port = 0;  // where the worker's packets last came in (emitted frames' m->port)
+    bool touched = false;    // in the current burst's list of QPs to ACK and pump
+    QpCounters counters;
+};
+
+// 0 ready, 1 responder in error, 2 requester in error, 3 both (the qp_state metric).
+inline uint8_t qp_state_code(const QpState& q) {
+    return static_cast<uint8_t>(
+        (q.responder.state() == ina::roce::Responder::State::error ? 1 : 0) |
+        (q.requester.state() == ina::roce::Requester::State::error ? 2 : 0));
+}
+
+// Frames one input may put on the edges before the burst's end: a CNP and a NAK/re-ACK.
+inline constexpr uint16_t kRoceEmitPerInput = 2;
+
+uint16_t roce_input(pipeline::LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
+                    uint16_t n, pipeline::FeatureEdge pass,
+                    pipeline::EdgeBatches<pipeline::FeatureEdge>& out);
+
+// Timer work on one attached state: a QP's retransmission timeout and unsent results.
+void roce_tick(pipeline::LcoreContext& ctx, const dp::Snapshot& snap, void* state,
+               uint64_t now_tsc);
+// Attach hooks: a QP enters / leaves its job's rank table (on the lcore).
+void roce_attach(void* state);
+void roce_detach(void* state);
+
+// The stage as registered (src/app): 100 us ticks.
+pipeline::FeatureStage stage();
+
+}  // namespace ina::features::roce

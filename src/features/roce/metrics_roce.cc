@@ -1,0 +1,61 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "features/roce/metrics_roce.h"
+
+#include <sstream>
+
+namespace ina::features::roce {
+
+namespace {
+
+void family(std::ostringstream& os, const std::string& name, const char* type, const char* help) {
+    os << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
+}
+
+}  // namespace
+
+std::string render_metrics(const std::vector<JobSample>& jobs, const std::vector<QpSample>& qps,
+                           const LcoreTotals& lcore) {
+    std::ostringstream os;
+#define INA_ROCE_RENDER(field, help)                                                       \
+    family(os, "inaswitch_rdma_qp_" #field "_total", "counter", help);                     \
+    for (const auto& q : qps) {                                                            \
+        os << "inaswitch_rdma_qp_" #field "_total{job=\"" << q.job_id << "\",rank=\"" << q.rank \
+           << "\"} " << q.counters.field << '\n';                                          \
+    }
+    INA_ROCE_QP_COUNTERS(INA_ROCE_RENDER)
+#undef INA_ROCE_RENDER
+    family(os, "inaswitch_rdma_qp_state", "gauge",
+           "QP state: 0 ready, 1 receive side in error, 2 result side in error, 3 both");
+    for (const auto& q : qps) {
+        os << "inaswitch_rdma_qp_state{job=\"" << q.job_id << "\",rank=\"" << q.rank
+           << "\",qpn=\"" << q.switch_qpn << "\"} " << unsigned{q.state} << '\n';
+    }
+    family(os, "inaswitch_rdma_job_slots_in_use", "gauge",
+           "Aggregation slots of the job holding a unit (aggregating, or a result not yet "
+           "acknowledged by every rank)");
+    for (const auto& j : jobs) {
+        os << "inaswitch_rdma_job_slots_in_use{job=\"" << j.job_id << "\"} " << j.slots_in_use
+           << '\n';
+    }
+    family(os, "inaswitch_rdma_job_results_total", "counter",
+           "Results of the job by event: completed (every rank contributed), released (every "
+           "rank acknowledged), post_failed (a rank's QP could not take it)");
+    for (const auto& j : jobs) {
+        os << "inaswitch_rdma_job_results_total{job=\"" << j.job_id << "\",event=\"completed\"} "
+           << j.results_completed << '\n'
+           << "inaswitch_rdma_job_results_total{job=\"" << j.job_id << "\",event=\"released\"} "
+           << j.results_released << '\n'
+           << "inaswitch_rdma_job_results_total{job=\"" << j.job_id
+           << "\",event=\"post_failed\"} " << j.post_failures << '\n';
+    }
+    family(os, "inaswitch_rdma_packets_total", "counter",
+           "RoCEv2 packets on UDP 4791 that reached no QP, by reason (see docs/rdma.md)");
+#define INA_ROCE_REASON(name, help)                                                        \
+    os << "inaswitch_rdma_packets_total{reason=\"" #name "\"} "                            \
+       << lcore[static_cast<size_t>(LcoreCounter::name)] << '\n';
+    INA_ROCE_LCORE_COUNTERS(INA_ROCE_REASON)
+#undef INA_ROCE_REASON
+    return os.str();
+}
+
+}  // namespace ina::features::roce

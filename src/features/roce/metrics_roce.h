@@ -1,0 +1,37 @@
+// SPDX-License-Identifier: Apache-2.0
+// The RoCE feature's Prometheus families, rendered from what control_roce samples at a scrape:
+// per QP (labels job, rank) every INA_ROCE_QP_COUNTERS counter and the QP state, per job the
+// aggregation's slots and results, and the per-lcore reasons summed (label reason).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "features/roce/view_roce.h"
+
+namespace ina::features::roce {
+
+struct QpSample {
+    uint32_t job_id = 0;
+    uint16_t rank = 0;
+    uint32_t switch_qpn = 0;
+    uint8_t state = 0;  // qp_state_code
+    QpCounters counters;
+};
+
+struct JobSample {
+    uint32_t job_id = 0;
+    uint64_t slots_in_use = 0;
+    uint64_t results_completed = 0;
+    uint64_t results_released = 0;
+    uint64_t post_failures = 0;
+};
+
+using LcoreTotals = std::array<uint64_t, static_cast<size_t>(LcoreCounter::count)>;
+
+std::string render_metrics(const std::vector<JobSample>& jobs, const std::vector<QpSample>& qps,
+                           const LcoreTotals& lcore);
+
+}  // namespace ina::features::roce

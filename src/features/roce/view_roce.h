@@ -1,0 +1,96 @@
+// SPDX-License-Identifier: Apache-2.0
+// What the RoCE stage reads from the snapshot (built by compile_roce, slots written by
+// control_roce before publication) and the counter lists of the feature: per QP (exposed with
+// labels job and rank) and per lcore (drop reasons, before a packet's QP is known).
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "dataplane/events.h"
+
+namespace ina::features::roce {
+
+// The classifier handle of the feature (src/app registers the stage under it).
+inline constexpr uint8_t kFeatureRoce = 2;
+inline constexpr uint32_t kCmQpn = 1;  // QP1: connection manager MADs
+
+// Feature-state ids: a job's state and a QP's state share the feature's id space.
+constexpr uint32_t job_state_id(uint32_t job_id) { return 0x80000000u | job_id; }
+constexpr uint32_t qp_state_id(uint32_t switch_qpn) { return switch_qpn; }
+
+// One QP the switch terminates, by the switch's QPN (what arrives in BTH.DestQP).
+struct QpView {
+    uint32_t switch_qpn = 0;
+    uint32_t job_id = 0;
+    uint16_t rank = 0;
+    uint16_t home = 0;                   // worker index of the job's home lcore
+    uint16_t slot = dp::kNoStateSlot;    // its state's slot there (control_roce fills it)
+};
+
+struct JobView {
+    uint32_t job_id = 0;
+    uint16_t home = 0;
+    uint16_t slot = dp::kNoStateSlot;
+};
+
+struct RoceView {
+    std::vector<QpView> qps;  // sorted by switch_qpn
+    std::vector<JobView> jobs;
+
+    const QpView* qp(uint32_t switch_qpn) const {
+        auto it = std::lower_bound(qps.begin(), qps.end(), switch_qpn,
+                                   [](const QpView& q, uint32_t k) { return q.switch_qpn < k; });
+        return it != qps.end() && it->switch_qpn == switch_qpn ? &*it : nullptr;
+    }
+};
+
+// Per-QP counters, X(name, help).
+#define INA_ROCE_QP_COUNTERS(X)                                                                \
+    X(packets_in, "RoCEv2 packets received on the QP")                                         \
+    X(bytes_in, "Bytes of RoCEv2 packets received on the QP (IP header to ICRC)")              \
+    X(packets_out, "RoCEv2 packets the switch sent on the QP (ACKs, NAKs, CNPs, results)")     \
+    X(bytes_out, "Bytes of RoCEv2 packets sent on the QP")                                     \
+    X(acks_sent, "ACKs sent (coalesced, one per burst at most)")                              \
+    X(naks_sent, "NAK-sequence and fatal NAKs sent")                                           \
+    X(rnr_naks_sent, "RNR NAKs sent (no aggregation slot: back-pressure)")                     \
+    X(acks_received, "ACKs received for result WRITEs")                                        \
+    X(naks_received, "NAKs received for result WRITEs")                                        \
+    X(rnr_naks_received, "RNR NAKs received for result WRITEs")                                \
+    X(results_sent, "Result WRITE packets sent for the first time")                            \
+    X(retransmissions, "Result WRITE packets sent again (go-back-N)")                          \
+    X(duplicates, "Contributions behind the expected PSN (re-ACKed, not added)")               \
+    X(icrc_errors, "Packets with a bad ICRC (dropped)")                                        \
+    X(cnps_sent, "CNPs sent for CE-marked contributions")                                      \
+    X(cnps_received, "CNPs received (the result requester slows down)")                       \
+    X(contributions, "Contributions added to the aggregation")                                 \
+    X(refused, "Packets the QP's responder dropped or refused (bad opcode, key, length)")      \
+    X(bad_contributions, "Executed WRITEs that are no contribution (offset, immediate, size)")
+
+struct QpCounters {
+#define INA_ROCE_FIELD(name, help) uint64_t name = 0;
+    INA_ROCE_QP_COUNTERS(INA_ROCE_FIELD)
+#undef INA_ROCE_FIELD
+};
+
+// Per-lcore reasons, X(name, help): packets that never reached a QP's counters.
+#define INA_ROCE_LCORE_COUNTERS(X)                                                             \
+    X(malformed, "UDP 4791 to the switch that does not parse as RoCEv2 (dropped)")             \
+    X(icrc_error, "Bad ICRC before a QP was found (dropped)")                                   \
+    X(unknown_qp, "Destination QP the switch does not have, or not attached yet (dropped)")    \
+    X(cm_unsupported, "Connection manager MADs on QP1 (not supported: use the API; dropped)")  \
+    X(handed_off, "Packets handed to the job's home lcore")                                    \
+    X(handoff_full, "Hand-off ring to the home lcore full (dropped)")                          \
+    X(no_mbuf, "Frames not sent for want of an mbuf")                                          \
+    X(passed, "RoCEv2 packets not for the switch, passed on untouched")
+
+enum class LcoreCounter : uint8_t {
+#define INA_ROCE_ENUM(name, help) name,
+    INA_ROCE_LCORE_COUNTERS(INA_ROCE_ENUM)
+#undef INA_ROCE_ENUM
+    count
+};
+
+}  // namespace ina::features::roce

@@ -1,0 +1,223 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "worker/rdma/switch_client.h"
+
+#include <arpa/inet.h>
+
+#include <array>
+#include <cstring>
+#include <random>
+
+#include "worker/rdma/protocol.h"
+
+namespace ina::rdma {
+
+namespace {
+
+// wr_id of the receives (results); a WRITE's wr_id is its chunk index in the call.
+constexpr uint64_t kResultRecv = uint64_t{1} << 63;
+
+SwitchClientOptions validated(SwitchClientOptions o) {
+    if (o.world == 0 || o.world > kMaxWorld) {
+        throw Error("world must be 1.." + std::to_string(kMaxWorld));
+    }
+    if (o.rank == 0 || o.rank > o.world) {
+        throw Error("rank " + std::to_string(o.rank) + " outside 1..world (" +
+                    std::to_string(o.world) + ")");
+    }
+    if (o.window == 0 || o.window > 4096) {
+        throw Error("window must be 1..4096");
+    }
+    path_mtu(o.pmtu);
+    if (o.chunk_bytes == 0 || o.chunk_bytes > o.pmtu) {
+        throw Error("chunk_bytes " + std::to_string(o.chunk_bytes) +
+                    " must be 1..pmtu (" + std::to_string(o.pmtu) +
+                    "): a chunk is one WRITE ONLY packet");
+    }
+    if (o.chunk_bytes % reduce::elem_size(o.elem_type) != 0) {
+        throw Error("chunk_bytes must be a multiple of the element size");
+    }
+    if (o.psn && *o.psn > kSeqMask) {
+        throw Error("psn must fit 24 bits");
+    }
+    return o;
+}
+
+double since(Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+}  // namespace
+
+SwitchClient::SwitchClient(SwitchClientOptions options)
+    : opt_(validated(std::move(options))),
+      api_(opt_.switch_api, opt_.token, opt_.timeout),
+      device_(opt_.device),
+      pd_(device_.get()),
+      // A WRITE's send completion can trail the result that proves it arrived, so the send
+      // queue holds two windows; the receive queue one (a result consumes one receive).
+      cq_(device_.get(), static_cast<int>(3 * opt_.window + 1)),
+      staging_(size_t{opt_.window} * opt_.chunk_bytes),
+      staging_mr_(pd_, staging_, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE),
+      qp_(pd_, cq_, 2 * opt_.window, opt_.window) {
+    const auto t0 = Clock::now();
+    const Ipv4Gid gid = find_ipv4_gid(device_.get(), opt_.ib_port, opt_.ip, opt_.gid_index);
+    ip_ = gid.ip;
+    psn_ = opt_.psn ? *opt_.psn : std::random_device{}() & kSeqMask;
+    qp_to_init(qp_.get(), opt_.ib_port);
+    for (uint32_t i = 0; i < opt_.window; ++i) {
+        post_recv(qp_.get(), kResultRecv);
+    }
+
+    SwitchConnectRequest req;
+    req.rank = opt_.rank;
+    req.qpn = qp_.qpn();
+    req.psn = psn_;
+    req.ip = ip_;
+    req.pmtu = opt_.pmtu;
+    req.result_addr = staging_mr_.addr();
+    req.result_rkey = staging_mr_.rkey();
+    req.result_length = staging_.size();
+    req.chunk_bytes = opt_.chunk_bytes;
+    req.window = opt_.window;
+    req.elem_type = opt_.elem_type;
+    req.op = opt_.op;
+    req.world = opt_.world;
+    reply_ = api_.connect(opt_.job_id, req);
+    connected_ = true;
+    try {
+        if (reply_.area_length < uint64_t{opt_.window} * opt_.chunk_bytes) {
+            throw Error("the switch's contribution area (" + std::to_string(reply_.area_length) +
+                        " bytes) is smaller than window x chunk_bytes");
+        }
+        if (reply_.pmtu < opt_.chunk_bytes) {
+            throw Error("the switch's path MTU " + std::to_string(reply_.pmtu) +
+                        " is below chunk_bytes");
+        }
+        RcPath path;
+        path.port = opt_.ib_port;
+        path.sgid_index = gid.index;
+        if (inet_pton(AF_INET6, reply_.gid.c_str(), path.dgid.raw) != 1) {
+            throw Error("the switch's gid '" + reply_.gid + "' is not an IPv6 address");
+        }
+        path.mtu = path_mtu(std::min(opt_.pmtu, reply_.pmtu));
+        path.dest_qpn = reply_.qpn;
+        path.rq_psn = reply_.psn;
+        path.sq_psn = psn_;
+        path.timeout = opt_.ack_timeout;
+        path.retry_cnt = opt_.retry_cnt;
+        path.rnr_retry = 7;
+        connect_rc(qp_.get(), path);
+    } catch (...) {
+        api_.disconnect(opt_.job_id, opt_.rank);
+        throw;
+    }
+    layout_.area_addr = reply_.area_addr;
+    layout_.chunk_bytes = opt_.chunk_bytes;
+    layout_.window = opt_.window;
+    layout_.result_addr = staging_mr_.addr();
+    layout_.result_slots = opt_.window;
+    connect_seconds_ = since(t0);
+}
+
+SwitchClient::~SwitchClient() { close(); }
+
+std::string SwitchClient::close() {
+    if (!connected_) {
+        return {};
+    }
+    connected_ = false;
+    broken_ = true;
+    return api_.disconnect(opt_.job_id, opt_.rank);
+}
+
+ClientStats SwitchClient::allreduce(std::span<const std::byte> input, std::span<std::byte> output) {
+    if (broken_) {
+        throw Error("the connection to the switch is closed or failed in an earlier call");
+    }
+    const Deadline deadline = Clock::now() + opt_.timeout;
+    const size_t esize = reduce::elem_size(opt_.elem_type);
+    if (input.size() != output.size() || input.empty() || input.size() % esize != 0) {
+        throw Error("input and output must hold the same, non-zero number of elements");
+    }
+    std::string why;
+    const auto chunking = Chunking::make(opt_.elem_type, input.size() / esize, opt_.chunk_bytes,
+                                         opt_.window, &why);
+    if (!chunking) {
+        throw Error(why);
+    }
+    // From here on a failure leaves WRITEs or results of this call in flight: the session
+    // sequence can no longer be trusted.
+    broken_ = true;
+    const uint32_t chunks = chunking->chunks();
+    const uint32_t window = opt_.window;
+    const uint32_t send_depth = 2 * window;
+    // The HCA only reads the input (access 0); ibv_reg_mr takes a non-const pointer.
+    MemoryRegion input_mr(pd_, std::span(const_cast<std::byte*>(input.data()), input.size()), 0);
+
+    ClientStats st;
+    st.chunks = chunks;
+    st.connect_seconds = connect_seconds_;
+    std::vector<bool> have(chunks, false);
+    uint32_t next = 0;    // next chunk to WRITE
+    uint32_t lowest = 0;  // lowest chunk without its result
+    uint32_t sends_outstanding = 0;
+    std::array<ibv_wc, 64> wcs;
+    const auto t0 = Clock::now();
+    auto t_last = t0;
+    while (st.results < chunks || sends_outstanding > 0) {
+        while (next < chunks && next < lowest + window && sends_outstanding < send_depth) {
+            const uint32_t s = seq_.seq(next);
+            post_write_imm(qp_.get(), next, input_mr, chunking->offset(next),
+                           chunking->length(next), layout_.contribution_addr(s),
+                           reply_.area_rkey, contribution_imm(s));
+            ++next;
+            ++st.writes;
+            ++sends_outstanding;
+        }
+        const size_t n = cq_.wait(wcs, deadline);
+        if (n == 0 && Clock::now() >= deadline) {
+            throw Error("timed out: " + std::to_string(st.results) + " of " +
+                        std::to_string(chunks) + " results in, " +
+                        std::to_string(sends_outstanding) + " WRITEs unacknowledged (session "
+                        "sequence " + std::to_string(seq_.base()) + "..)");
+        }
+        for (size_t i = 0; i < n; ++i) {
+            const ibv_wc& wc = wcs[i];
+            if (classify_client_completion(wc, kResultRecv) == ClientCompletion::write_done) {
+                --sends_outstanding;
+                continue;
+            }
+            const uint32_t imm = ntohl(wc.imm_data);
+            const auto c = seq_.chunk_of(imm, chunks);
+            if (!c || have[*c] || (imm & 0xFF) != opt_.world || *c >= next ||
+                wc.byte_len != chunking->length(*c)) {
+                throw Error("protocol error: result immediate 0x" + [&] {
+                    char b[16];
+                    std::snprintf(b, sizeof b, "%08x", imm);
+                    return std::string(b);
+                }() + " with " + std::to_string(wc.byte_len) + " bytes (calls' sequence " +
+                                std::to_string(seq_.base() & kSeqMask) + " + " +
+                                std::to_string(chunks) + " chunks, world " +
+                                std::to_string(opt_.world) + ")");
+            }
+            const uint32_t s = seq_.seq(*c);
+            std::memcpy(output.data() + chunking->offset(*c),
+                        staging_.data() + layout_.result_offset(s), chunking->length(*c));
+            have[*c] = true;
+            ++st.results;
+            t_last = Clock::now();
+            post_recv(qp_.get(), kResultRecv);
+            while (lowest < chunks && have[lowest]) {
+                ++lowest;
+            }
+        }
+    }
+    seq_.advance(chunks);
+    broken_ = false;
+    st.seconds = std::chrono::duration<double>(t_last - t0).count();
+    st.goodput_gbit_per_s =
+        st.seconds > 0 ? static_cast<double>(input.size()) * 8 / st.seconds / 1e9 : 0;
+    return st;
+}
+
+}  // namespace ina::rdma

@@ -1,0 +1,276 @@
+# SPDX-License-Identifier: Apache-2.0
+"""RDMA AllReduce in server-to-switch mode against Linux's own RDMA stack: three qemu VMs with
+rdma_rxe as workers, inaswitch on the host routing between them (lab.py, routed) with an rdma
+job in its config; each VM's ina-rdma-worker holds one RC connection to the switch itself
+(connect over the control API, reached from the guest through lab.py's guest_api relay).
+
+  0. The API's refusals reach the worker as text: an unknown job (404), a world that differs
+     from the job's (409); exit 1, nothing connected.
+  1. A rank alone connects and waits: GET /api/v1/rdma/jobs/{id} shows its QP; when the other
+     ranks connect all complete. int32 sum of 1 MiB per worker from host-generated random files,
+     bit-exact against the host's own sum (sha256) on every worker.
+  2. fp32 sum of 1 MiB per worker from generated data, 3 AllReduces on one connection (the
+     session sequence runs on: 1024, 2048 at the later calls' starts), each verified by every
+     worker within the summation-order bound (docs/rdma.md) and the same bytes on all.
+  3. int32 again with 2 % netem loss both ways on vm0's link: the kernel's go-back-N and the
+     switch's recover and the result is still bit-exact; the switch counted retransmissions.
+  4. Ordinary RoCE between two of the VMs (ibv_rc_pingpong, 200 round trips) completes while rank 1
+     of a job is connected with its window of WRITEs at the switch; then ranks 2 and 3 complete it:
+     the switch routes RoCE that is not addressed to it untouched.
+  The switch's per-QP counters (sampled while the workers run: a QP's series goes with its
+  DELETE) show the contributions, result WRITEs, ACKs, and the recovery under loss.
+
+usage: test_switch_allreduce.py build/src/worker/rdma/ina-rdma-worker build/src/app/inaswitch
+"""
+
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from image import ImageUnavailable  # noqa: E402
+from lab import Lab, TestFailure, check, log, wait_until  # noqa: E402
+from test_rdma_allreduce import int32_inputs, stripped  # noqa: E402
+
+ELEMENTS = 262144  # 1 MiB of int32 / fp32 per worker
+WORLD = 3  # the machine's limit of VMs (lab.MAX_VMS)
+CHUNK = 1024
+WINDOW = 64
+TIMEOUT_S = 150
+# One job per AllReduce session: a job's aggregation state outlives its connections, so a new
+# session (sequence from 0 again) on a used job finds its keys released (roce-worker.FINDINGS 1).
+JOB_INT32, JOB_FP32, JOB_LOSSY, JOB_BESIDE = 7, 8, 9, 10
+
+
+def rdma_jobs() -> list[dict]:
+    return [{"id": job, "mode": "server-to-switch", "world": WORLD, "op": "sum", "dtype": dtype,
+             "chunk_bytes": CHUNK, "window": WINDOW, "pmtu": 1024}
+            for job, dtype in ((JOB_INT32, "int32"), (JOB_FP32, "fp32"), (JOB_LOSSY, "int32"),
+                               (JOB_BESIDE, "fp32"))]
+
+
+def switch_config(cfg: dict, lab) -> dict:
+    cfg["rdma"] = {"jobs": rdma_jobs()}
+    return cfg
+
+
+def worker_cmd(lab, vm, rank: int, job: int, args: str, world: int = WORLD,
+               timeout_s: int = TIMEOUT_S) -> str:
+    return (f"ina-rdma-worker --mode server-to-switch --switch-api {lab.guest_api_url} "
+            f"--job {job} --rank {rank} --world {world} --ip {vm.ip} --gid-index {vm.gid_index} "
+            f"--chunk-bytes {CHUNK} --window {WINDOW} --timeout-ms {timeout_s * 1000} {args}")
+
+
+def rdma_job(lab, job: int) -> dict:
+    return lab.switch.api_json("GET", f"/api/v1/rdma/jobs/{job}")
+
+
+def job_qps(lab, job: int) -> list[dict]:
+    return rdma_job(lab, job).get("qps", [])
+
+
+def wait_results(jobs, tag: str) -> list[list[dict]]:
+    """Waits for guest jobs; each must exit 0; returns each one's result JSON lines."""
+    out_all = []
+    for rank, job in enumerate(jobs, start=1):
+        rc, out = job.wait(TIMEOUT_S + 60)
+        log(f"{tag} rank {rank}: {out.strip()}")
+        check(rc == 0, f"{tag}: rank {rank} completed and verified (exit {rc})")
+        out_all.append([json.loads(line) for line in out.splitlines()
+                        if line.startswith("{") and '"iteration"' in line])
+    return out_all
+
+
+class QpCounters:
+    """The switch's per-QP counters (inaswitch_rdma_qp_<name>_total{job,rank}) sampled while
+    workers run: a QP's series goes when its worker DELETEs the connection, so each series
+    keeps the highest value seen, and totals() sums them by counter name."""
+
+    LINE = re.compile(r'^inaswitch_rdma_qp_(\w+)_total\{([^}]*)\} ([0-9.eE+-]+)$')
+
+    def __init__(self, lab):
+        self.lab = lab
+        self.seen: dict[tuple[str, str], float] = {}
+
+    def sample(self) -> None:
+        for line in self.lab.switch.metrics_text().splitlines():
+            m = self.LINE.match(line)
+            if m:
+                key = (m.group(1), m.group(2))
+                self.seen[key] = max(self.seen.get(key, 0.0), float(m.group(3)))
+
+    def watch(self, jobs, what: str) -> None:
+        """Samples until every guest job has ended."""
+        def done() -> bool:
+            self.sample()
+            return all(j.done() for j in jobs)
+        wait_until(done, TIMEOUT_S + 60, what)
+
+    def totals(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for (name, _labels), v in self.seen.items():
+            out[name] = out.get(name, 0.0) + v
+        return out
+
+
+def test(worker_exe: str, switch_exe: str) -> None:
+    scratch = tempfile.mkdtemp(prefix="switch-allreduce-")
+    try:
+        inputs, int32_sha = int32_inputs(scratch, WORLD, 20261124, ELEMENTS)
+        lossy_inputs, lossy_sha = int32_inputs(scratch, WORLD, 7, ELEMENTS)
+        extra = [stripped(worker_exe, scratch)]
+        extra += [(p, f"/root/{os.path.basename(p)}") for p in inputs + lossy_inputs]
+        with Lab(WORLD, fabric="inaswitch", switch_exe=switch_exe, routed=True, guest_api=True,
+                 switch_config=switch_config, extra_files=extra) as lab:
+            vms = lab.vms
+            lab.reach_all()
+
+            # 0. refusals carry the switch's text; nothing stays connected.
+            rc, out = vms[0].run(worker_cmd(lab, vms[0], 1, 99, "--elements 1024",
+                                            timeout_s=30), timeout=60)
+            log(f"unknown job: {out.strip()}")
+            check(rc == 1 and "HTTP 404" in out, "a connect to an unknown job fails with the "
+                  "switch's 404 text (exit 1)")
+            rc, out = vms[0].run(worker_cmd(lab, vms[0], 1, JOB_INT32, "--elements 1024",
+                                            world=3, timeout_s=30), timeout=60)
+            log(f"world 3 for a world-2 job: {out.strip()}")
+            check(rc == 1 and "HTTP 409" in out, "a connect whose world differs from the job's "
+                  "fails with the switch's 409 text (exit 1)")
+            check(job_qps(lab, JOB_INT32) == [], "the refused connects left no QP")
+
+            # 1. int32, bit-exact; rank 1 connects first and waits for the others.
+            t0 = time.monotonic()
+            jobs = [vms[0].start(worker_cmd(
+                lab, vms[0], 1, JOB_INT32,
+                f"--type int32 --input /root/{os.path.basename(inputs[0])} --output /tmp/int32.out"))]
+            qps = wait_until(lambda: job_qps(lab, JOB_INT32) or None, 60,
+                             "rank 1's QP in GET /api/v1/rdma/jobs/7")
+            log(f"job {JOB_INT32} with rank 1 alone: {json.dumps(qps)}")
+            check(len(qps) == 1 and qps[0].get("rank") == 1,
+                  "GET /api/v1/rdma/jobs/7 shows rank 1's QP while it waits for the others")
+            check(not jobs[0].done(), "rank 1 waits for the other ranks (no result without them)")
+            jobs += [vm.start(worker_cmd(
+                lab, vm, rank, JOB_INT32,
+                f"--type int32 --input /root/{os.path.basename(p)} --output /tmp/int32.out"))
+                for rank, (vm, p) in enumerate(zip(vms[1:], inputs[1:]), start=2)]
+            clean = QpCounters(lab)
+            clean.watch(jobs, "the int32 AllReduce")
+            res = wait_results(jobs, "int32")
+            int32_wall = time.monotonic() - t0
+            for vm in vms:
+                rc, out = vm.run("sha256sum /tmp/int32.out", check=True)
+                check(out.split()[0] == int32_sha,
+                      f"{vm.name}: int32 result bit-exact (sha256 {int32_sha[:16]}...)")
+            check(all(r[0]["chunks"] == ELEMENTS * 4 // CHUNK and r[0]["results"] == r[0]["chunks"]
+                      and r[0]["disconnect_error"] == "" for r in res),
+                  "int32: one result per chunk on every worker, and a clean DELETE")
+            check(wait_until(lambda: job_qps(lab, JOB_INT32) == [] or None, 30,
+                             "job 7's QPs gone after the DELETEs"), "the DELETEs tore the QPs down")
+
+            # 2. fp32, three AllReduces on one connection each.
+            t0 = time.monotonic()
+            jobs = [vm.start(worker_cmd(lab, vm, rank, JOB_FP32,
+                                        f"--type fp32 --elements {ELEMENTS} --seed 11 "
+                                        f"--iterations 3 --output /tmp/fp32.out"))
+                    for rank, vm in enumerate(vms, start=1)]
+            res = wait_results(jobs, "fp32")
+            fp32_wall = time.monotonic() - t0
+            chunks = ELEMENTS * 4 // CHUNK
+            check(all(len(r) == 3 and [i["first_seq"] for i in r] == [0, chunks, 2 * chunks] and
+                      all(i["verified"] and i["mismatches"] == 0 for i in r) for r in res),
+                  "fp32: 3 AllReduces per connection, session sequence 0, 1024, 2048, every "
+                  "one verified on both workers")
+            sums = {vm.run("sha256sum /tmp/fp32.out", check=True)[1].split()[0] for vm in vms}
+            check(len(sums) == 1, "fp32: every worker received the same result bytes")
+            t = clean.totals()
+            log("switch QP counters, int32 without loss: " + json.dumps(t))
+            n = WORLD * chunks
+            check(t.get("contributions") == n and t.get("results_sent") == n and
+                  t.get("acks_sent", 0) > 0 and t.get("acks_received", 0) > 0,
+                  f"the switch's QPs counted {n} contributions and {n} result WRITEs, ACKs sent "
+                  "and received")
+            job = rdma_job(lab, JOB_INT32)
+            check(job["results_completed"] >= chunks and job["results_released"] >= chunks,
+                  f"job 7 completed and released its {chunks} results")
+
+            # 3. int32 with 2 % loss both ways on vm0's link.
+            vms[0].netem("loss 2%", direction="both")
+            t0 = time.monotonic()
+            jobs = [vm.start(worker_cmd(
+                lab, vm, rank, JOB_LOSSY,
+                f"--type int32 --input /root/{os.path.basename(p)} --output /tmp/lossy.out"))
+                for rank, (vm, p) in enumerate(zip(vms, lossy_inputs), start=1)]
+            lossy = QpCounters(lab)
+            lossy.watch(jobs, "the int32 AllReduce under loss")
+            wait_results(jobs, "int32 under loss")
+            lossy_wall = time.monotonic() - t0
+            vms[0].netem(None, direction="both")
+            for vm in vms:
+                rc, out = vm.run("sha256sum /tmp/lossy.out", check=True)
+                check(out.split()[0] == lossy_sha,
+                      f"{vm.name}: int32 under 2 % loss bit-exact (sha256 {lossy_sha[:16]}...)")
+            t = lossy.totals()
+            log("switch QP counters, int32 under 2 % loss: " + json.dumps(t))
+            check(t.get("contributions") == n and
+                  t.get("retransmissions", 0) + t.get("duplicates", 0) + t.get("naks_sent", 0) > 0,
+                  f"under loss the switch still added exactly {n} contributions and counted the "
+                  "recovery (retransmissions, duplicates or NAKs)")
+
+            # 4. ordinary RoCE between the VMs while a job's connection is live: rank 1 connects
+            # and has its window of WRITEs at the switch (no result without the others), the VMs
+            # ping-pong over RC through the same switch, then ranks 2 and 3 complete the AllReduce.
+            first = vms[0].start(worker_cmd(lab, vms[0], 1, JOB_BESIDE,
+                                            f"--type fp32 --elements {ELEMENTS} --seed 12"))
+            wait_until(lambda: job_qps(lab, JOB_BESIDE) or None, 60, "rank 1's QP of job 10")
+            server = vms[0].start(f"ibv_rc_pingpong -d rxe0 -g {vms[0].gid_index} -n 200")
+            vms[0].wait_tcp_listen(timeout=60)
+            rc, out_c = vms[1].run(f"ibv_rc_pingpong -d rxe0 -g {vms[1].gid_index} -n 200 "
+                                   f"{vms[0].ip}", timeout=TIMEOUT_S)
+            rc_s, out_s = server.wait(60)
+            check(rc == 0 and rc_s == 0 and "200 iters" in out_c,
+                  "ibv_rc_pingpong between the VMs completes through the switch while a job's "
+                  f"connection is live (exits {rc}/{rc_s})\n{out_c}\n{out_s}")
+            check(not first.done() and len(job_qps(lab, JOB_BESIDE)) == 1,
+                  "rank 1 was connected and waiting throughout")
+            others = [vm.start(worker_cmd(lab, vm, rank, JOB_BESIDE,
+                                          f"--type fp32 --elements {ELEMENTS} --seed 12"))
+                      for rank, vm in enumerate(vms[1:], start=2)]
+            wait_results([first] + others, "fp32 around pingpong")
+
+            passed = lab.switch.metrics().get("inaswitch_rdma_packets_total", reason="passed")
+            log(f"RoCE packets not for the switch passed on: {passed:.0f}")
+            check(passed >= 400, "the switch passed the pingpong's RoCE packets on untouched "
+                  "(inaswitch_rdma_packets_total{reason=passed})")
+            log(f"timings: boot {lab.timings.get('boot_s', 0):.1f}s; int32 1 MiB x {WORLD}: "
+                f"{int32_wall:.2f}s wall; fp32 x 3: {fp32_wall:.2f}s; int32 under 2 % loss: "
+                f"{lossy_wall:.2f}s")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def main() -> int:
+    if os.geteuid() != 0:
+        # CI runs as root, where a skip counts as a failure; without root, say why and skip.
+        print("roce-vm-switch-allreduce needs root (namespaces, taps, qemu)", flush=True)
+        return 77
+    if len(sys.argv) != 3:
+        print(__doc__, file=sys.stderr)
+        return 2
+    start = time.monotonic()
+    try:
+        test(sys.argv[1], sys.argv[2])
+    except (TestFailure, ImageUnavailable) as e:
+        log(f"FAIL: {e}")
+        return 1
+    log(f"PASS ({time.monotonic() - start:.1f}s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,478 @@
+// SPDX-License-Identifier: Apache-2.0
+// The RoCEv2 server-to-switch stage (src/features/roce/datapath_roce.*) on mbufs through the
+// whole pipeline: contributions from two ranks aggregate into one result WRITE per rank with
+// the right sum, PSN and immediate; PSN gap, duplicate, bad ICRC, unknown QP, CE, result ACK,
+// result loss and retransmission, back-pressure and chained input.
+#include <cstring>
+#include <memory>
+
+#include "compile/snapshot_build.h"
+#include "config/config.h"
+#include "features/roce/compile_roce.h"
+#include "features/roce/config_roce.h"
+#include "features/roce/datapath_roce.h"
+#include "pipeline/feature_stages.h"
+#include "pipeline/pipeline.h"
+#include "roce/encode.h"
+#include "roce/icrc.h"
+#include "stage_util.h"
+
+namespace ina::test {
+namespace {
+
+namespace fr = features::roce;
+namespace rc = ina::roce;
+
+constexpr uint32_t kWorker1 = 0x0A000102;  // 10.0.1.2 on r0 (static neighbour)
+constexpr uint32_t kWorker2 = 0x0A000202;  // 10.0.2.2 on r1 (static neighbour)
+constexpr uint32_t kSwitch1 = 0x0A000101;
+constexpr uint32_t kSwitch2 = 0x0A000201;
+constexpr uint32_t kChunk = 64;            // 16 fp32
+constexpr uint32_t kWindow = 4;
+constexpr uint32_t kQpn1 = 0x100, kQpn2 = 0x101;
+constexpr uint32_t kWorkerQpn1 = 17, kWorkerQpn2 = 18;
+constexpr uint32_t kPsn1 = 1000, kPsn2 = 2000;
+constexpr uint32_t kSwitchPsn = 5000;
+constexpr uint64_t kResultAddr = 0x7f0000000000;
+
+std::string roce_yaml() {
+    return std::string(kStageYaml) + R"(rdma:
+  jobs:
+    - id: 7
+      world: 2
+      op: sum
+      dtype: fp32
+      chunk_bytes: 64
+      window: 4
+      pmtu: 1024
+      qps:
+        - {rank: 1, ip: 10.0.1.2, qpn: 17, psn: 1000, switch_qpn: 0x100, switch_psn: 5000,
+           result_addr: 0x7f0000000000, result_rkey: 0x1234, result_length: 1024}
+        - {rank: 2, ip: 10.0.2.2, qpn: 18, psn: 2000, switch_qpn: 0x101, switch_psn: 5000,
+           result_addr: 0x7f0000000000, result_rkey: 0x1234, result_length: 1024}
+)";
+}
+
+void register_once() {
+    static const bool ok = [] {
+        return config::register_section(fr::section_hooks()) &&
+               compile::register_extension(fr::compile_roce) &&
+               pipeline::register_feature(fr::kFeatureRoce, fr::stage());
+    }();
+    ASSERT_TRUE(ok);
+}
+
+// A frame as the switch's port sees it, parsed back: IPv4 addresses and the RoCE packet.
+struct Seen {
+    uint32_t src = 0, dst = 0;
+    uint8_t tos = 0;
+    rc::Packet p;
+    std::vector<uint8_t> payload;
+    bool icrc_ok = false;
+};
+
+class RoceSwitch : public StageTest {
+protected:
+    void SetUp() override {
+        register_once();
+        StageTest::SetUp();
+        ctx->pool = pool;
+        build(roce_yaml());
+        job = std::make_unique<fr::JobState>(
+            fr::JobParams{7, 2, reduce::Op::sum, reduce::ElemType::fp32, kChunk, kWindow});
+        qp1 = make_qp(1, kWorker1, kSwitch1, kWorkerQpn1, kPsn1, kQpn1);
+        qp2 = make_qp(2, kWorker2, kSwitch2, kWorkerQpn2, kPsn2, kQpn2);
+        attach(job.get(), 10, fr::job_state_id(7));
+        attach(qp1.get(), 11, fr::qp_state_id(kQpn1));
+        attach(qp2.get(), 12, fr::qp_state_id(kQpn2));
+        auto* view = static_cast<fr::RoceView*>(snap->feature_views[fr::kFeatureRoce].get());
+        ASSERT_NE(view, nullptr);
+        ASSERT_EQ(view->qps.size(), 2u);
+        view->qps[0].slot = 11;
+        view->qps[1].slot = 12;
+    }
+    void TearDown() override {
+        for (uint16_t s : {12, 11, 10}) {
+            pipeline::apply_command(*ctx, dp::Command{dp::CommandType::detach, fr::kFeatureRoce,
+                                                      s, ctx->feature_slots[s].id, nullptr});
+        }
+        StageTest::TearDown();
+    }
+
+    std::unique_ptr<fr::QpState> make_qp(uint16_t rank, uint32_t worker, uint32_t sw,
+                                         uint32_t wqpn, uint32_t wpsn, uint32_t sqpn) {
+        fr::QpParams p;
+        p.switch_qpn = sqpn;
+        p.switch_psn = kSwitchPsn;
+        p.switch_ip = sw;
+        p.worker_qpn = wqpn;
+        p.worker_psn = wpsn;
+        p.worker_ip = worker;
+        p.rank = rank;
+        p.pmtu = 1024;
+        p.result_addr = kResultAddr;
+        p.result_rkey = 0x1234;
+        p.result_length = 1024;
+        p.timeout = 10;  // 4.2 ms
+        p.area_addr = fr::kAreaAddr;
+        p.area_rkey = fr::kAreaRkey;
+        return std::make_unique<fr::QpState>(p, job.get());
+    }
+    void attach(fr::StateTag* state, uint16_t slot, uint32_t id) {
+        ASSERT_TRUE(pipeline::apply_command(
+            *ctx, dp::Command{dp::CommandType::attach, fr::kFeatureRoce, slot, id, state}));
+    }
+
+    // A worker's contribution: WRITE_ONLY_WITH_IMM of `values` for session sequence s.
+    Bytes contribution(uint16_t rank, uint32_t psn, uint32_t s, const std::vector<float>& values,
+                       uint8_t tos = 0x02, bool ack_req = true) {
+        const bool one = rank == 1;
+        rc::Ipv4Path path;
+        path.src_ip = one ? kWorker1 : kWorker2;
+        path.dst_ip = one ? kSwitch1 : kSwitch2;
+        path.dest_qp = one ? kQpn1 : kQpn2;
+        path.tos = tos;
+        rc::Transmit tx;
+        tx.opcode = rc::op::kWriteOnlyImm;
+        tx.psn = psn;
+        tx.ack_req = ack_req;
+        tx.has_reth = true;
+        tx.length = static_cast<uint32_t>(values.size() * 4);
+        tx.reth = {fr::kAreaAddr + (s % kWindow) * kChunk, fr::kAreaRkey, tx.length};
+        tx.has_imm = true;
+        tx.imm = s << 8 | 1;
+        return frame(one, path, [&](uint8_t* out, size_t cap) {
+            return rc::encode_write(out, cap, path, 1, tx,
+                                    reinterpret_cast<const uint8_t*>(values.data()));
+        });
+    }
+    // The worker's ACK of the switch's result PSN.
+    Bytes ack_of(uint16_t rank, uint32_t psn, uint8_t syndrome = rc::aeth::kAckUnlimited) {
+        const bool one = rank == 1;
+        rc::Ipv4Path path;
+        path.src_ip = one ? kWorker1 : kWorker2;
+        path.dst_ip = one ? kSwitch1 : kSwitch2;
+        path.dest_qp = one ? kQpn1 : kQpn2;
+        return frame(one, path, [&](uint8_t* out, size_t cap) {
+            return rc::encode_ack(out, cap, path, 1, rc::Reply{syndrome, psn, 1});
+        });
+    }
+    template <typename Encode>
+    Bytes frame(bool one, const rc::Ipv4Path&, Encode encode) {
+        std::vector<uint8_t> buf(2048);
+        const rte_ether_addr dst = port_mac(one ? kR0 : kR1);
+        const rte_ether_addr src = one ? kNbR0Gw : kNbR1Gw;
+        size_t l2 = rc::write_ethernet(buf.data(), buf.size(), dst.addr_bytes, src.addr_bytes);
+        size_t l3 = encode(buf.data() + l2, buf.size() - l2);
+        buf.resize(l2 + l3);
+        return Bytes(buf.begin(), buf.end());
+    }
+
+    void run(const std::vector<rte_mbuf*>& ms) {
+        std::vector<rte_mbuf*> v = ms;
+        pipeline::process_burst(*ctx, *snap, v.data(), static_cast<uint16_t>(v.size()));
+    }
+    void send(const Bytes& f, uint16_t port) { run({mbuf(f, port)}); }
+
+    // Everything sent on `port`, parsed.
+    std::vector<Seen> seen(uint16_t port) {
+        std::vector<Seen> out;
+        for (rte_mbuf* m : take_tx(port)) {
+            const Bytes b = bytes_of(m);
+            rte_pktmbuf_free(m);
+            Seen s;
+            const uint8_t* ip = b.data() + 14;
+            s.tos = ip[1];
+            s.src = static_cast<uint32_t>(ip[12]) << 24 | ip[13] << 16 | ip[14] << 8 | ip[15];
+            s.dst = static_cast<uint32_t>(ip[16]) << 24 | ip[17] << 16 | ip[18] << 8 | ip[19];
+            const size_t ip_len = static_cast<size_t>(ip[2]) << 8 | ip[3];
+            const auto parsed = rc::parse(ip + 28, ip_len - 28);
+            EXPECT_TRUE(parsed.packet.has_value());
+            if (!parsed.packet) {
+                continue;
+            }
+            s.p = *parsed.packet;
+            s.payload.assign(ip + 28 + s.p.header_bytes,
+                             ip + 28 + s.p.header_bytes + s.p.payload_bytes);
+            s.icrc_ok = rc::icrc(ip, ip_len) == s.p.icrc;
+            out.push_back(s);
+        }
+        return out;
+    }
+    static std::vector<float> floats(const std::vector<uint8_t>& b) {
+        std::vector<float> v(b.size() / 4);
+        std::memcpy(v.data(), b.data(), v.size() * 4);
+        return v;
+    }
+    static std::vector<float> fill(float base) {
+        std::vector<float> v(kChunk / 4);
+        for (size_t i = 0; i < v.size(); ++i) {
+            v[i] = base + static_cast<float>(i);
+        }
+        return v;
+    }
+    uint64_t lcore(fr::LcoreCounter c) const {
+        return ctx->feature_counters[fr::kFeatureRoce][static_cast<size_t>(c)];
+    }
+    void advance_ms(uint64_t ms) {
+        ctx->now_tsc += ms * ctx->tsc_hz / 1000;
+        pipeline::service_timers(*ctx, *snap);
+    }
+
+    std::unique_ptr<fr::JobState> job;
+    std::unique_ptr<fr::QpState> qp1, qp2;
+};
+
+TEST_F(RoceSwitch, InOrderWritesFromTwoRanksGiveOneResultPerRank) {
+    for (uint32_t s = 0; s < 2; ++s) {
+        send(contribution(1, kPsn1 + s, s, fill(static_cast<float>(s))), kR0);
+        auto r0 = seen(kR0);
+        ASSERT_EQ(r0.size(), 1u) << "rank 1's contribution is ACKed, nothing else yet";
+        EXPECT_EQ(r0[0].p.bth.opcode, rc::op::kAcknowledge);
+        EXPECT_EQ(r0[0].p.bth.psn, kPsn1 + s);
+        EXPECT_EQ(r0[0].p.bth.dest_qp, kWorkerQpn1);
+        EXPECT_EQ(r0[0].src, kSwitch1);
+        EXPECT_TRUE(r0[0].icrc_ok);
+
+        send(contribution(2, kPsn2 + s, s, fill(100.0f)), kR1);
+        for (const uint16_t port : {kR0, kR1}) {
+            auto out = seen(port);
+            const Seen* result = nullptr;
+            for (const auto& x : out) {
+                if (x.p.bth.opcode == rc::op::kWriteOnlyImm) {
+                    EXPECT_EQ(result, nullptr) << "one result per rank";
+                    result = &x;
+                }
+            }
+            ASSERT_NE(result, nullptr) << "port " << port;
+            EXPECT_EQ(result->p.bth.psn, kSwitchPsn + s) << "the switch's send PSNs run on";
+            EXPECT_EQ(result->p.bth.dest_qp, port == kR0 ? kWorkerQpn1 : kWorkerQpn2);
+            EXPECT_EQ(result->p.imm, s << 8 | 2) << "session sequence and world";
+            EXPECT_EQ(result->p.reth.va, kResultAddr + s * kChunk);
+            EXPECT_EQ(result->p.reth.rkey, 0x1234u);
+            EXPECT_TRUE(result->icrc_ok);
+            const auto sum = floats(result->payload);
+            ASSERT_EQ(sum.size(), kChunk / 4);
+            for (size_t i = 0; i < sum.size(); ++i) {
+                EXPECT_EQ(sum[i], static_cast<float>(s) + 100.0f + 2.0f * static_cast<float>(i));
+            }
+        }
+    }
+    EXPECT_EQ(qp1->counters.contributions, 2u);
+    EXPECT_EQ(qp2->counters.results_sent, 2u);
+}
+
+TEST_F(RoceSwitch, PsnGapGivesExactlyOneNakSequence) {
+    send(contribution(1, kPsn1 + 1, 1, fill(1)), kR0);
+    send(contribution(1, kPsn1 + 2, 2, fill(1)), kR0);
+    auto out = seen(kR0);
+    ASSERT_EQ(out.size(), 1u) << "one NAK per gap, the next packet of the gap is dropped";
+    EXPECT_EQ(out[0].p.bth.opcode, rc::op::kAcknowledge);
+    EXPECT_EQ(out[0].p.aeth.syndrome, rc::aeth::kNakPsnSequence);
+    EXPECT_EQ(out[0].p.bth.psn, kPsn1);
+    EXPECT_EQ(qp1->counters.naks_sent, 1u);
+    EXPECT_EQ(job->table.in_use(), 0u) << "nothing out of order was added";
+}
+
+TEST_F(RoceSwitch, DuplicateIsReAckedAndNotAddedTwice) {
+    const Bytes c = contribution(1, kPsn1, 0, fill(1));
+    send(c, kR0);
+    send(c, kR0);
+    auto out = seen(kR0);
+    ASSERT_EQ(out.size(), 2u);
+    EXPECT_EQ(out[1].p.aeth.syndrome, rc::aeth::kAckUnlimited);
+    EXPECT_EQ(out[1].p.bth.psn, kPsn1);
+    EXPECT_EQ(qp1->counters.duplicates, 1u);
+    EXPECT_EQ(qp1->counters.contributions, 1u);
+    send(contribution(2, kPsn2, 0, fill(0)), kR1);
+    for (const auto& x : seen(kR1)) {
+        if (x.p.bth.opcode == rc::op::kWriteOnlyImm) {
+            EXPECT_EQ(floats(x.payload)[3], 2.0f * 3.0f + 1.0f) << "rank 1 counted once";
+        }
+    }
+    free_mbufs(take_tx(kR0));
+}
+
+TEST_F(RoceSwitch, BadIcrcIsDroppedAndCounted) {
+    Bytes c = contribution(1, kPsn1, 0, fill(1));
+    c[c.size() - 10] ^= 0x01;  // a payload bit
+    send(c, kR0);
+    EXPECT_EQ(total_tx(), 0u);
+    EXPECT_EQ(qp1->counters.icrc_errors, 1u);
+    EXPECT_EQ(lcore(fr::LcoreCounter::icrc_error), 1u);
+    EXPECT_EQ(qp1->responder.expected_psn(), kPsn1);
+}
+
+TEST_F(RoceSwitch, UnknownQpAndCmAreDroppedAndCounted) {
+    Bytes c = contribution(1, kPsn1, 0, fill(1));
+    // Rewrite DestQP (BTH bytes 5..7 after Eth 14 + IP 20 + UDP 8) and recompute the ICRC.
+    c[14 + 28 + 7] = 0x55;
+    rc::write_icrc(c.data() + c.size(), rc::icrc(c.data() + 14, c.size() - 14));
+    send(c, kR0);
+    c[14 + 28 + 5] = 0;
+    c[14 + 28 + 6] = 0;
+    c[14 + 28 + 7] = 1;
+    send(c, kR0);
+    EXPECT_EQ(total_tx(), 0u);
+    EXPECT_EQ(lcore(fr::LcoreCounter::unknown_qp), 1u);
+    EXPECT_EQ(lcore(fr::LcoreCounter::cm_unsupported), 1u);
+}
+
+TEST_F(RoceSwitch, CeMarkedContributionEarnsOneCnp) {
+    send(contribution(1, kPsn1, 0, fill(1), 0x03), kR0);
+    send(contribution(1, kPsn1 + 1, 1, fill(1), 0x03), kR0);  // within the CNP interval
+    int cnps = 0;
+    for (const auto& x : seen(kR0)) {
+        if (x.p.bth.opcode == rc::op::kCnp) {
+            ++cnps;
+            EXPECT_EQ(x.p.bth.dest_qp, kWorkerQpn1);
+            EXPECT_TRUE(x.p.bth.becn);
+            EXPECT_TRUE(x.icrc_ok);
+        }
+    }
+    EXPECT_EQ(cnps, 1);
+    EXPECT_EQ(qp1->counters.cnps_sent, 1u);
+}
+
+TEST_F(RoceSwitch, AckOfEveryRankReleasesTheSlot) {
+    send(contribution(1, kPsn1, 0, fill(1)), kR0);
+    send(contribution(2, kPsn2, 0, fill(1)), kR1);
+    free_mbufs(take_tx(kR0));
+    free_mbufs(take_tx(kR1));
+    EXPECT_EQ(job->table.in_use(), 1u) << "the result is kept until acknowledged";
+    send(ack_of(1, kSwitchPsn), kR0);
+    EXPECT_EQ(job->table.in_use(), 1u) << "rank 2 has not acknowledged";
+    send(ack_of(2, kSwitchPsn), kR1);
+    EXPECT_EQ(job->table.in_use(), 0u);
+    EXPECT_EQ(job->results_released, 1u);
+    EXPECT_EQ(qp1->counters.acks_received, 1u);
+}
+
+TEST_F(RoceSwitch, LostResultIsRetransmittedAfterTheTimeout) {
+    send(contribution(1, kPsn1, 0, fill(1)), kR0);
+    send(contribution(2, kPsn2, 0, fill(2)), kR1);
+    free_mbufs(take_tx(kR0));  // rank 1's result is lost
+    send(ack_of(2, kSwitchPsn), kR1);
+    free_mbufs(take_tx(kR1));
+    advance_ms(1);
+    EXPECT_EQ(tx_count(kR0), 0u) << "not before the ACK timeout (4.2 ms)";
+    advance_ms(10);
+    auto out = seen(kR0);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].p.bth.opcode, rc::op::kWriteOnlyImm);
+    EXPECT_EQ(out[0].p.bth.psn, kSwitchPsn);
+    EXPECT_EQ(floats(out[0].payload)[0], 3.0f);
+    EXPECT_EQ(qp1->counters.retransmissions, 1u);
+    EXPECT_EQ(tx_count(kR1), 0u) << "rank 2 acknowledged: nothing again";
+}
+
+TEST_F(RoceSwitch, BusySlotGivesRnrNak) {
+    send(contribution(1, kPsn1, 0, fill(1)), kR0);
+    send(contribution(2, kPsn2, 0, fill(1)), kR1);  // complete, kept until acknowledged
+    free_mbufs(take_tx(kR0));
+    free_mbufs(take_tx(kR1));
+    // s = window maps to the same slot, which still holds s = 0.
+    for (uint32_t s = 1; s < kWindow; ++s) {
+        send(contribution(1, kPsn1 + s, s, fill(1)), kR0);
+    }
+    free_mbufs(take_tx(kR0));
+    send(contribution(1, kPsn1 + kWindow, kWindow, fill(1)), kR0);
+    auto out = seen(kR0);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(rc::aeth::kind(out[0].p.aeth.syndrome), rc::aeth::Kind::rnr_nak);
+    EXPECT_EQ(out[0].p.bth.psn, kPsn1 + kWindow);
+    EXPECT_EQ(qp1->counters.rnr_naks_sent, 1u);
+    EXPECT_EQ(qp1->responder.expected_psn(), kPsn1 + kWindow) << "nothing advanced";
+}
+
+TEST_F(RoceSwitch, ChainedContributionAggregates) {
+    const Bytes c1 = contribution(1, kPsn1, 0, fill(1));
+    run({chained(c1, kR0, {20, 40, 13})});
+    send(contribution(2, kPsn2, 0, fill(1)), kR1);
+    bool got = false;
+    for (const auto& x : seen(kR1)) {
+        if (x.p.bth.opcode == rc::op::kWriteOnlyImm) {
+            got = true;
+            EXPECT_EQ(floats(x.payload)[5], 12.0f);
+        }
+    }
+    EXPECT_TRUE(got);
+    free_mbufs(take_tx(kR0));
+}
+
+TEST_F(RoceSwitch, RoceBetweenOtherHostsPassesUntouched) {
+    Bytes c = contribution(1, kPsn1, 0, fill(1));
+    // To 10.0.2.7 (a learned host on r1) instead of the switch: routed, not terminated.
+    c[14 + 16] = 10, c[14 + 17] = 0, c[14 + 18] = 2, c[14 + 19] = 7;
+    uint16_t sum = 0;
+    c[14 + 10] = 0, c[14 + 11] = 0;
+    uint32_t acc = 0;
+    for (size_t i = 0; i < 20; i += 2) {
+        acc += static_cast<uint32_t>(c[14 + i]) << 8 | c[14 + i + 1];
+    }
+    while (acc >> 16) {
+        acc = (acc & 0xFFFF) + (acc >> 16);
+    }
+    sum = static_cast<uint16_t>(~acc);
+    c[14 + 10] = static_cast<uint8_t>(sum >> 8), c[14 + 11] = static_cast<uint8_t>(sum);
+    send(c, kR0);
+    EXPECT_EQ(tx_count(kR1), 1u);
+    EXPECT_EQ(lcore(fr::LcoreCounter::passed), 1u);
+    EXPECT_EQ(qp1->counters.packets_in, 0u);
+}
+
+TEST_F(RoceSwitch, PacketOnAnotherLcoreIsHandedToTheJobsHome) {
+    rte_ring* to_home = rte_ring_create(("rh" + std::to_string(unique_id())).c_str(), 64,
+                                        SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+    ASSERT_NE(to_home, nullptr);
+    ctx->n_workers = 2;
+    ctx->worker_index = 1;  // the job's home is worker 0 (the view's home)
+    ctx->handoff[0] = to_home;
+    send(contribution(1, kPsn1, 0, fill(1)), kR0);
+    EXPECT_EQ(total_tx(), 0u);
+    EXPECT_EQ(lcore(fr::LcoreCounter::handed_off), 1u);
+    EXPECT_EQ(qp1->counters.packets_in, 0u) << "the home lcore counts it";
+    rte_mbuf* m = nullptr;
+    ASSERT_EQ(rte_ring_sc_dequeue(to_home, reinterpret_cast<void**>(&m)), 0);
+    ctx->worker_index = 0;
+    ctx->handoff[0] = nullptr;
+    run({m});
+    auto out = seen(kR0);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].p.bth.psn, kPsn1) << "the home lcore took and ACKed it";
+    EXPECT_EQ(qp1->counters.contributions, 1u);
+    rte_ring_free(to_home);
+}
+
+// The `rdma:` section through the loader: errors name file:line:col, nothing half-loaded.
+TEST(RoceConfig, ErrorsNameTheirPlace) {
+    register_once();
+    const std::string base = std::string(kStageYaml) + "rdma:\n  jobs:\n";
+    auto r = config::load_string(
+        base + "    - {id: 7, world: 2, chunk_bytes: 2048, pmtu: 1024}\n", "t.yaml");
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error_text().find("chunk_bytes 2048 is above pmtu 1024"), std::string::npos)
+        << r.error_text();
+    EXPECT_NE(r.error_text().find("t.yaml:"), std::string::npos);
+    r = config::load_string(base + "    - {id: 7, world: 2, windw: 8}\n", "t.yaml");
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error_text().find("unknown key 'windw'"), std::string::npos) << r.error_text();
+    r = config::load_string(base + "    - {id: 7, world: 2, window: 12}\n", "t.yaml");
+    EXPECT_NE(r.error_text().find("power of two"), std::string::npos) << r.error_text();
+    r = config::load_string(
+        base + "    - id: 7\n      world: 2\n      qps:\n"
+               "        - {rank: 3, ip: 192.0.2.1, qpn: 5, psn: 0, switch_qpn: 0x100,\n"
+               "           switch_psn: 0, result_addr: 0, result_rkey: 1, result_length: 4096}\n",
+        "t.yaml");
+    EXPECT_NE(r.error_text().find("above the world"), std::string::npos) << r.error_text();
+    EXPECT_NE(r.error_text().find("on no port's subnet"), std::string::npos) << r.error_text();
+    r = config::load_string(base + "    - {id: 7, world: 2}\n", "t.yaml");
+    ASSERT_TRUE(r.ok()) << r.error_text();
+    const auto* rdma = fr::rdma_of(*r.config);
+    ASSERT_NE(rdma, nullptr);
+    EXPECT_EQ(rdma->jobs[0].window, 64u);
+    EXPECT_EQ(rdma->jobs[0].chunk_bytes, 1024u);
+}
+
+}  // namespace
+}  // namespace ina::test
