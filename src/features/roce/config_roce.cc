@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "features/roce/config_roce.h"
 
+#include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
 #include <charconv>
@@ -231,10 +232,32 @@ void validate_section(Reader& r, const config::Config& c, const void* section) {
     }
 }
 
+std::string section_json(const void* section) {
+    const auto& rdma = *static_cast<const RdmaConfig*>(section);
+    nlohmann::json jobs = nlohmann::json::array();
+    for (const auto& j : rdma.jobs) {
+        nlohmann::json qps = nlohmann::json::array();
+        for (const auto& q : j.qps) {
+            qps.push_back({{"rank", q.rank}, {"ip", net::Ipv4Addr{q.ip}.str()}, {"qpn", q.qpn},
+                           {"psn", q.psn}, {"switch_qpn", q.switch_qpn},
+                           {"switch_psn", q.switch_psn}, {"result_addr", q.result_addr},
+                           {"result_rkey", q.result_rkey}, {"result_length", q.result_length},
+                           {"timeout", q.timeout}, {"retry_cnt", q.retry_cnt},
+                           {"rnr_retry", q.rnr_retry}});
+        }
+        jobs.push_back({{"id", j.id}, {"mode", "server-to-switch"}, {"world", j.world},
+                        {"op", std::string(reduce::to_string(j.op))},
+                        {"dtype", std::string(reduce::to_string(j.dtype))},
+                        {"chunk_bytes", j.chunk_bytes}, {"window", j.window}, {"pmtu", j.pmtu},
+                        {"qps", qps}});
+    }
+    return nlohmann::json{{"jobs", jobs}}.dump();
+}
+
 }  // namespace
 
 config::SectionHooks section_hooks() {
-    return config::SectionHooks{kSectionKey, parse_section, validate_section};
+    return config::SectionHooks{kSectionKey, parse_section, validate_section, section_json};
 }
 
 bool same_job(const JobConfig& a, const JobConfig& b) {
