@@ -90,6 +90,20 @@ void read_ip(Reader& r, const YAML::Node& map, const std::string& where, uint32_
     });
 }
 
+// The worker's side of a QP, as a static `qps` entry and a connect request both give it.
+void read_worker_side(Reader& r, const YAML::Node& n, const std::string& where, QpConfig& q) {
+    field(r, n, "rank", where, q.rank, 1, kMaxWorld, true);
+    read_ip(r, n, where, q.ip);
+    field(r, n, "qpn", where, q.qpn, 2, 0xFFFFFF, true);
+    field(r, n, "psn", where, q.psn, 0, 0xFFFFFF, true);
+    field(r, n, "result_addr", where, q.result_addr, 0, UINT64_MAX, true);
+    field(r, n, "result_rkey", where, q.result_rkey, 0, UINT32_MAX, true);
+    field(r, n, "result_length", where, q.result_length, 1, UINT32_MAX, true);
+    field(r, n, "timeout", where, q.timeout, 0, 31, false);
+    field(r, n, "retry_cnt", where, q.retry_cnt, 0, 7, false);
+    field(r, n, "rnr_retry", where, q.rnr_retry, 0, 7, false);
+}
+
 void read_qp(Reader& r, const YAML::Node& n, QpConfig& q) {
     q.mark = config::mark_of(n);
     const std::string where = "an rdma QP";
@@ -100,18 +114,9 @@ void read_qp(Reader& r, const YAML::Node& n, QpConfig& q) {
                  {"rank", "ip", "qpn", "psn", "switch_qpn", "switch_psn", "result_addr",
                   "result_rkey", "result_length", "timeout", "retry_cnt", "rnr_retry"},
                  where);
-    field(r, n, "rank", where, q.rank, 1, kMaxWorld, true);
-    read_ip(r, n, where, q.ip);
-    field(r, n, "qpn", where, q.qpn, 2, 0xFFFFFF, true);
-    field(r, n, "psn", where, q.psn, 0, 0xFFFFFF, true);
+    read_worker_side(r, n, where, q);
     field(r, n, "switch_qpn", where, q.switch_qpn, 2, 0xFFFFFF, true);
     field(r, n, "switch_psn", where, q.switch_psn, 0, 0xFFFFFF, true);
-    field(r, n, "result_addr", where, q.result_addr, 0, UINT64_MAX, true);
-    field(r, n, "result_rkey", where, q.result_rkey, 0, UINT32_MAX, true);
-    field(r, n, "result_length", where, q.result_length, 1, UINT32_MAX, true);
-    field(r, n, "timeout", where, q.timeout, 0, 31, false);
-    field(r, n, "retry_cnt", where, q.retry_cnt, 0, 7, false);
-    field(r, n, "rnr_retry", where, q.rnr_retry, 0, 7, false);
 }
 
 // The job's own limits, once its fields are read (errors at the job's mark).
@@ -296,16 +301,7 @@ ConnectParse parse_connect(const std::string& text, const std::string& source_na
     ConnectRequest c;
     QpConfig& q = c.qp;
     q.from_api = true;
-    field(r, n, "rank", where, q.rank, 1, kMaxWorld, true);
-    field(r, n, "qpn", where, q.qpn, 2, 0xFFFFFF, true);
-    field(r, n, "psn", where, q.psn, 0, 0xFFFFFF, true);
-    read_ip(r, n, where, q.ip);
-    field(r, n, "result_addr", where, q.result_addr, 0, UINT64_MAX, true);
-    field(r, n, "result_rkey", where, q.result_rkey, 0, UINT32_MAX, true);
-    field(r, n, "result_length", where, q.result_length, 1, UINT32_MAX, true);
-    field(r, n, "timeout", where, q.timeout, 0, 31, false);
-    field(r, n, "retry_cnt", where, q.retry_cnt, 0, 7, false);
-    field(r, n, "rnr_retry", where, q.rnr_retry, 0, 7, false);
+    read_worker_side(r, n, where, q);
     field(r, n, "pmtu", where, c.pmtu, 256, 4096, true);
     field(r, n, "chunk_bytes", where, c.chunk_bytes, 4, 4096, true);
     field(r, n, "window", where, c.window, 1, kMaxWindow, true);
