@@ -1484,6 +1484,17 @@ bool register_section(const SectionHooks& hooks) {
     return true;
 }
 
+std::vector<std::pair<std::string, std::string>> sections_json(const Config& c) {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const auto& h : section_registry()) {
+        auto it = c.sections.find(std::string_view(h.key));
+        if (h.to_json != nullptr && it != c.sections.end()) {
+            out.emplace_back(h.key, h.to_json(it->second.get()));
+        }
+    }
+    return out;
+}
+
 std::vector<Error> validate(const Config& cfg) {
     std::vector<Error> errors;
     Reader r(cfg.source.empty() ? "api" : cfg.source, errors);

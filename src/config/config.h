@@ -367,7 +367,11 @@ struct SectionHooks {
     const char* key = nullptr;
     std::shared_ptr<const void> (*parse)(Reader& r, const YAML::Node& value) = nullptr;
     void (*validate)(Reader& r, const Config& cfg, const void* section) = nullptr;  // optional
+    // The section as JSON text the loader reads back to the same value (GET /api/v1/config).
+    std::string (*to_json)(const void* section) = nullptr;  // optional
 };
+// (key, JSON text) of every section of `c` whose hooks render it.
+std::vector<std::pair<std::string, std::string>> sections_json(const Config& c);
 // False if the key is taken (a built-in or registered section) or a hook is missing.
 bool register_section(const SectionHooks& hooks);
 

@@ -214,6 +214,16 @@ json to_json(const config::Config& c) {
             {"control", control_json(c.control)}};
 }
 
+// The whole running config: the built-in sections, then every feature section that can render
+// itself (SectionHooks::to_json), so a GET put back by PUT keeps them.
+json config_json(const config::Config& c) {
+    json out = to_json(c);
+    for (const auto& [key, text] : config::sections_json(c)) {
+        out[key] = json::parse(text);
+    }
+    return out;
+}
+
 std::vector<RouteInstaller>& route_installers() {
     static std::vector<RouteInstaller> fns;
     return fns;
@@ -673,7 +683,7 @@ void ApiServer::Impl::install_routes(httplib::Server& s) {
                {"reloads", {{"ok", st.control.reloads_ok}, {"failed", st.control.reloads_failed}}}});
     });
     s.Get("/api/v1/config", [this](const httplib::Request&, httplib::Response& res) {
-        reply(res, 200, to_json(control_.running_config()));
+        reply(res, 200, config_json(control_.running_config()));
     });
     s.Put("/api/v1/config", [this](const httplib::Request& req, httplib::Response& res) {
         reply_result(res, control_.apply_yaml(req.body, "api"));

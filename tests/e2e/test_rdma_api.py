@@ -7,13 +7,14 @@ switch's QPN, PSN, the address of the port facing the worker (and its GID), the 
 contribution area and the PMTU; the same rank again is 409, differing job parameters or a
 chunk above the PMTU 409, an unknown job 404, a malformed body 400, a connect beyond the QP
 resources 503. GET /api/v1/rdma/jobs/7 lists the QPs; DELETE tears a rank's QP down (204, then
-404) and the rank connects again. Connecting never touches job 8's QPs, and /metrics has
-per-QP series with labels job and rank.
+404) and the rank connects again. Connecting never touches job 8's QPs; GET /api/v1/config
+shows the rdma section and PUT back keeps it; /metrics has per-QP series with labels job and
+rank.
 """
 
 import json
 
-from testbed import check, main, two_subnets
+from testbed import check, main, to_yaml, two_subnets
 
 
 def connect_body(rank: int, ip: str, **over) -> dict:
@@ -83,6 +84,17 @@ def test(exe: str) -> None:
         check(status == 404, f"DELETE rank 1 again: 404 ({status})")
         status, text = tb.http("POST", "/api/v1/rdma/jobs/7/connect", connect_body(1, h1.ip))
         check(status == 200, f"rank 1 connects again: HTTP {status} {text.strip()}")
+
+        # The running config shows the rdma section (API QPs included) and PUT back keeps it.
+        cfg = tb.api_json("GET", "/api/v1/config")
+        jobs = {j["id"]: j for j in cfg["rdma"]["jobs"]}
+        check(sorted(q["rank"] for q in jobs[7]["qps"]) == [1, 2] and len(jobs[8]["qps"]) == 60,
+              "GET /api/v1/config lists the rdma jobs and their QPs")
+        status, text = tb.http("PUT", "/api/v1/config", to_yaml(cfg))
+        check(status == 200, f"the running config PUT back: {status} {text.strip()}")
+        again = tb.api_json("GET", "/api/v1/rdma/jobs/7")
+        check(sorted(q["qpn"] for q in again["qps"]) == sorted([r1["qpn"], r2["qpn"]]),
+              "the QPs survive the PUT of the same config")
 
         m = tb.metrics()
         check(m.get("inaswitch_rdma_qp_state", job="7", rank="2", qpn=str(r2["qpn"])) == 0,

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "features/roce/config_roce.h"
 
+#include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
 #include <charconv>
@@ -89,6 +90,20 @@ void read_ip(Reader& r, const YAML::Node& map, const std::string& where, uint32_
     });
 }
 
+// The worker's side of a QP, as a static `qps` entry and a connect request both give it.
+void read_worker_side(Reader& r, const YAML::Node& n, const std::string& where, QpConfig& q) {
+    field(r, n, "rank", where, q.rank, 1, kMaxWorld, true);
+    read_ip(r, n, where, q.ip);
+    field(r, n, "qpn", where, q.qpn, 2, 0xFFFFFF, true);
+    field(r, n, "psn", where, q.psn, 0, 0xFFFFFF, true);
+    field(r, n, "result_addr", where, q.result_addr, 0, UINT64_MAX, true);
+    field(r, n, "result_rkey", where, q.result_rkey, 0, UINT32_MAX, true);
+    field(r, n, "result_length", where, q.result_length, 1, UINT32_MAX, true);
+    field(r, n, "timeout", where, q.timeout, 0, 31, false);
+    field(r, n, "retry_cnt", where, q.retry_cnt, 0, 7, false);
+    field(r, n, "rnr_retry", where, q.rnr_retry, 0, 7, false);
+}
+
 void read_qp(Reader& r, const YAML::Node& n, QpConfig& q) {
     q.mark = config::mark_of(n);
     const std::string where = "an rdma QP";
@@ -99,18 +114,9 @@ void read_qp(Reader& r, const YAML::Node& n, QpConfig& q) {
                  {"rank", "ip", "qpn", "psn", "switch_qpn", "switch_psn", "result_addr",
                   "result_rkey", "result_length", "timeout", "retry_cnt", "rnr_retry"},
                  where);
-    field(r, n, "rank", where, q.rank, 1, kMaxWorld, true);
-    read_ip(r, n, where, q.ip);
-    field(r, n, "qpn", where, q.qpn, 2, 0xFFFFFF, true);
-    field(r, n, "psn", where, q.psn, 0, 0xFFFFFF, true);
+    read_worker_side(r, n, where, q);
     field(r, n, "switch_qpn", where, q.switch_qpn, 2, 0xFFFFFF, true);
     field(r, n, "switch_psn", where, q.switch_psn, 0, 0xFFFFFF, true);
-    field(r, n, "result_addr", where, q.result_addr, 0, UINT64_MAX, true);
-    field(r, n, "result_rkey", where, q.result_rkey, 0, UINT32_MAX, true);
-    field(r, n, "result_length", where, q.result_length, 1, UINT32_MAX, true);
-    field(r, n, "timeout", where, q.timeout, 0, 31, false);
-    field(r, n, "retry_cnt", where, q.retry_cnt, 0, 7, false);
-    field(r, n, "rnr_retry", where, q.rnr_retry, 0, 7, false);
 }
 
 // The job's own limits, once its fields are read (errors at the job's mark).
@@ -231,10 +237,32 @@ void validate_section(Reader& r, const config::Config& c, const void* section) {
     }
 }
 
+std::string section_json(const void* section) {
+    const auto& rdma = *static_cast<const RdmaConfig*>(section);
+    nlohmann::json jobs = nlohmann::json::array();
+    for (const auto& j : rdma.jobs) {
+        nlohmann::json qps = nlohmann::json::array();
+        for (const auto& q : j.qps) {
+            qps.push_back({{"rank", q.rank}, {"ip", net::Ipv4Addr{q.ip}.str()}, {"qpn", q.qpn},
+                           {"psn", q.psn}, {"switch_qpn", q.switch_qpn},
+                           {"switch_psn", q.switch_psn}, {"result_addr", q.result_addr},
+                           {"result_rkey", q.result_rkey}, {"result_length", q.result_length},
+                           {"timeout", q.timeout}, {"retry_cnt", q.retry_cnt},
+                           {"rnr_retry", q.rnr_retry}});
+        }
+        jobs.push_back({{"id", j.id}, {"mode", "server-to-switch"}, {"world", j.world},
+                        {"op", std::string(reduce::to_string(j.op))},
+                        {"dtype", std::string(reduce::to_string(j.dtype))},
+                        {"chunk_bytes", j.chunk_bytes}, {"window", j.window}, {"pmtu", j.pmtu},
+                        {"qps", qps}});
+    }
+    return nlohmann::json{{"jobs", jobs}}.dump();
+}
+
 }  // namespace
 
 config::SectionHooks section_hooks() {
-    return config::SectionHooks{kSectionKey, parse_section, validate_section};
+    return config::SectionHooks{kSectionKey, parse_section, validate_section, section_json};
 }
 
 bool same_job(const JobConfig& a, const JobConfig& b) {
@@ -273,16 +301,7 @@ ConnectParse parse_connect(const std::string& text, const std::string& source_na
     ConnectRequest c;
     QpConfig& q = c.qp;
     q.from_api = true;
-    field(r, n, "rank", where, q.rank, 1, kMaxWorld, true);
-    field(r, n, "qpn", where, q.qpn, 2, 0xFFFFFF, true);
-    field(r, n, "psn", where, q.psn, 0, 0xFFFFFF, true);
-    read_ip(r, n, where, q.ip);
-    field(r, n, "result_addr", where, q.result_addr, 0, UINT64_MAX, true);
-    field(r, n, "result_rkey", where, q.result_rkey, 0, UINT32_MAX, true);
-    field(r, n, "result_length", where, q.result_length, 1, UINT32_MAX, true);
-    field(r, n, "timeout", where, q.timeout, 0, 31, false);
-    field(r, n, "retry_cnt", where, q.retry_cnt, 0, 7, false);
-    field(r, n, "rnr_retry", where, q.rnr_retry, 0, 7, false);
+    read_worker_side(r, n, where, q);
     field(r, n, "pmtu", where, c.pmtu, 256, 4096, true);
     field(r, n, "chunk_bytes", where, c.chunk_bytes, 4, 4096, true);
     field(r, n, "window", where, c.window, 1, kMaxWindow, true);
