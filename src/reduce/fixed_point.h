@@ -70,8 +70,11 @@ struct FixedKernels {
     DequantizeFn dequantize = nullptr;
 };
 
-// The kernels for float type t (nullptrs for the integer types).
+// The kernels for float type t (nullptrs for the integer types), for the process's ISA
+// (kernels().isa: fp32 quantizes with AVX-512F there) or a given one (tests; capped to the CPU).
+// Every ISA's results are bit-identical.
 const FixedKernels& fixed_kernels(ElemType t);
+const FixedKernels& fixed_kernels(ElemType t, Isa isa);
 
 // int64 partials on the wire (little-endian): copy in, add (NaN sticky, wrapping, so a corrupt
 // partial cannot cause UB), copy out.
