@@ -111,6 +111,7 @@ public:
             // Honest (never beyond worker_window), unless the root caches results: then within
             // the cache's bound (docs/protocol.md, window rules).
             const bool beyond = cache == 2 || (cache == 1 && w == 0);
+            beyond_window_ |= beyond;
             worker_[w].window = 1 + in.byte() % (beyond ? 2 * proof : proof);
         }
         // Only this lane's chunks exist here (the pipeline hands the others to their lanes).
@@ -141,14 +142,16 @@ public:
 
     void expire(uint8_t arg) {
         now_ += (arg & 0x80) ? 1001 : 1;
-        std::vector<bool> was_complete(owned_.size());
+        std::vector<ChunkTable::State> was(owned_.size());
+        for (size_t i = 0; i < owned_.size(); ++i) was[i] = table_->state_of(seq(owned_[i]));
+        // With workers beyond the window, any expiry is outside the result cache's bound: an
+        // expired complete chunk's release raises its index's floor past chunks still pending
+        // (aggregating, or not yet allocated), which then are stale (docs/protocol.md, window
+        // rules). Such a run, like one that lost a result to expiry, only checks safety.
+        if (table_->expire(now_, 1 + arg % 8) != 0 && beyond_window_) lost_to_expiry_ = true;
         for (size_t i = 0; i < owned_.size(); ++i) {
-            was_complete[i] = table_->state_of(seq(owned_[i])) == ChunkTable::State::complete;
-        }
-        table_->expire(now_, 1 + arg % 8);
-        for (size_t i = 0; i < owned_.size(); ++i) {
-            if (was_complete[i] && table_->state_of(seq(owned_[i])) == ChunkTable::State::empty &&
-                chunk_[i].results != all()) {
+            if (table_->state_of(seq(owned_[i])) != ChunkTable::State::empty) continue;
+            if (was[i] == ChunkTable::State::complete && chunk_[i].results != all()) {
                 chunk_[i].expired_unheld = true;
                 lost_to_expiry_ = true;
             }
@@ -287,7 +290,8 @@ private:
             send_results(1u << p.worker, p.k);
             break;
         case Verdict::stale:
-            if ((c.results & (1u << p.worker)) == 0 && !c.expired_unheld) {
+            if ((c.results & (1u << p.worker)) == 0 && !c.expired_unheld &&
+                !(beyond_window_ && lost_to_expiry_)) {
                 // A released chunk whose sender lacks the result would wedge that worker.
                 fail("stale for a sender without the result", k);
             }
@@ -335,6 +339,7 @@ private:
     uint32_t chunks_ = 0, seq0_ = 0;
     uint64_t now_ = 0;
     bool lost_to_expiry_ = false;
+    bool beyond_window_ = false;  // some worker may run beyond the window (a caching root)
     std::unique_ptr<ChunkTable> table_, other_;
     std::array<Worker, kMaxWorkers> worker_{};
     std::vector<uint32_t> owned_;  // this lane's chunks, in order
