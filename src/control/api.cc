@@ -481,7 +481,11 @@ void ApiServer::Impl::audit(const httplib::Request& req, const httplib::Response
     }
     entry["body_bytes"] = req.body.size();
     const json body = json::parse(res.body, nullptr, false);
-    if (body.is_object() && body.value("ok", false)) {
+    // A 2xx answer applied the change (routes that answer 200/204 without an "ok" field, e.g.
+    // a feature's, included); anything else, or an explicit "ok": false, was refused.
+    const bool applied = res.status >= 200 && res.status < 300 &&
+                         !(body.is_object() && !body.value("ok", true));
+    if (applied) {
         entry["result"] = "applied";
         if (body.contains("generation")) {
             entry["generation"] = body["generation"];

@@ -54,6 +54,14 @@ QpParams qp_params(const config::Config& c, const JobConfig& j, const QpConfig& 
     return p;
 }
 
+// Whether `next` goes on with the aggregation state of `running`: the same job, and a rank still
+// connected. A job whose last QP goes starts its next session with fresh slots: the workers'
+// session sequences start at 0 again (CONTRACT), and the old session's released marks would
+// make those keys stale.
+bool keeps_session(const JobConfig& next, const JobConfig& running) {
+    return same_job(next, running) && !next.qps.empty();
+}
+
 std::string error_json(const std::string& message) {
     return json{{"error", message}}.dump();
 }
@@ -92,7 +100,7 @@ bool RoceControl::prepare(control::ControlPlane& cp, const config::Config& next,
     size_t held = 0;
     for (const auto& [id, old] : jobs_) {
         const JobConfig* nj = rdma != nullptr ? rdma->job(id) : nullptr;
-        const bool keep_job = nj != nullptr && same_job(*nj, old.cfg);
+        const bool keep_job = nj != nullptr && keeps_session(*nj, old.cfg);
         // QPs first (their detach unlinks them from the job on the lcore), then the job.
         for (const auto& [rank, q] : old.qps) {
             const QpConfig* nq = keep_job ? nj->qp_of_rank(rank) : nullptr;
@@ -108,7 +116,7 @@ bool RoceControl::prepare(control::ControlPlane& cp, const config::Config& next,
         for (const auto& j : rdma->jobs) {
             Job job;
             auto kept = jobs_.find(j.id);
-            const bool keep_job = kept != jobs_.end() && same_job(j, kept->second.cfg);
+            const bool keep_job = kept != jobs_.end() && keeps_session(j, kept->second.cfg);
             if (keep_job) {
                 job.home = kept->second.home;
                 job.slot = kept->second.slot;
