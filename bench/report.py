@@ -66,8 +66,9 @@ def plot_aggregation(plt, res, path):
     for ax, p in zip(axes[0], payloads):
         ceiling = None
         for t in types:
-            pts = sorted((r["workers"], r) for r in rows if r["payload_bytes"] == p and
-                         r["type"] == t)
+            pts = sorted(((r["workers"], r) for r in rows if r["payload_bytes"] == p and
+                          r["type"] == t and not r.get("deterministic")),
+                         key=lambda wr: wr[0])
             if not pts:
                 continue
             xs = [w for w, _ in pts]

@@ -1298,6 +1298,11 @@ void validate(Reader& r, const Config& c) {
         if (!neighbour_ips.insert(nb.ip).second) {
             r.error(nb.mark, "duplicate neighbour " + nb.ip.str());
         }
+        // The neighbour table holds exactly arp.max_neighbours (static and learned together).
+        if (neighbour_ips.size() == size_t{c.arp.max_neighbours} + 1) {
+            r.error(nb.mark, "more static neighbours than arp.max_neighbours (" +
+                                 std::to_string(c.arp.max_neighbours) + ")");
+        }
     }
 }
 
