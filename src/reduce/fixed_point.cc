@@ -58,7 +58,7 @@ inline int64_t quantize_one(double x, double scale, LocalStats& st) {
 // a (+) b: NaN sticky; wrapping through uint64 (valid sums never wrap: fixed_point.h's bound).
 inline int64_t fixed_sum(int64_t a, int64_t b) {
     const auto s = static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
-    return (a == kFixedNan) | (b == kFixedNan) ? kFixedNan : s;
+    return ((a == kFixedNan) | (b == kFixedNan)) ? kFixedNan : s;
 }
 
 // Wire element -> double (exact for every float type: fp16/bf16/fp32 widen without rounding).

@@ -29,13 +29,15 @@ build fuzz_bier_parse "$src/tests/fuzz/fuzz_bier_parse.cc" "$src/src/wire/bier_h
   "$src/src/wire/bitstring.cc"
 build fuzz_roce_parse "${dpdk_cflags[@]}" "$src/tests/fuzz/fuzz_roce_parse.cc" \
   "$src/src/roce/icrc.cc" "${dpdk_libs[@]}" -lz
+reduce=("$src/src/reduce/reduce.cc" "$src/src/reduce/kernels_scalar.cc"
+        "$src/src/reduce/kernels_avx2.cc" "$src/src/reduce/kernels_avx512.cc"
+        "$src/src/reduce/fixed_point.cc")
 build fuzz_chunk_table -ffp-contract=off "$src/tests/fuzz/fuzz_chunk_table.cc" \
   "$src/src/ina/chunk_table.cc" "$src/src/agg/agg_core.cc" "$src/src/wire/bitstring.cc" \
-  "$src/src/reduce/reduce.cc" "$src/src/reduce/kernels_scalar.cc" \
-  "$src/src/reduce/kernels_avx2.cc" "$src/src/reduce/kernels_avx512.cc"
+  "${reduce[@]}"
 build fuzz_config "$src/tests/fuzz/fuzz_config.cc" "$src/src/config/config.cc" \
   "$src/src/net/addr.cc" "$src/src/wire/bitstring.cc" "$src/src/wire/bier_header.cc" \
-  "${yaml_flags[@]}"
+  "${reduce[@]}" "${yaml_flags[@]}"
 
 status=0
 for t in fuzz_ina_parse fuzz_chunk_table fuzz_bier_parse fuzz_roce_parse fuzz_config; do
