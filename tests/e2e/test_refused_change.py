@@ -3,10 +3,10 @@
 
 Job 1 runs. Then, through PUT /api/v1/config:
   1. 65 jobs: refused by validation (at most 64), with the position of the 65th;
-  2. job 1 removed and 64 jobs added with an rdma job of 64 static QPs: valid, but its states
-     need more per-lcore state slots than there are (64 INA jobs + 1 rdma job + 64 QPs > 128),
-     found only while the change is being applied (the rdma feature's prepare step, after the
-     INA jobs took their slots);
+  2. job 1 removed and 64 jobs added with an rdma job of 64 static QPs: valid, but the rdma
+     job and its QPs need 65 per-lcore states where the feature has 64, found only while the
+     change is being applied (the rdma feature's prepare step, after the INA jobs took their
+     slots);
   3. more static neighbours than arp.max_neighbours: refused by validation, at the neighbour;
 Each answer is 422, and afterwards job 1 still has its chunk tables on every lcore (same slot
 capacity), job 2 and the refused jobs have none, the running config is the old one and
