@@ -20,16 +20,7 @@ double since(Clock::time_point t0) {
 }  // namespace
 
 Client::Client(ClientOptions options) : opt_(std::move(options)) {
-    if (opt_.world == 0 || opt_.world > kMaxWorld) {
-        throw Error("world must be 1.." + std::to_string(kMaxWorld));
-    }
-    if (opt_.rank == 0 || opt_.rank > opt_.world) {
-        throw Error("rank " + std::to_string(opt_.rank) + " outside 1..world (" +
-                    std::to_string(opt_.world) + ")");
-    }
-    if (opt_.window == 0 || opt_.window > 4096) {
-        throw Error("window must be 1..4096");
-    }
+    check_rank_and_window(opt_.world, opt_.rank, opt_.window, kMaxWorld);
     parse_address(opt_.root, opt_.port);
 }
 

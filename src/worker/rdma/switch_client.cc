@@ -17,16 +17,7 @@ namespace {
 constexpr uint64_t kResultRecv = uint64_t{1} << 63;
 
 SwitchClientOptions validated(SwitchClientOptions o) {
-    if (o.world == 0 || o.world > kMaxWorld) {
-        throw Error("world must be 1.." + std::to_string(kMaxWorld));
-    }
-    if (o.rank == 0 || o.rank > o.world) {
-        throw Error("rank " + std::to_string(o.rank) + " outside 1..world (" +
-                    std::to_string(o.world) + ")");
-    }
-    if (o.window == 0 || o.window > 4096) {
-        throw Error("window must be 1..4096");
-    }
+    check_rank_and_window(o.world, o.rank, o.window, kMaxWorld);
     path_mtu(o.pmtu);
     if (o.chunk_bytes == 0 || o.chunk_bytes > o.pmtu) {
         throw Error("chunk_bytes " + std::to_string(o.chunk_bytes) +

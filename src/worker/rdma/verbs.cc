@@ -575,4 +575,17 @@ void connect_rc(ibv_qp* qp, const RcPath& path) {
     }
 }
 
+void check_rank_and_window(uint32_t world, uint32_t rank, uint32_t window, uint32_t max_world) {
+    if (world == 0 || world > max_world) {
+        throw Error("world must be 1.." + std::to_string(max_world));
+    }
+    if (rank == 0 || rank > world) {
+        throw Error("rank " + std::to_string(rank) + " outside 1..world (" +
+                    std::to_string(world) + ")");
+    }
+    if (window == 0 || window > 4096) {
+        throw Error("window must be 1..4096");
+    }
+}
+
 }  // namespace ina::rdma

@@ -168,6 +168,10 @@ private:
 enum class ClientCompletion { write_done, result };
 ClientCompletion classify_client_completion(const ibv_wc& wc, uint64_t result_wr_id);
 
+// A worker's place in its job, as both RDMA clients accept it: world 1..max_world, rank
+// 1..world, window 1..4096. Throws Error naming the first field out of range.
+void check_rank_and_window(uint32_t world, uint32_t rank, uint32_t window, uint32_t max_world);
+
 // The QP rdma_create_qp made on a CmId, destroyed by this owner (declare it after the CQ and
 // the protection domain it uses, so it goes first).
 class QueuePair {
