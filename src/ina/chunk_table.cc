@@ -462,9 +462,6 @@ size_t ChunkTable::expire(uint64_t now, size_t budget) noexcept {
         sweep_next_ = sweep_next_ + 1 == n ? 0 : sweep_next_ + 1;
         // Unsigned difference: correct across a wrap of the caller's clock.
         if (state(e) != State::empty && now - e.last_activity > params_.idle_timeout) {
-            if (state(e) == State::complete && keeps_complete_on_expiry()) {
-                continue;
-            }
             if (state(e) == State::complete) {
                 // Its result was emitted: never aggregate (and emit) this chunk again; a root
                 // keeps it in the result cache for a worker that lost it.

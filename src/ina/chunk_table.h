@@ -374,14 +374,6 @@ private:
     const Cached* cached(uint32_t index, uint32_t seq) const noexcept;
     // Releases complete entry e: recorded as released, its result cached (root), its slot freed.
     void retire(uint32_t index, Entry& e) noexcept;
-    // A root with a result cache lets workers run beyond the window, where an expiry proves
-    // nothing: retiring a complete chunk on expiry would raise its index's floor (the release
-    // rule) past chunks still pending, which would then be stale for ever. Such a root keeps a
-    // complete chunk until its release proof or obsolete eviction retires it (its memory is
-    // the table's, allocated at attach, so a dead job holds nothing more).
-    bool keeps_complete_on_expiry() const noexcept {
-        return params_.role == Role::root && cache_depth_ != 0;
-    }
     bool is_released(uint32_t index, uint32_t seq) const noexcept;
     uint64_t* ring_of(uint32_t index) noexcept {
         return released_ring_.data() + index * ring_words_;

@@ -13,8 +13,7 @@
 //             the network delivers everything, and within a bounded number of rounds every chunk
 //             any worker sent has its result at every worker. The one documented exception: a
 //             complete chunk freed by expire() (idle past slot_timeout: a dead worker) before a
-//             worker got its result, unless a root's result cache keeps it (an expiry at such
-//             a root is no exception); such a run only checks safety.
+//             worker got its result; such a run only checks safety.
 //             A root may get a result cache (issue 9, defect 5): then workers run beyond the
 //             window (result_cache 2: every worker up to 2 W; 1: worker 1 up to 2 W, the others
 //             within W), and a released chunk is never stale for a worker that lacks its result
@@ -113,7 +112,6 @@ public:
             // the cache's bound (docs/protocol.md, window rules).
             const bool beyond = cache == 2 || (cache == 1 && w == 0);
             beyond_window_ |= beyond;
-            caching_root_ = cache != 0;
             worker_[w].window = 1 + in.byte() % (beyond ? 2 * proof : proof);
         }
         // Only this lane's chunks exist here (the pipeline hands the others to their lanes).
@@ -146,15 +144,14 @@ public:
         now_ += (arg & 0x80) ? 1001 : 1;
         std::vector<ChunkTable::State> was(owned_.size());
         for (size_t i = 0; i < owned_.size(); ++i) was[i] = table_->state_of(seq(owned_[i]));
-        // A root with a result cache keeps what an expiry of a complete chunk frees (and an
-        // expiry there proves nothing about older chunks, so nothing pending turns stale):
-        // workers beyond the window still get every result. Elsewhere a complete chunk expired
-        // before every worker got its result is lost for good (a dead worker's job).
-        table_->expire(now_, 1 + arg % 8);
+        // With workers beyond the window, any expiry is outside the result cache's bound: an
+        // expired complete chunk's release raises its index's floor past chunks still pending
+        // (aggregating, or not yet allocated), which then are stale (docs/protocol.md, window
+        // rules). Such a run, like one that lost a result to expiry, only checks safety.
+        if (table_->expire(now_, 1 + arg % 8) != 0 && beyond_window_) lost_to_expiry_ = true;
         for (size_t i = 0; i < owned_.size(); ++i) {
             if (table_->state_of(seq(owned_[i])) != ChunkTable::State::empty) continue;
-            if (was[i] == ChunkTable::State::complete && chunk_[i].results != all() &&
-                !caching_root_) {
+            if (was[i] == ChunkTable::State::complete && chunk_[i].results != all()) {
                 chunk_[i].expired_unheld = true;
                 lost_to_expiry_ = true;
             }
@@ -293,7 +290,8 @@ private:
             send_results(1u << p.worker, p.k);
             break;
         case Verdict::stale:
-            if ((c.results & (1u << p.worker)) == 0 && !c.expired_unheld) {
+            if ((c.results & (1u << p.worker)) == 0 && !c.expired_unheld &&
+                !(beyond_window_ && lost_to_expiry_)) {
                 // A released chunk whose sender lacks the result would wedge that worker.
                 fail("stale for a sender without the result", k);
             }
@@ -341,7 +339,6 @@ private:
     uint32_t chunks_ = 0, seq0_ = 0;
     uint64_t now_ = 0;
     bool lost_to_expiry_ = false;
-    bool caching_root_ = false;   // a root with a result cache: expiry loses no result
     bool beyond_window_ = false;  // some worker may run beyond the window (a caching root)
     std::unique_ptr<ChunkTable> table_, other_;
     std::array<Worker, kMaxWorkers> worker_{};
