@@ -27,17 +27,9 @@ Client::Client(ClientOptions options) : opt_(std::move(options)) {
 ClientStats Client::allreduce(std::span<const std::byte> input, std::span<std::byte> output) {
     const auto t_start = Clock::now();
     const Deadline deadline = t_start + opt_.timeout;
-    const size_t esize = reduce::elem_size(opt_.elem_type);
-    if (input.size() != output.size() || input.empty() || input.size() % esize != 0) {
-        throw Error("input and output must hold the same, non-zero number of elements");
-    }
-    std::string why;
-    const auto chunking = Chunking::make(opt_.elem_type, input.size() / esize, opt_.chunk_bytes,
-                                         opt_.window, &why);
-    if (!chunking) {
-        throw Error(why);
-    }
-    const uint32_t chunks = chunking->chunks();
+    const Chunking chunking =
+        chunk_buffers(opt_.elem_type, input, output, opt_.chunk_bytes, opt_.window);
+    const uint32_t chunks = chunking.chunks();
     const uint32_t window = opt_.window;
     // A WRITE's send completion can trail the result that proves it arrived, so the send queue
     // holds two windows.
@@ -63,7 +55,7 @@ ClientStats Client::allreduce(std::span<const std::byte> input, std::span<std::b
     req.job_id = opt_.job_id;
     req.rank = opt_.rank;
     req.world = opt_.world;
-    req.elements = input.size() / esize;
+    req.elements = input.size() / reduce::elem_size(opt_.elem_type);
     req.chunk_bytes = opt_.chunk_bytes;
     req.window = window;
     req.result_addr = output_mr.addr();
@@ -80,6 +72,7 @@ ClientStats Client::allreduce(std::span<const std::byte> input, std::span<std::b
         }
         throw;
     }
+    std::string why;
     const auto reply = ConnectReply::decode(reply_bytes, &why);
     if (!reply) {
         throw Error("the root's accept: " + why);
@@ -102,9 +95,9 @@ ClientStats Client::allreduce(std::span<const std::byte> input, std::span<std::b
     auto t_last = t0;
     while (st.results < chunks || sends_outstanding > 0) {
         while (next < chunks && next < base + window && sends_outstanding < send_depth) {
-            post_write_imm(qp.get(), next, input_mr, chunking->offset(next),
-                           chunking->length(next),
-                           reply->contribution_addr + uint64_t{chunking->slot(next)} *
+            post_write_imm(qp.get(), next, input_mr, chunking.offset(next),
+                           chunking.length(next),
+                           reply->contribution_addr + uint64_t{chunking.slot(next)} *
                                                           opt_.chunk_bytes,
                            reply->contribution_rkey, make_imm(next, 1));
             ++next;
@@ -131,7 +124,7 @@ ClientStats Client::allreduce(std::span<const std::byte> input, std::span<std::b
             }
             const Imm imm = parse_imm(ntohl(wc.imm_data));
             if (imm.chunk >= chunks || have[imm.chunk] || imm.contributions != opt_.world ||
-                wc.byte_len != chunking->length(imm.chunk)) {
+                wc.byte_len != chunking.length(imm.chunk)) {
                 throw Error("protocol error: result for chunk " + std::to_string(imm.chunk) +
                             " with " + std::to_string(imm.contributions) + " contributions and " +
                             std::to_string(wc.byte_len) + " bytes (tensor of " +

@@ -126,20 +126,12 @@ ClientStats SwitchClient::allreduce(std::span<const std::byte> input, std::span<
         throw Error("the connection to the switch is closed or failed in an earlier call");
     }
     const Deadline deadline = Clock::now() + opt_.timeout;
-    const size_t esize = reduce::elem_size(opt_.elem_type);
-    if (input.size() != output.size() || input.empty() || input.size() % esize != 0) {
-        throw Error("input and output must hold the same, non-zero number of elements");
-    }
-    std::string why;
-    const auto chunking = Chunking::make(opt_.elem_type, input.size() / esize, opt_.chunk_bytes,
-                                         opt_.window, &why);
-    if (!chunking) {
-        throw Error(why);
-    }
+    const Chunking chunking =
+        chunk_buffers(opt_.elem_type, input, output, opt_.chunk_bytes, opt_.window);
     // From here on a failure leaves WRITEs or results of this call in flight: the session
     // sequence can no longer be trusted.
     broken_ = true;
-    const uint32_t chunks = chunking->chunks();
+    const uint32_t chunks = chunking.chunks();
     const uint32_t window = opt_.window;
     const uint32_t send_depth = 2 * window;
     // The HCA only reads the input (access 0); ibv_reg_mr takes a non-const pointer.
@@ -158,8 +150,8 @@ ClientStats SwitchClient::allreduce(std::span<const std::byte> input, std::span<
     while (st.results < chunks || sends_outstanding > 0) {
         while (next < chunks && next < lowest + window && sends_outstanding < send_depth) {
             const uint32_t s = seq_.seq(next);
-            post_write_imm(qp_.get(), next, input_mr, chunking->offset(next),
-                           chunking->length(next), layout_.contribution_addr(s),
+            post_write_imm(qp_.get(), next, input_mr, chunking.offset(next),
+                           chunking.length(next), layout_.contribution_addr(s),
                            reply_.area_rkey, contribution_imm(s));
             ++next;
             ++st.writes;
@@ -181,7 +173,7 @@ ClientStats SwitchClient::allreduce(std::span<const std::byte> input, std::span<
             const uint32_t imm = ntohl(wc.imm_data);
             const auto c = seq_.chunk_of(imm, chunks);
             if (!c || have[*c] || (imm & 0xFF) != opt_.world || *c >= next ||
-                wc.byte_len != chunking->length(*c)) {
+                wc.byte_len != chunking.length(*c)) {
                 throw Error("protocol error: result immediate 0x" + [&] {
                     char b[16];
                     std::snprintf(b, sizeof b, "%08x", imm);
@@ -192,8 +184,8 @@ ClientStats SwitchClient::allreduce(std::span<const std::byte> input, std::span<
                                 std::to_string(opt_.world) + ")");
             }
             const uint32_t s = seq_.seq(*c);
-            std::memcpy(output.data() + chunking->offset(*c),
-                        staging_.data() + layout_.result_offset(s), chunking->length(*c));
+            std::memcpy(output.data() + chunking.offset(*c),
+                        staging_.data() + layout_.result_offset(s), chunking.length(*c));
             have[*c] = true;
             ++st.results;
             t_last = Clock::now();

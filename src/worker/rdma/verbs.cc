@@ -588,4 +588,18 @@ void check_rank_and_window(uint32_t world, uint32_t rank, uint32_t window, uint3
     }
 }
 
+Chunking chunk_buffers(reduce::ElemType type, std::span<const std::byte> input,
+                       std::span<std::byte> output, uint32_t chunk_bytes, uint32_t window) {
+    const size_t esize = reduce::elem_size(type);
+    if (input.size() != output.size() || input.empty() || input.size() % esize != 0) {
+        throw Error("input and output must hold the same, non-zero number of elements");
+    }
+    std::string why;
+    const auto chunking = Chunking::make(type, input.size() / esize, chunk_bytes, window, &why);
+    if (!chunking) {
+        throw Error(why);
+    }
+    return *chunking;
+}
+
 }  // namespace ina::rdma

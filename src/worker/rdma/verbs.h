@@ -27,6 +27,8 @@
 #include <string_view>
 #include <vector>
 
+#include "worker/rdma/protocol.h"
+
 namespace ina::rdma {
 
 class Error : public std::runtime_error {
@@ -171,6 +173,11 @@ ClientCompletion classify_client_completion(const ibv_wc& wc, uint64_t result_wr
 // A worker's place in its job, as both RDMA clients accept it: world 1..max_world, rank
 // 1..world, window 1..4096. Throws Error naming the first field out of range.
 void check_rank_and_window(uint32_t world, uint32_t rank, uint32_t window, uint32_t max_world);
+
+// How an AllReduce of `input` into `output` is cut, as both RDMA clients accept it: the same,
+// non-zero whole number of elements on both sides, then Chunking::make. Throws Error with why.
+Chunking chunk_buffers(reduce::ElemType type, std::span<const std::byte> input,
+                       std::span<std::byte> output, uint32_t chunk_bytes, uint32_t window);
 
 // The QP rdma_create_qp made on a CmId, destroyed by this owner (declare it after the CQ and
 // the protection domain it uses, so it goes first).
