@@ -44,6 +44,10 @@ struct FeatureStage {
     uint32_t tick_us = 0;
     FeatureAttachFn on_attach = nullptr;
     FeatureAttachFn on_detach = nullptr;
+    // INA results of a job this feature terminates (dp::Snapshot::ina_job_handlers), handed over
+    // by the INA stage: classified INA datagrams (type result), one call per packet, with the
+    // INA stage's edges (room for kInaEmitReserve). nullptr: the feature terminates none.
+    FeatureInputFn ina_result = nullptr;
 };
 
 // The stage registered under `feature` (an empty one, input == nullptr, when none is).

@@ -10,6 +10,7 @@
 #include "ina/chunk_table.h"
 #include "ina/protocol.h"
 #include "net/checksum.h"
+#include "pipeline/ina_encode.h"
 #include "pipeline/mbuf_chain.h"
 #include "pipeline/packet_meta.h"
 
@@ -23,90 +24,14 @@ constexpr size_t kL2 = sizeof(rte_ether_hdr);
 constexpr size_t kL3 = sizeof(rte_ipv4_hdr);
 constexpr size_t kL4 = sizeof(rte_udp_hdr);
 
-// Source address for a packet this switch originates towards `dst`: the job's configured source,
-// else the first address of the interface the route to `dst` leaves by.
-uint32_t source_for(const dp::Snapshot& snap, const dp::InaJobView& job, uint32_t dst) {
-    if (job.source != 0) {
-        return job.source;
-    }
-    const dp::NextHop* nh = snap.route(dst);
-    if (nh == nullptr) {
-        return 0;
-    }
-    const auto st = snap.station_for(*nh, dst);
-    const uint16_t port = st && st->port < snap.n_ports ? st->port : nh->port;
-    const dp::PortView& pv = snap.ports[port];
-    return pv.n_addrs != 0 ? pv.addrs[0].addr.value : 0;
-}
-
-// The folded sum of the UDP pseudo-header (RFC 768) of a datagram of `udp_len` bytes in `ip`.
-uint16_t pseudo_header_sum(const rte_ipv4_hdr* ip, uint16_t udp_len) {
-    uint8_t ph[12];
-    std::memcpy(ph, &ip->src_addr, 4);
-    std::memcpy(ph + 4, &ip->dst_addr, 4);
-    ph[8] = 0;
-    ph[9] = IPPROTO_UDP;
-    const uint16_t len_be = rte_cpu_to_be_16(udp_len);
-    std::memcpy(ph + 10, &len_be, 2);
-    return net::ones_complement_sum(ph, sizeof ph);
-}
-
-// A contribution's UDP checksum holds (absent, 0, is allowed in IPv4; a NIC's verdict is
-// taken when it gave one). Checked before the contribution touches a slot: a corrupted element
-// must never reach every worker's result.
-bool udp_checksum_ok(const rte_mbuf* m, const rte_ipv4_hdr* ip, const rte_udp_hdr* udp,
-                     size_t udp_off, size_t udp_len) {
-    if (udp->dgram_cksum == 0) {
-        return true;
-    }
-    const uint64_t nic = m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK;
-    if (nic == RTE_MBUF_F_RX_L4_CKSUM_GOOD) {
-        return true;
-    }
-    if (nic == RTE_MBUF_F_RX_L4_CKSUM_BAD) {
-        return false;
-    }
-    return sum_ok(m, static_cast<uint32_t>(udp_off), static_cast<uint32_t>(udp_len),
-                  pseudo_header_sum(ip, static_cast<uint16_t>(udp_len)));
-}
-
-void write_ipv4(rte_ipv4_hdr* ip, uint32_t src, uint32_t dst, uint16_t total) {
-    ip->version_ihl = 0x45;
-    ip->type_of_service = 0;
-    ip->total_length = rte_cpu_to_be_16(total);
-    ip->packet_id = 0;
-    ip->fragment_offset = rte_cpu_to_be_16(RTE_IPV4_HDR_DF_FLAG);
-    ip->time_to_live = 64;
-    ip->next_proto_id = IPPROTO_UDP;
-    ip->src_addr = rte_cpu_to_be_32(src);
-    ip->dst_addr = rte_cpu_to_be_32(dst);
-    ip->hdr_checksum = 0;
-    ip->hdr_checksum = net::internet_checksum(ip, kL3);
-}
-
 // Writes a whole INA datagram (Ethernet, IPv4, UDP, the header `h` with BitString `bs`, and the
-// result of `h.seq` from `table`) to `d`, which holds `frame` bytes.
-void write_ina(uint8_t* d, size_t frame, const ina::ChunkTable& table, const proto::Header& h,
+// result of `h.seq` from `table`) to `d` (the shared encoder, pipeline/ina_encode.h).
+void write_ina(uint8_t* d, const ina::ChunkTable& table, const proto::Header& h,
                const uint8_t* bs, uint32_t src, uint32_t dst, uint16_t port) {
-    const size_t ina_len = frame - (kL2 + kL3 + kL4);
-    auto* eth = reinterpret_cast<rte_ether_hdr*>(d);
-    std::memset(eth, 0, sizeof *eth);  // routing writes both MACs
-    eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
-    auto* ip = reinterpret_cast<rte_ipv4_hdr*>(eth + 1);
-    write_ipv4(ip, src, dst, static_cast<uint16_t>(kL3 + kL4 + ina_len));
-    auto* udp = reinterpret_cast<rte_udp_hdr*>(ip + 1);
-    udp->src_port = rte_cpu_to_be_16(port);
-    udp->dst_port = rte_cpu_to_be_16(port);
-    udp->dgram_len = rte_cpu_to_be_16(static_cast<uint16_t>(kL4 + ina_len));
-    udp->dgram_cksum = 0;
-    auto* hdr = reinterpret_cast<uint8_t*>(udp + 1);
-    const size_t at = proto::write_header(hdr, h, bs);
+    uint8_t* elements = write_ina_headers(d, h, bs, src, dst, port);
     // A deterministic job's partial (int64 element type) carries the exact fixed-point sum.
-    table.store_result(h.seq, hdr + at, table.encoding_of(h.elem_type));
-    // A real checksum over the result: a worker's stack (or NIC) verifies what it receives.
-    const auto udp_len = static_cast<uint16_t>(kL4 + ina_len);
-    udp->dgram_cksum = net::udp_checksum_field(
-        net::ones_complement_sum(udp, udp_len, pseudo_header_sum(ip, udp_len)));
+    table.store_result(h.seq, elements, table.encoding_of(h.elem_type));
+    seal_ina_datagram(d);
 }
 
 // Rewrites `m` as a fresh INA datagram carrying `h` with BitString `bs` and the result of
@@ -132,13 +57,13 @@ bool build_ina(LcoreContext& ctx, rte_mbuf* m, const ina::ChunkTable& table,
     if (frame <= room) [[likely]] {
         m->data_len = static_cast<uint16_t>(frame);
         m->pkt_len = static_cast<uint32_t>(frame);
-        write_ina(rte_pktmbuf_mtod(m, uint8_t*), frame, table, h, bs, src, dst, port);
+        write_ina(rte_pktmbuf_mtod(m, uint8_t*), table, h, bs, src, dst, port);
         return true;
     }
     if (frame > ctx.scratch.size() || room < kHeadBytes) [[unlikely]] {
         return false;
     }
-    write_ina(ctx.scratch.data(), frame, table, h, bs, src, dst, port);
+    write_ina(ctx.scratch.data(), table, h, bs, src, dst, port);
     m->data_len = static_cast<uint16_t>(room);
     m->pkt_len = static_cast<uint32_t>(room);
     std::memcpy(rte_pktmbuf_mtod(m, uint8_t*), ctx.scratch.data(), room);
@@ -184,7 +109,7 @@ struct Emitter {
         h.elem_type = table.partial_elem_type();  // int64 fixed point in a deterministic job
         h.flags = static_cast<uint8_t>(table.result_flags(in.seq) |
                                        (resend ? proto::kFlagRetransmit : 0));
-        const uint32_t src = source_for(snap, job, job.parent);
+        const uint32_t src = ina_source_for(snap, job.source, job.parent);
         if (!build_ina(ctx, m, table, h, job.abm.data(), src, job.parent, snap.ina_udp_port)) {
             count_drop(ctx, dp::DropReason::ina_no_mbuf);
             out.push(FeatureEdge::drop, m);
@@ -219,7 +144,7 @@ struct Emitter {
             return;
         }
         const uint32_t first = requester != 0 ? requester : job.worker_ip[0];
-        const uint32_t src = job.results_bier ? bier_src : source_for(snap, job, first);
+        const uint32_t src = job.results_bier ? bier_src : ina_source_for(snap, job.source, first);
         if (!build_ina(ctx, m, table, h, job.abm.data(), src, first, snap.ina_udp_port)) {
             count_drop(ctx, dp::DropReason::ina_no_mbuf);
             out.push(FeatureEdge::drop, m);
@@ -309,6 +234,16 @@ uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
                                            job->state_slot, dp::kFeatureIna, h.job_id))
                                      : nullptr;
         if (table == nullptr) {
+            const uint8_t handler = job == nullptr && h.type == proto::PacketType::result
+                                        ? snap.ina_job_handler(h.job_id)
+                                        : dp::kFeatureNone;
+            const FeatureInputFn terminate = feature_stage(handler).ina_result;
+            if (terminate != nullptr) {
+                // A result of a job another feature terminates here (a RoCE aggregator's
+                // parent answering): that feature decides, on these edges.
+                terminate(ctx, snap, &m, 1, pass, out);
+                continue;
+            }
             ++ctx.counters.ina_unknown_job;  // another switch's job, or not attached yet
             out.push(pass, m);
             continue;
@@ -344,7 +279,7 @@ uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
                 continue;
             }
         }
-        if (!udp_checksum_ok(m, ip, udp, pm->l4_offset, udp_len)) [[unlikely]] {
+        if (!ina_udp_checksum_ok(m, ip, udp, pm->l4_offset, udp_len)) [[unlikely]] {
             count_drop(ctx, dp::DropReason::ina_bad_checksum);
             out.push(FeatureEdge::drop, m);
             continue;

@@ -272,43 +272,6 @@ void enum_value(Reader& r, const YAML::Node& v, const std::string& what,
     r.error(v, "expected " + what + ": " + expected + ", got '" + s + "'");
 }
 
-// A non-empty BFR-id list like "1,2,5-8" (see wire::parse_bfr_id_list) into `out`, sorted.
-bool bfr_id_list(Reader& r, const YAML::Node& v, const std::string& what,
-                 std::vector<uint16_t>& out) {
-    std::string text;
-    if (!r.string_value(v, what + ": BFR-ids like \"1-4\"", text)) {
-        return false;
-    }
-    auto ids = wire::parse_bfr_id_list(text);
-    if (!ids || ids->empty()) {
-        r.error(v, "expected " + what + ": a non-empty list of BFR-ids like \"1,2,5-8\", got '" +
-                       text + "'");
-        return false;
-    }
-    out = *ids;
-    return true;
-}
-
-// Every id of the sorted list `ids` lies in set `set_id` of BSL `bsl_bits`.
-bool check_in_set(Reader& r, const YAML::Node& v, const std::string& what,
-                  const std::vector<uint16_t>& ids, uint16_t bsl_bits, uint16_t set_id) {
-    const uint32_t first = uint32_t{set_id} * bsl_bits + 1;
-    const uint32_t last = first + bsl_bits - 1;
-    if (ids.front() < first || ids.back() > last) {
-        r.error(v, "expected every BFR-id of " + what + " in set " + std::to_string(set_id) +
-                       " of BSL " + std::to_string(bsl_bits) + ": " + std::to_string(first) +
-                       " to " + std::to_string(last));
-        return false;
-    }
-    return true;
-}
-
-void read_bsl(Reader& r, const YAML::Node& v, uint16_t& bsl_bits) {
-    if (r.uint_value(v, "bsl (bits)", bsl_bits, 64, 4096) && !wire::is_valid_bsl_bits(bsl_bits)) {
-        r.error(v, "expected bsl: 64, 128, 256, 512, 1024, 2048 or 4096 bits");
-    }
-}
-
 // `deterministic: true | false | {fraction_bits: N}`, read after op and elem_type. Refused where
 // it could change nothing (integer types, min/max: already order free) or cannot apply (prod: no
 // exact integer product), so a config never promises reproducibility it does not get.

@@ -215,6 +215,11 @@ struct FeatureTable {
     }
 };
 
+struct InaJobHandler {
+    uint32_t job_id = 0;
+    uint8_t feature = kFeatureNone;
+};
+
 // One INA job as the packet path sees it (addresses in host order).
 struct InaJobView {
     uint32_t job_id = 0;
@@ -288,6 +293,11 @@ public:
     uint64_t arp_request_interval_ms = 1000;
     uint16_t ina_udp_port = 0;  // network order comparisons are done on host order values
     std::vector<InaJobView> ina_jobs;
+    // INA jobs another feature terminates here instead of the INA stage: their results, when
+    // addressed to this switch, go to that feature's stage (FeatureStage::ina_result) — a RoCE
+    // job that is a VAT aggregator turns its parent's results into RDMA WRITEs. A handful;
+    // never a job id of ina_jobs (the loader refuses the overlap).
+    std::vector<InaJobHandler> ina_job_handlers;
     FeatureTable features;  // what the classifier hands to a feature stage
     // Each feature's own view (src/features/<f>/view*), by handle: built by the feature's
     // compile step (compile::register_extension), read by its stage. Immutable once published.
@@ -321,6 +331,15 @@ public:
         return nullptr;
     }
 
+    // The feature that terminates INA job `job_id` here (ina_job_handlers), or kFeatureNone.
+    uint8_t ina_job_handler(uint32_t job_id) const {
+        for (const auto& h : ina_job_handlers) {
+            if (h.job_id == job_id) {
+                return h.feature;
+            }
+        }
+        return kFeatureNone;
+    }
     const InaJobView* ina_job(uint32_t job_id) const {
         for (const auto& j : ina_jobs) {
             if (j.job_id == job_id) {

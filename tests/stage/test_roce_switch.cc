@@ -2,7 +2,10 @@
 // The RoCEv2 server-to-switch stage (src/features/roce/datapath_roce.*) on mbufs through the
 // whole pipeline: contributions from two ranks aggregate into one result WRITE per rank with
 // the right sum, PSN and immediate; PSN gap, duplicate, bad ICRC, unknown QP, CE, result ACK,
-// result loss and retransmission, back-pressure and chained input.
+// result loss and retransmission, back-pressure and chained input; and the aggregator role
+// (datapath_roce_parent.*): a complete chunk goes up as one INA contribution, the parent's INA
+// result comes down as the ranks' result WRITEs.
+#include <algorithm>
 #include <cstring>
 #include <memory>
 
@@ -11,6 +14,9 @@
 #include "features/roce/compile_roce.h"
 #include "features/roce/config_roce.h"
 #include "features/roce/datapath_roce.h"
+#include "ina/protocol.h"
+#include "net/checksum.h"
+#include "pipeline/ina_encode.h"
 #include "pipeline/feature_stages.h"
 #include "pipeline/pipeline.h"
 #include "roce/encode.h"
@@ -73,13 +79,18 @@ struct Seen {
 
 class RoceSwitch : public StageTest {
 protected:
+    // What the fixture's job is: its own root here, an aggregator in RoceAggregator.
+    virtual std::string config_yaml() const { return roce_yaml(); }
+    virtual fr::ParentParams parent_params() const { return {}; }
+
     void SetUp() override {
         register_once();
         StageTest::SetUp();
         ctx->pool = pool;
-        build(roce_yaml());
+        build(config_yaml());
         job = std::make_unique<fr::JobState>(
-            fr::JobParams{7, 2, reduce::Op::sum, reduce::ElemType::fp32, kChunk, kWindow});
+            fr::JobParams{7, 2, reduce::Op::sum, reduce::ElemType::fp32, kChunk, kWindow},
+            parent_params());
         qp1 = make_qp(1, kWorker1, kSwitch1, kWorkerQpn1, kPsn1, kQpn1);
         qp2 = make_qp(2, kWorker2, kSwitch2, kWorkerQpn2, kPsn2, kQpn2);
         attach(job.get(), 10, fr::job_state_id(7));
@@ -90,6 +101,7 @@ protected:
         ASSERT_EQ(view->qps.size(), 2u);
         view->qps[0].slot = 11;
         view->qps[1].slot = 12;
+        view->jobs[0].slot = 10;
     }
     void TearDown() override {
         for (uint16_t s : {12, 11, 10}) {
@@ -186,6 +198,10 @@ protected:
             s.src = static_cast<uint32_t>(ip[12]) << 24 | ip[13] << 16 | ip[14] << 8 | ip[15];
             s.dst = static_cast<uint32_t>(ip[16]) << 24 | ip[17] << 16 | ip[18] << 8 | ip[19];
             const size_t ip_len = static_cast<size_t>(ip[2]) << 8 | ip[3];
+            if ((ip[22] << 8 | ip[23]) == proto::kDefaultUdpPort) {
+                inas.push_back(b);  // an INA datagram (the aggregator role's partials)
+                continue;
+            }
             const auto parsed = rc::parse(ip + 28, ip_len - 28);
             EXPECT_TRUE(parsed.packet.has_value());
             if (!parsed.packet) {
@@ -221,6 +237,7 @@ protected:
 
     std::unique_ptr<fr::JobState> job;
     std::unique_ptr<fr::QpState> qp1, qp2;
+    std::vector<Bytes> inas;  // INA frames seen() set aside
 };
 
 TEST_F(RoceSwitch, InOrderWritesFromTwoRanksGiveOneResultPerRank) {
@@ -442,6 +459,268 @@ TEST_F(RoceSwitch, PacketOnAnotherLcoreIsHandedToTheJobsHome) {
     EXPECT_EQ(out[0].p.bth.psn, kPsn1) << "the home lcore took and ACKed it";
     EXPECT_EQ(qp1->counters.contributions, 1u);
     rte_ring_free(to_home);
+}
+
+// The aggregator role: job 7's ranks 1 and 2 stand for BFR-ids 5 and 6 of an INA job 7 whose
+// parent is 10.0.2.7 (a host on r1); partials are sent again after 5 ms without a result.
+constexpr uint32_t kParent = 0x0A000207;
+
+std::string aggregator_yaml() {
+    std::string y = roce_yaml();
+    const std::string at = "      pmtu: 1024\n";
+    y.insert(y.find(at) + at.size(),
+             "      role: aggregator\n      parent: 10.0.2.7\n      bsl: 64\n"
+             "      abm: \"5-6\"\n      partial_timeout_ms: 5\n");
+    return y;
+}
+
+// An INA datagram as the switch emitted it, parsed.
+struct InaSeen {
+    uint32_t src = 0, dst = 0;
+    proto::Header h;
+    std::vector<uint8_t> pbm;
+    std::vector<float> elements;
+    bool checksum_ok = false;
+};
+
+InaSeen ina_of(const Bytes& b) {
+    InaSeen s;
+    const uint8_t* ip = b.data() + 14;
+    s.src = static_cast<uint32_t>(ip[12]) << 24 | ip[13] << 16 | ip[14] << 8 | ip[15];
+    s.dst = static_cast<uint32_t>(ip[16]) << 24 | ip[17] << 16 | ip[18] << 8 | ip[19];
+    const size_t udp_len = static_cast<size_t>(ip[24]) << 8 | ip[25];
+    // The UDP checksum over the pseudo-header and datagram sums to 0xffff when it holds.
+    std::vector<uint8_t> pseudo(ip + 12, ip + 20);
+    pseudo.insert(pseudo.end(), {0, 17, static_cast<uint8_t>(udp_len >> 8),
+                                 static_cast<uint8_t>(udp_len)});
+    pseudo.insert(pseudo.end(), ip + 20, ip + 20 + udp_len);
+    s.checksum_ok = net::ones_complement_sum(pseudo.data(), pseudo.size()) == 0xffff;
+    const auto parsed = proto::parse(ip + 28, udp_len - 8);
+    EXPECT_TRUE(parsed.packet.has_value());
+    if (parsed.packet) {
+        s.h = parsed.packet->header;
+        s.pbm.assign(parsed.packet->bitstring,
+                     parsed.packet->bitstring + s.h.bitstring_bytes());
+        s.elements.resize(s.h.elem_count);
+        std::memcpy(s.elements.data(), parsed.packet->payload, s.h.payload_bytes());
+    }
+    return s;
+}
+
+class RoceAggregator : public RoceSwitch {
+protected:
+    std::string config_yaml() const override { return aggregator_yaml(); }
+    fr::ParentParams parent_params() const override {
+        fr::ParentParams p;
+        p.parent_ip = kParent;
+        p.bsl_code = 1;  // 64 bits
+        p.abm = *wire::BitString::from_bfr_ids(64, 0, std::vector<wire::BfrId>{5, 6});
+        p.timeout_ns = 5'000'000;
+        return p;
+    }
+    // The parent's INA result for chunk `seq`: from 10.0.2.7 to the switch's r1 address.
+    Bytes ina_result(uint32_t seq, const std::vector<float>& values, uint8_t elem_type = 1) {
+        proto::Header h;
+        h.type = proto::PacketType::result;
+        h.op = 0;
+        h.elem_type = elem_type;
+        h.bsl_code = 1;
+        h.job_id = 7;
+        h.seq = seq;
+        h.elem_count = static_cast<uint16_t>(values.size());
+        const auto root_abm = *wire::BitString::from_bfr_ids(
+            64, 0, std::vector<wire::BfrId>{1, 2, 3, 4, 5, 6});
+        Bytes b(pipeline::kInaFrameHeadBytes + h.total_bytes());
+        uint8_t* at = pipeline::write_ina_headers(b.data(), h, root_abm.data(), kParent, kSwitch2,
+                                                  proto::kDefaultUdpPort);
+        std::memcpy(at, values.data(), values.size() * 4);
+        pipeline::seal_ina_datagram(b.data());
+        const rte_ether_addr dst = port_mac(kR1);
+        std::memcpy(b.data(), dst.addr_bytes, 6);
+        std::memcpy(b.data() + 6, kNbR1Host.addr_bytes, 6);
+        b[22] = 63;  // one hop away
+        b[24] = 0, b[25] = 0;
+        const uint16_t sum = net::internet_checksum(b.data() + 14, 20);
+        std::memcpy(b.data() + 24, &sum, 2);
+        return b;
+    }
+    // Both ranks contribute chunk s; returns the partial it sent up (exactly one INA packet).
+    InaSeen complete(uint32_t s, float a, float b) {
+        send(contribution(1, kPsn1 + s, s, fill(a)), kR0);
+        send(contribution(2, kPsn2 + s, s, fill(b)), kR1);
+        for (const uint16_t port : {kR0, kR1}) {
+            for (const auto& x : seen(port)) {
+                EXPECT_EQ(x.p.bth.opcode, rc::op::kAcknowledge) << "no result WRITE yet";
+            }
+        }
+        EXPECT_EQ(inas.size(), 1u) << "one INA contribution per complete chunk";
+        InaSeen up = inas.empty() ? InaSeen{} : ina_of(inas.back());
+        inas.clear();
+        return up;
+    }
+    // Result WRITEs seen on both ports, by rank.
+    std::vector<Seen> writes() {
+        std::vector<Seen> out;
+        for (const uint16_t port : {kR0, kR1}) {
+            for (const auto& x : seen(port)) {
+                if (x.p.bth.opcode == rc::op::kWriteOnlyImm) {
+                    out.push_back(x);
+                }
+            }
+        }
+        return out;
+    }
+    const fr::ParentCounters& up() const { return job->parent->counters; }
+};
+
+TEST_F(RoceAggregator, CompleteChunkGoesUpAsOneInaPacketAndTheResultComesDownAsWrites) {
+    const InaSeen partial = complete(0, 1.0f, 100.0f);
+    EXPECT_EQ(partial.dst, kParent);
+    EXPECT_EQ(partial.src, kSwitch2) << "the address of the interface towards the parent";
+    EXPECT_EQ(partial.h.type, proto::PacketType::data);
+    EXPECT_EQ(partial.h.job_id, 7u);
+    EXPECT_EQ(partial.h.seq, 0u);
+    EXPECT_EQ(partial.h.flags, 0u);
+    EXPECT_EQ(partial.h.elem_type, 1u);
+    EXPECT_EQ(partial.h.bsl_code, 1u);
+    EXPECT_EQ(partial.pbm, (std::vector<uint8_t>{0, 0, 0, 0, 0, 0, 0, 0x30}))
+        << "P-BM = A-BM: BFR-ids 5 and 6";
+    EXPECT_TRUE(partial.checksum_ok);
+    ASSERT_EQ(partial.elements.size(), kChunk / 4);
+    for (size_t i = 0; i < partial.elements.size(); ++i) {
+        EXPECT_EQ(partial.elements[i], 101.0f + 2.0f * static_cast<float>(i)) << "the local sum";
+    }
+    EXPECT_EQ(up().partial_sent, 1u);
+    EXPECT_EQ(job->table.in_use(), 1u) << "the slot is held until the result is in and ACKed";
+
+    send(ina_result(0, fill(5000.0f)), kR1);
+    const auto w = writes();
+    ASSERT_EQ(w.size(), 2u) << "one result WRITE per rank";
+    for (const auto& x : w) {
+        EXPECT_EQ(x.p.bth.psn, kSwitchPsn);
+        EXPECT_EQ(x.p.imm, 0u << 8 | 2);
+        EXPECT_EQ(x.p.reth.va, kResultAddr);
+        EXPECT_TRUE(x.icrc_ok);
+        EXPECT_EQ(floats(x.payload), fill(5000.0f)) << "the parent's result, not the local sum";
+    }
+    EXPECT_EQ(up().result_in, 1u);
+    EXPECT_TRUE(inas.empty()) << "the result is not forwarded as INA";
+
+    send(ack_of(1, kSwitchPsn), kR0);
+    EXPECT_EQ(job->table.in_use(), 1u);
+    send(ack_of(2, kSwitchPsn), kR1);
+    EXPECT_EQ(job->table.in_use(), 0u) << "every rank acknowledged: released";
+    EXPECT_EQ(job->results_released, 1u);
+
+    send(ina_result(0, fill(5000.0f)), kR1);  // a late copy
+    EXPECT_EQ(total_tx(), 0u);
+    EXPECT_EQ(up().result_not_held, 1u);
+}
+
+TEST_F(RoceAggregator, DuplicateResultWhileHeldIsCountedAndDropped) {
+    complete(0, 1.0f, 2.0f);
+    send(ina_result(0, fill(7.0f)), kR1);
+    EXPECT_EQ(writes().size(), 2u);
+    send(ina_result(0, fill(8.0f)), kR1);  // the unicast root's copy for the other BFR-id
+    EXPECT_EQ(total_tx(), 0u);
+    EXPECT_EQ(up().result_duplicate, 1u);
+    EXPECT_EQ(qp1->counters.results_sent, 1u);
+    send(ina_result(1, fill(7.0f)), kR1);  // a chunk never sent up
+    EXPECT_EQ(total_tx(), 0u);
+    EXPECT_EQ(up().result_not_held, 1u);
+}
+
+TEST_F(RoceAggregator, ResultThatDisagreesWithTheJobIsRefused) {
+    complete(0, 1.0f, 2.0f);
+    send(ina_result(0, std::vector<float>(3, 1.0f)), kR1);  // another element count
+    send(ina_result(0, fill(1.0f), 0), kR1);                 // int32, the job is fp32
+    Bytes corrupt = ina_result(0, fill(1.0f));
+    corrupt[corrupt.size() - 1] ^= 0x40;  // an element bit: the UDP checksum fails
+    send(corrupt, kR1);
+    EXPECT_EQ(total_tx(), 0u);
+    EXPECT_EQ(up().result_bad, 3u);
+    send(ina_result(0, fill(1.0f)), kR1);
+    EXPECT_EQ(writes().size(), 2u) << "a good result still comes down";
+}
+
+TEST_F(RoceAggregator, SilentParentGetsThePartialAgainAndTheJobGoesOn) {
+    const InaSeen first = complete(0, 1.0f, 2.0f);
+    advance_ms(1);
+    EXPECT_EQ(tx_count(kR1), 0u) << "not before partial_timeout_ms";
+    advance_ms(10);
+    ASSERT_EQ(tx_count(kR1), 1u);
+    seen(kR1);
+    ASSERT_EQ(inas.size(), 1u);
+    const InaSeen again = ina_of(inas[0]);
+    inas.clear();
+    EXPECT_EQ(again.h.seq, 0u);
+    EXPECT_EQ(again.h.flags, proto::kFlagRetransmit);
+    EXPECT_EQ(again.pbm, first.pbm);
+    EXPECT_EQ(again.elements, first.elements);
+    EXPECT_TRUE(again.checksum_ok);
+    EXPECT_EQ(up().partial_resent, 1u);
+    EXPECT_EQ(job->table.in_use(), 1u);
+
+    send(ina_result(0, fill(3.0f)), kR1);
+    EXPECT_EQ(writes().size(), 2u);
+    send(ack_of(1, kSwitchPsn), kR0);
+    send(ack_of(2, kSwitchPsn), kR1);
+    EXPECT_EQ(job->table.in_use(), 0u);
+    advance_ms(20);
+    EXPECT_EQ(total_tx(), 0u) << "answered and released: nothing goes again";
+    const InaSeen next = complete(1, 4.0f, 5.0f);
+    EXPECT_EQ(next.h.seq, 1u) << "the job is not wedged";
+    EXPECT_EQ(next.h.flags, 0u);
+}
+
+TEST_F(RoceAggregator, ResultAnsweredBeforeTheTimeoutIsNotSentAgain) {
+    complete(0, 1.0f, 2.0f);
+    send(ina_result(0, fill(3.0f)), kR1);
+    EXPECT_EQ(writes().size(), 2u);
+    advance_ms(6);  // past partial_timeout_ms; the ranks' ACK timeout (4.2 ms) re-sends WRITEs
+    writes();
+    EXPECT_TRUE(inas.empty()) << "the result is in: no partial again";
+    EXPECT_EQ(up().partial_resent, 0u);
+}
+
+TEST(RoceAggregatorConfig, ErrorsNameTheirPlace) {
+    register_once();
+    const std::string base = std::string(kStageYaml) + "rdma:\n  jobs:\n";
+    auto r = config::load_string(base + "    - {id: 7, world: 2, role: aggregator}\n", "t.yaml");
+    EXPECT_NE(r.error_text().find("missing key 'parent'"), std::string::npos) << r.error_text();
+    r = config::load_string(base + "    - {id: 7, world: 2, parent: 10.0.2.7}\n", "t.yaml");
+    const auto line = std::count(base.begin(), base.end(), '\n') + 1;
+    EXPECT_NE(r.error_text().find("t.yaml:" + std::to_string(line) + ":33: parent in rdma job 7"),
+              std::string::npos)
+        << r.error_text();
+    EXPECT_NE(r.error_text().find("only with role: aggregator"), std::string::npos)
+        << r.error_text();
+    r = config::load_string(base + "    - {id: 7, world: 2, role: aggregator, parent: 10.0.2.7, "
+                                   "abm: \"1-3\"}\n",
+                            "t.yaml");
+    EXPECT_NE(r.error_text().find("expected one per rank"), std::string::npos) << r.error_text();
+    r = config::load_string(base + "    - {id: 7, world: 2, role: aggregator, parent: 10.0.2.7, "
+                                   "bsl: 64, abm: \"64-65\"}\n",
+                            "t.yaml");
+    EXPECT_NE(r.error_text().find("in set 0 of BSL 64"), std::string::npos) << r.error_text();
+    r = config::load_string(base + "    - {id: 7, world: 2, role: boss}\n", "t.yaml");
+    EXPECT_NE(r.error_text().find("root or aggregator"), std::string::npos) << r.error_text();
+    r = config::load_string(std::string(kStageYaml) +
+                                "ina:\n  jobs:\n    - {job_id: 7, role: root, abm: \"1-2\", "
+                                "op: sum, elem_type: fp32, root: 10.0.1.1, "
+                                "workers: [{bfr_id: 1, ip: 10.0.1.2}, {bfr_id: 2, ip: 10.0.2.2}]}\n"
+                                "rdma:\n  jobs:\n"
+                                "    - {id: 7, world: 2, role: aggregator, parent: 10.0.2.7}\n",
+                            "t.yaml");
+    EXPECT_NE(r.error_text().find("which ina.jobs configures on this switch too"),
+              std::string::npos)
+        << r.error_text();
+    r = config::load_string(base + "    - {id: 7, world: 2, role: aggregator, parent: 10.0.2.7}\n",
+                            "t.yaml");
+    ASSERT_TRUE(r.ok()) << r.error_text();
+    const auto& j = fr::rdma_of(*r.config)->jobs[0];
+    EXPECT_EQ(j.abm, (std::vector<uint16_t>{1, 2})) << "rank r is BFR-id r by default";
+    EXPECT_EQ(j.bsl_bits, 256u);
 }
 
 // The `rdma:` section through the loader: errors name file:line:col, nothing half-loaded.

@@ -32,6 +32,27 @@ bool compile_roce(const config::Config& cfg, dp::Snapshot& snap, std::string& er
         error = "rdma: cannot bind UDP 4791 (the port is taken, or the feature table is full)";
         return false;
     }
+    // An aggregator job's parent answers with INA results to this switch: the INA stage hands
+    // them to this feature (FeatureStage::ina_result), so the INA port must reach that stage
+    // even on a switch without INA jobs of its own (the loader refuses a job id in both).
+    for (const auto& j : rdma->jobs) {
+        if (j.role != Role::aggregator) {
+            continue;
+        }
+        if (snap.ina_job(j.id) != nullptr) {
+            error = "rdma job " + std::to_string(j.id) + ": an INA job of this switch has its id";
+            return false;
+        }
+        snap.ina_job_handlers.push_back(dp::InaJobHandler{j.id, kFeatureRoce});
+    }
+    if (!snap.ina_job_handlers.empty() &&
+        snap.features.lookup(dp::kIpProtoUdp, snap.ina_udp_port, dp::kScopeRouted) ==
+            dp::kFeatureNone &&
+        !snap.features.bind({dp::kIpProtoUdp, dp::kFeatureIna, dp::kScopeRouted,
+                             snap.ina_udp_port})) {
+        error = "rdma: cannot bind the INA port for the aggregator jobs' results";
+        return false;
+    }
     snap.feature_views[kFeatureRoce] = std::move(view);
     return true;
 }

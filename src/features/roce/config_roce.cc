@@ -139,13 +139,79 @@ void check_job(Reader& r, const JobConfig& j, const YAML::Node& n) {
     }
 }
 
+void read_address(Reader& r, const YAML::Node& v, const char* key, uint32_t& out) {
+    net::Ipv4Addr a;
+    if (r.parsed(v, std::string(key) + ": an IPv4 address like 10.0.0.1", a,
+                 net::Ipv4Addr::parse)) {
+        out = a.value;
+    }
+}
+
+// `role` and the aggregator's INA fields (the names an INA job uses). A root job refuses them:
+// they would silently mean nothing.
+void read_aggregator(Reader& r, const YAML::Node& n, JobConfig& j) {
+    r.optional(n, "role", [&](const YAML::Node& v) {
+        std::string s;
+        if (!r.string_value(v, "role", s)) {
+            return;
+        }
+        if (s == "aggregator") {
+            j.role = Role::aggregator;
+        } else if (s != "root") {
+            r.error(v, "expected role of an rdma job: root or aggregator, got '" + s + "'");
+        }
+    });
+    const std::string job = "rdma job " + std::to_string(j.id);
+    if (j.role != Role::aggregator) {
+        for (const char* key : {"parent", "source", "bsl", "set_id", "abm", "partial_timeout_ms"}) {
+            r.optional(n, key, [&](const YAML::Node& v) {
+                r.error(v, std::string(key) + " in " + job +
+                               ", which is its own root; expected it only with role: aggregator");
+            });
+        }
+        return;
+    }
+    r.required(n, "parent", "an rdma job with role aggregator",
+               [&](const YAML::Node& v) { read_address(r, v, "parent", j.parent); });
+    r.optional(n, "source", [&](const YAML::Node& v) { read_address(r, v, "source", j.source); });
+    r.optional(n, "bsl", [&](const YAML::Node& v) { config::read_bsl(r, v, j.bsl_bits); });
+    r.optional(n, "set_id",
+               [&](const YAML::Node& v) { r.uint_value(v, "set_id", j.set_id, 0, 255); });
+    field(r, n, "partial_timeout_ms", "an rdma job", j.partial_timeout_ms, 1, 60000, false);
+    bool given = false;
+    r.optional(n, "abm", [&](const YAML::Node& v) {
+        given = true;
+        if (!config::bfr_id_list(r, v, "abm", j.abm) ||
+            !config::check_in_set(r, v, "abm", j.abm, j.bsl_bits, j.set_id)) {
+            return;
+        }
+        if (j.abm.size() != j.world) {
+            r.error(v, "abm of " + job + " names " + std::to_string(j.abm.size()) +
+                           " BFR-ids; expected one per rank (world " + std::to_string(j.world) +
+                           "): rank r stands for the r-th lowest");
+        }
+    });
+    if (!given && j.world != 0) {
+        // Rank r is BFR-id r of the job's set.
+        for (uint16_t rank = 1; rank <= j.world; ++rank) {
+            j.abm.push_back(static_cast<uint16_t>(j.set_id * j.bsl_bits + rank));
+        }
+        if (j.world > j.bsl_bits) {
+            r.error(n, job + ": world " + std::to_string(j.world) + " above bsl " +
+                           std::to_string(j.bsl_bits) + "; expected a bsl that holds every rank");
+        }
+    }
+}
+
 void read_job(Reader& r, const YAML::Node& n, JobConfig& j) {
     j.mark = config::mark_of(n);
     const std::string where = "an rdma job";
     if (!r.expect_map(n, where)) {
         return;
     }
-    r.check_keys(n, {"id", "mode", "world", "op", "dtype", "chunk_bytes", "window", "pmtu", "qps"},
+    r.check_keys(n,
+                 {"id", "mode", "world", "op", "dtype", "chunk_bytes", "window", "pmtu", "qps",
+                  "role", "parent", "source", "bsl", "set_id", "abm", "partial_timeout_ms"},
                  where);
     field(r, n, "id", where, j.id, 1, 65535, true);
     r.optional(n, "mode", [&](const YAML::Node& v) {
@@ -171,6 +237,7 @@ void read_job(Reader& r, const YAML::Node& n, JobConfig& j) {
             j.qps.push_back(q);
         }
     });
+    read_aggregator(r, n, j);
     check_job(r, j, n);
 }
 
@@ -205,6 +272,16 @@ void validate_section(Reader& r, const config::Config& c, const void* section) {
     for (const auto& j : rdma.jobs) {
         if (!ids.insert(j.id).second) {
             r.error(j.mark, "duplicate rdma job id " + std::to_string(j.id));
+        }
+        if (j.role == Role::aggregator) {
+            for (const auto& ij : c.ina.jobs) {
+                if (ij.job_id == j.id) {
+                    r.error(j.mark, "rdma job " + std::to_string(j.id) +
+                                        " is an aggregator of INA job " + std::to_string(j.id) +
+                                        ", which ina.jobs configures on this switch too; expected "
+                                        "one of them (the switch terminates the job's results)");
+                }
+            }
         }
         std::set<uint16_t> ranks;
         for (const auto& q : j.qps) {
@@ -250,11 +327,27 @@ std::string section_json(const void* section) {
                            {"timeout", q.timeout}, {"retry_cnt", q.retry_cnt},
                            {"rnr_retry", q.rnr_retry}});
         }
-        jobs.push_back({{"id", j.id}, {"mode", "server-to-switch"}, {"world", j.world},
-                        {"op", std::string(reduce::to_string(j.op))},
-                        {"dtype", std::string(reduce::to_string(j.dtype))},
-                        {"chunk_bytes", j.chunk_bytes}, {"window", j.window}, {"pmtu", j.pmtu},
-                        {"qps", qps}});
+        nlohmann::json job = {{"id", j.id}, {"mode", "server-to-switch"}, {"world", j.world},
+                              {"op", std::string(reduce::to_string(j.op))},
+                              {"dtype", std::string(reduce::to_string(j.dtype))},
+                              {"chunk_bytes", j.chunk_bytes}, {"window", j.window},
+                              {"pmtu", j.pmtu}, {"qps", qps}};
+        if (j.role == Role::aggregator) {
+            std::string abm;
+            for (uint16_t id : j.abm) {
+                abm += (abm.empty() ? "" : ",") + std::to_string(id);
+            }
+            job["role"] = "aggregator";
+            job["parent"] = net::Ipv4Addr{j.parent}.str();
+            if (j.source != 0) {
+                job["source"] = net::Ipv4Addr{j.source}.str();
+            }
+            job["bsl"] = j.bsl_bits;
+            job["set_id"] = j.set_id;
+            job["abm"] = abm;
+            job["partial_timeout_ms"] = j.partial_timeout_ms;
+        }
+        jobs.push_back(job);
     }
     return nlohmann::json{{"jobs", jobs}}.dump();
 }
@@ -267,7 +360,10 @@ config::SectionHooks section_hooks() {
 
 bool same_job(const JobConfig& a, const JobConfig& b) {
     return a.id == b.id && a.world == b.world && a.op == b.op && a.dtype == b.dtype &&
-           a.chunk_bytes == b.chunk_bytes && a.window == b.window && a.pmtu == b.pmtu;
+           a.chunk_bytes == b.chunk_bytes && a.window == b.window && a.pmtu == b.pmtu &&
+           a.role == b.role && a.parent == b.parent && a.source == b.source &&
+           a.bsl_bits == b.bsl_bits && a.set_id == b.set_id && a.abm == b.abm &&
+           a.partial_timeout_ms == b.partial_timeout_ms;
 }
 
 bool same_qp(const QpConfig& a, const QpConfig& b) {

@@ -43,8 +43,13 @@ struct QpConfig {
     config::Mark mark;
 };
 
+// root: every rank's result is written when all ranks contributed (the job is its own VAT
+// root). aggregator: the complete chunk goes up as one INA contribution to `parent` and the
+// parent's INA result is what the ranks get (docs/rdma.md "Aggregator role").
+enum class Role : uint8_t { root, aggregator };
+
 struct JobConfig {
-    uint32_t id = 0;
+    uint32_t id = 0;  // also the job's INA job id towards the parent (aggregator)
     uint16_t world = 0;
     reduce::Op op = reduce::Op::sum;
     reduce::ElemType dtype = reduce::ElemType::fp32;
@@ -52,6 +57,14 @@ struct JobConfig {
     uint32_t window = 64;
     uint32_t pmtu = 1024;
     std::vector<QpConfig> qps;
+    // Aggregator role only (INA job field names, docs/configuration.md "rdma").
+    Role role = Role::root;
+    uint32_t parent = 0;              // host order: the INA parent (a switch or the root)
+    uint32_t source = 0;              // 0: the egress interface's address
+    uint16_t bsl_bits = 256;          // of the P-BM
+    uint16_t set_id = 0;
+    std::vector<uint16_t> abm;        // BFR-ids, sorted: rank r stands for abm[r - 1]
+    uint32_t partial_timeout_ms = 100;  // a partial without result is sent again after this
     config::Mark mark;
 
     const QpConfig* qp_of_rank(uint16_t rank) const {

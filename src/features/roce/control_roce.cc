@@ -21,6 +21,27 @@ JobParams job_params(const JobConfig& j) {
     return JobParams{j.id, j.world, j.op, j.dtype, j.chunk_bytes, j.window};
 }
 
+// The aggregator role's parameters (parent_ip 0 for a root job).
+ParentParams parent_params(const JobConfig& j) {
+    ParentParams p;
+    if (j.role != Role::aggregator) {
+        return p;
+    }
+    p.parent_ip = j.parent;
+    p.source_ip = j.source;
+    const auto code = wire::bsl_code_from_bits(j.bsl_bits);
+    auto abm = wire::BitString::from_bfr_ids(
+        j.bsl_bits, j.set_id, std::vector<wire::BfrId>(j.abm.begin(), j.abm.end()));
+    if (!code || !abm) {
+        throw std::invalid_argument("abm or bsl out of range");  // the loader refuses these
+    }
+    p.bsl_code = *code;
+    p.set_id = static_cast<uint8_t>(j.set_id);
+    p.abm = std::move(*abm);
+    p.timeout_ns = uint64_t{j.partial_timeout_ms} * 1'000'000;
+    return p;
+}
+
 // The address of the port whose subnet holds `ip` (host order), or 0.
 uint32_t switch_address_for(const config::Config& c, uint32_t ip) {
     for (const auto& p : c.ports) {
@@ -124,7 +145,7 @@ bool RoceControl::prepare(control::ControlPlane& cp, const config::Config& next,
             } else {
                 job.home = static_cast<uint16_t>(j.id % workers);
                 try {
-                    job.state = std::make_shared<JobState>(job_params(j));
+                    job.state = std::make_shared<JobState>(job_params(j), parent_params(j));
                 } catch (const std::exception& e) {
                     error = "rdma job " + std::to_string(j.id) + ": " + e.what();
                     return false;
@@ -230,7 +251,10 @@ void RoceControl::stats(const control::ControlPlane& cp, metrics::Stats& out) {
         // Plain reads of the home lcore's words: each is written by that lcore only.
         for (const auto& [id, j] : jobs_) {
             jobs.push_back(JobSample{id, j.state->table.in_use(), j.state->results_completed,
-                                     j.state->results_released, j.state->post_failures});
+                                     j.state->results_released, j.state->post_failures,
+                                     j.state->parent != nullptr,
+                                     j.state->parent != nullptr ? j.state->parent->counters
+                                                                : ParentCounters{}});
             for (const auto& [rank, q] : j.qps) {
                 qps.push_back(QpSample{id, rank, q.cfg.switch_qpn, qp_state_code(*q.state),
                                        q.state->counters});

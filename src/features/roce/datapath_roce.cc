@@ -28,7 +28,7 @@ constexpr size_t kFrameAt = 0;
 constexpr size_t kPayloadAt = 8192;
 static_assert(kPayloadAt + 4096 <= LcoreContext::kScratchBytes);
 
-agg::AckParams ack_params(const JobParams& p) {
+agg::AckParams ack_params(const JobParams& p, const ParentParams& parent) {
     if (p.world == 0 || p.world > kMaxRanks) {
         throw std::invalid_argument("rdma job: world out of range");
     }
@@ -43,12 +43,19 @@ agg::AckParams ack_params(const JobParams& p) {
     a.core.max_elems = static_cast<uint32_t>(p.chunk_bytes / reduce::elem_size(p.dtype));
     a.core.slots = p.window;
     a.receivers = a.core.contributors;
-    // Results are retransmitted by each QP's requester (go-back-N), not by the table's sweep.
-    a.retransmit_timeout = UINT64_MAX / 2;
+    // Results are retransmitted by each QP's requester (go-back-N), not by the table's sweep;
+    // an aggregator's sweep re-sends partials the parent has not answered (parent_tick).
+    a.retransmit_timeout = parent.parent_ip != 0 ? parent.timeout_ns : UINT64_MAX / 2;
     return a;
 }
 
-uint64_t now_ns(const LcoreContext& ctx) {
+uint64_t& lcore_counter(LcoreContext& ctx, LcoreCounter c) {
+    return ctx.feature_counters[kFeatureRoce][static_cast<size_t>(c)];
+}
+
+}  // namespace
+
+uint64_t roce_now_ns(const LcoreContext& ctx) {
     if (ctx.tsc_hz == 0) {
         return ctx.now_tsc;
     }
@@ -56,12 +63,6 @@ uint64_t now_ns(const LcoreContext& ctx) {
     return t / ctx.tsc_hz * 1'000'000'000ull + t % ctx.tsc_hz * 1'000'000'000ull / ctx.tsc_hz;
 }
 
-uint64_t& lcore_counter(LcoreContext& ctx, LcoreCounter c) {
-    return ctx.feature_counters[kFeatureRoce][static_cast<size_t>(c)];
-}
-
-// A frame of `len` bytes (Ethernet header first) in fresh mbufs, chained when it is larger
-// than one; nullptr (counted) when the pool is empty.
 rte_mbuf* frame_of(LcoreContext& ctx, const uint8_t* bytes, size_t len, uint16_t port) {
     rte_mbuf* head = nullptr;
     for (size_t done = 0; done < len;) {
@@ -88,6 +89,10 @@ rte_mbuf* frame_of(LcoreContext& ctx, const uint8_t* bytes, size_t len, uint16_t
     head->ol_flags = pipeline::g_originated_flag;
     return head;
 }
+
+namespace {
+
+uint64_t now_ns(const LcoreContext& ctx) { return roce_now_ns(ctx); }
 
 constexpr uint8_t kZeroMac[6] = {0, 0, 0, 0, 0, 0};  // routing writes both MACs
 
@@ -125,7 +130,7 @@ bool next_result(LcoreContext& ctx, QpState& q, uint64_t t_ns, rte_mbuf*& out) {
     }
     out = nullptr;
     uint8_t* payload = ctx.scratch.data() + kPayloadAt;
-    const uint32_t count = q.job->table.store_result(static_cast<uint32_t>(tx.cookie), payload);
+    const uint32_t count = rank_result(*q.job, static_cast<uint32_t>(tx.cookie), payload);
     const uint32_t bytes = count * static_cast<uint32_t>(reduce::elem_size(q.job->params.dtype));
     if (tx.offset + tx.length > bytes) [[unlikely]] {
         // The result left the table (cannot be while the rank has not acknowledged it): the
@@ -145,8 +150,7 @@ bool next_result(LcoreContext& ctx, QpState& q, uint64_t t_ns, rte_mbuf*& out) {
 }
 
 // A unit completed: its result goes to every rank (posted now, sent as the requesters pump).
-void post_results(QpState& from, uint32_t key, uint32_t length, uint64_t t_ns) {
-    JobState& job = *from.job;
+void post_results(JobState& job, uint32_t key, uint32_t length, uint64_t t_ns) {
     ++job.results_completed;
     const uint32_t s = key & 0xFFFFFF;
     for (uint16_t r = 1; r <= job.params.world; ++r) {
@@ -175,6 +179,7 @@ void post_results(QpState& from, uint32_t key, uint32_t length, uint64_t t_ns) {
 
 struct Burst {
     LcoreContext& ctx;
+    const dp::Snapshot& snap;
     EdgeBatches<FeatureEdge>& out;
     uint64_t t_ns;
     std::array<QpState*, pipeline::kMaxBurst * 2> touched{};
@@ -186,6 +191,13 @@ struct Burst {
         }
         q.touched = true;
         touched[n_touched++] = &q;
+    }
+    void touch_ranks(JobState& job) {
+        for (uint16_t r = 1; r <= job.params.world; ++r) {
+            if (job.rank_qp[r] != nullptr) {
+                touch(*job.rank_qp[r]);
+            }
+        }
     }
     void emit(rte_mbuf* m) {
         if (m != nullptr) {
@@ -265,12 +277,12 @@ struct Burst {
         case agg::AckVerdict::completed:
             ++q.counters.contributions;
             q.responder.commit();
-            post_results(q, key, w.length, t_ns);
-            for (uint16_t r = 1; r <= job.params.world; ++r) {
-                if (job.rank_qp[r] != nullptr) {
-                    touch(*job.rank_qp[r]);
-                }
+            if (job.parent != nullptr) {
+                send_partial(ctx, snap, job, key, t_ns, out);  // the result comes from above
+                break;
             }
+            post_results(job, key, w.length, t_ns);
+            touch_ranks(job);
             break;
         case agg::AckVerdict::no_slot: {
             // The slot still holds an older result some rank has not acknowledged:
@@ -322,7 +334,20 @@ void drop(EdgeBatches<FeatureEdge>& out, rte_mbuf* m) { out.push(FeatureEdge::dr
 
 }  // namespace
 
-JobState::JobState(const JobParams& p) : StateTag(StateKind::job), params(p), table(ack_params(p)) {}
+JobState::JobState(const JobParams& p, const ParentParams& up)
+    : StateTag(StateKind::job), params(p), table(ack_params(p, up)) {
+    if (up.parent_ip != 0) {
+        parent = std::make_unique<ParentLink>(up, p.window, p.chunk_bytes);
+    }
+}
+
+void deliver_result(LcoreContext& ctx, const dp::Snapshot& snap, JobState& job, uint32_t key,
+                    uint32_t length, EdgeBatches<FeatureEdge>& out) {
+    Burst b{ctx, snap, out, now_ns(ctx)};
+    post_results(job, key, length, b.t_ns);
+    b.touch_ranks(job);
+    b.finish();
+}
 
 uint32_t JobState::extend(uint32_t s) {
     s &= 0xFFFFFF;
@@ -371,7 +396,7 @@ QpState::QpState(const QpParams& p, JobState* j)
 uint16_t roce_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n,
                     FeatureEdge pass, EdgeBatches<FeatureEdge>& out) {
     const RoceView* view = snap.feature_view<RoceView>(kFeatureRoce);
-    Burst b{ctx, out, now_ns(ctx)};
+    Burst b{ctx, snap, out, now_ns(ctx)};
     uint16_t i = 0;
     for (; i < n; ++i) {
         // Room for this input's own frames, one ACK per QP touched so far and this one's.
@@ -464,6 +489,10 @@ uint16_t roce_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts
 void roce_tick(LcoreContext& ctx, const dp::Snapshot& snap, void* state, uint64_t) {
     auto* tag = static_cast<StateTag*>(state);
     if (tag->kind != StateKind::qp) {
+        auto* job = static_cast<JobState*>(tag);
+        if (job->parent != nullptr) {
+            parent_tick(ctx, snap, *job, now_ns(ctx));
+        }
         return;
     }
     QpState& q = *static_cast<QpState*>(tag);
@@ -513,6 +542,7 @@ pipeline::FeatureStage stage() {
     s.tick_us = 100;
     s.on_attach = roce_attach;
     s.on_detach = roce_detach;
+    s.ina_result = roce_ina_result;
     return s;
 }
 

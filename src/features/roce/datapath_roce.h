@@ -11,8 +11,10 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 
 #include "agg/ack_table.h"
+#include "features/roce/datapath_roce_parent.h"
 #include "features/roce/view_roce.h"
 #include "pipeline/feature_stages.h"
 #include "roce/cnp.h"
@@ -47,9 +49,12 @@ struct StateTag {
 
 // A job's aggregation on its home lcore. Keys are session sequences extended to 32 bits.
 struct alignas(64) JobState : StateTag {
-    explicit JobState(const JobParams& p);  // throws on bad params (control plane only)
+    // Throws on bad params (control plane only). `parent`: the aggregator role, when its
+    // parent_ip is set.
+    explicit JobState(const JobParams& p, const ParentParams& parent = {});
     JobParams params;
     agg::AckTable table;
+    std::unique_ptr<ParentLink> parent;  // aggregator role; nullptr: the job is its own root
     // The rank's QP, by rank (1..world); written on the lcore by the QP's attach/detach.
     std::array<QpState*, kMaxRanks + 1> rank_qp{};
     uint32_t high_key = 0;  // the highest key seen: 24-bit sequences extend around it
@@ -118,6 +123,18 @@ void roce_tick(pipeline::LcoreContext& ctx, const dp::Snapshot& snap, void* stat
 // Attach hooks: a QP enters / leaves its job's rank table (on the lcore).
 void roce_attach(void* state);
 void roce_detach(void* state);
+
+// A result for `key` is in (the root's own completion, or an aggregator's parent's answer):
+// posted on every rank's requester, as many of its packets sent on `out` as there is room for
+// (the rest at the next burst or tick).
+void deliver_result(pipeline::LcoreContext& ctx, const dp::Snapshot& snap, JobState& job,
+                    uint32_t key, uint32_t length,
+                    pipeline::EdgeBatches<pipeline::FeatureEdge>& out);
+// A frame of `len` bytes (Ethernet header first) in fresh mbufs from ctx.pool, chained when
+// larger than one; nullptr (counted no_mbuf) when the pool is empty.
+rte_mbuf* frame_of(pipeline::LcoreContext& ctx, const uint8_t* bytes, size_t len, uint16_t port);
+// The lcore's clock in ns (the requesters' and the parent link's time unit).
+uint64_t roce_now_ns(const pipeline::LcoreContext& ctx);
 
 // The stage as registered (src/app): 100 us ticks.
 pipeline::FeatureStage stage();

@@ -48,6 +48,19 @@ std::string render_metrics(const std::vector<JobSample>& jobs, const std::vector
            << "inaswitch_rdma_job_results_total{job=\"" << j.job_id
            << "\",event=\"post_failed\"} " << j.post_failures << '\n';
     }
+    family(os, "inaswitch_rdma_job_parent_total", "counter",
+           "An aggregator job's traffic with its INA parent, by event (docs/rdma.md "
+           "\"Aggregator role\")");
+    for (const auto& j : jobs) {
+        if (!j.aggregator) {
+            continue;
+        }
+#define INA_ROCE_PARENT_SERIES(name, help)                                                 \
+    os << "inaswitch_rdma_job_parent_total{job=\"" << j.job_id << "\",event=\"" #name "\"} " \
+       << j.parent.name << '\n';
+        INA_ROCE_PARENT_EVENTS(INA_ROCE_PARENT_SERIES)
+#undef INA_ROCE_PARENT_SERIES
+    }
     family(os, "inaswitch_rdma_packets_total", "counter",
            "RoCEv2 packets on UDP 4791 that reached no QP, by reason (see docs/rdma.md)");
 #define INA_ROCE_REASON(name, help)                                                        \

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "features/roce/datapath_roce_parent.h"
 #include "features/roce/view_roce.h"
 
 namespace ina::features::roce {
@@ -27,6 +28,8 @@ struct JobSample {
     uint64_t results_completed = 0;
     uint64_t results_released = 0;
     uint64_t post_failures = 0;
+    bool aggregator = false;  // the parent events below are rendered for aggregators only
+    ParentCounters parent;
 };
 
 using LcoreTotals = std::array<uint64_t, static_cast<size_t>(LcoreCounter::count)>;

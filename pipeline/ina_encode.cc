@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "pipeline/ina_encode.h"
+
+#include <rte_ether.h>
+#include <rte_udp.h>
+
+#include <cstring>
+
+#include "net/checksum.h"
+#include "pipeline/mbuf_chain.h"
+
+namespace ina::pipeline {
+
+namespace {
+
+constexpr size_t kL2 = sizeof(rte_ether_hdr);
+constexpr size_t kL3 = sizeof(rte_ipv4_hdr);
+constexpr size_t kL4 = sizeof(rte_udp_hdr);
+static_assert(kInaFrameHeadBytes == kL2 + kL3 + kL4);
+
+// The folded sum of the UDP pseudo-header (RFC 768) of a datagram of `udp_len` bytes in `ip`.
+uint16_t pseudo_header_sum(const rte_ipv4_hdr* ip, uint16_t udp_len) {
+    uint8_t ph[12];
+    std::memcpy(ph, &ip->src_addr, 4);
+    std::memcpy(ph + 4, &ip->dst_addr, 4);
+    ph[8] = 0;
+    ph[9] = IPPROTO_UDP;
+    const uint16_t len_be = rte_cpu_to_be_16(udp_len);
+    std::memcpy(ph + 10, &len_be, 2);
+    return net::ones_complement_sum(ph, sizeof ph);
+}
+
+void write_ipv4(rte_ipv4_hdr* ip, uint32_t src, uint32_t dst, uint16_t total) {
+    ip->version_ihl = 0x45;
+    ip->type_of_service = 0;
+    ip->total_length = rte_cpu_to_be_16(total);
+    ip->packet_id = 0;
+    ip->fragment_offset = rte_cpu_to_be_16(RTE_IPV4_HDR_DF_FLAG);
+    ip->time_to_live = 64;
+    ip->next_proto_id = IPPROTO_UDP;
+    ip->src_addr = rte_cpu_to_be_32(src);
+    ip->dst_addr = rte_cpu_to_be_32(dst);
+    ip->hdr_checksum = 0;
+    ip->hdr_checksum = net::internet_checksum(ip, kL3);
+}
+
+}  // namespace
+
+uint32_t ina_source_for(const dp::Snapshot& snap, uint32_t configured, uint32_t dst) {
+    if (configured != 0) {
+        return configured;
+    }
+    const dp::NextHop* nh = snap.route(dst);
+    if (nh == nullptr) {
+        return 0;
+    }
+    const auto st = snap.station_for(*nh, dst);
+    const uint16_t port = st && st->port < snap.n_ports ? st->port : nh->port;
+    const dp::PortView& pv = snap.ports[port];
+    return pv.n_addrs != 0 ? pv.addrs[0].addr.value : 0;
+}
+
+uint8_t* write_ina_headers(uint8_t* d, const proto::Header& h, const uint8_t* bs, uint32_t src,
+                           uint32_t dst, uint16_t port) {
+    const size_t ina_len = h.total_bytes();
+    auto* eth = reinterpret_cast<rte_ether_hdr*>(d);
+    std::memset(eth, 0, sizeof *eth);  // routing writes both MACs
+    eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
+    auto* ip = reinterpret_cast<rte_ipv4_hdr*>(eth + 1);
+    write_ipv4(ip, src, dst, static_cast<uint16_t>(kL3 + kL4 + ina_len));
+    auto* udp = reinterpret_cast<rte_udp_hdr*>(ip + 1);
+    udp->src_port = rte_cpu_to_be_16(port);
+    udp->dst_port = rte_cpu_to_be_16(port);
+    udp->dgram_len = rte_cpu_to_be_16(static_cast<uint16_t>(kL4 + ina_len));
+    udp->dgram_cksum = 0;
+    auto* hdr = reinterpret_cast<uint8_t*>(udp + 1);
+    return hdr + proto::write_header(hdr, h, bs);
+}
+
+void seal_ina_datagram(uint8_t* d) {
+    auto* ip = reinterpret_cast<rte_ipv4_hdr*>(d + kL2);
+    auto* udp = reinterpret_cast<rte_udp_hdr*>(ip + 1);
+    const uint16_t udp_len = rte_be_to_cpu_16(udp->dgram_len);
+    udp->dgram_cksum = 0;
+    udp->dgram_cksum = net::udp_checksum_field(
+        net::ones_complement_sum(udp, udp_len, pseudo_header_sum(ip, udp_len)));
+}
+
+bool ina_udp_checksum_ok(const rte_mbuf* m, const rte_ipv4_hdr* ip, const rte_udp_hdr* udp,
+                         size_t udp_off, size_t udp_len) {
+    if (udp->dgram_cksum == 0) {
+        return true;
+    }
+    const uint64_t nic = m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK;
+    if (nic == RTE_MBUF_F_RX_L4_CKSUM_GOOD) {
+        return true;
+    }
+    if (nic == RTE_MBUF_F_RX_L4_CKSUM_BAD) {
+        return false;
+    }
+    return sum_ok(m, static_cast<uint32_t>(udp_off), static_cast<uint32_t>(udp_len),
+                  pseudo_header_sum(ip, static_cast<uint16_t>(udp_len)));
+}
+
+}  // namespace ina::pipeline

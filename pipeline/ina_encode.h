@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: Apache-2.0
+// INA datagrams this switch originates (docs/protocol.md "Packets the switch emits"): the one
+// encoder of every partial and result the switch writes — the INA stage's aggregator and root
+// (ina_input.cc) and the RoCE feature's aggregator role (src/features/roce, its partial to the
+// parent) — and the UDP checksum check of received INA datagrams.
+#pragma once
+
+#include <rte_ip.h>
+#include <rte_mbuf.h>
+#include <rte_udp.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "dataplane/snapshot.h"
+#include "ina/protocol.h"
+
+namespace ina::pipeline {
+
+// Bytes of Ethernet + IPv4 + UDP before the INA header of an emitted datagram.
+inline constexpr size_t kInaFrameHeadBytes = 14 + 20 + 8;
+
+// Source address for a packet this switch originates towards `dst`: `configured` when it is
+// not 0 (a job's `source`), else the first address of the interface the route to `dst` leaves
+// by; 0 when there is no route.
+uint32_t ina_source_for(const dp::Snapshot& snap, uint32_t configured, uint32_t dst);
+
+// Writes the Ethernet (both MACs 0: routing writes them), IPv4 (DF, TTL 64), UDP (source and
+// destination port `port`) and INA headers with BitString `bs` of a datagram of
+// kInaFrameHeadBytes + h.total_bytes() bytes at `d`. Returns where the h.payload_bytes()
+// elements go; the caller places them, then calls seal_ina_datagram.
+uint8_t* write_ina_headers(uint8_t* d, const proto::Header& h, const uint8_t* bs, uint32_t src,
+                           uint32_t dst, uint16_t port);
+// Computes the UDP checksum of the datagram written at `d` (elements in place): a worker's
+// stack or NIC verifies what it receives.
+void seal_ina_datagram(uint8_t* d);
+
+// A received INA datagram's UDP checksum holds (absent, 0, is allowed in IPv4; a NIC's verdict
+// is taken when it gave one; else summed across segments).
+bool ina_udp_checksum_ok(const rte_mbuf* m, const rte_ipv4_hdr* ip, const rte_udp_hdr* udp,
+                         size_t udp_off, size_t udp_len);
+
+}  // namespace ina::pipeline

@@ -1,0 +1,228 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "features/roce/datapath_roce_parent.h"
+
+#include <rte_ip.h>
+#include <rte_udp.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "features/roce/datapath_roce.h"
+#include "ina/protocol.h"
+#include "pipeline/ina_encode.h"
+#include "pipeline/packet_meta.h"
+#include "pipeline/pipeline.h"
+
+namespace ina::features::roce {
+
+using pipeline::EdgeBatches;
+using pipeline::FeatureEdge;
+using pipeline::LcoreContext;
+
+namespace {
+
+// A partial's frame is built at the start of the lcore's scratch (the contribution that
+// completed the chunk was consumed before): head + INA header + BitString (<= 512) + chunk.
+constexpr size_t kPartialMax = pipeline::kInaFrameHeadBytes + proto::kFixedHeaderBytes + 512 +
+                               4096;
+static_assert(kPartialMax <= LcoreContext::kScratchBytes / 2);
+
+uint32_t slot_of(const ParentLink& p, uint32_t key) {
+    return key & (static_cast<uint32_t>(p.result_key.size()) - 1);
+}
+
+// Key's partial as a frame to the parent (nullptr, counted: no route or no mbuf).
+rte_mbuf* partial_frame(LcoreContext& ctx, const dp::Snapshot& snap, JobState& job, uint32_t key,
+                        bool resend) {
+    ParentLink& up = *job.parent;
+    const ParentParams& pp = up.params;
+    proto::Header h;
+    h.type = proto::PacketType::data;
+    h.flags = resend ? proto::kFlagRetransmit : 0;
+    h.op = static_cast<uint8_t>(job.params.op);
+    h.elem_type = static_cast<uint8_t>(job.params.dtype);
+    h.bsl_code = pp.bsl_code;
+    h.set_id = pp.set_id;
+    h.job_id = job.params.job_id;
+    h.seq = key;
+    uint8_t* frame = ctx.scratch.data();
+    // The elements' place does not depend on their count: the table writes them there first.
+    uint8_t* elements = frame + pipeline::kInaFrameHeadBytes + proto::kFixedHeaderBytes +
+                        h.bitstring_bytes();
+    const uint32_t count = job.table.store_result(key, elements);
+    const uint32_t src = pipeline::ina_source_for(snap, pp.source_ip, pp.parent_ip);
+    if (count == 0 || src == 0) [[unlikely]] {
+        ++up.counters.no_mbuf;  // no route to the parent: the tick tries again
+        return nullptr;
+    }
+    h.elem_count = static_cast<uint16_t>(count);
+    pipeline::write_ina_headers(frame, h, pp.abm.data(), src, pp.parent_ip, snap.ina_udp_port);
+    pipeline::seal_ina_datagram(frame);
+    rte_mbuf* m = frame_of(ctx, frame, pipeline::kInaFrameHeadBytes + h.total_bytes(), 0);
+    if (m == nullptr) [[unlikely]] {
+        ++up.counters.no_mbuf;
+        return nullptr;
+    }
+    ++(resend ? up.counters.partial_resent : up.counters.partial_sent);
+    return m;
+}
+
+const JobView* job_view(const RoceView& view, uint32_t job_id) {
+    for (const auto& j : view.jobs) {
+        if (j.job_id == job_id) {
+            return &j;
+        }
+    }
+    return nullptr;
+}
+
+}  // namespace
+
+ParentLink::ParentLink(const ParentParams& p, uint32_t window, uint32_t chunk)
+    : params(p),
+      chunk_bytes(chunk),
+      results(size_t{window} * chunk),
+      result_key(window),
+      result_elems(window) {}
+
+uint32_t rank_result(const JobState& job, uint32_t key, uint8_t* out) {
+    if (job.parent == nullptr) {
+        return job.table.store_result(key, out);
+    }
+    const ParentLink& up = *job.parent;
+    if (!up.has_result(key)) {
+        return 0;
+    }
+    const uint32_t s = slot_of(up, key);
+    const uint32_t elems = up.result_elems[s];
+    std::memcpy(out, up.results.data() + size_t{s} * up.chunk_bytes,
+                elems * reduce::elem_size(job.params.dtype));
+    return elems;
+}
+
+void send_partial(LcoreContext& ctx, const dp::Snapshot& snap, JobState& job, uint32_t key,
+                  uint64_t t_ns, EdgeBatches<FeatureEdge>& out) {
+    job.table.mark_sent(key, t_ns);  // the clock of the partial's retransmission starts
+    if (rte_mbuf* m = partial_frame(ctx, snap, job, key, false)) {
+        out.push(FeatureEdge::route, m);
+    }
+}
+
+void parent_tick(LcoreContext& ctx, const dp::Snapshot& snap, JobState& job, uint64_t t_ns) {
+    if (job.table.in_use() == 0) {
+        return;
+    }
+    uint32_t keys[pipeline::kMaxBurst];
+    rte_mbuf* frames[pipeline::kMaxBurst];
+    uint16_t n = 0;
+    // Complete chunks last sent timeout_ns ago. One whose result is in waits for the ranks'
+    // ACKs; their requesters retransmit the WRITEs, so only unanswered partials go again.
+    const size_t due = job.table.collect_due(t_ns, keys, pipeline::kMaxBurst, 64);
+    for (size_t i = 0; i < due; ++i) {
+        if (job.parent->has_result(keys[i])) {
+            continue;
+        }
+        if (rte_mbuf* m = partial_frame(ctx, snap, job, keys[i], true)) {
+            frames[n++] = m;
+        }
+    }
+    if (n != 0) {
+        pipeline::route_emitted(ctx, snap, frames, n);
+    }
+}
+
+uint16_t roce_ina_result(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n,
+                         FeatureEdge pass, EdgeBatches<FeatureEdge>& out) {
+    const RoceView* view = snap.feature_view<RoceView>(kFeatureRoce);
+    for (uint16_t i = 0; i < n; ++i) {
+        rte_mbuf* m = pkts[i];
+        const pipeline::PacketMeta* pm = pipeline::classified(m);
+        if (pm == nullptr || (pm->flags & pipeline::kMetaUdpSound) == 0 || view == nullptr) {
+            out.push(pass, m);
+            continue;
+        }
+        const auto* ip = rte_pktmbuf_mtod_offset(m, const rte_ipv4_hdr*, pm->l3_offset);
+        const dp::NextHop* nh = snap.route(rte_be_to_cpu_32(ip->dst_addr));
+        if (nh == nullptr || nh->kind != dp::NextHopKind::local) {
+            out.push(pass, m);  // the job's results on their way to other hosts
+            continue;
+        }
+        const uint32_t len = pm->l4_length - sizeof(rte_udp_hdr);
+        const auto* bytes = static_cast<const uint8_t*>(rte_pktmbuf_read(
+            m, static_cast<uint32_t>(pm->l4_offset + sizeof(rte_udp_hdr)), len,
+            ctx.scratch.data()));
+        const proto::ParseResult parsed =
+            bytes != nullptr ? proto::parse(bytes, len) : proto::ParseResult{};
+        const JobView* jv = parsed.packet ? job_view(*view, parsed.packet->header.job_id)
+                                          : nullptr;
+        if (jv == nullptr) {
+            out.push(pass, m);
+            continue;
+        }
+        if (ctx.n_workers > 1 && jv->home != ctx.worker_index) {
+            // The job's slots live on its home lcore: the result re-enters its pipeline there.
+            if (jv->home < ctx.handoff.size() && ctx.handoff[jv->home] != nullptr &&
+                rte_ring_sp_enqueue(ctx.handoff[jv->home], m) == 0) {
+                ++ctx.feature_counters[kFeatureRoce][static_cast<size_t>(
+                    LcoreCounter::handed_off)];
+            } else {
+                ++ctx.feature_counters[kFeatureRoce][static_cast<size_t>(
+                    LcoreCounter::handoff_full)];
+                out.push(FeatureEdge::drop, m);
+            }
+            continue;
+        }
+        auto* tag = static_cast<StateTag*>(
+            ctx.feature_state(jv->slot, kFeatureRoce, job_state_id(jv->job_id)));
+        auto* job = tag != nullptr && tag->kind == StateKind::job ? static_cast<JobState*>(tag)
+                                                                  : nullptr;
+        if (job == nullptr || job->parent == nullptr) {
+            out.push(pass, m);  // not attached yet
+            continue;
+        }
+        ParentLink& up = *job->parent;
+        const proto::Header& h = parsed.packet->header;
+        const auto* udp = rte_pktmbuf_mtod_offset(m, const rte_udp_hdr*, pm->l4_offset);
+        const size_t elem = reduce::elem_size(job->params.dtype);
+        if (h.op != static_cast<uint8_t>(job->params.op) ||
+            h.elem_type != static_cast<uint8_t>(job->params.dtype) || h.elem_count == 0 ||
+            h.elem_count * elem > up.chunk_bytes ||
+            !pipeline::ina_udp_checksum_ok(m, ip, udp, pm->l4_offset, pm->l4_length)) {
+            ++up.counters.result_bad;
+            out.push(FeatureEdge::drop, m);
+            continue;
+        }
+        const uint32_t key = h.seq;
+        const uint32_t s = slot_of(up, key);
+        uint8_t* result = up.results.data() + size_t{s} * up.chunk_bytes;
+        // Held and complete here (the table has its local sum): else not a chunk this switch
+        // sent up, or one already released (a late copy). The record of a released key's
+        // result stays until its slot's next result, so holding is asked first.
+        uint8_t unacked[kContributorBsl / 8];
+        if (!job->table.missing(key, unacked)) {
+            ++up.counters.result_not_held;
+            out.push(FeatureEdge::drop, m);
+            continue;
+        }
+        if (up.has_result(key)) {
+            ++up.counters.result_duplicate;  // another copy (one per BFR-id at a unicast root)
+            out.push(FeatureEdge::drop, m);
+            continue;
+        }
+        const uint32_t local = job->table.store_result(key, result);
+        if (local != h.elem_count) {
+            ++up.counters.result_bad;
+            out.push(FeatureEdge::drop, m);
+            continue;
+        }
+        std::memcpy(result, parsed.packet->payload, h.payload_bytes());
+        up.result_key[s] = key;
+        up.result_elems[s] = h.elem_count;
+        ++up.counters.result_in;
+        out.push(FeatureEdge::drop, m);  // consumed: it became the ranks' WRITEs
+        deliver_result(ctx, snap, *job, key, static_cast<uint32_t>(h.payload_bytes()), out);
+    }
+    return n;
+}
+
+}  // namespace ina::features::roce

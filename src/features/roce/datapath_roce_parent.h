@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: Apache-2.0
+// The aggregator role of an rdma job (docs/rdma.md "Aggregator role"): a chunk every local rank
+// contributed goes up as ONE INA contribution (P-BM = the job's A-BM, seq = the chunk's key) to
+// the job's INA parent, built by the shared INA encoder (pipeline/ina_encode.h); the slot stays
+// held; the parent's INA result for the chunk, addressed to this switch, is what every rank's
+// result WRITE carries (the root role's requester path), and the slot is released when every
+// rank acknowledged, as for a root. A partial without an answer is sent again on the job's tick
+// after the job's timeout (the parent answers a duplicate partial with the result).
+// Per-lcore state on the job's home lcore, allocated with the JobState (control plane).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "pipeline/feature_stages.h"
+#include "wire/bitstring.h"
+
+namespace ina::features::roce {
+
+struct JobState;
+
+// What makes a job an aggregator; parent_ip 0: the job is its own root.
+struct ParentParams {
+    uint32_t parent_ip = 0;  // host order
+    uint32_t source_ip = 0;  // 0: the egress interface's address
+    uint8_t bsl_code = 1;    // RFC 8296 code of the P-BM's length
+    uint8_t set_id = 0;
+    wire::BitString abm;     // P-BM of every partial: the BFR-ids the job's ranks stand for
+    uint64_t timeout_ns = 0; // a partial without result is sent again after this
+};
+
+// Events of the parent link, X(name, help): inaswitch_rdma_job_parent_total{job,event}.
+#define INA_ROCE_PARENT_EVENTS(X)                                                              \
+    X(partial_sent, "Complete chunks sent up to the parent as one INA contribution")          \
+    X(partial_resent, "Partials sent again: no result within partial_timeout_ms")              \
+    X(result_in, "INA results of the parent that became the ranks' result WRITEs")             \
+    X(result_duplicate, "INA results for a chunk whose result is already in (dropped)")         \
+    X(result_not_held, "INA results for a chunk this switch does not hold (dropped)")          \
+    X(result_bad, "INA results that disagree with the job (type, op, count) or checksum")     \
+    X(no_mbuf, "Partials not sent for want of an mbuf or a route (sent again on the tick)")
+
+struct ParentCounters {
+#define INA_ROCE_PARENT_FIELD(name, help) uint64_t name = 0;
+    INA_ROCE_PARENT_EVENTS(INA_ROCE_PARENT_FIELD)
+#undef INA_ROCE_PARENT_FIELD
+};
+
+// The parent's results, one per slot (the slot's key tells whose): what the ranks' WRITEs read.
+struct ParentLink {
+    ParentLink(const ParentParams& p, uint32_t window, uint32_t chunk_bytes);
+    ParentParams params;
+    uint32_t chunk_bytes;
+    std::vector<uint8_t> results;        // window x chunk_bytes
+    std::vector<uint32_t> result_key;    // by slot: the key whose result `results` holds
+    std::vector<uint32_t> result_elems;  // by slot: its element count, 0 for none
+    ParentCounters counters;
+
+    bool has_result(uint32_t key) const {
+        const uint32_t s = key & (static_cast<uint32_t>(result_key.size()) - 1);
+        return result_elems[s] != 0 && result_key[s] == key;
+    }
+};
+
+// Key's result as the ranks get it: the parent's (aggregator) or the table's own (root).
+// Writes it to `out` (chunk_bytes of room), returns its element count; 0 when there is none.
+uint32_t rank_result(const JobState& job, uint32_t key, uint8_t* out);
+
+// A chunk is complete at an aggregator: its partial goes up (frame on `out` when there is
+// room and an mbuf; else counted, the tick sends it). The slot's clock starts.
+void send_partial(pipeline::LcoreContext& ctx, const dp::Snapshot& snap, JobState& job,
+                  uint32_t key, uint64_t t_ns,
+                  pipeline::EdgeBatches<pipeline::FeatureEdge>& out);
+
+// The job's tick: partials without result for timeout_ns are sent again.
+void parent_tick(pipeline::LcoreContext& ctx, const dp::Snapshot& snap, JobState& job,
+                 uint64_t t_ns);
+
+// FeatureStage::ina_result of the feature: a parent's INA result for an aggregator job.
+uint16_t roce_ina_result(pipeline::LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
+                         uint16_t n, pipeline::FeatureEdge pass,
+                         pipeline::EdgeBatches<pipeline::FeatureEdge>& out);
+
+}  // namespace ina::features::roce
