@@ -683,6 +683,43 @@ TEST_F(RoceAggregator, ResultAnsweredBeforeTheTimeoutIsNotSentAgain) {
     EXPECT_EQ(up().partial_resent, 0u);
 }
 
+TEST_F(RoceAggregator, ResultOnAnotherLcoreIsHandedToTheJobsHome) {
+    complete(0, 1.0f, 2.0f);
+    rte_ring* to_home = rte_ring_create(("ra" + std::to_string(unique_id())).c_str(), 64,
+                                        SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+    ASSERT_NE(to_home, nullptr);
+    ctx->n_workers = 2;
+    ctx->worker_index = 1;  // the job's home is worker 0
+    ctx->handoff[0] = to_home;
+    send(ina_result(0, fill(9.0f)), kR1);
+    EXPECT_EQ(total_tx(), 0u);
+    EXPECT_EQ(lcore(fr::LcoreCounter::handed_off), 1u);
+    EXPECT_EQ(up().result_in, 0u) << "the home lcore takes it";
+    rte_mbuf* m = nullptr;
+    ASSERT_EQ(rte_ring_sc_dequeue(to_home, reinterpret_cast<void**>(&m)), 0);
+    ctx->worker_index = 0;
+    ctx->handoff[0] = nullptr;
+    run({m});
+    EXPECT_EQ(writes().size(), 2u);
+    EXPECT_EQ(up().result_in, 1u);
+    rte_ring_free(to_home);
+}
+
+TEST_F(RoceAggregator, ResultForAnotherHostIsRoutedOnUntouched) {
+    complete(0, 1.0f, 2.0f);
+    Bytes b = ina_result(0, fill(9.0f));
+    // To 10.0.1.2 (a worker of the job in another subtree, behind r0): not for the switch.
+    b[14 + 16] = 10, b[14 + 17] = 0, b[14 + 18] = 1, b[14 + 19] = 2;
+    b[24] = 0, b[25] = 0;
+    const uint16_t sum = net::internet_checksum(b.data() + 14, 20);
+    std::memcpy(b.data() + 24, &sum, 2);
+    send(b, kR1);
+    ASSERT_EQ(tx_count(kR0), 1u) << "routed on";
+    free_mbufs(take_tx(kR0));
+    EXPECT_EQ(tx_count(kR1), 0u);
+    EXPECT_EQ(up().result_in + up().result_bad + up().result_not_held, 0u);
+}
+
 TEST(RoceAggregatorConfig, ErrorsNameTheirPlace) {
     register_once();
     const std::string base = std::string(kStageYaml) + "rdma:\n  jobs:\n";

@@ -325,14 +325,30 @@ struct Burst {
     }
 };
 
+void drop(EdgeBatches<FeatureEdge>& out, rte_mbuf* m) { out.push(FeatureEdge::drop, m); }
+
+}  // namespace
+
 bool for_switch(const dp::Snapshot& snap, uint32_t dst) {
     const dp::NextHop* nh = snap.route(dst);
     return nh != nullptr && nh->kind == dp::NextHopKind::local;
 }
 
-void drop(EdgeBatches<FeatureEdge>& out, rte_mbuf* m) { out.push(FeatureEdge::drop, m); }
-
-}  // namespace
+bool away_from_home(LcoreContext& ctx, rte_mbuf* m, uint16_t home, EdgeBatches<FeatureEdge>& out) {
+    if (ctx.n_workers <= 1 || home == ctx.worker_index) {
+        return false;
+    }
+    // The job's QPs and slots live on its home lcore: the packet re-enters its pipeline there
+    // unchanged (no lock, no shared QP state).
+    if (home < ctx.handoff.size() && ctx.handoff[home] != nullptr &&
+        rte_ring_sp_enqueue(ctx.handoff[home], m) == 0) {
+        ++lcore_counter(ctx, LcoreCounter::handed_off);
+    } else {
+        ++lcore_counter(ctx, LcoreCounter::handoff_full);
+        drop(out, m);
+    }
+    return true;
+}
 
 JobState::JobState(const JobParams& p, const ParentParams& up)
     : StateTag(StateKind::job), params(p), table(ack_params(p, up)) {
@@ -443,16 +459,7 @@ uint16_t roce_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts
             drop(out, m);
             continue;
         }
-        if (ctx.n_workers > 1 && qv->home != ctx.worker_index) {
-            // The job's QPs and slots live on its home lcore: the packet re-enters its pipeline
-            // there unchanged (no lock, no shared QP state).
-            if (qv->home < ctx.handoff.size() && ctx.handoff[qv->home] != nullptr &&
-                rte_ring_sp_enqueue(ctx.handoff[qv->home], m) == 0) {
-                ++lcore_counter(ctx, LcoreCounter::handed_off);
-            } else {
-                ++lcore_counter(ctx, LcoreCounter::handoff_full);
-                drop(out, m);
-            }
+        if (away_from_home(ctx, m, qv->home, out)) {
             continue;
         }
         auto* tag = static_cast<StateTag*>(

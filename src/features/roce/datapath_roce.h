@@ -133,6 +133,12 @@ void deliver_result(pipeline::LcoreContext& ctx, const dp::Snapshot& snap, JobSt
 // A frame of `len` bytes (Ethernet header first) in fresh mbufs from ctx.pool, chained when
 // larger than one; nullptr (counted no_mbuf) when the pool is empty.
 rte_mbuf* frame_of(pipeline::LcoreContext& ctx, const uint8_t* bytes, size_t len, uint16_t port);
+// Whether IPv4 `dst` (host order) is one of the switch's own addresses.
+bool for_switch(const dp::Snapshot& snap, uint32_t dst);
+// Hands `m` to lcore `home` (the job's) when this is not it: true when m left this lcore's
+// path (enqueued on the hand-off ring, or dropped when it is full; counted either way).
+bool away_from_home(pipeline::LcoreContext& ctx, rte_mbuf* m, uint16_t home,
+                    pipeline::EdgeBatches<pipeline::FeatureEdge>& out);
 // The lcore's clock in ns (the requesters' and the parent link's time unit).
 uint64_t roce_now_ns(const pipeline::LcoreContext& ctx);
 

@@ -136,14 +136,10 @@ uint16_t roce_ina_result(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf**
     const RoceView* view = snap.feature_view<RoceView>(kFeatureRoce);
     for (uint16_t i = 0; i < n; ++i) {
         rte_mbuf* m = pkts[i];
+        // The INA stage parsed it: classified, a sound UDP datagram.
         const pipeline::PacketMeta* pm = pipeline::classified(m);
-        if (pm == nullptr || (pm->flags & pipeline::kMetaUdpSound) == 0 || view == nullptr) {
-            out.push(pass, m);
-            continue;
-        }
         const auto* ip = rte_pktmbuf_mtod_offset(m, const rte_ipv4_hdr*, pm->l3_offset);
-        const dp::NextHop* nh = snap.route(rte_be_to_cpu_32(ip->dst_addr));
-        if (nh == nullptr || nh->kind != dp::NextHopKind::local) {
+        if (view == nullptr || !for_switch(snap, rte_be_to_cpu_32(ip->dst_addr))) {
             out.push(pass, m);  // the job's results on their way to other hosts
             continue;
         }
@@ -159,18 +155,8 @@ uint16_t roce_ina_result(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf**
             out.push(pass, m);
             continue;
         }
-        if (ctx.n_workers > 1 && jv->home != ctx.worker_index) {
-            // The job's slots live on its home lcore: the result re-enters its pipeline there.
-            if (jv->home < ctx.handoff.size() && ctx.handoff[jv->home] != nullptr &&
-                rte_ring_sp_enqueue(ctx.handoff[jv->home], m) == 0) {
-                ++ctx.feature_counters[kFeatureRoce][static_cast<size_t>(
-                    LcoreCounter::handed_off)];
-            } else {
-                ++ctx.feature_counters[kFeatureRoce][static_cast<size_t>(
-                    LcoreCounter::handoff_full)];
-                out.push(FeatureEdge::drop, m);
-            }
-            continue;
+        if (away_from_home(ctx, m, jv->home, out)) {
+            continue;  // the job's slots live on its home lcore
         }
         auto* tag = static_cast<StateTag*>(
             ctx.feature_state(jv->slot, kFeatureRoce, job_state_id(jv->job_id)));
