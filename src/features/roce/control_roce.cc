@@ -432,19 +432,30 @@ RoceControl::Reply RoceControl::describe(uint32_t job_id) const {
                        {"state", state_name(qp_state_code(*q.state))},
                        {"counters", counters}});
     }
-    const json out = {{"id", j.cfg.id},
-                      {"mode", "server-to-switch"},
-                      {"world", j.cfg.world},
-                      {"op", std::string(reduce::to_string(j.cfg.op))},
-                      {"dtype", std::string(reduce::to_string(j.cfg.dtype))},
-                      {"chunk_bytes", j.cfg.chunk_bytes},
-                      {"window", j.cfg.window},
-                      {"pmtu", j.cfg.pmtu},
-                      {"home_worker", j.home},
-                      {"slots_in_use", j.state->table.in_use()},
-                      {"results_completed", j.state->results_completed},
-                      {"results_released", j.state->results_released},
-                      {"qps", qps}};
+    json out = {{"id", j.cfg.id},
+                {"mode", "server-to-switch"},
+                {"world", j.cfg.world},
+                {"op", std::string(reduce::to_string(j.cfg.op))},
+                {"dtype", std::string(reduce::to_string(j.cfg.dtype))},
+                {"chunk_bytes", j.cfg.chunk_bytes},
+                {"window", j.cfg.window},
+                {"pmtu", j.cfg.pmtu},
+                {"home_worker", j.home},
+                {"slots_in_use", j.state->table.in_use()},
+                {"results_completed", j.state->results_completed},
+                {"results_released", j.state->results_released},
+                {"role", j.cfg.role == Role::aggregator ? "aggregator" : "root"},
+                {"qps", qps}};
+    if (j.state->parent != nullptr) {
+        // The aggregator role: where partials go, and the parent link's events.
+        json events;
+        const ParentCounters& c = j.state->parent->counters;
+#define INA_ROCE_PARENT_JSON(name, help) events[#name] = c.name;
+        INA_ROCE_PARENT_EVENTS(INA_ROCE_PARENT_JSON)
+#undef INA_ROCE_PARENT_JSON
+        out["parent"] = net::Ipv4Addr{j.cfg.parent}.str();
+        out["parent_events"] = events;
+    }
     return {200, out.dump(2)};
 }
 
