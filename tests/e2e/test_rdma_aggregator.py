@@ -1,0 +1,73 @@
+# SPDX-License-Identifier: Apache-2.0
+"""e2e-rdma-aggregator: a RoCE server-to-switch job as a VAT aggregator (docs/rdma.md
+"Aggregator role"), between real Linux hosts.
+
+h1 (10.0.1.2) holds ranks 1 and 2 of rdma job 7 (two static RC QPs, a standard-library RC peer:
+rdma_vat_peer.py ranks); h2 (10.0.2.2) is the job's INA parent (rdma_vat_peer.py parent). For
+each chunk both ranks WRITE into the switch; the switch sends one INA contribution to h2 (its
+kernel checks the UDP checksum), h2 answers with the INA result (the sum + 1000), and the switch
+WRITEs that result to both ranks, which ACK it. h2 ignores the first partial of chunk 1: the
+switch sends it again after partial_timeout_ms and the job goes on. Every rank gets every
+chunk's parent result; the metrics and GET /api/v1/rdma/jobs/7 count what happened.
+"""
+
+import json
+import os
+import subprocess
+
+from testbed import check, log, main, two_subnets, wait_until
+
+CHUNKS = 6
+PEER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rdma_vat_peer.py")
+
+
+def qp(rank: int) -> dict:
+    return {"rank": rank, "ip": "10.0.1.2", "qpn": 16 + rank, "psn": 1000 * rank,
+            "switch_qpn": 0xFF + rank, "switch_psn": 5000, "result_addr": 0x7F0000000000,
+            "result_rkey": 0x1234, "result_length": 1024, "timeout": 14}
+
+
+def test(exe: str) -> None:
+    rdma = {"jobs": [{"id": 7, "world": 2, "op": "sum", "dtype": "fp32", "chunk_bytes": 64,
+                      "window": 4, "pmtu": 1024, "role": "aggregator", "parent": "10.0.2.2",
+                      "bsl": 64, "partial_timeout_ms": 300, "qps": [qp(1), qp(2)]}]}
+    with two_subnets(exe, extra={"rdma": rdma}, tag="rdmavat") as tb:
+        h1, h2 = tb.hosts["h1"], tb.hosts["h2"]
+        h1.wait_reachable("10.0.1.1")
+        h2.wait_reachable("10.0.2.1")
+        parent = h2.popen(["/usr/bin/python3", "-B", PEER, "parent", h2.ip, str(CHUNKS)])
+        try:
+            ranks = h1.run(["/usr/bin/python3", "-B", PEER, "ranks", h1.dev,
+                            tb.port("p0").mac, "10.0.1.1", str(CHUNKS)], timeout=120)
+            out, err = parent.communicate(timeout=40)
+        finally:
+            if parent.poll() is None:
+                parent.kill()
+                parent.communicate()
+        log(f"ranks: {ranks.stdout.strip()} {ranks.stderr.strip()}")
+        log(f"parent: {out.strip()} {err.strip()}")
+        r = json.loads(ranks.stdout.strip().splitlines()[-1])
+        p = json.loads(out.strip().splitlines()[-1])
+        check(not p["bad"], f"every partial as docs/protocol.md states ({p['bad']})")
+        check(sorted(p["answered"]) == list(range(CHUNKS)), f"every chunk went up ({p})")
+        check(p["resent"] >= 1, f"the unanswered partial came again with the retransmit flag ({p})")
+        check("stuck_at" not in r and r["results"] == 2 * CHUNKS and not r["wrong"],
+              f"both ranks got every chunk's parent result ({r})")
+
+        m = tb.metrics()
+        sent = m.get("inaswitch_rdma_job_parent_total", job="7", event="partial_sent")
+        resent = m.get("inaswitch_rdma_job_parent_total", job="7", event="partial_resent")
+        result_in = m.get("inaswitch_rdma_job_parent_total", job="7", event="result_in")
+        check(sent == CHUNKS and resent >= 1 and result_in == CHUNKS,
+              f"parent events: sent {sent}, resent {resent}, results in {result_in}")
+        job = tb.api_json("GET", "/api/v1/rdma/jobs/7")
+        check(job["role"] == "aggregator" and job["parent"] == "10.0.2.2" and
+              job["parent_events"]["result_in"] == CHUNKS,
+              f"GET shows the role and the parent link ({job.get('parent_events')})")
+        # Every rank acknowledged every result: nothing is held.
+        wait_until(lambda: tb.metrics().get("inaswitch_rdma_job_slots_in_use", job="7") == 0,
+                   10, "every slot released once the ranks ACKed")
+
+
+if __name__ == "__main__":
+    main(test)
