@@ -2,10 +2,12 @@
 """The two ends around a RoCE aggregator switch for e2e-rdma-aggregator, standard library only
 (run inside a host namespace):
 
-  ranks  IFACE SWITCH_MAC SWITCH_IP CHUNKS   two RC ranks (QPNs 17 and 18 at this host): WRITE
+  ranks  IFACE SWITCH_MAC SWITCH_IP CHUNKS OFFSET
+                                             two RC ranks (QPNs 17 and 18 at this host): WRITE
          each chunk into the switch (WRITE_ONLY_WITH_IMM, the ICRC computed here with zlib's
          CRC-32), take the switch's ACKs and result WRITEs on UDP 4791, check each result and
-         ACK it. One chunk at a time per rank. Prints a JSON summary.
+         ACK it (a result is the two ranks' sum + OFFSET per element). One chunk at a time
+         per rank. Prints a JSON summary.
   parent SELF_IP CHUNKS                       the INA parent: takes the switch's partials on UDP
          9470, checks them (job 7, P-BM {1, 2}, BSL 64, fp32 sum of the two ranks), does not
          answer the first copy of chunk 1 (the switch must send it again), and answers every
@@ -34,9 +36,10 @@ def values(rank, s):
     return [float(rank * 100 + s + i) for i in range(CHUNK_ELEMS)]
 
 
-def expected(s):
-    """What the ranks must get for chunk s: the parent adds 1000 to the two ranks' sum."""
-    return [a + b + 1000.0 for a, b in zip(values(1, s), values(2, s))]
+def expected(s, offset):
+    """What the ranks must get for chunk s: the two ranks' sum + offset (what the rest of the
+    tree adds)."""
+    return [a + b + offset for a, b in zip(values(1, s), values(2, s))]
 
 
 def ip_sum(b):
@@ -68,7 +71,7 @@ def roce_frame(dst_mac, src_mac, src_ip, dst_ip, sport, opcode, dest_qp, psn, ex
     return eth + bytes(ip) + udp + body + struct.pack("<I", icrc)
 
 
-def ranks(iface, switch_mac, switch_ip, chunks):
+def ranks(iface, switch_mac, switch_ip, chunks, offset):
     raw = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
     raw.bind((iface, 0))
     my_mac = ":".join(f"{b:02x}" for b in raw.getsockname()[4][:6])
@@ -127,7 +130,7 @@ def ranks(iface, switch_mac, switch_ip, chunks):
                 seen_psn[rank].add(psn)
                 msn[rank] += 1
             if imm >> 8 == s:
-                if elems != expected(s):
+                if elems != expected(s, offset):
                     summary["wrong"].append([rank, s, elems[:4]])
                 got[rank] = True
             # ACK the result: PSN of the WRITE, AETH ACK with unlimited credits.
@@ -180,6 +183,6 @@ def parent(self_ip, chunks):
 
 if __name__ == "__main__":
     if sys.argv[1] == "ranks":
-        ranks(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
+        ranks(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), float(sys.argv[6]))
     else:
         parent(sys.argv[2], int(sys.argv[3]))

@@ -9,6 +9,11 @@ kernel checks the UDP checksum), h2 answers with the INA result (the sum + 1000)
 WRITEs that result to both ranks, which ACK it. h2 ignores the first partial of chunk 1: the
 switch sends it again after partial_timeout_ms and the job goes on. Every rank gets every
 chunk's parent result; the metrics and GET /api/v1/rdma/jobs/7 count what happened.
+
+Then the same with the project's host INA root as the parent: ina-ps on h2 (job 7, A-BM {1, 2},
+results by unicast to BFR-ids 1 and 2, both the switch's 10.0.2.1): its chunk table takes the
+switch's partial as a child switch's contribution and sends the result twice, one copy per
+BFR-id; the switch uses the first and counts the second as a duplicate.
 """
 
 import json
@@ -38,7 +43,7 @@ def test(exe: str) -> None:
         parent = h2.popen(["/usr/bin/python3", "-B", PEER, "parent", h2.ip, str(CHUNKS)])
         try:
             ranks = h1.run(["/usr/bin/python3", "-B", PEER, "ranks", h1.dev,
-                            tb.port("p0").mac, "10.0.1.1", str(CHUNKS)], timeout=120)
+                            tb.port("p0").mac, "10.0.1.1", str(CHUNKS), "1000"], timeout=120)
             out, err = parent.communicate(timeout=40)
         finally:
             if parent.poll() is None:
@@ -67,6 +72,33 @@ def test(exe: str) -> None:
         # Every rank acknowledged every result: nothing is held.
         wait_until(lambda: tb.metrics().get("inaswitch_rdma_job_slots_in_use", job="7") == 0,
                    10, "every slot released once the ranks ACKed")
+
+    with two_subnets(exe, extra={"rdma": rdma}, tag="rdmavatps") as tb:
+        h1, h2 = tb.hosts["h1"], tb.hosts["h2"]
+        h1.wait_reachable("10.0.1.1")
+        h2.wait_reachable("10.0.2.1")
+        ps = h2.popen([os.path.join(os.path.dirname(os.path.abspath(exe)), "..", "worker",
+                                    "ina-ps"),
+                       "--job", "7", "--abm", "1-2", "--bsl", "64", "--type", "fp32",
+                       "--chunk", "16", "--window", "4", "--workers",
+                       "1=10.0.2.1,2=10.0.2.1", "--bind", h2.ip])
+        try:
+            h2.wait_listening(9470, proto="udp")
+            ranks = h1.run(["/usr/bin/python3", "-B", PEER, "ranks", h1.dev,
+                            tb.port("p0").mac, "10.0.1.1", str(CHUNKS), "0"], timeout=120)
+        finally:
+            ps.terminate()
+            ps_out, ps_err = ps.communicate(timeout=10)
+        log(f"ranks: {ranks.stdout.strip()} {ranks.stderr.strip()}")
+        log(f"ina-ps: {ps_out.strip()[-400:]} {ps_err.strip()[-400:]}")
+        r = json.loads(ranks.stdout.strip().splitlines()[-1])
+        check("stuck_at" not in r and r["results"] == 2 * CHUNKS and not r["wrong"],
+              f"under ina-ps both ranks got every chunk's sum ({r})")
+        m = tb.metrics()
+        result_in = m.get("inaswitch_rdma_job_parent_total", job="7", event="result_in")
+        dup = m.get("inaswitch_rdma_job_parent_total", job="7", event="result_duplicate")
+        check(result_in == CHUNKS and dup == CHUNKS,
+              f"one result in and one duplicate copy per chunk ({result_in}, {dup})")
 
 
 if __name__ == "__main__":
