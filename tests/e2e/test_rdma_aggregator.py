@@ -14,13 +14,18 @@ Then the same with the project's host INA root as the parent: ina-ps on h2 (job 
 results by unicast to BFR-ids 1 and 2, both the switch's 10.0.2.1): its chunk table takes the
 switch's partial as a child switch's contribution and sends the result twice, one copy per
 BFR-id; the switch uses the first and counts the second as a duplicate.
+
+Last, a second inaswitch as the root: it runs in h2's namespace on h2's link (address
+10.0.2.3, job 7 as an INA root with A-BM {1, 2} and workers 1 and 2 = the switch); the ranks get
+every chunk's sum through both switches.
 """
 
 import json
 import os
 import subprocess
+import tempfile
 
-from testbed import check, log, main, two_subnets, wait_until
+from testbed import EAL_ARGS, check, log, main, to_yaml, two_subnets, wait_until
 
 CHUNKS = 6
 PEER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rdma_vat_peer.py")
@@ -99,6 +104,64 @@ def test(exe: str) -> None:
         dup = m.get("inaswitch_rdma_job_parent_total", job="7", event="result_duplicate")
         check(result_in == CHUNKS and dup == CHUNKS,
               f"one result in and one duplicate copy per chunk ({result_in}, {dup})")
+
+    under_root_switch(exe, rdma)
+
+
+def root_switch_config(dev: str) -> str:
+    """job 7's INA root on h2's link: the RoCE aggregator's partial completes it, the result
+    goes by unicast to BFR-ids 1 and 2, both the aggregator's address."""
+    cfg = {"version": 1, "eal": {"args": EAL_ARGS},
+           "ports": [{"name": "up", "devargs": f"net_af_packet0,iface={dev},qdisc_bypass=1",
+                      "ipv4": ["10.0.2.3/24"]}],
+           "control": {"listen": ""},
+           "ina": {"jobs": [{"job_id": 7, "role": "root", "bsl": 64, "abm": "1-2", "op": "sum",
+                             "elem_type": "fp32", "max_elements": 16, "window": 8,
+                             "root": "10.0.2.3",
+                             "workers": [{"bfr_id": 1, "ip": "10.0.2.1"},
+                                         {"bfr_id": 2, "ip": "10.0.2.1"}]}]}}
+    return "# SPDX-License-Identifier: Apache-2.0\n" + to_yaml(cfg)
+
+
+def under_root_switch(exe: str, rdma: dict) -> None:
+    rdma = {"jobs": [{**rdma["jobs"][0], "parent": "10.0.2.3"}]}
+    with two_subnets(exe, extra={"rdma": rdma}, tag="rdmavatsw") as tb, \
+            tempfile.TemporaryDirectory(prefix="inae2e-vatroot-") as work:
+        h1, h2 = tb.hosts["h1"], tb.hosts["h2"]
+        h1.wait_reachable("10.0.1.1")
+        cfg = os.path.join(work, "root.yaml")
+        with open(cfg, "w") as f:
+            f.write(root_switch_config(h2.dev))
+        with open(os.path.join(work, "root.log"), "w") as root_log:
+            root = subprocess.Popen(h2.cmd([exe, "-c", cfg, "--file-prefix",
+                                            f"inae2e{os.getpid()}vatroot"]),
+                                    stdout=root_log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL)
+            try:
+                # The ranks re-send a WRITE without result every 2 s and the aggregator its
+                # partial every 300 ms: the run completes once the root switch is up.
+                ranks = h1.run(["/usr/bin/python3", "-B", PEER, "ranks", h1.dev,
+                                tb.port("p0").mac, "10.0.1.1", str(CHUNKS), "0"], timeout=120)
+            finally:
+                root.terminate()
+                try:
+                    root.wait(10)
+                except subprocess.TimeoutExpired:
+                    root.kill()
+                    root.wait(5)
+        with open(os.path.join(work, "root.log")) as f:
+            root_text = f.read()
+        log(f"ranks: {ranks.stdout.strip()} {ranks.stderr.strip()}")
+        r = json.loads(ranks.stdout.strip().splitlines()[-1])
+        ok = "stuck_at" not in r and r["results"] == 2 * CHUNKS and not r["wrong"]
+        check(ok, f"under an inaswitch root both ranks got every chunk's sum ({r})" +
+              ("" if ok else f"\nroot switch log:\n{root_text}"))
+        m = tb.metrics()
+        result_in = m.get("inaswitch_rdma_job_parent_total", job="7", event="result_in")
+        dup = m.get("inaswitch_rdma_job_parent_total", job="7", event="result_duplicate")
+        check(result_in == CHUNKS and dup >= CHUNKS,
+              f"every chunk's result came from the root switch, its copy for the other BFR-id "
+              f"counted a duplicate ({result_in}, {dup})")
 
 
 if __name__ == "__main__":
