@@ -519,7 +519,8 @@ protected:
         return p;
     }
     // The parent's INA result for chunk `seq`: from 10.0.2.7 to the switch's r1 address.
-    Bytes ina_result(uint32_t seq, const std::vector<float>& values, uint8_t elem_type = 1) {
+    Bytes ina_result(uint32_t seq, const std::vector<float>& values, uint8_t elem_type = 1,
+                     const std::vector<wire::BfrId>& pbm = {1, 2, 3, 4, 5, 6}) {
         proto::Header h;
         h.type = proto::PacketType::result;
         h.op = 0;
@@ -528,8 +529,7 @@ protected:
         h.job_id = 7;
         h.seq = seq;
         h.elem_count = static_cast<uint16_t>(values.size());
-        const auto root_abm = *wire::BitString::from_bfr_ids(
-            64, 0, std::vector<wire::BfrId>{1, 2, 3, 4, 5, 6});
+        const auto root_abm = *wire::BitString::from_bfr_ids(64, 0, pbm);
         Bytes b(pipeline::kInaFrameHeadBytes + h.total_bytes());
         uint8_t* at = pipeline::write_ina_headers(b.data(), h, root_abm.data(), kParent, kSwitch2,
                                                   proto::kDefaultUdpPort);
@@ -634,11 +634,12 @@ TEST_F(RoceAggregator, ResultThatDisagreesWithTheJobIsRefused) {
     complete(0, 1.0f, 2.0f);
     send(ina_result(0, std::vector<float>(3, 1.0f)), kR1);  // another element count
     send(ina_result(0, fill(1.0f), 0), kR1);                 // int32, the job is fp32
+    send(ina_result(0, fill(1.0f), 1, {1, 2, 3, 5}), kR1);    // P-BM without rank 2's BFR-id
     Bytes corrupt = ina_result(0, fill(1.0f));
     corrupt[corrupt.size() - 1] ^= 0x40;  // an element bit: the UDP checksum fails
     send(corrupt, kR1);
     EXPECT_EQ(total_tx(), 0u);
-    EXPECT_EQ(up().result_bad, 3u);
+    EXPECT_EQ(up().result_bad, 4u);
     send(ina_result(0, fill(1.0f)), kR1);
     EXPECT_EQ(writes().size(), 2u) << "a good result still comes down";
 }

@@ -170,9 +170,14 @@ uint16_t roce_ina_result(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf**
         const proto::Header& h = parsed.packet->header;
         const auto* udp = rte_pktmbuf_mtod_offset(m, const rte_udp_hdr*, pm->l4_offset);
         const size_t elem = reduce::elem_size(job->params.dtype);
+        // The job's result: its op and type, a chunk's count, a P-BM (the root's A-BM) in the
+        // job's BitString that holds every rank's BFR-id.
         if (h.op != static_cast<uint8_t>(job->params.op) ||
             h.elem_type != static_cast<uint8_t>(job->params.dtype) || h.elem_count == 0 ||
-            h.elem_count * elem > up.chunk_bytes ||
+            h.elem_count * elem > up.chunk_bytes || h.bsl_code != up.params.bsl_code ||
+            h.set_id != up.params.set_id ||
+            !wire::bits_subset(up.params.abm.data(), parsed.packet->bitstring,
+                               h.bitstring_bytes()) ||
             !pipeline::ina_udp_checksum_ok(m, ip, udp, pm->l4_offset, pm->l4_length)) {
             ++up.counters.result_bad;
             out.push(FeatureEdge::drop, m);

@@ -36,7 +36,7 @@ struct ParentParams {
     X(result_in, "INA results of the parent that became the ranks' result WRITEs")             \
     X(result_duplicate, "INA results for a chunk whose result is already in (dropped)")         \
     X(result_not_held, "INA results for a chunk this switch does not hold (dropped)")          \
-    X(result_bad, "INA results that disagree with the job (type, op, count) or checksum")     \
+    X(result_bad, "INA results that disagree with the job (type, op, count, P-BM) or checksum")\
     X(no_mbuf, "Partials not sent for want of an mbuf or a route (sent again on the tick)")
 
 struct ParentCounters {
