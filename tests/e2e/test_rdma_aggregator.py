@@ -8,7 +8,8 @@ each chunk both ranks WRITE into the switch; the switch sends one INA contributi
 kernel checks the UDP checksum), h2 answers with the INA result (the sum + 1000), and the switch
 WRITEs that result to both ranks, which ACK it. h2 ignores the first partial of chunk 1: the
 switch sends it again after partial_timeout_ms and the job goes on. Every rank gets every
-chunk's parent result; the metrics and GET /api/v1/rdma/jobs/7 count what happened.
+chunk's parent result; the metrics and GET /api/v1/rdma/jobs/7 count what happened. Once with
+one worker lcore, once with two (packets handed to the job's home lcore).
 
 Then the same with the project's host INA root as the parent: ina-ps on h2 (job 7, A-BM {1, 2},
 results by unicast to BFR-ids 1 and 2, both the switch's 10.0.2.1): its chunk table takes the
@@ -25,7 +26,8 @@ import os
 import subprocess
 import tempfile
 
-from testbed import EAL_ARGS, check, log, main, to_yaml, two_subnets, wait_until
+from testbed import EAL_ARGS, Host, Port, Testbed, check, log, main, to_yaml, two_subnets, \
+    wait_until
 
 CHUNKS = 6
 PEER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rdma_vat_peer.py")
@@ -37,11 +39,18 @@ def qp(rank: int) -> dict:
             "result_rkey": 0x1234, "result_length": 1024, "timeout": 14}
 
 
-def test(exe: str) -> None:
-    rdma = {"jobs": [{"id": 7, "world": 2, "op": "sum", "dtype": "fp32", "chunk_bytes": 64,
-                      "window": 4, "pmtu": 1024, "role": "aggregator", "parent": "10.0.2.2",
-                      "bsl": 64, "partial_timeout_ms": 300, "qps": [qp(1), qp(2)]}]}
-    with two_subnets(exe, extra={"rdma": rdma}, tag="rdmavat") as tb:
+def under_emulated_parent(exe: str, rdma: dict, two_lcores: bool) -> None:
+    extra: dict = {"rdma": rdma}
+    queues = 1
+    if two_lcores:
+        # Two worker lcores, two RX queues per port: the job's home is lcore 7 mod 2 = 1, the
+        # other lcore hands it the ranks' packets and the parent's results it receives.
+        extra["eal"] = {"args": ["--lcores", "0@0,1@1,2@1", "--no-huge", "-m", "512",
+                                 "--no-pci", "--log-level", "*:warning"]}
+        queues = 2
+    ports = [Port("p0", ipv4=["10.0.1.1/24"], host=Host("h1", "10.0.1.2/24"), queues=queues),
+             Port("p1", ipv4=["10.0.2.1/24"], host=Host("h2", "10.0.2.2/24"), queues=queues)]
+    with Testbed(exe, ports, extra=extra, tag="rdmavat2" if two_lcores else "rdmavat") as tb:
         h1, h2 = tb.hosts["h1"], tb.hosts["h2"]
         h1.wait_reachable("10.0.1.1")
         h2.wait_reachable("10.0.2.1")
@@ -77,6 +86,18 @@ def test(exe: str) -> None:
         # Every rank acknowledged every result: nothing is held.
         wait_until(lambda: tb.metrics().get("inaswitch_rdma_job_slots_in_use", job="7") == 0,
                    10, "every slot released once the ranks ACKed")
+        if two_lcores:
+            handed = m.get("inaswitch_rdma_packets_total", reason="handed_off")
+            check(len(tb.api_json("GET", "/api/v1/status")["lcores"]) == 2 and handed > 0,
+                  f"two worker lcores, {handed:.0f} packets handed to the job's home lcore")
+
+
+def test(exe: str) -> None:
+    rdma = {"jobs": [{"id": 7, "world": 2, "op": "sum", "dtype": "fp32", "chunk_bytes": 64,
+                      "window": 4, "pmtu": 1024, "role": "aggregator", "parent": "10.0.2.2",
+                      "bsl": 64, "partial_timeout_ms": 300, "qps": [qp(1), qp(2)]}]}
+    under_emulated_parent(exe, rdma, two_lcores=False)
+    under_emulated_parent(exe, rdma, two_lcores=True)
 
     with two_subnets(exe, extra={"rdma": rdma}, tag="rdmavatps") as tb:
         h1, h2 = tb.hosts["h1"], tb.hosts["h2"]
