@@ -684,6 +684,16 @@ TEST_F(RoceAggregator, ResultAnsweredBeforeTheTimeoutIsNotSentAgain) {
     EXPECT_EQ(up().partial_resent, 0u);
 }
 
+TEST_F(RoceAggregator, ChainedResultComesDown) {
+    complete(0, 1.0f, 2.0f);
+    run({chained(ina_result(0, fill(42.0f)), kR1, {20, 40, 13})});
+    const auto w = writes();
+    ASSERT_EQ(w.size(), 2u);
+    for (const auto& x : w) {
+        EXPECT_EQ(floats(x.payload), fill(42.0f));
+    }
+}
+
 TEST_F(RoceAggregator, ResultOnAnotherLcoreIsHandedToTheJobsHome) {
     complete(0, 1.0f, 2.0f);
     rte_ring* to_home = rte_ring_create(("ra" + std::to_string(unique_id())).c_str(), 64,
