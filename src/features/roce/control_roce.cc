@@ -21,27 +21,6 @@ JobParams job_params(const JobConfig& j) {
     return JobParams{j.id, j.world, j.op, j.dtype, j.chunk_bytes, j.window};
 }
 
-// The aggregator role's parameters (parent_ip 0 for a root job).
-ParentParams parent_params(const JobConfig& j) {
-    ParentParams p;
-    if (j.role != Role::aggregator) {
-        return p;
-    }
-    p.parent_ip = j.parent;
-    p.source_ip = j.source;
-    const auto code = wire::bsl_code_from_bits(j.bsl_bits);
-    auto abm = wire::BitString::from_bfr_ids(
-        j.bsl_bits, j.set_id, std::vector<wire::BfrId>(j.abm.begin(), j.abm.end()));
-    if (!code || !abm) {
-        throw std::invalid_argument("abm or bsl out of range");  // the loader refuses these
-    }
-    p.bsl_code = *code;
-    p.set_id = static_cast<uint8_t>(j.set_id);
-    p.abm = std::move(*abm);
-    p.timeout_ns = uint64_t{j.partial_timeout_ms} * 1'000'000;
-    return p;
-}
-
 // The address of the port whose subnet holds `ip` (host order), or 0.
 uint32_t switch_address_for(const config::Config& c, uint32_t ip) {
     for (const auto& p : c.ports) {
@@ -81,6 +60,27 @@ QpParams qp_params(const config::Config& c, const JobConfig& j, const QpConfig& 
 // make those keys stale.
 bool keeps_session(const JobConfig& next, const JobConfig& running) {
     return same_job(next, running) && !next.qps.empty();
+}
+
+// The aggregator role's parameters (parent_ip 0 for a root job).
+ParentParams parent_params(const JobConfig& j) {
+    ParentParams p;
+    if (j.role != Role::aggregator) {
+        return p;
+    }
+    p.parent_ip = j.parent;
+    p.source_ip = j.source;
+    const auto code = wire::bsl_code_from_bits(j.bsl_bits);
+    auto abm = wire::BitString::from_bfr_ids(
+        j.bsl_bits, j.set_id, std::vector<wire::BfrId>(j.abm.begin(), j.abm.end()));
+    if (!code || !abm) {
+        throw std::invalid_argument("abm or bsl out of range");  // the loader refuses these
+    }
+    p.bsl_code = *code;
+    p.set_id = static_cast<uint8_t>(j.set_id);
+    p.abm = std::move(*abm);
+    p.timeout_ns = uint64_t{j.partial_timeout_ms} * 1'000'000;
+    return p;
 }
 
 std::string error_json(const std::string& message) {
