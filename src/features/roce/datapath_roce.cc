@@ -179,11 +179,11 @@ void post_results(JobState& job, uint32_t key, uint32_t length, uint64_t t_ns) {
 
 struct Burst {
     LcoreContext& ctx;
-    const dp::Snapshot& snap;
     EdgeBatches<FeatureEdge>& out;
     uint64_t t_ns;
     std::array<QpState*, pipeline::kMaxBurst * 2> touched{};
     uint16_t n_touched = 0;
+    const dp::Snapshot* snap = nullptr;  // set by the caller: routes of an aggregator's partials
 
     void touch(QpState& q) {
         if (q.touched || n_touched == touched.size()) {
@@ -278,7 +278,7 @@ struct Burst {
             ++q.counters.contributions;
             q.responder.commit();
             if (job.parent != nullptr) {
-                send_partial(ctx, snap, job, key, t_ns, out);  // the result comes from above
+                send_partial(ctx, *snap, job, key, t_ns, out);  // the result comes from above
                 break;
             }
             post_results(job, key, w.length, t_ns);
@@ -359,7 +359,8 @@ JobState::JobState(const JobParams& p, const ParentParams& up)
 
 void deliver_result(LcoreContext& ctx, const dp::Snapshot& snap, JobState& job, uint32_t key,
                     uint32_t length, EdgeBatches<FeatureEdge>& out) {
-    Burst b{ctx, snap, out, now_ns(ctx)};
+    Burst b{ctx, out, now_ns(ctx)};
+    b.snap = &snap;
     post_results(job, key, length, b.t_ns);
     b.touch_ranks(job);
     b.finish();
@@ -412,7 +413,8 @@ QpState::QpState(const QpParams& p, JobState* j)
 uint16_t roce_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n,
                     FeatureEdge pass, EdgeBatches<FeatureEdge>& out) {
     const RoceView* view = snap.feature_view<RoceView>(kFeatureRoce);
-    Burst b{ctx, snap, out, now_ns(ctx)};
+    Burst b{ctx, out, now_ns(ctx)};
+    b.snap = &snap;
     uint16_t i = 0;
     for (; i < n; ++i) {
         // Room for this input's own frames, one ACK per QP touched so far and this one's.
