@@ -1,10 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
+// rte_vect_{get,set}_max_simd_bitwidth are experimental in DPDK 22.11, and its rte_vect.h
+// declares them without C linkage for C++: it is included first, inside extern "C".
+#define ALLOW_EXPERIMENTAL_API 1
+extern "C" {
+#include <rte_vect.h>
+}
 #include "roce/icrc.h"
 
+#include <rte_cpuflags.h>
 #include <rte_net_crc.h>
 #include <zlib.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "roce/wire.h"
@@ -79,12 +87,58 @@ uint32_t crc_of(const uint8_t* p, size_t len) {
     return static_cast<uint32_t>(crc32(0, p, static_cast<uInt>(len)));
 }
 
+// The reflected CRC-32's byte table (polynomial 0xEDB88320: one byte in is
+// reg = reg >> 8 ^ table[(reg ^ byte) & 0xFF]) and, for running it backwards, the index of
+// each top byte (the tables' top bytes are a permutation of 0..255).
+struct CrcTables {
+    std::array<uint32_t, 256> table{};
+    std::array<uint8_t, 256> index_of_top{};
+};
+constexpr CrcTables make_tables() {
+    CrcTables t;
+    for (uint32_t i = 0; i < 256; ++i) {
+        uint32_t r = i;
+        for (int k = 0; k < 8; ++k) {
+            r = (r & 1) != 0 ? (r >> 1) ^ 0xEDB88320u : r >> 1;
+        }
+        t.table[i] = r;
+        t.index_of_top[r >> 24] = static_cast<uint8_t>(i);
+    }
+    return t;
+}
+constexpr CrcTables kTables = make_tables();
+
+// The 4 bytes that take the CRC register from its start (all ones) to `reg`: the register runs
+// back over 4 zero bytes to `start ^ bytes`.
+void forge(uint32_t reg, uint8_t out[4]) {
+    for (int k = 0; k < 4; ++k) {
+        const uint8_t i = kTables.index_of_top[reg >> 24];
+        reg = (reg ^ kTables.table[i]) << 8 | i;
+    }
+    const uint32_t bytes = ~reg;
+    out[0] = static_cast<uint8_t>(bytes);
+    out[1] = static_cast<uint8_t>(bytes >> 8);
+    out[2] = static_cast<uint8_t>(bytes >> 16);
+    out[3] = static_cast<uint8_t>(bytes >> 24);
+}
+
 }  // namespace
 
 void icrc_init() {
     // rte_net_crc falls back by itself: AVX-512 VPCLMULQDQ, else SSE4.2 PCLMULQDQ, else a table,
-    // each only if the CPU has it and EAL allows that SIMD width.
+    // each only if the CPU has it and EAL allows that SIMD width. EAL's default cap is 256 bits,
+    // which leaves the CRC on its SSE path: 3-4x slower per KiB on an AVX-512 CPU (bench/
+    // icrc_bench). rte_net_crc picks its handler once, here, so the cap is raised for this
+    // choice alone and put back: every other DPDK library keeps the width EAL chose. A cap the
+    // user forced (--force-max-simd-bitwidth) cannot be changed and is kept.
+    const uint16_t cap = rte_vect_get_max_simd_bitwidth();
+    const bool raise = cap < RTE_VECT_SIMD_512 && rte_cpu_get_flag_enabled(RTE_CPUFLAG_AVX512F) > 0 &&
+                       rte_cpu_get_flag_enabled(RTE_CPUFLAG_VPCLMULQDQ) > 0 &&
+                       rte_vect_set_max_simd_bitwidth(RTE_VECT_SIMD_512) == 0;
     rte_net_crc_set_alg(RTE_NET_CRC_AVX512);
+    if (raise) {
+        rte_vect_set_max_simd_bitwidth(cap);
+    }
 }
 
 uint32_t icrc(const uint8_t* l3, size_t len) {
@@ -96,6 +150,35 @@ uint32_t icrc(const uint8_t* l3, size_t len) {
     }
     const size_t covered_headers = m - 8;
     return append(crc_of(masked, m), l3 + covered_headers, total - covered_headers - kIcrcBytes);
+}
+
+uint32_t icrc_in_place(uint8_t* l3, size_t len) {
+    uint8_t masked[kMaxMasked];
+    size_t total = 0;
+    const size_t m = masked_headers(l3, len, masked, total);
+    if (m == 0 || total > len) {
+        return 0;
+    }
+    // The register after the masked headers; then one pass over the rest, started from that
+    // register by the 4 bytes before the rest (the BTH's last 4) forged to reach it.
+    const uint32_t reg = ~rte_net_crc_calc(masked, static_cast<uint32_t>(m), RTE_NET_CRC32_ETH);
+    uint8_t* seam = l3 + (m - 8) - 4;
+    uint8_t kept[4];
+    std::memcpy(kept, seam, 4);
+    forge(reg, seam);
+    const uint32_t crc = rte_net_crc_calc(
+        seam, static_cast<uint32_t>(total - (m - 8) - kIcrcBytes + 4), RTE_NET_CRC32_ETH);
+    std::memcpy(seam, kept, 4);
+    return crc;
+}
+
+uint32_t icrc_writable(rte_mbuf* mb, uint32_t l3_off) {
+    if (RTE_MBUF_DIRECT(mb) && rte_mbuf_refcnt_read(mb) == 1 && mb->next == nullptr &&
+        l3_off < rte_pktmbuf_data_len(mb)) {
+        return icrc_in_place(rte_pktmbuf_mtod_offset(mb, uint8_t*, l3_off),
+                             rte_pktmbuf_data_len(mb) - l3_off);
+    }
+    return icrc(static_cast<const rte_mbuf*>(mb), l3_off);
 }
 
 uint32_t icrc(const rte_mbuf* mb, uint32_t l3_off) {
