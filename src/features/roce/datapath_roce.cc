@@ -228,10 +228,12 @@ void post_results(QpState& from, uint32_t key, uint32_t length, uint64_t t_ns) {
 }
 
 struct Burst {
+    // Not an aggregate: `touched` is read in [0, n_touched) only, so it is left uncleared.
+    Burst(LcoreContext& c, EdgeBatches<FeatureEdge>& o, uint64_t t) : ctx(c), out(o), t_ns(t) {}
     LcoreContext& ctx;
     EdgeBatches<FeatureEdge>& out;
     uint64_t t_ns;
-    std::array<QpState*, pipeline::kMaxBurst * 2> touched{};
+    std::array<QpState*, pipeline::kMaxBurst * 2> touched;
     uint16_t n_touched = 0;
 
     void touch(QpState& q) {
