@@ -24,15 +24,15 @@ namespace {
 constexpr size_t kUdpBytes = 8;
 constexpr size_t kMaxMasked = 8 + 60 + kUdpBytes + kBthBytes;
 
-// Copies the IP, UDP and BTH headers at `l3` into `out` behind 8 bytes of 0xFF with the variant
-// fields masked; returns the bytes written (0: not a RoCEv2 header). `avail` bytes are readable
-// at l3. Also returns the packet's length from its IP header in `total`.
-size_t masked_headers(const uint8_t* l3, size_t avail, uint8_t* out, size_t& total) {
+// Where a RoCEv2 packet's headers end: the IP, UDP and BTH headers' length (0: not a RoCEv2
+// header), with the IP version, the IP header's length and the packet's length from its IP
+// header. `avail` bytes are readable at l3.
+size_t header_shape(const uint8_t* l3, size_t avail, uint8_t& version, size_t& ip_len,
+                    size_t& total) {
     if (avail < 1) {
         return 0;
     }
-    const uint8_t version = l3[0] >> 4;
-    size_t ip_len = 0;
+    version = l3[0] >> 4;
     if (version == 4) {
         ip_len = (l3[0] & 0x0F) * 4u;
         if (ip_len < 20 || avail < ip_len) {
@@ -49,12 +49,12 @@ size_t masked_headers(const uint8_t* l3, size_t avail, uint8_t* out, size_t& tot
         return 0;
     }
     const size_t n = ip_len + kUdpBytes + kBthBytes;
-    if (avail < n || total < n + kIcrcBytes) {
-        return 0;
-    }
-    std::memset(out, 0xFF, 8);
-    uint8_t* h = out + 8;
-    std::memcpy(h, l3, n);
+    return avail < n || total < n + kIcrcBytes ? 0 : n;
+}
+
+// Sets the variant fields of the headers at h to ones. Every byte it changes lies in the IP
+// header's first 12, the UDP checksum or the BTH's byte 4.
+void mask_variant_fields(uint8_t* h, uint8_t version, size_t ip_len) {
     if (version == 4) {
         h[1] = 0xFF;                 // TOS (DSCP, ECN)
         h[8] = 0xFF;                 // TTL
@@ -66,6 +66,21 @@ size_t masked_headers(const uint8_t* l3, size_t avail, uint8_t* out, size_t& tot
     }
     h[ip_len + 6] = h[ip_len + 7] = 0xFF;  // UDP checksum
     h[ip_len + kUdpBytes + 4] = 0xFF;      // BTH FECN, BECN, reserved
+}
+
+// Copies the IP, UDP and BTH headers at `l3` into `out` behind 8 bytes of 0xFF with the variant
+// fields masked; returns the bytes written (0: not a RoCEv2 header). `avail` bytes are readable
+// at l3. Also returns the packet's length from its IP header in `total`.
+size_t masked_headers(const uint8_t* l3, size_t avail, uint8_t* out, size_t& total) {
+    uint8_t version = 0;
+    size_t ip_len = 0;
+    const size_t n = header_shape(l3, avail, version, ip_len, total);
+    if (n == 0) {
+        return 0;
+    }
+    std::memset(out, 0xFF, 8);
+    std::memcpy(out + 8, l3, n);
+    mask_variant_fields(out + 8, version, ip_len);
     return 8 + n;
 }
 
@@ -172,10 +187,37 @@ uint32_t icrc_in_place(uint8_t* l3, size_t len) {
     return crc;
 }
 
+uint32_t icrc_in_frame(uint8_t* l3, size_t len) {
+    uint8_t version = 0;
+    size_t ip_len = 0;
+    size_t total = 0;
+    const size_t n = header_shape(l3, len, version, ip_len, total);
+    if (n == 0 || total > len) {
+        return 0;
+    }
+    // Everything mask_variant_fields changes, and the 8 bytes before l3, kept and put back.
+    uint8_t before[8];
+    uint8_t ip_head[12];
+    uint8_t udp_sum[2];
+    std::memcpy(before, l3 - 8, 8);
+    std::memcpy(ip_head, l3, 12);
+    std::memcpy(udp_sum, l3 + ip_len + 6, 2);
+    const uint8_t bth4 = l3[ip_len + kUdpBytes + 4];
+    std::memset(l3 - 8, 0xFF, 8);
+    mask_variant_fields(l3, version, ip_len);
+    const uint32_t crc =
+        rte_net_crc_calc(l3 - 8, static_cast<uint32_t>(8 + total - kIcrcBytes), RTE_NET_CRC32_ETH);
+    std::memcpy(l3 - 8, before, 8);
+    std::memcpy(l3, ip_head, 12);
+    std::memcpy(l3 + ip_len + 6, udp_sum, 2);
+    l3[ip_len + kUdpBytes + 4] = bth4;
+    return crc;
+}
+
 uint32_t icrc_writable(rte_mbuf* mb, uint32_t l3_off) {
     if (RTE_MBUF_DIRECT(mb) && rte_mbuf_refcnt_read(mb) == 1 && mb->next == nullptr &&
-        l3_off < rte_pktmbuf_data_len(mb)) {
-        return icrc_in_place(rte_pktmbuf_mtod_offset(mb, uint8_t*, l3_off),
+        l3_off >= 8 && l3_off < rte_pktmbuf_data_len(mb)) {
+        return icrc_in_frame(rte_pktmbuf_mtod_offset(mb, uint8_t*, l3_off),
                              rte_pktmbuf_data_len(mb) - l3_off);
     }
     return icrc(static_cast<const rte_mbuf*>(mb), l3_off);

@@ -42,8 +42,14 @@ uint32_t icrc(const rte_mbuf* m, uint32_t l3_off);
 // one else may read them meanwhile (the packet path's own mbufs, a frame being built).
 uint32_t icrc_in_place(uint8_t* l3, size_t len);
 
-// icrc(m, l3_off) for an mbuf the caller owns: in place when it is direct, not shared
-// (refcnt 1) and one segment; otherwise the const path above.
+// The same again in one pass over the 8 bytes before `l3` and the packet: those 8 bytes and the
+// variant header fields are set to ones in place for the pass and put back before it returns
+// (no header copy, no second pass). The 8 bytes before l3 must be writable too (in a frame: the
+// Ethernet header's), with the same proviso as icrc_in_place.
+uint32_t icrc_in_frame(uint8_t* l3, size_t len);
+
+// icrc(m, l3_off) for an mbuf the caller owns: icrc_in_frame when it is direct, not shared
+// (refcnt 1), one segment and has 8 bytes before l3; otherwise the const path above.
 uint32_t icrc_writable(rte_mbuf* m, uint32_t l3_off);
 
 // The ICRC as the packet carries it: the 4 bytes before `end`, least-significant byte first.

@@ -125,8 +125,8 @@ void count_result(QpState& q, const rc::Transmit& tx, size_t l3) {
 }
 
 // Result packet `tx` (a whole message: offset 0) built in one fresh mbuf: headers written in
-// place, the result stored from its slot straight behind them (its one copy), pad, ICRC in
-// place. False when the frame does not fit one mbuf (the caller builds it in scratch); true
+// place, the result stored from its slot straight behind them (its one copy), pad, ICRC in one
+// pass in place. False when the frame does not fit one mbuf (the caller builds it in scratch); true
 // otherwise, with `out` the frame or nullptr (no mbuf, or no result: counted).
 bool result_in_place(LcoreContext& ctx, QpState& q, const rc::Transmit& tx, rte_mbuf*& out) {
     rte_mbuf* m = rte_pktmbuf_alloc(ctx.pool);
@@ -158,7 +158,7 @@ bool result_in_place(LcoreContext& ctx, QpState& q, const rc::Transmit& tx, rte_
         return true;
     }
     std::memset(payload + tx.length, 0, pad);
-    rc::finish_icrc(d + l2, l3);
+    rc::write_icrc(d + l2 + l3, rc::icrc_in_frame(d + l2, l3));  // the Ethernet header before
     ++q.ip_id;
     count_result(q, tx, l3);
     m->data_len = static_cast<uint16_t>(l2 + l3);
