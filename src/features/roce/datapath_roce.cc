@@ -456,13 +456,13 @@ uint16_t roce_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts
         const auto* bytes = static_cast<const uint8_t*>(rte_pktmbuf_read(
             m, static_cast<uint32_t>(pm->l4_offset + sizeof(rte_udp_hdr)), len,
             ctx.scratch.data()));
-        const rc::ParseResult parsed = bytes != nullptr ? rc::parse(bytes, len) : rc::ParseResult{};
-        if (!parsed.packet) {
+        rc::Packet p;
+        rc::ParseError parse_error = rc::ParseError::truncated;
+        if (bytes == nullptr || !rc::parse_into(bytes, len, p, parse_error)) {
             ++lcore_counter(ctx, LcoreCounter::malformed);
             drop(out, m);
             continue;
         }
-        const rc::Packet& p = *parsed.packet;
         if (p.bth.dest_qp == kCmQpn) {
             ++lcore_counter(ctx, LcoreCounter::cm_unsupported);
             drop(out, m);
