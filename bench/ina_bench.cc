@@ -203,6 +203,26 @@ bool start_sink_ports(unsigned lanes) {
     return true;
 }
 
+// The bench's config from `yaml` and its snapshot on ports 0 and 1; an empty snapshot (the
+// error printed) when either fails.
+struct BenchSnapshot {
+    config::LoadResult cfg;
+    compile::StandaloneSnapshot built;
+};
+BenchSnapshot build_bench_snapshot(const std::string& yaml, rte_rcu_qsbr* qsbr) {
+    BenchSnapshot b{config::load_string(yaml, "bench"), {}};
+    if (!b.cfg.ok()) {
+        std::fprintf(stderr, "%s", b.cfg.error_text().c_str());
+        return b;
+    }
+    std::string error;
+    b.built = compile::build_standalone(*b.cfg.config, {{0, {}}, {1, {}}}, {}, {}, qsbr, 1, error);
+    if (!b.built.snapshot) {
+        std::fprintf(stderr, "%s\n", error.c_str());
+    }
+    return b;
+}
+
 // One lcore's pipeline context as the benches' lanes use it: output to the sink port only.
 std::unique_ptr<pipeline::LcoreContext> lane_context(uint16_t tx_queue) {
     auto ctx = std::make_unique<pipeline::LcoreContext>();
@@ -327,16 +347,10 @@ uint16_t build_acks(const RoceStates& st, const std::vector<bench::RoceWorker>& 
 }
 
 int run_roce(unsigned payload, const std::string& type, double seconds, rte_rcu_qsbr* qsbr) {
-    auto cfg = config::load_string(roce_yaml(payload, type), "bench");
-    if (!cfg.ok()) {
-        std::fprintf(stderr, "%s", cfg.error_text().c_str());
-        return 1;
-    }
-    std::string error;
-    auto built = compile::build_standalone(*cfg.config, {{0, {}}, {1, {}}}, {}, {}, qsbr, 1, error);
-    auto& snap = built.snapshot;
+    auto bench = build_bench_snapshot(roce_yaml(payload, type), qsbr);
+    auto& cfg = bench.cfg;
+    auto& snap = bench.built.snapshot;
     if (!snap) {
-        std::fprintf(stderr, "%s\n", error.c_str());
         return 1;
     }
     auto ctx_owner = lane_context(0);
@@ -595,16 +609,9 @@ neighbours:
                              ", max_elements: " + std::to_string(elems) +
                              (deterministic ? ", deterministic: true" : "") +
                              ", window: 1024, root: 10.0.2.2}\n");
-    auto cfg = config::load_string(yaml, "bench");
-    if (!cfg.ok()) {
-        std::fprintf(stderr, "%s", cfg.error_text().c_str());
-        return 1;
-    }
-    std::string error;
-    auto built = compile::build_standalone(*cfg.config, {{0, {}}, {1, {}}}, {}, {}, qsbr, 1, error);
-    auto& snap = built.snapshot;
+    auto bench = build_bench_snapshot(yaml, qsbr);
+    auto& snap = bench.built.snapshot;
     if (!snap) {
-        std::fprintf(stderr, "%s\n", error.c_str());
         return 1;
     }
     ina::JobParams jp;

@@ -263,13 +263,18 @@ def write(res, doc, result_path):
               "(load average per row: median of the values sampled before each pair of runs)." % (
                   rows[0]["ranks"], rows[0]["ranks"], rows[0]["ranks"],
                   rows[0]["roce_mpps"]["n"], ro["seconds"]), "",
-              "| payload | RoCE Mpps | RoCE payload Gbit/s | INA Mpps | RoCE / INA | goal ≥ %.1f | "
-              "load |" % rows[0]["goal"], "| --- | --- | --- | --- | --- | --- | --- |"]
+              "| payload | RoCE Mpps | RoCE payload Gbit/s | INA Mpps | RoCE / INA (medians) | "
+              "RoCE / INA, paired runs | goal ≥ %.1f | load |" % rows[0]["goal"],
+              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
         for r in rows:
-            L.append("| %d B | %s | %s | %s | **%.2f** | %s | %s |" % (
+            L.append("| %d B | %s | %s | %s | **%.2f** | %s | %s | %s |" % (
                 r["payload_bytes"], mmm_txt(r["roce_mpps"]),
                 f(r["roce_payload_gbit_s"]["median"], 1), mmm_txt(r["ina_mpps"]), r["ratio"],
+                mmm_txt(r["pair_ratio"]) if r.get("pair_ratio") else "–",
                 "**met**" if r["met"] else "**not met**", f(r["loadavg"]["median"], 1)))
+        L += ["", "*Paired runs*: each RoCE run over the INA run just before it (min / median / "
+              "max), which cancels load changes between pairs; the goal is judged on the ratio of "
+              "the medians."]
         L.append("")
     elif ro:
         L += ["## RoCEv2 aggregation", "", "Not measured: %s" % ro.get("error"), ""]
