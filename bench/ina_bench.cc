@@ -203,6 +203,15 @@ bool start_sink_ports(unsigned lanes) {
     return true;
 }
 
+// The bench's two ports (0: the ingress the generator stands in for, 1: the sink), up to the
+// neighbours' list the modes fill in.
+constexpr const char* kPortsYaml = R"(version: 1
+ports:
+  - {name: in, devargs: x, mac: "02:00:00:00:00:01", ipv4: [10.0.1.1/24]}
+  - {name: up, devargs: y, mac: "02:00:00:00:00:02", ipv4: [10.0.2.1/24], mtu: 9000}
+neighbours:
+)";
+
 // The bench's config from `yaml` and its snapshot on ports 0 and 1; an empty snapshot (the
 // error printed) when either fails.
 struct BenchSnapshot {
@@ -261,12 +270,7 @@ std::string roce_yaml(unsigned payload, const std::string& type) {
                ", switch_psn: 5000, result_addr: 0x7f0000000000, result_rkey: 0x1234, "
                "result_length: " + std::to_string(kRoceWindow * payload) + "}\n";
     }
-    return R"(version: 1
-ports:
-  - {name: in, devargs: x, mac: "02:00:00:00:00:01", ipv4: [10.0.1.1/24]}
-  - {name: up, devargs: y, mac: "02:00:00:00:00:02", ipv4: [10.0.2.1/24], mtu: 9000}
-neighbours:
-)" + neighbours + R"(rdma:
+    return std::string(kPortsYaml) + neighbours + R"(rdma:
   jobs:
     - id: 1
       world: )" + std::to_string(kRanks) + R"(
@@ -597,12 +601,7 @@ int main(int argc, char** argv) {
         neighbours += "  - {ip: 10.0.2." + std::to_string(i) + ", mac: \"02:00:00:00:02:" +
                       std::to_string(10 + i % 90) + "\", port: up}\n";
     }
-    const std::string yaml = R"(version: 1
-ports:
-  - {name: in, devargs: x, mac: "02:00:00:00:00:01", ipv4: [10.0.1.1/24]}
-  - {name: up, devargs: y, mac: "02:00:00:00:00:02", ipv4: [10.0.2.1/24], mtu: 9000}
-neighbours:
-)" + neighbours + (l3 ? std::string() : R"(ina:
+    const std::string yaml = std::string(kPortsYaml) + neighbours + (l3 ? std::string() : R"(ina:
   jobs:
     - {job_id: 1, role: aggregator, bsl: 64, abm: "1-)" + std::to_string(workers) +
                              R"(", op: sum, elem_type: )" + type +
