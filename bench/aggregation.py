@@ -45,11 +45,14 @@ def run_bench(cmd, timeout=60):
 
 
 def ina_bench(binary, workers, payload, etype, seconds, lcores=1, steer="chunk",
-              deterministic=False):
+              deterministic=False, roce=False):
+    """One ina_bench run's JSON line; roce: the RoCEv2 server-to-switch stage instead (8 ranks,
+    `workers` is ignored)."""
     out = subprocess.run([binary, "--workers", str(workers), "--payload", str(payload),
                           "--type", etype, "--seconds", str(seconds), "--lcores", str(lcores),
                           "--steer", steer, "--file-prefix", "perf-agg-ina-%d" % os.getpid()]
-                         + (["--deterministic"] if deterministic else []),
+                         + (["--deterministic"] if deterministic else [])
+                         + (["--roce"] if roce else []),
                          capture_output=True, text=True, timeout=seconds + 30)
     if out.returncode != 0:
         raise RuntimeError("ina_bench failed: " + out.stdout + out.stderr)
@@ -112,6 +115,46 @@ def measure(binary, payloads, workers, types, seconds, repeat, tp_seconds, log=p
                 "| testpmd io %6.2f Mpps | ratio %.3f | %s of the default mode" % (
                     payload, etype, n, med, min(mpps), max(mpps), ceiling,
                     round(med / ceiling, 3), of_default))
+    return rows
+
+
+ROCE_RANKS = 8
+ROCE_GOAL = 0.8  # issue 11: RoCE aggregation per core >= 0.8 x the UDP INA path
+
+
+def measure_roce(binary, payloads, seconds, repeat, log=print):
+    """RoCEv2 server-to-switch aggregation per core (ina_bench --roce: 8 ranks' WRITE_ONLY_WITH_IMM
+    contributions with ICRC, the switch's result WRITEs ACKed by the generator) beside the UDP INA
+    path (ina_bench, 8 workers) of the same payload, fp32. INA and RoCE runs alternate, so a load
+    change on this shared machine hits both; each figure is a median of `repeat` runs and the
+    ratio is RoCE's median over INA's."""
+    runs = {p: {"ina": [], "roce": [], "load": []} for p in payloads}
+    for _ in range(repeat):
+        for p in payloads:
+            runs[p]["load"].append(os.getloadavg()[0])
+            runs[p]["ina"].append(ina_bench(binary, ROCE_RANKS, p, "fp32", seconds))
+            runs[p]["roce"].append(ina_bench(binary, ROCE_RANKS, p, "fp32", seconds, roce=True))
+    rows = []
+    for p in payloads:
+        ina = [r["mpps"] for r in runs[p]["ina"]]
+        roce = [r["mpps"] for r in runs[p]["roce"]]
+        ratio = round(statistics.median(roce) / statistics.median(ina), 3)
+        # Each RoCE run over the INA run just before it: a load change between pairs cancels.
+        pairs = [r / i for r, i in zip(roce, ina)]
+        row = {"payload_bytes": p, "type": "fp32", "ranks": ROCE_RANKS,
+               "isa": runs[p]["roce"][0]["isa"], "roce_mpps": mmm(roce), "ina_mpps": mmm(ina),
+               "roce_payload_gbit_s": mmm([r["payload_gbit_s"] for r in runs[p]["roce"]]),
+               "roce_excluded_s": mmm([r["excluded_seconds"] for r in runs[p]["roce"]]),
+               "loadavg": mmm([round(x, 2) for x in runs[p]["load"]]), "ratio": ratio,
+               "pair_ratio": mmm([round(x, 3) for x in pairs]),
+               "goal": ROCE_GOAL, "met": ratio >= ROCE_GOAL}
+        rows.append(row)
+        log("%5d B fp32 %d ranks: RoCE %6.2f Mpps (min %.2f max %.2f) | INA %6.2f Mpps (min %.2f "
+            "max %.2f) | RoCE/INA %.3f (paired runs: median %.3f) (goal >= %.1f: %s) | load %.1f" % (
+                p, ROCE_RANKS, statistics.median(roce), min(roce), max(roce),
+                statistics.median(ina), min(ina), max(ina), ratio, statistics.median(pairs),
+                ROCE_GOAL,
+                "met" if row["met"] else "not met", statistics.median(runs[p]["load"])))
     return rows
 
 

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// RoCEv2 ICRC cost per packet (src/roce/icrc.h) for 256 B .. 4 KiB payloads, single segment,
+// RoCEv2 ICRC cost per packet (src/roce/icrc.h: the const path and the in-place one the packet
+// path uses) for 256 B .. 4 KiB payloads, single segment,
 // against zlib's crc32 over the same bytes (the portable baseline) in the same run.
 #include <rte_eal.h>
 #include <unistd.h>
@@ -41,23 +42,29 @@ int main() {
         return 1;
     }
     ina::roce::icrc_init();
-    std::printf("payload_bytes icrc_ns zlib_crc32_ns icrc_gbit_s\n");
+    std::printf("payload_bytes icrc_ns icrc_in_place_ns icrc_in_frame_ns zlib_crc32_ns icrc_in_frame_gbit_s\n");
     for (size_t payload : {256u, 1024u, 4096u}) {
         // IPv4 + UDP + BTH + RETH + payload + ICRC, a WRITE_ONLY as rxe sends it.
         const size_t total = 20 + 8 + ina::roce::kBthBytes + ina::roce::kRethBytes + payload + 4;
-        std::vector<uint8_t> p(total, 0x5A);
+        // The packet behind 8 bytes (icrc_in_frame's room, an Ethernet header's tail in a frame).
+        std::vector<uint8_t> frame(8 + total, 0x5A);
+        uint8_t* p = frame.data() + 8;
         p[0] = 0x45;
         p[2] = static_cast<uint8_t>(total >> 8);
         p[3] = static_cast<uint8_t>(total);
         p[28] = ina::roce::op::kWriteOnly;
         p[29] = 0;
         const int n = 2'000'000 / static_cast<int>(payload / 256);
-        const double icrc = ns_per_call([&] { return ina::roce::icrc(p.data(), p.size()); }, n);
+        const double icrc = ns_per_call([&] { return ina::roce::icrc(p, total); }, n);
+        const double in_place =
+            ns_per_call([&] { return ina::roce::icrc_in_place(p, total); }, n);
+        const double in_frame =
+            ns_per_call([&] { return ina::roce::icrc_in_frame(p, total); }, n);
         const double zl = ns_per_call(
-            [&] { return static_cast<uint32_t>(crc32(0, p.data(), static_cast<uInt>(total))); },
+            [&] { return static_cast<uint32_t>(crc32(0, p, static_cast<uInt>(total))); },
             n);
-        std::printf("%zu %.1f %.1f %.1f\n", payload, icrc, zl,
-                    static_cast<double>(total) * 8 / icrc);
+        std::printf("%zu %.1f %.1f %.1f %.1f %.1f\n", payload, icrc, in_place, in_frame, zl,
+                    static_cast<double>(total) * 8 / in_frame);
     }
     rte_eal_cleanup();
     return 0;

@@ -12,6 +12,12 @@
 //                    every chunk (what RSS on the workers' addresses delivers): contributions
 //                    to chunks the other lcore owns cross an SPSC hand-off ring, as in
 //                    ina_input's chunk steering.
+//
+// With --roce the same generator skeleton drives the RoCEv2 server-to-switch stage instead
+// (src/features/roce, registered as the switch registers it): 8 ranks with static QPs from an
+// `rdma:` config, each contribution a WRITE_ONLY_WITH_IMM with a valid ICRC copied from a ring
+// of frames built ahead (outside the measured time), and the workers' ACKs of the switch's
+// result WRITEs (built outside the measured time, processed inside it) so slots release.
 #include <rte_cycles.h>
 #include <rte_bus_vdev.h>
 #include <rte_eal.h>
@@ -35,9 +41,14 @@
 #include <string>
 #include <vector>
 
+#include "app/feature_registry.h"
+#include "bench/roce_frames.h"
 #include "compile/snapshot_build.h"
 #include "config/config.h"
 #include "dataplane/snapshot.h"
+#include "features/roce/config_roce.h"
+#include "features/roce/control_roce.h"
+#include "features/roce/datapath_roce.h"
 #include "ina/chunk_table.h"
 #include "ina/protocol.h"
 #include "bench/frames.h"
@@ -49,6 +60,7 @@
 #include "pipeline/port_tx.h"
 #include "reduce/fixed_point.h"
 #include "reduce/reduce.h"
+#include "roce/icrc.h"
 
 namespace {
 
@@ -191,6 +203,316 @@ bool start_sink_ports(unsigned lanes) {
     return true;
 }
 
+// The bench's two ports (0: the ingress the generator stands in for, 1: the sink), up to the
+// neighbours' list the modes fill in.
+constexpr const char* kPortsYaml = R"(version: 1
+ports:
+  - {name: in, devargs: x, mac: "02:00:00:00:00:01", ipv4: [10.0.1.1/24]}
+  - {name: up, devargs: y, mac: "02:00:00:00:00:02", ipv4: [10.0.2.1/24], mtu: 9000}
+neighbours:
+)";
+
+// The bench's config from `yaml` and its snapshot on ports 0 and 1; an empty snapshot (the
+// error printed) when either fails.
+struct BenchSnapshot {
+    config::LoadResult cfg;
+    compile::StandaloneSnapshot built;
+};
+BenchSnapshot build_bench_snapshot(const std::string& yaml, rte_rcu_qsbr* qsbr) {
+    BenchSnapshot b{config::load_string(yaml, "bench"), {}};
+    if (!b.cfg.ok()) {
+        std::fprintf(stderr, "%s", b.cfg.error_text().c_str());
+        return b;
+    }
+    std::string error;
+    b.built = compile::build_standalone(*b.cfg.config, {{0, {}}, {1, {}}}, {}, {}, qsbr, 1, error);
+    if (!b.built.snapshot) {
+        std::fprintf(stderr, "%s\n", error.c_str());
+    }
+    return b;
+}
+
+// One lcore's pipeline context as the benches' lanes use it: output to the sink port only.
+std::unique_ptr<pipeline::LcoreContext> lane_context(uint16_t tx_queue) {
+    auto ctx = std::make_unique<pipeline::LcoreContext>();
+    ctx->burst_size = kBurst;
+    ctx->tsc_hz = rte_get_tsc_hz();
+    ctx->pool = g.pool;
+    ctx->tx_queue = tx_queue;
+    ctx->tx_enabled[kSinkPort] = true;
+    return ctx;
+}
+
+// --roce: the RoCEv2 server-to-switch stage on one lcore.
+namespace fr = features::roce;
+
+constexpr unsigned kRanks = 8;
+constexpr uint32_t kRoceWindow = 256;      // the most an rdma job has (config kMaxWindow)
+// Chunks of frames built ahead per rank (a segment): few, so the frames copied from stay in
+// cache as INA's 8 templates do (a ring of MiBs made every copy a memory read).
+constexpr uint32_t kRing = 16;
+constexpr uint32_t kChunksPerBurst = kBurst / kRanks;
+static_assert(kBurst % kRanks == 0 && kRing % kChunksPerBurst == 0);
+
+// The switch's port "up" (the sink) and the ranks' addresses behind it (10.0.2.11..18).
+constexpr uint8_t kUpMac[6] = {0x02, 0, 0, 0, 0, 0x02};
+std::string roce_yaml(unsigned payload, const std::string& type) {
+    const unsigned pmtu = payload <= 1024 ? 1024 : 4096;
+    std::string neighbours;
+    std::string qps;
+    for (unsigned r = 1; r <= kRanks; ++r) {
+        const std::string ip = "10.0.2." + std::to_string(10 + r);
+        neighbours += "  - {ip: " + ip + ", mac: \"02:00:00:00:02:" + std::to_string(10 + r) +
+                      "\", port: up}\n";
+        qps += "        - {rank: " + std::to_string(r) + ", ip: " + ip +
+               ", qpn: " + std::to_string(0x1000 + r) + ", psn: " + std::to_string(r * 1000) +
+               ", switch_qpn: " + std::to_string(fr::kFirstSwitchQpn + r) +
+               ", switch_psn: 5000, result_addr: 0x7f0000000000, result_rkey: 0x1234, "
+               "result_length: " + std::to_string(kRoceWindow * payload) + "}\n";
+    }
+    return std::string(kPortsYaml) + neighbours + R"(rdma:
+  jobs:
+    - id: 1
+      world: )" + std::to_string(kRanks) + R"(
+      op: sum
+      dtype: )" + type + R"(
+      chunk_bytes: )" + std::to_string(payload) + R"(
+      window: )" + std::to_string(kRoceWindow) + R"(
+      pmtu: )" + std::to_string(pmtu) + R"(
+      qps:
+)" + qps;
+}
+
+// The per-lcore states of the config's one job, made and attached as the control piece does
+// (job_params / qp_params, attach commands, slots written into the snapshot's view).
+struct RoceStates {
+    std::unique_ptr<fr::JobState> job;
+    std::vector<std::unique_ptr<fr::QpState>> qps;  // by rank - 1
+};
+
+bool attach_roce(pipeline::LcoreContext& ctx, dp::Snapshot& snap, const config::Config& cfg,
+                 RoceStates& out) {
+    const fr::JobConfig& jc = fr::rdma_of(cfg)->jobs.at(0);
+    auto* view = static_cast<fr::RoceView*>(snap.feature_views[fr::kFeatureRoce].get());
+    if (view == nullptr || view->jobs.size() != 1) {
+        return false;
+    }
+    out.job = std::make_unique<fr::JobState>(fr::job_params(jc));
+    uint16_t slot = 0;
+    view->jobs[0].slot = slot;
+    if (!pipeline::apply_command(ctx, dp::Command{dp::CommandType::attach, fr::kFeatureRoce,
+                                                  slot, fr::job_state_id(jc.id),
+                                                  static_cast<fr::StateTag*>(out.job.get())})) {
+        return false;
+    }
+    for (const auto& qc : jc.qps) {
+        out.qps.push_back(std::make_unique<fr::QpState>(fr::qp_params(cfg, jc, qc), out.job.get()));
+        ++slot;
+        for (auto& qv : view->qps) {
+            if (qv.switch_qpn == qc.switch_qpn) {
+                qv.slot = slot;
+            }
+        }
+        if (!pipeline::apply_command(
+                ctx, dp::Command{dp::CommandType::attach, fr::kFeatureRoce, slot,
+                                 fr::qp_state_id(qc.switch_qpn),
+                                 static_cast<fr::StateTag*>(out.qps.back().get())})) {
+            return false;
+        }
+    }
+    return out.qps.size() == kRanks;
+}
+
+// The workers' ACKs of every result WRITE the switch has sent them (one per rank with results
+// outstanding, covering all of them) into `acks`; how many.
+uint16_t build_acks(const RoceStates& st, const std::vector<bench::RoceWorker>& workers,
+                    rte_mbuf** acks) {
+    uint16_t n = 0;
+    for (unsigned r = 0; r < kRanks; ++r) {
+        const auto& rq = st.qps[r]->requester;
+        const uint32_t inflight = rq.inflight_packets();
+        if (inflight == 0) {
+            continue;
+        }
+        rte_mbuf* m = rte_pktmbuf_alloc(g.pool);
+        if (m == nullptr) {
+            break;
+        }
+        const uint32_t psn = (rq.oldest_unacked_psn() + inflight - 1) & 0xFFFFFF;
+        const size_t len = bench::roce_ack(rte_pktmbuf_mtod(m, uint8_t*), rte_pktmbuf_tailroom(m),
+                                           workers[r], psn,
+                                           static_cast<uint32_t>(rq.posted_messages()));
+        m->data_len = static_cast<uint16_t>(len);
+        m->pkt_len = static_cast<uint32_t>(len);
+        m->port = kSinkPort;
+        acks[n++] = m;
+    }
+    return n;
+}
+
+int run_roce(unsigned payload, const std::string& type, double seconds, rte_rcu_qsbr* qsbr) {
+    auto bench = build_bench_snapshot(roce_yaml(payload, type), qsbr);
+    auto& cfg = bench.cfg;
+    auto& snap = bench.built.snapshot;
+    if (!snap) {
+        return 1;
+    }
+    auto ctx_owner = lane_context(0);
+    auto& ctx = *ctx_owner;
+    RoceStates st;
+    if (!attach_roce(ctx, *snap, *cfg.config, st)) {
+        std::fprintf(stderr, "cannot attach the rdma job's states\n");
+        return 1;
+    }
+    const fr::JobParams& jp = st.job->params;
+    const size_t esize = reduce::elem_size(jp.dtype);
+    std::vector<bench::RoceWorker> workers;
+    for (unsigned r = 0; r < kRanks; ++r) {
+        const uint8_t worker_mac[6] = {0x02, 0, 0, 0, 0x02, static_cast<uint8_t>(11 + r)};
+        workers.push_back(bench::roce_worker(st.qps[r]->params, kUpMac, worker_mac));
+    }
+    // Element bytes: any pattern, floats kept finite (as bench::ina_contribution's).
+    std::vector<uint8_t> values(payload);
+    for (size_t i = 0; i < values.size(); ++i) {
+        values[i] = static_cast<uint8_t>(i % esize == esize - 1 ? 0x3F : i * 7);
+    }
+    const size_t stride = bench::roce_contribution_bytes(payload);
+    std::vector<uint8_t> ring(size_t{kRing} * kRanks * stride);
+    auto frame_at = [&](uint32_t s, unsigned r) {
+        return ring.data() + (size_t{s % kRing} * kRanks + r) * stride;
+    };
+    auto build_segment = [&](uint32_t first) {
+        for (uint32_t s = first; s < first + kRing; ++s) {
+            for (unsigned r = 0; r < kRanks; ++r) {
+                if (bench::roce_contribution(frame_at(s, r), stride, workers[r], s, jp,
+                                             fr::kAreaAddr, fr::kAreaRkey, values.data()) != stride) {
+                    return false;
+                }
+            }
+        }
+        return true;
+    };
+
+    const uint64_t hz = rte_get_tsc_hz();
+    const auto budget = static_cast<uint64_t>(seconds * static_cast<double>(hz));
+    const uint64_t started = rte_rdtsc();
+    uint64_t switch_tsc = 0;  // inside the generator's alloc + copy and process_burst only
+    uint64_t stalled_since = 0;
+    uint32_t next_s = 0;
+    uint32_t built_to = 0;
+    uint64_t generated = 0;
+    uint64_t acks_in = 0;
+    bool failed = false;
+    rte_mbuf* burst[kBurst];
+    rte_mbuf* acks[kRanks];
+    while (switch_tsc < budget && !failed) {
+        if (next_s == built_to) {
+            if (!build_segment(built_to)) {
+                std::fprintf(stderr, "cannot build a contribution frame\n");
+                failed = true;
+                break;
+            }
+            built_to += kRing;
+        }
+        // A chunk's slot is free once every rank acknowledged its result: never ask for more
+        // than the window holds (the switch would answer RNR NAK).
+        if (next_s + kChunksPerBurst <= st.job->results_released + kRoceWindow) {
+            stalled_since = 0;
+            const uint64_t t0 = rte_rdtsc();
+            if (rte_pktmbuf_alloc_bulk(g.pool, burst, kBurst) != 0) {
+                std::fprintf(stderr, "mempool exhausted\n");
+                failed = true;
+                break;
+            }
+            for (unsigned k = 0; k < kBurst; ++k) {
+                rte_mbuf* m = burst[k];
+                std::memcpy(rte_pktmbuf_mtod(m, uint8_t*), frame_at(next_s + k / kRanks, k % kRanks),
+                            stride);
+                m->data_len = static_cast<uint16_t>(stride);
+                m->pkt_len = static_cast<uint32_t>(stride);
+                m->port = kSinkPort;
+            }
+            ctx.now_tsc = t0;
+            pipeline::process_burst(ctx, *snap, burst, kBurst);
+            switch_tsc += rte_rdtsc() - t0;
+            next_s += kChunksPerBurst;
+            generated += kBurst;
+        } else if (stalled_since == 0) {
+            stalled_since = rte_rdtsc();
+        } else if (rte_rdtsc() - stalled_since > hz) {
+            std::fprintf(stderr, "no slot released for a second\n");
+            failed = true;
+            break;
+        }
+        // The workers acknowledge what the switch sent (built outside the measured time).
+        const uint16_t n = build_acks(st, workers, acks);
+        if (n != 0) {
+            const uint64_t t0 = rte_rdtsc();
+            ctx.now_tsc = t0;
+            pipeline::process_burst(ctx, *snap, acks, n);
+            switch_tsc += rte_rdtsc() - t0;
+            acks_in += n;
+        } else if (stalled_since != 0) {
+            // Nothing in flight and no slot: results are waiting for the stage's tick.
+            const uint64_t t0 = rte_rdtsc();
+            ctx.now_tsc = t0;
+            pipeline::service_timers(ctx, *snap);
+            switch_tsc += rte_rdtsc() - t0;
+        }
+    }
+    pipeline::tx_flush_all(ctx);
+    const double elapsed = static_cast<double>(switch_tsc) / static_cast<double>(hz);
+    const double wall = static_cast<double>(rte_rdtsc() - started) / static_cast<double>(hz);
+
+    fr::QpCounters sum;
+#define INA_ROCE_SUM(name, help) sum.name += q->counters.name;
+    for (const auto& q : st.qps) {
+        INA_ROCE_QP_COUNTERS(INA_ROCE_SUM)
+    }
+#undef INA_ROCE_SUM
+    const uint64_t sent = ctx.counters.ports[kSinkPort].tx_packets;
+    const uint64_t elems = payload / esize;
+    std::printf("{\"traffic\": \"roce\", \"workers\": %u, \"payload_bytes\": %u, \"type\": \"%s\", "
+                "\"isa\": \"%s\", \"lcores\": 1, \"steer\": \"none\", \"deterministic\": false, "
+                "\"mpps\": %.3f, \"payload_gbit_s\": %.2f, \"gelem_s\": %.3f, "
+                "\"absorbed\": %lu, \"completed\": %lu, \"released\": %lu, \"results_sent\": %lu, "
+                "\"acks_sent\": %lu, \"acks_in\": %lu, \"frames_out\": %lu, \"packets\": %lu, "
+                "\"seconds\": %.3f, \"excluded_seconds\": %.3f}\n",
+                kRanks, payload, type.c_str(),
+                std::string(reduce::to_string(reduce::kernels().isa)).c_str(),
+                static_cast<double>(generated) / elapsed / 1e6,
+                static_cast<double>(generated) * static_cast<double>(payload) * 8 / elapsed / 1e9,
+                static_cast<double>(sum.contributions) * static_cast<double>(elems) / elapsed / 1e9,
+                static_cast<unsigned long>(sum.contributions),
+                static_cast<unsigned long>(st.job->results_completed),
+                static_cast<unsigned long>(st.job->results_released),
+                static_cast<unsigned long>(sum.results_sent),
+                static_cast<unsigned long>(sum.acks_sent), static_cast<unsigned long>(acks_in),
+                static_cast<unsigned long>(sent), static_cast<unsigned long>(generated), elapsed,
+                wall - elapsed);
+    std::fflush(stdout);
+    // Every contribution was added, every chunk completed, nothing refused, NAKed, resent or
+    // bad, every slot but the window's last released, and every frame the stage made left.
+    const bool ok = !failed && generated > 0 && sum.contributions == generated &&
+                    st.job->results_completed == next_s &&
+                    st.job->results_released + kRoceWindow >= next_s &&
+                    sum.naks_sent + sum.rnr_naks_sent + sum.refused + sum.bad_contributions +
+                            sum.icrc_errors + sum.duplicates + sum.retransmissions ==
+                        0 &&
+                    sum.acks_received == acks_in && sent == sum.packets_out &&
+                    st.job->post_failures == 0;
+    for (uint16_t slot = static_cast<uint16_t>(st.qps.size() + 1); slot-- > 0;) {
+        pipeline::apply_command(ctx, dp::Command{dp::CommandType::detach, fr::kFeatureRoce, slot,
+                                                 ctx.feature_slots[slot].id, nullptr});
+    }
+    for (uint16_t port = 0; port < 2; ++port) {
+        rte_eth_dev_stop(port);
+        rte_eth_dev_close(port);
+    }
+    snap.reset();
+    return ok ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -216,7 +538,16 @@ int main(int argc, char** argv) {
     bool l3 = false;
     app.add_flag("--l3", l3, "instead: 64 B IPv4/UDP frames to 200 destinations, routed (no "
                              "INA job): the L3 path alone, for A/B and profiles");
+    bool roce = false;
+    app.add_flag("--roce", roce, "instead: 8 ranks' RoCEv2 WRITE_ONLY_WITH_IMM contributions to "
+                                 "an rdma job (server-to-switch), ACKing its results; 1 lcore")
+        ->excludes("--l3");
     CLI11_PARSE(app, argc, argv);
+    if (roce && (lanes != 1 || deterministic || payload % 4 != 0 || payload > 4096)) {
+        std::fprintf(stderr, "--roce: 1 lcore, not deterministic, payload a multiple of 4 up to "
+                             "4096\n");
+        return 2;
+    }
 
     const std::vector<std::string> types = {"int32", "fp32", "fp16", "bf16"};
     uint8_t et = 0;
@@ -242,29 +573,12 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "cannot register mbuf flags\n");
         return 1;
     }
-    std::string neighbours;
-    for (unsigned i = 2; i < (l3 ? 202u : 3u); ++i) {
-        neighbours += "  - {ip: 10.0.2." + std::to_string(i) + ", mac: \"02:00:00:00:02:" +
-                      std::to_string(10 + i % 90) + "\", port: up}\n";
-    }
-    const std::string yaml = R"(version: 1
-ports:
-  - {name: in, devargs: x, mac: "02:00:00:00:00:01", ipv4: [10.0.1.1/24]}
-  - {name: up, devargs: y, mac: "02:00:00:00:00:02", ipv4: [10.0.2.1/24], mtu: 9000}
-neighbours:
-)" + neighbours + (l3 ? std::string() : R"(ina:
-  jobs:
-    - {job_id: 1, role: aggregator, bsl: 64, abm: "1-)" + std::to_string(workers) +
-                             R"(", op: sum, elem_type: )" + type +
-                             ", max_elements: " + std::to_string(elems) +
-                             (deterministic ? ", deterministic: true" : "") +
-                             ", window: 1024, root: 10.0.2.2}\n");
-    auto cfg = config::load_string(yaml, "bench");
-    if (!cfg.ok()) {
-        std::fprintf(stderr, "%s", cfg.error_text().c_str());
+    // The features as the switch registers them (the RoCE stage; idle without an rdma job).
+    if (!app::register_features()) {
+        std::fprintf(stderr, "cannot register the features\n");
         return 1;
     }
-    std::string error;
+    roce::icrc_init();
     // No worker reads the tables concurrently here: a QSBR variable with no readers.
     auto* qsbr = static_cast<rte_rcu_qsbr*>(
         rte_zmalloc("bench_qsbr", rte_rcu_qsbr_get_memsize(1), RTE_CACHE_LINE_SIZE));
@@ -272,10 +586,31 @@ neighbours:
         std::fprintf(stderr, "cannot allocate the QSBR variable\n");
         return 1;
     }
-    auto built = compile::build_standalone(*cfg.config, {{0, {}}, {1, {}}}, {}, {}, qsbr, 1, error);
-    auto& snap = built.snapshot;
+    g.pool = rte_pktmbuf_pool_create("bench", 16383, 256, 0,
+                                     static_cast<uint16_t>(RTE_PKTMBUF_HEADROOM + 9000),
+                                     SOCKET_ID_ANY);
+    if (g.pool == nullptr || !start_sink_ports(lanes)) {
+        std::fprintf(stderr, "cannot create the pool or the net_null ports\n");
+        return 1;
+    }
+    if (roce) {
+        return run_roce(payload, type, seconds, qsbr);
+    }
+    std::string neighbours;
+    for (unsigned i = 2; i < (l3 ? 202u : 3u); ++i) {
+        neighbours += "  - {ip: 10.0.2." + std::to_string(i) + ", mac: \"02:00:00:00:02:" +
+                      std::to_string(10 + i % 90) + "\", port: up}\n";
+    }
+    const std::string yaml = std::string(kPortsYaml) + neighbours + (l3 ? std::string() : R"(ina:
+  jobs:
+    - {job_id: 1, role: aggregator, bsl: 64, abm: "1-)" + std::to_string(workers) +
+                             R"(", op: sum, elem_type: )" + type +
+                             ", max_elements: " + std::to_string(elems) +
+                             (deterministic ? ", deterministic: true" : "") +
+                             ", window: 1024, root: 10.0.2.2}\n");
+    auto bench = build_bench_snapshot(yaml, qsbr);
+    auto& snap = bench.built.snapshot;
     if (!snap) {
-        std::fprintf(stderr, "%s\n", error.c_str());
         return 1;
     }
     ina::JobParams jp;
@@ -292,13 +627,6 @@ neighbours:
     jp.fraction_bits = deterministic ? static_cast<uint8_t>(reduce::default_fraction_bits(jp.elem_type))
                                      : 0;
 
-    g.pool = rte_pktmbuf_pool_create("bench", 16383, 256, 0,
-                                     static_cast<uint16_t>(RTE_PKTMBUF_HEADROOM + 9000),
-                                     SOCKET_ID_ANY);
-    if (g.pool == nullptr || !start_sink_ports(lanes)) {
-        std::fprintf(stderr, "cannot create the pool or the net_null ports\n");
-        return 1;
-    }
     std::vector<std::vector<uint8_t>> templates;
     for (unsigned w = 1; w <= (l3 ? 200u : workers); ++w) {
         templates.push_back(l3 ? bench::l3_frame(w) : bench::ina_contribution(static_cast<uint16_t>(w), elems, et));
@@ -321,13 +649,8 @@ neighbours:
     for (unsigned k = 0; k < lanes; ++k) {
         Lane& lane = all[k];
         lane.index = k;
-        ctxs.push_back(std::make_unique<pipeline::LcoreContext>());
+        ctxs.push_back(lane_context(static_cast<uint16_t>(k)));
         auto* ctx = ctxs.back().get();
-        ctx->burst_size = kBurst;
-        ctx->tsc_hz = rte_get_tsc_hz();
-        ctx->pool = g.pool;
-        ctx->tx_queue = static_cast<uint16_t>(k);
-        ctx->tx_enabled[kSinkPort] = true;
         ina::JobParams lane_jp = jp;
         if (handoff) {
             lane_jp.lanes = static_cast<uint16_t>(lanes);

@@ -246,6 +246,39 @@ def write(res, doc, result_path):
     elif ag:
         L += ["## INA aggregation", "", "Not measured: %s" % ag.get("error"), ""]
 
+    ro = res.get("roce")
+    if ro and "rows" in ro:
+        rows = ro["rows"]
+        L += ["## RoCEv2 server-to-switch aggregation per core vs the UDP INA path", "",
+              "`bench/ina_bench --roce`: one lcore runs the real pipeline with the RoCE feature "
+              "registered as the switch registers it and an `rdma:` job of %d ranks with static "
+              "QPs; each contribution is a WRITE_ONLY_WITH_IMM with a valid ICRC (copied from a "
+              "ring of frames built ahead, alloc + copy per packet as for INA), verified, "
+              "aggregated, and each completed chunk leaves as %d result WRITEs (ICRC computed); "
+              "the generator ACKs every rank's results once per burst so slots release (building "
+              "the ACKs and the frame ring is excluded from the time, processing the ACKs is "
+              "not). Beside it: `ina_bench` (UDP INA, %d workers) on the same payload. The two "
+              "alternate run by run; %d runs each of %.1f s, figures are min / **median** / max, "
+              "the ratio is of the medians. The machine was busy with other builds and tests "
+              "(load average per row: median of the values sampled before each pair of runs)." % (
+                  rows[0]["ranks"], rows[0]["ranks"], rows[0]["ranks"],
+                  rows[0]["roce_mpps"]["n"], ro["seconds"]), "",
+              "| payload | RoCE Mpps | RoCE payload Gbit/s | INA Mpps | RoCE / INA (medians) | "
+              "RoCE / INA, paired runs | goal ≥ %.1f | load |" % rows[0]["goal"],
+              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for r in rows:
+            L.append("| %d B | %s | %s | %s | **%.2f** | %s | %s | %s |" % (
+                r["payload_bytes"], mmm_txt(r["roce_mpps"]),
+                f(r["roce_payload_gbit_s"]["median"], 1), mmm_txt(r["ina_mpps"]), r["ratio"],
+                mmm_txt(r["pair_ratio"]) if r.get("pair_ratio") else "–",
+                "**met**" if r["met"] else "**not met**", f(r["loadavg"]["median"], 1)))
+        L += ["", "*Paired runs*: each RoCE run over the INA run just before it (min / median / "
+              "max), which cancels load changes between pairs; the goal is judged on the ratio of "
+              "the medians."]
+        L.append("")
+    elif ro:
+        L += ["## RoCEv2 aggregation", "", "Not measured: %s" % ro.get("error"), ""]
+
     sc = res.get("scaling")
     if sc and "rows" in sc:
         L += ["## Scaling from 1 to 2 lcores (aggregation)", "",

@@ -4,12 +4,14 @@
 (tables and PNG plots), each figure a ratio against a ceiling measured in the same run.
 
     /usr/bin/python3 bench/run.py [--smoke] [--repeat N] [--out FILE] [--doc FILE]
-                                  [--only forwarding,aggregation,scaling,latency,e2e,bier,scale]
+                                  [--only forwarding,aggregation,roce,scaling,latency,e2e,bier,scale]
 
 Scenarios:
   forwarding   L3 (and L2) forwarding per core vs dpdk-testpmd --forward-mode=mac on the same vdevs
   aggregation  INA aggregation per core, N = 2/4/8/32 workers, 256 B/1 KiB/4 KiB, fp32/bf16/int32,
                vs dpdk-testpmd --forward-mode=io on the same input
+  roce         RoCEv2 server-to-switch aggregation per core (1 KiB and 4 KiB, 8 ranks, fp32) vs the
+               UDP INA path of the same payload, runs alternating (issue 11)
   scaling      aggregation on 2 lcores vs 1 (chunk-steered input, and input by worker with the
                switch's hand-off rings)
   latency      added latency of one hop, p50/p99/p99.9 at 50 % and 90 % of the measured peak
@@ -41,7 +43,7 @@ import common  # noqa: E402
 import forwarding  # noqa: E402
 import latency  # noqa: E402
 
-SCENARIOS = ["forwarding", "aggregation", "scaling", "latency", "e2e", "bier", "scale"]
+SCENARIOS = ["forwarding", "aggregation", "roce", "scaling", "latency", "e2e", "bier", "scale"]
 
 
 def log(msg):
@@ -79,6 +81,14 @@ def scenario_aggregation(a):
             ["fp32", "bf16", "int32"], 1.0, 3
     rows = aggregation.measure(os.path.join(a.build, "bench", "ina_bench"), payloads, workers,
                                types, seconds, a.repeat, tp, log=log)
+    return {"seconds": seconds, "rows": rows}
+
+
+def scenario_roce(a):
+    payloads, seconds = ([1024], 0.2) if a.smoke else ([1024, 4096], 1.0)
+    rows = aggregation.measure_roce(os.path.join(a.build, "bench", "ina_bench"), payloads,
+                                    seconds, max(a.repeat, 1) if a.smoke else max(a.repeat, 3),
+                                    log=log)
     return {"seconds": seconds, "rows": rows}
 
 
@@ -157,6 +167,10 @@ def goals(res):
     g = next((r for r in ag.get("rows", []) if (r["payload_bytes"], r["type"], r["workers"]) ==
               aggregation.GOAL), None)
     add("INA 1 KiB fp32 x 8 workers / testpmd io (1 core)", g and g["ratio"], 0.5, "higher")
+    for r in res.get("roce", {}).get("rows", []):
+        add("RoCE / INA aggregation, %d B fp32 x %d ranks (1 core)" % (r["payload_bytes"],
+                                                                     r["ranks"]),
+            r["ratio"], aggregation.ROCE_GOAL, "higher", "issue 11")
     sc = res.get("scaling", {})
     two = next((r for r in sc.get("rows", []) if r["steer"] == "chunk" and r["lcores"] == 2), None)
     add("aggregation: 2 lcores / 1 lcore", two and two["speedup"], 1.8, "higher",

@@ -159,7 +159,9 @@ size_t write_ethernet(uint8_t* out, size_t capacity, const uint8_t dst_mac[6],
     return kEthernetBytes;
 }
 
-void finish_icrc(uint8_t* l3, size_t total) { write_icrc(l3 + total, icrc(l3, total)); }
+void finish_icrc(uint8_t* l3, size_t total) {
+    write_icrc(l3 + total, icrc_in_place(l3, total));
+}
 
 size_t encode_ack(uint8_t* out, size_t capacity, const Ipv4Path& path, uint16_t ip_id,
                   const Reply& reply) {

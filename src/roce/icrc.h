@@ -36,6 +36,22 @@ uint32_t icrc(const uint8_t* l3, size_t len);
 // if the frame is shorter than the IP header says.
 uint32_t icrc(const rte_mbuf* m, uint32_t l3_off);
 
+// The same as icrc(l3, len), faster: one rte_net_crc pass over the packet after the headers,
+// no zlib. It briefly overwrites the BTH's last 4 bytes (with bytes that start that pass from
+// the headers' CRC) and puts them back before it returns: the bytes must be writable and no
+// one else may read them meanwhile (the packet path's own mbufs, a frame being built).
+uint32_t icrc_in_place(uint8_t* l3, size_t len);
+
+// The same again in one pass over the 8 bytes before `l3` and the packet: those 8 bytes and the
+// variant header fields are set to ones in place for the pass and put back before it returns
+// (no header copy, no second pass). The 8 bytes before l3 must be writable too (in a frame: the
+// Ethernet header's), with the same proviso as icrc_in_place.
+uint32_t icrc_in_frame(uint8_t* l3, size_t len);
+
+// icrc(m, l3_off) for an mbuf the caller owns: icrc_in_frame when it is direct, not shared
+// (refcnt 1), one segment and has 8 bytes before l3; otherwise the const path above.
+uint32_t icrc_writable(rte_mbuf* m, uint32_t l3_off);
+
 // The ICRC as the packet carries it: the 4 bytes before `end`, least-significant byte first.
 inline uint32_t read_icrc(const uint8_t* end) {
     return static_cast<uint32_t>(end[-4]) | static_cast<uint32_t>(end[-3]) << 8 |

@@ -272,13 +272,19 @@ inline void write_aeth(uint8_t* p, const Aeth& a) {
 }
 
 // Parses the UDP payload of a RoCEv2 datagram: `p` at the BTH, `len` bytes through the ICRC
-// (the UDP length less 8). Reads nothing beyond p[len - 1].
-inline ParseResult parse(const uint8_t* p, size_t len) {
-    const auto fail = [](ParseError e) { return ParseResult{std::nullopt, e}; };
+// (the UDP length less 8), into `k`; false with `error` when it is not one (k then holds
+// anything). Reads nothing beyond p[len - 1]. The packet path's form: the fields land where the
+// caller reads them, never assembled on the stack and copied (a store-forwarding stall per
+// packet, as INA's parse had: bench/notes.md).
+inline bool parse_into(const uint8_t* p, size_t len, Packet& k, ParseError& error) {
+    const auto fail = [&error](ParseError e) {
+        error = e;
+        return false;
+    };
     if (len < kBthBytes + kIcrcBytes) {
         return fail(ParseError::truncated);
     }
-    Packet k;
+    k = Packet{};
     k.bth = read_bth(p);
     if (k.bth.tver != 0) {
         return fail(ParseError::bad_tver);
@@ -329,7 +335,18 @@ inline ParseResult parse(const uint8_t* p, size_t len) {
     const uint8_t* c = p + len - kIcrcBytes;
     k.icrc = static_cast<uint32_t>(c[0]) | static_cast<uint32_t>(c[1]) << 8 |
              static_cast<uint32_t>(c[2]) << 16 | static_cast<uint32_t>(c[3]) << 24;
-    return ParseResult{k, ParseError::count};
+    error = ParseError::count;
+    return true;
+}
+
+// The same as a value: the packet, or the reason it is none.
+inline ParseResult parse(const uint8_t* p, size_t len) {
+    Packet k;
+    ParseError error = ParseError::count;
+    if (!parse_into(p, len, k, error)) {
+        return ParseResult{std::nullopt, error};
+    }
+    return ParseResult{k, error};
 }
 
 }  // namespace ina::roce

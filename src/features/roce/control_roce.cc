@@ -13,13 +13,13 @@
 
 namespace ina::features::roce {
 
-namespace {
-
 using json = nlohmann::json;
 
 JobParams job_params(const JobConfig& j) {
     return JobParams{j.id, j.world, j.op, j.dtype, j.chunk_bytes, j.window};
 }
+
+namespace {
 
 // The address of the port whose subnet holds `ip` (host order), or 0.
 uint32_t switch_address_for(const config::Config& c, uint32_t ip) {
@@ -32,6 +32,8 @@ uint32_t switch_address_for(const config::Config& c, uint32_t ip) {
     }
     return 0;
 }
+
+}  // namespace
 
 QpParams qp_params(const config::Config& c, const JobConfig& j, const QpConfig& q) {
     QpParams p;
@@ -53,6 +55,8 @@ QpParams qp_params(const config::Config& c, const JobConfig& j, const QpConfig& 
     p.area_rkey = kAreaRkey;
     return p;
 }
+
+namespace {
 
 // Whether `next` goes on with the aggregation state of `running`: the same job, and a rank still
 // connected. A job whose last QP goes starts its next session with fresh slots: the workers'

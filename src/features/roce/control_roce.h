@@ -85,6 +85,12 @@ private:
     Plan plan_;
 };
 
+// The per-lcore states' parameters of a configured job and of one of its QPs (`cfg` gives the
+// switch's address on the worker's subnet), as the control piece makes them; bench/ina_bench
+// builds its states with these too.
+JobParams job_params(const JobConfig& j);
+QpParams qp_params(const config::Config& cfg, const JobConfig& j, const QpConfig& q);
+
 // Installs the feature's API routes (control::register_routes) for `control` .
 void install_routes(httplib::Server& server, control::ControlPlane& cp);
 RoceControl& roce_control();  // the one instance src/app registers

@@ -4,6 +4,7 @@
 #include <rte_ip.h>
 #include <rte_udp.h>
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
@@ -122,6 +123,57 @@ void count_reply(QpState& q, const rc::Reply& r) {
     }
 }
 
+void count_result(QpState& q, const rc::Transmit& tx, size_t l3) {
+    ++(tx.retransmission ? q.counters.retransmissions : q.counters.results_sent);
+    q.counters.packets_out += 1;
+    q.counters.bytes_out += l3;
+}
+
+// Result packet `tx` (a whole message: offset 0) built in one fresh mbuf: headers written in
+// place, the result stored from its slot straight behind them (its one copy), pad, ICRC in one
+// pass in place. False when the frame does not fit one mbuf (the caller builds it in scratch); true
+// otherwise, with `out` the frame or nullptr (no mbuf, or no result: counted).
+bool result_in_place(LcoreContext& ctx, QpState& q, const rc::Transmit& tx, rte_mbuf*& out) {
+    rte_mbuf* m = rte_pktmbuf_alloc(ctx.pool);
+    if (m == nullptr) [[unlikely]] {
+        ++lcore_counter(ctx, LcoreCounter::no_mbuf);
+        return true;
+    }
+    const size_t room = rte_pktmbuf_tailroom(m);
+    auto* d = rte_pktmbuf_mtod(m, uint8_t*);
+    const size_t l2 = rc::write_ethernet(d, room, kZeroMac, kZeroMac);
+    const size_t headers = l2 == 0 ? 0 : rc::write_request_headers(d + l2, room - l2, q.path,
+                                                                 q.ip_id, tx);
+    const uint32_t pad = rc::write_request_pad_bytes(tx.length);
+    const size_t l3 = headers + tx.length + pad + rc::kIcrcBytes;
+    // store_result writes the whole result: at most chunk_bytes.
+    if (headers == 0 || l2 + headers + std::max<size_t>(q.job->params.chunk_bytes, tx.length) +
+                                pad + rc::kIcrcBytes > room) {
+        rte_pktmbuf_free(m);
+        return false;
+    }
+    uint8_t* payload = d + l2 + headers;
+    const uint32_t count = q.job->table.store_result(static_cast<uint32_t>(tx.cookie), payload);
+    if (count * static_cast<uint32_t>(reduce::elem_size(q.job->params.dtype)) != tx.length)
+        [[unlikely]] {
+        // The result left the table (cannot be while the rank has not acknowledged it): the
+        // packet is skipped, the worker's timeout or a later NAK brings the requester back.
+        rte_pktmbuf_free(m);
+        ++q.counters.bad_contributions;
+        return true;
+    }
+    std::memset(payload + tx.length, 0, pad);
+    rc::write_icrc(d + l2 + l3, rc::icrc_in_frame(d + l2, l3));  // the Ethernet header before
+    ++q.ip_id;
+    count_result(q, tx, l3);
+    m->data_len = static_cast<uint16_t>(l2 + l3);
+    m->pkt_len = static_cast<uint32_t>(l2 + l3);
+    m->port = q.last_port;
+    m->ol_flags = pipeline::g_originated_flag;
+    out = m;
+    return true;
+}
+
 // The next packet of q's requester as a frame, if one may go now; false when none may.
 bool next_result(LcoreContext& ctx, QpState& q, uint64_t t_ns, rte_mbuf*& out) {
     rc::Transmit tx;
@@ -129,12 +181,16 @@ bool next_result(LcoreContext& ctx, QpState& q, uint64_t t_ns, rte_mbuf*& out) {
         return false;
     }
     out = nullptr;
+    if (tx.offset == 0 && result_in_place(ctx, q, tx, out)) {
+        return true;
+    }
+    // A packet of a longer message, or a frame larger than one mbuf: the result in scratch,
+    // the frame built behind it and copied into a chain.
     uint8_t* payload = ctx.scratch.data() + kPayloadAt;
     const uint32_t count = rank_result(*q.job, static_cast<uint32_t>(tx.cookie), payload);
     const uint32_t bytes = count * static_cast<uint32_t>(reduce::elem_size(q.job->params.dtype));
     if (tx.offset + tx.length > bytes) [[unlikely]] {
-        // The result left the table (cannot be while the rank has not acknowledged it): the
-        // packet is skipped, the worker's timeout or a later NAK brings the requester back.
+        // As in result_in_place.
         ++q.counters.bad_contributions;
         return true;
     }
@@ -142,9 +198,7 @@ bool next_result(LcoreContext& ctx, QpState& q, uint64_t t_ns, rte_mbuf*& out) {
     const size_t l2 = rc::write_ethernet(frame, kPayloadAt, kZeroMac, kZeroMac);
     const size_t l3 = rc::encode_write(frame + l2, kPayloadAt - l2, q.path, q.ip_id++, tx,
                                        payload + tx.offset);
-    ++(tx.retransmission ? q.counters.retransmissions : q.counters.results_sent);
-    q.counters.packets_out += 1;
-    q.counters.bytes_out += l3;
+    count_result(q, tx, l3);
     out = frame_of(ctx, frame, l2 + l3, q.last_port);
     return true;
 }
@@ -178,10 +232,12 @@ void post_results(JobState& job, uint32_t key, uint32_t length, uint64_t t_ns) {
 }
 
 struct Burst {
+    // Not an aggregate: `touched` is read in [0, n_touched) only, so it is left uncleared.
+    Burst(LcoreContext& c, EdgeBatches<FeatureEdge>& o, uint64_t t) : ctx(c), out(o), t_ns(t) {}
     LcoreContext& ctx;
     EdgeBatches<FeatureEdge>& out;
     uint64_t t_ns;
-    std::array<QpState*, pipeline::kMaxBurst * 2> touched{};
+    std::array<QpState*, pipeline::kMaxBurst * 2> touched;
     uint16_t n_touched = 0;
     const dp::Snapshot* snap = nullptr;  // set by the caller: routes of an aggregator's partials
 
@@ -443,13 +499,13 @@ uint16_t roce_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts
         const auto* bytes = static_cast<const uint8_t*>(rte_pktmbuf_read(
             m, static_cast<uint32_t>(pm->l4_offset + sizeof(rte_udp_hdr)), len,
             ctx.scratch.data()));
-        const rc::ParseResult parsed = bytes != nullptr ? rc::parse(bytes, len) : rc::ParseResult{};
-        if (!parsed.packet) {
+        rc::Packet p;
+        rc::ParseError parse_error = rc::ParseError::truncated;
+        if (bytes == nullptr || !rc::parse_into(bytes, len, p, parse_error)) {
             ++lcore_counter(ctx, LcoreCounter::malformed);
             drop(out, m);
             continue;
         }
-        const rc::Packet& p = *parsed.packet;
         if (p.bth.dest_qp == kCmQpn) {
             ++lcore_counter(ctx, LcoreCounter::cm_unsupported);
             drop(out, m);
@@ -474,7 +530,7 @@ uint16_t roce_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts
         QpState& q = *static_cast<QpState*>(tag);
         ++q.counters.packets_in;
         q.counters.bytes_in += rte_be_to_cpu_16(ip->total_length);
-        if (rc::icrc(m, pm->l3_offset) != p.icrc) {
+        if (rc::icrc_writable(m, pm->l3_offset) != p.icrc) {
             ++q.counters.icrc_errors;
             ++lcore_counter(ctx, LcoreCounter::icrc_error);
             drop(out, m);
