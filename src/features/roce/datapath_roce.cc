@@ -130,7 +130,8 @@ void count_result(QpState& q, const rc::Transmit& tx, size_t l3) {
 }
 
 // Result packet `tx` (a whole message: offset 0) built in one fresh mbuf: headers written in
-// place, the result stored from its slot straight behind them (its one copy), pad, ICRC in one
+// place, the rank's result (the slot's, or the parent's for an aggregator) stored straight
+// behind them (its one copy), pad, ICRC in one
 // pass in place. False when the frame does not fit one mbuf (the caller builds it in scratch); true
 // otherwise, with `out` the frame or nullptr (no mbuf, or no result: counted).
 bool result_in_place(LcoreContext& ctx, QpState& q, const rc::Transmit& tx, rte_mbuf*& out) {
@@ -146,14 +147,14 @@ bool result_in_place(LcoreContext& ctx, QpState& q, const rc::Transmit& tx, rte_
                                                                  q.ip_id, tx);
     const uint32_t pad = rc::write_request_pad_bytes(tx.length);
     const size_t l3 = headers + tx.length + pad + rc::kIcrcBytes;
-    // store_result writes the whole result: at most chunk_bytes.
+    // The result (rank_result) is at most chunk_bytes.
     if (headers == 0 || l2 + headers + std::max<size_t>(q.job->params.chunk_bytes, tx.length) +
                                 pad + rc::kIcrcBytes > room) {
         rte_pktmbuf_free(m);
         return false;
     }
     uint8_t* payload = d + l2 + headers;
-    const uint32_t count = q.job->table.store_result(static_cast<uint32_t>(tx.cookie), payload);
+    const uint32_t count = rank_result(*q.job, static_cast<uint32_t>(tx.cookie), payload);
     if (count * static_cast<uint32_t>(reduce::elem_size(q.job->params.dtype)) != tx.length)
         [[unlikely]] {
         // The result left the table (cannot be while the rank has not acknowledged it): the
