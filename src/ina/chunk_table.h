@@ -231,6 +231,11 @@ struct ChunkCounters {
     // ran beyond the bound in "Root result cache" above).
     uint64_t result_cache_hits = 0;
     uint64_t result_cache_misses = 0;
+    // Root: contributions of a chunk 2W or more ahead of one still aggregating at its index,
+    // refused (no_slot), and aggregating chunks that far ahead whose entry a pending chunk took
+    // (partial discarded). Only a worker beyond 2 x the window causes either.
+    uint64_t overrun_refusals = 0;
+    uint64_t overrun_preemptions = 0;
     std::array<uint64_t, kNumRejectReasons> rejected{};  // by reject reason, before the table
     // Deterministic jobs: elements quantized here that saturated (|x| beyond the fixed-point
     // range, or Inf), underflowed (non-zero, below 2^-(fraction_bits+1)) or were NaN.
@@ -375,6 +380,16 @@ private:
     // Releases complete entry e: recorded as released, its result cached (root), its slot freed.
     void retire(uint32_t index, Entry& e) noexcept;
     bool is_released(uint32_t index, uint32_t seq) const noexcept;
+    // How far below a released chunk the floor may rise: D, or 2D at a root (its workers may
+    // keep up to 2D in flight: the result cache's bound).
+    uint32_t floor_reach() const noexcept {
+        return params_.role == Role::root ? 2 * distance_ : distance_;
+    }
+    // A root: chunk `ahead` is 2D or more beyond `behind` (same index), so only a worker
+    // beyond 2D can have sent it while `behind` is pending.
+    bool overruns(uint32_t ahead, uint32_t behind) const noexcept {
+        return seq_diff(ahead, behind) >= static_cast<int32_t>(2 * distance_);
+    }
     uint64_t* ring_of(uint32_t index) noexcept {
         return released_ring_.data() + index * ring_words_;
     }
