@@ -154,7 +154,8 @@ ChunkTable::ChunkTable(const JobParams& p, const reduce::Kernels& k)
     distance_ = p.worker_window != 0 ? p.worker_window : p.window;
 
     window_shift_ = static_cast<uint32_t>(std::countr_zero(window_));
-    max_distance_ = std::min(kMaxWindow, distance_ * kViolationHeadroom);
+    // The ring spans at least floor_reach() (a root's 2D, even at kMaxWindow).
+    max_distance_ = std::max(std::min(kMaxWindow, distance_ * kViolationHeadroom), floor_reach());
     span_ = max_distance_ / window_;
     ring_words_ = (span_ + 63) / 64;
     lanes_ = p.lanes;
@@ -248,7 +249,10 @@ void ChunkTable::mark_released(uint32_t index, uint32_t seq) noexcept {
     uint64_t* ring = ring_of(index);
     // Every worker contributed to seq, so each held the results of all chunks <= seq - D: those
     // are released, whatever this table saw of them (the ring may hold bits up to seq - D).
-    const uint32_t proven = seq - distance_;
+    // A root lets workers run up to 2D (floor_reach()): it vouches only for seq - 2D, which holds
+    // however seq left (proof, obsolete eviction or expiry) as long as one worker keeps within
+    // 2D, since that worker sent seq. Lower is always safe: the ring records every release.
+    const uint32_t proven = seq - floor_reach();
     if (!s.floor_valid) {
         s.released_floor = proven;
         s.floor_valid = true;
@@ -289,7 +293,9 @@ bool ChunkTable::is_released(uint32_t index, uint32_t seq) const noexcept {
     if (!s.floor_valid) return false;
     const int32_t above = seq_diff(seq, s.released_floor);
     if (above <= 0) return true;
-    if (static_cast<uint32_t>(above) > distance_) return false;  // beyond the ring: not yet
+    // mark_released() sets bits only within floor_reach() <= max_distance_ of the floor, and
+    // clears every bit the floor passes: the ring holds exactly the released chunks above it.
+    if (static_cast<uint32_t>(above) > max_distance_) return false;  // beyond the ring: not yet
     const uint32_t bit = ring_bit(seq);
     return (ring_of(index)[bit / 64] >> (bit % 64) & 1u) != 0;
 }
@@ -353,10 +359,14 @@ Verdict ChunkTable::on_data(const uint8_t* pbm, uint32_t seq, uint32_t elem_coun
     // the excess falls back: the job slows, no result is released too early). A root only
     // counts it: with a wider release distance its two entries per index can both wait for
     // releases that need a chunk without a slot (a deadlock the simulator finds).
+    // (A root's floor lags one window more, floor_reach(): below floor + D an unallocated chunk
+    // may be one before the job's start, never sent, so only a claim above that is counted.)
     if (old != nullptr ? state(*old) == State::aggregating
                        : index_[index].floor_valid && !is_released(index, proven) &&
                              !(index_[index].fallback_valid &&
-                               seq_le(proven, index_[index].fallback_until))) [[unlikely]] {
+                               seq_le(proven, index_[index].fallback_until)) &&
+                             seq_diff(proven, index_[index].released_floor) >
+                                 static_cast<int32_t>(floor_reach() - distance_)) [[unlikely]] {
         widen_distance();
         old = nullptr;
     }
@@ -390,6 +400,19 @@ Verdict ChunkTable::on_data(const uint8_t* pbm, uint32_t seq, uint32_t elem_coun
         ++counters_.fallback_sticky;  // the chunk already fell back here: all of it does
         return finish(Verdict::fallback);
     }
+    // A root refuses a chunk 2D or more ahead of one still aggregating at its index: only a
+    // sender beyond 2D can send it (one within 2D holds that chunk's result), and holding it
+    // could leave the chunks between them no entry while they wait for the slow workers (the
+    // deadlock in the header). no_slot: the sender retransmits later, its job slows.
+    if (params_.role == Role::root) {
+        for (uint32_t j = 0; j < 2; ++j) {
+            const Entry& c = pair[j];
+            if (state(c) == State::aggregating && overruns(seq, c.seq)) [[unlikely]] {
+                ++counters_.overrun_refusals;
+                return finish(Verdict::no_slot);
+            }
+        }
+    }
     Entry* free = nullptr;
     for (uint32_t j = 0; j < 2 && free == nullptr; ++j) {
         Entry& c = entries_[size_t{2} * index + j];
@@ -407,6 +430,19 @@ Verdict ChunkTable::on_data(const uint8_t* pbm, uint32_t seq, uint32_t elem_coun
             ++counters_.obsolete_evictions;
             retire(index, c);
             free = &c;
+        }
+    }
+    if (free == nullptr && params_.role == Role::root) {
+        // The other way round: an entry taken by an aggregating chunk 2D or more ahead of seq
+        // (it arrived before seq was pending here) gives way. Its partial sum is discarded, as
+        // on expiry: its senders retransmit, and while seq aggregates it is refused (above).
+        for (uint32_t j = 0; j < 2 && free == nullptr; ++j) {
+            Entry& c = pair[j];
+            if (state(c) == State::aggregating && overruns(c.seq, seq)) [[unlikely]] {
+                ++counters_.overrun_preemptions;
+                free_entry(c);
+                free = &c;
+            }
         }
     }
     if (free == nullptr) {

@@ -25,9 +25,13 @@
 //     the root, chunk c's packets (answered no_slot because c - W still holds the entry) are
 //     exactly what frees c - W's entry; releasing only on absorbed packets deadlocks.
 //     Which chunks are released is kept per index as a floor plus a ring of bits above it (one
-//     per chunk of the index within D), and the floor only rises in order:
+//     per chunk of the index within kViolationHeadroom x D), and the floor only rises in order:
 //       - released chunk s: every worker sent s, so each held the results of every chunk <= s - D
-//         then; the floor may rise to s - D, never past a chunk that may still be pending;
+//         then; the floor may rise to s - D, never past a chunk that may still be pending. A root
+//         lets workers run up to 2D (its result cache's bound, below), so it raises the floor only
+//         to s - 2D, whichever way s left (proof, obsolete eviction, expiry): a worker within 2D
+//         sent s, so every chunk <= s - 2D had completed. (With s - D an expiry of s, which proves
+//         nothing about s - D, made s - D stale for ever while it was still pending.);
 //       - the floor then walks up over consecutive released chunks (s - floor <= D, so the ring
 //         holds every released chunk above the floor).
 //     Releases happen out of order (an aggregator with D > W, expiry, a worker beyond its
@@ -38,6 +42,17 @@
 //     complete chunk awaiting a slow worker's proof and a fast worker's later chunk, while the
 //     chunk between them (which the slow worker needs first) finds no slot: a deadlock.
 //     validate() refuses it (an aggregator falls back instead).
+//   - Root, a worker beyond 2D: the same deadlock (c + D complete awaiting proofs from c + 2D,
+//     which the others cannot send before c; c + 2D aggregating with the fast worker alone; c no
+//     slot). A root refuses what it cannot hold safely: a chunk 2D or more ahead of a chunk still
+//     aggregating at its index gets no entry (no_slot, overrun_refusals: only a sender beyond 2D
+//     can have sent it, a worker within 2D holds that chunk's result), and a chunk that finds its
+//     entries taken, one by an aggregating chunk 2D or more ahead of it, takes that entry (the
+//     partial sum is discarded as on expiry, overrun_preemptions; its senders retransmit). With
+//     one worker within 2D, every chunk c that is the lowest pending one gets an entry: an entry
+//     holds a complete chunk below c (obsolete for c, or released by c's proofs), the complete
+//     c + D (the other then aggregating at c + 2D or beyond: preempted), or an aggregating chunk
+//     (c + D; c + 2D or beyond is preempted). The fast worker slows; the job completes.
 //   - A sender beyond the workers' window makes false proofs (it claims a result it lacks, which
 //     then becomes stale for it). Where the table can see it (the claimed chunk is aggregating or
 //     was never allocated) it counts window_violations and an aggregator doubles D (up to
@@ -55,15 +70,18 @@
 //     completes and at most k chunks of s's index at or above s are ever released (by proof, or
 //     by obsolete eviction); they are among the c highest when k <= c. With the other workers
 //     within D, a proof release of s + jD needs the violator's packet for s + (j + 1)D and an
-//     obsolete one an honest worker holding s + (j + 1)D: j < k - 1, so c = k - 1 suffices. A
-//     root deadlocks on its two entries per index beyond 2D anyway (above), so c = 2 covers
-//     every worker at up to 2D, c = 1 one such worker. Expiry aside: an idle chunk's result
-//     outlives it in the cache, but expiries can release more than k.
+//     obsolete one an honest worker holding s + (j + 1)D: j < k - 1, so c = k - 1 suffices. So
+//     c = 2 covers every worker at up to 2D, and one worker at up to (c + 1)D with the others
+//     within D (a worker further ahead still completes, refused as above, but a result it
+//     loses may have left the cache: stale for ever to it). Expiry releases
+//     complete chunks too (its result is cached), so it adds one: at most k chunks at or above s
+//     are then released (only chunks below s + kD complete). c = 2 still covers every worker at
+//     up to 2D; one worker alone beyond D needs c >= k.
 //   - Exactly once towards the parent: a chunk that completed here is never aggregated here again
 //     (every way a complete entry leaves — release, obsolete eviction, expiry — records it as
 //     released, so its later packets are stale). Only complete entries are
-//     released or evicted; an aggregating entry leaves only by expire() (its partial sum is then
-//     discarded and retransmissions start it afresh).
+//     released or evicted; an aggregating entry leaves only by expire() or, at a root, by an
+//     overrun preemption (its partial sum is then discarded and retransmissions start it afresh).
 //   - Fallback stickiness (aggregator): when a chunk's first packet finds no free entry it goes to
 //     the fallback path (towards the root, which reduces it) and fallback_until = seq; every later
 //     packet of a seq <= fallback_until without an entry also goes there. An entry, once
@@ -231,6 +249,11 @@ struct ChunkCounters {
     // ran beyond the bound in "Root result cache" above).
     uint64_t result_cache_hits = 0;
     uint64_t result_cache_misses = 0;
+    // Root: contributions of a chunk 2W or more ahead of one still aggregating at its index,
+    // refused (no_slot), and aggregating chunks that far ahead whose entry a pending chunk took
+    // (partial discarded). Only a worker beyond 2 x the window causes either.
+    uint64_t overrun_refusals = 0;
+    uint64_t overrun_preemptions = 0;
     std::array<uint64_t, kNumRejectReasons> rejected{};  // by reject reason, before the table
     // Deterministic jobs: elements quantized here that saturated (|x| beyond the fixed-point
     // range, or Inf), underflowed (non-zero, below 2^-(fraction_bits+1)) or were NaN.
@@ -375,6 +398,16 @@ private:
     // Releases complete entry e: recorded as released, its result cached (root), its slot freed.
     void retire(uint32_t index, Entry& e) noexcept;
     bool is_released(uint32_t index, uint32_t seq) const noexcept;
+    // How far below a released chunk the floor may rise: D, or 2D at a root (its workers may
+    // keep up to 2D in flight: the result cache's bound).
+    uint32_t floor_reach() const noexcept {
+        return params_.role == Role::root ? 2 * distance_ : distance_;
+    }
+    // A root: chunk `ahead` is 2D or more beyond `behind` (same index), so only a worker
+    // beyond 2D can have sent it while `behind` is pending.
+    bool overruns(uint32_t ahead, uint32_t behind) const noexcept {
+        return seq_diff(ahead, behind) >= static_cast<int32_t>(2 * distance_);
+    }
     uint64_t* ring_of(uint32_t index) noexcept {
         return released_ring_.data() + index * ring_words_;
     }

@@ -44,6 +44,12 @@ namespace ina::metrics {
     S(result_cache_misses, per_job, "ina_job_result_cache_total{outcome=\"miss\"}",             \
       "Contributions for released chunks at a root, by whether its result cache still held the " \
       "result (hit: answered with it) or not (miss: stale)")                                     \
+    S(overrun_refusals, per_job, "ina_job_overruns_total{action=\"refused\"}",                   \
+      "Root, a worker beyond 2 x the window: contributions refused (no_slot, it retransmits) or " \
+      "partials preempted (discarded so that a pending chunk gets their entry)")                  \
+    S(overrun_preemptions, per_job, "ina_job_overruns_total{action=\"preempted\"}",              \
+      "Root, a worker beyond 2 x the window: contributions refused (no_slot, it retransmits) or " \
+      "partials preempted (discarded so that a pending chunk gets their entry)")                  \
     A(rejected, uint64_t, ina::kNumRejectReasons, "ina_job_rejected_total",                       \
       "Contributions of a job refused before its chunk table, by reason")                         \
     S(fixed_saturated, per_job, "ina_job_fixed_point_total{event=\"saturated\"}",              \

@@ -16,7 +16,10 @@ root answers it from the cache. Every worker verifies every int32 result bit-exa
 completed every chunk once, answered released chunks from its cache (hits > 0) and impair.py
 really dropped results to h1.
 Env: INAE2E_ROOT_OVERRUN_ELEMENTS (default 512 Ki), INAE2E_ROOT_OVERRUN_RESULT_CACHE (the job's
-result_cache; unset: the switch's default. 0 shows the defect: h1 times out), INAE2E_INA_WORKER.
+result_cache; unset: the switch's default. 0 shows the defect: h1 times out),
+INAE2E_ROOT_OVERRUN_WINDOW (h1's window, default 8; e2e-allreduce-root-overrun-far runs 12:
+beyond 2 x the window the root also refuses what it could deadlock on, counted, and h1 slows),
+INAE2E_INA_WORKER.
 """
 
 import os
@@ -27,7 +30,10 @@ from test_allreduce import CHUNK, N, ROOT, run_allreduce, worker_exe
 
 JOB = 5
 WINDOW = 4             # the job's window (and worker_window): h2..h4 keep it
-OVERRUN_WINDOW = 8     # h1's: beyond the window, the most a root serves (docs/protocol.md)
+# h1's: beyond the window. 8 = 2 x: every worker could keep it. INAE2E_ROOT_OVERRUN_WINDOW=12
+# (3 x, the most the cache serves one worker losing results): beyond 2 x the root also refuses
+# (no_slot) chunks it could deadlock on, and h1 slows (docs/protocol.md, window rules).
+OVERRUN_WINDOW = int(os.environ.get("INAE2E_ROOT_OVERRUN_WINDOW", "8"))
 RESULT_LOSS = Impairment(loss=0.05)
 
 
@@ -78,6 +84,18 @@ def test(switch_exe: str) -> None:
         check(hits > 0 and verdicts.get("cached_result", 0) == hits,
               f"released chunks h1 lacked were answered from the result cache: {hits:.0f} hits "
               f"({misses:.0f} misses: late copies for workers that held the result)")
+        refused = delta(after, before, "inaswitch_ina_job_overruns_total", job=str(JOB),
+                        action="refused")
+        preempted = delta(after, before, "inaswitch_ina_job_overruns_total", job=str(JOB),
+                          action="preempted")
+        log(f"overruns: {refused:.0f} refused, {preempted:.0f} preempted")
+        if OVERRUN_WINDOW <= 2 * WINDOW:
+            check(refused == 0 and preempted == 0,
+                  "h1 within 2 x the window: the root refused and preempted nothing")
+        else:
+            check(refused > 0, f"h1 beyond 2 x the window: the root refused {refused:.0f} "
+                  f"contributions it could deadlock on (no_slot), preempted {preempted:.0f} "
+                  f"partials, and the job completed")
 
 
 if __name__ == "__main__":

@@ -13,11 +13,18 @@
 //             the network delivers everything, and within a bounded number of rounds every chunk
 //             any worker sent has its result at every worker. The one documented exception: a
 //             complete chunk freed by expire() (idle past slot_timeout: a dead worker) before a
-//             worker got its result; such a run only checks safety.
+//             worker got its result, at a table without a result cache; such a run only checks
+//             safety.
 //             A root may get a result cache (issue 9, defect 5): then workers run beyond the
 //             window (result_cache 2: every worker up to 2 W; 1: worker 1 up to 2 W, the others
-//             within W), and a released chunk is never stale for a worker that lacks its result
-//             (it is answered from the cache, cached_result, with the exact sum).
+//             within W; or, "far", worker 1 up to 8 W and the others within W), expiries
+//             included, and a released chunk is never stale for a worker that lacks its result
+//             (it is answered from the cache, cached_result, with the exact sum). The cache's
+//             bound (docs/protocol.md, window rules) is the one exception: worker 1, alone
+//             beyond W, keeping more than (result_cache + 1) W in flight, or more than
+//             result_cache x W once a complete chunk expired; if it lost a result such a run
+//             only checks safety.
+//             At a root a chunk that never completed is never stale (whatever the windows).
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -79,7 +86,9 @@ public:
         window_ = 1u << ((shape >> 1) & 3);                    // 1 .. 8
         const uint32_t ratio = role_ == Role::root ? 1 : 1u << ((shape >> 3) & 1);
         // At a root, shape bit 3 turns the result cache on and lets workers beyond the window.
-        const uint32_t cache = role_ == Role::root && (shape & 8) ? 1 + in.byte() % 2 : 0;
+        const uint8_t cache_byte = role_ == Role::root && (shape & 8) ? in.byte() : 0;
+        const uint32_t cache = role_ == Role::root && (shape & 8) ? 1 + cache_byte % 2 : 0;
+        far_ = cache != 0 && (cache_byte & 4) != 0;  // worker 1 up to 8 W, the others within W
         workers_ = 2 + (shape >> 4) % (kMaxWorkers - 1);       // 2 .. 6
         lanes_ = static_cast<uint16_t>(1 + (in.byte() % 3));
         lane_ = static_cast<uint16_t>(in.byte() % lanes_);
@@ -110,10 +119,13 @@ public:
         for (unsigned w = 0; w < workers_; ++w) {
             // Honest (never beyond worker_window), unless the root caches results: then within
             // the cache's bound (docs/protocol.md, window rules).
-            const bool beyond = cache == 2 || (cache == 1 && w == 0);
-            beyond_window_ |= beyond;
-            worker_[w].window = 1 + in.byte() % (beyond ? 2 * proof : proof);
+            const bool beyond = far_ ? w == 0 : cache == 2 || (cache == 1 && w == 0);
+            const uint32_t reach = far_ && beyond ? 8 * proof : beyond ? 2 * proof : proof;
+            worker_[w].window = 1 + in.byte() % reach;
         }
+        cache_ = cache;
+        proof_ = proof;
+        one_violator_ = far_ || cache == 1;
         // Only this lane's chunks exist here (the pipeline hands the others to their lanes).
         for (uint32_t k = 0; k < chunks_; ++k) {
             if (table_->lane_of(seq(k)) == lane_) owned_.push_back(k);
@@ -144,14 +156,14 @@ public:
         now_ += (arg & 0x80) ? 1001 : 1;
         std::vector<ChunkTable::State> was(owned_.size());
         for (size_t i = 0; i < owned_.size(); ++i) was[i] = table_->state_of(seq(owned_[i]));
-        // With workers beyond the window, any expiry is outside the result cache's bound: an
-        // expired complete chunk's release raises its index's floor past chunks still pending
-        // (aggregating, or not yet allocated), which then are stale (docs/protocol.md, window
-        // rules). Such a run, like one that lost a result to expiry, only checks safety.
-        if (table_->expire(now_, 1 + arg % 8) != 0 && beyond_window_) lost_to_expiry_ = true;
+        table_->expire(now_, 1 + arg % 8);
         for (size_t i = 0; i < owned_.size(); ++i) {
             if (table_->state_of(seq(owned_[i])) != ChunkTable::State::empty) continue;
-            if (was[i] == ChunkTable::State::complete && chunk_[i].results != all()) {
+            if (was[i] != ChunkTable::State::complete) continue;
+            complete_expired_ = true;
+            // A root's result cache keeps an expired chunk's result (within its bound, below);
+            // elsewhere one expired before every worker got it is lost for good.
+            if (chunk_[i].results != all() && cache_ == 0) {
                 chunk_[i].expired_unheld = true;
                 lost_to_expiry_ = true;
             }
@@ -159,7 +171,7 @@ public:
     }
 
     void drain() {
-        if (lost_to_expiry_) return;
+        if (lost_to_expiry_ || (violator_lost_result_ && beyond_cache_bound(0))) return;
         for (unsigned round = 0; round < kDrainRounds && !done(); ++round) {
             for (unsigned w = 0; w < workers_; ++w) {
                 while (can_send(w)) send_next(w);
@@ -192,6 +204,17 @@ private:
     };
 
     uint32_t seq(uint32_t k) const { return seq0_ + k; }
+    // docs/protocol.md, root result cache: a worker lacking chunk x with k W in flight (the others
+    // within W) sees at most k - 1 chunks of x's index at or above x released, one more once
+    // complete chunks expire; each index caches its result_cache highest. Only worker 1 (the one
+    // beyond W, with result_cache 1 or far) may run beyond that: its late packets may then be
+    // stale while it lacks a result (still on its way, or lost), and a lost one wedges it.
+    // (Every worker within 2 W with result_cache 2 stays within the bound, expiries included.)
+    bool beyond_cache_bound(unsigned worker) const {
+        if (!one_violator_ || worker != 0) return false;
+        const uint32_t k = (worker_[0].window + proof_ - 1) / proof_;
+        return k > cache_ + 1 - (complete_expired_ ? 1 : 0);
+    }
     unsigned all() const { return (1u << workers_) - 1; }
     bool done() const {
         for (unsigned w = 0; w < workers_; ++w) {
@@ -230,7 +253,10 @@ private:
             net_[at] = net_.back();
             net_.pop_back();
         }
-        if (lose) return;
+        if (lose) {
+            if (p.result && p.worker == 0) violator_lost_result_ = true;
+            return;
+        }
         ++now_;
         if (p.result) {
             Worker& x = worker_[p.worker];
@@ -290,8 +316,13 @@ private:
             send_results(1u << p.worker, p.k);
             break;
         case Verdict::stale:
+            if (role_ == Role::root && c.completions == 0) {
+                // Released without ever completing: nobody can get its result (the floor rose
+                // past a pending chunk).
+                fail("stale for a chunk that never completed", k);
+            }
             if ((c.results & (1u << p.worker)) == 0 && !c.expired_unheld &&
-                !(beyond_window_ && lost_to_expiry_)) {
+                !beyond_cache_bound(p.worker)) {
                 // A released chunk whose sender lacks the result would wedge that worker.
                 fail("stale for a sender without the result", k);
             }
@@ -339,7 +370,11 @@ private:
     uint32_t chunks_ = 0, seq0_ = 0;
     uint64_t now_ = 0;
     bool lost_to_expiry_ = false;
-    bool beyond_window_ = false;  // some worker may run beyond the window (a caching root)
+    uint32_t cache_ = 0, proof_ = 1;  // the root's result_cache; the workers' window (D)
+    bool far_ = false;               // worker 1 may run up to 8 D (the others within D)
+    bool one_violator_ = false;      // only worker 1 runs beyond D (result_cache 1, or far)
+    bool violator_lost_result_ = false;   // a result to worker 1 was lost
+    bool complete_expired_ = false;  // expire() freed a complete chunk
     std::unique_ptr<ChunkTable> table_, other_;
     std::array<Worker, kMaxWorkers> worker_{};
     std::vector<uint32_t> owned_;  // this lane's chunks, in order

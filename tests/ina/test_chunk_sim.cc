@@ -52,6 +52,10 @@ struct SimConfig {
     uint32_t result_cache = 0;   // JobParams::result_cache of the table under test (root)
     bool wedge_expected = false; // a wedge ends the run and is reported in SimStats, not failed
     bool one_violator = false;   // only worker 1 may exceed table_window; the others stay within
+    uint32_t violator_window = 0;  // with one_violator: worker 1's window exactly (0: random)
+    // Outages: before a step, with this probability the clock jumps by 1 .. 2 x idle_timeout
+    // and every lane runs expire() (slot_timeout_ms passing with a worker or link down).
+    double outage_prob = 0.0;
     uint64_t seed = 1;
 };
 
@@ -59,6 +63,7 @@ struct SimStats {
     uint64_t fallback = 0, no_slot = 0, resend = 0, duplicate = 0, stale = 0, max_in_use = 0;
     uint64_t child_fallback = 0, parent_rx_fallback_flag = 0, retransmit_rounds = 0;
     uint64_t window_violations = 0, cached_results = 0, cache_misses = 0;
+    uint64_t slot_timeouts = 0, overrun_refusals = 0, overrun_preemptions = 0;
     size_t end_in_use = 0, child_end_in_use = 0;
     bool wedged = false;
 };
@@ -130,6 +135,7 @@ public:
             for (unsigned w = 1; w < kWorkers; ++w) {
                 worker_[w].window = std::min(worker_[w].window, c.table_window);
             }
+            if (c.violator_window != 0) worker_[0].window = c.violator_window;
         }
     }
 
@@ -157,6 +163,11 @@ public:
                 if (c_.wedge_expected) return stats_;
                 report_wedge();
                 break;
+            }
+            if (c_.outage_prob > 0 && coin(c_.outage_prob)) {
+                const uint64_t timeout = lanes_[0]->params().idle_timeout;
+                now_ += std::uniform_int_distribution<uint64_t>(1, 2 * timeout)(rng_);
+                expire_all(now_);
             }
             std::vector<unsigned> can_send;
             for (unsigned w = 0; w < kWorkers; ++w) {
@@ -213,6 +224,9 @@ public:
             stats_.window_violations += k.window_violations;
             stats_.cached_results += k[V::cached_result];
             stats_.cache_misses += k.result_cache_misses;
+            stats_.slot_timeouts += k.slot_timeouts;
+            stats_.overrun_refusals += k.overrun_refusals;
+            stats_.overrun_preemptions += k.overrun_preemptions;
             EXPECT_EQ(k[V::cached_result], k.result_cache_hits);
             EXPECT_EQ(k[V::overlap], 0u);
             EXPECT_EQ(k[V::count_mismatch], 0u);
@@ -929,6 +943,97 @@ TEST(ChunkTableSim, WithoutTheResultCacheAWorkerBeyondItsWindowWedgesTheRoot) {
         }
     }
     EXPECT_GT(wedged, runs / 4) << wedged << " of " << runs << " runs wedged";
+}
+
+}  // namespace
+}  // namespace ina::test
+
+namespace ina::test {
+namespace {
+
+// Issue 9, defect 5, corner 1: expiry (slot_timeout_ms) at a root whose workers run beyond the
+// window (up to 2 W, the result cache's bound). Outages now and then let every idle entry
+// expire: an aggregating chunk loses its partial sum (retransmissions start it again), a
+// complete one is released and its result cached. Releasing an expired chunk must not declare
+// released what the table never saw complete: a root's released floor rises on any release of s
+// only to s - 2 W (every worker sent s; those within 2 W held every result up to s - 2 W), so a
+// chunk still pending is never answered stale. Every chunk completes, exactly once.
+TEST(ChunkTableSim, ExpiryAtARootWhoseWorkersRunBeyondTheWindowNeverWedges) {
+    uint64_t runs = 0, timeouts = 0, cached = 0;
+    for (uint16_t lanes : {1, 2, 3}) {
+        for (uint32_t w : {1u, 2u, 4u, 8u}) {
+            for (uint64_t seed = 1; seed <= 12; ++seed) {
+                SCOPED_TRACE(testing::Message() << "expiry, result_cache 2, all beyond, " << lanes
+                                                << " lanes, W " << w << " seed " << seed);
+                SimConfig c = root_beyond_window(lanes, w, seed, 2, false);
+                c.outage_prob = 0.004;
+                Sim sim(c);
+                const SimStats s = sim.run();
+                ++runs;
+                timeouts += s.slot_timeouts;
+                cached += s.cached_results;
+                if (HasFailure()) return;
+            }
+        }
+    }
+    // Outages did expire complete and aggregating entries, and the cache answered.
+    EXPECT_GT(timeouts, runs);
+    EXPECT_GT(cached, 0u);
+}
+
+// Issue 9, defect 5, corner 2: one worker far beyond the window at a root (3 W .. 8 W; the others
+// keep theirs). Its chunks run 2 W or more ahead of chunks of the same index still pending, and
+// two entries per index can then both hold chunks waiting for releases that need a third, which
+// finds no slot: a deadlock whatever the root caches. The root refuses what it cannot hold
+// safely: a chunk 2 W or more ahead of a chunk still aggregating at its index gets no slot
+// (no_slot, counted: the worker retransmits later), and a chunk that needs a slot taken by an
+// aggregating chunk 2 W or more ahead of it takes it (the partial is discarded and counted; its
+// senders retransmit). The violator slows, the job completes. Data and whole rounds are lost; the
+// violator's results are not (one lost at 4 W or more can fall out of the result cache, whose
+// bound is docs/protocol.md's; the next test loses results at 3 W).
+TEST(ChunkTableSim, RootRefusesAWorkerFarBeyondTheWindowAndTheJobCompletes) {
+    uint64_t runs = 0, refused = 0, preempted = 0;
+    for (uint32_t ratio : {3u, 4u, 8u}) {
+        for (uint16_t lanes : {1, 2, 3}) {
+            for (uint32_t w : {1u, 2u, 4u, 8u}) {
+                for (uint64_t seed = 1; seed <= 12; ++seed) {
+                    SCOPED_TRACE(testing::Message() << "violator at " << ratio << " W, " << lanes
+                                                    << " lanes, W " << w << " seed " << seed);
+                    SimConfig c = root_beyond_window(lanes, w, seed, 2, true);
+                    c.violator_window = ratio * w;
+                    c.result_loss = 0.0;
+                    c.data_loss = seed % 2 ? 0.05 : 0.0;
+                    Sim sim(c);
+                    const SimStats s = sim.run();
+                    EXPECT_EQ(s.fallback, 0u);
+                    ++runs;
+                    refused += s.overrun_refusals;
+                    preempted += s.overrun_preemptions;
+                    if (HasFailure()) return;
+                }
+            }
+        }
+    }
+    EXPECT_GT(refused, 0u);
+    EXPECT_GT(preempted, 0u);
+}
+
+// The same with results lost as well, the violator at 3 W: a chunk x it lacks stays in the
+// result cache, since at most x and x + W of its index are ever released while it lacks x.
+TEST(ChunkTableSim, RootServesAWorkerAtThreeWindowsThatLosesResults) {
+    for (uint16_t lanes : {1, 2, 3}) {
+        for (uint32_t w : {1u, 2u, 4u, 8u}) {
+            for (uint64_t seed = 1; seed <= 12; ++seed) {
+                SCOPED_TRACE(testing::Message() << "violator at 3 W losing results, " << lanes
+                                                << " lanes, W " << w << " seed " << seed);
+                SimConfig c = root_beyond_window(lanes, w, seed, 2, true);
+                c.violator_window = 3 * w;
+                Sim sim(c);
+                sim.run();
+                if (HasFailure()) return;
+            }
+        }
+    }
 }
 
 }  // namespace

@@ -504,6 +504,47 @@ TEST(ChunkTableResultCache, KeepsTheNewestReleasesOfAnIndex) {
     EXPECT_EQ(t.counters().result_cache_misses, 1u);
 }
 
+// Corner 1 of issue 9, defect 5: chunk 1 completes while chunk 0 of its index has not arrived
+// yet (workers up to 2W at a root: none holds 0's result), then expires. Its release must not
+// make chunk 0 released: 0 still aggregates and completes; 1 is answered from the cache, never
+// aggregated again. (Before, the floor rose to 1 - W = 0 and 0 was stale for ever.)
+TEST(ChunkTableResultCache, ExpiryAtARootNeverMakesAPendingChunkStale) {
+    JobParams p = make_job(Role::root, 1, 2);
+    p.result_cache = 2;
+    ChunkTable t(p);
+    EXPECT_EQ(send(t, 1, 1), RV::absorbed);
+    EXPECT_EQ(send(t, 2, 1), RV::completed);
+    EXPECT_EQ(t.expire(p.idle_timeout + 1), 1u);
+    EXPECT_EQ(send(t, 1, 0, 16, p.idle_timeout + 2), RV::absorbed);
+    EXPECT_EQ(send(t, 2, 0, 16, p.idle_timeout + 2), RV::completed);
+    EXPECT_EQ(result(t, 0), int32_sum({1, 2}, 0, 16));
+    EXPECT_EQ(send(t, 2, 1, 16, p.idle_timeout + 2, proto::kFlagRetransmit), RV::cached_result);
+    EXPECT_EQ(t.state_of(1), ChunkTable::State::empty);
+}
+
+// Corner 2: W = 1 (every chunk at index 0), a worker far beyond 2W. Chunk 2 (worker 1 only)
+// holds the entry chunk 0 needs while chunk 1 holds the other: 0 takes 2's entry (preempted:
+// the partial is discarded), and 2 is refused while 0 aggregates; once 0 is complete, 2 gets
+// the entry of 0 by obsolete eviction and aggregates afresh.
+TEST(ChunkTable, RootRefusesAndPreemptsAChunkTwoWindowsAhead) {
+    ChunkTable t(make_job(Role::root, 1, 4));
+    for (unsigned w = 1; w <= 4; ++w) send(t, w, 1);
+    EXPECT_EQ(t.state_of(1), ChunkTable::State::complete);
+    EXPECT_EQ(send(t, 1, 2), RV::absorbed);
+    EXPECT_EQ(send(t, 2, 0), RV::absorbed);  // takes chunk 2's entry
+    EXPECT_EQ(t.counters().overrun_preemptions, 1u);
+    EXPECT_EQ(t.state_of(2), ChunkTable::State::empty);
+    EXPECT_EQ(send(t, 1, 2, 16, 0, proto::kFlagRetransmit), RV::no_slot);  // 0 is pending
+    EXPECT_EQ(t.counters().overrun_refusals, 1u);
+    for (unsigned w : {1u, 3u, 4u}) send(t, w, 0);
+    EXPECT_EQ(t.state_of(0), ChunkTable::State::complete);
+    EXPECT_EQ(result(t, 0), int32_sum({1, 2, 3, 4}, 0, 16));
+    EXPECT_EQ(send(t, 1, 2, 16, 0, proto::kFlagRetransmit), RV::absorbed);  // 0 obsolete
+    for (unsigned w = 2; w <= 4; ++w) EXPECT_NE(send(t, w, 2), RV::no_slot);
+    EXPECT_EQ(t.state_of(2), ChunkTable::State::complete);
+    EXPECT_EQ(result(t, 2), int32_sum({1, 2, 3, 4}, 2, 16));
+}
+
 // reset() starts a new sequence space: a cached result of the old one must never answer it.
 TEST(ChunkTableResultCache, ResetForgetsCachedResults) {
     JobParams p = make_job(Role::root, 1, 2);
