@@ -955,6 +955,8 @@ bool ControlPlane::route_in_place_locked(const config::RouteConfig& route) const
 }
 
 ApplyResult ControlPlane::route_changed_in_place_locked() {
+    // A config change applied like any other (config_reloads_total{result="ok"} counts it).
+    ++counters_.reloads_ok;
     ++counters_.routes_changed_in_place;
     // Every applied change moves the generation, in place or by a snapshot.
     dataplane_.advance_generation(next_generation_++);
@@ -1041,6 +1043,29 @@ ApplyResult ControlPlane::add_route(const config::RouteConfig& route) {
 ApplyResult ControlPlane::remove_route(const net::Ipv4Prefix& prefix) {
     std::lock_guard lock(mu_);
     return remove_route_locked(prefix);
+}
+
+ApplyResult ControlPlane::change_routes(const std::vector<net::Ipv4Prefix>& del,
+                                        const std::vector<config::RouteConfig>& add,
+                                        size_t& applied) {
+    std::lock_guard lock(mu_);
+    applied = 0;
+    ApplyResult r;
+    r.ok = true;
+    r.generation = dataplane_.generation();
+    for (const auto& prefix : del) {
+        if (r = remove_route_locked(prefix); !r.ok) {
+            return r;
+        }
+        ++applied;
+    }
+    for (const auto& route : add) {
+        if (r = add_route_locked(route); !r.ok) {
+            return r;
+        }
+        ++applied;
+    }
+    return r;
 }
 
 ApplyResult ControlPlane::add_job(const config::InaJobConfig& job) {

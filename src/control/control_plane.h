@@ -107,6 +107,11 @@ public:
     // no snapshot. Others take the reload path (apply). The same validation either way.
     ApplyResult add_route(const config::RouteConfig& route);
     ApplyResult remove_route(const net::Ipv4Prefix& prefix);
+    // Removes `del`, then adds `add`, one at a time as remove_route and add_route would, under
+    // one lock; stops at the first refused change, whose errors it returns. `applied` counts
+    // the changes made (they stay made).
+    ApplyResult change_routes(const std::vector<net::Ipv4Prefix>& del,
+                              const std::vector<config::RouteConfig>& add, size_t& applied);
     ApplyResult add_neighbour(const config::NeighbourConfig& neighbour);
     ApplyResult add_job(const config::InaJobConfig& job);
     ApplyResult remove_job(uint32_t job_id);
