@@ -4,7 +4,9 @@
 // after an RCU (QSBR) grace period, so a worker never sees a half-built table and never takes a
 // lock. Learned state is not rebuilt: neighbours and the FDB live in the control plane's
 // ForwardingTables (lock-free rte_hash, QSBR-reclaimed), which every snapshot points at, and a
-// gateway's resolution is one word in its next hop, stored in place (NextHop::station).
+// gateway's resolution is one word in its next hop, stored in place (NextHop::station). API
+// route changes are in place too: the published snapshot's LPM and next-hop table take them
+// (add_route, remove_route; tbl8 groups reclaimed through QSBR); a reload builds a new table.
 #pragma once
 
 #include <rte_ether.h>
