@@ -999,13 +999,17 @@ ApplyResult ControlPlane::add_route_locked(const config::RouteConfig& route) {
         break;
     case dp::Snapshot::RouteChange::table_full:
         ++counters_.route_table_full;
+        ++counters_.reloads_failed;
         return failure({"route table full (" + std::to_string(live_->max_routes) +
                         " prefixes, or no free group for a prefix longer than /24); nothing "
-                        "changed, a reload sizes it anew"});
+                        "changed. The next snapshot (a reload, PUT /api/v1/config) is sized for "
+                        "the routes then present and as many again"});
     case dp::Snapshot::RouteChange::nexthops_full:
         ++counters_.route_table_full;
+        ++counters_.reloads_failed;
         return failure({"next-hop table full (" + std::to_string(live_->nexthops.capacity()) +
-                        "); nothing changed, a reload sizes it anew"});
+                        "); nothing changed. The next snapshot (a reload, PUT /api/v1/config) "
+                        "is sized anew"});
     }
     route_index_.emplace(route.prefix, running_.routes.size());
     running_.routes.push_back(route);
