@@ -4,6 +4,7 @@
 // Lookups follow each change at once; next hops are shared by gateway; a full table is a
 // refusal that changes nothing; and a reader looking up without a lock while the writer adds
 // and deletes (tbl8 groups freed and reused through QSBR) only ever finds a route that exists.
+#include <rte_lpm.h>
 #include <rte_rcu_qsbr.h>
 
 #include <atomic>
@@ -110,6 +111,31 @@ TEST_F(InPlaceRoutes, NextHopTableFullRefuses) {
     // by the caller and nothing half-done stays.
     EXPECT_NE(last, Change::done);
     EXPECT_EQ(snap->route(ip4("12.0.0.0") + ((i - 1) << 8) + 1), nullptr);
+}
+
+// A reader that has not passed a quiescent state since a delete may still be in the tbl8 group
+// the delete freed: the group stays out of use until it reports one (rte_lpm_rcu_qsbr_add).
+// Driven through rte_lpm directly: Snapshot::add_route would wait for this very reader.
+TEST_F(InPlaceRoutes, FreedGroupIsReusedOnlyAfterQuiescence) {
+    ASSERT_EQ(rte_rcu_qsbr_thread_register(qsbr, 0), 0);
+    rte_rcu_qsbr_thread_online(qsbr, 0);
+    // Every free tbl8 group taken: a /28 in a /24 of its own each.
+    const uint32_t base = ip4("14.0.0.16");
+    uint32_t taken = 0;
+    while (taken < snap->max_routes && rte_lpm_add(snap->lpm, base + (taken << 8), 28, 0) == 0) {
+        ++taken;
+    }
+    ASSERT_GT(taken, 0u);
+    ASSERT_LT(taken, snap->max_routes) << "the groups never ran out";
+    ASSERT_EQ(rte_lpm_delete(snap->lpm, base, 28), 0);  // frees its /24's group
+    const uint32_t fresh = base + (taken << 8) + (1u << 8);
+    EXPECT_NE(rte_lpm_add(snap->lpm, fresh, 28, 0), 0)
+        << "the freed group was reused while a reader could still be in it";
+    rte_rcu_qsbr_quiescent(qsbr, 0);
+    EXPECT_EQ(rte_lpm_add(snap->lpm, fresh, 28, 0), 0)
+        << "the group must come back once the reader has passed a quiescent state";
+    rte_rcu_qsbr_thread_offline(qsbr, 0);
+    rte_rcu_qsbr_thread_unregister(qsbr, 0);
 }
 
 // One writer adds and deletes /24 and /28 routes (tbl8 groups allocated, freed and reused)
