@@ -408,8 +408,14 @@ def write(res, doc, result_path):
               "most of its events are refreshes the event ring drops (counted as lost). RSS "
               "after learning includes the reload's new snapshot (a 64 MiB LPM). Then %d routes "
               "through one gateway from the config, and %d single routes added and deleted "
-              "through the API, each timed: routes still change by a whole new snapshot." % (
-                  le["hosts"], le["macs"], ro["routes"], ro["api_changes"]), "",
+              "through the API on one keep-alive connection, each timed, then %d changes in "
+              "batches of %d (`POST /api/v1/routes/batch`): every change is one in-place LPM "
+              "operation, no snapshot. RX stalls: the workers' poll-gap histogram "
+              "(`inaswitch_lcore_poll_gaps_total`) diffed over the hosts' arrival, over an idle "
+              "second before it, and over the route changes; a figure is the upper bound of the "
+              "highest bucket that moved." % (
+                  le["hosts"], le["macs"], ro["routes"], ro["api_changes"],
+                  ro.get("batch_changes", 0), ro.get("batch_size", 0)), "",
               "| figure | value |", "| --- | --- |",
               "| neighbours learned | %d in %s s (%s /s) |" % (
                   le["hosts"], f(le["neighbours_learned_s"]), f(le["neighbours_per_s"], 0)),
@@ -423,13 +429,34 @@ def write(res, doc, result_path):
                   f(le["rss_mib_before"], 0), f(le["rss_mib_after"], 0)),
               "| %d routes: start-up / reload | %s s / %s s |" % (
                   ro["routes"], f(ro["start_s"]), f(ro["reload_s"])),
-              "| RSS with %d routes | %s MiB |" % (ro["routes"], f(ro["rss_mib"], 0)),
-              "| API route add p50 / p99 | %s / %s ms |" % (ro["add_ms_p50"], ro["add_ms_p99"]),
-              "| API route delete p50 / p99 | %s / %s ms |" % (ro["delete_ms_p50"],
-                                                              ro["delete_ms_p99"]),
-              "| API route changes | %s /s (goal ≥ 10,000) |" % f(ro["api_routes_per_s"], 1),
-              "| worst RX stall during 1,000 arrivals | not measured (no per-loop gap metric "
-              "yet) |", ""]
+              "| RSS with %d routes | %s MiB |" % (ro["routes"], f(ro["rss_mib"], 0))]
+        for label, r in (("%d routes" % ro["routes"], ro),
+                         ("%s routes" % (sc.get("routes_small_table") or {}).get("routes"),
+                          sc.get("routes_small_table"))):
+            if not r or "batch_routes_per_s" not in r:
+                continue
+            L += ["| %s: API add p50 / p99 (single) | %s / %s ms |" % (
+                      label, r["add_ms_p50"], r["add_ms_p99"]),
+                  "| %s: API delete p50 / p99 (single) | %s / %s ms |" % (
+                      label, r["delete_ms_p50"], r["delete_ms_p99"]),
+                  "| %s: API changes, single requests | %s /s (goal ≥ 10,000) |" % (
+                      label, f(r["api_routes_per_s"], 0)),
+                  "| %s: batch of %d p50 / p99 | %s / %s ms |" % (
+                      label, r["batch_size"], r["batch_ms_p50"], r["batch_ms_p99"]),
+                  "| %s: API changes, batches | %s /s (goal ≥ 10,000) |" % (
+                      label, f(r["batch_routes_per_s"], 0)),
+                  "| %s: snapshots published / changes in place | %d / %d |" % (
+                      label, r["snapshots_published"], r["changed_in_place"]),
+                  "| %s: worst RX stall during the route changes | ≤ %s µs |" % (
+                      label, f(r["worst_rx_stall_us_le"], 0))]
+        if "worst_rx_stall_us_le" in le:
+            L += ["| worst RX stall while %d hosts arrived / idle second | ≤ %s / ≤ %s µs |" % (
+                      le["hosts"], f(le["worst_rx_stall_us_le"], 0),
+                      f(le["idle_worst_rx_stall_us_le"], 0)),
+                  "| poll gaps over 128 µs while the hosts arrived / idle | %s /s / %s /s |" % (
+                      f(le["stalls_over_128us_per_s"], 1),
+                      f(le["idle_stalls_over_128us_per_s"], 1))]
+        L.append("")
         if sc.get("note"):
             L += [sc["note"], ""]
     elif sc:

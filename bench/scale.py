@@ -11,10 +11,14 @@ without the subnet), and the figures are the time from the reload's answer to N 
 (inaswitch_table_entries, sampled every 20 ms), the learning rate, how many snapshots were
 published meanwhile (learning publishes none), and the resident memory. Routes: R routes through one gateway loaded from the config (start-up and reload time,
 memory), then single routes added and deleted through POST/DELETE /api/v1/routes, timed one by
-one (each is a config change: a new snapshot with every route). A wall-clock benchmark on a
+one on a keep-alive connection and in batches of 1000 (POST /api/v1/routes/batch), each change
+one in-place LPM operation (no snapshot). RX stalls: the workers' poll-gap histogram
+(inaswitch_lcore_poll_gaps_total), diffed over the hosts' arrival, over an idle second before
+it, and over the route changes. A wall-clock benchmark on a
 shared machine: the figures are as measured, never a pass/fail.
 """
 import argparse
+import http.client
 import json
 import os
 import signal
@@ -79,6 +83,32 @@ def metric(text, name, labels=""):
     return 0.0
 
 
+def poll_gaps(text):
+    """The poll-gap histogram: {(lcore, le_us): count} (le_us "+Inf" for the last bucket)."""
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("inaswitch_lcore_poll_gaps_total{"):
+            labels = dict(kv.split("=", 1) for kv in line[line.index("{") + 1:line.index("}")].split(","))
+            out[(labels["lcore"].strip('"'), labels["le_us"].strip('"'))] = float(line.split()[-1])
+    return out
+
+
+def worst_gap_us(before, after):
+    """The upper bound (us) of the highest poll-gap bucket that moved between two scrapes: the
+    worst RX stall of that interval, within a factor of 2. inf when the open bucket moved."""
+    worst = 0.0
+    for key, n in after.items():
+        if n > before.get(key, 0.0):
+            worst = max(worst, float("inf") if key[1] == "+Inf" else float(key[1]))
+    return worst
+
+
+def gaps_over(before, after, bound_us):
+    """Poll gaps of bound_us or more between two scrapes (from the buckets above bound_us)."""
+    return sum(n - before.get(key, 0.0) for key, n in after.items()
+               if key[1] == "+Inf" or float(key[1]) > bound_us)
+
+
 def rss_mib(pid):
     with open("/proc/%d/status" % pid) as f:
         for line in f:
@@ -101,8 +131,11 @@ class Switch:
         self.path = f.name
         self.base = "http://127.0.0.1:%d" % self.api
         t0 = time.monotonic()
+        # Output to a file, not a pipe: every API change writes an audit line to stderr, and a
+        # pipe nobody reads would fill and block the switch's API thread.
+        self.log = tempfile.TemporaryFile("w+")
         self.proc = subprocess.Popen([binary, "-c", self.path, "--file-prefix", prefix],
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                                     stdout=self.log, stderr=subprocess.STDOUT, text=True)
         deadline = t0 + 300
         while True:
             try:
@@ -111,7 +144,8 @@ class Switch:
             except OSError:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
                     self.close()
-                    raise RuntimeError("inaswitch did not start:\n" + self.proc.stdout.read())
+                    self.log.seek(0)
+                    raise RuntimeError("inaswitch did not start:\n" + self.log.read())
                 time.sleep(0.05)  # polling an HTTP endpoint for readiness
         self.start_s = time.monotonic() - t0
         # The reload path re-reads the file; rewrite() keeps these four header lines.
@@ -182,10 +216,23 @@ ports:
         # host sends, and two such storms at once fill the worker's event ring with
         # refreshes of what is already learned (counted in events_lost).
         rss0 = rss_mib(sw.proc.pid)
+        # Baseline: the worst poll gap over a second with nothing changing (what the busy
+        # machine's scheduler alone costs a worker).
+        gaps0 = poll_gaps(sw.metrics())
+        time.sleep(1.0)  # a measurement window, not synchronisation
+        gaps1 = poll_gaps(sw.metrics())
+        baseline_us = worst_gap_us(gaps0, gaps1)
+        baseline_over = gaps_over(gaps0, gaps1, 128)
+        gaps0 = gaps1
+        t_arrive = time.monotonic()
         t0 = arrive(True, "")
         published0 = metric(sw.metrics(), "inaswitch_snapshots_published_total")
         nb = sw.wait_for("inaswitch_table_entries", 'table="neighbours"', hosts, 300, t0)
         mid = sw.metrics()
+        # The worst RX stall a worker saw while the hosts arrived (the reload that lets them in
+        # included): the highest poll-gap bucket that moved.
+        stall_us = worst_gap_us(gaps0, poll_gaps(mid))
+        over_per_s = gaps_over(gaps0, poll_gaps(mid), 128) / (time.monotonic() - t_arrive)
         t0 = arrive(False, ", l2_group: rack")
         published1 = metric(sw.metrics(), "inaswitch_snapshots_published_total")
         fdb = sw.wait_for("inaswitch_table_entries", 'table="fdb"', macs, 300, t0)
@@ -205,16 +252,24 @@ ports:
             "table_full": metric(after, "inaswitch_table_full_total", 'table="neighbours"') +
             metric(after, "inaswitch_table_full_total", 'table="fdb"'),
             "rss_mib_before": round(rss0, 1), "rss_mib_after": round(rss_mib(sw.proc.pid), 1),
+            "worst_rx_stall_us_le": stall_us,
+            "idle_worst_rx_stall_us_le": baseline_us,
+            # Poll gaps over 128 us per second: while the hosts arrived, and idle.
+            "stalls_over_128us_per_s": round(over_per_s, 1),
+            "idle_stalls_over_128us_per_s": round(baseline_over, 1),
         }
         log("learning: %(hosts)d neighbours in %(neighbours_learned_s).2f s (%(neighbours_per_s)s/s), "
             "%(macs)d MACs in %(fdb_learned_s).2f s (%(fdb_per_s)s/s), %(snapshots_published_while_learning)d "
-            "snapshots published, RSS %(rss_mib_before).0f -> %(rss_mib_after).0f MiB" % res)
+            "snapshots published, RSS %(rss_mib_before).0f -> %(rss_mib_after).0f MiB, worst RX stall "
+            "while the hosts arrived <= %(worst_rx_stall_us_le)s us (1 s idle: <= "
+            "%(idle_worst_rx_stall_us_le)s us); gaps over 128 us: %(stalls_over_128us_per_s)s/s "
+            "(idle %(idle_stalls_over_128us_per_s)s/s)" % res)
         return res
     finally:
         sw.close()
 
 
-def routes(binary, n_routes, api_changes, huge, log):
+def routes(binary, n_routes, api_changes, batch_changes, batch_size, huge, log):
     lines = "\n".join("  - {prefix: %d.%d.%d.0/24, via: 10.1.0.2}" % (
         20 + i // 65536, i // 256 % 256, i % 256) for i in range(n_routes))
     body = """mempool: {mbufs: 4095}
@@ -234,32 +289,69 @@ routes:
         t0 = time.monotonic()
         call("POST", sw.base + "/api/v1/reload")
         res["reload_s"] = round(time.monotonic() - t0, 3)
+        gaps0 = poll_gaps(sw.metrics())
+        published0 = metric(sw.metrics(), "inaswitch_snapshots_published_total")
+        conn = http.client.HTTPConnection("127.0.0.1", sw.api, timeout=60)  # one keep-alive
+
+        def send(method, path, body=None):
+            data = json.dumps(body) if body is not None else None
+            conn.request(method, path, body=data, headers={"Content-Type": "application/json"})
+            r = conn.getresponse()
+            answer = json.loads(r.read().decode() or "{}")
+            if r.status != 200 or not answer.get("ok"):
+                raise RuntimeError("%s %s refused: %d %s" % (method, path, r.status, answer))
+            return answer
+
+        def api_prefix(i):
+            return "99.%d.%d.0/24" % (i // 256 % 256, i % 256)
         add, delete = [], []
+        t_single = time.monotonic()
         for i in range(api_changes):
-            prefix = "99.%d.%d.0/24" % (i // 256, i % 256)
             t0 = time.monotonic()
-            r = call("POST", sw.base + "/api/v1/routes", {"prefix": prefix, "via": "10.1.0.2"})
+            send("POST", "/api/v1/routes", {"prefix": api_prefix(i), "via": "10.1.0.2"})
             add.append(time.monotonic() - t0)
-            if not r.get("ok"):
-                raise RuntimeError("route add refused: %s" % r)
         for i in range(api_changes):
-            prefix = "99.%d.%d.0/24" % (i // 256, i % 256)
             t0 = time.monotonic()
-            r = call("DELETE", sw.base + "/api/v1/routes?prefix=" + prefix)
+            send("DELETE", "/api/v1/routes?prefix=" + api_prefix(i))
             delete.append(time.monotonic() - t0)
-            if not r.get("ok"):
-                raise RuntimeError("route delete refused: %s" % r)
+        t_single = time.monotonic() - t_single
+        # The batch endpoint: batch_size changes a request, adds then deletes.
+        batches = []
+        t_batch = time.monotonic()
+        for op in ("add", "delete"):
+            for first in range(0, batch_changes, batch_size):
+                ids = range(first, min(batch_changes, first + batch_size))
+                body = {op: [{"prefix": api_prefix(i), "via": "10.1.0.2"} for i in ids]} \
+                    if op == "add" else {op: [api_prefix(i) for i in ids]}
+                t0 = time.monotonic()
+                r = send("POST", "/api/v1/routes/batch", body)
+                batches.append(time.monotonic() - t0)
+                if r.get("applied") != len(ids):
+                    raise RuntimeError("batch applied %s of %d" % (r.get("applied"), len(ids)))
+        t_batch = time.monotonic() - t_batch
+        conn.close()
+        after = sw.metrics()
 
         def pct(v, p):
             v = sorted(v)
-            return round(v[min(len(v) - 1, int(p / 100.0 * len(v)))] * 1e3, 2)
+            return round(v[min(len(v) - 1, int(p / 100.0 * len(v)))] * 1e3, 3)
         res.update({"api_changes": api_changes,
                     "add_ms_p50": pct(add, 50), "add_ms_p99": pct(add, 99),
                     "delete_ms_p50": pct(delete, 50), "delete_ms_p99": pct(delete, 99),
-                    "api_routes_per_s": round(2 * api_changes / (sum(add) + sum(delete)), 1)})
+                    "api_routes_per_s": round(2 * api_changes / t_single, 1),
+                    "batch_changes": 2 * batch_changes, "batch_size": batch_size,
+                    "batch_ms_p50": pct(batches, 50), "batch_ms_p99": pct(batches, 99),
+                    "batch_routes_per_s": round(2 * batch_changes / t_batch, 1),
+                    "snapshots_published": metric(after, "inaswitch_snapshots_published_total") -
+                    published0,
+                    "changed_in_place": metric(after, "inaswitch_routes_changed_in_place_total"),
+                    "worst_rx_stall_us_le": worst_gap_us(gaps0, poll_gaps(after))})
         log("routes: %(routes)d from config: start %(start_s).1f s, reload %(reload_s).2f s, "
-            "RSS %(rss_mib).0f MiB; API add p50 %(add_ms_p50)s ms p99 %(add_ms_p99)s ms, delete "
-            "p50 %(delete_ms_p50)s ms p99 %(delete_ms_p99)s ms: %(api_routes_per_s)s changes/s" % res)
+            "RSS %(rss_mib).0f MiB; API single (keep-alive) add p50 %(add_ms_p50)s ms p99 "
+            "%(add_ms_p99)s ms, delete p50 %(delete_ms_p50)s ms p99 %(delete_ms_p99)s ms: "
+            "%(api_routes_per_s)s changes/s; batch of %(batch_size)d p50 %(batch_ms_p50)s ms p99 "
+            "%(batch_ms_p99)s ms: %(batch_routes_per_s)s changes/s; %(changed_in_place)d in place, "
+            "%(snapshots_published)d snapshots; worst RX stall <= %(worst_rx_stall_us_le)s us" % res)
         return res
     finally:
         sw.close()
@@ -267,11 +359,18 @@ routes:
 
 def measure(binary, smoke, log=print):
     huge = hugepages_available()
-    hosts, macs, n_routes, api = (256, 1024, 1000, 10) if smoke else (4096, 16384, 100000, 50)
+    hosts, macs, n_routes, api, batch = (256, 1024, 1000, 200, 2000) if smoke else \
+        (4096, 16384, 100000, 5000, 20000)
     with tempfile.TemporaryDirectory() as work:
-        return {"learning": learning(binary, hosts, macs, huge, work, log),
-                "routes": routes(binary, n_routes, api, huge, log),
-                "worst_rx_stall_us": None}  # not measured yet: no per-loop gap metric
+        learned = learning(binary, hosts, macs, huge, work, log)
+        # rte_lpm scans the rules of a prefix's length on every add and delete: the API rate
+        # with a small table too, as a reference.
+        # Its LPM holds the config's prefixes plus 4096 (compile::kRouteHeadroom): fewer changes.
+        small = None if smoke else routes(binary, 1000, 2000, 4000, 1000, huge, log)
+        return {"learning": learned,
+                "routes": routes(binary, n_routes, api, batch, 1000, huge, log),
+                "routes_small_table": small,
+                "worst_rx_stall_us_le": learned["worst_rx_stall_us_le"]}
 
 
 def main():

@@ -2,14 +2,12 @@
 #include "compile/snapshot_build.h"
 
 #include <rte_errno.h>
-#include <rte_lpm.h>
 
 #include <algorithm>
 #include <cstring>
 #include <map>
 #include <numeric>
 #include <optional>
-#include <tuple>
 #include <unordered_map>
 
 namespace ina::compile {
@@ -183,6 +181,32 @@ std::vector<SnapshotExtension>& extensions() {
 
 }  // namespace
 
+dp::NextHop route_next_hop(const config::Config& cfg, const std::vector<PortBinding>& bindings,
+                           const config::RouteConfig& rt) {
+    auto port_of = [&](const std::string& name) {
+        return bindings[static_cast<size_t>(cfg.port_index(name))].port_id;
+    };
+    NextHop nh;
+    if (rt.via) {
+        nh.kind = NextHopKind::gateway;
+        nh.gateway = rt.via->value;
+        // An explicit port, else the first port with a connected subnet holding the gateway.
+        int port = rt.port.empty() ? -1 : port_of(rt.port);
+        for (size_t i = 0; port < 0 && i < cfg.ports.size(); ++i) {
+            for (const auto& a : cfg.ports[i].ipv4) {
+                if (port < 0 && a.contains(*rt.via)) {
+                    port = bindings[i].port_id;
+                }
+            }
+        }
+        nh.port = static_cast<uint16_t>(port < 0 ? 0 : port);
+    } else {
+        nh.kind = NextHopKind::connected;
+        nh.port = port_of(rt.port);
+    }
+    return nh;
+}
+
 bool register_extension(SnapshotExtension fn) {
     if (fn == nullptr) {
         return false;
@@ -274,45 +298,26 @@ std::unique_ptr<Snapshot> build_snapshot(const config::Config& cfg,
         neighbours.emplace(nb.ip, Neighbour{nb.mac, nb.port});
     }
 
+    // The LPM is created once per snapshot, with room for the config's prefixes and as many
+    // again (at least kRouteHeadroom) for routes the API adds in place; a reload sizes it anew.
+    // One tbl8 group per /24 that holds a longer prefix: as many as the config has rules.
+    const uint32_t needed = static_cast<uint32_t>(cfg.routes.size() + cfg.neighbours.size() +
+                                                  4 * cfg.ports.size() * kMaxAddrsPerPort + 16);
+    if (!s->make_route_table("lpm" + suffix, needed + std::max(kRouteHeadroom, needed),
+                             std::max<uint32_t>(256, needed), tables.qsbr(), error)) {
+        return nullptr;
+    }
     // Routes map to shared next hops: one per (kind, gateway, port), so the routes through one
     // gateway share its station word and the control plane resolves them all with one store.
     // Neighbours are not routes: a destination on a connected subnet is looked up in the
     // neighbour table, which changes in place.
-    rte_lpm_config lpm_cfg{};
-    lpm_cfg.max_rules = static_cast<uint32_t>(cfg.routes.size() + cfg.neighbours.size() +
-                                              4 * cfg.ports.size() * kMaxAddrsPerPort + 16);
-    // One tbl8 group per /24 that holds a longer prefix; bounded by the rule count.
-    lpm_cfg.number_tbl8s = std::max<uint32_t>(256, lpm_cfg.max_rules);
-    s->max_routes = lpm_cfg.max_rules;
-    s->lpm = rte_lpm_create(("lpm" + suffix).c_str(), SOCKET_ID_ANY, &lpm_cfg);
-    if (s->lpm == nullptr) {
-        error = std::string("rte_lpm_create: ") + rte_strerror(rte_errno);
-        return nullptr;
-    }
-    std::map<std::tuple<NextHopKind, uint32_t, uint16_t>, uint32_t> nexthop_index;
     auto add_route = [&](const net::Ipv4Prefix& p, NextHop nh) {
-        auto [it, fresh] = nexthop_index.try_emplace({nh.kind, nh.gateway, nh.port},
-                                                     static_cast<uint32_t>(s->nexthops.size()));
-        if (fresh) {
-            if (s->nexthops.size() >= kMaxNextHops) {
-                return false;
+        if (nh.kind == NextHopKind::gateway) {
+            if (auto n = neighbours.find(nh.gateway); n != neighbours.end()) {
+                nh.station = pack_station(n->second.mac, n->second.port);
             }
-            if (nh.kind == NextHopKind::gateway) {
-                if (auto n = neighbours.find(nh.gateway); n != neighbours.end()) {
-                    nh.station = pack_station(n->second.mac, n->second.port);
-                }
-                s->gateway_nexthops.push_back(it->second);
-            }
-            s->nexthops.push_back(nh);
         }
-        const uint32_t index = it->second;
-        ++s->routes;
-        if (p.length == 0) {
-            // rte_lpm rejects depth 0: a default route is its two /1 halves.
-            return rte_lpm_add(s->lpm, 0, 1, index) == 0 &&
-                   rte_lpm_add(s->lpm, 0x80000000u, 1, index) == 0;
-        }
-        return rte_lpm_add(s->lpm, p.network(), p.length, index) == 0;
+        return s->add_route(p, nh) == Snapshot::RouteChange::done;
     };
     // Order matters on equal prefixes (the last add wins): static routes, then connected
     // subnets (never shadowed by a static route to them), then static neighbours no route
@@ -325,24 +330,8 @@ std::unique_ptr<Snapshot> build_snapshot(const config::Config& cfg,
     std::stable_sort(static_routes.begin(), static_routes.end(),
                      [](const auto* a, const auto* b) { return a->prefix.length < b->prefix.length; });
     for (const auto* rtp : static_routes) {
-        const auto& rt = *rtp;
-        NextHop nh;
-        if (rt.via) {
-            nh.kind = NextHopKind::gateway;
-            nh.gateway = rt.via->value;
-            int port = rt.port.empty() ? -1 : port_of(rt.port);
-            for (size_t i = 0; port < 0 && i < cfg.ports.size(); ++i) {
-                if (s->ports[id[i]].subnet_of(nh.gateway)) {
-                    port = id[i];
-                }
-            }
-            nh.port = static_cast<uint16_t>(port < 0 ? 0 : port);
-        } else {
-            nh.kind = NextHopKind::connected;
-            nh.port = port_of(rt.port);
-        }
-        if (!add_route(rt.prefix, nh)) {
-            error = "cannot add route " + rt.prefix.str();
+        if (!add_route(rtp->prefix, route_next_hop(cfg, bindings, *rtp))) {
+            error = "cannot add route " + rtp->prefix.str();
             return nullptr;
         }
     }

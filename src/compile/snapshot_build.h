@@ -19,6 +19,15 @@ std::vector<dp::DynamicNeighbour> neighbour_set(const config::Config& cfg,
                                                 const std::vector<dp::PortBinding>& ports,
                                                 const std::vector<dp::DynamicNeighbour>& learned);
 
+// Routes the API adds in place beyond the config's prefixes: a snapshot's LPM holds the
+// config's prefixes plus as many again, and at least this many.
+inline constexpr uint32_t kRouteHeadroom = 4096;
+
+// The next hop of static route `rt` (valid in `cfg`, validate_route): its gateway and the port
+// it is reached through, or its device port. The station is left unresolved (0).
+dp::NextHop route_next_hop(const config::Config& cfg, const std::vector<dp::PortBinding>& ports,
+                           const config::RouteConfig& rt);
+
 // Builds a snapshot; on failure returns nullptr and sets `error`. `ports[i]` binds config port
 // i to its DPDK port id and the MAC the device reports (config `mac` overrides it). Every port
 // number inside a snapshot (PortView index, next hops, neighbours, groups) is a DPDK port id,

@@ -1053,6 +1053,46 @@ void validate_bier(Reader& r, const Config& c, ConnectedPort&& connected_port) {
     }
 }
 
+// The port with a connected subnet holding `a`, or nullptr.
+const PortConfig* connected_port_of(const Config& c, net::Ipv4Addr a) {
+    for (const auto& p : c.ports) {
+        for (const auto& pfx : p.ipv4) {
+            if (pfx.contains(a)) {
+                return &p;
+            }
+        }
+    }
+    return nullptr;
+}
+
+// The checks of one route that need nothing but the rest of `c` (the duplicate check is the
+// caller's): shared by validate() and the API's in-place route change.
+void validate_route(Reader& r, const Config& c, const RouteConfig& rt) {
+    auto connected_port = [&](net::Ipv4Addr a) { return connected_port_of(c, a); };
+    if (!rt.port.empty() && c.find_port(rt.port) == nullptr) {
+        r.error(rt.mark, "unknown port '" + rt.port + "' in route " + rt.prefix.str());
+    }
+    if (rt.via && rt.port.empty() && connected_port(*rt.via) == nullptr) {
+        r.error(rt.mark, "gateway " + rt.via->str() + " of route " + rt.prefix.str() +
+                             " is in no connected subnet; expected it inside a port's ipv4 "
+                             "prefix, or an explicit 'port'");
+    }
+    std::set<uint32_t> gateways;
+    if (rt.via) {
+        gateways.insert(rt.via->value);
+    }
+    for (const auto& b : rt.backup_via) {
+        if (!gateways.insert(b.value).second) {
+            r.error(rt.mark, "backup gateway " + b.str() + " of route " + rt.prefix.str() +
+                                 " repeats a gateway of the route");
+        } else if (connected_port(b) == nullptr) {
+            r.error(rt.mark, "backup gateway " + b.str() + " of route " + rt.prefix.str() +
+                                 " is in no connected subnet; expected it inside a port's "
+                                 "ipv4 prefix");
+        }
+    }
+}
+
 // Cross-references: names resolve, queues are polled once, addresses do not collide.
 void validate(Reader& r, const Config& c) {
     std::set<std::string> names;
@@ -1142,40 +1182,10 @@ void validate(Reader& r, const Config& c) {
         }
     }
 
-    auto connected_port = [&](net::Ipv4Addr a) -> const PortConfig* {
-        for (const auto& p : c.ports) {
-            for (const auto& pfx : p.ipv4) {
-                if (pfx.contains(a)) {
-                    return &p;
-                }
-            }
-        }
-        return nullptr;
-    };
+    auto connected_port = [&](net::Ipv4Addr a) { return connected_port_of(c, a); };
     std::set<net::Ipv4Prefix> prefixes;
     for (const auto& rt : c.routes) {
-        if (!rt.port.empty() && c.find_port(rt.port) == nullptr) {
-            r.error(rt.mark, "unknown port '" + rt.port + "' in route " + rt.prefix.str());
-        }
-        if (rt.via && rt.port.empty() && connected_port(*rt.via) == nullptr) {
-            r.error(rt.mark, "gateway " + rt.via->str() + " of route " + rt.prefix.str() +
-                                 " is in no connected subnet; expected it inside a port's ipv4 "
-                                 "prefix, or an explicit 'port'");
-        }
-        std::set<uint32_t> gateways;
-        if (rt.via) {
-            gateways.insert(rt.via->value);
-        }
-        for (const auto& b : rt.backup_via) {
-            if (!gateways.insert(b.value).second) {
-                r.error(rt.mark, "backup gateway " + b.str() + " of route " + rt.prefix.str() +
-                                     " repeats a gateway of the route");
-            } else if (connected_port(b) == nullptr) {
-                r.error(rt.mark, "backup gateway " + b.str() + " of route " + rt.prefix.str() +
-                                     " is in no connected subnet; expected it inside a port's "
-                                     "ipv4 prefix");
-            }
-        }
+        validate_route(r, c, rt);
         if (!prefixes.insert(rt.prefix).second) {
             r.error(rt.mark, "duplicate route " + rt.prefix.str());
         }
@@ -1467,6 +1477,13 @@ std::vector<Error> validate(const Config& cfg) {
     std::vector<Error> errors;
     Reader r(cfg.source.empty() ? "api" : cfg.source, errors);
     validate(r, cfg);
+    return errors;
+}
+
+std::vector<Error> validate_route(const Config& cfg, const RouteConfig& route) {
+    std::vector<Error> errors;
+    Reader r(cfg.source.empty() ? "api" : cfg.source, errors);
+    validate_route(r, cfg, route);
     return errors;
 }
 

@@ -342,6 +342,9 @@ BierGroupParseResult parse_bier_group(const std::string& text, const std::string
 // Cross-reference checks (names resolve, queues polled once, subnets distinct) for a Config
 // assembled in code, e.g. by the control API. Marks in the errors are those the values carry.
 std::vector<Error> validate(const Config& cfg);
+// The checks validate() makes of one route of `cfg` (its port, its gateways), without the
+// duplicate-prefix check: what an in-place route change must pass (control_plane.cc).
+std::vector<Error> validate_route(const Config& cfg, const RouteConfig& route);
 
 // Fields a running switch cannot change without a restart (EAL, ports' devargs and queues,
 // lcores, mempool). Returns a human-readable reason for each difference; empty if a reload of

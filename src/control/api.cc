@@ -264,6 +264,32 @@ std::optional<std::string> member(const json& j, const char* key) {
     return j[key].get<std::string>();
 }
 
+// A static route from the body of POST /api/v1/routes (or one entry of a batch): false with
+// `why` (what was expected) when it is malformed.
+bool parse_route(const json& body, config::RouteConfig& r, std::string& why) {
+    auto prefix = member(body, "prefix");
+    auto parsed = prefix ? net::Ipv4Prefix::parse(*prefix) : std::nullopt;
+    if (!parsed || parsed->addr.value != parsed->network()) {
+        why = "expected {\"prefix\": \"A.B.C.D/LEN\" (no host bits), \"via\": \"A.B.C.D\" "
+              "and/or \"port\": NAME}";
+        return false;
+    }
+    r.prefix = *parsed;
+    if (auto via = member(body, "via")) {
+        r.via = net::Ipv4Addr::parse(*via);
+        if (!r.via) {
+            why = "expected \"via\" to be an IPv4 address";
+            return false;
+        }
+    }
+    r.port = member(body, "port").value_or("");
+    if (!r.via && r.port.empty()) {
+        why = "expected \"via\" or \"port\"";
+        return false;
+    }
+    return true;
+}
+
 // The query parameters each route reads; any other, or one given twice, is a 400.
 const std::vector<std::string_view>* route_params(std::string_view method, std::string_view path) {
     static const std::vector<std::string_view> kNone;
@@ -699,29 +725,53 @@ void ApiServer::Impl::install_routes(httplib::Server& s) {
         reply(res, 200, to_json(control_.running_config())["routes"]);
     });
     s.Post("/api/v1/routes", [this](const httplib::Request& req, httplib::Response& res) {
-        const json body = json::parse(req.body, nullptr, false);
         config::RouteConfig r;
-        auto prefix = member(body, "prefix");
-        auto parsed = prefix ? net::Ipv4Prefix::parse(*prefix) : std::nullopt;
-        if (!parsed || parsed->addr.value != parsed->network()) {
-            bad_request(res, "expected {\"prefix\": \"A.B.C.D/LEN\" (no host bits), \"via\": "
-                             "\"A.B.C.D\" and/or \"port\": NAME}");
-            return;
-        }
-        r.prefix = *parsed;
-        if (auto via = member(body, "via")) {
-            r.via = net::Ipv4Addr::parse(*via);
-            if (!r.via) {
-                bad_request(res, "expected \"via\" to be an IPv4 address");
-                return;
-            }
-        }
-        r.port = member(body, "port").value_or("");
-        if (!r.via && r.port.empty()) {
-            bad_request(res, "expected \"via\" or \"port\"");
+        std::string why;
+        if (!parse_route(json::parse(req.body, nullptr, false), r, why)) {
+            bad_request(res, why);
             return;
         }
         reply_result(res, control_.add_route(r));
+    });
+    // Many route changes in one request: deletes, then adds, each as the single endpoints
+    // would apply it, in order, under one lock; it stops at the first refused one.
+    s.Post("/api/v1/routes/batch", [this](const httplib::Request& req, httplib::Response& res) {
+        const json body = json::parse(req.body, nullptr, false);
+        const auto list = [&](const char* key) {
+            return body.is_object() && body.contains(key) ? body[key] : json::array();
+        };
+        const json adds = list("add");
+        const json deletes = list("delete");
+        if (!body.is_object() || !adds.is_array() || !deletes.is_array()) {
+            bad_request(res, "expected {\"delete\": [\"A.B.C.D/LEN\", ...], \"add\": [route, ...]} "
+                             "(either may be absent)");
+            return;
+        }
+        std::vector<net::Ipv4Prefix> del;
+        for (size_t i = 0; i < deletes.size(); ++i) {
+            auto parsed = deletes[i].is_string()
+                              ? net::Ipv4Prefix::parse(deletes[i].get<std::string>())
+                              : std::nullopt;
+            if (!parsed) {
+                bad_request(res, "delete[" + std::to_string(i) + "]: expected \"A.B.C.D/LEN\"");
+                return;
+            }
+            del.push_back(*parsed);
+        }
+        std::vector<config::RouteConfig> add(adds.size());
+        for (size_t i = 0; i < adds.size(); ++i) {
+            std::string why;
+            if (!parse_route(adds[i], add[i], why)) {
+                bad_request(res, "add[" + std::to_string(i) + "]: " + why);
+                return;
+            }
+        }
+        size_t applied = 0;
+        const ApplyResult r = control_.change_routes(del, add, applied);
+        json out = r.ok ? json{{"ok", true}, {"generation", r.generation}}
+                        : json{{"ok", false}, {"errors", r.errors}};
+        out["applied"] = applied;
+        reply(res, r.ok ? 200 : 422, out);
     });
     s.Delete("/api/v1/routes", [this](const httplib::Request& req, httplib::Response& res) {
         auto parsed = net::Ipv4Prefix::parse(req.get_param_value("prefix"));

@@ -294,6 +294,7 @@ bool ControlPlane::install_config_locked(config::Config next, std::string& error
         }
         learned_ = std::move(learned);
         running_ = std::move(next);
+        index_routes_locked();
         sync_neighbours_locked(neighbours);
         purge_fdb_locked(*pub->snapshot);
         install_locked(std::move(pub));
@@ -397,7 +398,7 @@ bool ControlPlane::put_neighbour_locked(uint32_t ip, uint64_t word, bool& rebuil
         return true;
     }
     const dp::Snapshot& snap = *cur->snapshot;
-    for (uint32_t k : snap.gateway_nexthops) {
+    for (uint32_t k : snap.nexthops.gateways()) {
         if (snap.nexthops[k].gateway == ip) {
             snap.nexthops[k].set_station(word);
         }
@@ -523,6 +524,7 @@ void ControlPlane::install_locked(std::unique_ptr<runtime::Published> pub) {
     }
     assign_bier_slots_locked(*pub->snapshot);
     ++next_generation_;
+    live_ = pub->snapshot.get();
     dataplane_.publish(std::move(pub));
     ++counters_.snapshots_published;
 }
@@ -907,23 +909,167 @@ ApplyResult ControlPlane::apply_yaml(const std::string& yaml, const std::string&
     return apply_loaded(config::load_string(yaml, source_name));
 }
 
+void ControlPlane::index_routes_locked() {
+    route_index_.clear();
+    for (size_t i = 0; i < running_.routes.size(); ++i) {
+        route_index_.emplace(running_.routes[i].prefix, i);
+    }
+}
+
+bool ControlPlane::route_in_place_locked(const config::RouteConfig& route) const {
+    if (live_ == nullptr || !route.backup_via.empty() || route.prefix.length < 2) {
+        return false;  // failover routes, and /0 and /1 (the default route's halves)
+    }
+    const net::Ipv4Prefix& p = route.prefix;
+    // Prefixes the builder adds after the static routes win over an equal one; a static
+    // neighbour gets a host route only when no route covers it; BIER adjacencies are resolved
+    // through routes at build time. A route touching any of these changes by a snapshot.
+    for (const auto& port : running_.ports) {
+        for (const auto& a : port.ipv4) {
+            const net::Ipv4Prefix subnet{net::Ipv4Addr{a.network()}, a.length};
+            if (p == subnet || (p.length == 32 && (p.addr == a.addr ||
+                                                   p.addr.value == a.broadcast() ||
+                                                   p.addr.value == a.network()))) {
+                return false;
+            }
+        }
+    }
+    for (const auto& nb : running_.neighbours) {
+        if (p.contains(nb.ip)) {
+            return false;
+        }
+    }
+    for (const auto& t : running_.bier.bifts) {
+        for (const auto& nb : t.neighbours) {
+            if (p.contains(nb.via)) {
+                return false;
+            }
+        }
+        for (const auto& l : t.local) {
+            if (p.contains(l.host)) {
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+ApplyResult ControlPlane::route_changed_in_place_locked() {
+    // A config change applied like any other (config_reloads_total{result="ok"} counts it).
+    ++counters_.reloads_ok;
+    ++counters_.routes_changed_in_place;
+    // Every applied change moves the generation, in place or by a snapshot.
+    dataplane_.advance_generation(next_generation_++);
+    ApplyResult r;
+    r.ok = true;
+    r.generation = dataplane_.generation();
+    return r;
+}
+
+ApplyResult ControlPlane::add_route_locked(const config::RouteConfig& route) {
+    if (!route_in_place_locked(route)) {
+        config::Config next = running_;
+        next.routes.push_back(route);
+        return apply_locked(std::move(next));
+    }
+    // The checks a reload makes of this route (config::validate), without copying the config.
+    auto errors = config::validate_route(running_, route);
+    if (route_index_.count(route.prefix) != 0) {
+        errors.push_back({running_.source.empty() ? "api" : running_.source, route.mark,
+                          "duplicate route " + route.prefix.str()});
+    }
+    if (!errors.empty()) {
+        std::vector<std::string> out;
+        for (const auto& e : errors) {
+            out.push_back(e.str());
+        }
+        ++counters_.reloads_failed;
+        return failure(out);
+    }
+    std::vector<dp::PortBinding> bindings;
+    for (const auto& p : ports_) {
+        bindings.push_back({p.port_id, p.mac});
+    }
+    dp::NextHop nh = compile::route_next_hop(running_, bindings, route);
+    if (nh.kind == dp::NextHopKind::gateway) {
+        nh.station = tables_->neighbour_word(nh.gateway);
+    }
+    switch (live_->add_route(route.prefix, nh)) {
+    case dp::Snapshot::RouteChange::done:
+        break;
+    case dp::Snapshot::RouteChange::table_full:
+        ++counters_.route_table_full;
+        ++counters_.reloads_failed;
+        return failure({"route table full (" + std::to_string(live_->max_routes) +
+                        " prefixes, or no free group for a prefix longer than /24); nothing "
+                        "changed. The next snapshot (a reload, PUT /api/v1/config) is sized for "
+                        "the routes then present and as many again"});
+    case dp::Snapshot::RouteChange::nexthops_full:
+        ++counters_.route_table_full;
+        ++counters_.reloads_failed;
+        return failure({"next-hop table full (" + std::to_string(live_->nexthops.capacity()) +
+                        "); nothing changed. The next snapshot (a reload, PUT /api/v1/config) "
+                        "is sized anew"});
+    }
+    route_index_.emplace(route.prefix, running_.routes.size());
+    running_.routes.push_back(route);
+    return route_changed_in_place_locked();
+}
+
+ApplyResult ControlPlane::remove_route_locked(const net::Ipv4Prefix& prefix) {
+    const auto found = route_index_.find(prefix);
+    if (found == route_index_.end()) {
+        return failure({"no route " + prefix.str()});
+    }
+    const size_t pos = found->second;
+    if (!route_in_place_locked(running_.routes[pos])) {
+        config::Config next = running_;
+        next.routes.erase(next.routes.begin() + static_cast<std::ptrdiff_t>(pos));
+        return apply_locked(std::move(next));
+    }
+    live_->remove_route(prefix);
+    // The last route takes the removed one's place: O(1), and the order of static routes
+    // means nothing (their prefixes are distinct).
+    route_index_.erase(found);
+    if (pos + 1 != running_.routes.size()) {
+        running_.routes[pos] = std::move(running_.routes.back());
+        route_index_[running_.routes[pos].prefix] = pos;
+    }
+    running_.routes.pop_back();
+    return route_changed_in_place_locked();
+}
+
 ApplyResult ControlPlane::add_route(const config::RouteConfig& route) {
     std::lock_guard lock(mu_);
-    config::Config next = running_;
-    next.routes.push_back(route);
-    return apply_locked(std::move(next));
+    return add_route_locked(route);
 }
 
 ApplyResult ControlPlane::remove_route(const net::Ipv4Prefix& prefix) {
     std::lock_guard lock(mu_);
-    config::Config next = running_;
-    auto it = std::remove_if(next.routes.begin(), next.routes.end(),
-                             [&](const auto& r) { return r.prefix == prefix; });
-    if (it == next.routes.end()) {
-        return failure({"no route " + prefix.str()});
+    return remove_route_locked(prefix);
+}
+
+ApplyResult ControlPlane::change_routes(const std::vector<net::Ipv4Prefix>& del,
+                                        const std::vector<config::RouteConfig>& add,
+                                        size_t& applied) {
+    std::lock_guard lock(mu_);
+    applied = 0;
+    ApplyResult r;
+    r.ok = true;
+    r.generation = dataplane_.generation();
+    for (const auto& prefix : del) {
+        if (r = remove_route_locked(prefix); !r.ok) {
+            return r;
+        }
+        ++applied;
     }
-    next.routes.erase(it, next.routes.end());
-    return apply_locked(std::move(next));
+    for (const auto& route : add) {
+        if (r = add_route_locked(route); !r.ok) {
+            return r;
+        }
+        ++applied;
+    }
+    return r;
 }
 
 ApplyResult ControlPlane::add_job(const config::InaJobConfig& job) {
@@ -1048,7 +1194,7 @@ metrics::Stats ControlPlane::stats() const {
         if (dataplane_.current() != nullptr) {
             const dp::Snapshot& snap = snapshot();
             s.route_table = {snap.routes, snap.max_routes};
-            s.nexthop_table = {snap.nexthops.size(), dp::kMaxNextHops};
+            s.nexthop_table = {snap.nexthops.size(), snap.nexthops.capacity()};
         }
     }
     s.generation = dataplane_.generation();

@@ -102,8 +102,16 @@ public:
     // Validates `next`, refuses restart-only changes, publishes it. An invalid `next` changes
     // nothing that runs.
     ApplyResult apply(config::Config next);
+    // A static route added or removed. One that touches nothing a snapshot resolves at build
+    // time (route_in_place_locked) changes the published LPM in place: one rte_lpm operation,
+    // no snapshot. Others take the reload path (apply). The same validation either way.
     ApplyResult add_route(const config::RouteConfig& route);
     ApplyResult remove_route(const net::Ipv4Prefix& prefix);
+    // Removes `del`, then adds `add`, one at a time as remove_route and add_route would, under
+    // one lock; stops at the first refused change, whose errors it returns. `applied` counts
+    // the changes made (they stay made).
+    ApplyResult change_routes(const std::vector<net::Ipv4Prefix>& del,
+                              const std::vector<config::RouteConfig>& add, size_t& applied);
     ApplyResult add_neighbour(const config::NeighbourConfig& neighbour);
     ApplyResult add_job(const config::InaJobConfig& job);
     ApplyResult remove_job(uint32_t job_id);
@@ -160,6 +168,14 @@ private:
     };
 
     ApplyResult apply_locked(config::Config next);
+    ApplyResult add_route_locked(const config::RouteConfig& route);
+    ApplyResult remove_route_locked(const net::Ipv4Prefix& prefix);
+    // True when `route` can be added to or removed from the published snapshot in place with
+    // the same result a rebuild would give: no backup gateways, not /0 or /1, no prefix equal to
+    // a connected subnet or port address, no static neighbour or BIER adjacency inside it.
+    bool route_in_place_locked(const config::RouteConfig& route) const;
+    ApplyResult route_changed_in_place_locked();
+    void index_routes_locked();
     // Makes `next` the running config: prepares everything that can fail (tables, snapshot,
     // room in every command ring) first, and only then attaches, detaches and publishes. On
     // failure nothing that runs has changed.
@@ -224,6 +240,11 @@ private:
     // and the choice of the snapshot being built, committed by install_locked.
     std::map<net::Ipv4Prefix, uint32_t> route_gateway_;
     std::map<net::Ipv4Prefix, uint32_t> route_gateway_next_;
+    // The published snapshot, for in-place route changes (this thread is its one writer; it
+    // is retired only by a later install_locked, which replaces this pointer).
+    dp::Snapshot* live_ = nullptr;
+    // running_.routes by prefix: position in the vector.
+    std::map<net::Ipv4Prefix, size_t> route_index_;
     // The learned neighbours and the FDB as workers read them; created by start().
     std::unique_ptr<dp::ForwardingTables> tables_;
     std::map<uint32_t, uint64_t> table_neighbours_;  // what tables_ holds: ip -> station word

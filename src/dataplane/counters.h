@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -94,6 +95,13 @@ inline constexpr std::array<std::string_view, kUdpMalformedReasons> kUdpMalforme
 // RX burst sizes in power-of-two buckets: 1, 2-3, 4-7, 8-15, 16-31, 32-63, 64.
 inline constexpr size_t kBurstBuckets = 7;
 
+// RX stalls: the time from one poll loop iteration's start to the next (between two polls of
+// the lcore's RX queues), in power-of-two microsecond buckets: bucket k counts gaps under 2^k
+// us (k = 0: under 1 us), the last one every gap of 2^16 us or more. A histogram of
+// monotonic per-lcore counts, so a scrape resets nothing and a reader diffs two scrapes to see
+// the worst gap of an interval (the highest bucket that moved).
+inline constexpr size_t kPollGapBuckets = 18;
+
 // Counter structs are generated from one list each, so a counter cannot miss its summation or
 // its metric: the struct's members, operator+= and -= and the exposition in metrics.cc all
 // expand the same list, and tests/unit/test_metrics.cc checks that every entry reaches the
@@ -145,6 +153,8 @@ inline constexpr size_t kBierMalformedReasons = 6;  // wire::BierParseError
     S(tx_bursts, per_lcore, "lcore_tx_bursts_total", "TX bursts handed to ports")                 \
     A(burst_size, uint64_t, kBurstBuckets, "lcore_rx_bursts_by_size_total",                       \
       "Non-empty RX bursts by packet count")                                                      \
+    A(poll_gap, uint64_t, kPollGapBuckets, "lcore_poll_gaps_total",                               \
+      "Poll loop iterations by the time since the previous one began (le_us: upper bound)")       \
     S(routed, total, "routed_packets_total", "IPv4 packets routed")                               \
     S(bridged, total, "bridged_packets_total", "Frames bridged to a known port in an L2 group")   \
     S(flooded, total, "flooded_packets_total", "Frames flooded in an L2 group (once per frame)")  \
@@ -226,6 +236,11 @@ struct BierCounters {
 struct alignas(64) LcoreCounters {
     INA_COUNTER_STRUCT_BODY(LcoreCounters, INA_LCORE_COUNTERS)
 };
+
+constexpr size_t poll_gap_bucket(uint64_t gap_us) {
+    const auto b = static_cast<size_t>(std::bit_width(gap_us));
+    return b < kPollGapBuckets ? b : kPollGapBuckets - 1;
+}
 
 inline size_t burst_bucket(uint16_t n) {
     size_t b = 0;

@@ -102,6 +102,8 @@ public:
                  Room room = Room::refuse);
     void remove_fdb(const rte_ether_addr& mac, uint16_t group);
 
+    // The QSBR variable deleted keys wait on: every table workers read reclaims through it.
+    rte_rcu_qsbr* qsbr() const { return qsbr_; }
     uint32_t neighbour_capacity() const { return neighbour_capacity_; }
     uint32_t fdb_capacity() const { return fdb_capacity_; }
     // Keys present (deleted keys awaiting their grace period are not counted).

@@ -4,7 +4,9 @@
 // after an RCU (QSBR) grace period, so a worker never sees a half-built table and never takes a
 // lock. Learned state is not rebuilt: neighbours and the FDB live in the control plane's
 // ForwardingTables (lock-free rte_hash, QSBR-reclaimed), which every snapshot points at, and a
-// gateway's resolution is one word in its next hop, stored in place (NextHop::station).
+// gateway's resolution is one word in its next hop, stored in place (NextHop::station). API
+// route changes are in place too: the published snapshot's LPM and next-hop table take them
+// (add_route, remove_route; tbl8 groups reclaimed through QSBR); a reload builds a new table.
 #pragma once
 
 #include <rte_ether.h>
@@ -12,9 +14,11 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "dataplane/counters.h"
@@ -24,6 +28,7 @@
 #include "wire/bitstring.h"
 
 struct rte_lpm;
+struct rte_rcu_qsbr;
 struct rte_hash;
 
 namespace ina::compile {
@@ -91,6 +96,33 @@ struct NextHop {
     void set_station(uint64_t w) const {
         std::atomic_ref<uint64_t>(station).store(w, std::memory_order_relaxed);
     }
+};
+
+// The next hops of one snapshot: a fixed array allocated once with the route table, so adding
+// a next hop in place never moves the ones workers read. A slot is written before any route
+// names it (the LPM's entry stores are releases), and is never reused while the snapshot lives:
+// a route deleted in place leaves its next hop for later routes through the same gateway.
+class NextHopTable {
+public:
+    static constexpr uint32_t kNone = ~uint32_t{0};
+
+    // Room for `capacity` next hops (at most kMaxNextHops). False when out of memory.
+    bool reserve(uint32_t capacity);
+    const NextHop& operator[](uint32_t i) const { return slots_[i]; }
+    uint32_t size() const { return size_; }
+    uint32_t capacity() const { return capacity_; }
+    // Control-plane thread only. The index of the next hop of `nh`'s kind, gateway and port,
+    // added (with `nh`'s station) when there is none yet; kNone when the table is full.
+    uint32_t intern(const NextHop& nh);
+    // Indices of the next hops of kind gateway: whose station a neighbour change stores.
+    const std::vector<uint32_t>& gateways() const { return gateways_; }
+
+private:
+    std::unique_ptr<NextHop[]> slots_;
+    uint32_t size_ = 0;
+    uint32_t capacity_ = 0;
+    std::map<std::tuple<NextHopKind, uint32_t, uint16_t>, uint32_t> index_;
+    std::vector<uint32_t> gateways_;
 };
 
 struct L2Group {
@@ -284,8 +316,7 @@ public:
     uint64_t generation = 0;
     uint16_t n_ports = 0;  // one past the highest DPDK port id in use
     std::array<PortView, kMaxPorts> ports{};
-    std::vector<NextHop> nexthops;
-    std::vector<uint32_t> gateway_nexthops;  // indices into nexthops of kind gateway
+    NextHopTable nexthops;
     uint32_t routes = 0;      // prefixes in the LPM
     uint32_t max_routes = 0;  // the LPM's rule capacity
     std::vector<L2Group> groups;
@@ -349,8 +380,26 @@ public:
         return nullptr;
     }
 
-    // Read-only after build: concurrent lookups from every lcore need no lock.
-    rte_lpm* lpm = nullptr;          // dst (host order) -> index into nexthops
+    // dst (host order) -> index into nexthops. Lookups from every lcore take no lock; the
+    // control plane changes routes in place (add_route, remove_route) while they run: rte_lpm
+    // takes one writer against lock-free readers, and its tbl8 groups freed by a delete are
+    // reused only after every reader has passed a quiescent state (rte_lpm_rcu_qsbr_add).
+    rte_lpm* lpm = nullptr;
+
+    // The builder only: creates the LPM (`max_rules` prefixes, `tbl8s` groups for prefixes
+    // longer than /24) attached to `qsbr`, and a next-hop table with one slot per rule. False
+    // with `error` when DPDK refuses or memory is short.
+    bool make_route_table(const std::string& name, uint32_t max_rules, uint32_t tbl8s,
+                          rte_rcu_qsbr* qsbr, std::string& error);
+    // What an in-place route change did.
+    enum class RouteChange { done, table_full, nexthops_full };
+    // Control-plane thread only, on the snapshot it built or published last. Adds (or replaces)
+    // the route to `prefix` through the next hop of `nh`'s kind, gateway and port (a new one
+    // carries `nh.station`). A default route is its two /1 halves (rte_lpm has no depth 0).
+    RouteChange add_route(const net::Ipv4Prefix& prefix, const NextHop& nh);
+    // Removes the route to `prefix`; addresses it covered fall to the next shorter prefix.
+    // False when the LPM holds no such prefix.
+    bool remove_route(const net::Ipv4Prefix& prefix);
     // Learned and static neighbours, and the FDB: owned by the control plane, outliving every
     // snapshot that points at them, changed in place (forwarding_tables.h).
     const ForwardingTables* tables = nullptr;
@@ -399,6 +448,7 @@ public:
     }
 
 private:
+    rte_rcu_qsbr* route_qsbr_ = nullptr;  // what the LPM's freed tbl8 groups wait on
     friend class compile::SnapshotBuilder;  // compile::build_snapshot is the only maker
     Snapshot() = default;
 };

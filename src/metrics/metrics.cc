@@ -261,6 +261,17 @@ std::vector<prometheus::MetricFamily> families(const Stats& s) {
     }
 
     {
+        auto& f = array_family(b, array_counter(kLcoreArrays, "poll_gap"));
+        for (const auto& [lcore, c] : s.per_lcore) {
+            for (size_t i = 0; i < dp::kPollGapBuckets; ++i) {
+                const std::string le =
+                    i + 1 < dp::kPollGapBuckets ? std::to_string(uint64_t{1} << i) : "+Inf";
+                Builder::add(f, d(c.poll_gap[i]), {{"lcore", std::to_string(lcore)}, {"le_us", le}});
+            }
+        }
+    }
+
+    {
         auto& f = b.family("neighbours", "Neighbour table entries", MetricType::Gauge);
         Builder::add(f, d(s.static_neighbours), {{"kind", "static"}});
         Builder::add(f, d(s.learned_neighbours), {{"kind", "learned"}});

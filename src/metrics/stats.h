@@ -99,6 +99,10 @@ struct JobStats {
       "Learning refused because a table was full")                                                \
     S(fdb_table_full, total, "table_full_total{table=\"fdb\"}",                                   \
       "Learning refused because a table was full")                                                \
+    S(route_table_full, total, "table_full_total{table=\"routes\"}",                             \
+      "Learning refused because a table was full")                                                \
+    S(routes_changed_in_place, total, "routes_changed_in_place_total",                            \
+      "API route changes applied in place on the published route table (no snapshot)")            \
     S(events_dropped_backlog, total, "control_events_lost_total", "Worker events lost to a full ring") \
     S(route_failovers, total, "route_failovers_total",                                            \
       "Routes moved from a down gateway to a backup_via gateway")                                 \

@@ -68,6 +68,9 @@ public:
     // The published snapshot's generation, safe from any thread (API, telemetry): kept apart
     // from the snapshot, so reading it never touches memory a reload may free.
     uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
+    // A change applied in place on the published snapshot (a route): the generation moves
+    // without a new snapshot. Control-plane thread only; `g` above every earlier one.
+    void advance_generation(uint64_t g) { generation_.store(g, std::memory_order_release); }
 
     std::vector<Worker> workers;
     rte_rcu_qsbr* qsbr = nullptr;
