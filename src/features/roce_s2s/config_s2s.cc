@@ -1,0 +1,268 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "features/roce_s2s/config_s2s.h"
+
+#include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <set>
+#include <tuple>
+
+#include "config/reader.h"
+#include "roce/rc_responder.h"
+
+namespace ina::features::roce_s2s {
+
+namespace {
+
+using config::Reader;
+
+// An unsigned integer in decimal or 0x-prefixed hex (QPNs are usually written in hex) within
+// [min, max], stored into `out` when `key` is present (or reported missing when required).
+template <typename T>
+void field(Reader& r, const YAML::Node& map, const char* key, const std::string& where, T& out,
+           uint64_t min, uint64_t max, bool required) {
+    auto read = [&](const YAML::Node& n) {
+        std::string s;
+        if (!r.scalar(n, key, s)) {
+            return;
+        }
+        const bool hex = s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
+        uint64_t v = 0;
+        auto [ptr, ec] = std::from_chars(s.data() + (hex ? 2 : 0), s.data() + s.size(), v,
+                                         hex ? 16 : 10);
+        if (s.empty() || ec != std::errc{} || ptr != s.data() + s.size() || v < min || v > max) {
+            r.error(n, std::string("expected ") + key + ": an integer from " +
+                           std::to_string(min) + " to " + std::to_string(max) +
+                           " (decimal or 0x hex), got '" + s + "'");
+            return;
+        }
+        out = static_cast<T>(v);
+    };
+    if (required) {
+        r.required(map, key, where, read);
+    } else {
+        r.optional(map, key, read);
+    }
+}
+
+template <typename E, size_t N>
+void enum_field(Reader& r, const YAML::Node& map, const char* key, const std::array<E, N>& values,
+                E& out) {
+    r.optional(map, key, [&](const YAML::Node& v) {
+        std::string s;
+        if (!r.string_value(v, key, s)) {
+            return;
+        }
+        std::string names;
+        for (E e : values) {
+            if (reduce::to_string(e) == s) {
+                out = e;
+                return;
+            }
+            names += ' ';
+            names += reduce::to_string(e);
+        }
+        r.error(v, std::string("expected ") + key + " of an rdma_s2s job: one of" + names +
+                       ", got '" + s + "'");
+    });
+}
+
+constexpr std::array<reduce::Op, 4> kOps = {reduce::Op::sum, reduce::Op::prod, reduce::Op::min,
+                                            reduce::Op::max};
+constexpr std::array<reduce::ElemType, 6> kTypes = {
+    reduce::ElemType::int32, reduce::ElemType::fp32,  reduce::ElemType::fp16,
+    reduce::ElemType::bf16,  reduce::ElemType::int64, reduce::ElemType::fp64};
+
+void ip_field(Reader& r, const YAML::Node& map, const char* key, const std::string& where,
+              uint32_t& out) {
+    r.required(map, key, where, [&](const YAML::Node& v) {
+        net::Ipv4Addr a;
+        if (r.parsed(v, "an IPv4 address like 10.77.1.2", a, net::Ipv4Addr::parse)) {
+            out = a.value;
+        }
+    });
+}
+
+void read_connection(Reader& r, const YAML::Node& n, ConnectionConfig& c) {
+    c.mark = config::mark_of(n);
+    const std::string where = "an rdma_s2s connection";
+    if (!r.expect_map(n, where)) {
+        return;
+    }
+    r.check_keys(n, {"rank", "ip", "qpn", "root_qpn", "psn"}, where);
+    field(r, n, "rank", where, c.rank, 1, kMaxConnections, true);
+    ip_field(r, n, "ip", where, c.ip);
+    field(r, n, "qpn", where, c.qpn, 2, 0xFFFFFF, true);
+    field(r, n, "root_qpn", where, c.root_qpn, 2, 0xFFFFFF, true);
+    r.optional(n, "psn", [&](const YAML::Node&) {
+        uint32_t psn = 0;
+        field(r, n, "psn", where, psn, 0, 0xFFFFFF, true);
+        c.psn = psn;
+    });
+}
+
+void check_job(Reader& r, const JobConfig& j, const YAML::Node& n) {
+    const std::string name = "rdma_s2s job " + std::to_string(j.id);
+    if (!ina::roce::valid_pmtu(j.pmtu)) {
+        r.error(n, "expected pmtu of " + name + ": 256, 512, 1024, 2048 or 4096");
+    }
+    if (j.chunk_bytes > j.pmtu) {
+        r.error(n, name + ": chunk_bytes " + std::to_string(j.chunk_bytes) + " is above pmtu " +
+                       std::to_string(j.pmtu) +
+                       "; expected one chunk per WRITE ONLY packet (chunk_bytes <= pmtu)");
+    }
+    if (j.chunk_bytes % reduce::elem_size(j.dtype) != 0) {
+        r.error(n, name + ": expected chunk_bytes a multiple of " +
+                       std::to_string(reduce::elem_size(j.dtype)) + " (the dtype's size)");
+    }
+    if ((j.window & (j.window - 1)) != 0) {
+        r.error(n, name + ": expected window a power of two");
+    }
+    if (j.connections.empty()) {
+        r.error(n, name + ": expected at least one connection");
+    }
+}
+
+void read_job(Reader& r, const YAML::Node& n, JobConfig& j) {
+    j.mark = config::mark_of(n);
+    const std::string where = "an rdma_s2s job";
+    if (!r.expect_map(n, where)) {
+        return;
+    }
+    r.check_keys(n,
+                 {"id", "root", "world", "op", "dtype", "chunk_bytes", "window", "pmtu",
+                  "timeout", "retry_cnt", "connections"},
+                 where);
+    field(r, n, "id", where, j.id, 1, 65535, true);
+    ip_field(r, n, "root", where, j.root);
+    // The immediate's count is 8 bits (docs/rdma.md "Worker side"): a job has <= 255 workers.
+    field(r, n, "world", where, j.world, 1, 255, true);
+    enum_field(r, n, "op", kOps, j.op);
+    enum_field(r, n, "dtype", kTypes, j.dtype);
+    field(r, n, "chunk_bytes", where, j.chunk_bytes, 4, 4096, false);
+    field(r, n, "window", where, j.window, 1, kMaxWindow, false);
+    field(r, n, "pmtu", where, j.pmtu, 256, 4096, false);
+    field(r, n, "timeout", where, j.timeout, 1, 31, false);
+    field(r, n, "retry_cnt", where, j.retry_cnt, 0, 7, false);
+    r.required(n, "connections", where, [&](const YAML::Node& v) {
+        if (!r.expect_seq(v, "a list of connections")) {
+            return;
+        }
+        for (const auto& cn : v) {
+            ConnectionConfig c;
+            read_connection(r, cn, c);
+            j.connections.push_back(c);
+        }
+    });
+    std::sort(j.connections.begin(), j.connections.end(),
+              [](const auto& a, const auto& b) { return a.rank < b.rank; });
+    check_job(r, j, n);
+}
+
+std::shared_ptr<const void> parse_section(Reader& r, const YAML::Node& v) {
+    auto out = std::make_shared<S2sConfig>();
+    if (!r.expect_map(v, "rdma_s2s settings")) {
+        return nullptr;
+    }
+    r.check_keys(v, {"jobs"}, "rdma_s2s");
+    r.optional(v, "jobs", [&](const YAML::Node& x) {
+        if (!r.expect_seq(x, "a list of rdma_s2s jobs")) {
+            return;
+        }
+        for (const auto& jn : x) {
+            JobConfig j;
+            read_job(r, jn, j);
+            out->jobs.push_back(std::move(j));
+        }
+    });
+    if (out->jobs.size() > kMaxJobs) {
+        r.error(v, "expected at most " + std::to_string(kMaxJobs) + " rdma_s2s jobs");
+    }
+    return out;
+}
+
+// Cross-references: job ids unique; per job ranks within the world and once each, at most
+// kMaxConnections; every connection's two directions belong to one job only.
+void validate_section(Reader& r, const config::Config&, const void* section) {
+    const auto& s2s = *static_cast<const S2sConfig*>(section);
+    std::set<uint32_t> ids;
+    std::set<std::tuple<uint32_t, uint32_t, uint32_t>> keys;
+    for (const auto& j : s2s.jobs) {
+        if (!ids.insert(j.id).second) {
+            r.error(j.mark, "duplicate rdma_s2s job id " + std::to_string(j.id));
+        }
+        std::set<uint16_t> ranks;
+        for (const auto& c : j.connections) {
+            const std::string job = " of rdma_s2s job " + std::to_string(j.id);
+            if (c.rank > j.world) {
+                r.error(c.mark, "rank " + std::to_string(c.rank) + " is above the world (" +
+                                    std::to_string(j.world) + ")" + job);
+            }
+            if (!ranks.insert(c.rank).second) {
+                r.error(c.mark, "rank " + std::to_string(c.rank) + " twice" + job);
+            }
+            if (c.ip == j.root) {
+                r.error(c.mark, "worker " + net::Ipv4Addr{c.ip}.str() + " is the root" + job);
+            }
+            if (!keys.insert({c.ip, j.root, c.root_qpn}).second ||
+                !keys.insert({j.root, c.ip, c.qpn}).second) {
+                r.error(c.mark, "connection " + net::Ipv4Addr{c.ip}.str() + " QPN " +
+                                    std::to_string(c.qpn) + " <-> root QPN " +
+                                    std::to_string(c.root_qpn) +
+                                    " appears twice; expected each connection in one job once");
+            }
+        }
+    }
+}
+
+std::string section_json(const void* section) {
+    const auto& s2s = *static_cast<const S2sConfig*>(section);
+    nlohmann::json jobs = nlohmann::json::array();
+    for (const auto& j : s2s.jobs) {
+        nlohmann::json conns = nlohmann::json::array();
+        for (const auto& c : j.connections) {
+            nlohmann::json x = {{"rank", c.rank}, {"ip", net::Ipv4Addr{c.ip}.str()},
+                                {"qpn", c.qpn}, {"root_qpn", c.root_qpn}};
+            if (c.psn) {
+                x["psn"] = *c.psn;
+            }
+            conns.push_back(x);
+        }
+        jobs.push_back({{"id", j.id}, {"root", net::Ipv4Addr{j.root}.str()}, {"world", j.world},
+                        {"op", std::string(reduce::to_string(j.op))},
+                        {"dtype", std::string(reduce::to_string(j.dtype))},
+                        {"chunk_bytes", j.chunk_bytes}, {"window", j.window}, {"pmtu", j.pmtu},
+                        {"timeout", j.timeout}, {"retry_cnt", j.retry_cnt},
+                        {"connections", conns}});
+    }
+    return nlohmann::json{{"jobs", jobs}}.dump();
+}
+
+}  // namespace
+
+config::SectionHooks section_hooks() {
+    return config::SectionHooks{kSectionKey, parse_section, validate_section, section_json};
+}
+
+bool same_job(const JobConfig& a, const JobConfig& b) {
+    if (!(a.id == b.id && a.root == b.root && a.world == b.world && a.op == b.op &&
+          a.dtype == b.dtype && a.chunk_bytes == b.chunk_bytes && a.window == b.window &&
+          a.pmtu == b.pmtu && a.timeout == b.timeout && a.retry_cnt == b.retry_cnt &&
+          a.connections.size() == b.connections.size())) {
+        return false;
+    }
+    for (size_t i = 0; i < a.connections.size(); ++i) {
+        const auto& x = a.connections[i];
+        const auto& y = b.connections[i];
+        if (x.rank != y.rank || x.ip != y.ip || x.qpn != y.qpn || x.root_qpn != y.root_qpn ||
+            x.psn != y.psn) {
+            return false;
+        }
+    }
+    return true;
+}
+
+}  // namespace ina::features::roce_s2s
