@@ -145,7 +145,7 @@ void read_job(Reader& r, const YAML::Node& n, JobConfig& j) {
     field(r, n, "chunk_bytes", where, j.chunk_bytes, 4, 4096, false);
     field(r, n, "window", where, j.window, 1, kMaxWindow, false);
     field(r, n, "pmtu", where, j.pmtu, 256, 4096, false);
-    field(r, n, "timeout", where, j.timeout, 1, 31, false);
+    field(r, n, "timeout", where, j.timeout, 0, 31, false);
     field(r, n, "retry_cnt", where, j.retry_cnt, 0, 7, false);
     r.required(n, "connections", where, [&](const YAML::Node& v) {
         if (!r.expect_seq(v, "a list of connections")) {

@@ -39,7 +39,7 @@ struct JobConfig {
     uint32_t chunk_bytes = 1024;
     uint32_t window = 64;
     uint32_t pmtu = 1024;
-    uint8_t timeout = 14;   // the aggregate leg's ACK timeout (4.096 us x 2^timeout)
+    uint8_t timeout = 14;   // the aggregate leg's ACK timeout: 4.096 us x 2^timeout, 0 none
     uint8_t retry_cnt = 7;
     std::vector<ConnectionConfig> connections;  // ranks ascending after loading
     config::Mark mark;
