@@ -11,6 +11,7 @@
 
 #include "compile/snapshot_build.h"
 #include "config/config.h"
+#include "features/roce/config_roce.h"
 #include "features/roce_s2s/compile_s2s.h"
 #include "features/roce_s2s/config_s2s.h"
 #include "features/roce_s2s/control_s2s.h"
@@ -512,6 +513,15 @@ TEST(RoceS2sConfig, ErrorsNameTheirPlace) {
                                    "        - {rank: 1, ip: 10.0.1.2, qpn: 0x1000000, root_qpn: 64}\n",
                             "t.yaml");
     EXPECT_NE(r.error_text().find("expected qpn"), std::string::npos) << r.error_text();
+    // Both RoCE modes take UDP 4791: refused at load time (so --check-config says it).
+    ASSERT_TRUE(config::register_section(features::roce::section_hooks()) ||
+                config::load_string(std::string(kStageYaml) + "rdma: {jobs: []}\n", "t.yaml")
+                    .ok());
+    r = config::load_string(base + "    - id: 9\n      root: 10.0.2.2\n      world: 2\n" + conn +
+                                "rdma:\n  jobs: [{id: 7, world: 2}]\n",
+                            "t.yaml");
+    EXPECT_NE(r.error_text().find("cannot be on one switch yet"), std::string::npos)
+        << r.error_text();
     r = config::load_string(base + "    - {id: 9, root: 10.0.2.2, world: 2}\n", "t.yaml");
     EXPECT_NE(r.error_text().find("missing key 'connections'"), std::string::npos)
         << r.error_text();

@@ -6,11 +6,11 @@
 
 #include <algorithm>
 #include <array>
-#include <charconv>
 #include <set>
 #include <tuple>
 
 #include "config/reader.h"
+#include "config/reader_fields.h"
 #include "roce/rc_responder.h"
 
 namespace ina::features::roce_s2s {
@@ -19,62 +19,15 @@ namespace {
 
 using config::Reader;
 
-// An unsigned integer in decimal or 0x-prefixed hex (QPNs are usually written in hex) within
-// [min, max], stored into `out` when `key` is present (or reported missing when required).
+using config::kReduceOps;
+using config::kReduceTypes;
+using config::reduce_enum_field;
+
 template <typename T>
 void field(Reader& r, const YAML::Node& map, const char* key, const std::string& where, T& out,
            uint64_t min, uint64_t max, bool required) {
-    auto read = [&](const YAML::Node& n) {
-        std::string s;
-        if (!r.scalar(n, key, s)) {
-            return;
-        }
-        const bool hex = s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
-        uint64_t v = 0;
-        auto [ptr, ec] = std::from_chars(s.data() + (hex ? 2 : 0), s.data() + s.size(), v,
-                                         hex ? 16 : 10);
-        if (s.empty() || ec != std::errc{} || ptr != s.data() + s.size() || v < min || v > max) {
-            r.error(n, std::string("expected ") + key + ": an integer from " +
-                           std::to_string(min) + " to " + std::to_string(max) +
-                           " (decimal or 0x hex), got '" + s + "'");
-            return;
-        }
-        out = static_cast<T>(v);
-    };
-    if (required) {
-        r.required(map, key, where, read);
-    } else {
-        r.optional(map, key, read);
-    }
+    config::uint_field(r, map, key, where, out, min, max, required);
 }
-
-template <typename E, size_t N>
-void enum_field(Reader& r, const YAML::Node& map, const char* key, const std::array<E, N>& values,
-                E& out) {
-    r.optional(map, key, [&](const YAML::Node& v) {
-        std::string s;
-        if (!r.string_value(v, key, s)) {
-            return;
-        }
-        std::string names;
-        for (E e : values) {
-            if (reduce::to_string(e) == s) {
-                out = e;
-                return;
-            }
-            names += ' ';
-            names += reduce::to_string(e);
-        }
-        r.error(v, std::string("expected ") + key + " of an rdma_s2s job: one of" + names +
-                       ", got '" + s + "'");
-    });
-}
-
-constexpr std::array<reduce::Op, 4> kOps = {reduce::Op::sum, reduce::Op::prod, reduce::Op::min,
-                                            reduce::Op::max};
-constexpr std::array<reduce::ElemType, 6> kTypes = {
-    reduce::ElemType::int32, reduce::ElemType::fp32,  reduce::ElemType::fp16,
-    reduce::ElemType::bf16,  reduce::ElemType::int64, reduce::ElemType::fp64};
 
 void ip_field(Reader& r, const YAML::Node& map, const char* key, const std::string& where,
               uint32_t& out) {
@@ -140,8 +93,8 @@ void read_job(Reader& r, const YAML::Node& n, JobConfig& j) {
     ip_field(r, n, "root", where, j.root);
     // The immediate's count is 8 bits (docs/rdma.md "Worker side"): a job has <= 255 workers.
     field(r, n, "world", where, j.world, 1, 255, true);
-    enum_field(r, n, "op", kOps, j.op);
-    enum_field(r, n, "dtype", kTypes, j.dtype);
+    reduce_enum_field(r, n, "op", where, kReduceOps, j.op);
+    reduce_enum_field(r, n, "dtype", where, kReduceTypes, j.dtype);
     field(r, n, "chunk_bytes", where, j.chunk_bytes, 4, 4096, false);
     field(r, n, "window", where, j.window, 1, kMaxWindow, false);
     field(r, n, "pmtu", where, j.pmtu, 256, 4096, false);
@@ -186,8 +139,15 @@ std::shared_ptr<const void> parse_section(Reader& r, const YAML::Node& v) {
 
 // Cross-references: job ids unique; per job ranks within the world and once each, at most
 // kMaxConnections; every connection's two directions belong to one job only.
-void validate_section(Reader& r, const config::Config&, const void* section) {
+void validate_section(Reader& r, const config::Config& cfg, const void* section) {
     const auto& s2s = *static_cast<const S2sConfig*>(section);
+    // Both modes bind UDP 4791 and the classifier holds one feature per port (docs/rdma.md):
+    // refused here, so that --check-config says it too.
+    if (!s2s.jobs.empty() && cfg.sections.count("rdma") != 0) {
+        r.error(s2s.jobs.front().mark,
+                "rdma_s2s jobs and an rdma section cannot be on one switch yet (both modes "
+                "take UDP 4791); expected one of them");
+    }
     std::set<uint32_t> ids;
     std::set<std::tuple<uint32_t, uint32_t, uint32_t>> keys;
     for (const auto& j : s2s.jobs) {

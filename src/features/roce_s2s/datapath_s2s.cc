@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "pipeline/mbuf_chain.h"
+#include "pipeline/originate.h"
 #include "pipeline/packet_meta.h"
 #include "pipeline/pipeline.h"
 #include "roce/icrc.h"
@@ -20,6 +20,7 @@ namespace rc = ina::roce;
 using pipeline::EdgeBatches;
 using pipeline::FeatureEdge;
 using pipeline::LcoreContext;
+using pipeline::now_ns;
 
 namespace {
 
@@ -65,45 +66,17 @@ rc::RequesterConfig root_leg_config(const JobParams& p, uint32_t initial_psn) {
     return c;
 }
 
-uint64_t now_ns(const LcoreContext& ctx) {
-    if (ctx.tsc_hz == 0) {
-        return ctx.now_tsc;
-    }
-    const uint64_t t = ctx.now_tsc;
-    return t / ctx.tsc_hz * 1'000'000'000ull + t % ctx.tsc_hz * 1'000'000'000ull / ctx.tsc_hz;
-}
-
 uint64_t& lcore_counter(LcoreContext& ctx, LcoreCounter c) {
     return ctx.feature_counters[kFeatureS2s][static_cast<size_t>(c)];
 }
 
-// A frame of `len` bytes (Ethernet header first) in fresh mbufs, chained when it is larger
-// than one; nullptr (counted) when the pool is empty.
+// An originated frame from the lcore's pool; nullptr (counted) when the pool is empty.
 rte_mbuf* frame_of(LcoreContext& ctx, const uint8_t* bytes, size_t len, uint16_t port) {
-    rte_mbuf* head = nullptr;
-    for (size_t done = 0; done < len;) {
-        rte_mbuf* seg = rte_pktmbuf_alloc(ctx.pool);
-        if (seg == nullptr) [[unlikely]] {
-            rte_pktmbuf_free(head);
-            ++lcore_counter(ctx, LcoreCounter::no_mbuf);
-            return nullptr;
-        }
-        const auto take = static_cast<uint16_t>(std::min<size_t>(len - done,
-                                                                 rte_pktmbuf_tailroom(seg)));
-        std::memcpy(rte_pktmbuf_append(seg, take), bytes + done, take);
-        done += take;
-        if (head == nullptr) {
-            head = seg;
-        } else if (rte_pktmbuf_chain(head, seg) != 0) [[unlikely]] {
-            rte_pktmbuf_free(seg);
-            rte_pktmbuf_free(head);
-            ++lcore_counter(ctx, LcoreCounter::no_mbuf);
-            return nullptr;
-        }
+    rte_mbuf* m = pipeline::originated_frame(ctx.pool, bytes, len, port);
+    if (m == nullptr) [[unlikely]] {
+        ++lcore_counter(ctx, LcoreCounter::no_mbuf);
     }
-    head->port = port;
-    head->ol_flags = pipeline::g_originated_flag;
-    return head;
+    return m;
 }
 
 constexpr uint8_t kZeroMac[6] = {0, 0, 0, 0, 0, 0};  // routing writes both MACs
