@@ -18,9 +18,11 @@
 #include "features/roce_s2s/datapath_s2s.h"
 #include "pipeline/feature_stages.h"
 #include "pipeline/pipeline.h"
+#include "roce/cm.h"
 #include "roce/encode.h"
 #include "roce/icrc.h"
 #include "stage_util.h"
+#include "worker/rdma/protocol.h"
 
 namespace ina::test {
 namespace {
@@ -80,27 +82,31 @@ protected:
         register_once();
         StageTest::SetUp();
         ctx->pool = pool;
-        build(s2s_yaml());
-        auto loaded = config::load_string(s2s_yaml(), "s2s.yaml");
+        build(yaml());
+        auto loaded = config::load_string(yaml(), "s2s.yaml");
         ASSERT_TRUE(loaded.ok()) << loaded.error_text();
         const auto* s2s = fs::s2s_of(*loaded.config);
         ASSERT_NE(s2s, nullptr);
+        job_id = s2s->jobs[0].id;
         job = std::make_unique<fs::JobState>(fs::job_params(s2s->jobs[0]));
         ASSERT_TRUE(pipeline::apply_command(
             *ctx, dp::Command{dp::CommandType::attach, fs::kFeatureS2s, kSlot,
-                              fs::job_state_id(9), job.get()}));
+                              fs::job_state_id(job_id), job.get()}));
         auto* view = static_cast<fs::S2sView*>(snap->feature_views[fs::kFeatureS2s].get());
         ASSERT_NE(view, nullptr);
-        ASSERT_EQ(view->conns.size(), 4u);
         for (auto& c : view->conns) {
             c.slot = kSlot;
+        }
+        for (auto& l : view->learning) {
+            l.slot = kSlot;
         }
     }
     void TearDown() override {
         pipeline::apply_command(*ctx, dp::Command{dp::CommandType::detach, fs::kFeatureS2s, kSlot,
-                                                  fs::job_state_id(9), nullptr});
+                                                  fs::job_state_id(job_id), nullptr});
         StageTest::TearDown();
     }
+    virtual std::string yaml() const { return s2s_yaml(); }
 
     static uint16_t port_of(uint32_t ip) { return ip == kWorker1 ? kR0 : kR1; }
     static rte_ether_addr mac_of(uint32_t ip) {
@@ -245,6 +251,7 @@ protected:
     }
 
     std::unique_ptr<fs::JobState> job;
+    uint32_t job_id = 0;
     std::vector<Seen> stray;
 };
 
@@ -478,6 +485,145 @@ TEST_F(RoceS2s, NotAContributionIsNeitherExecutedNorAcked) {
     EXPECT_EQ(job->conns[0].leg.epsn, kPsn[1]);
 }
 
+// learn: true: the connections come from the RDMA CM exchange the switch sees on QP1.
+class RoceS2sLearn : public RoceS2s {
+protected:
+    std::string yaml() const override {
+        return std::string(kStageYaml) + R"(rdma_s2s:
+  jobs:
+    - {id: 11, root: 10.0.2.2, world: 2, dtype: int32, chunk_bytes: 64, window: 4, timeout: 10,
+       learn: true}
+)";
+    }
+    static constexpr uint32_t kRepPsn[3] = {0, 3000, 4000};  // the workers send from these
+
+    Bytes cm_frame(uint32_t from, uint32_t to, const rc::cm::Message& msg) {
+        rc::Ipv4Path path;
+        path.src_ip = from;
+        path.dst_ip = to;
+        path.dest_qp = rc::cm::kCmQpn;
+        return frame(from, [&](uint8_t* out, size_t cap) {
+            return rc::cm::encode_packet(out, cap, path, 1, 0, msg);
+        });
+    }
+    // Rank's REQ to the root: the worker's QPN and the INAR connect request of `job`.
+    Bytes req(int rank, uint32_t inar_job = 11) {
+        rc::cm::Message msg;
+        msg.header.attr_id = static_cast<uint16_t>(rc::cm::Attr::req);
+        msg.header.transaction_id = 0x100 + static_cast<uint64_t>(rank);
+        msg.req.local_comm_id = 0x1000 + static_cast<uint32_t>(rank);
+        msg.req.service_id = rc::cm::service_id_for_tcp_port(7471);
+        msg.req.local_qpn = kWorkerQpn[rank];
+        msg.req.starting_psn = 0x5d50b2;  // the root's send PSN: not the worker's
+        rc::cm::CmaHeader h;
+        h.src = rc::cm::ipv4_gid(worker_ip(rank));
+        h.dst = rc::cm::ipv4_gid(kRoot);
+        rc::cm::write_cma_header(msg.req.private_data, h);
+        ina::rdma::ConnectRequest c;
+        c.mode = ina::rdma::Mode::server_to_server;
+        c.elem_type = reduce::ElemType::int32;
+        c.job_id = inar_job;
+        c.rank = static_cast<uint16_t>(rank);
+        c.world = 2;
+        c.chunk_bytes = kChunk;
+        c.window = kWindow;
+        const auto enc = c.encode();
+        std::memcpy(msg.req.private_data.data() + rc::cm::kCmaHeaderBytes, enc.data(), enc.size());
+        return cm_frame(worker_ip(rank), kRoot, msg);
+    }
+    Bytes rep(int rank) {
+        rc::cm::Message msg;
+        msg.header.attr_id = static_cast<uint16_t>(rc::cm::Attr::rep);
+        msg.header.transaction_id = 0x100 + static_cast<uint64_t>(rank);
+        msg.rep.local_comm_id = 0x2000 + static_cast<uint32_t>(rank);
+        msg.rep.remote_comm_id = 0x1000 + static_cast<uint32_t>(rank);
+        msg.rep.local_qpn = kRootQpn[rank];
+        msg.rep.starting_psn = kRepPsn[rank];
+        return cm_frame(kRoot, worker_ip(rank), msg);
+    }
+    Bytes dreq(int rank) {
+        rc::cm::Message msg;
+        msg.header.attr_id = static_cast<uint16_t>(rc::cm::Attr::dreq);
+        msg.dreq.local_comm_id = 0x1000 + static_cast<uint32_t>(rank);
+        msg.dreq.remote_comm_id = 0x2000 + static_cast<uint32_t>(rank);
+        msg.dreq.remote_qpn = kRootQpn[rank];
+        return cm_frame(worker_ip(rank), kRoot, msg);
+    }
+    void connect(int rank) {
+        send(req(rank));
+        send(rep(rank));
+        auto out = seen(kR0);
+        for (auto& x : seen(kR1)) {
+            out.push_back(x);
+        }
+        ASSERT_EQ(out.size(), 2u) << "the REQ and the REP pass untouched";
+        const uint32_t rep_to = worker_ip(rank);
+        EXPECT_TRUE((out[0].dst == kRoot && out[1].dst == rep_to) ||
+                    (out[1].dst == kRoot && out[0].dst == rep_to));
+        EXPECT_EQ(out[0].p.bth.dest_qp, rc::cm::kCmQpn);
+        EXPECT_TRUE(out[0].icrc_ok && out[1].icrc_ok);
+    }
+};
+
+TEST_F(RoceS2sLearn, ConnectionsComeFromTheCmExchange) {
+    // Before its REQ/REP the connection is unknown: its WRITE goes to the root untouched.
+    send(contribution(1, kRepPsn[1], 0, fill(1)));
+    ASSERT_EQ(to(kRoot).size(), 1u);
+    EXPECT_EQ(job->counters.absorbed, 0u);
+    connect(1);
+    connect(2);
+    EXPECT_EQ(job->counters.connections_learned, 2u);
+    send(contribution(1, kRepPsn[1], 0, fill(1)));
+    auto ack = to(kWorker1);
+    ASSERT_EQ(ack.size(), 1u);
+    EXPECT_EQ(ack[0].src, kRoot);
+    EXPECT_EQ(ack[0].p.bth.dest_qp, kWorkerQpn[1]) << "the REQ's QPN";
+    EXPECT_EQ(ack[0].p.bth.psn, kRepPsn[1]) << "the worker sends from the REP's starting PSN";
+    send(contribution(2, kRepPsn[2], 0, fill(100)));
+    auto agg = to(kRoot);
+    ASSERT_EQ(agg.size(), 1u);
+    EXPECT_EQ(agg[0].src, kWorker1);
+    EXPECT_EQ(agg[0].p.bth.dest_qp, kRootQpn[1]) << "the REP's QPN";
+    EXPECT_EQ(agg[0].p.bth.psn, kRepPsn[1]);
+    EXPECT_EQ(agg[0].p.imm, 0u << 8 | 2);
+    EXPECT_EQ(ints(agg[0].payload)[1], 1 + 1 + 100 + 1);
+    free_mbufs(take_tx(kR1));
+}
+
+TEST_F(RoceS2sLearn, AnotherJobsRequestTeachesNothing) {
+    send(req(1, 12));
+    send(rep(1));
+    free_mbufs(take_tx(kR0));
+    free_mbufs(take_tx(kR1));
+    EXPECT_EQ(job->counters.connections_learned, 0u);
+    send(contribution(1, kRepPsn[1], 0, fill(1)));
+    EXPECT_EQ(to(kRoot).size(), 1u) << "still forwarded untouched";
+}
+
+TEST_F(RoceS2sLearn, DisconnectEndsAndTheNextSessionStartsWithEmptySlots) {
+    connect(1);
+    connect(2);
+    send(contribution(1, kRepPsn[1], 0, fill(1)));  // chunk 0 half done, never finished
+    drain();
+    EXPECT_EQ(job->table.in_use(), 1u);
+    send(dreq(1));
+    send(dreq(2));
+    drain();
+    EXPECT_EQ(job->counters.connections_ended, 2u);
+    send(contribution(1, kRepPsn[1] + 1, 1, fill(1)));
+    EXPECT_EQ(to(kRoot).size(), 1u) << "an ended connection is forwarded untouched";
+    connect(1);  // a new session: the chunk indices start over
+    EXPECT_EQ(job->counters.sessions, 1u);
+    EXPECT_EQ(job->table.in_use(), 0u);
+    connect(2);
+    send(contribution(1, kRepPsn[1], 0, fill(5)));
+    send(contribution(2, kRepPsn[2], 0, fill(5)));
+    auto agg = to(kRoot);
+    ASSERT_EQ(agg.size(), 1u) << "chunk 0 again, not refused as stale";
+    EXPECT_EQ(ints(agg[0].payload)[0], 10);
+    free_mbufs(take_tx(kR0));
+}
+
 // The `rdma_s2s:` section through the loader: errors name file:line:col.
 TEST(RoceS2sConfig, ErrorsNameTheirPlace) {
     register_once();
@@ -523,7 +669,13 @@ TEST(RoceS2sConfig, ErrorsNameTheirPlace) {
     EXPECT_NE(r.error_text().find("cannot be on one switch yet"), std::string::npos)
         << r.error_text();
     r = config::load_string(base + "    - {id: 9, root: 10.0.2.2, world: 2}\n", "t.yaml");
-    EXPECT_NE(r.error_text().find("missing key 'connections'"), std::string::npos)
+    EXPECT_NE(r.error_text().find("expected at least one connection (or learn: true)"),
+              std::string::npos)
+        << r.error_text();
+    r = config::load_string(base + "    - id: 9\n      root: 10.0.2.2\n      world: 2\n" + conn +
+                                "      learn: true\n",
+                            "t.yaml");
+    EXPECT_NE(r.error_text().find("either connections or learn"), std::string::npos)
         << r.error_text();
     r = config::load_string(base + "    - id: 9\n      root: 10.0.2.2\n      world: 2\n" + conn,
                             "t.yaml");

@@ -17,6 +17,9 @@ bool compile_s2s(const config::Config& cfg, dp::Snapshot& snap, std::string& err
     }
     auto view = std::make_shared<S2sView>();
     for (const auto& j : s2s->jobs) {
+        if (j.learn) {
+            view->learning.push_back(LearnView{j.root, j.id});
+        }
         for (size_t i = 0; i < j.connections.size(); ++i) {
             const auto& c = j.connections[i];
             const auto conn = static_cast<uint16_t>(i);

@@ -74,8 +74,13 @@ void check_job(Reader& r, const JobConfig& j, const YAML::Node& n) {
     if ((j.window & (j.window - 1)) != 0) {
         r.error(n, name + ": expected window a power of two");
     }
-    if (j.connections.empty()) {
-        r.error(n, name + ": expected at least one connection");
+    if (j.learn && !j.connections.empty()) {
+        r.error(n, name + ": expected either connections or learn: true, not both");
+    } else if (j.learn && j.world > 64) {
+        r.error(n, name + ": learn: true expects every rank through this switch; expected a "
+                       "world of at most 64");
+    } else if (!j.learn && j.connections.empty()) {
+        r.error(n, name + ": expected at least one connection (or learn: true)");
     }
 }
 
@@ -87,7 +92,7 @@ void read_job(Reader& r, const YAML::Node& n, JobConfig& j) {
     }
     r.check_keys(n,
                  {"id", "root", "world", "op", "dtype", "chunk_bytes", "window", "pmtu",
-                  "timeout", "retry_cnt", "connections"},
+                  "timeout", "retry_cnt", "learn", "connections"},
                  where);
     field(r, n, "id", where, j.id, 1, 65535, true);
     ip_field(r, n, "root", where, j.root);
@@ -100,7 +105,8 @@ void read_job(Reader& r, const YAML::Node& n, JobConfig& j) {
     field(r, n, "pmtu", where, j.pmtu, 256, 4096, false);
     field(r, n, "timeout", where, j.timeout, 0, 31, false);
     field(r, n, "retry_cnt", where, j.retry_cnt, 0, 7, false);
-    r.required(n, "connections", where, [&](const YAML::Node& v) {
+    r.optional(n, "learn", [&](const YAML::Node& v) { r.bool_value(v, "learn", j.learn); });
+    r.optional(n, "connections", [&](const YAML::Node& v) {
         if (!r.expect_seq(v, "a list of connections")) {
             return;
         }
@@ -195,7 +201,7 @@ std::string section_json(const void* section) {
                         {"op", std::string(reduce::to_string(j.op))},
                         {"dtype", std::string(reduce::to_string(j.dtype))},
                         {"chunk_bytes", j.chunk_bytes}, {"window", j.window}, {"pmtu", j.pmtu},
-                        {"timeout", j.timeout}, {"retry_cnt", j.retry_cnt},
+                        {"timeout", j.timeout}, {"retry_cnt", j.retry_cnt}, {"learn", j.learn},
                         {"connections", conns}});
     }
     return nlohmann::json{{"jobs", jobs}}.dump();
@@ -211,6 +217,7 @@ bool same_job(const JobConfig& a, const JobConfig& b) {
     if (!(a.id == b.id && a.root == b.root && a.world == b.world && a.op == b.op &&
           a.dtype == b.dtype && a.chunk_bytes == b.chunk_bytes && a.window == b.window &&
           a.pmtu == b.pmtu && a.timeout == b.timeout && a.retry_cnt == b.retry_cnt &&
+          a.learn == b.learn &&
           a.connections.size() == b.connections.size())) {
         return false;
     }

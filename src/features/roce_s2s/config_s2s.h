@@ -41,6 +41,9 @@ struct JobConfig {
     uint32_t pmtu = 1024;
     uint8_t timeout = 14;   // the aggregate leg's ACK timeout: 4.096 us x 2^timeout, 0 none
     uint8_t retry_cnt = 7;
+    // Learn the connections by snooping the RDMA CM exchange (REQ/REP on QP1) instead of
+    // `connections`: every rank 1..world is expected through this switch.
+    bool learn = false;
     std::vector<ConnectionConfig> connections;  // ranks ascending after loading
     config::Mark mark;
 };

@@ -19,6 +19,15 @@ JobParams job_params(const JobConfig& j) {
     p.pmtu = j.pmtu;
     p.timeout = j.timeout;
     p.retry_cnt = j.retry_cnt;
+    p.learn = j.learn;
+    if (j.learn) {
+        // Every rank's connection is expected; each becomes live when its REP is seen.
+        p.n_conns = static_cast<uint16_t>(std::min<size_t>(j.world, kMaxConns));
+        for (uint16_t i = 0; i < p.n_conns; ++i) {
+            p.conns[i].rank = static_cast<uint16_t>(i + 1);
+        }
+        return p;
+    }
     p.n_conns = static_cast<uint16_t>(std::min<size_t>(j.connections.size(), kMaxConns));
     for (uint16_t i = 0; i < p.n_conns; ++i) {
         const ConnectionConfig& c = j.connections[i];
@@ -116,6 +125,12 @@ void S2sControl::decorate(dp::Snapshot& snap) {
         if (auto it = jobs_.find(cv.job_id); it != jobs_.end()) {
             cv.home = it->second.home;
             cv.slot = it->second.slot;
+        }
+    }
+    for (auto& lv : view->learning) {
+        if (auto it = jobs_.find(lv.job_id); it != jobs_.end()) {
+            lv.home = it->second.home;
+            lv.slot = it->second.slot;
         }
     }
 }

@@ -11,6 +11,7 @@
 #include "pipeline/originate.h"
 #include "pipeline/packet_meta.h"
 #include "pipeline/pipeline.h"
+#include "roce/cm.h"
 #include "roce/icrc.h"
 #include "roce/wire.h"
 
@@ -356,6 +357,7 @@ JobState::JobState(const JobParams& p)
         const ConnParams& cp = p.conns[i];
         Connection& c = conns[i];
         c.params = cp;
+        c.live = !p.learn;
         c.leg.known = cp.psn_known;
         c.leg.epsn = cp.psn & 0xFFFFFF;
         c.first_psn = c.leg.epsn;
@@ -399,6 +401,123 @@ int32_t JobState::psn_delta(uint16_t i) const {
     return rc::psn_diff(root_next, c.leg.epsn);
 }
 
+uint16_t JobState::find_live(bool toward_root, uint32_t worker_ip, uint32_t dest_qp) const {
+    for (uint16_t i = 0; i < params.n_conns; ++i) {
+        const Connection& c = conns[i];
+        if (c.live && c.params.worker_ip == worker_ip &&
+            (toward_root ? c.params.root_qpn : c.params.worker_qpn) == dest_qp) {
+            return i;
+        }
+    }
+    return params.n_conns;
+}
+
+void JobState::go_live(uint16_t i, uint32_t worker_ip, uint32_t worker_qpn, uint32_t root_qpn,
+                       uint32_t worker_psn) {
+    Connection& c = conns[i];
+    c.params.worker_ip = worker_ip;
+    c.params.worker_qpn = worker_qpn;
+    c.params.root_qpn = root_qpn;
+    c.params.psn_known = true;
+    c.params.psn = worker_psn;
+    c.leg = WorkerLeg{worker_psn, 0, true, false, false};
+    c.first_psn = worker_psn;
+    c.to_worker.src_ip = params.root_ip;
+    c.to_worker.dst_ip = worker_ip;
+    c.to_worker.src_port = rc::source_port_for_qp(root_qpn);
+    c.to_worker.dest_qp = worker_qpn;
+    c.ip_id = 0;
+    c.pending = false;
+    c.live = true;
+    if (i == 0) {
+        // The carrier: the root's first ePSN on it is the worker's starting PSN.
+        root_leg = rc::Requester(root_leg_config(params, worker_psn));
+        to_root.src_ip = worker_ip;
+        to_root.src_port = rc::source_port_for_qp(worker_qpn);
+        to_root.dest_qp = root_qpn;
+    }
+    ++counters.connections_learned;
+}
+
+void JobState::snoop_cm(uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, uint32_t len) {
+    rc::cm::Message msg;
+    rc::cm::CmError error{};
+    if (!rc::cm::parse(mad, len, msg, error)) {
+        return;  // MRA, LAP, SIDR ...: nothing this mode learns from
+    }
+    const auto attr = static_cast<rc::cm::Attr>(msg.header.attr_id);
+    if (attr == rc::cm::Attr::req && dst_ip == params.root_ip) {
+        // The INAR connect request after rdma_cm's header, read in place (no allocation):
+        // magic, version, mode, then job id and rank (src/worker/rdma/protocol.h, the fixed
+        // big-endian layout ConnectRequest::encode writes; the stage test builds REQs with it).
+        const uint8_t* inar = msg.req.private_data.data() + rc::cm::kCmaHeaderBytes;
+        const auto be32 = [](const uint8_t* b) {
+            return uint32_t{b[0]} << 24 | uint32_t{b[1]} << 16 | uint32_t{b[2]} << 8 | b[3];
+        };
+        constexpr uint32_t kInarMagic = 0x494E4152;  // "INAR"
+        constexpr uint8_t kInarVersion = 1, kModeServerToServer = 1;
+        const uint32_t job_id = be32(inar + 8);
+        const uint32_t rank = uint32_t{inar[12]} << 8 | inar[13];
+        if (be32(inar) != kInarMagic || inar[4] != kInarVersion ||
+            inar[5] != kModeServerToServer || job_id != params.job_id || rank == 0 ||
+            rank > params.n_conns) {
+            return;  // another job's, or one the root will refuse
+        }
+        bool any_live = false;
+        for (uint16_t i = 0; i < params.n_conns; ++i) {
+            any_live = any_live || conns[i].live;
+        }
+        if (!any_live && (any_key || table.in_use() != 0)) {
+            // A new session: the workers' chunk indices start over, so do the slots. What a
+            // previous session left held was never going to be acknowledged by the root.
+            table.reset();
+            slot_count.fill(0);
+            any_key = false;
+            high_key = 0;
+            ++counters.sessions;
+        }
+        Connection& c = conns[rank - 1];
+        c.pending = true;
+        c.pending_comm_id = msg.req.local_comm_id;
+        c.pending_qpn = msg.req.local_qpn;
+        c.params.worker_ip = src_ip;
+        return;
+    }
+    if (attr == rc::cm::Attr::rep && src_ip == params.root_ip) {
+        for (uint16_t i = 0; i < params.n_conns; ++i) {
+            Connection& c = conns[i];
+            if (c.pending && c.params.worker_ip == dst_ip &&
+                c.pending_comm_id == msg.rep.remote_comm_id) {
+                // The active side (the worker) sends from the REP's starting PSN (docs/rdma.md
+                // "RDMA CM messages").
+                go_live(i, dst_ip, c.pending_qpn, msg.rep.local_qpn, msg.rep.starting_psn);
+                return;
+            }
+        }
+        return;
+    }
+    if (attr == rc::cm::Attr::rej) {
+        for (uint16_t i = 0; i < params.n_conns; ++i) {
+            Connection& c = conns[i];
+            if (c.pending && (c.pending_comm_id == msg.rej.remote_comm_id ||
+                              c.pending_comm_id == msg.rej.local_comm_id)) {
+                c.pending = false;
+            }
+        }
+        return;
+    }
+    if (attr == rc::cm::Attr::dreq) {
+        // From the worker: remote_qpn is the root's QPN; from the root: the worker's.
+        const bool from_worker = dst_ip == params.root_ip;
+        const uint32_t worker_ip = from_worker ? src_ip : dst_ip;
+        const uint16_t i = find_live(from_worker, worker_ip, msg.dreq.remote_qpn);
+        if (i < params.n_conns) {
+            conns[i].live = false;
+            ++counters.connections_ended;
+        }
+    }
+}
+
 uint16_t s2s_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n,
                    FeatureEdge pass, EdgeBatches<FeatureEdge>& out) {
     const S2sView* view = snap.feature_view<S2sView>(kFeatureS2s);
@@ -432,29 +551,34 @@ uint16_t s2s_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
             continue;
         }
         const rc::Packet& p = *parsed.packet;
-        const ConnView* cv = view->find(ConnKey{rte_be_to_cpu_32(ip->src_addr),
-                                                rte_be_to_cpu_32(ip->dst_addr), p.bth.dest_qp});
-        if (cv == nullptr) {
+        const uint32_t src = rte_be_to_cpu_32(ip->src_addr);
+        const uint32_t dst = rte_be_to_cpu_32(ip->dst_addr);
+        const ConnView* cv = view->find(ConnKey{src, dst, p.bth.dest_qp});
+        const LearnView* lv = cv == nullptr ? view->learning_root(src, dst) : nullptr;
+        if (cv == nullptr && lv == nullptr) {
             ++lcore_counter(ctx, LcoreCounter::passed);  // RoCE of no job: bit for bit
             out.push(pass, m);
             continue;
         }
         const uint8_t opcode = p.bth.opcode;
-        const bool to_root = cv->dir == Direction::to_root;
+        const bool to_root = cv != nullptr ? cv->dir == Direction::to_root : dst == lv->root_ip;
+        const bool cm = lv != nullptr && p.bth.dest_qp == rc::cm::kCmQpn;
         // What the switch takes part in: the worker's requests toward the root, and the root's
-        // ACK/NAKs and CNPs toward the worker. The other direction's PSN space (the root's
-        // result WRITEs and the workers' ACKs of them, the workers' CNPs) passes untouched.
-        const bool ours = to_root ? rc_request(opcode)
-                                  : (opcode == rc::op::kAcknowledge || opcode == rc::op::kCnp);
+        // ACK/NAKs and CNPs toward the worker (and, learning, the CM exchange it reads). The
+        // other direction's PSN space (the root's result WRITEs and the workers' ACKs of them,
+        // the workers' CNPs) passes untouched.
+        const bool ours = cm || (to_root ? rc_request(opcode)
+                                         : (opcode == rc::op::kAcknowledge || opcode == rc::op::kCnp));
         if (!ours) {
             ++lcore_counter(ctx, LcoreCounter::passed);
             out.push(pass, m);
             continue;
         }
-        if (ctx.n_workers > 1 && cv->home != ctx.worker_index) {
+        const uint16_t home = cv != nullptr ? cv->home : lv->home;
+        if (ctx.n_workers > 1 && home != ctx.worker_index) {
             // The job's state lives on its home lcore: the packet re-enters its pipeline there.
-            if (cv->home < ctx.handoff.size() && ctx.handoff[cv->home] != nullptr &&
-                rte_ring_sp_enqueue(ctx.handoff[cv->home], m) == 0) {
+            if (home < ctx.handoff.size() && ctx.handoff[home] != nullptr &&
+                rte_ring_sp_enqueue(ctx.handoff[home], m) == 0) {
                 ++lcore_counter(ctx, LcoreCounter::handed_off);
             } else {
                 ++lcore_counter(ctx, LcoreCounter::handoff_full);
@@ -462,11 +586,29 @@ uint16_t s2s_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
             }
             continue;
         }
-        auto* job = static_cast<JobState*>(
-            ctx.feature_state(cv->slot, kFeatureS2s, job_state_id(cv->job_id)));
-        if (job == nullptr || cv->conn >= job->params.n_conns) {
+        const uint32_t job_id = cv != nullptr ? cv->job_id : lv->job_id;
+        auto* job = static_cast<JobState*>(ctx.feature_state(
+            cv != nullptr ? cv->slot : lv->slot, kFeatureS2s, job_state_id(job_id)));
+        if (job == nullptr || (cv != nullptr && cv->conn >= job->params.n_conns)) {
             // No state (not attached yet, or lost): the endpoints' own transport carries on.
             ++lcore_counter(ctx, LcoreCounter::fallback);
+            out.push(pass, m);
+            continue;
+        }
+        if (cm) {
+            // The CM exchange passes untouched; a valid one teaches the job its connection.
+            if (opcode == rc::op::kUdSendOnly && rc::icrc(m, pm->l3_offset) == p.icrc) {
+                job->snoop_cm(src, dst, bytes + p.header_bytes, p.payload_bytes);
+            }
+            ++lcore_counter(ctx, LcoreCounter::passed);
+            out.push(pass, m);
+            continue;
+        }
+        const uint16_t conn = cv != nullptr ? cv->conn
+                                            : job->find_live(to_root, to_root ? src : dst,
+                                                             p.bth.dest_qp);
+        if (conn >= job->params.n_conns) {
+            ++lcore_counter(ctx, LcoreCounter::passed);  // to or from the root, no connection
             out.push(pass, m);
             continue;
         }
@@ -475,17 +617,17 @@ uint16_t s2s_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
             out.push(FeatureEdge::drop, m);
             continue;
         }
-        Connection& c = job->conns[cv->conn];
+        Connection& c = job->conns[conn];
         if (to_root) {
             c.last_port = m->port;
-            if (cv->conn == 0) {
+            if (conn == 0) {
                 job->root_port = m->port;
             }
-            b.on_worker_request(*job, cv->conn, p, bytes + p.header_bytes,
+            b.on_worker_request(*job, conn, p, bytes + p.header_bytes,
                                 rc::ce_marked(ip->type_of_service));
         } else if (opcode == rc::op::kAcknowledge) {
-            b.on_root_response(*job, cv->conn, p);
-        } else if (cv->conn == 0) {
+            b.on_root_response(*job, conn, p);
+        } else if (conn == 0) {
             b.fan_out_cnp(*job);
         } else {
             // A root CNP on a connection that carries nothing to it: not ours after all.

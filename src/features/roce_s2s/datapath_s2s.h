@@ -50,6 +50,7 @@ struct JobParams {
     uint32_t pmtu = 1024;
     uint8_t timeout = 14;
     uint8_t retry_cnt = 7;
+    bool learn = false;    // connections learned from the RDMA CM exchange (rank i + 1 at i)
     uint16_t n_conns = 0;  // connections[0] (the lowest rank) is the carrier
     std::array<ConnParams, kMaxConns> conns{};
 };
@@ -73,6 +74,10 @@ struct Connection {
     uint16_t ip_id = 0;
     uint16_t last_port = 0;
     uint32_t first_psn = 0;  // the worker's starting PSN (= the root's first ePSN), once known
+    bool live = false;       // static, or learned (its REP seen) and not ended
+    bool pending = false;    // learn: the REQ is seen, its REP not yet
+    uint32_t pending_comm_id = 0;  // the REQ's local communication ID (the REP's remote one)
+    uint32_t pending_qpn = 0;      // the REQ's local QPN: the worker's
     bool touched = false;  // in the burst's list of connections owed an ACK
 };
 
@@ -97,6 +102,14 @@ struct alignas(64) JobState {
     JobCounters counters;
 
     uint32_t extend(uint32_t chunk);
+    // Learn: the connection of a packet (worker -> root: src, DestQP = the root's QPN; root ->
+    // worker: dst, DestQP = the worker's QPN) among the live ones; n_conns when none.
+    uint16_t find_live(bool toward_root, uint32_t worker_ip, uint32_t dest_qp) const;
+    // Learn: a CM MAD between a worker and the root (UD to QP1), already ICRC-checked.
+    void snoop_cm(uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, uint32_t len);
+    // Learn: connection i goes live with what its REQ and REP said.
+    void go_live(uint16_t i, uint32_t worker_ip, uint32_t worker_qpn, uint32_t root_qpn,
+                 uint32_t worker_psn);
     // Root-side next PSN minus worker-side ePSN of connection i: the PSN translation that
     // plain forwarding of the connection would need after the switch stops absorbing
     // (docs/rdma.md "Job removal"). 0 until the leg's first PSN is known.

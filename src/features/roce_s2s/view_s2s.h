@@ -42,13 +42,32 @@ struct ConnView {
     uint16_t slot = dp::kNoStateSlot;   // the job state's slot there (control_s2s fills it)
 };
 
+// A job that learns its connections from the RDMA CM exchange: every packet to or from its
+// root goes to the job's state, which knows the connections learned so far.
+struct LearnView {
+    uint32_t root_ip = 0;
+    uint32_t job_id = 0;
+    uint16_t home = 0;
+    uint16_t slot = dp::kNoStateSlot;
+};
+
 struct S2sView {
-    std::vector<ConnView> conns;  // sorted by key
+    std::vector<ConnView> conns;     // sorted by key
+    std::vector<LearnView> learning;  // a handful: scanned
 
     const ConnView* find(const ConnKey& k) const {
         auto it = std::lower_bound(conns.begin(), conns.end(), k,
                                    [](const ConnView& c, const ConnKey& x) { return c.key < x; });
         return it != conns.end() && it->key == k ? &*it : nullptr;
+    }
+    // The learning job whose root is `a` or `b`, if any.
+    const LearnView* learning_root(uint32_t a, uint32_t b) const {
+        for (const auto& l : learning) {
+            if (l.root_ip == a || l.root_ip == b) {
+                return &l;
+            }
+        }
+        return nullptr;
     }
 };
 
@@ -70,7 +89,10 @@ constexpr uint32_t job_state_id(uint32_t job_id) { return 0x40000000u | job_id; 
     X(cnps_fanned_out, "CNPs sent to workers for a CNP the root sent on the carrier")          \
     X(icrc_errors, "Job packets with a bad ICRC (dropped, as the root would)")                 \
     X(not_contribution, "Worker requests at the expected PSN that are no contribution (dropped)") \
-    X(bad_contributions, "Contributions of a wrong shape or repeated for a chunk (ACKed, not added)")
+    X(bad_contributions, "Contributions of a wrong shape or repeated for a chunk (ACKed, not added)") \
+    X(connections_learned, "Connections learned from an RDMA CM REQ/REP (learn: true)")       \
+    X(connections_ended, "Learned connections ended by an RDMA CM DREQ")                      \
+    X(sessions, "Sessions started: a REQ while no connection of the job was live (slots emptied)")
 
 struct JobCounters {
 #define INA_S2S_FIELD(name, help) uint64_t name = 0;
