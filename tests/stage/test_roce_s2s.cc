@@ -16,6 +16,7 @@
 #include "features/roce_s2s/config_s2s.h"
 #include "features/roce_s2s/control_s2s.h"
 #include "features/roce_s2s/datapath_s2s.h"
+#include "features/roce_s2s/metrics_s2s.h"
 #include "pipeline/feature_stages.h"
 #include "pipeline/pipeline.h"
 #include "roce/cm.h"
@@ -622,6 +623,39 @@ TEST_F(RoceS2sLearn, DisconnectEndsAndTheNextSessionStartsWithEmptySlots) {
     ASSERT_EQ(agg.size(), 1u) << "chunk 0 again, not refused as stale";
     EXPECT_EQ(ints(agg[0].payload)[0], 10);
     free_mbufs(take_tx(kR0));
+}
+
+// Every listed counter reaches the exposition, per job and per reason.
+TEST(RoceS2sMetrics, EveryCounterIsRendered) {
+    fs::JobSample j;
+    j.job_id = 9;
+    j.slots_in_use = 3;
+    uint64_t v = 100;
+#define INA_S2S_SET(name, help) j.counters.name = v++;
+    INA_S2S_JOB_COUNTERS(INA_S2S_SET)
+#undef INA_S2S_SET
+    fs::LcoreTotals lcore{};
+    for (size_t i = 0; i < lcore.size(); ++i) {
+        lcore[i] = 500 + i;
+    }
+    const std::string text = fs::render_metrics({j}, lcore);
+    v = 100;
+#define INA_S2S_CHECK(name, help)                                                            \
+    EXPECT_NE(text.find("inaswitch_rdma_s2s_" #name "_total{job=\"9\"} " + std::to_string(v++) + \
+                        "\n"),                                                               \
+              std::string::npos)                                                             \
+        << #name;
+    INA_S2S_JOB_COUNTERS(INA_S2S_CHECK)
+#undef INA_S2S_CHECK
+    EXPECT_NE(text.find("inaswitch_rdma_s2s_slots_in_use{job=\"9\"} 3\n"), std::string::npos);
+    size_t i = 0;
+#define INA_S2S_REASON_CHECK(name, help)                                                     \
+    EXPECT_NE(text.find("inaswitch_rdma_s2s_packets_total{reason=\"" #name "\"} " +             \
+                        std::to_string(500 + i++) + "\n"),                                   \
+              std::string::npos)                                                             \
+        << #name;
+    INA_S2S_LCORE_COUNTERS(INA_S2S_REASON_CHECK)
+#undef INA_S2S_REASON_CHECK
 }
 
 // The `rdma_s2s:` section through the loader: errors name file:line:col.
