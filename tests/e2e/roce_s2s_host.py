@@ -8,6 +8,8 @@
                         included), through a raw IP socket (the kernel keeps the header as built:
                         a non-zero IP identification, DF), then print the first UDP 4791
                         datagram coming back within 10 s (the ACK), as hex
+  ack SRC DST QPN PSN MSN
+                        send one ACKNOWLEDGE (syndrome 0x1F) from SRC to DST's QP QPN, the same way
 """
 
 import os
@@ -30,13 +32,23 @@ def first_datagram(sock: socket.socket, timeout: float) -> str:
 
 def main() -> int:
     rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    rx.bind(("0.0.0.0", 4791))
+    if sys.argv[1] != "ack":
+        rx.bind(("0.0.0.0", 4791))
     if sys.argv[1] == "recv":
         print("listening", flush=True)
         print(first_datagram(rx, float(sys.argv[2])), flush=True)
         return 0
     import rocepkt  # noqa: E402  (scapy: only the sender needs it)
     from rocepkt import Endpoint  # noqa: E402
+    raw = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    if sys.argv[1] == "ack":
+        src, dst, qpn, psn, msn = sys.argv[2], sys.argv[3], int(sys.argv[4], 0), \
+            int(sys.argv[5]), int(sys.argv[6])
+        frame = rocepkt.ack(Endpoint("02:00:00:00:00:bb", src, 0x40),
+                            Endpoint("02:00:00:00:00:aa", dst, qpn), psn, msn, ip_id=4322,
+                            sport=0xD011)
+        raw.sendto(frame[14:], (dst, 0))
+        return 0
     src, dst, qpn, psn, chunk = sys.argv[2], sys.argv[3], int(sys.argv[4], 0), int(sys.argv[5]), \
         int(sys.argv[6])
     values = [int(v) for v in sys.argv[7:]]
@@ -44,7 +56,6 @@ def main() -> int:
                           psn, rocepkt.WRITE_ONLY_IMM, struct.pack(f"<{len(values)}i", *values),
                           va=0x10000, rkey=0x111, imm=chunk << 8 | 1, ackreq=True, ip_id=4321,
                           sport=0xC011)
-    raw = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
     raw.sendto(frame[14:], (dst, 0))
     print(first_datagram(rx, 10), flush=True)
     return 0

@@ -9,7 +9,8 @@ WRITE toward its QP 0x40 (PSN 1000, immediate 0 << 8 | 1, the same values), both
 ICRC, and /metrics counts it. The running config's rdma_s2s section round-trips through
 GET/PUT /api/v1/config (the job's state is kept: same counters); a PUT that changes the job
 replaces its state (counters start over); a PUT with an rdma section beside it is refused with
-the reason and changes nothing.
+the reason and changes nothing. With drain: true (state kept) and the root's ACK of the
+aggregate, h1's next WRITE is forwarded to h2 as h1 sent it (the carrier's PSNs agree).
 """
 
 import os
@@ -17,7 +18,7 @@ import struct
 import subprocess
 import zlib
 
-from testbed import check, main, to_yaml, two_subnets
+from testbed import check, main, to_yaml, two_subnets, wait_until
 
 HOST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "roce_s2s_host.py")
 PY = "/usr/bin/python3"
@@ -98,6 +99,26 @@ def test(exe: str) -> None:
               f"rdma beside rdma_s2s refused: {status} {text.strip()[:200]}")
         check(tb.metrics().get("inaswitch_rdma_s2s_absorbed_total", job="9") == 1,
               "the refused change changed nothing")
+
+        cfg["rdma_s2s"]["jobs"][0]["drain"] = True
+        status, text = tb.http("PUT", "/api/v1/config", to_yaml(cfg))
+        check(status == 200, f"drain: true: {status} {text.strip()}")
+        h2.run([PY, "-B", HOST, "ack", h2.ip, h1.ip, "17", "1000", "1"], timeout=30)
+        wait_until(lambda: tb.metrics().get("inaswitch_rdma_s2s_aggregates_acked_total",
+                                            job="9") == 1, 10, "the root's ACK consumed")
+        root = h2.popen([PY, "-B", HOST, "recv", "15"], stdout=subprocess.PIPE, text=True)
+        check(root.stdout.readline().strip() == "listening", "the root listens again")
+        h1.run([PY, "-B", HOST, "write", h1.ip, h2.ip, "0x40", "1001", "1", *map(str, VALUES)],
+               timeout=30)
+        out, _ = root.communicate(timeout=20)
+        fwd = bytes.fromhex(out.strip().splitlines()[-1])
+        check(fwd[0] == 0x0B and int.from_bytes(fwd[9:12], "big") == 1001 and
+              int.from_bytes(fwd[28:32], "big") == 1 << 8 | 1,
+              f"drained: h1's own WRITE reaches h2 (PSN 1001, chunk 1) ({fwd[:32].hex()})")
+        m = tb.metrics()
+        check(m.get("inaswitch_rdma_s2s_forwarded_total", job="9") == 1 and
+              m.get("inaswitch_rdma_s2s_absorbed_total", job="9") == 1,
+              "forwarded, not absorbed")
 
         cfg["rdma_s2s"]["jobs"][0]["window"] = 8
         status, text = tb.http("PUT", "/api/v1/config", to_yaml(cfg))

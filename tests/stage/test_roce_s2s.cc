@@ -486,6 +486,68 @@ TEST_F(RoceS2s, NotAContributionIsNeitherExecutedNorAcked) {
     EXPECT_EQ(job->conns[0].leg.epsn, kPsn[1]);
 }
 
+// drain: true: the held chunks are finished, nothing new is absorbed, then the connections
+// are forwarded with their PSN/MSN translated so the endpoints carry on by themselves.
+TEST_F(RoceS2s, DrainFinishesHeldChunksThenForwardsTranslated) {
+    complete_chunk(0);
+    send(contribution(1, kPsn[1] + 1, 1, fill(1)));  // chunk 1 held, half done
+    drain();
+    auto* view = static_cast<fs::S2sView*>(snap->feature_views[fs::kFeatureS2s].get());
+    for (auto& c : view->conns) {
+        c.drain = true;
+    }
+    send(contribution(1, kPsn[1] + 2, 2, fill(1)));  // a new chunk: not absorbed any more
+    auto out = to(kWorker1);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(rc::aeth::kind(out[0].p.aeth.syndrome), rc::aeth::Kind::rnr_nak);
+    EXPECT_EQ(job->counters.drain_refused, 1u);
+    send(contribution(2, kPsn[2] + 1, 1, fill(2)));  // finishes the held chunk 1
+    auto agg = to(kRoot);
+    ASSERT_EQ(agg.size(), 1u);
+    EXPECT_EQ(agg[0].p.bth.psn, kPsn[1] + 1);
+    drain();
+    send(contribution(2, kPsn[2] + 2, 2, fill(2)));
+    EXPECT_EQ(rc::aeth::kind(to(kWorker2)[0].p.aeth.syndrome), rc::aeth::Kind::rnr_nak)
+        << "not before the root acknowledged every aggregate";
+    drain();
+    send(root_ack(1, kPsn[1] + 1));
+    EXPECT_EQ(job->table.in_use(), 0u);
+    // Forwarding: rank 2's root side never moved (2000), its worker side is at 2002. Chained,
+    // with the ICRC across the last two segments.
+    const Bytes fwd = contribution(2, kPsn[2] + 2, 2, fill(2));
+    ASSERT_EQ(fwd.size(), 142u);
+    run({chained(fwd, kR1, {20, 40, 79, 3})});
+    out = to(kRoot);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].src, kWorker2) << "the worker's own packet";
+    EXPECT_EQ(out[0].p.bth.psn, kPsn[2]) << "moved into the root's PSN space";
+    EXPECT_EQ(out[0].p.bth.dest_qp, kRootQpn[2]);
+    EXPECT_EQ(out[0].p.imm, 2u << 8 | 1);
+    EXPECT_TRUE(out[0].icrc_ok);
+    // The carrier's sides agree (one aggregate per chunk): PSN as it is.
+    send(contribution(1, kPsn[1] + 2, 2, fill(1)));
+    out = to(kRoot);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].p.bth.psn, kPsn[1] + 2);
+    EXPECT_TRUE(out[0].icrc_ok);
+    // The root's ACK of rank 2's packet: back into the worker's space, PSN and MSN.
+    send(root_ack(2, kPsn[2]));
+    out = to(kWorker2);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].src, kRoot);
+    EXPECT_EQ(out[0].p.bth.psn, kPsn[2] + 2);
+    EXPECT_EQ(out[0].p.aeth.msn, 3u) << "the root's MSN 1 after the worker's 2 absorbed ones";
+    EXPECT_TRUE(out[0].icrc_ok);
+    // A retransmission of something the switch absorbed is still the switch's to ACK.
+    send(contribution(2, kPsn[2] + 1, 1, fill(2)));
+    out = to(kWorker2);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].p.bth.psn, kPsn[2] + 1);
+    EXPECT_EQ(out[0].p.aeth.msn, 2u);
+    EXPECT_EQ(tx_count(kR1), 0u) << "not forwarded";
+    EXPECT_EQ(job->counters.forwarded, 3u);
+}
+
 // learn: true: the connections come from the RDMA CM exchange the switch sees on QP1.
 class RoceS2sLearn : public RoceS2s {
 protected:

@@ -92,7 +92,7 @@ void read_job(Reader& r, const YAML::Node& n, JobConfig& j) {
     }
     r.check_keys(n,
                  {"id", "root", "world", "op", "dtype", "chunk_bytes", "window", "pmtu",
-                  "timeout", "retry_cnt", "learn", "connections"},
+                  "timeout", "retry_cnt", "learn", "drain", "connections"},
                  where);
     field(r, n, "id", where, j.id, 1, 65535, true);
     ip_field(r, n, "root", where, j.root);
@@ -106,6 +106,7 @@ void read_job(Reader& r, const YAML::Node& n, JobConfig& j) {
     field(r, n, "timeout", where, j.timeout, 0, 31, false);
     field(r, n, "retry_cnt", where, j.retry_cnt, 0, 7, false);
     r.optional(n, "learn", [&](const YAML::Node& v) { r.bool_value(v, "learn", j.learn); });
+    r.optional(n, "drain", [&](const YAML::Node& v) { r.bool_value(v, "drain", j.drain); });
     r.optional(n, "connections", [&](const YAML::Node& v) {
         if (!r.expect_seq(v, "a list of connections")) {
             return;
@@ -201,7 +202,7 @@ std::string section_json(const void* section) {
                         {"op", std::string(reduce::to_string(j.op))},
                         {"dtype", std::string(reduce::to_string(j.dtype))},
                         {"chunk_bytes", j.chunk_bytes}, {"window", j.window}, {"pmtu", j.pmtu},
-                        {"timeout", j.timeout}, {"retry_cnt", j.retry_cnt}, {"learn", j.learn},
+                        {"timeout", j.timeout}, {"retry_cnt", j.retry_cnt}, {"learn", j.learn}, {"drain", j.drain},
                         {"connections", conns}});
     }
     return nlohmann::json{{"jobs", jobs}}.dump();

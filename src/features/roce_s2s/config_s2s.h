@@ -44,6 +44,9 @@ struct JobConfig {
     // Learn the connections by snooping the RDMA CM exchange (REQ/REP on QP1) instead of
     // `connections`: every rank 1..world is expected through this switch.
     bool learn = false;
+    // Leave the connections (docs/rdma.md "Leaving a job"): finish the chunks held, absorb
+    // nothing new, then forward with each connection's PSN/MSN translation. Keeps the state.
+    bool drain = false;
     std::vector<ConnectionConfig> connections;  // ranks ascending after loading
     config::Mark mark;
 };
@@ -59,7 +62,7 @@ inline const S2sConfig* s2s_of(const config::Config& c) {
 // The loader's hooks for the section (registered by src/app).
 config::SectionHooks section_hooks();
 
-// Whether two configs of a job may keep one per-lcore state (they are identical).
+// Whether two configs of a job may keep one per-lcore state (identical but for `drain`).
 bool same_job(const JobConfig& a, const JobConfig& b);
 
 }  // namespace ina::features::roce_s2s

@@ -128,6 +128,44 @@ bool rc_request(uint8_t opcode) {
            opcode == 0x17;
 }
 
+// Rewrites BTH.PSN (and AETH.MSN when `msn` is set) of a forwarded packet, then its ICRC.
+// The BTH and AETH sit in the first segment (eth_input keeps the first 128 bytes there); the
+// ICRC may lie in any segment. False (nothing written) if the layout is not as expected.
+bool translate(rte_mbuf* m, uint32_t l3_offset, uint32_t l4_offset, uint32_t psn,
+               const uint32_t* msn) {
+    const uint32_t bth = l4_offset + static_cast<uint32_t>(sizeof(rte_udp_hdr));
+    if (rte_pktmbuf_data_len(m) < bth + 16) {
+        return false;
+    }
+    auto* b = rte_pktmbuf_mtod_offset(m, uint8_t*, bth);
+    b[9] = static_cast<uint8_t>(psn >> 16);
+    b[10] = static_cast<uint8_t>(psn >> 8);
+    b[11] = static_cast<uint8_t>(psn);
+    if (msn != nullptr) {
+        b[13] = static_cast<uint8_t>(*msn >> 16);
+        b[14] = static_cast<uint8_t>(*msn >> 8);
+        b[15] = static_cast<uint8_t>(*msn);
+    }
+    const auto* ip = rte_pktmbuf_mtod_offset(m, const rte_ipv4_hdr*, l3_offset);
+    uint32_t at = l3_offset + rte_be_to_cpu_16(ip->total_length) - 4;
+    const uint32_t crc = rc::icrc(m, l3_offset);
+    uint8_t bytes[4] = {static_cast<uint8_t>(crc), static_cast<uint8_t>(crc >> 8),
+                        static_cast<uint8_t>(crc >> 16), static_cast<uint8_t>(crc >> 24)};
+    rte_mbuf* seg = m;
+    for (const uint8_t x : bytes) {
+        // The 4 bytes may straddle a segment boundary: each one in the segment holding it.
+        while (seg != nullptr && at >= seg->data_len) {
+            at -= seg->data_len;
+            seg = seg->next;
+        }
+        if (seg == nullptr) {
+            return false;
+        }
+        rte_pktmbuf_mtod(seg, uint8_t*)[at++] = x;
+    }
+    return true;
+}
+
 struct Burst {
     LcoreContext& ctx;
     const dp::Snapshot& snap;
@@ -170,7 +208,7 @@ struct Burst {
 
     // A worker's request on connection i, at the switch as the root's responder (§3.1).
     void on_worker_request(JobState& job, uint16_t i, const rc::Packet& p, const uint8_t* payload,
-                           bool ce) {
+                           bool ce, bool draining) {
         Connection& c = job.conns[i];
         WorkerLeg& leg = c.leg;
         if (ce && c.cnp.on_ce(t_ns)) {
@@ -221,6 +259,14 @@ struct Burst {
         }
         const uint32_t key = job.extend(p.imm >> 8);
         const uint32_t slot = key & (job.params.window - 1);
+        if (draining && !job.table.holds(key)) {
+            // Leaving the job: only the chunks already held are finished. A new one waits (the
+            // worker retries the same PSN) until the switch forwards instead.
+            ++job.counters.drain_refused;
+            reply(job, c, rc::Reply{static_cast<uint8_t>(rc::aeth::kRnrNak | 1), p.bth.psn,
+                                    leg.msn});
+            return;
+        }
         const agg::AckVerdict v = job.table.contribute(key, c.bit.data(), len / elem, payload, t_ns);
         switch (v) {
         case agg::AckVerdict::absorbed:
@@ -276,6 +322,7 @@ struct Burst {
         w.cookie = key;
         uint64_t seq = 0;
         if (job.root_leg.post(w, seq)) {
+            ++job.root_messages;
             job.message_key[seq % job.message_key.size()] = key;
             job.table.mark_sent(key, t_ns);
         } else {
@@ -399,6 +446,25 @@ int32_t JobState::psn_delta(uint16_t i) const {
     // others' stays where the worker started (the switch absorbs everything they send).
     const uint32_t root_next = i == 0 ? root_leg.next_psn() : c.first_psn;
     return rc::psn_diff(root_next, c.leg.epsn);
+}
+
+bool JobState::try_forwarding() {
+    if (forwarding) {
+        return true;
+    }
+    if (table.in_use() != 0 || root_leg.inflight_packets() != 0 ||
+        root_leg.oldest_unacked_psn() != root_leg.next_psn()) {
+        return false;
+    }
+    for (uint16_t i = 0; i < params.n_conns; ++i) {
+        Connection& c = conns[i];
+        c.fwd_psn_delta = static_cast<uint32_t>(psn_delta(i)) & 0xFFFFFF;
+        // The root completed one message per aggregate on the carrier, none on the others.
+        const uint32_t root_msn = i == 0 ? root_messages : 0;
+        c.fwd_msn_delta = (root_msn - c.leg.msn) & 0xFFFFFF;
+    }
+    forwarding = true;
+    return true;
 }
 
 uint16_t JobState::find_live(bool toward_root, uint32_t worker_ip, uint32_t dest_qp) const {
@@ -618,13 +684,39 @@ uint16_t s2s_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
             continue;
         }
         Connection& c = job->conns[conn];
+        const bool draining = cv != nullptr ? cv->drain : lv->drain;
+        if (draining && job->try_forwarding()) {
+            // Left: the endpoints talk directly again, each PSN (and the root's MSN) moved
+            // into the other side's space. What the switch absorbed earlier stays its to ACK.
+            if (to_root && rc::psn_diff(p.bth.psn, c.leg.epsn) < 0) {
+                c.last_port = m->port;
+                ++job->counters.duplicates;
+                b.reply(*job, c, rc::Reply{rc::aeth::kAckUnlimited,
+                                           rc::psn_add(c.leg.epsn, 0xFFFFFF), c.leg.msn});
+                out.push(FeatureEdge::drop, m);
+                continue;
+            }
+            bool ok = true;
+            if (to_root) {
+                ok = translate(m, pm->l3_offset, pm->l4_offset,
+                               rc::psn_add(p.bth.psn, c.fwd_psn_delta), nullptr);
+            } else if (opcode == rc::op::kAcknowledge) {
+                const uint32_t msn = (p.aeth.msn - c.fwd_msn_delta) & 0xFFFFFF;
+                ok = translate(m, pm->l3_offset, pm->l4_offset,
+                               rc::psn_add(p.bth.psn, (0x1000000 - c.fwd_psn_delta) & 0xFFFFFF),
+                               &msn);
+            }
+            ++job->counters.forwarded;
+            out.push(ok ? pass : FeatureEdge::drop, m);
+            continue;
+        }
         if (to_root) {
             c.last_port = m->port;
             if (conn == 0) {
                 job->root_port = m->port;
             }
             b.on_worker_request(*job, conn, p, bytes + p.header_bytes,
-                                rc::ce_marked(ip->type_of_service));
+                                rc::ce_marked(ip->type_of_service), draining);
         } else if (opcode == rc::op::kAcknowledge) {
             b.on_root_response(*job, conn, p);
         } else if (conn == 0) {

@@ -78,6 +78,9 @@ struct Connection {
     bool pending = false;    // learn: the REQ is seen, its REP not yet
     uint32_t pending_comm_id = 0;  // the REQ's local communication ID (the REP's remote one)
     uint32_t pending_qpn = 0;      // the REQ's local QPN: the worker's
+    // After the drain: root-side minus worker-side PSN and MSN (24 bits), fixed.
+    uint32_t fwd_psn_delta = 0;
+    uint32_t fwd_msn_delta = 0;
     bool touched = false;  // in the burst's list of connections owed an ACK
 };
 
@@ -99,6 +102,10 @@ struct alignas(64) JobState {
     uint32_t high_key = 0;  // chunk indices (24 bits) extend around the highest seen
     bool any_key = false;
     bool touched = false;  // in the burst's list of jobs whose aggregate leg is pumped
+    uint32_t root_messages = 0;  // aggregates posted on the carrier (the root's MSN there)
+    // Drain (config drain: true): no new chunk is absorbed; once every held one is
+    // acknowledged by the root, `forwarding`: packets pass with PSN/MSN translated.
+    bool forwarding = false;
     JobCounters counters;
 
     uint32_t extend(uint32_t chunk);
@@ -112,8 +119,11 @@ struct alignas(64) JobState {
                  uint32_t worker_psn);
     // Root-side next PSN minus worker-side ePSN of connection i: the PSN translation that
     // plain forwarding of the connection would need after the switch stops absorbing
-    // (docs/rdma.md "Job removal"). 0 until the leg's first PSN is known.
+    // (docs/rdma.md "Leaving a job"). 0 until the leg's first PSN is known.
     int32_t psn_delta(uint16_t i) const;
+    // Draining: when nothing is held any more and the root acknowledged every aggregate, fixes
+    // each connection's translation and turns to forwarding. True once forwarding.
+    bool try_forwarding();
 };
 
 // Frames one input may put on the edges: a CNP and a NAK/re-ACK (ACKs and aggregates are

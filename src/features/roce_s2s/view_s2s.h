@@ -38,6 +38,7 @@ struct ConnView {
     uint32_t job_id = 0;
     uint16_t conn = 0;  // index of the connection in its job (ranks ascending)
     Direction dir = Direction::to_root;
+    bool drain = false;  // the job is being left (config drain: true)
     uint16_t home = 0;                  // worker index of the job's home lcore
     uint16_t slot = dp::kNoStateSlot;   // the job state's slot there (control_s2s fills it)
 };
@@ -47,6 +48,7 @@ struct ConnView {
 struct LearnView {
     uint32_t root_ip = 0;
     uint32_t job_id = 0;
+    bool drain = false;
     uint16_t home = 0;
     uint16_t slot = dp::kNoStateSlot;
 };
@@ -92,7 +94,9 @@ constexpr uint32_t job_state_id(uint32_t job_id) { return 0x40000000u | job_id; 
     X(bad_contributions, "Contributions of a wrong shape or repeated for a chunk (ACKed, not added)") \
     X(connections_learned, "Connections learned from an RDMA CM REQ/REP (learn: true)")       \
     X(connections_ended, "Learned connections ended by an RDMA CM DREQ")                      \
-    X(sessions, "Sessions started: a REQ while no connection of the job was live (slots emptied)")
+    X(sessions, "Sessions started: a REQ while no connection of the job was live (slots emptied)") \
+    X(drain_refused, "Contributions to new chunks refused while draining (RNR NAK)")          \
+    X(forwarded, "Packets forwarded with their PSN/MSN translated after the drain")
 
 struct JobCounters {
 #define INA_S2S_FIELD(name, help) uint64_t name = 0;
