@@ -49,7 +49,9 @@ bool S2sControl::prepare(control::ControlPlane& cp, const config::Config& next,
             return nullptr;
         }
         for (const auto& j : s2s->jobs) {
-            if (j.id == id && same_job(j, it->second.cfg)) {
+            // drain is one-way: a job that may be forwarding with translated PSNs cannot go
+            // back to absorbing with its old state (the endpoints have moved on).
+            if (j.id == id && same_job(j, it->second.cfg) && (j.drain || !it->second.cfg.drain)) {
                 return &it->second;
             }
         }
