@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "agg/ack_table.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <stdexcept>
@@ -165,5 +166,12 @@ size_t AckTable::collect_due(uint64_t now, uint32_t* keys, size_t max, size_t bu
 }
 
 bool AckTable::holds(uint32_t key) const noexcept { return held_by(slot_of(key), key); }
+
+void AckTable::reset() noexcept {
+    core_.reset();
+    std::fill(meta_.begin(), meta_.end(), SlotMeta{});
+    std::fill(acked_.begin(), acked_.end(), uint8_t{0});
+    sweep_next_ = 0;
+}
 
 }  // namespace ina::agg

@@ -93,6 +93,10 @@ public:
     // `budget` slots. Each one's clock restarts at `now` (counted as a retransmit).
     size_t collect_due(uint64_t now, uint32_t* keys, size_t max, size_t budget) noexcept;
 
+    // Empties every slot and forgets the released marks: a new session whose keys start over
+    // (a job whose connections all ended). No allocation.
+    void reset() noexcept;
+
     bool holds(uint32_t key) const noexcept;  // a unit with this key occupies its slot
     size_t in_use() const noexcept { return core_.in_use(); }
     uint32_t slots() const noexcept { return core_.slots(); }

@@ -9,6 +9,10 @@
 #include "features/roce/config_roce.h"
 #include "features/roce/control_roce.h"
 #include "features/roce/datapath_roce.h"
+#include "features/roce_s2s/compile_s2s.h"
+#include "features/roce_s2s/config_s2s.h"
+#include "features/roce_s2s/control_s2s.h"
+#include "features/roce_s2s/datapath_s2s.h"
 #include "pipeline/feature_stages.h"
 
 namespace ina::app {
@@ -16,11 +20,16 @@ namespace ina::app {
 bool register_features() {
     static const bool ok = [] {
         namespace roce = features::roce;
+        namespace s2s = features::roce_s2s;
         return config::register_section(roce::section_hooks()) &&
                compile::register_extension(roce::compile_roce) &&
                pipeline::register_feature(roce::kFeatureRoce, roce::stage()) &&
                control::register_feature_control(roce::roce_control().hooks()) &&
-               control::register_routes(roce::install_routes);
+               control::register_routes(roce::install_routes) &&
+               config::register_section(s2s::section_hooks()) &&
+               compile::register_extension(s2s::compile_s2s) &&
+               pipeline::register_feature(s2s::kFeatureS2s, s2s::stage()) &&
+               control::register_feature_control(s2s::s2s_control().hooks());
     }();
     return ok;
 }

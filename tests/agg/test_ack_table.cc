@@ -110,6 +110,26 @@ TEST(AckTable, LateContributionsOfAReleasedUnitAreStale) {
     EXPECT_EQ(r, 3);
 }
 
+TEST(AckTable, ResetStartsANewSessionWhoseKeysStartOver) {
+    AckTable t(params());
+    t.contribute(0, set_of({1}).data(), 1, one(1).data(), 0);
+    t.contribute(0, set_of({2}).data(), 1, one(1).data(), 0);
+    ASSERT_EQ(t.ack(0, set_of({1, 2, 3}).data()), AckResult::released);
+    t.contribute(1, set_of({1}).data(), 1, one(7).data(), 0);  // held, never finished
+    ASSERT_EQ(t.contribute(0, set_of({1}).data(), 1, one(1).data(), 0), AckVerdict::stale);
+    t.reset();
+    EXPECT_EQ(t.in_use(), 0u);
+    EXPECT_FALSE(t.holds(1));
+    EXPECT_EQ(t.contribute(0, set_of({1}).data(), 1, one(4).data(), 0), AckVerdict::absorbed)
+        << "key 0 is a new unit, not stale";
+    EXPECT_EQ(t.contribute(1, set_of({2}).data(), 1, one(5).data(), 0), AckVerdict::absorbed)
+        << "nothing of the old session's key 1 is left";
+    EXPECT_EQ(t.contribute(0, set_of({2}).data(), 1, one(6).data(), 0), AckVerdict::completed);
+    int32_t r = 0;
+    t.store_result(0, &r);
+    EXPECT_EQ(r, 10);
+}
+
 TEST(AckTable, UnacknowledgedResultsComeBackForRetransmission) {
     AckTable t(params(4, 10));
     t.contribute(0, set_of({1, 2}).data(), 1, one(1).data(), 100);  // completes at 100

@@ -37,6 +37,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="golden-regen-") as tmp:
         copy = os.path.join(tmp, "golden")
         shutil.copytree(root, copy, ignore=shutil.ignore_patterns("__pycache__"))
+        # Captures a gen.py starts from (tests/data, as ../../data from a case) come along.
+        data = os.path.join(os.path.dirname(root), "data")
+        if os.path.isdir(data):
+            shutil.copytree(data, os.path.join(tmp, "data"))
         for case in cases:
             work = os.path.join(copy, case)
             for f in os.listdir(work):

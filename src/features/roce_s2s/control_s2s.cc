@@ -1,0 +1,190 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "features/roce_s2s/control_s2s.h"
+
+#include <algorithm>
+
+#include "features/roce_s2s/metrics_s2s.h"
+#include "metrics/stats.h"
+
+namespace ina::features::roce_s2s {
+
+JobParams job_params(const JobConfig& j) {
+    JobParams p;
+    p.job_id = j.id;
+    p.root_ip = j.root;
+    p.op = j.op;
+    p.dtype = j.dtype;
+    p.chunk_bytes = j.chunk_bytes;
+    p.window = j.window;
+    p.pmtu = j.pmtu;
+    p.timeout = j.timeout;
+    p.retry_cnt = j.retry_cnt;
+    p.learn = j.learn;
+    if (j.learn) {
+        // Every rank's connection is expected; each becomes live when its REP is seen.
+        p.n_conns = static_cast<uint16_t>(std::min<size_t>(j.world, kMaxConns));
+        for (uint16_t i = 0; i < p.n_conns; ++i) {
+            p.conns[i].rank = static_cast<uint16_t>(i + 1);
+        }
+        return p;
+    }
+    p.n_conns = static_cast<uint16_t>(std::min<size_t>(j.connections.size(), kMaxConns));
+    for (uint16_t i = 0; i < p.n_conns; ++i) {
+        const ConnectionConfig& c = j.connections[i];
+        p.conns[i] = ConnParams{c.rank, c.ip, c.qpn, c.root_qpn, c.psn.has_value(),
+                                c.psn.value_or(0)};
+    }
+    return p;
+}
+
+bool S2sControl::prepare(control::ControlPlane& cp, const config::Config& next,
+                         std::string& error) {
+    std::lock_guard lock(mu_);
+    plan_ = Plan{};
+    const S2sConfig* s2s = s2s_of(next);
+    const size_t workers = std::max<size_t>(cp.worker_count(), 1);
+    auto kept = [&](uint32_t id) -> const Job* {
+        auto it = jobs_.find(id);
+        if (it == jobs_.end() || s2s == nullptr) {
+            return nullptr;
+        }
+        for (const auto& j : s2s->jobs) {
+            // drain is one-way: a job that may be forwarding with translated PSNs cannot go
+            // back to absorbing with its old state (the endpoints have moved on).
+            if (j.id == id && same_job(j, it->second.cfg) && (j.drain || !it->second.cfg.drain)) {
+                return &it->second;
+            }
+        }
+        return nullptr;
+    };
+    for (const auto& [id, old] : jobs_) {
+        if (kept(id) == nullptr) {
+            plan_.detach.push_back({old.home, old.slot, job_state_id(id), old.state});
+        }
+    }
+    if (s2s != nullptr) {
+        for (const auto& j : s2s->jobs) {
+            Job job;
+            job.cfg = j;
+            if (const Job* k = kept(j.id); k != nullptr) {
+                job.home = k->home;
+                job.slot = k->slot;
+                job.state = k->state;
+            } else {
+                job.home = static_cast<uint16_t>(j.id % workers);
+                try {
+                    job.state = std::make_shared<JobState>(job_params(j));
+                } catch (const std::exception& e) {
+                    error = "rdma_s2s job " + std::to_string(j.id) + ": " + e.what();
+                    return false;
+                }
+                job.slot = cp.acquire_state_slot_locked();
+                if (job.slot == dp::kNoStateSlot) {
+                    error = "rdma_s2s: no per-lcore state slot free for job " +
+                            std::to_string(j.id);
+                    return false;
+                }
+                plan_.acquired.push_back(job.slot);
+                plan_.attach.push_back({job.home, job.slot, job_state_id(j.id), job.state.get()});
+            }
+            plan_.jobs.emplace(j.id, std::move(job));
+        }
+    }
+    return true;
+}
+
+void S2sControl::abandon(control::ControlPlane& cp) {
+    std::lock_guard lock(mu_);
+    for (uint16_t s : plan_.acquired) {
+        cp.release_state_slot_locked(s);
+    }
+    plan_ = Plan{};
+}
+
+void S2sControl::commit(control::ControlPlane& cp) {
+    std::lock_guard lock(mu_);
+    for (auto& d : plan_.detach) {
+        cp.detach_locked(d.worker, dp::Command{dp::CommandType::detach, kFeatureS2s, d.slot, d.id,
+                                               nullptr},
+                         std::move(d.state));
+        cp.release_state_slot_locked(d.slot);
+    }
+    for (const auto& a : plan_.attach) {
+        cp.attach_locked(a.worker, dp::Command{dp::CommandType::attach, kFeatureS2s, a.slot, a.id,
+                                               static_cast<void*>(a.state)});
+    }
+    jobs_ = std::move(plan_.jobs);
+    plan_ = Plan{};
+}
+
+void S2sControl::decorate(dp::Snapshot& snap) {
+    std::lock_guard lock(mu_);
+    auto* view = static_cast<S2sView*>(snap.feature_views[kFeatureS2s].get());
+    if (view == nullptr) {
+        return;
+    }
+    for (auto& cv : view->conns) {
+        if (auto it = jobs_.find(cv.job_id); it != jobs_.end()) {
+            cv.home = it->second.home;
+            cv.slot = it->second.slot;
+        }
+    }
+    for (auto& lv : view->learning) {
+        if (auto it = jobs_.find(lv.job_id); it != jobs_.end()) {
+            lv.home = it->second.home;
+            lv.slot = it->second.slot;
+        }
+    }
+}
+
+void S2sControl::stats(const control::ControlPlane& cp, metrics::Stats& out) {
+    std::vector<JobSample> jobs;
+    {
+        std::lock_guard lock(mu_);
+        if (jobs_.empty()) {
+            return;
+        }
+        // Plain reads of the home lcore's words: each is written by that lcore only.
+        for (const auto& [id, j] : jobs_) {
+            jobs.push_back(JobSample{id, j.state->table.in_use(), j.state->counters});
+        }
+    }
+    LcoreTotals lcore{};
+    for (size_t w = 0; w < cp.worker_count(); ++w) {
+        const auto& c = cp.lcore_context(w).feature_counters[kFeatureS2s];
+        for (size_t i = 0; i < lcore.size(); ++i) {
+            lcore[i] += c[i];
+        }
+    }
+    out.feature_text += render_metrics(jobs, lcore);
+}
+
+control::FeatureControl S2sControl::hooks() {
+    control::FeatureControl fc;
+    fc.self = this;
+    fc.prepare = [](void* s, control::ControlPlane& cp, const config::Config& next,
+                    std::string& error) {
+        return static_cast<S2sControl*>(s)->prepare(cp, next, error);
+    };
+    fc.commands_needed = [](void* s) {
+        auto* self = static_cast<S2sControl*>(s);
+        std::lock_guard lock(self->mu_);
+        return self->plan_.detach.size() + self->plan_.attach.size();
+    };
+    fc.commit = [](void* s, control::ControlPlane& cp) { static_cast<S2sControl*>(s)->commit(cp); };
+    fc.abandon = [](void* s, control::ControlPlane& cp) {
+        static_cast<S2sControl*>(s)->abandon(cp);
+    };
+    fc.decorate = [](void* s, dp::Snapshot& snap) { static_cast<S2sControl*>(s)->decorate(snap); };
+    fc.stats = [](void* s, const control::ControlPlane& cp, metrics::Stats& out) {
+        static_cast<S2sControl*>(s)->stats(cp, out);
+    };
+    return fc;
+}
+
+S2sControl& s2s_control() {
+    static S2sControl instance;
+    return instance;
+}
+
+}  // namespace ina::features::roce_s2s

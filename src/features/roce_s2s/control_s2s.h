@@ -1,0 +1,67 @@
+// SPDX-License-Identifier: Apache-2.0
+// The server-to-server feature's control piece: one per-lcore JobState per `rdma_s2s` job (on
+// its home lcore: job id mod workers), attached and detached through the control plane's
+// command rings as configs change (a job whose config is unchanged keeps its state), its slot
+// written into each snapshot's S2sView, and the metrics sampled at a scrape.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "control/control_plane.h"
+#include "features/roce_s2s/config_s2s.h"
+#include "features/roce_s2s/datapath_s2s.h"
+
+namespace ina::features::roce_s2s {
+
+class S2sControl {
+public:
+    // The hooks to register with control::register_feature_control (self = this).
+    control::FeatureControl hooks();
+
+private:
+    struct Job {
+        JobConfig cfg;
+        uint16_t home = 0;
+        uint16_t slot = dp::kNoStateSlot;
+        std::shared_ptr<JobState> state;
+    };
+    struct Detach {
+        size_t worker;
+        uint16_t slot;
+        uint32_t id;
+        std::shared_ptr<void> state;
+    };
+    struct Attach {
+        size_t worker;
+        uint16_t slot;
+        uint32_t id;
+        JobState* state;
+    };
+    struct Plan {
+        std::map<uint32_t, Job> jobs;
+        std::vector<Detach> detach;
+        std::vector<Attach> attach;
+        std::vector<uint16_t> acquired;
+    };
+
+    bool prepare(control::ControlPlane& cp, const config::Config& next, std::string& error);
+    void commit(control::ControlPlane& cp);
+    void abandon(control::ControlPlane& cp);
+    void decorate(dp::Snapshot& snap);
+    void stats(const control::ControlPlane& cp, metrics::Stats& out);
+
+    std::mutex mu_;  // jobs_ and plan_ (taken inside the control plane's lock)
+    std::map<uint32_t, Job> jobs_;
+    Plan plan_;
+};
+
+S2sControl& s2s_control();  // the one instance src/app registers
+
+// The job's per-lcore parameters from its config (connections ranked; the first carries).
+JobParams job_params(const JobConfig& j);
+
+}  // namespace ina::features::roce_s2s

@@ -1,0 +1,764 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "features/roce_s2s/datapath_s2s.h"
+
+#include <rte_ip.h>
+#include <rte_udp.h>
+
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+#include "pipeline/originate.h"
+#include "pipeline/packet_meta.h"
+#include "pipeline/pipeline.h"
+#include "roce/cm.h"
+#include "roce/icrc.h"
+#include "roce/wire.h"
+
+namespace ina::features::roce_s2s {
+
+namespace rc = ina::roce;
+using pipeline::EdgeBatches;
+using pipeline::FeatureEdge;
+using pipeline::LcoreContext;
+using pipeline::now_ns;
+
+namespace {
+
+// Where a parsed datagram, an aggregate's payload and its frame sit in the lcore's scratch.
+constexpr size_t kFrameAt = 0;
+constexpr size_t kPayloadAt = 8192;
+static_assert(kPayloadAt + 4096 <= LcoreContext::kScratchBytes);
+
+agg::AckParams ack_params(const JobParams& p) {
+    if (p.n_conns == 0 || p.n_conns > kMaxConns || p.window == 0 || p.window > kMaxSlots) {
+        throw std::invalid_argument("rdma_s2s job: connections or window out of range");
+    }
+    agg::AckParams a;
+    std::vector<wire::BfrId> ranks;
+    for (uint16_t i = 0; i < p.n_conns; ++i) {
+        ranks.push_back(static_cast<wire::BfrId>(p.conns[i].rank));
+    }
+    auto contributors = wire::BitString::from_bfr_ids(kContributorBsl, 0, ranks);
+    auto carrier = wire::BitString::from_bfr_ids(kContributorBsl, 0,
+                                                 std::vector<wire::BfrId>{ranks.front()});
+    if (!contributors || !carrier) {
+        throw std::invalid_argument("rdma_s2s job: rank out of range");
+    }
+    a.core.contributors = *contributors;
+    a.core.op = p.op;
+    a.core.elem_type = p.dtype;
+    a.core.max_elems = static_cast<uint32_t>(p.chunk_bytes / reduce::elem_size(p.dtype));
+    a.core.slots = p.window;
+    // The one receiver of an aggregate is the root, on the carrier connection.
+    a.receivers = *carrier;
+    // Aggregates are retransmitted by the carrier leg's requester (go-back-N), not the sweep.
+    a.retransmit_timeout = UINT64_MAX / 2;
+    return a;
+}
+
+rc::RequesterConfig root_leg_config(const JobParams& p, uint32_t initial_psn) {
+    rc::RequesterConfig c;
+    c.initial_psn = initial_psn;
+    c.pmtu = p.pmtu;
+    c.timeout = p.timeout;
+    c.retry_cnt = p.retry_cnt;
+    c.rnr_retry = 7;
+    return c;
+}
+
+uint64_t& lcore_counter(LcoreContext& ctx, LcoreCounter c) {
+    return ctx.feature_counters[kFeatureS2s][static_cast<size_t>(c)];
+}
+
+// An originated frame from the lcore's pool; nullptr (counted) when the pool is empty.
+rte_mbuf* frame_of(LcoreContext& ctx, const uint8_t* bytes, size_t len, uint16_t port) {
+    rte_mbuf* m = pipeline::originated_frame(ctx.pool, bytes, len, port);
+    if (m == nullptr) [[unlikely]] {
+        ++lcore_counter(ctx, LcoreCounter::no_mbuf);
+    }
+    return m;
+}
+
+constexpr uint8_t kZeroMac[6] = {0, 0, 0, 0, 0, 0};  // routing writes both MACs
+
+// An ACK or NAK to connection c's worker, from the root's address.
+rte_mbuf* reply_frame(LcoreContext& ctx, Connection& c, const rc::Reply& reply) {
+    uint8_t buf[128];
+    const size_t l2 = rc::write_ethernet(buf, sizeof buf, kZeroMac, kZeroMac);
+    const size_t l3 = rc::encode_ack(buf + l2, sizeof buf - l2, c.to_worker, c.ip_id++, reply);
+    return frame_of(ctx, buf, l2 + l3, c.last_port);
+}
+
+rte_mbuf* cnp_frame(LcoreContext& ctx, Connection& c) {
+    uint8_t buf[128];
+    const size_t l2 = rc::write_ethernet(buf, sizeof buf, kZeroMac, kZeroMac);
+    const size_t l3 = rc::encode_cnp(buf + l2, sizeof buf - l2, c.to_worker, c.ip_id++);
+    return frame_of(ctx, buf, l2 + l3, c.last_port);
+}
+
+// The next packet of the job's aggregate leg as a frame, if one may go now; false when none may.
+bool next_aggregate(LcoreContext& ctx, JobState& job, uint64_t t_ns, rte_mbuf*& out) {
+    rc::Transmit tx;
+    if (!job.root_leg.next(t_ns, tx)) {
+        return false;
+    }
+    out = nullptr;
+    uint8_t* payload = ctx.scratch.data() + kPayloadAt;
+    const uint32_t count = job.table.store_result(static_cast<uint32_t>(tx.cookie), payload);
+    const auto bytes = count * static_cast<uint32_t>(reduce::elem_size(job.params.dtype));
+    if (tx.offset + tx.length > bytes) [[unlikely]] {
+        // Cannot be while the root has not acknowledged the aggregate (its slot is held).
+        ++job.counters.bad_contributions;
+        return true;
+    }
+    uint8_t* frame = ctx.scratch.data() + kFrameAt;
+    const size_t l2 = rc::write_ethernet(frame, kPayloadAt, kZeroMac, kZeroMac);
+    const size_t l3 = rc::encode_write(frame + l2, kPayloadAt - l2, job.to_root,
+                                       job.root_ip_id++, tx, payload + tx.offset);
+    ++(tx.retransmission ? job.counters.retransmits : job.counters.aggregates_sent);
+    out = frame_of(ctx, frame, l2 + l3, job.root_port);
+    return true;
+}
+
+// Request opcodes of RC (what a worker sends toward the root): SEND, WRITE, READ REQUEST,
+// atomics, SEND with invalidate. Responses, ACKs and CNPs are not.
+bool rc_request(uint8_t opcode) {
+    return opcode <= 0x0C || opcode == 0x13 || opcode == 0x14 || opcode == 0x16 ||
+           opcode == 0x17;
+}
+
+// Rewrites BTH.PSN (and AETH.MSN when `msn` is set) of a forwarded packet, then its ICRC.
+// The BTH and AETH sit in the first segment (eth_input keeps the first 128 bytes there); the
+// ICRC may lie in any segment. False (nothing written) if the layout is not as expected.
+bool translate(rte_mbuf* m, uint32_t l3_offset, uint32_t l4_offset, uint32_t psn,
+               const uint32_t* msn) {
+    const uint32_t bth = l4_offset + static_cast<uint32_t>(sizeof(rte_udp_hdr));
+    if (rte_pktmbuf_data_len(m) < bth + 16) {
+        return false;
+    }
+    auto* b = rte_pktmbuf_mtod_offset(m, uint8_t*, bth);
+    b[9] = static_cast<uint8_t>(psn >> 16);
+    b[10] = static_cast<uint8_t>(psn >> 8);
+    b[11] = static_cast<uint8_t>(psn);
+    if (msn != nullptr) {
+        b[13] = static_cast<uint8_t>(*msn >> 16);
+        b[14] = static_cast<uint8_t>(*msn >> 8);
+        b[15] = static_cast<uint8_t>(*msn);
+    }
+    const auto* ip = rte_pktmbuf_mtod_offset(m, const rte_ipv4_hdr*, l3_offset);
+    uint32_t at = l3_offset + rte_be_to_cpu_16(ip->total_length) - 4;
+    const uint32_t crc = rc::icrc(m, l3_offset);
+    uint8_t bytes[4] = {static_cast<uint8_t>(crc), static_cast<uint8_t>(crc >> 8),
+                        static_cast<uint8_t>(crc >> 16), static_cast<uint8_t>(crc >> 24)};
+    rte_mbuf* seg = m;
+    for (const uint8_t x : bytes) {
+        // The 4 bytes may straddle a segment boundary: each one in the segment holding it.
+        while (seg != nullptr && at >= seg->data_len) {
+            at -= seg->data_len;
+            seg = seg->next;
+        }
+        if (seg == nullptr) {
+            return false;
+        }
+        rte_pktmbuf_mtod(seg, uint8_t*)[at++] = x;
+    }
+    return true;
+}
+
+struct Burst {
+    LcoreContext& ctx;
+    const dp::Snapshot& snap;
+    EdgeBatches<FeatureEdge>& out;
+    uint64_t t_ns;
+    struct Owed {
+        JobState* job;
+        Connection* conn;
+    };
+    std::array<Owed, pipeline::kMaxBurst * 2> conns{};
+    uint16_t n_conns = 0;
+    std::array<JobState*, pipeline::kMaxBurst> jobs{};
+    uint16_t n_jobs = 0;
+
+    void touch(JobState& j, Connection& c) {
+        if (!c.touched && n_conns < conns.size()) {
+            c.touched = true;
+            conns[n_conns++] = Owed{&j, &c};
+        }
+    }
+    void touch(JobState& j) {
+        if (!j.touched && n_jobs < jobs.size()) {
+            j.touched = true;
+            jobs[n_jobs++] = &j;
+        }
+    }
+    void emit(rte_mbuf* m) {
+        if (m != nullptr) {
+            out.push(FeatureEdge::route, m);
+        }
+    }
+    void reply(JobState& job, Connection& c, const rc::Reply& r) {
+        switch (rc::aeth::kind(r.syndrome)) {
+        case rc::aeth::Kind::ack: ++job.counters.acks_synthesized; break;
+        case rc::aeth::Kind::rnr_nak: ++job.counters.rnr_naks_sent; break;
+        default: ++job.counters.naks_sent; break;
+        }
+        emit(reply_frame(ctx, c, r));
+    }
+
+    // A worker's request on connection i, at the switch as the root's responder (§3.1).
+    void on_worker_request(JobState& job, uint16_t i, const rc::Packet& p, const uint8_t* payload,
+                           bool ce, bool draining) {
+        Connection& c = job.conns[i];
+        WorkerLeg& leg = c.leg;
+        if (ce && c.cnp.on_ce(t_ns)) {
+            ++job.counters.cnps_sent;
+            emit(cnp_frame(ctx, c));
+        }
+        if (!leg.known) {
+            leg.known = true;
+            leg.epsn = p.bth.psn;
+            c.first_psn = p.bth.psn;
+            if (i == 0) {
+                job.root_leg = rc::Requester(root_leg_config(job.params, p.bth.psn));
+            }
+        }
+        const int32_t d = rc::psn_diff(p.bth.psn, leg.epsn);
+        if (d > 0) {
+            // A gap: one NAK-sequence with the PSN the root expects, then silence until it comes.
+            if (!leg.nak_sent) {
+                leg.nak_sent = true;
+                leg.ack_owed = false;
+                reply(job, c, rc::Reply{rc::aeth::kNakPsnSequence, leg.epsn, leg.msn});
+            }
+            return;
+        }
+        if (d < 0) {
+            // Already absorbed: re-ACK everything so far, never add again.
+            ++job.counters.duplicates;
+            leg.ack_owed = false;
+            reply(job, c, rc::Reply{rc::aeth::kAckUnlimited, rc::psn_add(leg.epsn, 0xFFFFFF),
+                                    leg.msn});
+            return;
+        }
+        if (p.bth.opcode != rc::op::kWriteOnlyImm) {
+            // Only contributions travel on a job connection (the root's protocol): anything
+            // else is not executed, so it is not acknowledged either.
+            ++job.counters.not_contribution;
+            return;
+        }
+        const uint32_t elem = static_cast<uint32_t>(reduce::elem_size(job.params.dtype));
+        const uint32_t len = p.payload_bytes;
+        const uint32_t k = p.imm & 0xFF;
+        const bool shaped = len != 0 && len <= job.params.chunk_bytes && len % elem == 0 &&
+                            k != 0 && p.reth.dma_len == len;
+        if (!shaped) {
+            ++job.counters.bad_contributions;
+            commit(job, c, p);  // in the connection's sequence, but no part of an aggregate
+            return;
+        }
+        const uint32_t key = job.extend(p.imm >> 8);
+        const uint32_t slot = key & (job.params.window - 1);
+        if (draining && !job.table.holds(key)) {
+            // Leaving the job: only the chunks already held are finished. A new one waits (the
+            // worker retries the same PSN) until the switch forwards instead.
+            ++job.counters.drain_refused;
+            reply(job, c, rc::Reply{static_cast<uint8_t>(rc::aeth::kRnrNak | 1), p.bth.psn,
+                                    leg.msn});
+            return;
+        }
+        const agg::AckVerdict v = job.table.contribute(key, c.bit.data(), len / elem, payload, t_ns);
+        switch (v) {
+        case agg::AckVerdict::absorbed:
+        case agg::AckVerdict::completed: {
+            job.slot_count[slot] = static_cast<uint16_t>(job.slot_count[slot] + k);
+            if (i == 0) {
+                job.slot_va[slot] = p.reth.va;
+                job.slot_rkey[slot] = p.reth.rkey;
+            }
+            ++job.counters.absorbed;
+            // Stored in a held slot: only now may the worker hear "received".
+            commit(job, c, p);
+            if (v == agg::AckVerdict::completed) {
+                post_aggregate(job, key, len);
+            }
+            break;
+        }
+        case agg::AckVerdict::no_slot:
+            // The slot still holds an older chunk the root has not acknowledged: back-pressure,
+            // the worker comes back with this PSN after the RNR timer.
+            reply(job, c, rc::Reply{static_cast<uint8_t>(rc::aeth::kRnrNak | 1), p.bth.psn,
+                                    leg.msn});
+            break;
+        default:
+            // A second contribution of this connection to one chunk (new PSN): a protocol
+            // error of the worker's; in sequence, acknowledged, not added.
+            ++job.counters.bad_contributions;
+            commit(job, c, p);
+            break;
+        }
+    }
+
+    void commit(JobState& job, Connection& c, const rc::Packet& p) {
+        c.leg.epsn = rc::psn_add(c.leg.epsn, 1);
+        c.leg.msn = (c.leg.msn + 1) & 0xFFFFFF;
+        c.leg.nak_sent = false;
+        if (p.bth.ack_req) {
+            c.leg.ack_owed = true;
+            touch(job, c);
+        }
+    }
+
+    // Chunk `key` is complete: ONE WRITE toward the root on the carrier, with the carrier's RETH
+    // of this chunk and immediate chunk << 8 | k.
+    void post_aggregate(JobState& job, uint32_t key, uint32_t length) {
+        const uint32_t slot = key & (job.params.window - 1);
+        rc::WriteRequest w;
+        w.remote_va = job.slot_va[slot];
+        w.rkey = job.slot_rkey[slot];
+        w.length = length;
+        w.has_imm = true;
+        w.imm = (key & 0xFFFFFF) << 8 | std::min<uint32_t>(job.slot_count[slot], 0xFF);
+        w.cookie = key;
+        uint64_t seq = 0;
+        if (job.root_leg.post(w, seq)) {
+            ++job.root_messages;
+            job.message_key[seq % job.message_key.size()] = key;
+            job.table.mark_sent(key, t_ns);
+        } else {
+            ++job.counters.bad_contributions;  // the leg is in error: nothing more goes out
+        }
+        touch(job);
+    }
+
+    // The root's ACK or NAK on connection i (it acknowledges aggregates): consumed.
+    void on_root_response(JobState& job, uint16_t i, const rc::Packet& p) {
+        if (rc::aeth::kind(p.aeth.syndrome) == rc::aeth::Kind::ack) {
+            ++job.counters.root_acks_consumed;
+        } else {
+            ++job.counters.root_naks_consumed;
+        }
+        if (i != 0) {
+            return;  // the root saw nothing on this connection since the switch absorbs it
+        }
+        const rc::ResponseOutcome o = job.root_leg.on_response(p, t_ns);
+        for (uint32_t n = 0; n < o.completed; ++n) {
+            const uint64_t seq = o.first_completed + n;
+            const uint32_t key = job.message_key[seq % job.message_key.size()];
+            if (job.table.ack(key, job.conns[0].bit.data()) == agg::AckResult::released) {
+                ++job.counters.aggregates_acked;
+                job.slot_count[key & (job.params.window - 1)] = 0;
+            }
+        }
+        touch(job);
+    }
+
+    // The root slows the carrier: every contributor's data rides on it, so each one is told.
+    void fan_out_cnp(JobState& job) {
+        rte_mbuf* frames[kMaxConns];
+        uint16_t n = 0;
+        for (uint16_t i = 0; i < job.params.n_conns; ++i) {
+            if (rte_mbuf* m = cnp_frame(ctx, job.conns[i]); m != nullptr) {
+                frames[n++] = m;
+                ++job.counters.cnps_fanned_out;
+            }
+        }
+        if (n != 0) {
+            pipeline::route_emitted(ctx, snap, frames, n);
+        }
+    }
+
+    // End of the burst: one coalesced ACK per connection owed one, then the aggregate legs'
+    // packets as far as the edge has room (the rest go at the next burst or tick).
+    void finish() {
+        for (uint16_t i = 0; i < n_conns; ++i) {
+            Connection& c = *conns[i].conn;
+            c.touched = false;
+            if (c.leg.ack_owed) {
+                c.leg.ack_owed = false;
+                reply(*conns[i].job, c,
+                      rc::Reply{rc::aeth::kAckUnlimited, rc::psn_add(c.leg.epsn, 0xFFFFFF),
+                                c.leg.msn});
+            }
+        }
+        for (uint16_t i = 0; i < n_jobs; ++i) {
+            JobState& job = *jobs[i];
+            job.touched = false;
+            rte_mbuf* m = nullptr;
+            for (uint16_t tries = 0;
+                 tries < pipeline::kMaxBurst && out.room_for(1) && next_aggregate(ctx, job, t_ns, m);
+                 ++tries) {
+                emit(m);
+            }
+        }
+    }
+};
+
+}  // namespace
+
+JobState::JobState(const JobParams& p)
+    : params(p),
+      table(ack_params(p)),
+      root_leg(root_leg_config(p, p.conns[0].psn)) {
+    for (uint16_t i = 0; i < p.n_conns; ++i) {
+        const ConnParams& cp = p.conns[i];
+        Connection& c = conns[i];
+        c.params = cp;
+        c.live = !p.learn;
+        c.leg.known = cp.psn_known;
+        c.leg.epsn = cp.psn & 0xFFFFFF;
+        c.first_psn = c.leg.epsn;
+        // Frames to the worker are the root's: its address, the worker's QPN.
+        c.to_worker.src_ip = p.root_ip;
+        c.to_worker.dst_ip = cp.worker_ip;
+        c.to_worker.src_port = rc::source_port_for_qp(cp.root_qpn);
+        c.to_worker.dest_qp = cp.worker_qpn;
+        c.bit = *wire::BitString::from_bfr_ids(
+            kContributorBsl, 0, std::vector<wire::BfrId>{static_cast<wire::BfrId>(cp.rank)});
+    }
+    // Aggregates are the carrier worker's: its address and source port, the root's QPN.
+    to_root.src_ip = p.conns[0].worker_ip;
+    to_root.dst_ip = p.root_ip;
+    to_root.src_port = rc::source_port_for_qp(p.conns[0].worker_qpn);
+    to_root.dest_qp = p.conns[0].root_qpn;
+}
+
+uint32_t JobState::extend(uint32_t chunk) {
+    chunk &= 0xFFFFFF;
+    if (!any_key) {
+        any_key = true;
+        high_key = chunk;
+        return chunk;
+    }
+    const uint32_t key = high_key + static_cast<uint32_t>(rc::psn_diff(chunk, high_key & 0xFFFFFF));
+    if (static_cast<int32_t>(key - high_key) > 0) {
+        high_key = key;
+    }
+    return key;
+}
+
+int32_t JobState::psn_delta(uint16_t i) const {
+    const Connection& c = conns[i];
+    if (!c.leg.known) {
+        return 0;
+    }
+    // The root's ePSN on the connection: the carrier's advances by one per aggregate, the
+    // others' stays where the worker started (the switch absorbs everything they send).
+    const uint32_t root_next = i == 0 ? root_leg.next_psn() : c.first_psn;
+    return rc::psn_diff(root_next, c.leg.epsn);
+}
+
+bool JobState::try_forwarding() {
+    if (forwarding) {
+        return true;
+    }
+    if (table.in_use() != 0 || root_leg.inflight_packets() != 0 ||
+        root_leg.oldest_unacked_psn() != root_leg.next_psn()) {
+        return false;
+    }
+    for (uint16_t i = 0; i < params.n_conns; ++i) {
+        Connection& c = conns[i];
+        c.fwd_psn_delta = static_cast<uint32_t>(psn_delta(i)) & 0xFFFFFF;
+        // The root completed one message per aggregate on the carrier, none on the others.
+        const uint32_t root_msn = i == 0 ? root_messages : 0;
+        c.fwd_msn_delta = (root_msn - c.leg.msn) & 0xFFFFFF;
+    }
+    forwarding = true;
+    return true;
+}
+
+uint16_t JobState::find_live(bool toward_root, uint32_t worker_ip, uint32_t dest_qp) const {
+    for (uint16_t i = 0; i < params.n_conns; ++i) {
+        const Connection& c = conns[i];
+        if (c.live && c.params.worker_ip == worker_ip &&
+            (toward_root ? c.params.root_qpn : c.params.worker_qpn) == dest_qp) {
+            return i;
+        }
+    }
+    return params.n_conns;
+}
+
+void JobState::go_live(uint16_t i, uint32_t worker_ip, uint32_t worker_qpn, uint32_t root_qpn,
+                       uint32_t worker_psn) {
+    Connection& c = conns[i];
+    c.params.worker_ip = worker_ip;
+    c.params.worker_qpn = worker_qpn;
+    c.params.root_qpn = root_qpn;
+    c.params.psn_known = true;
+    c.params.psn = worker_psn;
+    c.leg = WorkerLeg{worker_psn, 0, true, false, false};
+    c.first_psn = worker_psn;
+    c.to_worker.src_ip = params.root_ip;
+    c.to_worker.dst_ip = worker_ip;
+    c.to_worker.src_port = rc::source_port_for_qp(root_qpn);
+    c.to_worker.dest_qp = worker_qpn;
+    c.ip_id = 0;
+    c.pending = false;
+    c.live = true;
+    if (i == 0) {
+        // The carrier: the root's first ePSN on it is the worker's starting PSN.
+        root_leg = rc::Requester(root_leg_config(params, worker_psn));
+        to_root.src_ip = worker_ip;
+        to_root.src_port = rc::source_port_for_qp(worker_qpn);
+        to_root.dest_qp = root_qpn;
+    }
+    ++counters.connections_learned;
+}
+
+void JobState::snoop_cm(uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, uint32_t len) {
+    rc::cm::Message msg;
+    rc::cm::CmError error{};
+    if (!rc::cm::parse(mad, len, msg, error)) {
+        return;  // MRA, LAP, SIDR ...: nothing this mode learns from
+    }
+    const auto attr = static_cast<rc::cm::Attr>(msg.header.attr_id);
+    if (attr == rc::cm::Attr::req && dst_ip == params.root_ip) {
+        // The INAR connect request after rdma_cm's header, read in place (no allocation):
+        // magic, version, mode, then job id and rank (src/worker/rdma/protocol.h, the fixed
+        // big-endian layout ConnectRequest::encode writes; the stage test builds REQs with it).
+        const uint8_t* inar = msg.req.private_data.data() + rc::cm::kCmaHeaderBytes;
+        const auto be32 = [](const uint8_t* b) {
+            return uint32_t{b[0]} << 24 | uint32_t{b[1]} << 16 | uint32_t{b[2]} << 8 | b[3];
+        };
+        constexpr uint32_t kInarMagic = 0x494E4152;  // "INAR"
+        constexpr uint8_t kInarVersion = 1, kModeServerToServer = 1;
+        const uint32_t job_id = be32(inar + 8);
+        const uint32_t rank = uint32_t{inar[12]} << 8 | inar[13];
+        if (be32(inar) != kInarMagic || inar[4] != kInarVersion ||
+            inar[5] != kModeServerToServer || job_id != params.job_id || rank == 0 ||
+            rank > params.n_conns) {
+            return;  // another job's, or one the root will refuse
+        }
+        bool any_live = false;
+        for (uint16_t i = 0; i < params.n_conns; ++i) {
+            any_live = any_live || conns[i].live;
+        }
+        if (!any_live && (any_key || table.in_use() != 0)) {
+            // A new session: the workers' chunk indices start over, so do the slots. What a
+            // previous session left held was never going to be acknowledged by the root.
+            table.reset();
+            slot_count.fill(0);
+            any_key = false;
+            high_key = 0;
+            ++counters.sessions;
+        }
+        Connection& c = conns[rank - 1];
+        c.pending = true;
+        c.pending_comm_id = msg.req.local_comm_id;
+        c.pending_qpn = msg.req.local_qpn;
+        c.params.worker_ip = src_ip;
+        return;
+    }
+    if (attr == rc::cm::Attr::rep && src_ip == params.root_ip) {
+        for (uint16_t i = 0; i < params.n_conns; ++i) {
+            Connection& c = conns[i];
+            if (c.pending && c.params.worker_ip == dst_ip &&
+                c.pending_comm_id == msg.rep.remote_comm_id) {
+                // The active side (the worker) sends from the REP's starting PSN (docs/rdma.md
+                // "RDMA CM messages").
+                go_live(i, dst_ip, c.pending_qpn, msg.rep.local_qpn, msg.rep.starting_psn);
+                return;
+            }
+        }
+        return;
+    }
+    if (attr == rc::cm::Attr::rej) {
+        for (uint16_t i = 0; i < params.n_conns; ++i) {
+            Connection& c = conns[i];
+            if (c.pending && (c.pending_comm_id == msg.rej.remote_comm_id ||
+                              c.pending_comm_id == msg.rej.local_comm_id)) {
+                c.pending = false;
+            }
+        }
+        return;
+    }
+    if (attr == rc::cm::Attr::dreq) {
+        // From the worker: remote_qpn is the root's QPN; from the root: the worker's.
+        const bool from_worker = dst_ip == params.root_ip;
+        const uint32_t worker_ip = from_worker ? src_ip : dst_ip;
+        const uint16_t i = find_live(from_worker, worker_ip, msg.dreq.remote_qpn);
+        if (i < params.n_conns) {
+            conns[i].live = false;
+            ++counters.connections_ended;
+        }
+    }
+}
+
+uint16_t s2s_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n,
+                   FeatureEdge pass, EdgeBatches<FeatureEdge>& out) {
+    const S2sView* view = snap.feature_view<S2sView>(kFeatureS2s);
+    Burst b{ctx, snap, out, now_ns(ctx)};
+    uint16_t i = 0;
+    for (; i < n; ++i) {
+        // Room for this input's own frames, one ACK per connection owed one so far, and this
+        // one's.
+        if (!out.room_for(static_cast<uint16_t>(kS2sEmitPerInput + b.n_conns + 1))) {
+            break;
+        }
+        rte_mbuf* m = pkts[i];
+        const pipeline::PacketMeta* pm = pipeline::classified(m);
+        if (pm == nullptr || (pm->flags & pipeline::kMetaUdpSound) == 0 || view == nullptr ||
+            pm->l4_length < sizeof(rte_udp_hdr)) {
+            out.push(pass, m);
+            continue;
+        }
+        const auto* ip = rte_pktmbuf_mtod_offset(m, const rte_ipv4_hdr*, pm->l3_offset);
+        const uint32_t len = pm->l4_length - sizeof(rte_udp_hdr);
+        // In place when the datagram sits in the first segment, else gathered into scratch.
+        const auto* bytes = len <= kPayloadAt
+                                ? static_cast<const uint8_t*>(rte_pktmbuf_read(
+                                      m, static_cast<uint32_t>(pm->l4_offset + sizeof(rte_udp_hdr)),
+                                      len, ctx.scratch.data()))
+                                : nullptr;
+        const rc::ParseResult parsed = bytes != nullptr ? rc::parse(bytes, len) : rc::ParseResult{};
+        if (!parsed.packet) {
+            ++lcore_counter(ctx, LcoreCounter::malformed);  // not ours to judge: forwarded
+            out.push(pass, m);
+            continue;
+        }
+        const rc::Packet& p = *parsed.packet;
+        const uint32_t src = rte_be_to_cpu_32(ip->src_addr);
+        const uint32_t dst = rte_be_to_cpu_32(ip->dst_addr);
+        const ConnView* cv = view->find(ConnKey{src, dst, p.bth.dest_qp});
+        const LearnView* lv = cv == nullptr ? view->learning_root(src, dst) : nullptr;
+        if (cv == nullptr && lv == nullptr) {
+            ++lcore_counter(ctx, LcoreCounter::passed);  // RoCE of no job: bit for bit
+            out.push(pass, m);
+            continue;
+        }
+        const uint8_t opcode = p.bth.opcode;
+        const bool to_root = cv != nullptr ? cv->dir == Direction::to_root : dst == lv->root_ip;
+        const bool cm = lv != nullptr && p.bth.dest_qp == rc::cm::kCmQpn;
+        // What the switch takes part in: the worker's requests toward the root, and the root's
+        // ACK/NAKs and CNPs toward the worker (and, learning, the CM exchange it reads). The
+        // other direction's PSN space (the root's result WRITEs and the workers' ACKs of them,
+        // the workers' CNPs) passes untouched.
+        const bool ours = cm || (to_root ? rc_request(opcode)
+                                         : (opcode == rc::op::kAcknowledge || opcode == rc::op::kCnp));
+        if (!ours) {
+            ++lcore_counter(ctx, LcoreCounter::passed);
+            out.push(pass, m);
+            continue;
+        }
+        const uint16_t home = cv != nullptr ? cv->home : lv->home;
+        if (ctx.n_workers > 1 && home != ctx.worker_index) {
+            // The job's state lives on its home lcore: the packet re-enters its pipeline there.
+            if (home < ctx.handoff.size() && ctx.handoff[home] != nullptr &&
+                rte_ring_sp_enqueue(ctx.handoff[home], m) == 0) {
+                ++lcore_counter(ctx, LcoreCounter::handed_off);
+            } else {
+                ++lcore_counter(ctx, LcoreCounter::handoff_full);
+                out.push(FeatureEdge::drop, m);
+            }
+            continue;
+        }
+        const uint32_t job_id = cv != nullptr ? cv->job_id : lv->job_id;
+        auto* job = static_cast<JobState*>(ctx.feature_state(
+            cv != nullptr ? cv->slot : lv->slot, kFeatureS2s, job_state_id(job_id)));
+        if (job == nullptr || (cv != nullptr && cv->conn >= job->params.n_conns)) {
+            // No state (not attached yet, or lost): the endpoints' own transport carries on.
+            ++lcore_counter(ctx, LcoreCounter::fallback);
+            out.push(pass, m);
+            continue;
+        }
+        if (cm) {
+            // The CM exchange passes untouched; a valid one teaches the job its connection.
+            if (opcode == rc::op::kUdSendOnly && rc::icrc(m, pm->l3_offset) == p.icrc) {
+                job->snoop_cm(src, dst, bytes + p.header_bytes, p.payload_bytes);
+            }
+            ++lcore_counter(ctx, LcoreCounter::passed);
+            out.push(pass, m);
+            continue;
+        }
+        const uint16_t conn = cv != nullptr ? cv->conn
+                                            : job->find_live(to_root, to_root ? src : dst,
+                                                             p.bth.dest_qp);
+        if (conn >= job->params.n_conns) {
+            ++lcore_counter(ctx, LcoreCounter::passed);  // to or from the root, no connection
+            out.push(pass, m);
+            continue;
+        }
+        if (rc::icrc(m, pm->l3_offset) != p.icrc) {
+            ++job->counters.icrc_errors;  // the endpoint would drop it too
+            out.push(FeatureEdge::drop, m);
+            continue;
+        }
+        Connection& c = job->conns[conn];
+        const bool draining = cv != nullptr ? cv->drain : lv->drain;
+        if (draining && job->try_forwarding()) {
+            // Left: the endpoints talk directly again, each PSN (and the root's MSN) moved
+            // into the other side's space. What the switch absorbed earlier stays its to ACK.
+            if (to_root && rc::psn_diff(p.bth.psn, c.leg.epsn) < 0) {
+                c.last_port = m->port;
+                ++job->counters.duplicates;
+                b.reply(*job, c, rc::Reply{rc::aeth::kAckUnlimited,
+                                           rc::psn_add(c.leg.epsn, 0xFFFFFF), c.leg.msn});
+                out.push(FeatureEdge::drop, m);
+                continue;
+            }
+            bool ok = true;
+            if (to_root) {
+                ok = translate(m, pm->l3_offset, pm->l4_offset,
+                               rc::psn_add(p.bth.psn, c.fwd_psn_delta), nullptr);
+            } else if (opcode == rc::op::kAcknowledge) {
+                const uint32_t msn = (p.aeth.msn - c.fwd_msn_delta) & 0xFFFFFF;
+                ok = translate(m, pm->l3_offset, pm->l4_offset,
+                               rc::psn_add(p.bth.psn, (0x1000000 - c.fwd_psn_delta) & 0xFFFFFF),
+                               &msn);
+            }
+            ++job->counters.forwarded;
+            out.push(ok ? pass : FeatureEdge::drop, m);
+            continue;
+        }
+        if (to_root) {
+            c.last_port = m->port;
+            if (conn == 0) {
+                job->root_port = m->port;
+            }
+            b.on_worker_request(*job, conn, p, bytes + p.header_bytes,
+                                rc::ce_marked(ip->type_of_service), draining);
+        } else if (opcode == rc::op::kAcknowledge) {
+            b.on_root_response(*job, conn, p);
+        } else if (conn == 0) {
+            b.fan_out_cnp(*job);
+        } else {
+            // A root CNP on a connection that carries nothing to it: not ours after all.
+            out.push(pass, m);
+            continue;
+        }
+        out.push(FeatureEdge::drop, m);  // consumed: what it causes was emitted or is owed
+    }
+    b.finish();
+    return i;
+}
+
+void s2s_tick(LcoreContext& ctx, const dp::Snapshot& snap, void* state, uint64_t) {
+    JobState& job = *static_cast<JobState*>(state);
+    const uint64_t t = now_ns(ctx);
+    job.root_leg.tick(t);
+    rte_mbuf* frames[pipeline::kMaxBurst];
+    uint16_t n = 0;
+    rte_mbuf* m = nullptr;
+    // At most one burst of packets per tick, frames or not (an empty pool gives none).
+    for (uint16_t tries = 0; tries < pipeline::kMaxBurst && next_aggregate(ctx, job, t, m);
+         ++tries) {
+        if (m != nullptr) {
+            frames[n++] = m;
+        }
+    }
+    if (n != 0) {
+        pipeline::route_emitted(ctx, snap, frames, n);
+    }
+}
+
+pipeline::FeatureStage stage() {
+    pipeline::FeatureStage s;
+    s.name = "roce_s2s";
+    s.input = s2s_input;
+    s.max_emit = kS2sEmitPerInput + 1;
+    s.tick = s2s_tick;
+    s.tick_us = 100;
+    return s;
+}
+
+}  // namespace ina::features::roce_s2s

@@ -1,0 +1,144 @@
+// SPDX-License-Identifier: Apache-2.0
+// The RoCEv2 server-to-server stage (docs/rdma.md "Server-to-server mode"): the switch sits on
+// the path of a job's worker -> root RC connections and splits each one (reference/rocev2.md
+// §3.3): toward the worker it is the root's responder (absorbs the WRITE_ONLY_WITH_IMM
+// contributions, ACKs / NAKs them as the root would: IP source = the root, the worker's QPN,
+// the worker-side PSN and MSN), toward the root it is the carrier connection's requester (ONE
+// aggregated WRITE per chunk, with the root-side PSN, kept until the root ACKs it, go-back-N).
+// Per-lcore state: one JobState per job, holding all its connections, on the job's home lcore,
+// allocated by control_s2s and attached through the command ring. Nothing here allocates per
+// packet; emitted frames come from ctx.pool.
+//
+// Invariant (tested): a contribution is ACKed only once it is in an aggregation slot that the
+// switch will deliver to the root: the slot is released only when the root's ACK covers the
+// aggregate that carries it, and until then the aggregate is retransmitted on NAK or timeout.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "agg/ack_table.h"
+#include "features/roce_s2s/view_s2s.h"
+#include "pipeline/feature_stages.h"
+#include "roce/cnp.h"
+#include "roce/encode.h"
+#include "roce/rc_requester.h"
+#include "wire/bitstring.h"
+
+namespace ina::features::roce_s2s {
+
+inline constexpr uint16_t kMaxConns = 64;  // = config kMaxConnections
+inline constexpr uint32_t kMaxSlots = 256;  // = config kMaxWindow
+inline constexpr uint16_t kContributorBsl = 64;
+
+struct ConnParams {
+    uint16_t rank = 0;
+    uint32_t worker_ip = 0;  // host order
+    uint32_t worker_qpn = 0;
+    uint32_t root_qpn = 0;
+    bool psn_known = false;  // else the first packet seen sets the worker-side ePSN
+    uint32_t psn = 0;
+};
+
+struct JobParams {
+    uint32_t job_id = 0;
+    uint32_t root_ip = 0;  // host order
+    reduce::Op op = reduce::Op::sum;
+    reduce::ElemType dtype = reduce::ElemType::int32;
+    uint32_t chunk_bytes = 0;
+    uint32_t window = 0;  // power of two: the aggregation's slots
+    uint32_t pmtu = 1024;
+    uint8_t timeout = 14;
+    uint8_t retry_cnt = 7;
+    bool learn = false;    // connections learned from the RDMA CM exchange (rank i + 1 at i)
+    uint16_t n_conns = 0;  // connections[0] (the lowest rank) is the carrier
+    std::array<ConnParams, kMaxConns> conns{};
+};
+
+// The worker -> root leg of one connection, as the root's responder sees it (rocev2.md §3.1),
+// for the one request the leg carries: WRITE_ONLY_WITH_IMM contributions.
+struct WorkerLeg {
+    uint32_t epsn = 0;
+    uint32_t msn = 0;
+    bool known = false;     // epsn valid (from the config or the first packet)
+    bool nak_sent = false;  // the one NAK-sequence of the current gap is out
+    bool ack_owed = false;  // a committed packet asked for an ACK (sent once per burst)
+};
+
+struct Connection {
+    ConnParams params;
+    WorkerLeg leg;
+    ina::roce::Ipv4Path to_worker;  // frames the switch sends as the root
+    ina::roce::CnpLimiter cnp;
+    wire::BitString bit;  // the connection's contributor bit (bit rank)
+    uint16_t ip_id = 0;
+    uint16_t last_port = 0;
+    uint32_t first_psn = 0;  // the worker's starting PSN (= the root's first ePSN), once known
+    bool live = false;       // static, or learned (its REP seen) and not ended
+    bool pending = false;    // learn: the REQ is seen, its REP not yet
+    uint32_t pending_comm_id = 0;  // the REQ's local communication ID (the REP's remote one)
+    uint32_t pending_qpn = 0;      // the REQ's local QPN: the worker's
+    // After the drain: root-side minus worker-side PSN and MSN (24 bits), fixed.
+    uint32_t fwd_psn_delta = 0;
+    uint32_t fwd_msn_delta = 0;
+    bool touched = false;  // in the burst's list of connections owed an ACK
+};
+
+struct alignas(64) JobState {
+    explicit JobState(const JobParams& p);  // throws on bad params (control plane only)
+    JobParams params;
+    agg::AckTable table;
+    std::array<Connection, kMaxConns> conns;
+    // The carrier's root-side leg: the switch's requester in the root's PSN space.
+    ina::roce::Requester root_leg;
+    ina::roce::Ipv4Path to_root;
+    uint16_t root_ip_id = 0;
+    uint16_t root_port = 0;  // where the carrier's packets last came in
+    // Per slot (chunk key mod window): the contribution count k and the carrier's RETH.
+    std::array<uint64_t, kMaxSlots> slot_va{};
+    std::array<uint32_t, kMaxSlots> slot_rkey{};
+    std::array<uint16_t, kMaxSlots> slot_count{};
+    std::array<uint32_t, ina::roce::Requester::kMaxMessages> message_key{};
+    uint32_t high_key = 0;  // chunk indices (24 bits) extend around the highest seen
+    bool any_key = false;
+    bool touched = false;  // in the burst's list of jobs whose aggregate leg is pumped
+    uint32_t root_messages = 0;  // aggregates posted on the carrier (the root's MSN there)
+    // Drain (config drain: true): no new chunk is absorbed; once every held one is
+    // acknowledged by the root, `forwarding`: packets pass with PSN/MSN translated.
+    bool forwarding = false;
+    JobCounters counters;
+
+    uint32_t extend(uint32_t chunk);
+    // Learn: the connection of a packet (worker -> root: src, DestQP = the root's QPN; root ->
+    // worker: dst, DestQP = the worker's QPN) among the live ones; n_conns when none.
+    uint16_t find_live(bool toward_root, uint32_t worker_ip, uint32_t dest_qp) const;
+    // Learn: a CM MAD between a worker and the root (UD to QP1), already ICRC-checked.
+    void snoop_cm(uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, uint32_t len);
+    // Learn: connection i goes live with what its REQ and REP said.
+    void go_live(uint16_t i, uint32_t worker_ip, uint32_t worker_qpn, uint32_t root_qpn,
+                 uint32_t worker_psn);
+    // Root-side next PSN minus worker-side ePSN of connection i: the PSN translation that
+    // plain forwarding of the connection would need after the switch stops absorbing
+    // (docs/rdma.md "Leaving a job"). 0 until the leg's first PSN is known.
+    int32_t psn_delta(uint16_t i) const;
+    // Draining: when nothing is held any more and the root acknowledged every aggregate, fixes
+    // each connection's translation and turns to forwarding. True once forwarding.
+    bool try_forwarding();
+};
+
+// Frames one input may put on the edges: a CNP and a NAK/re-ACK (ACKs and aggregates are
+// emitted at the burst's end, within the room left; a root CNP's fan-out is routed directly).
+inline constexpr uint16_t kS2sEmitPerInput = 2;
+
+uint16_t s2s_input(pipeline::LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
+                   uint16_t n, pipeline::FeatureEdge pass,
+                   pipeline::EdgeBatches<pipeline::FeatureEdge>& out);
+
+// Timer work on one attached job: the aggregate leg's retransmission timeout, unsent packets.
+void s2s_tick(pipeline::LcoreContext& ctx, const dp::Snapshot& snap, void* state,
+              uint64_t now_tsc);
+
+// The stage as registered (src/app): 100 us ticks.
+pipeline::FeatureStage stage();
+
+}  // namespace ina::features::roce_s2s

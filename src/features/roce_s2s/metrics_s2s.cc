@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "features/roce_s2s/metrics_s2s.h"
+
+#include <sstream>
+
+namespace ina::features::roce_s2s {
+
+namespace {
+
+void family(std::ostringstream& os, const std::string& name, const char* type, const char* help) {
+    os << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
+}
+
+}  // namespace
+
+std::string render_metrics(const std::vector<JobSample>& jobs, const LcoreTotals& lcore) {
+    std::ostringstream os;
+#define INA_S2S_RENDER(field, help)                                                        \
+    family(os, "inaswitch_rdma_s2s_" #field "_total", "counter", help);                    \
+    for (const auto& j : jobs) {                                                           \
+        os << "inaswitch_rdma_s2s_" #field "_total{job=\"" << j.job_id << "\"} "           \
+           << j.counters.field << '\n';                                                    \
+    }
+    INA_S2S_JOB_COUNTERS(INA_S2S_RENDER)
+#undef INA_S2S_RENDER
+    family(os, "inaswitch_rdma_s2s_slots_in_use", "gauge",
+           "Aggregation slots of the job holding a chunk (aggregating, or an aggregate the root "
+           "has not acknowledged yet)");
+    for (const auto& j : jobs) {
+        os << "inaswitch_rdma_s2s_slots_in_use{job=\"" << j.job_id << "\"} " << j.slots_in_use
+           << '\n';
+    }
+    family(os, "inaswitch_rdma_s2s_packets_total", "counter",
+           "RoCEv2 packets the server-to-server stage did not take part in, by reason "
+           "(docs/rdma.md)");
+#define INA_S2S_REASON(name, help)                                                         \
+    os << "inaswitch_rdma_s2s_packets_total{reason=\"" #name "\"} "                        \
+       << lcore[static_cast<size_t>(LcoreCounter::name)] << '\n';
+    INA_S2S_LCORE_COUNTERS(INA_S2S_REASON)
+#undef INA_S2S_REASON
+    return os.str();
+}
+
+}  // namespace ina::features::roce_s2s

@@ -1,0 +1,123 @@
+// SPDX-License-Identifier: Apache-2.0
+// What the RoCEv2 server-to-server stage reads from the snapshot (built by compile_s2s, slots
+// written by control_s2s before publication), and the feature's counter lists: per job
+// (exposed with label job) and per lcore (reasons before a packet's job is known).
+//
+// A job connection is seen from both sides: worker -> root packets carry (src = worker IP,
+// dst = root IP, DestQP = the root's QPN), root -> worker packets (src = root IP, dst = worker
+// IP, DestQP = the worker's QPN). The view holds one entry per direction, sorted by that
+// triple, so the stage finds a packet's job and connection with one binary search.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <tuple>
+#include <vector>
+
+#include "dataplane/events.h"
+
+namespace ina::features::roce_s2s {
+
+// The classifier handle of the feature (src/app registers the stage under it).
+inline constexpr uint8_t kFeatureS2s = 3;
+
+enum class Direction : uint8_t { to_root, to_worker };
+
+struct ConnKey {
+    uint32_t src_ip = 0;  // host order
+    uint32_t dst_ip = 0;
+    uint32_t dest_qp = 0;
+    friend bool operator<(const ConnKey& a, const ConnKey& b) {
+        return std::tie(a.src_ip, a.dst_ip, a.dest_qp) < std::tie(b.src_ip, b.dst_ip, b.dest_qp);
+    }
+    friend bool operator==(const ConnKey&, const ConnKey&) = default;
+};
+
+struct ConnView {
+    ConnKey key;
+    uint32_t job_id = 0;
+    uint16_t conn = 0;  // index of the connection in its job (ranks ascending)
+    Direction dir = Direction::to_root;
+    bool drain = false;  // the job is being left (config drain: true)
+    uint16_t home = 0;                  // worker index of the job's home lcore
+    uint16_t slot = dp::kNoStateSlot;   // the job state's slot there (control_s2s fills it)
+};
+
+// A job that learns its connections from the RDMA CM exchange: every packet to or from its
+// root goes to the job's state, which knows the connections learned so far.
+struct LearnView {
+    uint32_t root_ip = 0;
+    uint32_t job_id = 0;
+    bool drain = false;
+    uint16_t home = 0;
+    uint16_t slot = dp::kNoStateSlot;
+};
+
+struct S2sView {
+    std::vector<ConnView> conns;     // sorted by key
+    std::vector<LearnView> learning;  // a handful: scanned
+
+    const ConnView* find(const ConnKey& k) const {
+        auto it = std::lower_bound(conns.begin(), conns.end(), k,
+                                   [](const ConnView& c, const ConnKey& x) { return c.key < x; });
+        return it != conns.end() && it->key == k ? &*it : nullptr;
+    }
+    // The learning job whose root is `a` or `b`, if any.
+    const LearnView* learning_root(uint32_t a, uint32_t b) const {
+        for (const auto& l : learning) {
+            if (l.root_ip == a || l.root_ip == b) {
+                return &l;
+            }
+        }
+        return nullptr;
+    }
+};
+
+constexpr uint32_t job_state_id(uint32_t job_id) { return 0x40000000u | job_id; }
+
+// Per-job counters, X(name, help).
+#define INA_S2S_JOB_COUNTERS(X)                                                                 \
+    X(absorbed, "Worker contributions added to an aggregation slot (and then ACKed)")          \
+    X(acks_synthesized, "ACKs the switch sent to workers as the root (coalesced per burst)")   \
+    X(naks_sent, "NAK-sequences sent to workers as the root (one per PSN gap)")                \
+    X(rnr_naks_sent, "RNR NAKs sent to workers (the chunk's slot still holds an older one)")   \
+    X(duplicates, "Worker packets behind the expected PSN (re-ACKed, not added again)")        \
+    X(aggregates_sent, "Aggregated WRITEs sent toward the root for the first time")            \
+    X(retransmits, "Aggregated WRITE packets sent again (go-back-N on NAK or timeout)")        \
+    X(root_acks_consumed, "ACKs from the root on job connections (consumed, not forwarded)")   \
+    X(root_naks_consumed, "NAKs from the root on job connections (consumed; go-back-N)")       \
+    X(aggregates_acked, "Aggregates the root acknowledged (their slots released)")             \
+    X(cnps_sent, "CNPs sent to workers for CE-marked contributions")                           \
+    X(cnps_fanned_out, "CNPs sent to workers for a CNP the root sent on the carrier")          \
+    X(icrc_errors, "Job packets with a bad ICRC (dropped, as the root would)")                 \
+    X(not_contribution, "Worker requests at the expected PSN that are no contribution (dropped)") \
+    X(bad_contributions, "Contributions of a wrong shape or repeated for a chunk (ACKed, not added)") \
+    X(connections_learned, "Connections learned from an RDMA CM REQ/REP (learn: true)")       \
+    X(connections_ended, "Learned connections ended by an RDMA CM DREQ")                      \
+    X(sessions, "Sessions started: a REQ while no connection of the job was live (slots emptied)") \
+    X(drain_refused, "Contributions to new chunks refused while draining (RNR NAK)")          \
+    X(forwarded, "Packets forwarded with their PSN/MSN translated after the drain")
+
+struct JobCounters {
+#define INA_S2S_FIELD(name, help) uint64_t name = 0;
+    INA_S2S_JOB_COUNTERS(INA_S2S_FIELD)
+#undef INA_S2S_FIELD
+};
+
+// Per-lcore reasons, X(name, help).
+#define INA_S2S_LCORE_COUNTERS(X)                                                              \
+    X(malformed, "UDP 4791 that does not parse as RoCEv2 (forwarded unmodified)")              \
+    X(passed, "RoCEv2 packets of no job connection, forwarded untouched")                      \
+    X(handed_off, "Packets handed to the job's home lcore")                                    \
+    X(handoff_full, "Hand-off ring to the home lcore full (dropped)")                          \
+    X(no_mbuf, "Frames not sent for want of an mbuf")                                          \
+    X(fallback, "Job packets forwarded untouched because the job's state is not attached")
+
+enum class LcoreCounter : uint8_t {
+#define INA_S2S_ENUM(name, help) name,
+    INA_S2S_LCORE_COUNTERS(INA_S2S_ENUM)
+#undef INA_S2S_ENUM
+    count
+};
+
+}  // namespace ina::features::roce_s2s

@@ -1,0 +1,840 @@
+// SPDX-License-Identifier: Apache-2.0
+// The RoCEv2 server-to-server stage (src/features/roce_s2s/datapath_s2s.*) on mbufs through the
+// whole pipeline. Job 9: root 10.0.2.2 (r1), rank 1 = 10.0.1.2 (r0, the carrier), rank 2 =
+// 10.0.2.7 (r1). Contributions are absorbed and ACKed as the root; a complete chunk is ONE
+// WRITE toward the root on the carrier with the root-side PSN; the root's ACK is consumed and
+// releases the slot; gap, duplicate, root NAK, timeout, CE and root CNP, chained input, the
+// other direction and non-job RoCE untouched, the ACK-only-once-stored invariant, config errors.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <random>
+
+#include "compile/snapshot_build.h"
+#include "config/config.h"
+#include "features/roce/config_roce.h"
+#include "features/roce_s2s/compile_s2s.h"
+#include "features/roce_s2s/config_s2s.h"
+#include "features/roce_s2s/control_s2s.h"
+#include "features/roce_s2s/datapath_s2s.h"
+#include "features/roce_s2s/metrics_s2s.h"
+#include "pipeline/feature_stages.h"
+#include "pipeline/pipeline.h"
+#include "roce/cm.h"
+#include "roce/encode.h"
+#include "roce/icrc.h"
+#include "stage_util.h"
+#include "worker/rdma/protocol.h"
+
+namespace ina::test {
+namespace {
+
+namespace fs = features::roce_s2s;
+namespace rc = ina::roce;
+
+constexpr uint32_t kRoot = 0x0A000202;     // 10.0.2.2 on r1 (static neighbour)
+constexpr uint32_t kWorker1 = 0x0A000102;  // 10.0.1.2 on r0 (static neighbour)
+constexpr uint32_t kWorker2 = 0x0A000207;  // 10.0.2.7 on r1 (learned)
+constexpr uint32_t kChunk = 64;            // 16 int32
+constexpr uint32_t kWindow = 4;
+constexpr uint32_t kWorkerQpn[3] = {0, 17, 18};
+constexpr uint32_t kRootQpn[3] = {0, 0x40, 0x41};
+constexpr uint32_t kPsn[3] = {0, 1000, 2000};
+constexpr uint64_t kAreaVa[3] = {0, 0x10000, 0x20000};  // each connection's area at the root
+constexpr uint32_t kAreaRkey[3] = {0, 0x111, 0x222};
+constexpr uint16_t kSlot = 10;
+
+std::string s2s_yaml() {
+    return std::string(kStageYaml) + R"(rdma_s2s:
+  jobs:
+    - id: 9
+      root: 10.0.2.2
+      world: 2
+      op: sum
+      dtype: int32
+      chunk_bytes: 64
+      window: 4
+      timeout: 10
+      connections:
+        - {rank: 2, ip: 10.0.2.7, qpn: 18, root_qpn: 0x41, psn: 2000}
+        - {rank: 1, ip: 10.0.1.2, qpn: 17, root_qpn: 0x40, psn: 1000}
+)";
+}
+
+void register_once() {
+    static const bool ok = [] {
+        return config::register_section(fs::section_hooks()) &&
+               compile::register_extension(fs::compile_s2s) &&
+               pipeline::register_feature(fs::kFeatureS2s, fs::stage());
+    }();
+    ASSERT_TRUE(ok);
+}
+
+struct Seen {
+    uint32_t src = 0, dst = 0;
+    uint8_t ttl = 0;
+    rc::Packet p;
+    std::vector<uint8_t> payload;
+    bool icrc_ok = false;
+};
+
+class RoceS2s : public StageTest {
+protected:
+    void SetUp() override {
+        register_once();
+        StageTest::SetUp();
+        ctx->pool = pool;
+        build(yaml());
+        auto loaded = config::load_string(yaml(), "s2s.yaml");
+        ASSERT_TRUE(loaded.ok()) << loaded.error_text();
+        const auto* s2s = fs::s2s_of(*loaded.config);
+        ASSERT_NE(s2s, nullptr);
+        job_id = s2s->jobs[0].id;
+        job = std::make_unique<fs::JobState>(fs::job_params(s2s->jobs[0]));
+        ASSERT_TRUE(pipeline::apply_command(
+            *ctx, dp::Command{dp::CommandType::attach, fs::kFeatureS2s, kSlot,
+                              fs::job_state_id(job_id), job.get()}));
+        auto* view = static_cast<fs::S2sView*>(snap->feature_views[fs::kFeatureS2s].get());
+        ASSERT_NE(view, nullptr);
+        for (auto& c : view->conns) {
+            c.slot = kSlot;
+        }
+        for (auto& l : view->learning) {
+            l.slot = kSlot;
+        }
+    }
+    void TearDown() override {
+        pipeline::apply_command(*ctx, dp::Command{dp::CommandType::detach, fs::kFeatureS2s, kSlot,
+                                                  fs::job_state_id(job_id), nullptr});
+        StageTest::TearDown();
+    }
+    virtual std::string yaml() const { return s2s_yaml(); }
+
+    static uint16_t port_of(uint32_t ip) { return ip == kWorker1 ? kR0 : kR1; }
+    static rte_ether_addr mac_of(uint32_t ip) {
+        return ip == kWorker1 ? kNbR0Gw : ip == kRoot ? kNbR1Gw : kNbR1Host;
+    }
+    static uint32_t worker_ip(int rank) { return rank == 1 ? kWorker1 : kWorker2; }
+
+    template <typename Encode>
+    Bytes frame(uint32_t from, Encode encode) {
+        std::vector<uint8_t> buf(2048);
+        const rte_ether_addr dst = port_mac(port_of(from));
+        const rte_ether_addr src = mac_of(from);
+        const size_t l2 = rc::write_ethernet(buf.data(), buf.size(), dst.addr_bytes,
+                                             src.addr_bytes);
+        const size_t l3 = encode(buf.data() + l2, buf.size() - l2);
+        buf.resize(l2 + l3);
+        return buf;
+    }
+    // Rank's WRITE_ONLY_WITH_IMM of chunk c toward the root (imm c << 8 | 1).
+    Bytes contribution(int rank, uint32_t psn, uint32_t c, const std::vector<int32_t>& values,
+                       uint8_t tos = 0x02, uint8_t opcode = rc::op::kWriteOnlyImm) {
+        rc::Ipv4Path path;
+        path.src_ip = worker_ip(rank);
+        path.dst_ip = kRoot;
+        path.dest_qp = kRootQpn[rank];
+        path.tos = tos;
+        path.src_port = static_cast<uint16_t>(0xC000 + rank);
+        rc::Transmit tx;
+        tx.opcode = opcode;
+        tx.psn = psn;
+        tx.ack_req = true;
+        tx.has_reth = true;
+        tx.length = static_cast<uint32_t>(values.size() * 4);
+        tx.reth = {kAreaVa[rank] + (c % kWindow) * kChunk, kAreaRkey[rank], tx.length};
+        tx.has_imm = opcode == rc::op::kWriteOnlyImm;
+        tx.imm = c << 8 | 1;
+        return frame(path.src_ip, [&](uint8_t* out, size_t cap) {
+            return rc::encode_write(out, cap, path, 1, tx,
+                                    reinterpret_cast<const uint8_t*>(values.data()));
+        });
+    }
+    // The root's ACK/NAK on rank's connection (root-side PSN space).
+    Bytes root_ack(int rank, uint32_t psn, uint8_t syndrome = rc::aeth::kAckUnlimited) {
+        rc::Ipv4Path path;
+        path.src_ip = kRoot;
+        path.dst_ip = worker_ip(rank);
+        path.dest_qp = kWorkerQpn[rank];
+        return frame(kRoot, [&](uint8_t* out, size_t cap) {
+            return rc::encode_ack(out, cap, path, 1, rc::Reply{syndrome, psn, 1});
+        });
+    }
+    Bytes root_cnp(int rank) {
+        rc::Ipv4Path path;
+        path.src_ip = kRoot;
+        path.dst_ip = worker_ip(rank);
+        path.dest_qp = kWorkerQpn[rank];
+        return frame(kRoot, [&](uint8_t* out, size_t cap) {
+            return rc::encode_cnp(out, cap, path, 1);
+        });
+    }
+
+    void run(const std::vector<rte_mbuf*>& ms) {
+        std::vector<rte_mbuf*> v = ms;
+        pipeline::process_burst(*ctx, *snap, v.data(), static_cast<uint16_t>(v.size()));
+    }
+    void send(const Bytes& f) {
+        const uint32_t src = static_cast<uint32_t>(f[26]) << 24 | f[27] << 16 | f[28] << 8 | f[29];
+        run({mbuf(f, port_of(src))});
+    }
+
+    std::vector<Seen> seen(uint16_t port) {
+        std::vector<Seen> out;
+        for (rte_mbuf* m : take_tx(port)) {
+            const Bytes b = bytes_of(m);
+            rte_pktmbuf_free(m);
+            Seen s;
+            const uint8_t* ip = b.data() + 14;
+            s.ttl = ip[8];
+            s.src = static_cast<uint32_t>(ip[12]) << 24 | ip[13] << 16 | ip[14] << 8 | ip[15];
+            s.dst = static_cast<uint32_t>(ip[16]) << 24 | ip[17] << 16 | ip[18] << 8 | ip[19];
+            const size_t ip_len = static_cast<size_t>(ip[2]) << 8 | ip[3];
+            const auto parsed = rc::parse(ip + 28, ip_len - 28);
+            EXPECT_TRUE(parsed.packet.has_value());
+            if (!parsed.packet) {
+                continue;
+            }
+            s.p = *parsed.packet;
+            s.payload.assign(ip + 28 + s.p.header_bytes,
+                             ip + 28 + s.p.header_bytes + s.p.payload_bytes);
+            s.icrc_ok = rc::icrc(ip, ip_len) == s.p.icrc;
+            out.push_back(s);
+        }
+        return out;
+    }
+    // Frames toward `ip` among those queued on its port (others stay queued? no: all taken).
+    std::vector<Seen> to(uint32_t ip) {
+        std::vector<Seen> out;
+        for (auto& s : seen(port_of(ip))) {
+            if (s.dst == ip) {
+                out.push_back(s);
+            } else {
+                stray.push_back(s);
+            }
+        }
+        return out;
+    }
+    void drain() {
+        free_mbufs(take_tx(kR0));
+        free_mbufs(take_tx(kR1));
+        stray.clear();
+    }
+    static std::vector<int32_t> ints(const std::vector<uint8_t>& b) {
+        std::vector<int32_t> v(b.size() / 4);
+        std::memcpy(v.data(), b.data(), v.size() * 4);
+        return v;
+    }
+    static std::vector<int32_t> fill(int32_t base) {
+        std::vector<int32_t> v(kChunk / 4);
+        for (size_t i = 0; i < v.size(); ++i) {
+            v[i] = base + static_cast<int32_t>(i);
+        }
+        return v;
+    }
+    uint64_t lcore(fs::LcoreCounter c) const {
+        return ctx->feature_counters[fs::kFeatureS2s][static_cast<size_t>(c)];
+    }
+    void advance_ms(uint64_t ms) {
+        ctx->now_tsc += ms * ctx->tsc_hz / 1000;
+        pipeline::service_timers(*ctx, *snap);
+    }
+    // Both ranks contribute chunk c (PSN offset c); returns the one aggregate toward the root.
+    Seen complete_chunk(uint32_t c, int32_t a = 1, int32_t b = 100) {
+        send(contribution(1, kPsn[1] + c, c, fill(a)));
+        send(contribution(2, kPsn[2] + c, c, fill(b)));
+        std::vector<Seen> agg;
+        for (auto& s : to(kRoot)) {
+            agg.push_back(s);
+        }
+        EXPECT_EQ(agg.size(), 1u) << "ONE aggregate per chunk";
+        free_mbufs(take_tx(kR0));
+        return agg.empty() ? Seen{} : agg[0];
+    }
+
+    std::unique_ptr<fs::JobState> job;
+    uint32_t job_id = 0;
+    std::vector<Seen> stray;
+};
+
+TEST_F(RoceS2s, ContributionIsAbsorbedAndAckedAsTheRoot) {
+    send(contribution(1, kPsn[1], 0, fill(1)));
+    auto acks = to(kWorker1);
+    ASSERT_EQ(acks.size(), 1u);
+    const Seen& a = acks[0];
+    EXPECT_EQ(a.src, kRoot) << "the ACK comes from the root's address";
+    EXPECT_EQ(a.p.bth.opcode, rc::op::kAcknowledge);
+    EXPECT_EQ(a.p.bth.dest_qp, kWorkerQpn[1]);
+    EXPECT_EQ(a.p.bth.psn, kPsn[1]);
+    EXPECT_EQ(a.p.aeth.syndrome, rc::aeth::kAckUnlimited);
+    EXPECT_EQ(a.p.aeth.msn, 1u);
+    EXPECT_TRUE(a.icrc_ok);
+    EXPECT_EQ(tx_count(kR1), 0u) << "nothing toward the root before the chunk is complete";
+    EXPECT_EQ(job->counters.absorbed, 1u);
+    EXPECT_EQ(job->counters.acks_synthesized, 1u);
+    EXPECT_EQ(job->table.in_use(), 1u);
+}
+
+TEST_F(RoceS2s, CompleteChunkIsOneWriteTowardTheRootOnTheCarrier) {
+    for (uint32_t c = 0; c < 3; ++c) {
+        const Seen w = complete_chunk(c, static_cast<int32_t>(c), 100);
+        EXPECT_EQ(w.src, kWorker1) << "the carrier is the lowest rank's connection";
+        EXPECT_EQ(w.p.bth.opcode, rc::op::kWriteOnlyImm);
+        EXPECT_EQ(w.p.bth.dest_qp, kRootQpn[1]);
+        EXPECT_EQ(w.p.bth.psn, kPsn[1] + c) << "the root-side PSN of the carrier";
+        EXPECT_TRUE(w.p.bth.ack_req);
+        EXPECT_EQ(w.p.reth.va, kAreaVa[1] + c * kChunk) << "the carrier's own RETH";
+        EXPECT_EQ(w.p.reth.rkey, kAreaRkey[1]);
+        EXPECT_EQ(w.p.reth.dma_len, kChunk);
+        EXPECT_EQ(w.p.imm, c << 8 | 2) << "chunk << 8 | k";
+        EXPECT_TRUE(w.icrc_ok);
+        const auto sum = ints(w.payload);
+        ASSERT_EQ(sum.size(), kChunk / 4);
+        for (size_t i = 0; i < sum.size(); ++i) {
+            EXPECT_EQ(sum[i], static_cast<int32_t>(c) + 100 + 2 * static_cast<int32_t>(i));
+        }
+    }
+    EXPECT_EQ(job->counters.aggregates_sent, 3u);
+    EXPECT_EQ(job->table.in_use(), 3u) << "kept until the root acknowledges";
+    send(root_ack(1, kPsn[1] + 1));
+    EXPECT_EQ(total_tx(), 0u) << "the root's ACK is consumed, never forwarded to a worker";
+    EXPECT_EQ(job->table.in_use(), 1u) << "an ACK of PSN n covers every aggregate up to n";
+    EXPECT_EQ(job->counters.root_acks_consumed, 1u);
+    EXPECT_EQ(job->counters.aggregates_acked, 2u);
+    send(root_ack(2, kPsn[2]));  // on a connection the root saw nothing of
+    EXPECT_EQ(total_tx(), 0u);
+    EXPECT_EQ(job->counters.root_acks_consumed, 2u);
+    EXPECT_EQ(job->table.in_use(), 1u);
+}
+
+TEST_F(RoceS2s, PsnGapGivesExactlyOneNak) {
+    send(contribution(1, kPsn[1] + 1, 1, fill(1)));
+    send(contribution(1, kPsn[1] + 2, 2, fill(1)));
+    auto out = to(kWorker1);
+    ASSERT_EQ(out.size(), 1u) << "one NAK per gap";
+    EXPECT_EQ(out[0].src, kRoot);
+    EXPECT_EQ(out[0].p.aeth.syndrome, rc::aeth::kNakPsnSequence);
+    EXPECT_EQ(out[0].p.bth.psn, kPsn[1]) << "the PSN the root expects";
+    EXPECT_EQ(out[0].p.aeth.msn, 0u);
+    EXPECT_EQ(job->counters.naks_sent, 1u);
+    EXPECT_EQ(job->table.in_use(), 0u) << "nothing out of order was added";
+    send(contribution(1, kPsn[1], 0, fill(1)));  // the missing one: in order again
+    out = to(kWorker1);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].p.aeth.syndrome, rc::aeth::kAckUnlimited);
+    EXPECT_EQ(out[0].p.bth.psn, kPsn[1]);
+}
+
+TEST_F(RoceS2s, DuplicateIsReAckedAndNotAddedTwice) {
+    const Bytes c = contribution(1, kPsn[1], 0, fill(1));
+    send(c);
+    send(c);
+    auto out = to(kWorker1);
+    ASSERT_EQ(out.size(), 2u);
+    EXPECT_EQ(out[1].p.aeth.syndrome, rc::aeth::kAckUnlimited);
+    EXPECT_EQ(out[1].p.bth.psn, kPsn[1]);
+    EXPECT_EQ(out[1].p.aeth.msn, 1u);
+    EXPECT_EQ(job->counters.duplicates, 1u);
+    EXPECT_EQ(job->counters.absorbed, 1u);
+    send(contribution(2, kPsn[2], 0, fill(0)));
+    auto agg = to(kRoot);
+    ASSERT_EQ(agg.size(), 1u);
+    EXPECT_EQ(ints(agg[0].payload)[3], 1 + 3 + 0 + 3) << "rank 1 counted once";
+}
+
+TEST_F(RoceS2s, RootNakSequenceRetransmitsTheAggregate) {
+    const Seen first = complete_chunk(0);
+    complete_chunk(1);
+    send(root_ack(1, kPsn[1], rc::aeth::kNakPsnSequence));  // the root lost PSN kPsn[1]
+    auto again = to(kRoot);
+    ASSERT_EQ(again.size(), 2u) << "go-back-N from the NAKed PSN";
+    EXPECT_EQ(again[0].p.bth.psn, kPsn[1]);
+    EXPECT_EQ(again[0].payload, first.payload) << "the kept aggregate, same bytes";
+    EXPECT_EQ(again[1].p.bth.psn, kPsn[1] + 1);
+    EXPECT_EQ(job->counters.retransmits, 2u);
+    EXPECT_EQ(job->counters.root_naks_consumed, 1u);
+    EXPECT_EQ(tx_count(kR0), 0u) << "the NAK is not forwarded to the worker";
+}
+
+TEST_F(RoceS2s, LostAggregateIsRetransmittedAfterTheTimeout) {
+    complete_chunk(0);
+    advance_ms(1);
+    EXPECT_EQ(tx_count(kR1), 0u) << "not before the ACK timeout (4.2 ms)";
+    advance_ms(10);
+    auto out = to(kRoot);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].p.bth.psn, kPsn[1]);
+    EXPECT_EQ(ints(out[0].payload)[0], 101);
+    EXPECT_EQ(job->counters.retransmits, 1u);
+}
+
+// The invariant: an ACK means the contribution is in a slot the switch will deliver to the
+// root. A slot is held until the root's ACK covers its aggregate, so a contribution for a
+// chunk whose slot is still held gets an RNR NAK (nothing advances), never an ACK.
+TEST_F(RoceS2s, AckedOnlyOnceInASlotThatReachesTheRoot) {
+    for (uint32_t c = 0; c < kWindow; ++c) {
+        complete_chunk(c);
+    }
+    drain();
+    send(contribution(1, kPsn[1] + kWindow, kWindow, fill(7)));
+    auto out = to(kWorker1);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(rc::aeth::kind(out[0].p.aeth.syndrome), rc::aeth::Kind::rnr_nak)
+        << "chunk 0's aggregate is not acknowledged: its slot is not free";
+    EXPECT_EQ(out[0].p.bth.psn, kPsn[1] + kWindow);
+    EXPECT_EQ(job->counters.absorbed, 2 * kWindow);
+    // The root acknowledges chunk 0: the same PSN is now absorbed and ACKed.
+    send(root_ack(1, kPsn[1]));
+    send(contribution(1, kPsn[1] + kWindow, kWindow, fill(7)));
+    out = to(kWorker1);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].p.aeth.syndrome, rc::aeth::kAckUnlimited);
+    EXPECT_EQ(out[0].p.bth.psn, kPsn[1] + kWindow);
+    EXPECT_EQ(job->counters.absorbed, 2 * kWindow + 1);
+    // A bad ICRC is never ACKed (the root would drop it too).
+    Bytes bad = contribution(2, kPsn[2] + kWindow, kWindow, fill(7));
+    bad[bad.size() - 10] ^= 1;
+    send(bad);
+    EXPECT_EQ(tx_count(kR1), 0u);
+    EXPECT_EQ(job->counters.icrc_errors, 1u);
+}
+
+TEST_F(RoceS2s, CeEarnsACnpAndARootCnpFansOut) {
+    send(contribution(2, kPsn[2], 0, fill(1), 0x03));
+    int cnps = 0;
+    for (const auto& x : to(kWorker2)) {
+        if (x.p.bth.opcode == rc::op::kCnp) {
+            ++cnps;
+            EXPECT_EQ(x.src, kRoot);
+            EXPECT_EQ(x.p.bth.dest_qp, kWorkerQpn[2]);
+            EXPECT_TRUE(x.icrc_ok);
+        }
+    }
+    EXPECT_EQ(cnps, 1);
+    EXPECT_EQ(job->counters.cnps_sent, 1u);
+    send(root_cnp(1));  // the root slows the carrier, which carries both workers' data
+    auto w1 = to(kWorker1);
+    auto w2 = to(kWorker2);
+    ASSERT_EQ(w1.size(), 1u);
+    ASSERT_EQ(w2.size(), 1u);
+    EXPECT_EQ(w1[0].p.bth.opcode, rc::op::kCnp);
+    EXPECT_EQ(w2[0].p.bth.dest_qp, kWorkerQpn[2]);
+    EXPECT_EQ(job->counters.cnps_fanned_out, 2u);
+}
+
+TEST_F(RoceS2s, ChainedContributionIsAbsorbed) {
+    const Bytes c1 = contribution(1, kPsn[1], 0, fill(1));
+    run({chained(c1, kR0, {20, 40, 13})});
+    EXPECT_EQ(to(kWorker1).size(), 1u);
+    send(contribution(2, kPsn[2], 0, fill(1)));
+    auto agg = to(kRoot);
+    ASSERT_EQ(agg.size(), 1u);
+    EXPECT_EQ(ints(agg[0].payload)[5], 12);
+}
+
+TEST_F(RoceS2s, OtherDirectionAndOtherRocePassUntouched) {
+    // The root's result WRITE to a worker (its own PSN space) and the worker's ACK of it.
+    rc::Ipv4Path path;
+    path.src_ip = kRoot;
+    path.dst_ip = kWorker1;
+    path.dest_qp = kWorkerQpn[1];
+    rc::Transmit tx;
+    tx.opcode = rc::op::kWriteOnlyImm;
+    tx.psn = 77;
+    tx.has_reth = true;
+    tx.length = kChunk;
+    tx.reth = {0x5000, 9, kChunk};
+    tx.has_imm = true;
+    const auto v = fill(3);
+    const Bytes result = frame(kRoot, [&](uint8_t* out, size_t cap) {
+        return rc::encode_write(out, cap, path, 1, tx, reinterpret_cast<const uint8_t*>(v.data()));
+    });
+    send(result);
+    auto out = seen(kR0);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].p.bth.psn, 77u);
+    EXPECT_EQ(out[0].ttl, 63) << "routed like any packet";
+    EXPECT_TRUE(out[0].icrc_ok) << "the ICRC masks the TTL: still valid, untouched";
+    // RoCE of no job: a QPN no job has.
+    Bytes other = contribution(1, kPsn[1], 0, fill(1));
+    other[14 + 28 + 7] = 0x77;
+    rc::write_icrc(other.data() + other.size(), rc::icrc(other.data() + 14, other.size() - 14));
+    send(other);
+    out = seen(kR1);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].p.bth.dest_qp, 0x77u);
+    EXPECT_EQ(lcore(fs::LcoreCounter::passed), 2u);
+    EXPECT_EQ(job->counters.absorbed, 0u);
+}
+
+TEST_F(RoceS2s, NoStateFallsBackToForwarding) {
+    pipeline::apply_command(*ctx, dp::Command{dp::CommandType::detach, fs::kFeatureS2s, kSlot,
+                                              fs::job_state_id(9), nullptr});
+    send(contribution(1, kPsn[1], 0, fill(1)));
+    auto out = to(kRoot);
+    ASSERT_EQ(out.size(), 1u) << "the worker's WRITE reaches the root as it is";
+    EXPECT_EQ(out[0].src, kWorker1);
+    EXPECT_EQ(lcore(fs::LcoreCounter::fallback), 1u);
+    ASSERT_TRUE(pipeline::apply_command(
+        *ctx, dp::Command{dp::CommandType::attach, fs::kFeatureS2s, kSlot, fs::job_state_id(9),
+                          job.get()}));
+}
+
+TEST_F(RoceS2s, NotAContributionIsNeitherExecutedNorAcked) {
+    send(contribution(1, kPsn[1], 0, fill(1), 0x02, rc::op::kWriteOnly));
+    EXPECT_EQ(total_tx(), 0u);
+    EXPECT_EQ(job->counters.not_contribution, 1u);
+    EXPECT_EQ(job->conns[0].leg.epsn, kPsn[1]);
+}
+
+// Damaged input never crashes, leaks or breaks the state: flipped bytes, cut frames and random
+// opcodes/PSNs of contributions, root ACKs, CNPs, in normal, draining and forwarding modes,
+// plain and chained. Afterwards every mbuf is back and the invariants hold: no more slots
+// than the window, and a worker-side sequence advanced only by what was absorbed or counted.
+TEST_F(RoceS2s, DamagedInputIsSurvived) {
+    std::mt19937 rng(12345);
+    auto* view = static_cast<fs::S2sView*>(snap->feature_views[fs::kFeatureS2s].get());
+    const unsigned base = in_use();
+    for (int round = 0; round < 3000; ++round) {
+        if (round == 2000) {
+            for (auto& c : view->conns) {
+                c.drain = true;  // the last third drains (and then forwards)
+            }
+        }
+        const int rank = 1 + static_cast<int>(rng() % 2);
+        const uint32_t c = rng() % 8;
+        Bytes f;
+        switch (rng() % 4) {
+        case 0: f = contribution(rank, kPsn[rank] + rng() % 12, c, fill(1)); break;
+        case 1: f = root_ack(rank, kPsn[rank] + rng() % 12,
+                             static_cast<uint8_t>(rng() % 2 ? 0x1F : 0x60)); break;
+        case 2: f = root_cnp(rank); break;
+        default: f = contribution(rank, rng() & 0xFFFFFF, rng() & 0xFFFFFF, fill(2)); break;
+        }
+        const int damage = static_cast<int>(rng() % 4);
+        if (damage == 1) {
+            f[14 + 28 + rng() % (f.size() - 42)] ^= static_cast<uint8_t>(1 + rng() % 255);
+        } else if (damage == 2) {
+            f.resize(14 + 28 + rng() % (f.size() - 42));  // cut: IP/UDP lengths now lie
+        } else if (damage == 3) {
+            f[14 + 28] = static_cast<uint8_t>(rng());  // any opcode, ICRC then bad
+        }
+        if (f.size() > 100 && rng() % 3 == 0) {
+            run({chained(f, port_of(rank == 1 ? kWorker1 : kWorker2), {60, 20})});
+        } else {
+            send(f);
+        }
+        if (round % 16 == 0) {
+            drain();
+            advance_ms(1);
+            drain();
+        }
+    }
+    drain();
+    EXPECT_EQ(in_use(), base) << "every mbuf freed or sent";
+    EXPECT_LE(job->table.in_use(), kWindow);
+    const uint64_t advanced = job->conns[0].leg.msn + job->conns[1].leg.msn;
+    EXPECT_EQ(advanced, job->counters.absorbed + job->counters.bad_contributions)
+        << "each worker-side message is an absorbed or a counted contribution";
+    EXPECT_GT(job->counters.absorbed, 0u);
+    EXPECT_GT(job->counters.icrc_errors, 0u);
+}
+
+// drain: true: the held chunks are finished, nothing new is absorbed, then the connections
+// are forwarded with their PSN/MSN translated so the endpoints carry on by themselves.
+TEST_F(RoceS2s, DrainFinishesHeldChunksThenForwardsTranslated) {
+    complete_chunk(0);
+    send(contribution(1, kPsn[1] + 1, 1, fill(1)));  // chunk 1 held, half done
+    drain();
+    auto* view = static_cast<fs::S2sView*>(snap->feature_views[fs::kFeatureS2s].get());
+    for (auto& c : view->conns) {
+        c.drain = true;
+    }
+    send(contribution(1, kPsn[1] + 2, 2, fill(1)));  // a new chunk: not absorbed any more
+    auto out = to(kWorker1);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(rc::aeth::kind(out[0].p.aeth.syndrome), rc::aeth::Kind::rnr_nak);
+    EXPECT_EQ(job->counters.drain_refused, 1u);
+    send(contribution(2, kPsn[2] + 1, 1, fill(2)));  // finishes the held chunk 1
+    auto agg = to(kRoot);
+    ASSERT_EQ(agg.size(), 1u);
+    EXPECT_EQ(agg[0].p.bth.psn, kPsn[1] + 1);
+    drain();
+    send(contribution(2, kPsn[2] + 2, 2, fill(2)));
+    EXPECT_EQ(rc::aeth::kind(to(kWorker2)[0].p.aeth.syndrome), rc::aeth::Kind::rnr_nak)
+        << "not before the root acknowledged every aggregate";
+    drain();
+    send(root_ack(1, kPsn[1] + 1));
+    EXPECT_EQ(job->table.in_use(), 0u);
+    // Forwarding: rank 2's root side never moved (2000), its worker side is at 2002. Chained,
+    // with the ICRC across the last two segments.
+    const Bytes fwd = contribution(2, kPsn[2] + 2, 2, fill(2));
+    ASSERT_EQ(fwd.size(), 142u);
+    run({chained(fwd, kR1, {20, 40, 79, 3})});
+    out = to(kRoot);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].src, kWorker2) << "the worker's own packet";
+    EXPECT_EQ(out[0].p.bth.psn, kPsn[2]) << "moved into the root's PSN space";
+    EXPECT_EQ(out[0].p.bth.dest_qp, kRootQpn[2]);
+    EXPECT_EQ(out[0].p.imm, 2u << 8 | 1);
+    EXPECT_TRUE(out[0].icrc_ok);
+    // The carrier's sides agree (one aggregate per chunk): PSN as it is.
+    send(contribution(1, kPsn[1] + 2, 2, fill(1)));
+    out = to(kRoot);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].p.bth.psn, kPsn[1] + 2);
+    EXPECT_TRUE(out[0].icrc_ok);
+    // The root's ACK of rank 2's packet: back into the worker's space, PSN and MSN.
+    send(root_ack(2, kPsn[2]));
+    out = to(kWorker2);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].src, kRoot);
+    EXPECT_EQ(out[0].p.bth.psn, kPsn[2] + 2);
+    EXPECT_EQ(out[0].p.aeth.msn, 3u) << "the root's MSN 1 after the worker's 2 absorbed ones";
+    EXPECT_TRUE(out[0].icrc_ok);
+    // A retransmission of something the switch absorbed is still the switch's to ACK.
+    send(contribution(2, kPsn[2] + 1, 1, fill(2)));
+    out = to(kWorker2);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].p.bth.psn, kPsn[2] + 1);
+    EXPECT_EQ(out[0].p.aeth.msn, 2u);
+    EXPECT_EQ(tx_count(kR1), 0u) << "not forwarded";
+    EXPECT_EQ(job->counters.forwarded, 3u);
+}
+
+// learn: true: the connections come from the RDMA CM exchange the switch sees on QP1.
+class RoceS2sLearn : public RoceS2s {
+protected:
+    std::string yaml() const override {
+        return std::string(kStageYaml) + R"(rdma_s2s:
+  jobs:
+    - {id: 11, root: 10.0.2.2, world: 2, dtype: int32, chunk_bytes: 64, window: 4, timeout: 10,
+       learn: true}
+)";
+    }
+    static constexpr uint32_t kRepPsn[3] = {0, 3000, 4000};  // the workers send from these
+
+    Bytes cm_frame(uint32_t from, uint32_t to, const rc::cm::Message& msg) {
+        rc::Ipv4Path path;
+        path.src_ip = from;
+        path.dst_ip = to;
+        path.dest_qp = rc::cm::kCmQpn;
+        return frame(from, [&](uint8_t* out, size_t cap) {
+            return rc::cm::encode_packet(out, cap, path, 1, 0, msg);
+        });
+    }
+    // Rank's REQ to the root: the worker's QPN and the INAR connect request of `job`.
+    Bytes req(int rank, uint32_t inar_job = 11) {
+        rc::cm::Message msg;
+        msg.header.attr_id = static_cast<uint16_t>(rc::cm::Attr::req);
+        msg.header.transaction_id = 0x100 + static_cast<uint64_t>(rank);
+        msg.req.local_comm_id = 0x1000 + static_cast<uint32_t>(rank);
+        msg.req.service_id = rc::cm::service_id_for_tcp_port(7471);
+        msg.req.local_qpn = kWorkerQpn[rank];
+        msg.req.starting_psn = 0x5d50b2;  // the root's send PSN: not the worker's
+        rc::cm::CmaHeader h;
+        h.src = rc::cm::ipv4_gid(worker_ip(rank));
+        h.dst = rc::cm::ipv4_gid(kRoot);
+        rc::cm::write_cma_header(msg.req.private_data, h);
+        ina::rdma::ConnectRequest c;
+        c.mode = ina::rdma::Mode::server_to_server;
+        c.elem_type = reduce::ElemType::int32;
+        c.job_id = inar_job;
+        c.rank = static_cast<uint16_t>(rank);
+        c.world = 2;
+        c.chunk_bytes = kChunk;
+        c.window = kWindow;
+        const auto enc = c.encode();
+        std::memcpy(msg.req.private_data.data() + rc::cm::kCmaHeaderBytes, enc.data(), enc.size());
+        return cm_frame(worker_ip(rank), kRoot, msg);
+    }
+    Bytes rep(int rank) {
+        rc::cm::Message msg;
+        msg.header.attr_id = static_cast<uint16_t>(rc::cm::Attr::rep);
+        msg.header.transaction_id = 0x100 + static_cast<uint64_t>(rank);
+        msg.rep.local_comm_id = 0x2000 + static_cast<uint32_t>(rank);
+        msg.rep.remote_comm_id = 0x1000 + static_cast<uint32_t>(rank);
+        msg.rep.local_qpn = kRootQpn[rank];
+        msg.rep.starting_psn = kRepPsn[rank];
+        return cm_frame(kRoot, worker_ip(rank), msg);
+    }
+    Bytes dreq(int rank) {
+        rc::cm::Message msg;
+        msg.header.attr_id = static_cast<uint16_t>(rc::cm::Attr::dreq);
+        msg.dreq.local_comm_id = 0x1000 + static_cast<uint32_t>(rank);
+        msg.dreq.remote_comm_id = 0x2000 + static_cast<uint32_t>(rank);
+        msg.dreq.remote_qpn = kRootQpn[rank];
+        return cm_frame(worker_ip(rank), kRoot, msg);
+    }
+    void connect(int rank) {
+        send(req(rank));
+        send(rep(rank));
+        auto out = seen(kR0);
+        for (auto& x : seen(kR1)) {
+            out.push_back(x);
+        }
+        ASSERT_EQ(out.size(), 2u) << "the REQ and the REP pass untouched";
+        const uint32_t rep_to = worker_ip(rank);
+        EXPECT_TRUE((out[0].dst == kRoot && out[1].dst == rep_to) ||
+                    (out[1].dst == kRoot && out[0].dst == rep_to));
+        EXPECT_EQ(out[0].p.bth.dest_qp, rc::cm::kCmQpn);
+        EXPECT_TRUE(out[0].icrc_ok && out[1].icrc_ok);
+    }
+};
+
+TEST_F(RoceS2sLearn, ConnectionsComeFromTheCmExchange) {
+    // Before its REQ/REP the connection is unknown: its WRITE goes to the root untouched.
+    send(contribution(1, kRepPsn[1], 0, fill(1)));
+    ASSERT_EQ(to(kRoot).size(), 1u);
+    EXPECT_EQ(job->counters.absorbed, 0u);
+    connect(1);
+    connect(2);
+    EXPECT_EQ(job->counters.connections_learned, 2u);
+    send(contribution(1, kRepPsn[1], 0, fill(1)));
+    auto ack = to(kWorker1);
+    ASSERT_EQ(ack.size(), 1u);
+    EXPECT_EQ(ack[0].src, kRoot);
+    EXPECT_EQ(ack[0].p.bth.dest_qp, kWorkerQpn[1]) << "the REQ's QPN";
+    EXPECT_EQ(ack[0].p.bth.psn, kRepPsn[1]) << "the worker sends from the REP's starting PSN";
+    send(contribution(2, kRepPsn[2], 0, fill(100)));
+    auto agg = to(kRoot);
+    ASSERT_EQ(agg.size(), 1u);
+    EXPECT_EQ(agg[0].src, kWorker1);
+    EXPECT_EQ(agg[0].p.bth.dest_qp, kRootQpn[1]) << "the REP's QPN";
+    EXPECT_EQ(agg[0].p.bth.psn, kRepPsn[1]);
+    EXPECT_EQ(agg[0].p.imm, 0u << 8 | 2);
+    EXPECT_EQ(ints(agg[0].payload)[1], 1 + 1 + 100 + 1);
+    free_mbufs(take_tx(kR1));
+}
+
+TEST_F(RoceS2sLearn, AnotherJobsRequestTeachesNothing) {
+    send(req(1, 12));
+    send(rep(1));
+    free_mbufs(take_tx(kR0));
+    free_mbufs(take_tx(kR1));
+    EXPECT_EQ(job->counters.connections_learned, 0u);
+    send(contribution(1, kRepPsn[1], 0, fill(1)));
+    EXPECT_EQ(to(kRoot).size(), 1u) << "still forwarded untouched";
+}
+
+TEST_F(RoceS2sLearn, DisconnectEndsAndTheNextSessionStartsWithEmptySlots) {
+    connect(1);
+    connect(2);
+    send(contribution(1, kRepPsn[1], 0, fill(1)));  // chunk 0 half done, never finished
+    drain();
+    EXPECT_EQ(job->table.in_use(), 1u);
+    send(dreq(1));
+    send(dreq(2));
+    drain();
+    EXPECT_EQ(job->counters.connections_ended, 2u);
+    send(contribution(1, kRepPsn[1] + 1, 1, fill(1)));
+    EXPECT_EQ(to(kRoot).size(), 1u) << "an ended connection is forwarded untouched";
+    connect(1);  // a new session: the chunk indices start over
+    EXPECT_EQ(job->counters.sessions, 1u);
+    EXPECT_EQ(job->table.in_use(), 0u);
+    connect(2);
+    send(contribution(1, kRepPsn[1], 0, fill(5)));
+    send(contribution(2, kRepPsn[2], 0, fill(5)));
+    auto agg = to(kRoot);
+    ASSERT_EQ(agg.size(), 1u) << "chunk 0 again, not refused as stale";
+    EXPECT_EQ(ints(agg[0].payload)[0], 10);
+    free_mbufs(take_tx(kR0));
+}
+
+// Every listed counter reaches the exposition, per job and per reason.
+TEST(RoceS2sMetrics, EveryCounterIsRendered) {
+    fs::JobSample j;
+    j.job_id = 9;
+    j.slots_in_use = 3;
+    uint64_t v = 100;
+#define INA_S2S_SET(name, help) j.counters.name = v++;
+    INA_S2S_JOB_COUNTERS(INA_S2S_SET)
+#undef INA_S2S_SET
+    fs::LcoreTotals lcore{};
+    for (size_t i = 0; i < lcore.size(); ++i) {
+        lcore[i] = 500 + i;
+    }
+    const std::string text = fs::render_metrics({j}, lcore);
+    v = 100;
+#define INA_S2S_CHECK(name, help)                                                            \
+    EXPECT_NE(text.find("inaswitch_rdma_s2s_" #name "_total{job=\"9\"} " + std::to_string(v++) + \
+                        "\n"),                                                               \
+              std::string::npos)                                                             \
+        << #name;
+    INA_S2S_JOB_COUNTERS(INA_S2S_CHECK)
+#undef INA_S2S_CHECK
+    EXPECT_NE(text.find("inaswitch_rdma_s2s_slots_in_use{job=\"9\"} 3\n"), std::string::npos);
+    size_t i = 0;
+#define INA_S2S_REASON_CHECK(name, help)                                                     \
+    EXPECT_NE(text.find("inaswitch_rdma_s2s_packets_total{reason=\"" #name "\"} " +             \
+                        std::to_string(500 + i++) + "\n"),                                   \
+              std::string::npos)                                                             \
+        << #name;
+    INA_S2S_LCORE_COUNTERS(INA_S2S_REASON_CHECK)
+#undef INA_S2S_REASON_CHECK
+}
+
+// The `rdma_s2s:` section through the loader: errors name file:line:col.
+TEST(RoceS2sConfig, ErrorsNameTheirPlace) {
+    register_once();
+    const std::string base = std::string(kStageYaml) + "rdma_s2s:\n  jobs:\n";
+    const std::string conn = "      connections: [{rank: 1, ip: 10.0.1.2, qpn: 17, root_qpn: 64}]\n";
+    auto r = config::load_string(
+        base + "    - {id: 9, root: 10.0.2.2, world: 2, chunk_bytes: 2048, pmtu: 1024,\n"
+               "       connections: [{rank: 1, ip: 10.0.1.2, qpn: 17, root_qpn: 64}]}\n",
+        "t.yaml");
+    ASSERT_FALSE(r.ok());
+    // The job's map starts on the line after "jobs:", column 7.
+    const size_t job_line = static_cast<size_t>(std::count(base.begin(), base.end(), '\n')) + 1;
+    EXPECT_NE(r.error_text().find("t.yaml:" + std::to_string(job_line) + ":7:"),
+              std::string::npos)
+        << r.error_text();
+    EXPECT_NE(r.error_text().find("chunk_bytes 2048 is above pmtu 1024"), std::string::npos);
+    r = config::load_string(base + "    - id: 9\n      root: 10.0.2.2\n      world: 2\n" + conn +
+                                "      windw: 8\n",
+                            "t.yaml");
+    EXPECT_NE(r.error_text().find("unknown key 'windw'"), std::string::npos) << r.error_text();
+    r = config::load_string(base + "    - id: 9\n      root: 10.0.2.2\n      world: 1\n"
+                                   "      connections:\n"
+                                   "        - {rank: 2, ip: 10.0.2.2, qpn: 17, root_qpn: 64}\n"
+                                   "        - {rank: 1, ip: 10.0.1.2, qpn: 17, root_qpn: 64}\n",
+                            "t.yaml");
+    EXPECT_NE(r.error_text().find("t.yaml:" + std::to_string(job_line + 4) + ":11:"),
+              std::string::npos)
+        << r.error_text();
+    EXPECT_NE(r.error_text().find("above the world"), std::string::npos) << r.error_text();
+    EXPECT_NE(r.error_text().find("is the root"), std::string::npos) << r.error_text();
+    r = config::load_string(base + "    - id: 9\n      root: 10.0.2.2\n      world: 1\n"
+                                   "      connections:\n"
+                                   "        - {rank: 1, ip: 10.0.1.2, qpn: 0x1000000, root_qpn: 64}\n",
+                            "t.yaml");
+    EXPECT_NE(r.error_text().find("expected qpn"), std::string::npos) << r.error_text();
+    // Both RoCE modes take UDP 4791: refused at load time (so --check-config says it).
+    ASSERT_TRUE(config::register_section(features::roce::section_hooks()) ||
+                config::load_string(std::string(kStageYaml) + "rdma: {jobs: []}\n", "t.yaml")
+                    .ok());
+    r = config::load_string(base + "    - id: 9\n      root: 10.0.2.2\n      world: 2\n" + conn +
+                                "rdma:\n  jobs: [{id: 7, world: 2}]\n",
+                            "t.yaml");
+    EXPECT_NE(r.error_text().find("cannot be on one switch yet"), std::string::npos)
+        << r.error_text();
+    r = config::load_string(base + "    - {id: 9, root: 10.0.2.2, world: 2}\n", "t.yaml");
+    EXPECT_NE(r.error_text().find("expected at least one connection (or learn: true)"),
+              std::string::npos)
+        << r.error_text();
+    r = config::load_string(base + "    - id: 9\n      root: 10.0.2.2\n      world: 2\n" + conn +
+                                "      learn: true\n",
+                            "t.yaml");
+    EXPECT_NE(r.error_text().find("either connections or learn"), std::string::npos)
+        << r.error_text();
+    r = config::load_string(base + "    - id: 9\n      root: 10.0.2.2\n      world: 2\n" + conn,
+                            "t.yaml");
+    ASSERT_TRUE(r.ok()) << r.error_text();
+    const auto* s2s = fs::s2s_of(*r.config);
+    ASSERT_NE(s2s, nullptr);
+    EXPECT_EQ(s2s->jobs[0].window, 64u);
+    EXPECT_FALSE(s2s->jobs[0].connections[0].psn.has_value()) << "learned from the first packet";
+}
+
+}  // namespace
+}  // namespace ina::test
