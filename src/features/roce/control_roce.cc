@@ -296,46 +296,82 @@ control::FeatureControl RoceControl::hooks() {
 
 RoceControl::Reply RoceControl::connect(control::ControlPlane& cp, uint32_t job_id,
                                         const std::string& body) {
-    std::lock_guard serial(connect_mu_);
-    config::Config cfg = cp.running_config();
-    const RdmaConfig* rdma = rdma_of(cfg);
-    const JobConfig* job = rdma != nullptr ? rdma->job(job_id) : nullptr;
-    if (job == nullptr) {
-        return {404, error_json("no rdma job " + std::to_string(job_id))};
-    }
     const ConnectParse parsed = parse_connect(body, "request");
     if (!parsed.request) {
         std::string message;
         for (const auto& e : parsed.errors) {
             message += (message.empty() ? "" : "; ") + e.str();
         }
+        // An unknown job is a 404 even when the body is bad.
+        if (!has_job(cp, job_id)) {
+            return {404, error_json("no rdma job " + std::to_string(job_id))};
+        }
         return {400, error_json(message)};
     }
-    const ConnectRequest& r = *parsed.request;
+    const ConnectOutcome out = connect_qp(cp, job_id, *parsed.request, std::nullopt);
+    if (!out.ok()) {
+        return {http_status(out.refusal), error_json(out.error)};
+    }
+    const json answer = {{"qpn", out.switch_qpn},
+                         {"psn", out.switch_psn},
+                         {"ip", net::Ipv4Addr{out.switch_ip}.str()},
+                         {"gid", "::ffff:" + net::Ipv4Addr{out.switch_ip}.str()},
+                         {"area_addr", kAreaAddr},
+                         {"area_rkey", kAreaRkey},
+                         {"area_length", out.area_length},
+                         {"pmtu", out.pmtu}};
+    return {200, answer.dump()};
+}
+
+bool RoceControl::has_job(control::ControlPlane& cp, uint32_t job_id) {
+    const config::Config cfg = cp.running_config();
+    const RdmaConfig* rdma = rdma_of(cfg);
+    return rdma != nullptr && rdma->job(job_id) != nullptr;
+}
+
+ConnectOutcome RoceControl::connect_qp(control::ControlPlane& cp, uint32_t job_id,
+                                       const ConnectRequest& r,
+                                       std::optional<uint32_t> switch_psn) {
+    std::lock_guard serial(connect_mu_);
+    auto refuse = [](Refusal why, std::string text) {
+        ConnectOutcome o;
+        o.refusal = why;
+        o.error = std::move(text);
+        return o;
+    };
+    config::Config cfg = cp.running_config();
+    const RdmaConfig* rdma = rdma_of(cfg);
+    const JobConfig* job = rdma != nullptr ? rdma->job(job_id) : nullptr;
+    if (job == nullptr) {
+        return refuse(Refusal::no_job, "no rdma job " + std::to_string(job_id));
+    }
     if (r.chunk_bytes != job->chunk_bytes || r.window != job->window || r.dtype != job->dtype ||
         r.op != job->op || r.world != job->world) {
-        return {409, error_json("job parameters differ from rdma job " + std::to_string(job_id) +
-                                " (chunk_bytes, window, dtype, op and world must match)")};
+        return refuse(Refusal::differs, "job parameters differ from rdma job " +
+                                            std::to_string(job_id) +
+                                            " (chunk_bytes, window, dtype, op and world must match)");
     }
     if (r.chunk_bytes > r.pmtu || r.chunk_bytes > job->pmtu) {
-        return {409, error_json("chunk_bytes is above the pmtu: one chunk must fit one packet")};
+        return refuse(Refusal::differs,
+                      "chunk_bytes is above the pmtu: one chunk must fit one packet");
     }
-    if (r.qp.rank > job->world) {
-        return {400, error_json("rank is above the job's world")};
+    if (r.qp.rank == 0 || r.qp.rank > job->world) {
+        return refuse(Refusal::bad_rank, "rank is outside 1..the job's world");
     }
     if (job->qp_of_rank(r.qp.rank) != nullptr) {
-        return {409, error_json("rank " + std::to_string(r.qp.rank) + " is already connected")};
+        return refuse(Refusal::rank_taken,
+                      "rank " + std::to_string(r.qp.rank) + " is already connected");
     }
     if (r.qp.result_length < job->chunk_bytes) {
-        return {400, error_json("result_length is below chunk_bytes")};
+        return refuse(Refusal::malformed, "result_length is below chunk_bytes");
     }
     const uint32_t switch_ip = switch_address_for(cfg, r.qp.ip);
     if (switch_ip == 0) {
-        return {400, error_json("ip " + net::Ipv4Addr{r.qp.ip}.str() +
-                                " is on no subnet of the switch's ports")};
+        return refuse(Refusal::malformed, "ip " + net::Ipv4Addr{r.qp.ip}.str() +
+                                              " is on no subnet of the switch's ports");
     }
     if (states() + 1 > kMaxRoceStates) {
-        return {503, error_json("no QP resources on the switch")};
+        return refuse(Refusal::no_resources, "no QP resources on the switch");
     }
     std::set<uint32_t> used;
     for (const auto& j : rdma->jobs) {
@@ -350,10 +386,14 @@ RoceControl::Reply RoceControl::connect(control::ControlPlane& cp, uint32_t job_
     QpConfig q = r.qp;
     q.switch_qpn = qpn;
     // Any start is valid; one derived from the QPN differs between successive connections.
-    q.switch_psn = (qpn * 2654435761u) & 0xFFFFFF;
+    q.switch_psn = switch_psn.value_or(qpn * 2654435761u) & 0xFFFFFF;
+    ConnectOutcome out;
+    out.switch_qpn = qpn;
+    out.switch_psn = q.switch_psn;
+    out.switch_ip = switch_ip;
+    out.area_length = uint64_t{job->window} * job->chunk_bytes;
+    out.pmtu = job->pmtu;
     // `rdma` and `job` point into the running config, which the apply below replaces.
-    const uint64_t area_length = uint64_t{job->window} * job->chunk_bytes;
-    const uint32_t pmtu = job->pmtu;
     auto changed = std::make_shared<RdmaConfig>(*rdma);
     job = nullptr;
     rdma = nullptr;
@@ -370,30 +410,35 @@ RoceControl::Reply RoceControl::connect(control::ControlPlane& cp, uint32_t job_
             message += (message.empty() ? "" : "; ") + e;
         }
         const bool resources = message.find("no QP resources") != std::string::npos;
-        return {resources ? 503 : 400, error_json(message)};
+        return refuse(resources ? Refusal::no_resources : Refusal::malformed, message);
     }
-    const json out = {{"qpn", qpn},
-                      {"psn", q.switch_psn},
-                      {"ip", net::Ipv4Addr{switch_ip}.str()},
-                      {"gid", "::ffff:" + net::Ipv4Addr{switch_ip}.str()},
-                      {"area_addr", kAreaAddr},
-                      {"area_rkey", kAreaRkey},
-                      {"area_length", area_length},
-                      {"pmtu", pmtu}};
-    return {200, out.dump()};
+    return out;
 }
 
 RoceControl::Reply RoceControl::disconnect(control::ControlPlane& cp, uint32_t job_id,
                                            uint16_t rank) {
+    std::string error;
+    switch (disconnect_qp(cp, job_id, rank, error)) {
+    case Refusal::none: return {204, ""};
+    case Refusal::no_job: return {404, error_json(error)};
+    case Refusal::bad_rank: return {404, error_json(error)};
+    default: return {500, error_json(error)};
+    }
+}
+
+Refusal RoceControl::disconnect_qp(control::ControlPlane& cp, uint32_t job_id, uint16_t rank,
+                                   std::string& error) {
     std::lock_guard serial(connect_mu_);
     config::Config cfg = cp.running_config();
     const RdmaConfig* rdma = rdma_of(cfg);
     const JobConfig* job = rdma != nullptr ? rdma->job(job_id) : nullptr;
     if (job == nullptr) {
-        return {404, error_json("no rdma job " + std::to_string(job_id))};
+        error = "no rdma job " + std::to_string(job_id);
+        return Refusal::no_job;
     }
     if (job->qp_of_rank(rank) == nullptr) {
-        return {404, error_json("rank " + std::to_string(rank) + " is not connected")};
+        error = "rank " + std::to_string(rank) + " is not connected";
+        return Refusal::bad_rank;
     }
     auto changed = std::make_shared<RdmaConfig>(*rdma);
     job = nullptr;
@@ -406,9 +451,10 @@ RoceControl::Reply RoceControl::disconnect(control::ControlPlane& cp, uint32_t j
     cfg.sections[kSectionKey] = changed;
     const control::ApplyResult applied = cp.apply(std::move(cfg));
     if (!applied.ok) {
-        return {500, error_json(applied.errors.empty() ? "not applied" : applied.errors[0])};
+        error = applied.errors.empty() ? "not applied" : applied.errors[0];
+        return Refusal::malformed;
     }
-    return {204, ""};
+    return Refusal::none;
 }
 
 RoceControl::Reply RoceControl::describe(uint32_t job_id) const {

@@ -11,12 +11,14 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "control/api.h"
 #include "control/control_plane.h"
 #include "features/roce/config_roce.h"
+#include "features/roce/control_roce_cm.h"
 #include "features/roce/datapath_roce.h"
 
 namespace ina::features::roce {
@@ -37,6 +39,14 @@ public:
     Reply connect(control::ControlPlane& cp, uint32_t job_id, const std::string& body);
     Reply disconnect(control::ControlPlane& cp, uint32_t job_id, uint16_t rank);
     Reply describe(uint32_t job_id) const;
+
+    // The one connect and disconnect of a rank's QP, shared by the API and the RDMA CM
+    // (control_roce_cm.h): a config change adding (removing) one QP to (from) the running job.
+    // `switch_psn` when given is where the switch's requester starts (else derived).
+    ConnectOutcome connect_qp(control::ControlPlane& cp, uint32_t job_id, const ConnectRequest& r,
+                              std::optional<uint32_t> switch_psn);
+    Refusal disconnect_qp(control::ControlPlane& cp, uint32_t job_id, uint16_t rank,
+                          std::string& error);
 
     // Per-lcore states held now (jobs and QPs).
     size_t states() const;
@@ -78,6 +88,7 @@ private:
     void abandon(control::ControlPlane& cp);
     void decorate(dp::Snapshot& snap);
     void stats(const control::ControlPlane& cp, metrics::Stats& out);
+    static bool has_job(control::ControlPlane& cp, uint32_t job_id);
 
     mutable std::mutex mu_;      // jobs_ and plan_ (taken inside the control plane's lock)
     std::mutex connect_mu_;      // one API change at a time (taken before the control plane's)
