@@ -797,7 +797,21 @@ void ControlPlane::send_arp_request(uint32_t ip, uint16_t port_id) {
     }
 }
 
+bool ControlPlane::transmit(rte_mbuf* m) {
+    if (dataplane_.workers.empty()) {
+        return false;
+    }
+    // Spread control transmissions over workers; each worker owns its TX queues.
+    auto& w = dataplane_.workers[next_tx_worker_++ % dataplane_.workers.size()];
+    return rte_ring_sp_enqueue(w.control_tx, m) == 0;
+}
+
 void ControlPlane::tick() {
+    for (const auto& fc : feature_controls()) {
+        if (fc.tick != nullptr) {
+            fc.tick(fc.self, *this);
+        }
+    }
     // The workers' event rings are drained without the lock, so an API call holding it never
     // lets a ring fill (a full ring only loses learning events, which are repeated).
     constexpr size_t kMaxBacklog = 1 << 16;

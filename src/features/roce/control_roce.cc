@@ -3,6 +3,10 @@
 
 #include <httplib.h>
 #include <nlohmann/json.hpp>
+#include <rte_errno.h>
+#include <rte_log.h>
+#include <rte_mbuf.h>
+#include <rte_ring.h>
 
 #include <algorithm>
 #include <charconv>
@@ -10,6 +14,8 @@
 
 #include "control/api.h"
 #include "features/roce/metrics_roce.h"
+#include "pipeline/packet_meta.h"
+#include "roce/wire.h"
 
 namespace ina::features::roce {
 
@@ -94,6 +100,130 @@ const char* state_name(uint8_t code) {
 
 }  // namespace
 
+// The CM's view of the control plane: connect and disconnect as the API does.
+class RoceControl::CmQps : public CmQpControl {
+public:
+    CmQps(RoceControl& rc, control::ControlPlane& cp) : rc_(rc), cp_(cp) {}
+    ConnectOutcome connect_qp(uint32_t job_id, const ConnectRequest& r,
+                              std::optional<uint32_t> switch_psn) override {
+        return rc_.connect_qp(cp_, job_id, r, switch_psn);
+    }
+    bool disconnect_qp(uint32_t job_id, uint16_t rank) override {
+        std::string error;
+        return rc_.disconnect_qp(cp_, job_id, rank, error) == Refusal::none;
+    }
+
+private:
+    RoceControl& rc_;
+    control::ControlPlane& cp_;
+};
+
+RoceControl::RoceControl() = default;
+RoceControl::~RoceControl() = default;
+
+void RoceControl::create_cm_rings_locked(size_t workers) {
+    if (!cm_rings_.empty() || workers == 0) {
+        return;
+    }
+    std::vector<rte_ring*> rings;
+    for (size_t w = 0; w < workers; ++w) {
+        const std::string name = "roce_cm" + std::to_string(w);
+        rte_ring* r = rte_ring_create(name.c_str(), 256, SOCKET_ID_ANY,
+                                      RING_F_SP_ENQ | RING_F_SC_DEQ);
+        if (r == nullptr) {
+            RTE_LOG(ERR, USER1, "rdma: no ring for RDMA CM (%s): CM off\n",
+                    rte_strerror(rte_errno));
+            for (rte_ring* made : rings) {
+                rte_ring_free(made);
+            }
+            return;
+        }
+        rings.push_back(r);
+    }
+    cm_rings_ = std::move(rings);
+}
+
+void RoceControl::tick(control::ControlPlane& cp) {
+    std::vector<rte_ring*> rings;
+    {
+        std::lock_guard lock(mu_);
+        rings = cm_rings_;
+    }
+    if (rings.empty()) {
+        return;
+    }
+    if (!cm_) {
+        cm_qps_ = std::make_unique<CmQps>(*this, cp);
+        cm_ = std::make_unique<CmPassive>(*cm_qps_, kDefaultCmPort);
+    }
+    for (rte_ring* ring : rings) {
+        rte_mbuf* mads[32];
+        const unsigned n = rte_ring_sc_dequeue_burst(ring, reinterpret_cast<void**>(mads), 32,
+                                                     nullptr);
+        for (unsigned i = 0; i < n; ++i) {
+            answer_cm(cp, mads[i]);
+        }
+    }
+    std::lock_guard lock(mu_);
+    cm_counters_ = cm_->counters();
+}
+
+// One CM MAD the datapath checked (UD SEND ONLY to QP1 of the switch, a whole MAD, good ICRC):
+// its answer goes back out of the port it came in on, to the MAC it came from (the worker or
+// its gateway), with the L2 header it came with (VLAN tags included) and the addresses swapped.
+void RoceControl::answer_cm(control::ControlPlane& cp, rte_mbuf* m) {
+    constexpr size_t kFrameMax = 512;  // a CM frame is 14 + 20 + 8 + 12 + 8 + 256 + 4 bytes
+    std::array<uint8_t, kFrameMax> copy;
+    const pipeline::PacketMeta* pm = pipeline::classified(m);
+    const uint32_t len = rte_pktmbuf_pkt_len(m);
+    const auto* f = len <= kFrameMax && pm != nullptr
+                        ? static_cast<const uint8_t*>(rte_pktmbuf_read(m, 0, len, copy.data()))
+                        : nullptr;
+    const size_t mad_at = pm != nullptr ? size_t{pm->l4_offset} + 8 + ina::roce::kBthBytes +
+                                              ina::roce::kDethBytes
+                                        : 0;
+    if (f == nullptr || mad_at + ina::roce::cm::kMadBytes > len) {
+        rte_pktmbuf_free(m);  // the datapath checked the shape: not reached
+        return;
+    }
+    const uint32_t worker_ip = ina::roce::detail::be32(f + pm->l3_offset + 12);
+    const uint32_t switch_ip = ina::roce::detail::be32(f + pm->l3_offset + 16);
+    const auto answer = cm_->on_mad(f + mad_at, ina::roce::cm::kMadBytes, worker_ip);
+    if (!answer) {
+        rte_pktmbuf_free(m);
+        return;
+    }
+    rte_mbuf* out = rte_pktmbuf_alloc(m->pool);
+    const size_t l2 = pm->l3_offset;
+    constexpr size_t kAnswerL3 = 20 + 8 + ina::roce::kBthBytes + ina::roce::kDethBytes +
+                                 ina::roce::cm::kMadBytes + ina::roce::kIcrcBytes;
+    auto* d = out != nullptr
+                  ? reinterpret_cast<uint8_t*>(rte_pktmbuf_append(out, uint16_t(l2 + kAnswerL3)))
+                  : nullptr;
+    if (d == nullptr) {
+        rte_pktmbuf_free(out);
+        rte_pktmbuf_free(m);
+        return;
+    }
+    std::memcpy(d, f + 6, 6);  // to where it came from
+    std::memcpy(d + 6, f, 6);  // from the switch port's MAC it was sent to
+    std::memcpy(d + 12, f + 12, l2 - 12);
+    ina::roce::Ipv4Path path;
+    path.src_ip = switch_ip;
+    path.dst_ip = worker_ip;
+    path.src_port = ina::roce::source_port_for_qp(ina::roce::cm::kCmQpn);
+    path.dest_qp = ina::roce::cm::kCmQpn;
+    path.tos = 0;
+    const size_t n = ina::roce::cm::encode_packet(d + l2, kAnswerL3, path, cm_ip_id_++, cm_psn_,
+                                                  *answer);
+    cm_psn_ = (cm_psn_ + 1) & 0xFFFFFF;
+    out->port = m->port;
+    rte_pktmbuf_free(m);
+    if (n != kAnswerL3 || !cp.transmit(out)) {
+        rte_pktmbuf_free(out);
+    }
+}
+
 size_t RoceControl::states() const {
     std::lock_guard lock(mu_);
     size_t n = 0;
@@ -109,6 +239,7 @@ bool RoceControl::prepare(control::ControlPlane& cp, const config::Config& next,
     plan_ = Plan{};
     const RdmaConfig* rdma = rdma_of(next);
     const size_t workers = std::max<size_t>(cp.worker_count(), 1);
+    create_cm_rings_locked(cp.worker_count());
     auto slot = [&](uint16_t& out) {
         out = cp.acquire_state_slot_locked();
         if (out == dp::kNoStateSlot) {
@@ -222,6 +353,7 @@ void RoceControl::decorate(dp::Snapshot& snap) {
     if (view == nullptr) {
         return;
     }
+    view->cm_rings = cm_rings_;
     for (auto& jv : view->jobs) {
         if (auto it = jobs_.find(jv.job_id); it != jobs_.end()) {
             jv.home = it->second.home;
@@ -245,6 +377,9 @@ void RoceControl::stats(const control::ControlPlane& cp, metrics::Stats& out) {
     std::vector<QpSample> qps;
     {
         std::lock_guard lock(mu_);
+        if (!cm_rings_.empty()) {
+            out.feature_text += render_cm_metrics(cm_counters_);
+        }
         if (jobs_.empty()) {
             return;
         }
@@ -291,6 +426,7 @@ control::FeatureControl RoceControl::hooks() {
     fc.stats = [](void* s, const control::ControlPlane& cp, metrics::Stats& out) {
         static_cast<RoceControl*>(s)->stats(cp, out);
     };
+    fc.tick = [](void* s, control::ControlPlane& cp) { static_cast<RoceControl*>(s)->tick(cp); };
     return fc;
 }
 

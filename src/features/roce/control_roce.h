@@ -21,6 +21,9 @@
 #include "features/roce/control_roce_cm.h"
 #include "features/roce/datapath_roce.h"
 
+struct rte_mbuf;
+struct rte_ring;
+
 namespace ina::features::roce {
 
 // Feature-state slots the feature may hold at once (the rest stay for INA's job limit).
@@ -50,6 +53,9 @@ public:
 
     // Per-lcore states held now (jobs and QPs).
     size_t states() const;
+
+    RoceControl();
+    ~RoceControl();
 
 private:
     struct Qp {
@@ -89,6 +95,19 @@ private:
     void decorate(dp::Snapshot& snap);
     void stats(const control::ControlPlane& cp, metrics::Stats& out);
     static bool has_job(control::ControlPlane& cp, uint32_t job_id);
+
+    // RDMA CM: the control thread's share (FeatureControl::tick, without the control plane's
+    // lock): drains the workers' CM rings, answers through ControlPlane::transmit.
+    class CmQps;
+    void tick(control::ControlPlane& cp);
+    void answer_cm(control::ControlPlane& cp, rte_mbuf* m);
+    void create_cm_rings_locked(size_t workers);
+    std::vector<rte_ring*> cm_rings_;    // per worker index; written once under mu_
+    std::unique_ptr<CmQps> cm_qps_;      // the tick thread's only
+    std::unique_ptr<CmPassive> cm_;      // the tick thread's only
+    CmCounters cm_counters_;             // the CM's counters as of its last tick (under mu_)
+    uint32_t cm_psn_ = 0;                // QP1's send PSN
+    uint16_t cm_ip_id_ = 0;
 
     mutable std::mutex mu_;      // jobs_ and plan_ (taken inside the control plane's lock)
     std::mutex connect_mu_;      // one API change at a time (taken before the control plane's)

@@ -25,6 +25,7 @@
 #include <utility>
 
 #include "features/roce/config_roce.h"
+#include "features/roce/view_roce.h"
 #include "roce/cm.h"
 #include "worker/rdma/protocol.h"
 
@@ -70,20 +71,7 @@ public:
     virtual bool disconnect_qp(uint32_t job_id, uint16_t rank) = 0;
 };
 
-// What the passive side has seen (summed into the metrics by the caller).
-struct CmCounters {
-    uint64_t reqs = 0;
-    uint64_t reqs_retransmitted = 0;  // answered with the kept REP
-    uint64_t reps_sent = 0;
-    uint64_t rejs_sent = 0;
-    uint64_t rtus = 0;
-    uint64_t dreqs = 0;
-    uint64_t dreps_sent = 0;
-    uint64_t rejs_received = 0;
-    uint64_t malformed = 0;     // not a CM MAD, truncated, not method Send
-    uint64_t unsupported = 0;   // MRA, LAP, APR, SIDR, or a REP/DREP sent to the passive side
-    uint64_t stray = 0;         // RTU/REJ for no connection of ours
-};
+// CmCounters (what the passive side has seen) is listed in view_roce.h with the other counters.
 
 class CmPassive {
 public:
