@@ -854,6 +854,14 @@ TEST(RoceConfig, ErrorsNameTheirPlace) {
     ASSERT_NE(rdma, nullptr);
     EXPECT_EQ(rdma->jobs[0].window, 64u);
     EXPECT_EQ(rdma->jobs[0].chunk_bytes, 1024u);
+    EXPECT_EQ(rdma->cm_port, fr::kDefaultCmPort);
+    r = config::load_string(std::string(kStageYaml) + "rdma:\n  cm_port: 0x4791\n  jobs: []\n",
+                            "t.yaml");
+    ASSERT_TRUE(r.ok()) << r.error_text();
+    EXPECT_EQ(fr::rdma_of(*r.config)->cm_port, 0x4791);
+    r = config::load_string(std::string(kStageYaml) + "rdma:\n  cm_port: 65536\n", "t.yaml");
+    EXPECT_NE(r.error_text().find("t.yaml:"), std::string::npos) << r.error_text();
+    EXPECT_NE(r.error_text().find("cm_port"), std::string::npos) << r.error_text();
 }
 
 }  // namespace

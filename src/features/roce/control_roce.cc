@@ -145,17 +145,21 @@ void RoceControl::create_cm_rings_locked(size_t workers) {
 
 void RoceControl::tick(control::ControlPlane& cp) {
     std::vector<rte_ring*> rings;
+    uint16_t port = 0;
     {
         std::lock_guard lock(mu_);
         rings = cm_rings_;
+        port = cm_port_;
     }
     if (rings.empty()) {
         return;
     }
     if (!cm_) {
         cm_qps_ = std::make_unique<CmQps>(*this, cp);
-        cm_ = std::make_unique<CmPassive>(*cm_qps_, kDefaultCmPort);
+        cm_ = std::make_unique<CmPassive>(*cm_qps_, port);
     }
+    // A MAD still in a ring after the port went to 0 is answered as for another port (REJ 8).
+    cm_->set_port(port);
     for (rte_ring* ring : rings) {
         rte_mbuf* mads[32];
         const unsigned n = rte_ring_sc_dequeue_burst(ring, reinterpret_cast<void**>(mads), 32,
@@ -240,6 +244,7 @@ bool RoceControl::prepare(control::ControlPlane& cp, const config::Config& next,
     const RdmaConfig* rdma = rdma_of(next);
     const size_t workers = std::max<size_t>(cp.worker_count(), 1);
     create_cm_rings_locked(cp.worker_count());
+    plan_.cm_port = rdma != nullptr ? rdma->cm_port : kDefaultCmPort;
     auto slot = [&](uint16_t& out) {
         out = cp.acquire_state_slot_locked();
         if (out == dp::kNoStateSlot) {
@@ -344,6 +349,7 @@ void RoceControl::commit(control::ControlPlane& cp) {
                                                a.id, static_cast<void*>(a.state)});
     }
     jobs_ = std::move(plan_.jobs);
+    cm_port_ = plan_.cm_port;
     plan_ = Plan{};
 }
 
@@ -353,7 +359,9 @@ void RoceControl::decorate(dp::Snapshot& snap) {
     if (view == nullptr) {
         return;
     }
-    view->cm_rings = cm_rings_;
+    if (cm_port_ != 0) {
+        view->cm_rings = cm_rings_;
+    }
     for (auto& jv : view->jobs) {
         if (auto it = jobs_.find(jv.job_id); it != jobs_.end()) {
             jv.home = it->second.home;

@@ -87,6 +87,7 @@ private:
         std::vector<Detach> detach;
         std::vector<Attach> attach;
         std::vector<uint16_t> acquired;  // slots taken by prepare (released if abandoned)
+        uint16_t cm_port = kDefaultCmPort;
     };
 
     bool prepare(control::ControlPlane& cp, const config::Config& next, std::string& error);
@@ -103,6 +104,7 @@ private:
     void answer_cm(control::ControlPlane& cp, rte_mbuf* m);
     void create_cm_rings_locked(size_t workers);
     std::vector<rte_ring*> cm_rings_;    // per worker index; written once under mu_
+    uint16_t cm_port_ = kDefaultCmPort;  // the running config's (under mu_; 0: CM off)
     std::unique_ptr<CmQps> cm_qps_;      // the tick thread's only
     std::unique_ptr<CmPassive> cm_;      // the tick thread's only
     CmCounters cm_counters_;             // the CM's counters as of its last tick (under mu_)

@@ -31,9 +31,6 @@
 
 namespace ina::features::roce {
 
-// The rdma_cm port the switch listens on when the config names none (ina-rdma-root's default).
-inline constexpr uint16_t kDefaultCmPort = 7471;
-
 // Why a connect is refused (the API's HTTP status and the CM's INAR reject reason come from it).
 enum class Refusal : uint8_t {
     none,
@@ -76,6 +73,9 @@ public:
 class CmPassive {
 public:
     CmPassive(CmQpControl& qps, uint16_t port) : qps_(qps), port_(port) {}
+    // The listener port of REQs from now on (rdma.cm_port of the running config); connections
+    // already made stay.
+    void set_port(uint16_t port) { port_ = port; }
 
     // One MAD that arrived on QP1 from IPv4 `worker_ip` (host order). The answer to send back
     // to it (a REP, REJ or DREP), if any.

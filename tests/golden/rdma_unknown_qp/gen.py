@@ -1,8 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""rdma_unknown_qp: a WRITE to a QPN the switch does not have (0x555) and a MAD to QP1 that is
-no CM message (UD SEND ONLY, 256 zero bytes) reach the switch's address: the WRITE is dropped
-and counted unknown_qp, the MAD goes to the RDMA CM (cm_received), which counts it malformed;
-nothing is answered."""
+"""rdma_unknown_qp: a WRITE to a QPN the switch does not have (0x555) and a CM MAD to QP1
+(UD SEND ONLY; this switch answers no RDMA CM: rdma.cm_port 0) reach the switch's address: both are
+dropped and counted by reason; nothing is answered."""
 
 import os
 import sys
