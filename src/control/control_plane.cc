@@ -807,11 +807,6 @@ bool ControlPlane::transmit(rte_mbuf* m) {
 }
 
 void ControlPlane::tick() {
-    for (const auto& fc : feature_controls()) {
-        if (fc.tick != nullptr) {
-            fc.tick(fc.self, *this);
-        }
-    }
     // The workers' event rings are drained without the lock, so an API call holding it never
     // lets a ring fill (a full ring only loses learning events, which are repeated).
     constexpr size_t kMaxBacklog = 1 << 16;
@@ -828,6 +823,13 @@ void ControlPlane::tick() {
                 }
             }
         } while (n == 256);
+    }
+    // The features' own work (e.g. RDMA CM answers, which may apply a change and so wait for an
+    // API change in progress): after the event rings are drained, so those never wait on it.
+    for (const auto& fc : feature_controls()) {
+        if (fc.tick != nullptr) {
+            fc.tick(fc.self, *this);
+        }
     }
     // An API change in progress holds the lock: come back on the next tick rather than wait,
     // so this thread always sees a stop request within a tick.

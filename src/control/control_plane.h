@@ -80,7 +80,8 @@ struct FeatureControl {
     // A scrape: add the feature's numbers (metrics::Stats::feature_text).
     void (*stats)(void* self, const ControlPlane& cp, metrics::Stats& out) = nullptr;
     // Optional: the control thread's periodic work of the feature (e.g. the RoCE feature's RDMA
-    // CM messages), called by ControlPlane::tick *without* the lock, so it may apply changes.
+    // CM messages), called by ControlPlane::tick after it drained the workers' event rings and
+    // *without* the lock, so it may apply changes (waiting for an API change in progress).
     void (*tick)(void* self, ControlPlane& cp) = nullptr;
 };
 // False when a hook is missing.
