@@ -799,6 +799,15 @@ void ControlPlane::send_arp_request(uint32_t ip, uint16_t port_id) {
     }
 }
 
+bool ControlPlane::transmit(rte_mbuf* m) {
+    if (dataplane_.workers.empty()) {
+        return false;
+    }
+    // Spread control transmissions over workers; each worker owns its TX queues.
+    auto& w = dataplane_.workers[next_tx_worker_++ % dataplane_.workers.size()];
+    return rte_ring_sp_enqueue(w.control_tx, m) == 0;
+}
+
 void ControlPlane::tick() {
     // The workers' event rings are drained without the lock, so an API call holding it never
     // lets a ring fill (a full ring only loses learning events, which are repeated).
@@ -816,6 +825,13 @@ void ControlPlane::tick() {
                 }
             }
         } while (n == 256);
+    }
+    // The features' own work (e.g. RDMA CM answers, which may apply a change and so wait for an
+    // API change in progress): after the event rings are drained, so those never wait on it.
+    for (const auto& fc : feature_controls()) {
+        if (fc.tick != nullptr) {
+            fc.tick(fc.self, *this);
+        }
     }
     // An API change in progress holds the lock: come back on the next tick rather than wait,
     // so this thread always sees a stop request within a tick.

@@ -25,6 +25,8 @@
 #include "runtime/dataplane.h"
 #include "runtime/ports.h"
 
+struct rte_mbuf;
+
 namespace ina::control {
 
 struct ApplyResult {
@@ -77,6 +79,10 @@ struct FeatureControl {
     void (*decorate)(void* self, dp::Snapshot& snap) = nullptr;
     // A scrape: add the feature's numbers (metrics::Stats::feature_text).
     void (*stats)(void* self, const ControlPlane& cp, metrics::Stats& out) = nullptr;
+    // Optional: the control thread's periodic work of the feature (e.g. the RoCE feature's RDMA
+    // CM messages), called by ControlPlane::tick after it drained the workers' event rings and
+    // *without* the lock, so it may apply changes (waiting for an API change in progress).
+    void (*tick)(void* self, ControlPlane& cp) = nullptr;
 };
 // False when a hook is missing.
 bool register_feature_control(const FeatureControl& fc);
@@ -141,6 +147,10 @@ public:
         return *dataplane_.workers[worker].ctx;
     }
     uint64_t tsc_hz() const { return tsc_hz_; }
+    // For FeatureControl::tick only (the thread running tick(), the control TX rings' one
+    // producer): hands a finished frame (m->port set) to a worker to send. False when no worker
+    // took it (the caller still owns and frees the mbuf).
+    bool transmit(rte_mbuf* m);
 
 private:
     struct Learned {

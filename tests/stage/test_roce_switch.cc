@@ -19,6 +19,7 @@
 #include "pipeline/ina_encode.h"
 #include "pipeline/feature_stages.h"
 #include "pipeline/pipeline.h"
+#include "roce/cm.h"
 #include "roce/encode.h"
 #include "roce/icrc.h"
 #include "stage_util.h"
@@ -320,7 +321,7 @@ TEST_F(RoceSwitch, BadIcrcIsDroppedAndCounted) {
     EXPECT_EQ(qp1->responder.expected_psn(), kPsn1);
 }
 
-TEST_F(RoceSwitch, UnknownQpAndCmAreDroppedAndCounted) {
+TEST_F(RoceSwitch, UnknownQpAndCmWithoutRingAreDroppedAndCounted) {
     Bytes c = contribution(1, kPsn1, 0, fill(1));
     // Rewrite DestQP (BTH bytes 5..7 after Eth 14 + IP 20 + UDP 8) and recompute the ICRC.
     c[14 + 28 + 7] = 0x55;
@@ -333,6 +334,60 @@ TEST_F(RoceSwitch, UnknownQpAndCmAreDroppedAndCounted) {
     EXPECT_EQ(total_tx(), 0u);
     EXPECT_EQ(lcore(fr::LcoreCounter::unknown_qp), 1u);
     EXPECT_EQ(lcore(fr::LcoreCounter::cm_unsupported), 1u);
+}
+
+TEST_F(RoceSwitch, CmMadsGoToTheControlRingChecked) {
+    rte_ring* cm_ring = rte_ring_create(("rcm" + std::to_string(unique_id())).c_str(), 4, SOCKET_ID_ANY,
+                                     RING_F_SP_ENQ | RING_F_SC_DEQ);  // room for 3
+    ASSERT_NE(cm_ring, nullptr);
+    auto* view = static_cast<fr::RoceView*>(snap->feature_views[fr::kFeatureRoce].get());
+    view->cm_rings.assign(1, cm_ring);  // worker index 0
+    auto mad = [&](uint32_t comm_id) {
+        rc::cm::Message m;
+        m.header.attr_id = static_cast<uint16_t>(rc::cm::Attr::req);
+        m.req.local_comm_id = comm_id;
+        rc::Ipv4Path path;
+        path.src_ip = kWorker1;
+        path.dst_ip = kSwitch1;
+        path.dest_qp = fr::kCmQpn;
+        return frame(true, path, [&](uint8_t* out, size_t cap) {
+            return rc::cm::encode_packet(out, cap, path, 1, 0, m);
+        });
+    };
+    send(mad(1), kR0);
+    EXPECT_EQ(rte_ring_count(cm_ring), 1u);
+    EXPECT_EQ(lcore(fr::LcoreCounter::cm_received), 1u);
+    Bytes bad = mad(2);
+    bad[bad.size() - 5] ^= 0x01;  // the MAD's last byte
+    send(bad, kR0);
+    EXPECT_EQ(lcore(fr::LcoreCounter::icrc_error), 1u);
+    EXPECT_EQ(rte_ring_count(cm_ring), 1u);
+    // An RC WRITE to QP1 is no MAD.
+    Bytes c = contribution(1, kPsn1, 0, fill(1));
+    c[14 + 28 + 5] = 0;
+    c[14 + 28 + 6] = 0;
+    c[14 + 28 + 7] = 1;
+    rc::write_icrc(c.data() + c.size(), rc::icrc(c.data() + 14, c.size() - 14));
+    send(c, kR0);
+    EXPECT_EQ(lcore(fr::LcoreCounter::cm_unsupported), 1u);
+    // The ring full: dropped and counted, never waited on.
+    send(mad(3), kR0);
+    send(mad(4), kR0);
+    send(mad(5), kR0);
+    EXPECT_EQ(rte_ring_count(cm_ring), 3u);
+    EXPECT_EQ(lcore(fr::LcoreCounter::cm_received), 3u);
+    EXPECT_EQ(lcore(fr::LcoreCounter::cm_full), 1u);
+    EXPECT_EQ(total_tx(), 0u);
+    // What reached the ring is the frame itself, in order.
+    rte_mbuf* got[3];
+    ASSERT_EQ(rte_ring_sc_dequeue_burst(cm_ring, reinterpret_cast<void**>(got), 3, nullptr), 3u);
+    EXPECT_EQ(bytes_of(got[0]), mad(1));
+    EXPECT_EQ(bytes_of(got[2]), mad(4));
+    for (rte_mbuf* m : got) {
+        rte_pktmbuf_free(m);
+    }
+    view->cm_rings.clear();
+    rte_ring_free(cm_ring);
 }
 
 TEST_F(RoceSwitch, CeMarkedContributionEarnsOneCnp) {
@@ -799,6 +854,14 @@ TEST(RoceConfig, ErrorsNameTheirPlace) {
     ASSERT_NE(rdma, nullptr);
     EXPECT_EQ(rdma->jobs[0].window, 64u);
     EXPECT_EQ(rdma->jobs[0].chunk_bytes, 1024u);
+    EXPECT_EQ(rdma->cm_port, fr::kDefaultCmPort);
+    r = config::load_string(std::string(kStageYaml) + "rdma:\n  cm_port: 0x4791\n  jobs: []\n",
+                            "t.yaml");
+    ASSERT_TRUE(r.ok()) << r.error_text();
+    EXPECT_EQ(fr::rdma_of(*r.config)->cm_port, 0x4791);
+    r = config::load_string(std::string(kStageYaml) + "rdma:\n  cm_port: 65536\n", "t.yaml");
+    EXPECT_NE(r.error_text().find("t.yaml:"), std::string::npos) << r.error_text();
+    EXPECT_NE(r.error_text().find("cm_port"), std::string::npos) << r.error_text();
 }
 
 }  // namespace

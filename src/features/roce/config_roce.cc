@@ -246,7 +246,8 @@ std::shared_ptr<const void> parse_section(Reader& r, const YAML::Node& v) {
     if (!r.expect_map(v, "rdma settings")) {
         return nullptr;
     }
-    r.check_keys(v, {"jobs"}, "rdma");
+    r.check_keys(v, {"jobs", "cm_port"}, "rdma");
+    field(r, v, "cm_port", "rdma", out->cm_port, 0, 65535, false);
     r.optional(v, "jobs", [&](const YAML::Node& x) {
         if (!r.expect_seq(x, "a list of rdma jobs")) {
             return;
@@ -349,7 +350,7 @@ std::string section_json(const void* section) {
         }
         jobs.push_back(job);
     }
-    return nlohmann::json{{"jobs", jobs}}.dump();
+    return nlohmann::json{{"jobs", jobs}, {"cm_port", rdma.cm_port}}.dump();
 }
 
 }  // namespace

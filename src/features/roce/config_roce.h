@@ -77,8 +77,14 @@ struct JobConfig {
     }
 };
 
+// The RDMA CM's listener port when the section names none (ina-rdma-root's default).
+inline constexpr uint16_t kDefaultCmPort = 7471;
+
 struct RdmaConfig {
     std::vector<JobConfig> jobs;
+    // The port a worker's rdma_connect() names (REQ service ID 0x0106 << 16 | port); 0: the
+    // switch answers no RDMA CM (QP1 packets counted cm_unsupported).
+    uint16_t cm_port = kDefaultCmPort;
     const JobConfig* job(uint32_t id) const {
         for (const auto& j : jobs) {
             if (j.id == id) {

@@ -3,6 +3,10 @@
 
 #include <httplib.h>
 #include <nlohmann/json.hpp>
+#include <rte_errno.h>
+#include <rte_log.h>
+#include <rte_mbuf.h>
+#include <rte_ring.h>
 
 #include <algorithm>
 #include <charconv>
@@ -10,6 +14,8 @@
 
 #include "control/api.h"
 #include "features/roce/metrics_roce.h"
+#include "pipeline/packet_meta.h"
+#include "roce/wire.h"
 
 namespace ina::features::roce {
 
@@ -98,6 +104,134 @@ const char* state_name(uint8_t code) {
 
 }  // namespace
 
+// The CM's view of the control plane: connect and disconnect as the API does.
+class RoceControl::CmQps : public CmQpControl {
+public:
+    CmQps(RoceControl& rc, control::ControlPlane& cp) : rc_(rc), cp_(cp) {}
+    ConnectOutcome connect_qp(uint32_t job_id, const ConnectRequest& r,
+                              std::optional<uint32_t> switch_psn) override {
+        return rc_.connect_qp(cp_, job_id, r, switch_psn);
+    }
+    bool disconnect_qp(uint32_t job_id, uint16_t rank) override {
+        std::string error;
+        return rc_.disconnect_qp(cp_, job_id, rank, error) == Refusal::none;
+    }
+
+private:
+    RoceControl& rc_;
+    control::ControlPlane& cp_;
+};
+
+RoceControl::RoceControl() = default;
+RoceControl::~RoceControl() = default;
+
+void RoceControl::create_cm_rings_locked(size_t workers) {
+    if (!cm_rings_.empty() || workers == 0) {
+        return;
+    }
+    std::vector<rte_ring*> rings;
+    for (size_t w = 0; w < workers; ++w) {
+        const std::string name = "roce_cm" + std::to_string(w);
+        rte_ring* r = rte_ring_create(name.c_str(), 256, SOCKET_ID_ANY,
+                                      RING_F_SP_ENQ | RING_F_SC_DEQ);
+        if (r == nullptr) {
+            RTE_LOG(ERR, USER1, "rdma: no ring for RDMA CM (%s): CM off\n",
+                    rte_strerror(rte_errno));
+            for (rte_ring* made : rings) {
+                rte_ring_free(made);
+            }
+            return;
+        }
+        rings.push_back(r);
+    }
+    cm_rings_ = std::move(rings);
+}
+
+void RoceControl::tick(control::ControlPlane& cp) {
+    std::vector<rte_ring*> rings;
+    uint16_t port = 0;
+    {
+        std::lock_guard lock(mu_);
+        rings = cm_rings_;
+        port = cm_port_;
+    }
+    if (rings.empty()) {
+        return;
+    }
+    if (!cm_) {
+        cm_qps_ = std::make_unique<CmQps>(*this, cp);
+        cm_ = std::make_unique<CmPassive>(*cm_qps_, port);
+    }
+    // A MAD still in a ring after the port went to 0 is answered as for another port (REJ 8).
+    cm_->set_port(port);
+    for (rte_ring* ring : rings) {
+        rte_mbuf* mads[32];
+        const unsigned n = rte_ring_sc_dequeue_burst(ring, reinterpret_cast<void**>(mads), 32,
+                                                     nullptr);
+        for (unsigned i = 0; i < n; ++i) {
+            answer_cm(cp, mads[i]);
+        }
+    }
+    std::lock_guard lock(mu_);
+    cm_counters_ = cm_->counters();
+}
+
+// One CM MAD the datapath checked (UD SEND ONLY to QP1 of the switch, a whole MAD, good ICRC):
+// its answer goes back out of the port it came in on, to the MAC it came from (the worker or
+// its gateway), with the L2 header it came with (VLAN tags included) and the addresses swapped.
+void RoceControl::answer_cm(control::ControlPlane& cp, rte_mbuf* m) {
+    constexpr size_t kFrameMax = 512;  // a CM frame is 14 + 20 + 8 + 12 + 8 + 256 + 4 bytes
+    std::array<uint8_t, kFrameMax> copy;
+    const pipeline::PacketMeta* pm = pipeline::classified(m);
+    const uint32_t len = rte_pktmbuf_pkt_len(m);
+    const auto* f = len <= kFrameMax && pm != nullptr
+                        ? static_cast<const uint8_t*>(rte_pktmbuf_read(m, 0, len, copy.data()))
+                        : nullptr;
+    const size_t mad_at = pm != nullptr ? size_t{pm->l4_offset} + 8 + ina::roce::kBthBytes +
+                                              ina::roce::kDethBytes
+                                        : 0;
+    if (f == nullptr || mad_at + ina::roce::cm::kMadBytes > len) {
+        rte_pktmbuf_free(m);  // the datapath checked the shape: not reached
+        return;
+    }
+    const uint32_t worker_ip = ina::roce::detail::be32(f + pm->l3_offset + 12);
+    const uint32_t switch_ip = ina::roce::detail::be32(f + pm->l3_offset + 16);
+    const auto answer = cm_->on_mad(f + mad_at, ina::roce::cm::kMadBytes, worker_ip);
+    if (!answer) {
+        rte_pktmbuf_free(m);
+        return;
+    }
+    rte_mbuf* out = rte_pktmbuf_alloc(m->pool);
+    const size_t l2 = pm->l3_offset;
+    constexpr size_t kAnswerL3 = 20 + 8 + ina::roce::kBthBytes + ina::roce::kDethBytes +
+                                 ina::roce::cm::kMadBytes + ina::roce::kIcrcBytes;
+    auto* d = out != nullptr
+                  ? reinterpret_cast<uint8_t*>(rte_pktmbuf_append(out, uint16_t(l2 + kAnswerL3)))
+                  : nullptr;
+    if (d == nullptr) {
+        rte_pktmbuf_free(out);
+        rte_pktmbuf_free(m);
+        return;
+    }
+    std::memcpy(d, f + 6, 6);  // to where it came from
+    std::memcpy(d + 6, f, 6);  // from the switch port's MAC it was sent to
+    std::memcpy(d + 12, f + 12, l2 - 12);
+    ina::roce::Ipv4Path path;
+    path.src_ip = switch_ip;
+    path.dst_ip = worker_ip;
+    path.src_port = ina::roce::source_port_for_qp(ina::roce::cm::kCmQpn);
+    path.dest_qp = ina::roce::cm::kCmQpn;
+    path.tos = 0;
+    const size_t n = ina::roce::cm::encode_packet(d + l2, kAnswerL3, path, cm_ip_id_++, cm_psn_,
+                                                  *answer);
+    cm_psn_ = (cm_psn_ + 1) & 0xFFFFFF;
+    out->port = m->port;
+    rte_pktmbuf_free(m);
+    if (n != kAnswerL3 || !cp.transmit(out)) {
+        rte_pktmbuf_free(out);
+    }
+}
+
 size_t RoceControl::states() const {
     std::lock_guard lock(mu_);
     size_t n = 0;
@@ -113,6 +247,8 @@ bool RoceControl::prepare(control::ControlPlane& cp, const config::Config& next,
     plan_ = Plan{};
     const RdmaConfig* rdma = rdma_of(next);
     const size_t workers = std::max<size_t>(cp.worker_count(), 1);
+    create_cm_rings_locked(cp.worker_count());
+    plan_.cm_port = rdma != nullptr ? rdma->cm_port : kDefaultCmPort;
     auto slot = [&](uint16_t& out) {
         out = cp.acquire_state_slot_locked();
         if (out == dp::kNoStateSlot) {
@@ -217,6 +353,7 @@ void RoceControl::commit(control::ControlPlane& cp) {
                                                a.id, static_cast<void*>(a.state)});
     }
     jobs_ = std::move(plan_.jobs);
+    cm_port_ = plan_.cm_port;
     plan_ = Plan{};
 }
 
@@ -225,6 +362,9 @@ void RoceControl::decorate(dp::Snapshot& snap) {
     auto* view = static_cast<RoceView*>(snap.feature_views[kFeatureRoce].get());
     if (view == nullptr) {
         return;
+    }
+    if (cm_port_ != 0) {
+        view->cm_rings = cm_rings_;
     }
     for (auto& jv : view->jobs) {
         if (auto it = jobs_.find(jv.job_id); it != jobs_.end()) {
@@ -249,6 +389,9 @@ void RoceControl::stats(const control::ControlPlane& cp, metrics::Stats& out) {
     std::vector<QpSample> qps;
     {
         std::lock_guard lock(mu_);
+        if (!cm_rings_.empty()) {
+            out.feature_text += render_cm_metrics(cm_counters_);
+        }
         if (jobs_.empty()) {
             return;
         }
@@ -295,51 +438,88 @@ control::FeatureControl RoceControl::hooks() {
     fc.stats = [](void* s, const control::ControlPlane& cp, metrics::Stats& out) {
         static_cast<RoceControl*>(s)->stats(cp, out);
     };
+    fc.tick = [](void* s, control::ControlPlane& cp) { static_cast<RoceControl*>(s)->tick(cp); };
     return fc;
 }
 
 RoceControl::Reply RoceControl::connect(control::ControlPlane& cp, uint32_t job_id,
                                         const std::string& body) {
-    std::lock_guard serial(connect_mu_);
-    config::Config cfg = cp.running_config();
-    const RdmaConfig* rdma = rdma_of(cfg);
-    const JobConfig* job = rdma != nullptr ? rdma->job(job_id) : nullptr;
-    if (job == nullptr) {
-        return {404, error_json("no rdma job " + std::to_string(job_id))};
-    }
     const ConnectParse parsed = parse_connect(body, "request");
     if (!parsed.request) {
         std::string message;
         for (const auto& e : parsed.errors) {
             message += (message.empty() ? "" : "; ") + e.str();
         }
+        // An unknown job is a 404 even when the body is bad.
+        if (!has_job(cp, job_id)) {
+            return {404, error_json("no rdma job " + std::to_string(job_id))};
+        }
         return {400, error_json(message)};
     }
-    const ConnectRequest& r = *parsed.request;
+    const ConnectOutcome out = connect_qp(cp, job_id, *parsed.request, std::nullopt);
+    if (!out.ok()) {
+        return {http_status(out.refusal), error_json(out.error)};
+    }
+    const json answer = {{"qpn", out.switch_qpn},
+                         {"psn", out.switch_psn},
+                         {"ip", net::Ipv4Addr{out.switch_ip}.str()},
+                         {"gid", "::ffff:" + net::Ipv4Addr{out.switch_ip}.str()},
+                         {"area_addr", kAreaAddr},
+                         {"area_rkey", kAreaRkey},
+                         {"area_length", out.area_length},
+                         {"pmtu", out.pmtu}};
+    return {200, answer.dump()};
+}
+
+bool RoceControl::has_job(control::ControlPlane& cp, uint32_t job_id) {
+    const config::Config cfg = cp.running_config();
+    const RdmaConfig* rdma = rdma_of(cfg);
+    return rdma != nullptr && rdma->job(job_id) != nullptr;
+}
+
+ConnectOutcome RoceControl::connect_qp(control::ControlPlane& cp, uint32_t job_id,
+                                       const ConnectRequest& r,
+                                       std::optional<uint32_t> switch_psn) {
+    std::lock_guard serial(connect_mu_);
+    auto refuse = [](Refusal why, std::string text) {
+        ConnectOutcome o;
+        o.refusal = why;
+        o.error = std::move(text);
+        return o;
+    };
+    config::Config cfg = cp.running_config();
+    const RdmaConfig* rdma = rdma_of(cfg);
+    const JobConfig* job = rdma != nullptr ? rdma->job(job_id) : nullptr;
+    if (job == nullptr) {
+        return refuse(Refusal::no_job, "no rdma job " + std::to_string(job_id));
+    }
     if (r.chunk_bytes != job->chunk_bytes || r.window != job->window || r.dtype != job->dtype ||
         r.op != job->op || r.world != job->world) {
-        return {409, error_json("job parameters differ from rdma job " + std::to_string(job_id) +
-                                " (chunk_bytes, window, dtype, op and world must match)")};
+        return refuse(Refusal::differs, "job parameters differ from rdma job " +
+                                            std::to_string(job_id) +
+                                            " (chunk_bytes, window, dtype, op and world must match)");
     }
     if (r.chunk_bytes > r.pmtu || r.chunk_bytes > job->pmtu) {
-        return {409, error_json("chunk_bytes is above the pmtu: one chunk must fit one packet")};
+        return refuse(Refusal::differs,
+                      "chunk_bytes is above the pmtu: one chunk must fit one packet");
     }
-    if (r.qp.rank > job->world) {
-        return {400, error_json("rank is above the job's world")};
+    if (r.qp.rank == 0 || r.qp.rank > job->world) {
+        return refuse(Refusal::bad_rank, "rank is outside 1..the job's world");
     }
     if (job->qp_of_rank(r.qp.rank) != nullptr) {
-        return {409, error_json("rank " + std::to_string(r.qp.rank) + " is already connected")};
+        return refuse(Refusal::rank_taken,
+                      "rank " + std::to_string(r.qp.rank) + " is already connected");
     }
     if (r.qp.result_length < job->chunk_bytes) {
-        return {400, error_json("result_length is below chunk_bytes")};
+        return refuse(Refusal::malformed, "result_length is below chunk_bytes");
     }
     const uint32_t switch_ip = switch_address_for(cfg, r.qp.ip);
     if (switch_ip == 0) {
-        return {400, error_json("ip " + net::Ipv4Addr{r.qp.ip}.str() +
-                                " is on no subnet of the switch's ports")};
+        return refuse(Refusal::malformed, "ip " + net::Ipv4Addr{r.qp.ip}.str() +
+                                              " is on no subnet of the switch's ports");
     }
     if (states() + 1 > kMaxRoceStates) {
-        return {503, error_json("no QP resources on the switch")};
+        return refuse(Refusal::no_resources, "no QP resources on the switch");
     }
     std::set<uint32_t> used;
     for (const auto& j : rdma->jobs) {
@@ -354,10 +534,14 @@ RoceControl::Reply RoceControl::connect(control::ControlPlane& cp, uint32_t job_
     QpConfig q = r.qp;
     q.switch_qpn = qpn;
     // Any start is valid; one derived from the QPN differs between successive connections.
-    q.switch_psn = (qpn * 2654435761u) & 0xFFFFFF;
+    q.switch_psn = switch_psn.value_or(qpn * 2654435761u) & 0xFFFFFF;
+    ConnectOutcome out;
+    out.switch_qpn = qpn;
+    out.switch_psn = q.switch_psn;
+    out.switch_ip = switch_ip;
+    out.area_length = uint64_t{job->window} * job->chunk_bytes;
+    out.pmtu = job->pmtu;
     // `rdma` and `job` point into the running config, which the apply below replaces.
-    const uint64_t area_length = uint64_t{job->window} * job->chunk_bytes;
-    const uint32_t pmtu = job->pmtu;
     auto changed = std::make_shared<RdmaConfig>(*rdma);
     job = nullptr;
     rdma = nullptr;
@@ -374,30 +558,35 @@ RoceControl::Reply RoceControl::connect(control::ControlPlane& cp, uint32_t job_
             message += (message.empty() ? "" : "; ") + e;
         }
         const bool resources = message.find("no QP resources") != std::string::npos;
-        return {resources ? 503 : 400, error_json(message)};
+        return refuse(resources ? Refusal::no_resources : Refusal::malformed, message);
     }
-    const json out = {{"qpn", qpn},
-                      {"psn", q.switch_psn},
-                      {"ip", net::Ipv4Addr{switch_ip}.str()},
-                      {"gid", "::ffff:" + net::Ipv4Addr{switch_ip}.str()},
-                      {"area_addr", kAreaAddr},
-                      {"area_rkey", kAreaRkey},
-                      {"area_length", area_length},
-                      {"pmtu", pmtu}};
-    return {200, out.dump()};
+    return out;
 }
 
 RoceControl::Reply RoceControl::disconnect(control::ControlPlane& cp, uint32_t job_id,
                                            uint16_t rank) {
+    std::string error;
+    switch (disconnect_qp(cp, job_id, rank, error)) {
+    case Refusal::none: return {204, ""};
+    case Refusal::no_job: return {404, error_json(error)};
+    case Refusal::bad_rank: return {404, error_json(error)};
+    default: return {500, error_json(error)};
+    }
+}
+
+Refusal RoceControl::disconnect_qp(control::ControlPlane& cp, uint32_t job_id, uint16_t rank,
+                                   std::string& error) {
     std::lock_guard serial(connect_mu_);
     config::Config cfg = cp.running_config();
     const RdmaConfig* rdma = rdma_of(cfg);
     const JobConfig* job = rdma != nullptr ? rdma->job(job_id) : nullptr;
     if (job == nullptr) {
-        return {404, error_json("no rdma job " + std::to_string(job_id))};
+        error = "no rdma job " + std::to_string(job_id);
+        return Refusal::no_job;
     }
     if (job->qp_of_rank(rank) == nullptr) {
-        return {404, error_json("rank " + std::to_string(rank) + " is not connected")};
+        error = "rank " + std::to_string(rank) + " is not connected";
+        return Refusal::bad_rank;
     }
     auto changed = std::make_shared<RdmaConfig>(*rdma);
     job = nullptr;
@@ -410,9 +599,10 @@ RoceControl::Reply RoceControl::disconnect(control::ControlPlane& cp, uint32_t j
     cfg.sections[kSectionKey] = changed;
     const control::ApplyResult applied = cp.apply(std::move(cfg));
     if (!applied.ok) {
-        return {500, error_json(applied.errors.empty() ? "not applied" : applied.errors[0])};
+        error = applied.errors.empty() ? "not applied" : applied.errors[0];
+        return Refusal::malformed;
     }
-    return {204, ""};
+    return Refusal::none;
 }
 
 RoceControl::Reply RoceControl::describe(uint32_t job_id) const {

@@ -11,13 +11,18 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "control/api.h"
 #include "control/control_plane.h"
 #include "features/roce/config_roce.h"
+#include "features/roce/control_roce_cm.h"
 #include "features/roce/datapath_roce.h"
+
+struct rte_mbuf;
+struct rte_ring;
 
 namespace ina::features::roce {
 
@@ -38,8 +43,19 @@ public:
     Reply disconnect(control::ControlPlane& cp, uint32_t job_id, uint16_t rank);
     Reply describe(uint32_t job_id) const;
 
+    // The one connect and disconnect of a rank's QP, shared by the API and the RDMA CM
+    // (control_roce_cm.h): a config change adding (removing) one QP to (from) the running job.
+    // `switch_psn` when given is where the switch's requester starts (else derived).
+    ConnectOutcome connect_qp(control::ControlPlane& cp, uint32_t job_id, const ConnectRequest& r,
+                              std::optional<uint32_t> switch_psn);
+    Refusal disconnect_qp(control::ControlPlane& cp, uint32_t job_id, uint16_t rank,
+                          std::string& error);
+
     // Per-lcore states held now (jobs and QPs).
     size_t states() const;
+
+    RoceControl();
+    ~RoceControl();
 
 private:
     struct Qp {
@@ -71,6 +87,7 @@ private:
         std::vector<Detach> detach;
         std::vector<Attach> attach;
         std::vector<uint16_t> acquired;  // slots taken by prepare (released if abandoned)
+        uint16_t cm_port = kDefaultCmPort;
     };
 
     bool prepare(control::ControlPlane& cp, const config::Config& next, std::string& error);
@@ -78,6 +95,21 @@ private:
     void abandon(control::ControlPlane& cp);
     void decorate(dp::Snapshot& snap);
     void stats(const control::ControlPlane& cp, metrics::Stats& out);
+    static bool has_job(control::ControlPlane& cp, uint32_t job_id);
+
+    // RDMA CM: the control thread's share (FeatureControl::tick, without the control plane's
+    // lock): drains the workers' CM rings, answers through ControlPlane::transmit.
+    class CmQps;
+    void tick(control::ControlPlane& cp);
+    void answer_cm(control::ControlPlane& cp, rte_mbuf* m);
+    void create_cm_rings_locked(size_t workers);
+    std::vector<rte_ring*> cm_rings_;    // per worker index; written once under mu_
+    uint16_t cm_port_ = kDefaultCmPort;  // the running config's (under mu_; 0: CM off)
+    std::unique_ptr<CmQps> cm_qps_;      // the tick thread's only
+    std::unique_ptr<CmPassive> cm_;      // the tick thread's only
+    CmCounters cm_counters_;             // the CM's counters as of its last tick (under mu_)
+    uint32_t cm_psn_ = 0;                // QP1's send PSN
+    uint16_t cm_ip_id_ = 0;
 
     mutable std::mutex mu_;      // jobs_ and plan_ (taken inside the control plane's lock)
     std::mutex connect_mu_;      // one API change at a time (taken before the control plane's)

@@ -2,6 +2,7 @@
 #include "features/roce/datapath_roce.h"
 
 #include <rte_ip.h>
+#include <rte_ring.h>
 #include <rte_udp.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include "pipeline/mbuf_chain.h"
 #include "pipeline/packet_meta.h"
 #include "pipeline/pipeline.h"
+#include "roce/cm.h"
 #include "roce/icrc.h"
 #include "roce/wire.h"
 
@@ -467,6 +469,34 @@ QpState::QpState(const QpParams& p, JobState* j)
     responder.post_receives(1u << 30);
 }
 
+namespace {
+// A packet to QP1: a CM MAD (UD SEND ONLY, a whole MAD after the DETH) with a good ICRC goes to
+// the control thread's RDMA CM over this lcore's ring (never waited on: full drops and counts;
+// the worker's CM retransmits), anything else is dropped and counted.
+void to_cm(LcoreContext& ctx, const RoceView& view, rte_mbuf* m, const rc::Packet& p,
+           uint16_t l3_offset, EdgeBatches<FeatureEdge>& out) {
+    rte_ring* ring = ctx.worker_index < view.cm_rings.size() ? view.cm_rings[ctx.worker_index]
+                                                               : nullptr;
+    if (ring == nullptr || p.bth.opcode != rc::op::kUdSendOnly ||
+        p.payload_bytes < rc::cm::kMadBytes) {
+        ++lcore_counter(ctx, LcoreCounter::cm_unsupported);
+        drop(out, m);
+        return;
+    }
+    if (rc::icrc(m, l3_offset) != p.icrc) {
+        ++lcore_counter(ctx, LcoreCounter::icrc_error);
+        drop(out, m);
+        return;
+    }
+    if (rte_ring_sp_enqueue(ring, m) != 0) {
+        ++lcore_counter(ctx, LcoreCounter::cm_full);
+        drop(out, m);
+        return;
+    }
+    ++lcore_counter(ctx, LcoreCounter::cm_received);
+}
+}  // namespace
+
 uint16_t roce_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n,
                     FeatureEdge pass, EdgeBatches<FeatureEdge>& out) {
     const RoceView* view = snap.feature_view<RoceView>(kFeatureRoce);
@@ -508,8 +538,7 @@ uint16_t roce_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts
             continue;
         }
         if (p.bth.dest_qp == kCmQpn) {
-            ++lcore_counter(ctx, LcoreCounter::cm_unsupported);
-            drop(out, m);
+            to_cm(ctx, *view, m, p, pm->l3_offset, out);
             continue;
         }
         const QpView* qv = view->qp(p.bth.dest_qp);

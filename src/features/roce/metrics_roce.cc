@@ -71,4 +71,16 @@ std::string render_metrics(const std::vector<JobSample>& jobs, const std::vector
     return os.str();
 }
 
+std::string render_cm_metrics(const CmCounters& cm) {
+    std::ostringstream os;
+    family(os, "inaswitch_rdma_cm_messages_total", "counter",
+           "RDMA CM messages on QP1 the switch's passive CM handled, by event (docs/rdma.md "
+           "\"RDMA CM on the switch\")");
+#define INA_ROCE_CM_SERIES(name, help)                                                    \
+    os << "inaswitch_rdma_cm_messages_total{event=\"" #name "\"} " << cm.name << '\n';
+    INA_ROCE_CM_EVENTS(INA_ROCE_CM_SERIES)
+#undef INA_ROCE_CM_SERIES
+    return os.str();
+}
+
 }  // namespace ina::features::roce

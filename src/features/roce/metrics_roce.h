@@ -36,5 +36,7 @@ using LcoreTotals = std::array<uint64_t, static_cast<size_t>(LcoreCounter::count
 
 std::string render_metrics(const std::vector<JobSample>& jobs, const std::vector<QpSample>& qps,
                            const LcoreTotals& lcore);
+// The RDMA CM's events (inaswitch_rdma_cm_messages_total{event}).
+std::string render_cm_metrics(const CmCounters& cm);
 
 }  // namespace ina::features::roce

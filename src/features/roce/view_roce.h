@@ -11,6 +11,8 @@
 
 #include "dataplane/events.h"
 
+struct rte_ring;
+
 namespace ina::features::roce {
 
 // The classifier handle of the feature (src/app registers the stage under it).
@@ -39,6 +41,10 @@ struct JobView {
 struct RoceView {
     std::vector<QpView> qps;  // sorted by switch_qpn
     std::vector<JobView> jobs;
+    // RDMA CM (control_roce_cm.h): per worker index, the SPSC ring that carries QP1 MADs to the
+    // switch to the control thread (control_roce owns the rings; empty: CM off, QP1 counted
+    // cm_unsupported).
+    std::vector<rte_ring*> cm_rings;
 
     const QpView* qp(uint32_t switch_qpn) const {
         auto it = std::lower_bound(qps.begin(), qps.end(), switch_qpn,
@@ -80,11 +86,33 @@ struct QpCounters {
     X(malformed, "UDP 4791 to the switch that does not parse as RoCEv2 (dropped)")             \
     X(icrc_error, "Bad ICRC before a QP was found (dropped)")                                   \
     X(unknown_qp, "Destination QP the switch does not have, or not attached yet (dropped)")    \
-    X(cm_unsupported, "Connection manager MADs on QP1 (not supported: use the API; dropped)")  \
+    X(cm_unsupported, "QP1 packets that are no CM MAD (not UD SEND ONLY), or CM off (dropped)") \
+    X(cm_received, "CM MADs on QP1 handed to the control plane's RDMA CM")                      \
+    X(cm_full, "CM ring to the control plane full (the MAD dropped; the worker retransmits)")   \
     X(handed_off, "Packets handed to the job's home lcore")                                    \
     X(handoff_full, "Hand-off ring to the home lcore full (dropped)")                          \
     X(no_mbuf, "Frames not sent for want of an mbuf")                                          \
     X(passed, "RoCEv2 packets not for the switch, passed on untouched")
+
+// The control plane's RDMA CM (control_roce_cm.h), by event, X(name, help).
+#define INA_ROCE_CM_EVENTS(X)                                                                  \
+    X(reqs, "REQs received")                                                                   \
+    X(reqs_retransmitted, "REQs of a kept connection, answered with the same REP (no new QP)") \
+    X(reps_sent, "REPs sent (a QP connected, or the kept REP again)")                          \
+    X(rejs_sent, "REJs sent (no such job, bad rank, no QP resources, malformed, other port)")  \
+    X(rtus, "RTUs received (connection established)")                                         \
+    X(dreqs, "DREQs received")                                                                 \
+    X(dreps_sent, "DREPs sent (the QP torn down)")                                             \
+    X(rejs_received, "REJs from workers (the QP torn down)")                                   \
+    X(malformed, "MADs that are no CM message, truncated, or not method Send")                 \
+    X(unsupported, "MRA, LAP, APR, SIDR, or a REP/DREP sent to the switch")                    \
+    X(stray, "RTUs and REJs for no connection of the switch's")
+
+struct CmCounters {
+#define INA_ROCE_CM_FIELD(name, help) uint64_t name = 0;
+    INA_ROCE_CM_EVENTS(INA_ROCE_CM_FIELD)
+#undef INA_ROCE_CM_FIELD
+};
 
 enum class LcoreCounter : uint8_t {
 #define INA_ROCE_ENUM(name, help) name,

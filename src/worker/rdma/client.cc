@@ -19,6 +19,15 @@ double since(Clock::time_point t0) {
 
 }  // namespace
 
+void throw_refusal(const Rejected& r) {
+    const auto reply = ConnectReply::decode(r.private_data, nullptr);
+    if (reply && reply->status != 0) {
+        throw Error(std::string(r.what()) + ": " +
+                    std::string(to_string(static_cast<RejectReason>(reply->status))));
+    }
+    throw r;
+}
+
 Client::Client(ClientOptions options) : opt_(std::move(options)) {
     check_rank_and_window(opt_.world, opt_.rank, opt_.window, kMaxWorld);
     parse_address(opt_.root, opt_.port);
@@ -65,12 +74,7 @@ ClientStats Client::allreduce(std::span<const std::byte> input, std::span<std::b
     try {
         reply_bytes = connect(channel, id, req_bytes, deadline);
     } catch (const Rejected& r) {
-        const auto reply = ConnectReply::decode(r.private_data, nullptr);
-        if (reply && reply->status != 0) {
-            throw Error(std::string(r.what()) + ": " +
-                        std::string(to_string(static_cast<RejectReason>(reply->status))));
-        }
-        throw;
+        throw_refusal(r);
     }
     std::string why;
     const auto reply = ConnectReply::decode(reply_bytes, &why);

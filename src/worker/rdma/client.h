@@ -51,6 +51,10 @@ struct ClientStats {
     std::string disconnect_error;  // empty when the teardown was clean
 };
 
+// A connect refused by the peer: throws Error with the refusal and, when the reject carried an
+// INAR reply with a reason (a root's or the switch's CM), that reason's text; else rethrows.
+[[noreturn]] void throw_refusal(const Rejected& r);
+
 class Client {
 public:
     // Validates the options (throws Error).

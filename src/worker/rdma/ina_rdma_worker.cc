@@ -76,6 +76,10 @@ int main(int argc, char** argv) {
         ->default_val(rdma::kDefaultPort);
     app.add_option("--switch-api", so.switch_api,
                    "server-to-switch: the switch's control API, http://HOST:PORT");
+    std::string switch_cm;
+    app.add_option("--switch-cm", switch_cm,
+                   "server-to-switch: connect by RDMA CM to the switch's IPv4 address "
+                   "(IP[:PORT], port default 7471) instead of --switch-api");
     app.add_option("--token", so.token, "server-to-switch: bearer token of the API's write role");
     app.add_option("--token-file", token_file, "server-to-switch: read the token from this file");
     app.add_option("--device", so.device, "server-to-switch: RDMA device (default: the first)");
@@ -116,10 +120,28 @@ int main(int argc, char** argv) {
         return 2;
     }
     const bool to_switch = mode == "server-to-switch";
-    if (to_switch ? so.switch_api.empty() : o.root.empty()) {
+    if (to_switch ? so.switch_api.empty() == switch_cm.empty() : o.root.empty()) {
         std::fprintf(stderr, "ina-rdma-worker: --mode %s needs %s\n", mode.c_str(),
-                     to_switch ? "--switch-api" : "--root");
+                     to_switch ? "one of --switch-api and --switch-cm" : "--root");
         return 2;
+    }
+    if (!switch_cm.empty()) {
+        const auto colon = switch_cm.find(':');
+        so.switch_cm = switch_cm.substr(0, colon);
+        if (colon != std::string::npos) {
+            unsigned long port = 0;
+            try {
+                port = std::stoul(switch_cm.substr(colon + 1));
+            } catch (const std::exception&) {
+                port = 0;
+            }
+            if (port == 0 || port > 65535) {
+                std::fprintf(stderr, "ina-rdma-worker: --switch-cm %s: bad port\n",
+                             switch_cm.c_str());
+                return 2;
+            }
+            so.cm_port = static_cast<uint16_t>(port);
+        }
     }
     if (iterations == 0 || (!to_switch && iterations != 1)) {
         std::fprintf(stderr, "ina-rdma-worker: --iterations must be 1 (server-to-server) or "

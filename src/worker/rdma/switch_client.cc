@@ -41,7 +41,7 @@ double since(Clock::time_point t0) {
 
 SwitchClient::SwitchClient(SwitchClientOptions options)
     : opt_(validated(std::move(options))),
-      api_(opt_.switch_api, opt_.token, opt_.timeout),
+
       device_(opt_.device),
       pd_(device_.get()),
       // A WRITE's send completion can trail the result that proves it arrived, so the send
@@ -58,7 +58,77 @@ SwitchClient::SwitchClient(SwitchClientOptions options)
     for (uint32_t i = 0; i < opt_.window; ++i) {
         post_recv(qp_.get(), kResultRecv);
     }
+    if (opt_.switch_cm.empty()) {
+        connect_by_api(gid);
+    } else {
+        connect_by_cm();
+    }
+    layout_.area_addr = reply_.area_addr;
+    layout_.chunk_bytes = opt_.chunk_bytes;
+    layout_.window = opt_.window;
+    layout_.result_addr = staging_mr_.addr();
+    layout_.result_slots = opt_.window;
+    connect_seconds_ = since(t0);
+}
 
+void SwitchClient::connect_by_cm() {
+    const Deadline deadline = Clock::now() + opt_.timeout;
+    cm_channel_ = std::make_unique<EventChannel>();
+    cm_id_ = resolve(*cm_channel_, opt_.switch_cm, opt_.cm_port, deadline);
+    // The QP was made on device_: rdma_cm must have resolved the route to the same device.
+    const std::string resolved = ibv_get_device_name(cm_id_->verbs->device);
+    if (resolved != device_.name()) {
+        throw Error("rdma_cm reaches " + opt_.switch_cm + " through device " + resolved +
+                    ", not " + device_.name() + ": pass --device " + resolved);
+    }
+    ConnectRequest req;
+    req.mode = Mode::server_to_switch;
+    req.elem_type = opt_.elem_type;
+    req.op = opt_.op;
+    req.job_id = opt_.job_id;
+    req.rank = opt_.rank;
+    req.world = opt_.world;
+    req.chunk_bytes = opt_.chunk_bytes;
+    req.window = opt_.window;
+    req.result_addr = staging_mr_.addr();  // the staging ring, window x chunk_bytes
+    req.result_rkey = staging_mr_.rkey();
+    const auto req_bytes = req.encode();
+    std::vector<std::byte> accept_bytes;
+    try {
+        accept_bytes = connect_own_qp(*cm_channel_, cm_id_, qp_.get(), req_bytes, deadline);
+    } catch (const Rejected& r) {
+        throw_refusal(r);
+    }
+    connected_ = true;
+    std::string why;
+    const auto accept = ConnectReply::decode(accept_bytes, &why);
+    if (!accept || accept->status != 0 || accept->job_id != opt_.job_id) {
+        disconnect(*cm_channel_, cm_id_, Clock::now() + opt_.timeout);
+        connected_ = false;
+        throw Error("the switch's accept: " +
+                    (accept ? "status " + std::to_string(accept->status) + " for job " +
+                                  std::to_string(accept->job_id)
+                            : why));
+    }
+    // What rdma_cm set up, for the record (peer(), psn()).
+    ibv_qp_attr attr{};
+    ibv_qp_init_attr init{};
+    if (ibv_query_qp(qp_.get(), &attr, IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_SQ_PSN |
+                                           IBV_QP_PATH_MTU, &init) == 0) {
+        reply_.qpn = attr.dest_qp_num;
+        reply_.psn = attr.rq_psn;
+        psn_ = attr.sq_psn;
+        reply_.pmtu = 128u << attr.path_mtu;
+    }
+    reply_.ip = opt_.switch_cm;
+    reply_.gid = "::ffff:" + opt_.switch_cm;
+    reply_.area_addr = accept->contribution_addr;
+    reply_.area_rkey = accept->contribution_rkey;
+    reply_.area_length = uint64_t{opt_.window} * opt_.chunk_bytes;
+}
+
+void SwitchClient::connect_by_api(const Ipv4Gid& gid) {
+    api_.emplace(opt_.switch_api, opt_.token, opt_.timeout);
     SwitchConnectRequest req;
     req.rank = opt_.rank;
     req.qpn = qp_.qpn();
@@ -73,7 +143,7 @@ SwitchClient::SwitchClient(SwitchClientOptions options)
     req.elem_type = opt_.elem_type;
     req.op = opt_.op;
     req.world = opt_.world;
-    reply_ = api_.connect(opt_.job_id, req);
+    reply_ = api_->connect(opt_.job_id, req);
     connected_ = true;
     try {
         if (reply_.area_length < uint64_t{opt_.window} * opt_.chunk_bytes) {
@@ -99,15 +169,9 @@ SwitchClient::SwitchClient(SwitchClientOptions options)
         path.rnr_retry = 7;
         connect_rc(qp_.get(), path);
     } catch (...) {
-        api_.disconnect(opt_.job_id, opt_.rank);
+        api_->disconnect(opt_.job_id, opt_.rank);
         throw;
     }
-    layout_.area_addr = reply_.area_addr;
-    layout_.chunk_bytes = opt_.chunk_bytes;
-    layout_.window = opt_.window;
-    layout_.result_addr = staging_mr_.addr();
-    layout_.result_slots = opt_.window;
-    connect_seconds_ = since(t0);
 }
 
 SwitchClient::~SwitchClient() { close(); }
@@ -118,7 +182,10 @@ std::string SwitchClient::close() {
     }
     connected_ = false;
     broken_ = true;
-    return api_.disconnect(opt_.job_id, opt_.rank);
+    if (cm_channel_) {
+        return disconnect(*cm_channel_, cm_id_, Clock::now() + opt_.timeout);
+    }
+    return api_->disconnect(opt_.job_id, opt_.rank);
 }
 
 ClientStats SwitchClient::allreduce(std::span<const std::byte> input, std::span<std::byte> output) {

@@ -3,10 +3,13 @@
 // connection from this worker to the switch itself, kept across allreduce() calls like the UDP
 // ina::worker::Client's socket.
 //
-// Setup (constructor), plain verbs, no rdma_cm: open the device, find this host's RoCE v2 GID
-// (::ffff:IPv4), create the RC QP, POST its QPN, a random initial PSN and the result staging ring
-// to the switch's control API, then INIT -> RTR (the switch's QPN and PSN, GRH to its GID) -> RTS
-// (rnr_retry 7: the switch RNR-NAKs as back-pressure). The destructor DELETEs the connection.
+// Setup (constructor): open the device, find this host's RoCE v2 GID (::ffff:IPv4), create the
+// RC QP. Through the API (plain verbs): POST its QPN, a random initial PSN and the result staging
+// ring to the switch's control API, then INIT -> RTR (the switch's QPN and PSN, GRH to its GID)
+// -> RTS (rnr_retry 7: the switch RNR-NAKs as back-pressure); the destructor DELETEs the
+// connection. Through RDMA CM (switch_cm): rdma_connect with the same QP and the INAR connect
+// request (mode 2, the staging ring) in the REQ's private data; rdma_cm's REP moves it to RTR
+// and RTS (connect_own_qp); the destructor rdma_disconnects.
 //
 // Data path: chunk c of a call is session sequence s = base + c (switch_exchange.h). The input is
 // registered per call (the HCA reads it, no copy); results land in a registered staging ring of
@@ -22,6 +25,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -37,6 +41,10 @@ namespace ina::rdma {
 
 struct SwitchClientOptions {
     std::string switch_api;  // "http://HOST:PORT" of the switch's control API
+    // Or connect by RDMA CM (rdma_connect to the switch's address and CM port, docs/rdma.md "RDMA
+    // CM on the switch") when switch_cm (an IPv4 address) is set.
+    std::string switch_cm;
+    uint16_t cm_port = 7471;
     std::string token;       // bearer token of the API's write role, if it has one
     uint32_t job_id = 0;     // the switch's rdma job id
     uint16_t rank = 1;       // 1..world
@@ -81,8 +89,11 @@ public:
     double connect_seconds() const { return connect_seconds_; }
 
 private:
+    void connect_by_api(const Ipv4Gid& gid);
+    void connect_by_cm();
+
     SwitchClientOptions opt_;
-    SwitchApi api_;
+    std::optional<SwitchApi> api_;  // the API path only
     Device device_;
     ProtectionDomain pd_;
     CompletionQueue cq_;
@@ -97,6 +108,9 @@ private:
     double connect_seconds_ = 0;
     bool connected_ = false;
     bool broken_ = false;
+    // The RDMA CM path only (the id before the channel it reports to goes).
+    std::unique_ptr<EventChannel> cm_channel_;
+    CmId cm_id_;
 };
 
 }  // namespace ina::rdma

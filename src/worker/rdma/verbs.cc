@@ -210,6 +210,17 @@ rdma_conn_param conn_param(std::span<const std::byte> private_data) {
     return p;
 }
 
+namespace {
+[[noreturn]] void throw_rejected(const CmEvent& ev, std::span<const std::byte> data) {
+    // Status 28 is IB_CM_REJ_CONSUMER_DEFINED: the peer's application refused; anything else
+    // came from the CM itself, typically no listener on that port.
+    throw Rejected(ev.status() == 28 ? "connection refused by the peer"
+                                     : "connection rejected by the peer's RDMA CM (" + ev.name() +
+                                           "): is anything listening there?",
+                   {data.begin(), data.end()});
+}
+}  // namespace
+
 std::vector<std::byte> connect(EventChannel& channel, CmId& id,
                                std::span<const std::byte> private_data, Deadline deadline) {
     rdma_conn_param p = conn_param(private_data);
@@ -220,15 +231,49 @@ std::vector<std::byte> connect(EventChannel& channel, CmId& id,
     const auto data = ev.private_data();
     switch (ev.type()) {
     case RDMA_CM_EVENT_ESTABLISHED: return {data.begin(), data.end()};
-    case RDMA_CM_EVENT_REJECTED:
-        // Status 28 is IB_CM_REJ_CONSUMER_DEFINED: the peer's application refused; anything
-        // else came from the CM itself, typically no listener on that port.
-        throw Rejected(ev.status() == 28 ? "connection refused by the peer"
-                                         : "connection rejected by the peer's RDMA CM (" +
-                                               ev.name() + "): is anything listening there?",
-                       {data.begin(), data.end()});
+    case RDMA_CM_EVENT_REJECTED: throw_rejected(ev, data);
     default: throw Error("connecting: got " + ev.name() + " instead of RDMA_CM_EVENT_ESTABLISHED");
     }
+}
+
+std::vector<std::byte> connect_own_qp(EventChannel& channel, CmId& id, ibv_qp* qp,
+                                      std::span<const std::byte> private_data,
+                                      Deadline deadline) {
+    rdma_conn_param p = conn_param(private_data);
+    p.qp_num = qp->qp_num;
+    if (rdma_connect(id.get(), &p) != 0) {
+        throw_errno("rdma_connect", errno);
+    }
+    std::vector<std::byte> reply;
+    {
+        CmEvent ev = channel.next(deadline, "the answer to the connect");
+        const auto data = ev.private_data();
+        if (ev.type() == RDMA_CM_EVENT_REJECTED) {
+            throw_rejected(ev, data);
+        }
+        if (ev.type() != RDMA_CM_EVENT_CONNECT_RESPONSE) {
+            throw Error("connecting: got " + ev.name() +
+                        " instead of RDMA_CM_EVENT_CONNECT_RESPONSE");
+        }
+        reply.assign(data.begin(), data.end());
+    }
+    for (const ibv_qp_state state : {IBV_QPS_RTR, IBV_QPS_RTS}) {
+        ibv_qp_attr attr{};
+        int mask = 0;
+        attr.qp_state = state;
+        if (rdma_init_qp_attr(id.get(), &attr, &mask) != 0) {
+            throw_errno(state == IBV_QPS_RTR ? "rdma_init_qp_attr RTR" : "rdma_init_qp_attr RTS",
+                        errno);
+        }
+        if (const int err = ibv_modify_qp(qp, &attr, mask); err != 0) {
+            throw_errno(state == IBV_QPS_RTR ? "ibv_modify_qp to RTR" : "ibv_modify_qp to RTS",
+                        err);
+        }
+    }
+    if (rdma_establish(id.get()) != 0) {
+        throw_errno("rdma_establish", errno);
+    }
+    return reply;
 }
 
 std::string disconnect(EventChannel& channel, CmId& id, Deadline deadline) {
@@ -236,9 +281,15 @@ std::string disconnect(EventChannel& channel, CmId& id, Deadline deadline) {
         return std::string("rdma_disconnect: ") + std::strerror(errno);
     }
     try {
-        CmEvent ev = channel.next(deadline, "the disconnection");
-        if (ev.type() != RDMA_CM_EVENT_DISCONNECTED) {
-            return "disconnecting: got " + ev.name();
+        // connect_own_qp's rdma_establish may still report the connection first: not an answer.
+        for (int events = 0; events < 2; ++events) {
+            CmEvent ev = channel.next(deadline, "the disconnection");
+            if (ev.type() == RDMA_CM_EVENT_DISCONNECTED) {
+                return {};
+            }
+            if (ev.type() != RDMA_CM_EVENT_ESTABLISHED || events == 1) {
+                return "disconnecting: got " + ev.name();
+            }
         }
     } catch (const Error& e) {
         return e.what();

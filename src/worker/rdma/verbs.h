@@ -234,6 +234,16 @@ public:
 std::vector<std::byte> connect(EventChannel& channel, CmId& id,
                                std::span<const std::byte> private_data, Deadline deadline);
 
+// Active side with the caller's own RC QP (ibv_create_qp on the device rdma_cm resolved to, in
+// INIT, receives posted): rdma_connect carrying its QPN; on the REP
+// (RDMA_CM_EVENT_CONNECT_RESPONSE: rdma_cm owns no QP here) the QP goes to RTR and RTS with the
+// attributes rdma_cm derived from the REQ/REP exchange (rdma_init_qp_attr: the peer's QPN and
+// PSN, ours, the path), then rdma_establish sends the RTU. Returns the REP's private data;
+// throws Rejected on a REJ, Error on anything else.
+std::vector<std::byte> connect_own_qp(EventChannel& channel, CmId& id, ibv_qp* qp,
+                                      std::span<const std::byte> private_data,
+                                      Deadline deadline);
+
 // rdma_disconnect and wait for DISCONNECTED (either side may start it). Errors are returned as
 // text, not thrown: teardown continues regardless.
 std::string disconnect(EventChannel& channel, CmId& id, Deadline deadline);

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """rdma_unknown_qp: a WRITE to a QPN the switch does not have (0x555) and a CM MAD to QP1
-(UD SEND ONLY, the connection manager, not supported) reach the switch's address: both are
+(UD SEND ONLY; this switch answers no RDMA CM: rdma.cm_port 0) reach the switch's address: both are
 dropped and counted by reason; nothing is answered."""
 
 import os

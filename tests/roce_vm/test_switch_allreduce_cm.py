@@ -1,0 +1,125 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Server-to-switch over RDMA CM against Linux's own RDMA stack: the lab of
+test_switch_allreduce.py (three qemu VMs with rdma_rxe, inaswitch on the host routing between
+them), but each worker connects with `ina-rdma-worker --switch-cm <its gateway>` (rdma_connect to
+the switch's address, port 7471; docs/rdma.md "RDMA CM on the switch"), not through the API.
+
+  0. A connect to a job the switch does not have is refused by the switch's CM: the worker
+     prints the INAR reason (wrong_job: "parameters differ ...") and exits 1; nothing is connected.
+  1. int32 sum of 1 MiB per worker, bit-exact against the host's own sum (sha256) on every
+     worker; while rank 1 waits for the others, GET /api/v1/rdma/jobs/7 shows its QP (made by
+     the CM through the API's own connect); at the end each worker's rdma_disconnect (DREQ ->
+     the switch's DREP) tears its QP down; the switch counted the REQs, REPs, RTUs, DREQs.
+
+usage: test_switch_allreduce_cm.py build/src/worker/rdma/ina-rdma-worker build/src/app/inaswitch
+"""
+
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from image import ImageUnavailable  # noqa: E402
+from lab import Lab, TestFailure, check, log, wait_until  # noqa: E402
+from test_rdma_allreduce import int32_inputs, stripped  # noqa: E402
+from test_switch_allreduce import (CHUNK, ELEMENTS, JOB_INT32, TIMEOUT_S, WINDOW, WORLD,  # noqa: E402
+                                   job_qps, switch_config, wait_results)
+
+
+def worker_cmd(vm, rank: int, job: int, args: str, timeout_s: int = TIMEOUT_S) -> str:
+    return (f"ina-rdma-worker --mode server-to-switch --switch-cm {vm.gw}:7471 "
+            f"--job {job} --rank {rank} --world {WORLD} --ip {vm.ip} --gid-index {vm.gid_index} "
+            f"--chunk-bytes {CHUNK} --window {WINDOW} --timeout-ms {timeout_s * 1000} {args}")
+
+
+def cm_events(lab) -> dict[str, float]:
+    out = {}
+    for line in lab.switch.metrics_text().splitlines():
+        m = re.match(r'^inaswitch_rdma_cm_messages_total\{event="(\w+)"\} ([0-9.eE+-]+)$', line)
+        if m:
+            out[m.group(1)] = float(m.group(2))
+    return out
+
+
+def test(worker_exe: str, switch_exe: str) -> None:
+    scratch = tempfile.mkdtemp(prefix="switch-allreduce-cm-")
+    try:
+        inputs, int32_sha = int32_inputs(scratch, WORLD, 20261124, ELEMENTS)
+        extra = [stripped(worker_exe, scratch)]
+        extra += [(p, f"/root/{os.path.basename(p)}") for p in inputs]
+        with Lab(WORLD, fabric="inaswitch", switch_exe=switch_exe, routed=True, guest_api=True,
+                 switch_config=switch_config, extra_files=extra) as lab:
+            vms = lab.vms
+            lab.reach_all()
+
+            # 0. the switch's CM refuses an unknown job with the INAR reason.
+            rc, out = vms[0].run(worker_cmd(vms[0], 1, 99, "--elements 1024", timeout_s=30),
+                                 timeout=60)
+            log(f"unknown job over CM: {out.strip()}")
+            check(rc == 1 and "connection refused by the peer: parameters differ" in out,
+                  "a CM connect to an unknown job is rejected with the reason wrong_job, which "
+                  "the worker prints (exit 1)")
+            check(job_qps(lab, JOB_INT32) == [], "the refused connect left no QP")
+
+            # 1. int32, bit-exact, every rank connected by RDMA CM.
+            t0 = time.monotonic()
+            jobs = [vms[0].start(worker_cmd(
+                vms[0], 1, JOB_INT32,
+                f"--type int32 --input /root/{os.path.basename(inputs[0])} --output /tmp/int32.out"))]
+            qps = wait_until(lambda: job_qps(lab, JOB_INT32) or None, 60,
+                             "rank 1's QP (connected by CM) in GET /api/v1/rdma/jobs/7")
+            log(f"job {JOB_INT32} with rank 1 alone: {json.dumps(qps)}")
+            check(len(qps) == 1 and qps[0].get("rank") == 1,
+                  "the CM connect made rank 1's QP, listed by GET /api/v1/rdma/jobs/7")
+            jobs += [vm.start(worker_cmd(
+                vm, rank, JOB_INT32,
+                f"--type int32 --input /root/{os.path.basename(p)} --output /tmp/int32.out"))
+                for rank, (vm, p) in enumerate(zip(vms[1:], inputs[1:]), start=2)]
+            res = wait_results(jobs, "int32 over CM")
+            wall = time.monotonic() - t0
+            for vm in vms:
+                rc, out = vm.run("sha256sum /tmp/int32.out", check=True)
+                check(out.split()[0] == int32_sha,
+                      f"{vm.name}: int32 result over a CM connection bit-exact")
+            check(all(r[0]["chunks"] == ELEMENTS * 4 // CHUNK and r[0]["results"] == r[0]["chunks"]
+                      and r[0]["disconnect_error"] == "" for r in res),
+                  "one result per chunk on every worker, and a clean rdma_disconnect")
+            check(wait_until(lambda: job_qps(lab, JOB_INT32) == [] or None, 30,
+                             "job 7's QPs gone after the DREQs"), "the DREQs tore the QPs down")
+            ev = cm_events(lab)
+            log(f"switch CM events: {json.dumps(ev)}")
+            check(ev.get("reps_sent", 0) >= WORLD and ev.get("rtus", 0) == WORLD and
+                  ev.get("dreqs", 0) >= WORLD and ev.get("dreps_sent", 0) >= WORLD and
+                  ev.get("rejs_sent", 0) >= 1,
+                  "the switch's CM counted the REPs, RTUs, DREQs/DREPs and the REJ")
+            log(f"timings: boot {lab.timings.get('boot_s', 0):.1f}s; int32 1 MiB x {WORLD} over "
+                f"CM: {wall:.2f}s wall")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def main() -> int:
+    if os.geteuid() != 0:
+        print("roce-vm-switch-allreduce-cm needs root (namespaces, taps, qemu)", flush=True)
+        return 77
+    if len(sys.argv) != 3:
+        print(__doc__, file=sys.stderr)
+        return 2
+    start = time.monotonic()
+    try:
+        test(sys.argv[1], sys.argv[2])
+    except (TestFailure, ImageUnavailable) as e:
+        log(f"FAIL: {e}")
+        return 1
+    log(f"PASS ({time.monotonic() - start:.1f}s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
