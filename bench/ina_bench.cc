@@ -18,6 +18,18 @@
 // `rdma:` config, each contribution a WRITE_ONLY_WITH_IMM with a valid ICRC copied from a ring
 // of frames built ahead (outside the measured time), and the workers' ACKs of the switch's
 // result WRITEs (built outside the measured time, processed inside it) so slots release.
+//
+// --role picks the job's place in the aggregation tree, on either path:
+//   aggregator  (default) 8 contributions in, ONE partial per chunk out to the parent. INA: the
+//               result never comes back through this lcore in the bench (results pass an INA
+//               aggregator as BIER copies, not measured here). RoCE (`role: aggregator`): the
+//               partial goes to the parent 10.0.2.2 and the generator answers each with the
+//               parent's INA result (built ahead, alloc + copy + processing measured), which
+//               the switch writes to the 8 ranks (8 WRITEs with ICRC) and the ranks ACK: the
+//               RoCE row includes the way down, the INA row does not; `up_mpps` times the
+//               way up alone (contributions in, partials out), INA's row's work.
+//   root        8 contributions in, the result out to every worker: INA `results: unicast` (8
+//               copies), RoCE a root job (8 result WRITEs with ICRC, ACKed).
 #include <rte_cycles.h>
 #include <rte_bus_vdev.h>
 #include <rte_eal.h>
@@ -256,9 +268,12 @@ static_assert(kBurst % kRanks == 0 && kRing % kChunksPerBurst == 0);
 
 // The switch's port "up" (the sink) and the ranks' addresses behind it (10.0.2.11..18).
 constexpr uint8_t kUpMac[6] = {0x02, 0, 0, 0, 0, 0x02};
-std::string roce_yaml(unsigned payload, const std::string& type) {
+constexpr uint32_t kParentIp = 0x0A000202;  // 10.0.2.2: the INA parent of --role aggregator
+constexpr uint32_t kUpIp = 0x0A000201;      // 10.0.2.1: the switch's address on "up"
+std::string roce_yaml(unsigned payload, const std::string& type, bool aggregator) {
     const unsigned pmtu = payload <= 1024 ? 1024 : 4096;
-    std::string neighbours;
+    std::string neighbours =
+        aggregator ? "  - {ip: 10.0.2.2, mac: \"02:00:00:00:02:02\", port: up}\n" : "";
     std::string qps;
     for (unsigned r = 1; r <= kRanks; ++r) {
         const std::string ip = "10.0.2." + std::to_string(10 + r);
@@ -278,9 +293,9 @@ std::string roce_yaml(unsigned payload, const std::string& type) {
       dtype: )" + type + R"(
       chunk_bytes: )" + std::to_string(payload) + R"(
       window: )" + std::to_string(kRoceWindow) + R"(
-      pmtu: )" + std::to_string(pmtu) + R"(
-      qps:
-)" + qps;
+      pmtu: )" + std::to_string(pmtu) + "\n" +
+           (aggregator ? "      role: aggregator\n      parent: 10.0.2.2\n      bsl: 64\n" : "") +
+           "      qps:\n" + qps;
 }
 
 // The per-lcore states of the config's one job, made and attached as the control piece does
@@ -297,7 +312,7 @@ bool attach_roce(pipeline::LcoreContext& ctx, dp::Snapshot& snap, const config::
     if (view == nullptr || view->jobs.size() != 1) {
         return false;
     }
-    out.job = std::make_unique<fr::JobState>(fr::job_params(jc));
+    out.job = std::make_unique<fr::JobState>(fr::job_params(jc), fr::parent_params(jc));
     uint16_t slot = 0;
     view->jobs[0].slot = slot;
     if (!pipeline::apply_command(ctx, dp::Command{dp::CommandType::attach, fr::kFeatureRoce,
@@ -350,8 +365,9 @@ uint16_t build_acks(const RoceStates& st, const std::vector<bench::RoceWorker>& 
     return n;
 }
 
-int run_roce(unsigned payload, const std::string& type, double seconds, rte_rcu_qsbr* qsbr) {
-    auto bench = build_bench_snapshot(roce_yaml(payload, type), qsbr);
+int run_roce(unsigned payload, const std::string& type, double seconds, rte_rcu_qsbr* qsbr,
+             bool aggregator) {
+    auto bench = build_bench_snapshot(roce_yaml(payload, type, aggregator), qsbr);
     auto& cfg = bench.cfg;
     auto& snap = bench.built.snapshot;
     if (!snap) {
@@ -381,8 +397,19 @@ int run_roce(unsigned payload, const std::string& type, double seconds, rte_rcu_
     auto frame_at = [&](uint32_t s, unsigned r) {
         return ring.data() + (size_t{s % kRing} * kRanks + r) * stride;
     };
+    // --role aggregator: the parent's answer to each chunk's partial (P-BM: the ranks' BFR-ids).
+    const auto pbm = *wire::BitString::from_bfr_ids(64, 0, std::vector<uint16_t>{1, 2, 3, 4, 5, 6, 7, 8});
+    const size_t result_stride = bench::parent_result_bytes(payload, 64);
+    std::vector<uint8_t> result_ring(aggregator ? size_t{kRing} * result_stride : 0);
+    auto result_at = [&](uint32_t s) { return result_ring.data() + size_t{s % kRing} * result_stride; };
     auto build_segment = [&](uint32_t first) {
         for (uint32_t s = first; s < first + kRing; ++s) {
+            if (aggregator &&
+                bench::parent_result(result_at(s), result_stride, jp.job_id, s,
+                                     static_cast<uint8_t>(jp.dtype), pbm, kParentIp, kUpIp,
+                                     kUpMac, values.data(), payload) != result_stride) {
+                return false;
+            }
             for (unsigned r = 0; r < kRanks; ++r) {
                 if (bench::roce_contribution(frame_at(s, r), stride, workers[r], s, jp,
                                              fr::kAreaAddr, fr::kAreaRkey, values.data()) != stride) {
@@ -393,10 +420,29 @@ int run_roce(unsigned payload, const std::string& type, double seconds, rte_rcu_
         return true;
     };
 
+    // n fresh mbufs in `ms`, each a copy of frame_of(k) (len bytes) arriving on the sink port,
+    // as a NIC's RX would give them; false when the pool is empty.
+    auto frames_in = [&](rte_mbuf** ms, unsigned n, size_t len, auto frame_of) {
+        if (rte_pktmbuf_alloc_bulk(g.pool, ms, n) != 0) {
+            std::fprintf(stderr, "mempool exhausted\n");
+            return false;
+        }
+        for (unsigned k = 0; k < n; ++k) {
+            std::memcpy(rte_pktmbuf_mtod(ms[k], uint8_t*), frame_of(k), len);
+            ms[k]->data_len = static_cast<uint16_t>(len);
+            ms[k]->pkt_len = static_cast<uint32_t>(len);
+            ms[k]->port = kSinkPort;
+        }
+        return true;
+    };
     const uint64_t hz = rte_get_tsc_hz();
     const auto budget = static_cast<uint64_t>(seconds * static_cast<double>(hz));
     const uint64_t started = rte_rdtsc();
     uint64_t switch_tsc = 0;  // inside the generator's alloc + copy and process_burst only
+    // Aggregator: the part of switch_tsc spent on the way down (the parent's results, the WRITEs
+    // they become, the ranks' ACKs, the tick): switch_tsc - down_tsc is the way up alone, the
+    // work an INA aggregator's row measures.
+    uint64_t down_tsc = 0;
     uint64_t stalled_since = 0;
     uint32_t next_s = 0;
     uint32_t built_to = 0;
@@ -405,6 +451,7 @@ int run_roce(unsigned payload, const std::string& type, double seconds, rte_rcu_
     bool failed = false;
     rte_mbuf* burst[kBurst];
     rte_mbuf* acks[kRanks];
+    rte_mbuf* results[kChunksPerBurst];
     while (switch_tsc < budget && !failed) {
         if (next_s == built_to) {
             if (!build_segment(built_to)) {
@@ -419,21 +466,25 @@ int run_roce(unsigned payload, const std::string& type, double seconds, rte_rcu_
         if (next_s + kChunksPerBurst <= st.job->results_released + kRoceWindow) {
             stalled_since = 0;
             const uint64_t t0 = rte_rdtsc();
-            if (rte_pktmbuf_alloc_bulk(g.pool, burst, kBurst) != 0) {
-                std::fprintf(stderr, "mempool exhausted\n");
+            if (!frames_in(burst, kBurst, stride,
+                           [&](unsigned k) { return frame_at(next_s + k / kRanks, k % kRanks); })) {
                 failed = true;
                 break;
             }
-            for (unsigned k = 0; k < kBurst; ++k) {
-                rte_mbuf* m = burst[k];
-                std::memcpy(rte_pktmbuf_mtod(m, uint8_t*), frame_at(next_s + k / kRanks, k % kRanks),
-                            stride);
-                m->data_len = static_cast<uint16_t>(stride);
-                m->pkt_len = static_cast<uint32_t>(stride);
-                m->port = kSinkPort;
-            }
             ctx.now_tsc = t0;
             pipeline::process_burst(ctx, *snap, burst, kBurst);
+            // The parent answers the burst's partials (its result frames copied as the
+            // contributions are; the stage turns each into the ranks' result WRITEs).
+            if (aggregator) {
+                const uint64_t t1 = rte_rdtsc();
+                if (!frames_in(results, kChunksPerBurst, result_stride,
+                               [&](unsigned k) { return result_at(next_s + k); })) {
+                    failed = true;
+                    break;
+                }
+                pipeline::process_burst(ctx, *snap, results, kChunksPerBurst);
+                down_tsc += rte_rdtsc() - t1;
+            }
             switch_tsc += rte_rdtsc() - t0;
             next_s += kChunksPerBurst;
             generated += kBurst;
@@ -451,6 +502,7 @@ int run_roce(unsigned payload, const std::string& type, double seconds, rte_rcu_
             ctx.now_tsc = t0;
             pipeline::process_burst(ctx, *snap, acks, n);
             switch_tsc += rte_rdtsc() - t0;
+            down_tsc += aggregator ? rte_rdtsc() - t0 : 0;
             acks_in += n;
         } else if (stalled_since != 0) {
             // Nothing in flight and no slot: results are waiting for the stage's tick.
@@ -458,10 +510,12 @@ int run_roce(unsigned payload, const std::string& type, double seconds, rte_rcu_
             ctx.now_tsc = t0;
             pipeline::service_timers(ctx, *snap);
             switch_tsc += rte_rdtsc() - t0;
+            down_tsc += aggregator ? rte_rdtsc() - t0 : 0;
         }
     }
     pipeline::tx_flush_all(ctx);
     const double elapsed = static_cast<double>(switch_tsc) / static_cast<double>(hz);
+    const double up_elapsed = static_cast<double>(switch_tsc - down_tsc) / static_cast<double>(hz);
     const double wall = static_cast<double>(rte_rdtsc() - started) / static_cast<double>(hz);
 
     fr::QpCounters sum;
@@ -472,15 +526,19 @@ int run_roce(unsigned payload, const std::string& type, double seconds, rte_rcu_
 #undef INA_ROCE_SUM
     const uint64_t sent = ctx.counters.ports[kSinkPort].tx_packets;
     const uint64_t elems = payload / esize;
-    std::printf("{\"traffic\": \"roce\", \"workers\": %u, \"payload_bytes\": %u, \"type\": \"%s\", "
+    const fr::ParentCounters up = st.job->parent ? st.job->parent->counters : fr::ParentCounters{};
+    std::printf("{\"traffic\": \"roce\", \"role\": \"%s\", \"workers\": %u, \"payload_bytes\": %u, "
+                "\"type\": \"%s\", "
                 "\"isa\": \"%s\", \"lcores\": 1, \"steer\": \"none\", \"deterministic\": false, "
-                "\"mpps\": %.3f, \"payload_gbit_s\": %.2f, \"gelem_s\": %.3f, "
+                "\"mpps\": %.3f, \"up_mpps\": %.3f, \"payload_gbit_s\": %.2f, \"gelem_s\": %.3f, "
                 "\"absorbed\": %lu, \"completed\": %lu, \"released\": %lu, \"results_sent\": %lu, "
-                "\"acks_sent\": %lu, \"acks_in\": %lu, \"frames_out\": %lu, \"packets\": %lu, "
+                "\"acks_sent\": %lu, \"acks_in\": %lu, \"partials_sent\": %lu, "
+                "\"parent_results_in\": %lu, \"frames_out\": %lu, \"packets\": %lu, "
                 "\"seconds\": %.3f, \"excluded_seconds\": %.3f}\n",
-                kRanks, payload, type.c_str(),
+                aggregator ? "aggregator" : "root", kRanks, payload, type.c_str(),
                 std::string(reduce::to_string(reduce::kernels().isa)).c_str(),
                 static_cast<double>(generated) / elapsed / 1e6,
+                static_cast<double>(generated) / up_elapsed / 1e6,
                 static_cast<double>(generated) * static_cast<double>(payload) * 8 / elapsed / 1e9,
                 static_cast<double>(sum.contributions) * static_cast<double>(elems) / elapsed / 1e9,
                 static_cast<unsigned long>(sum.contributions),
@@ -488,19 +546,26 @@ int run_roce(unsigned payload, const std::string& type, double seconds, rte_rcu_
                 static_cast<unsigned long>(st.job->results_released),
                 static_cast<unsigned long>(sum.results_sent),
                 static_cast<unsigned long>(sum.acks_sent), static_cast<unsigned long>(acks_in),
+                static_cast<unsigned long>(up.partial_sent), static_cast<unsigned long>(up.result_in),
                 static_cast<unsigned long>(sent), static_cast<unsigned long>(generated), elapsed,
                 wall - elapsed);
     std::fflush(stdout);
     // Every contribution was added, every chunk completed, nothing refused, NAKed, resent or
-    // bad, every slot but the window's last released, and every frame the stage made left.
+    // bad, every slot but the window's last released, and every frame the stage made left;
+    // an aggregator sent every chunk up once and took every answer.
     const bool ok = !failed && generated > 0 && sum.contributions == generated &&
                     st.job->results_completed == next_s &&
                     st.job->results_released + kRoceWindow >= next_s &&
                     sum.naks_sent + sum.rnr_naks_sent + sum.refused + sum.bad_contributions +
                             sum.icrc_errors + sum.duplicates + sum.retransmissions ==
                         0 &&
-                    sum.acks_received == acks_in && sent == sum.packets_out &&
-                    st.job->post_failures == 0;
+                    sum.acks_received == acks_in && sent == sum.packets_out + up.partial_sent &&
+                    st.job->post_failures == 0 &&
+                    (!aggregator ||
+                     (up.partial_sent == next_s && up.result_in == next_s &&
+                      up.partial_resent + up.result_duplicate + up.result_not_held +
+                              up.result_bad + up.no_mbuf ==
+                          0));
     for (uint16_t slot = static_cast<uint16_t>(st.qps.size() + 1); slot-- > 0;) {
         pipeline::apply_command(ctx, dp::Command{dp::CommandType::detach, fr::kFeatureRoce, slot,
                                                  ctx.feature_slots[slot].id, nullptr});
@@ -542,7 +607,16 @@ int main(int argc, char** argv) {
     app.add_flag("--roce", roce, "instead: 8 ranks' RoCEv2 WRITE_ONLY_WITH_IMM contributions to "
                                  "an rdma job (server-to-switch), ACKing its results; 1 lcore")
         ->excludes("--l3");
+    std::string role = "aggregator";
+    app.add_option("--role", role, "the job's place in the tree: aggregator (one partial per "
+                                   "chunk to the parent) or root (the result to every worker)")
+        ->check(CLI::IsMember({"aggregator", "root"}));
     CLI11_PARSE(app, argc, argv);
+    const bool root = role == "root";
+    if (root && (lanes != 1 || l3)) {
+        std::fprintf(stderr, "--role root: 1 lcore, not with --l3\n");
+        return 2;
+    }
     if (roce && (lanes != 1 || deterministic || payload % 4 != 0 || payload > 4096)) {
         std::fprintf(stderr, "--roce: 1 lcore, not deterministic, payload a multiple of 4 up to "
                              "4096\n");
@@ -594,20 +668,33 @@ int main(int argc, char** argv) {
         return 1;
     }
     if (roce) {
-        return run_roce(payload, type, seconds, qsbr);
+        return run_roce(payload, type, seconds, qsbr, !root);
     }
     std::string neighbours;
+    // A root's results go to the workers by unicast: 10.0.2.11.. behind "up" (the sink).
+    std::string result_workers;
+    if (root) {
+        result_workers = ", results: unicast, workers: [";
+        for (unsigned w = 1; w <= workers; ++w) {
+            const std::string ip = "10.0.2." + std::to_string(10 + w);
+            neighbours += "  - {ip: " + ip + ", mac: \"02:00:00:00:02:" + std::to_string(10 + w) +
+                          "\", port: up}\n";
+            result_workers += (w == 1 ? "" : ", ") + std::string("{bfr_id: ") +
+                              std::to_string(w) + ", ip: " + ip + "}";
+        }
+        result_workers += "]";
+    }
     for (unsigned i = 2; i < (l3 ? 202u : 3u); ++i) {
         neighbours += "  - {ip: 10.0.2." + std::to_string(i) + ", mac: \"02:00:00:00:02:" +
                       std::to_string(10 + i % 90) + "\", port: up}\n";
     }
     const std::string yaml = std::string(kPortsYaml) + neighbours + (l3 ? std::string() : R"(ina:
   jobs:
-    - {job_id: 1, role: aggregator, bsl: 64, abm: "1-)" + std::to_string(workers) +
+    - {job_id: 1, role: )" + role + R"(, bsl: 64, abm: "1-)" + std::to_string(workers) +
                              R"(", op: sum, elem_type: )" + type +
                              ", max_elements: " + std::to_string(elems) +
                              (deterministic ? ", deterministic: true" : "") +
-                             ", window: 1024, root: 10.0.2.2}\n");
+                             ", window: 1024, root: 10.0.2.2" + result_workers + "}\n");
     auto bench = build_bench_snapshot(yaml, qsbr);
     auto& snap = bench.built.snapshot;
     if (!snap) {
@@ -621,7 +708,8 @@ int main(int argc, char** argv) {
     jp.elem_type = static_cast<reduce::ElemType>(et);
     jp.max_elems = elems;
     jp.window = 1024;
-    jp.role = ina::Role::aggregator;
+    jp.role = root ? ina::Role::root : ina::Role::aggregator;
+    jp.result_cache = l3 ? 0 : config::ina_result_cache(bench.cfg.config->ina.jobs.at(0));
     jp.idle_timeout = ~uint64_t{0} / 4;
     jp.deterministic = deterministic;
     jp.fraction_bits = deterministic ? static_cast<uint8_t>(reduce::default_fraction_bits(jp.elem_type))
@@ -725,12 +813,12 @@ int main(int argc, char** argv) {
         sent += lane.ctx->counters.ports[kSinkPort].tx_packets;
         failed = failed || lane.failed;
     }
-    std::printf("{\"traffic\": \"%s\", \"workers\": %u, \"payload_bytes\": %u, \"type\": \"%s\", \"isa\": \"%s\", "
+    std::printf("{\"traffic\": \"%s\", \"role\": \"%s\", \"workers\": %u, \"payload_bytes\": %u, \"type\": \"%s\", \"isa\": \"%s\", "
                 "\"lcores\": %u, \"steer\": \"%s\", \"deterministic\": %s, "
                 "\"mpps\": %.3f, \"payload_gbit_s\": %.2f, \"gelem_s\": %.3f, "
-                "\"absorbed\": %lu, \"completed\": %lu, \"partials_sent\": %lu, "
+                "\"absorbed\": %lu, \"completed\": %lu, \"frames_out\": %lu, "
                 "\"packets\": %lu, \"seconds\": %.3f}\n",
-                l3 ? "l3" : "ina", workers, elems * static_cast<unsigned>(esize), type.c_str(),
+                l3 ? "l3" : "ina", l3 ? "none" : role.c_str(), workers, elems * static_cast<unsigned>(esize), type.c_str(),
                 std::string(reduce::to_string(reduce::kernels().isa)).c_str(), lanes,
                 lanes > 1 ? steer.c_str() : "none",
                 deterministic ? "true" : "false",
@@ -741,10 +829,10 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long>(sent), static_cast<unsigned long>(packets), elapsed);
     std::fflush(stdout);
     // Every generated contribution is absorbed (those still in a hand-off ring at the end aside),
-    // and every completed chunk left through the sink port.
+    // and every completed chunk left through the sink port (a root's as one copy per worker).
     const bool ok = l3 ? !failed && sent == packets
                        : !failed && absorbed + 8192 >= packets && completed > 0 &&
-                             sent == completed;
+                             sent == completed * (root ? workers : 1);
     for (uint16_t port = 0; port < 2; ++port) {
         rte_eth_dev_stop(port);
         rte_eth_dev_close(port);

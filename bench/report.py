@@ -249,32 +249,54 @@ def write(res, doc, result_path):
     ro = res.get("roce")
     if ro and "rows" in ro:
         rows = ro["rows"]
+        n = rows[0]["ranks"]
+        goal_ratio = next((r["goal"] for r in rows if r.get("goal")), None)
         L += ["## RoCEv2 server-to-switch aggregation per core vs the UDP INA path", "",
               "`bench/ina_bench --roce`: one lcore runs the real pipeline with the RoCE feature "
               "registered as the switch registers it and an `rdma:` job of %d ranks with static "
               "QPs; each contribution is a WRITE_ONLY_WITH_IMM with a valid ICRC (copied from a "
-              "ring of frames built ahead, alloc + copy per packet as for INA), verified, "
-              "aggregated, and each completed chunk leaves as %d result WRITEs (ICRC computed); "
-              "the generator ACKs every rank's results once per burst so slots release (building "
-              "the ACKs and the frame ring is excluded from the time, processing the ACKs is "
-              "not). Beside it: `ina_bench` (UDP INA, %d workers) on the same payload. The two "
-              "alternate run by run; %d runs each of %.1f s, figures are min / **median** / max, "
-              "the ratio is of the medians. The machine was busy with other builds and tests "
-              "(load average per row: median of the values sampled before each pair of runs)." % (
-                  rows[0]["ranks"], rows[0]["ranks"], rows[0]["ranks"],
-                  rows[0]["roce_mpps"]["n"], ro["seconds"]), "",
-              "| payload | RoCE Mpps | RoCE payload Gbit/s | INA Mpps | RoCE / INA (medians) | "
-              "RoCE / INA, paired runs | goal ≥ %.1f | load |" % rows[0]["goal"],
-              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+              "ring of frames built ahead, alloc + copy per packet as for INA), verified and "
+              "aggregated. Beside it `ina_bench` (UDP INA, %d workers, same payload) **in the same "
+              "place of the tree** (`--role`), so each pair does the same job:" % (n, n), "",
+              "- **aggregator vs aggregator** (the issue 11 goal, ≥ %.1f: \"the ICRC must not "
+              "halve the rate\"): INA sends one partial per chunk to its parent. The RoCE job "
+              "(`role: aggregator`) sends one INA partial to its parent too; the generator "
+              "answers each partial with the parent's INA result (frames built ahead; alloc, "
+              "copy and processing measured), the switch writes it to the %d ranks (%d result "
+              "WRITEs, ICRC over the payload) and processes their ACKs, without which its slots "
+              "never release. The goal's RoCE figure (*RoCE Mpps*) is the **way up alone**: the "
+              "time of the contribution bursts (alloc, copy, verify, aggregate, the partial out), "
+              "the work INA's aggregator row measures. *RoCE with the way down* adds the time of "
+              "the parent's results, the %d WRITEs each becomes and the ACKs (1 result in, %d "
+              "WRITEs out, ACKs in per chunk); an INA aggregator's way down (the root's result "
+              "passing as BIER copies) is in no row here." % (goal_ratio or 0.8, n, n, n, n), "",
+              "- **root vs root**: the RoCE root job writes every chunk's result to the %d ranks "
+              "(%d WRITEs with ICRC, ACKs processed); the INA root (`results: unicast`, %d "
+              "`workers`) sends %d result datagrams. No goal: it shows what delivering the result "
+              "costs each path." % (n, n, n, n), "",
+              "Building the ACKs and the frame rings is excluded from RoCE's time, processing the "
+              "ACKs is not. The INA and RoCE runs of a pair alternate run by run; %d runs each of "
+              "%.1f s, figures are min / **median** / max, the ratio is of the medians. The "
+              "machine was busy with other builds and tests (load average per row: median of the "
+              "values sampled before each pair of runs)." % (rows[0]["roce_mpps"]["n"],
+                                                              ro["seconds"]), "",
+              "| pair | payload | RoCE Mpps | RoCE with the way down | INA Mpps | RoCE / INA "
+              "(medians) | RoCE / INA, paired runs | RoCE with the way down / INA | goal ≥ %.1f "
+              "| load |" % (goal_ratio or 0.8),
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         for r in rows:
-            L.append("| %d B | %s | %s | %s | **%.2f** | %s | %s | %s |" % (
+            role = r.get("role", "root")
+            goal = ("–" if r.get("met") is None else "**met**" if r["met"] else "**not met**")
+            down = role == "aggregator" and "roce_full_mpps" in r
+            L.append("| %s | %d B | %s | %s | %s | **%.2f** | %s | %s | %s | %s |" % (
+                "%s vs %s" % (role, "aggregator" if "role" not in r else role),
                 r["payload_bytes"], mmm_txt(r["roce_mpps"]),
-                f(r["roce_payload_gbit_s"]["median"], 1), mmm_txt(r["ina_mpps"]), r["ratio"],
+                mmm_txt(r["roce_full_mpps"]) if down else "–", mmm_txt(r["ina_mpps"]), r["ratio"],
                 mmm_txt(r["pair_ratio"]) if r.get("pair_ratio") else "–",
-                "**met**" if r["met"] else "**not met**", f(r["loadavg"]["median"], 1)))
+                "%.2f" % r["full_ratio"] if down else "–", goal, f(r["loadavg"]["median"], 1)))
         L += ["", "*Paired runs*: each RoCE run over the INA run just before it (min / median / "
               "max), which cancels load changes between pairs; the goal is judged on the ratio of "
-              "the medians."]
+              "the medians of the aggregator pair."]
         L.append("")
     elif ro:
         L += ["## RoCEv2 aggregation", "", "Not measured: %s" % ro.get("error"), ""]

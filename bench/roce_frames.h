@@ -4,13 +4,17 @@
 // (src/roce/encode.h: IPv4 checksum and ICRC computed), Ethernet to the switch port's MAC.
 //   contribution  WRITE_ONLY_WITH_IMM of one chunk into the switch's area at slot s % window,
 //                 immediate s << 8 | 1 (session sequence, one contribution);
-//   ack           the worker's ACK of the switch's result WRITEs up to a PSN.
+//   ack           the worker's ACK of the switch's result WRITEs up to a PSN;
+//   parent result the INA parent's result of chunk s (role: aggregator), unicast to the switch,
+//                 as a root with `results: unicast` sends it (the INA stage's own encoder).
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 
 #include "features/roce/datapath_roce.h"
+#include "ina/protocol.h"
+#include "pipeline/ina_encode.h"
 #include "roce/encode.h"
 
 namespace ina::bench {
@@ -73,6 +77,40 @@ inline size_t roce_ack(uint8_t* out, size_t capacity, const RoceWorker& w, uint3
                               : rc::encode_ack(out + l2, capacity - l2, w.path, 1,
                                                rc::Reply{rc::aeth::kAckUnlimited, psn, msn});
     return l3 == 0 ? 0 : l2 + l3;
+}
+
+// Bytes of the parent's result frame of a chunk of `payload` bytes under a P-BM of `bsl_bits`.
+constexpr size_t parent_result_bytes(uint32_t payload, uint16_t bsl_bits) {
+    return ina::pipeline::kInaFrameHeadBytes + proto::kFixedHeaderBytes + bsl_bits / 8u + payload;
+}
+
+// The INA result of chunk key `key` from `parent_ip` to `switch_ip` (Ethernet to `switch_mac`):
+// job `job_id`, sum, `elem_type`, P-BM `pbm` (the aggregator's A-BM), the `payload` bytes as
+// elements, UDP checksum sealed. Its length, 0 when `capacity` is too small.
+inline size_t parent_result(uint8_t* out, size_t capacity, uint32_t job_id, uint32_t key,
+                            uint8_t elem_type, const wire::BitString& pbm, uint32_t parent_ip,
+                            uint32_t switch_ip, const uint8_t switch_mac[6],
+                            const uint8_t* payload, uint32_t payload_bytes) {
+    proto::Header h;
+    h.type = proto::PacketType::result;
+    h.op = 0;  // sum
+    h.elem_type = elem_type;
+    h.bsl_code = wire::bsl_code_from_bits(pbm.bsl_bits()).value_or(0);
+    h.job_id = job_id;
+    h.seq = key;
+    h.elem_count = static_cast<uint16_t>(payload_bytes / proto::elem_bytes(elem_type));
+    const size_t len = ina::pipeline::kInaFrameHeadBytes + h.total_bytes();
+    if (len > capacity) {
+        return 0;
+    }
+    uint8_t* at = ina::pipeline::write_ina_headers(out, h, pbm.data(), parent_ip, switch_ip,
+                                                   proto::kDefaultUdpPort);
+    std::memcpy(at, payload, payload_bytes);
+    ina::pipeline::seal_ina_datagram(out);
+    const uint8_t parent_mac[6] = {0x02, 0, 0, 0, 0x02, 0x02};
+    std::memcpy(out, switch_mac, 6);
+    std::memcpy(out + 6, parent_mac, 6);
+    return len;
 }
 
 }  // namespace ina::bench

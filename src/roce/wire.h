@@ -233,8 +233,8 @@ inline void put64(uint8_t* p, uint64_t v) {
 }
 }  // namespace detail
 
-inline Bth read_bth(const uint8_t* p) {
-    Bth b;
+// Fills `b` in place from the BTH at `p` (no Bth built on the stack and copied: parse_into).
+inline void read_bth_into(const uint8_t* p, Bth& b) {
     b.opcode = p[0];
     b.solicited = (p[1] & 0x80) != 0;
     b.mig_req = (p[1] & 0x40) != 0;
@@ -246,6 +246,11 @@ inline Bth read_bth(const uint8_t* p) {
     b.dest_qp = detail::be24(p + 5);
     b.ack_req = (p[8] & 0x80) != 0;
     b.psn = detail::be24(p + 9);
+}
+
+inline Bth read_bth(const uint8_t* p) {
+    Bth b;
+    read_bth_into(p, b);
     return b;
 }
 
@@ -284,8 +289,9 @@ inline bool parse_into(const uint8_t* p, size_t len, Packet& k, ParseError& erro
     if (len < kBthBytes + kIcrcBytes) {
         return fail(ParseError::truncated);
     }
-    k = Packet{};
-    k.bth = read_bth(p);
+    // Field by field into the caller's packet (a `k = Packet{}` or a Bth returned by value is
+    // a stack temporary read back in wide loads: a store-forwarding stall per packet).
+    read_bth_into(p, k.bth);
     if (k.bth.tver != 0) {
         return fail(ParseError::bad_tver);
     }
@@ -305,28 +311,42 @@ inline bool parse_into(const uint8_t* p, size_t len, Packet& k, ParseError& erro
         return fail(ParseError::bad_length);
     }
     const uint8_t* e = p + kBthBytes;
+    // Extension headers the opcode lacks keep their defaults (as in a fresh Packet).
+    k.deth.qkey = 0;
+    k.deth.src_qp = 0;
     if (k.info.ext & ext::kDeth) {
-        k.deth = {detail::be32(e), detail::be24(e + 5)};
+        k.deth.qkey = detail::be32(e);
+        k.deth.src_qp = detail::be24(e + 5);
         e += kDethBytes;
     }
+    k.reth.va = 0;
+    k.reth.rkey = 0;
+    k.reth.dma_len = 0;
     if (k.info.ext & ext::kReth) {
-        k.reth = {detail::be64(e), detail::be32(e + 8), detail::be32(e + 12)};
+        k.reth.va = detail::be64(e);
+        k.reth.rkey = detail::be32(e + 8);
+        k.reth.dma_len = detail::be32(e + 12);
         e += kRethBytes;
     }
     if (k.info.ext & ext::kAtomicEth) {
         e += kAtomicEthBytes;
     }
+    k.aeth.syndrome = aeth::kAckUnlimited;
+    k.aeth.msn = 0;
     if (k.info.ext & ext::kAeth) {
-        k.aeth = {e[0], detail::be24(e + 1)};
+        k.aeth.syndrome = e[0];
+        k.aeth.msn = detail::be24(e + 1);
         e += kAethBytes;
     }
     if (k.info.ext & ext::kAtomicAckEth) {
         e += kAtomicAckEthBytes;
     }
+    k.imm = 0;
     if (k.info.ext & ext::kImm) {
         k.imm = detail::be32(e);
         e += kImmBytes;
     }
+    k.ieth = 0;
     if (k.info.ext & ext::kIeth) {
         k.ieth = detail::be32(e);
     }

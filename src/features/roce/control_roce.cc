@@ -72,6 +72,17 @@ bool keeps_session(const JobConfig& next, const JobConfig& running) {
     return same_job(next, running) && !next.qps.empty();
 }
 
+std::string error_json(const std::string& message) {
+    return json{{"error", message}}.dump();
+}
+
+const char* state_name(uint8_t code) {
+    constexpr const char* names[] = {"ready", "error_receive", "error_result", "error"};
+    return names[code & 3];
+}
+
+}  // namespace
+
 // The aggregator role's parameters (parent_ip 0 for a root job).
 ParentParams parent_params(const JobConfig& j) {
     ParentParams p;
@@ -92,17 +103,6 @@ ParentParams parent_params(const JobConfig& j) {
     p.timeout_ns = uint64_t{j.partial_timeout_ms} * 1'000'000;
     return p;
 }
-
-std::string error_json(const std::string& message) {
-    return json{{"error", message}}.dump();
-}
-
-const char* state_name(uint8_t code) {
-    constexpr const char* names[] = {"ready", "error_receive", "error_result", "error"};
-    return names[code & 3];
-}
-
-}  // namespace
 
 // The CM's view of the control plane: connect and disconnect as the API does.
 class RoceControl::CmQps : public CmQpControl {

@@ -122,6 +122,8 @@ private:
 // builds its states with these too.
 JobParams job_params(const JobConfig& j);
 QpParams qp_params(const config::Config& cfg, const JobConfig& j, const QpConfig& q);
+// The aggregator role's parent link parameters (parent_ip 0: a root job).
+ParentParams parent_params(const JobConfig& j);
 
 // Installs the feature's API routes (control::register_routes) for `control` .
 void install_routes(httplib::Server& server, control::ControlPlane& cp);
