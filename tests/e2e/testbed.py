@@ -267,6 +267,7 @@ class Port:
     l2_group: str | None = None
     host: Host | None = None   # the host on the far end of this port's veth
     queues: int = 1            # RX queues (and af_packet queue pairs)
+    ring_frames: int = 0       # af_packet ring frames per queue (0: the PMD's default, 512)
     # Filled in by the testbed:
     index: int = 0
     dev: str = ""              # root-namespace veth end the switch opens
@@ -691,6 +692,8 @@ class Testbed:
                 devargs += ",qdisc_bypass=1"
             if p.queues > 1:
                 devargs += f",qpairs={p.queues}"
+            if p.ring_frames:
+                devargs += f",framecnt={p.ring_frames}"
             d: dict[str, Any] = {"name": p.name, "devargs": devargs}
             if p.queues > 1:
                 d["rx_queues"] = p.queues

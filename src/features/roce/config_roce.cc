@@ -4,10 +4,10 @@
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
-#include <charconv>
 #include <set>
 
 #include "config/reader.h"
+#include "config/reader_fields.h"
 #include "roce/rc_responder.h"
 
 namespace ina::features::roce {
@@ -16,70 +16,10 @@ namespace {
 
 using config::Reader;
 
-// An unsigned integer in decimal or 0x-prefixed hex (QPNs, keys and addresses are usually
-// written in hex) within [min, max].
-bool number(Reader& r, const YAML::Node& n, const std::string& what, uint64_t& out, uint64_t min,
-            uint64_t max) {
-    std::string s;
-    if (!r.scalar(n, what, s)) {
-        return false;
-    }
-    const bool hex = s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
-    const char* first = s.data() + (hex ? 2 : 0);
-    uint64_t v = 0;
-    auto [ptr, ec] = std::from_chars(first, s.data() + s.size(), v, hex ? 16 : 10);
-    if (s.empty() || ec != std::errc{} || ptr != s.data() + s.size() || v < min || v > max) {
-        r.error(n, "expected " + what + ": an integer from " + std::to_string(min) + " to " +
-                       std::to_string(max) + " (decimal or 0x hex), got '" + s + "'");
-        return false;
-    }
-    out = v;
-    return true;
-}
-
-template <typename T>
-void field(Reader& r, const YAML::Node& map, const char* key, const std::string& where, T& out,
-           uint64_t min, uint64_t max, bool required) {
-    auto read = [&](const YAML::Node& v) {
-        uint64_t x = 0;
-        if (number(r, v, key, x, min, max)) {
-            out = static_cast<T>(x);
-        }
-    };
-    if (required) {
-        r.required(map, key, where, read);
-    } else {
-        r.optional(map, key, read);
-    }
-}
-
-template <typename E, size_t N>
-void enum_field(Reader& r, const YAML::Node& map, const char* key, const std::string& where,
-                const std::array<E, N>& values, E& out) {
-    r.optional(map, key, [&](const YAML::Node& v) {
-        std::string s;
-        if (!r.string_value(v, key, s)) {
-            return;
-        }
-        std::string names;
-        for (E e : values) {
-            if (reduce::to_string(e) == s) {
-                out = e;
-                return;
-            }
-            names += ' ';
-            names += reduce::to_string(e);
-        }
-        r.error(v, std::string("expected ") + key + " in " + where + ": one of" + names +
-                       ", got '" + s + "'");
-    });
-}
-
-constexpr std::array<reduce::Op, 4> kOps = {reduce::Op::sum, reduce::Op::prod, reduce::Op::min,
-                                            reduce::Op::max};
-constexpr std::array<reduce::ElemType, 6> kTypes = {
-    reduce::ElemType::int32, reduce::ElemType::fp32,  reduce::ElemType::fp16,
-    reduce::ElemType::bf16,  reduce::ElemType::int64, reduce::ElemType::fp64};
+using config::kReduceOps;
+using config::kReduceTypes;
+using config::reduce_enum_field;
+using config::uint_field;
 
 void read_ip(Reader& r, const YAML::Node& map, const std::string& where, uint32_t& out) {
     r.required(map, "ip", where, [&](const YAML::Node& v) {
@@ -92,16 +32,16 @@ void read_ip(Reader& r, const YAML::Node& map, const std::string& where, uint32_
 
 // The worker's side of a QP, as a static `qps` entry and a connect request both give it.
 void read_worker_side(Reader& r, const YAML::Node& n, const std::string& where, QpConfig& q) {
-    field(r, n, "rank", where, q.rank, 1, kMaxWorld, true);
+    uint_field(r, n, "rank", where, q.rank, 1, kMaxWorld, true);
     read_ip(r, n, where, q.ip);
-    field(r, n, "qpn", where, q.qpn, 2, 0xFFFFFF, true);
-    field(r, n, "psn", where, q.psn, 0, 0xFFFFFF, true);
-    field(r, n, "result_addr", where, q.result_addr, 0, UINT64_MAX, true);
-    field(r, n, "result_rkey", where, q.result_rkey, 0, UINT32_MAX, true);
-    field(r, n, "result_length", where, q.result_length, 1, UINT32_MAX, true);
-    field(r, n, "timeout", where, q.timeout, 0, 31, false);
-    field(r, n, "retry_cnt", where, q.retry_cnt, 0, 7, false);
-    field(r, n, "rnr_retry", where, q.rnr_retry, 0, 7, false);
+    uint_field(r, n, "qpn", where, q.qpn, 2, 0xFFFFFF, true);
+    uint_field(r, n, "psn", where, q.psn, 0, 0xFFFFFF, true);
+    uint_field(r, n, "result_addr", where, q.result_addr, 0, UINT64_MAX, true);
+    uint_field(r, n, "result_rkey", where, q.result_rkey, 0, UINT32_MAX, true);
+    uint_field(r, n, "result_length", where, q.result_length, 1, UINT32_MAX, true);
+    uint_field(r, n, "timeout", where, q.timeout, 0, 31, false);
+    uint_field(r, n, "retry_cnt", where, q.retry_cnt, 0, 7, false);
+    uint_field(r, n, "rnr_retry", where, q.rnr_retry, 0, 7, false);
 }
 
 void read_qp(Reader& r, const YAML::Node& n, QpConfig& q) {
@@ -115,8 +55,8 @@ void read_qp(Reader& r, const YAML::Node& n, QpConfig& q) {
                   "result_rkey", "result_length", "timeout", "retry_cnt", "rnr_retry"},
                  where);
     read_worker_side(r, n, where, q);
-    field(r, n, "switch_qpn", where, q.switch_qpn, 2, 0xFFFFFF, true);
-    field(r, n, "switch_psn", where, q.switch_psn, 0, 0xFFFFFF, true);
+    uint_field(r, n, "switch_qpn", where, q.switch_qpn, 2, 0xFFFFFF, true);
+    uint_field(r, n, "switch_psn", where, q.switch_psn, 0, 0xFFFFFF, true);
 }
 
 // The job's own limits, once its fields are read (errors at the job's mark).
@@ -177,7 +117,7 @@ void read_aggregator(Reader& r, const YAML::Node& n, JobConfig& j) {
     r.optional(n, "bsl", [&](const YAML::Node& v) { config::read_bsl(r, v, j.bsl_bits); });
     r.optional(n, "set_id",
                [&](const YAML::Node& v) { r.uint_value(v, "set_id", j.set_id, 0, 255); });
-    field(r, n, "partial_timeout_ms", "an rdma job", j.partial_timeout_ms, 1, 60000, false);
+    uint_field(r, n, "partial_timeout_ms", "an rdma job", j.partial_timeout_ms, 1, 60000, false);
     bool given = false;
     r.optional(n, "abm", [&](const YAML::Node& v) {
         given = true;
@@ -213,7 +153,7 @@ void read_job(Reader& r, const YAML::Node& n, JobConfig& j) {
                  {"id", "mode", "world", "op", "dtype", "chunk_bytes", "window", "pmtu", "qps",
                   "role", "parent", "source", "bsl", "set_id", "abm", "partial_timeout_ms"},
                  where);
-    field(r, n, "id", where, j.id, 1, 65535, true);
+    uint_field(r, n, "id", where, j.id, 1, 65535, true);
     r.optional(n, "mode", [&](const YAML::Node& v) {
         std::string s;
         if (r.string_value(v, "mode", s) && s != "server-to-switch") {
@@ -221,12 +161,12 @@ void read_job(Reader& r, const YAML::Node& n, JobConfig& j) {
                        "terminates), got '" + s + "'");
         }
     });
-    field(r, n, "world", where, j.world, 1, kMaxWorld, true);
-    enum_field(r, n, "op", where, kOps, j.op);
-    enum_field(r, n, "dtype", where, kTypes, j.dtype);
-    field(r, n, "chunk_bytes", where, j.chunk_bytes, 4, 4096, false);
-    field(r, n, "window", where, j.window, 1, kMaxWindow, false);
-    field(r, n, "pmtu", where, j.pmtu, 256, 4096, false);
+    uint_field(r, n, "world", where, j.world, 1, kMaxWorld, true);
+    reduce_enum_field(r, n, "op", where, kReduceOps, j.op);
+    reduce_enum_field(r, n, "dtype", where, kReduceTypes, j.dtype);
+    uint_field(r, n, "chunk_bytes", where, j.chunk_bytes, 4, 4096, false);
+    uint_field(r, n, "window", where, j.window, 1, kMaxWindow, false);
+    uint_field(r, n, "pmtu", where, j.pmtu, 256, 4096, false);
     r.optional(n, "qps", [&](const YAML::Node& v) {
         if (!r.expect_seq(v, "a list of QPs")) {
             return;
@@ -247,7 +187,7 @@ std::shared_ptr<const void> parse_section(Reader& r, const YAML::Node& v) {
         return nullptr;
     }
     r.check_keys(v, {"jobs", "cm_port"}, "rdma");
-    field(r, v, "cm_port", "rdma", out->cm_port, 0, 65535, false);
+    uint_field(r, v, "cm_port", "rdma", out->cm_port, 0, 65535, false);
     r.optional(v, "jobs", [&](const YAML::Node& x) {
         if (!r.expect_seq(x, "a list of rdma jobs")) {
             return;
@@ -399,14 +339,14 @@ ConnectParse parse_connect(const std::string& text, const std::string& source_na
     QpConfig& q = c.qp;
     q.from_api = true;
     read_worker_side(r, n, where, q);
-    field(r, n, "pmtu", where, c.pmtu, 256, 4096, true);
-    field(r, n, "chunk_bytes", where, c.chunk_bytes, 4, 4096, true);
-    field(r, n, "window", where, c.window, 1, kMaxWindow, true);
-    field(r, n, "world", where, c.world, 1, kMaxWorld, true);
+    uint_field(r, n, "pmtu", where, c.pmtu, 256, 4096, true);
+    uint_field(r, n, "chunk_bytes", where, c.chunk_bytes, 4, 4096, true);
+    uint_field(r, n, "window", where, c.window, 1, kMaxWindow, true);
+    uint_field(r, n, "world", where, c.world, 1, kMaxWorld, true);
     r.required(n, "dtype", where, [](const YAML::Node&) {});
     r.required(n, "op", where, [](const YAML::Node&) {});
-    enum_field(r, n, "dtype", where, kTypes, c.dtype);
-    enum_field(r, n, "op", where, kOps, c.op);
+    reduce_enum_field(r, n, "dtype", where, kReduceTypes, c.dtype);
+    reduce_enum_field(r, n, "op", where, kReduceOps, c.op);
     if (out.errors.empty()) {
         out.request = c;
     }

@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "pipeline/mbuf_chain.h"
+#include "pipeline/originate.h"
 #include "pipeline/packet_meta.h"
 #include "pipeline/pipeline.h"
 #include "roce/cm.h"
@@ -58,44 +59,17 @@ uint64_t& lcore_counter(LcoreContext& ctx, LcoreCounter c) {
 
 }  // namespace
 
-uint64_t roce_now_ns(const LcoreContext& ctx) {
-    if (ctx.tsc_hz == 0) {
-        return ctx.now_tsc;
-    }
-    const uint64_t t = ctx.now_tsc;
-    return t / ctx.tsc_hz * 1'000'000'000ull + t % ctx.tsc_hz * 1'000'000'000ull / ctx.tsc_hz;
-}
+uint64_t roce_now_ns(const LcoreContext& ctx) { return pipeline::now_ns(ctx); }
 
 rte_mbuf* frame_of(LcoreContext& ctx, const uint8_t* bytes, size_t len, uint16_t port) {
-    rte_mbuf* head = nullptr;
-    for (size_t done = 0; done < len;) {
-        rte_mbuf* seg = rte_pktmbuf_alloc(ctx.pool);
-        if (seg == nullptr) [[unlikely]] {
-            rte_pktmbuf_free(head);
-            ++lcore_counter(ctx, LcoreCounter::no_mbuf);
-            return nullptr;
-        }
-        const auto take = static_cast<uint16_t>(std::min<size_t>(len - done,
-                                                                 rte_pktmbuf_tailroom(seg)));
-        std::memcpy(rte_pktmbuf_append(seg, take), bytes + done, take);
-        done += take;
-        if (head == nullptr) {
-            head = seg;
-        } else if (rte_pktmbuf_chain(head, seg) != 0) [[unlikely]] {
-            rte_pktmbuf_free(seg);
-            rte_pktmbuf_free(head);
-            ++lcore_counter(ctx, LcoreCounter::no_mbuf);
-            return nullptr;
-        }
+    rte_mbuf* m = pipeline::originated_frame(ctx.pool, bytes, len, port);
+    if (m == nullptr) [[unlikely]] {
+        ++lcore_counter(ctx, LcoreCounter::no_mbuf);
     }
-    head->port = port;
-    head->ol_flags = pipeline::g_originated_flag;
-    return head;
+    return m;
 }
 
 namespace {
-
-uint64_t now_ns(const LcoreContext& ctx) { return roce_now_ns(ctx); }
 
 constexpr uint8_t kZeroMac[6] = {0, 0, 0, 0, 0, 0};  // routing writes both MACs
 
