@@ -1,0 +1,211 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Server-to-server aggregation inside Linux rxe's own RC connections: ina-rdma-root in one qemu
+VM, ina-rdma-worker --mode server-to-server in two others (the programs of
+roce-vm-rdma-allreduce, unchanged), inaswitch on the host ROUTING between the VMs' subnets
+(lab.py, routed) with an `rdma_s2s` job that learns its connections from the RDMA CM REQ/REP
+(`learn: true`, docs/rdma.md "Server-to-server mode (as built)").
+
+  1. int32 sum of 1 MiB per worker from host-generated random files: both workers' results are
+     bit-exact against the host's own sum (sha256). The switch learned both connections,
+     ABSORBED every contribution (ACKing them as the root) and sent one aggregate per chunk on
+     the carrier, each acknowledged by the root; the root completed every chunk from fewer
+     WRITEs than world x chunks (one aggregate carrying both counts), wrote every result.
+  2. The same AllReduce with netem loss on rank 2's link both ways (new data): the workers'
+     go-back-N and the switch's (NAKs toward the worker, RNR while a slot is held) recover and
+     the result is still bit-exact.
+  In both, the programs exit 0, and no guest's rxe counted a retry-exceeded or RNR-exceeded
+  error (its hw_counters, before and after).
+
+usage: test_s2s_allreduce.py build/src/worker/rdma/ina-rdma-worker \
+           build/src/worker/rdma/ina-rdma-root build/src/app/inaswitch
+"""
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from image import ImageUnavailable  # noqa: E402
+from lab import Lab, TestFailure, check, log  # noqa: E402
+from test_rdma_allreduce import (ELEMENTS, TIMEOUT_S, WORLD, allreduce, int32_inputs,  # noqa: E402
+                                 json_line, root_cmd, stripped)
+
+JOB = 7  # test_rdma_allreduce.worker_cmd's default job
+CHUNK = 1024  # ina-rdma-worker's default --chunk-bytes: one WRITE ONLY packet per chunk
+CHUNKS = ELEMENTS * 4 // CHUNK
+LOSS = "loss 2%"
+# rxe's per-port counters that mean an RC gave up (a failed completion follows). Not among them:
+# completer_retry_err, which counts every go-back-N retry (a timeout or a NAK-sequence), the
+# recovery itself.
+RXE_FATAL = ("retry_exceeded_err", "retry_rnr_exceeded_err")
+
+
+def switch_config(cfg: dict, lab) -> dict:
+    cfg["rdma_s2s"] = {"jobs": [{"id": JOB, "root": lab.vms[0].ip, "world": WORLD, "op": "sum",
+                                 "dtype": "int32", "chunk_bytes": CHUNK, "window": 64,
+                                 "learn": True}]}
+    return cfg
+
+
+def rxe_counters(vm) -> dict[str, int]:
+    """The guest's rxe0 port hw_counters by name."""
+    _rc, out = vm.run("cd /sys/class/infiniband/rxe0/ports/1/hw_counters && grep . *",
+                      check=True)
+    counters = {}
+    for line in out.splitlines():
+        name, _, value = line.strip().partition(":")
+        if value.strip().isdigit():
+            counters[name] = int(value)
+    return counters
+
+
+def s2s(lab) -> dict[str, float]:
+    """The job's inaswitch_rdma_s2s_<name>_total counters and its slots gauge."""
+    m = lab.switch.metrics()
+    names = ("absorbed", "acks_synthesized", "naks_sent", "rnr_naks_sent", "duplicates",
+             "aggregates_sent", "retransmits", "root_acks_consumed", "root_naks_consumed",
+             "aggregates_acked", "icrc_errors", "not_contribution", "bad_contributions",
+             "connections_learned", "connections_ended", "sessions", "forwarded")
+    out = {n: m.get(f"inaswitch_rdma_s2s_{n}_total", job=JOB) for n in names}
+    out["slots_in_use"] = m.get("inaswitch_rdma_s2s_slots_in_use", job=JOB)
+    out["fallback"] = m.by_label("inaswitch_rdma_s2s_packets_total", "reason").get("fallback", 0)
+    return out
+
+
+def delta(after: dict, before: dict) -> dict:
+    return {k: after[k] - before.get(k, 0) for k in after}
+
+
+def round_checks(tag: str, root_round: dict, sw: dict, res: list[dict], sessions: int) -> None:
+    n = CHUNKS * WORLD
+    check(all(r["chunks"] == CHUNKS and r["results"] == CHUNKS for r in res),
+          f"{tag}: one result per chunk on every worker")
+    check(root_round["ok"] and root_round["chunks"] == CHUNKS and
+          root_round["contribution_count"] == n and root_round["results_written"] == n,
+          f"{tag}: the root reduced {n} contributions and completed {n} result WRITEs")
+    check(root_round["contributions"] < n,
+          f"{tag}: the root received {root_round['contributions']} contribution WRITEs, fewer "
+          f"than world x chunks = {n}")
+    check(sw["absorbed"] >= n and sw["acks_synthesized"] > 0,
+          f"{tag}: the switch absorbed {sw['absorbed']:.0f} contributions (>= {n}) and ACKed "
+          f"them as the root ({sw['acks_synthesized']:.0f} ACKs)")
+    check(sw["aggregates_acked"] == CHUNKS and sw["aggregates_sent"] >= CHUNKS,
+          f"{tag}: {sw['aggregates_sent']:.0f} aggregates sent, the root acknowledged one per "
+          f"chunk ({CHUNKS})")
+    check(root_round["contributions"] == CHUNKS,
+          f"{tag}: every chunk reached the root as one aggregate (root WRITEs == {CHUNKS})")
+    check(sw["connections_learned"] == WORLD and sw["connections_ended"] == WORLD and
+          sw["sessions"] == sessions,
+          f"{tag}: the switch learned {WORLD} connections from the CM REQ/REP and saw them end "
+          f"(DREQ); sessions started over a used table: {sessions}")
+    check(sw["icrc_errors"] == 0 and sw["not_contribution"] == 0 and
+          sw["bad_contributions"] == 0 and sw["fallback"] == 0,
+          f"{tag}: no ICRC error, non-contribution, bad contribution or fallback at the switch")
+
+
+def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
+    scratch = tempfile.mkdtemp(prefix="s2s-allreduce-")
+    try:
+        inputs, int32_sha = int32_inputs(scratch)
+        lossy_inputs, lossy_sha = int32_inputs(scratch, seed=7)
+        extra = [stripped(worker_exe, scratch), stripped(root_exe, scratch)]
+        extra += [(p, f"/root/{os.path.basename(p)}") for p in inputs + lossy_inputs]
+        with Lab(1 + WORLD, fabric="inaswitch", switch_exe=switch_exe, routed=True,
+                 switch_config=switch_config, extra_files=extra) as lab:
+            root_vm, workers = lab.vms[0], lab.vms[1:]
+            lab.reach_all()
+            rxe_before = [rxe_counters(vm) for vm in lab.vms]
+            root = root_vm.start(root_cmd(root_vm, f"--rounds 2 --timeout-ms {TIMEOUT_S * 1000}"))
+            root_vm.wait_rdma_cm_listen(timeout=60)
+            check(not root.done(), "ina-rdma-root listens with rdma_cm")
+
+            # 1. int32 through the aggregating switch.
+            sw0 = s2s(lab)
+            t0 = time.monotonic()
+            res = allreduce(root_vm, workers,
+                            [f"--type int32 --chunk-bytes {CHUNK} --input "
+                             f"/root/{os.path.basename(p)} --output /tmp/int32.out"
+                             for p in inputs], "int32")
+            wall = time.monotonic() - t0
+            for vm in workers:
+                _rc, out = vm.run("sha256sum /tmp/int32.out", check=True)
+                check(out.split()[0] == int32_sha,
+                      f"{vm.name}: int32 result bit-exact (sha256 {int32_sha[:16]}...)")
+            sw1 = s2s(lab)
+            log(f"switch, clean round: {delta(sw1, sw0)}")
+
+            # 2. the same with loss on rank 2's link, both ways.
+            workers[1].netem(LOSS, direction="both")
+            t0 = time.monotonic()
+            res_lossy = allreduce(root_vm, workers,
+                                  [f"--type int32 --chunk-bytes {CHUNK} --input "
+                                   f"/root/{os.path.basename(p)} --output /tmp/lossy.out"
+                                   for p in lossy_inputs], "int32 lossy")
+            lossy_wall = time.monotonic() - t0
+            workers[1].netem(None)
+            for vm in workers:
+                _rc, out = vm.run("sha256sum /tmp/lossy.out", check=True)
+                check(out.split()[0] == lossy_sha,
+                      f"{vm.name}: int32 result under {LOSS} bit-exact (sha256 "
+                      f"{lossy_sha[:16]}...)")
+            sw2 = s2s(lab)
+            log(f"switch, lossy round: {delta(sw2, sw1)}")
+
+            rc, out = root.wait(60)
+            log(f"root: {out.strip()}")
+            check(rc == 0, f"ina-rdma-root served both AllReduces (exit {rc})")
+            rounds = [json.loads(line) for line in out.splitlines()
+                      if line.startswith("{") and '"round"' in line]
+            check(len(rounds) == 2, "the root reports two rounds")
+            # The first session starts on a fresh table (nothing to empty, not counted); the second's
+            # first REQ, with no connection live, empties the slots the first one used.
+            round_checks("clean", rounds[0], delta(sw1, sw0), res, sessions=0)
+            d2 = delta(sw2, sw1)
+            round_checks(f"{LOSS}", rounds[1], d2, res_lossy, sessions=1)
+            check(d2["naks_sent"] + d2["duplicates"] + d2["retransmits"] +
+                  d2["rnr_naks_sent"] > 0,
+                  f"{LOSS}: the switch recovered losses (NAKs {d2['naks_sent']:.0f}, duplicates "
+                  f"{d2['duplicates']:.0f}, retransmits {d2['retransmits']:.0f}, RNR NAKs "
+                  f"{d2['rnr_naks_sent']:.0f})")
+            check(sw2["slots_in_use"] == 0, "every slot released at the end")
+
+            for vm, before in zip(lab.vms, rxe_before):
+                after = rxe_counters(vm)
+                fatal = {k: after.get(k, 0) - before.get(k, 0) for k in RXE_FATAL}
+                log(f"{vm.name} rxe0: " + ", ".join(f"{k} {after[k] - before.get(k, 0)}"
+                                                   for k in sorted(after)))
+                check(not any(fatal.values()),
+                      f"{vm.name}: rxe counted no retry-exceeded error ({fatal})")
+            for r in res + res_lossy:
+                check(r.get("ok", False), "every worker reported ok")
+            log(f"timings: boot {lab.timings.get('boot_s', 0):.1f}s; int32 1 MiB x {WORLD}: "
+                f"{wall:.2f}s wall, root {rounds[0]['seconds']:.2f}s; under {LOSS}: "
+                f"{lossy_wall:.2f}s wall, root {rounds[1]['seconds']:.2f}s")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def main() -> int:
+    if os.geteuid() != 0:
+        print("roce-vm-s2s-allreduce needs root (namespaces, taps, qemu)", flush=True)
+        return 77
+    if len(sys.argv) != 4:
+        print(__doc__, file=sys.stderr)
+        return 2
+    start = time.monotonic()
+    try:
+        test(sys.argv[1], sys.argv[2], sys.argv[3])
+    except (TestFailure, ImageUnavailable) as e:
+        log(f"FAIL: {e}")
+        return 1
+    log(f"PASS ({time.monotonic() - start:.1f}s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
