@@ -927,6 +927,26 @@ class Lab:
         self.close()
 
 
+def run_test(name: str, usage: str, test: Callable[..., None], arg_counts: tuple[int, ...]) -> int:
+    """A roce-vm test's main: `test(*sys.argv[1:])` as root with one of `arg_counts` arguments;
+    0 on a pass, 1 on a failure (TestFailure or no guest image), 2 on wrong usage, 77 (skip)
+    without root: CI runs as root, where a skip counts as a failure; a user learns why."""
+    if os.geteuid() != 0:
+        print(f"{name} needs root (namespaces, taps, qemu)", flush=True)
+        return 77
+    if len(sys.argv) - 1 not in arg_counts:
+        print(usage, file=sys.stderr)
+        return 2
+    start = time.monotonic()
+    try:
+        test(*sys.argv[1:])
+    except (TestFailure, guest_image_mod.ImageUnavailable) as e:
+        log(f"FAIL: {e}")
+        return 1
+    log(f"PASS ({time.monotonic() - start:.1f}s)")
+    return 0
+
+
 def main() -> int:
     """Boots a lab and runs one command in each guest: a smoke check and an example.
     /usr/bin/python3 tests/roce_vm/lab.py [N] [--switch build/src/app/inaswitch [--routed]]"""

@@ -30,10 +30,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from image import ImageUnavailable  # noqa: E402
-from lab import Lab, TestFailure, check, log  # noqa: E402
+from lab import Lab, run_test, check, log  # noqa: E402
 from test_rdma_allreduce import (ELEMENTS, TIMEOUT_S, WORLD, allreduce, int32_inputs,  # noqa: E402
-                                 json_line, root_cmd, stripped)
+                                 root_cmd, stripped)
 
 JOB = 7  # test_rdma_allreduce.worker_cmd's default job
 CHUNK = 1024  # ina-rdma-worker's default --chunk-bytes: one WRITE ONLY packet per chunk
@@ -108,6 +107,22 @@ def round_checks(tag: str, root_round: dict, sw: dict, res: list[dict], sessions
           f"{tag}: no ICRC error, non-contribution, bad contribution or fallback at the switch")
 
 
+def int32_round(root_vm, workers, inputs: list[str], sha: str,
+                tag: str) -> tuple[list[dict], float]:
+    """One int32 AllReduce of the host-generated `inputs` on the listening root, every worker's
+    result checked bit-exact against `sha`; (the workers' JSON results, wall seconds)."""
+    t0 = time.monotonic()
+    res = allreduce(root_vm, workers,
+                    [f"--type int32 --chunk-bytes {CHUNK} --input /root/{os.path.basename(p)} "
+                     f"--output /tmp/int32.out" for p in inputs], f"int32 {tag}")
+    wall = time.monotonic() - t0
+    for vm in workers:
+        _rc, out = vm.run("sha256sum /tmp/int32.out", check=True)
+        check(out.split()[0] == sha, f"{tag}: {vm.name}'s int32 result bit-exact (sha256 "
+              f"{sha[:16]}...)")
+    return res, wall
+
+
 def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
     scratch = tempfile.mkdtemp(prefix="s2s-allreduce-")
     try:
@@ -126,33 +141,14 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
 
             # 1. int32 through the aggregating switch.
             sw0 = s2s(lab)
-            t0 = time.monotonic()
-            res = allreduce(root_vm, workers,
-                            [f"--type int32 --chunk-bytes {CHUNK} --input "
-                             f"/root/{os.path.basename(p)} --output /tmp/int32.out"
-                             for p in inputs], "int32")
-            wall = time.monotonic() - t0
-            for vm in workers:
-                _rc, out = vm.run("sha256sum /tmp/int32.out", check=True)
-                check(out.split()[0] == int32_sha,
-                      f"{vm.name}: int32 result bit-exact (sha256 {int32_sha[:16]}...)")
+            res, wall = int32_round(root_vm, workers, inputs, int32_sha, "clean")
             sw1 = s2s(lab)
             log(f"switch, clean round: {delta(sw1, sw0)}")
 
             # 2. the same with loss on rank 2's link, both ways.
             workers[1].netem(LOSS, direction="both")
-            t0 = time.monotonic()
-            res_lossy = allreduce(root_vm, workers,
-                                  [f"--type int32 --chunk-bytes {CHUNK} --input "
-                                   f"/root/{os.path.basename(p)} --output /tmp/lossy.out"
-                                   for p in lossy_inputs], "int32 lossy")
-            lossy_wall = time.monotonic() - t0
+            res_lossy, lossy_wall = int32_round(root_vm, workers, lossy_inputs, lossy_sha, LOSS)
             workers[1].netem(None)
-            for vm in workers:
-                _rc, out = vm.run("sha256sum /tmp/lossy.out", check=True)
-                check(out.split()[0] == lossy_sha,
-                      f"{vm.name}: int32 result under {LOSS} bit-exact (sha256 "
-                      f"{lossy_sha[:16]}...)")
             sw2 = s2s(lab)
             log(f"switch, lossy round: {delta(sw2, sw1)}")
 
@@ -190,22 +186,5 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def main() -> int:
-    if os.geteuid() != 0:
-        print("roce-vm-s2s-allreduce needs root (namespaces, taps, qemu)", flush=True)
-        return 77
-    if len(sys.argv) != 4:
-        print(__doc__, file=sys.stderr)
-        return 2
-    start = time.monotonic()
-    try:
-        test(sys.argv[1], sys.argv[2], sys.argv[3])
-    except (TestFailure, ImageUnavailable) as e:
-        log(f"FAIL: {e}")
-        return 1
-    log(f"PASS ({time.monotonic() - start:.1f}s)")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_test("roce-vm-s2s-allreduce", __doc__, test, (3,)))
