@@ -13,7 +13,10 @@ roce-vm-rdma-allreduce, unchanged), inaswitch on the host ROUTING between the VM
   2. The same AllReduce with netem loss on rank 2's link both ways (new data): the workers'
      go-back-N and the switch's (NAKs toward the worker, RNR while a slot is held) recover and
      the result is still bit-exact.
-  In both, the programs exit 0, and no guest's rxe counted a retry-exceeded or RNR-exceeded
+  3. The same with netem loss on the root's link both ways: the switch's requester leg resends
+     aggregates (go-back-N on the root's NAK-sequences and on its ACK timeout), the root's
+     result WRITEs are recovered by rxe, and the result is still bit-exact.
+  In each, the programs exit 0, and no guest's rxe counted a retry-exceeded or RNR-exceeded
   error (its hw_counters, before and after).
 
 usage: test_s2s_allreduce.py build/src/worker/rdma/ina-rdma-worker \
@@ -128,14 +131,15 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
     try:
         inputs, int32_sha = int32_inputs(scratch)
         lossy_inputs, lossy_sha = int32_inputs(scratch, seed=7)
+        root_lossy_inputs, root_lossy_sha = int32_inputs(scratch, seed=8)
         extra = [stripped(worker_exe, scratch), stripped(root_exe, scratch)]
-        extra += [(p, f"/root/{os.path.basename(p)}") for p in inputs + lossy_inputs]
+        extra += [(p, f"/root/{os.path.basename(p)}") for p in inputs + lossy_inputs + root_lossy_inputs]
         with Lab(1 + WORLD, fabric="inaswitch", switch_exe=switch_exe, routed=True,
                  switch_config=switch_config, extra_files=extra) as lab:
             root_vm, workers = lab.vms[0], lab.vms[1:]
             lab.reach_all()
             rxe_before = [rxe_counters(vm) for vm in lab.vms]
-            root = root_vm.start(root_cmd(root_vm, f"--rounds 2 --timeout-ms {TIMEOUT_S * 1000}"))
+            root = root_vm.start(root_cmd(root_vm, f"--rounds 3 --timeout-ms {TIMEOUT_S * 1000}"))
             root_vm.wait_rdma_cm_listen(timeout=60)
             check(not root.done(), "ina-rdma-root listens with rdma_cm")
 
@@ -152,12 +156,21 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
             sw2 = s2s(lab)
             log(f"switch, lossy round: {delta(sw2, sw1)}")
 
+            # 3. the same with loss on the root's link, both ways: the aggregates and the root's
+            # ACKs of them (the switch's requester leg) and the root's result WRITEs.
+            root_vm.netem(LOSS, direction="both")
+            res_root_lossy, root_lossy_wall = int32_round(root_vm, workers, root_lossy_inputs,
+                                                          root_lossy_sha, f"root {LOSS}")
+            root_vm.netem(None)
+            sw3 = s2s(lab)
+            log(f"switch, root-lossy round: {delta(sw3, sw2)}")
+
             rc, out = root.wait(60)
             log(f"root: {out.strip()}")
             check(rc == 0, f"ina-rdma-root served both AllReduces (exit {rc})")
             rounds = [json.loads(line) for line in out.splitlines()
                       if line.startswith("{") and '"round"' in line]
-            check(len(rounds) == 2, "the root reports two rounds")
+            check(len(rounds) == 3, "the root reports three rounds")
             # The first session starts on a fresh table (nothing to empty, not counted); the second's
             # first REQ, with no connection live, empties the slots the first one used.
             round_checks("clean", rounds[0], delta(sw1, sw0), res, sessions=0)
@@ -168,7 +181,13 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
                   f"{LOSS}: the switch recovered losses (NAKs {d2['naks_sent']:.0f}, duplicates "
                   f"{d2['duplicates']:.0f}, retransmits {d2['retransmits']:.0f}, RNR NAKs "
                   f"{d2['rnr_naks_sent']:.0f})")
-            check(sw2["slots_in_use"] == 0, "every slot released at the end")
+            d3 = delta(sw3, sw2)
+            round_checks(f"root {LOSS}", rounds[2], d3, res_root_lossy, sessions=1)
+            check(d3["retransmits"] > 0 and d3["root_naks_consumed"] > 0,
+                  f"root {LOSS}: the switch's requester leg recovered: {d3['retransmits']:.0f} "
+                  f"aggregates resent (go-back-N on {d3['root_naks_consumed']:.0f} root "
+                  f"NAK-sequences, and on its ACK timeout)")
+            check(sw3["slots_in_use"] == 0, "every slot released at the end")
 
             for vm, before in zip(lab.vms, rxe_before):
                 after = rxe_counters(vm)
@@ -177,11 +196,12 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
                                                    for k in sorted(after)))
                 check(not any(fatal.values()),
                       f"{vm.name}: rxe counted no retry-exceeded error ({fatal})")
-            for r in res + res_lossy:
+            for r in res + res_lossy + res_root_lossy:
                 check(r.get("ok", False), "every worker reported ok")
             log(f"timings: boot {lab.timings.get('boot_s', 0):.1f}s; int32 1 MiB x {WORLD}: "
                 f"{wall:.2f}s wall, root {rounds[0]['seconds']:.2f}s; under {LOSS}: "
-                f"{lossy_wall:.2f}s wall, root {rounds[1]['seconds']:.2f}s")
+                f"{lossy_wall:.2f}s wall, root {rounds[1]['seconds']:.2f}s; root link under {LOSS}: "
+                f"{root_lossy_wall:.2f}s wall, root {rounds[2]['seconds']:.2f}s")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
