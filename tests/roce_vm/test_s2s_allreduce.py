@@ -13,7 +13,9 @@ roce-vm-rdma-allreduce, unchanged), inaswitch on the host ROUTING between the VM
   2. The same AllReduce with netem loss on rank 2's link both ways (new data): the workers'
      go-back-N and the switch's (NAKs toward the worker, RNR while a slot is held) recover and
      the result is still bit-exact.
-  3. The same with netem loss on the root's link both ways: the switch's requester leg resends
+  3. The same with the loss on the carrier's (rank 1's) link: its contributions also fix the
+     aggregate's RETH and PSNs toward the root.
+  4. The same with netem loss on the root's link both ways: the switch's requester leg resends
      aggregates (go-back-N on the root's NAK-sequences and on its ACK timeout), the root's
      result WRITEs are recovered by rxe, and the result is still bit-exact.
   In each, the programs exit 0, and no guest's rxe counted a retry-exceeded or RNR-exceeded
@@ -126,82 +128,83 @@ def int32_round(root_vm, workers, inputs: list[str], sha: str,
     return res, wall
 
 
+def worker_link_recovered(tag: str, d: dict) -> None:
+    check(d["naks_sent"] + d["duplicates"] + d["rnr_naks_sent"] > 0,
+          f"{tag}: the switch recovered the worker's losses as its responder (NAKs "
+          f"{d['naks_sent']:.0f}, duplicates {d['duplicates']:.0f}, RNR NAKs "
+          f"{d['rnr_naks_sent']:.0f})")
+
+
+def root_link_recovered(tag: str, d: dict) -> None:
+    check(d["retransmits"] > 0 and d["root_naks_consumed"] > 0,
+          f"{tag}: the switch's requester leg recovered: {d['retransmits']:.0f} aggregates "
+          f"resent (go-back-N on {d['root_naks_consumed']:.0f} root NAK-sequences, and on its "
+          f"ACK timeout)")
+
+
 def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
     scratch = tempfile.mkdtemp(prefix="s2s-allreduce-")
+    # (tag, the VM whose link is lossy (index in lab.vms: 0 the root, 1 the carrier rank 1, 2
+    # rank 2), what shows the recovery); each round new data and, after the first, a new
+    # session over the used slots.
+    rounds_plan = [("clean", None, None),
+                   (f"rank 2 {LOSS}", 2, worker_link_recovered),
+                   (f"carrier rank 1 {LOSS}", 1, worker_link_recovered),
+                   (f"root {LOSS}", 0, root_link_recovered)]
     try:
-        inputs, int32_sha = int32_inputs(scratch)
-        lossy_inputs, lossy_sha = int32_inputs(scratch, seed=7)
-        root_lossy_inputs, root_lossy_sha = int32_inputs(scratch, seed=8)
+        data = [int32_inputs(scratch, seed=20261124 + n) for n in range(len(rounds_plan))]
         extra = [stripped(worker_exe, scratch), stripped(root_exe, scratch)]
-        extra += [(p, f"/root/{os.path.basename(p)}") for p in inputs + lossy_inputs + root_lossy_inputs]
+        extra += [(p, f"/root/{os.path.basename(p)}") for paths, _sha in data for p in paths]
         with Lab(1 + WORLD, fabric="inaswitch", switch_exe=switch_exe, routed=True,
                  switch_config=switch_config, extra_files=extra) as lab:
             root_vm, workers = lab.vms[0], lab.vms[1:]
             lab.reach_all()
             rxe_before = [rxe_counters(vm) for vm in lab.vms]
-            root = root_vm.start(root_cmd(root_vm, f"--rounds 3 --timeout-ms {TIMEOUT_S * 1000}"))
+            root = root_vm.start(root_cmd(root_vm, f"--rounds {len(rounds_plan)} "
+                                                   f"--timeout-ms {TIMEOUT_S * 1000}"))
             root_vm.wait_rdma_cm_listen(timeout=60)
             check(not root.done(), "ina-rdma-root listens with rdma_cm")
 
-            # 1. int32 through the aggregating switch.
-            sw0 = s2s(lab)
-            res, wall = int32_round(root_vm, workers, inputs, int32_sha, "clean")
-            sw1 = s2s(lab)
-            log(f"switch, clean round: {delta(sw1, sw0)}")
-
-            # 2. the same with loss on rank 2's link, both ways.
-            workers[1].netem(LOSS, direction="both")
-            res_lossy, lossy_wall = int32_round(root_vm, workers, lossy_inputs, lossy_sha, LOSS)
-            workers[1].netem(None)
-            sw2 = s2s(lab)
-            log(f"switch, lossy round: {delta(sw2, sw1)}")
-
-            # 3. the same with loss on the root's link, both ways: the aggregates and the root's
-            # ACKs of them (the switch's requester leg) and the root's result WRITEs.
-            root_vm.netem(LOSS, direction="both")
-            res_root_lossy, root_lossy_wall = int32_round(root_vm, workers, root_lossy_inputs,
-                                                          root_lossy_sha, f"root {LOSS}")
-            root_vm.netem(None)
-            sw3 = s2s(lab)
-            log(f"switch, root-lossy round: {delta(sw3, sw2)}")
+            done = []  # (tag, workers' results, wall seconds, switch counter delta)
+            before = s2s(lab)
+            for (tag, lossy, _recovered), (paths, sha) in zip(rounds_plan, data):
+                if lossy is not None:
+                    lab.vms[lossy].netem(LOSS, direction="both")
+                res, wall = int32_round(root_vm, workers, paths, sha, tag)
+                if lossy is not None:
+                    lab.vms[lossy].netem(None)
+                after = s2s(lab)
+                done.append((tag, res, wall, delta(after, before)))
+                log(f"switch, {tag}: {done[-1][3]}")
+                before = after
 
             rc, out = root.wait(60)
             log(f"root: {out.strip()}")
-            check(rc == 0, f"ina-rdma-root served both AllReduces (exit {rc})")
+            check(rc == 0, f"ina-rdma-root served every AllReduce (exit {rc})")
             rounds = [json.loads(line) for line in out.splitlines()
                       if line.startswith("{") and '"round"' in line]
-            check(len(rounds) == 3, "the root reports three rounds")
-            # The first session starts on a fresh table (nothing to empty, not counted); the second's
-            # first REQ, with no connection live, empties the slots the first one used.
-            round_checks("clean", rounds[0], delta(sw1, sw0), res, sessions=0)
-            d2 = delta(sw2, sw1)
-            round_checks(f"{LOSS}", rounds[1], d2, res_lossy, sessions=1)
-            check(d2["naks_sent"] + d2["duplicates"] + d2["retransmits"] +
-                  d2["rnr_naks_sent"] > 0,
-                  f"{LOSS}: the switch recovered losses (NAKs {d2['naks_sent']:.0f}, duplicates "
-                  f"{d2['duplicates']:.0f}, retransmits {d2['retransmits']:.0f}, RNR NAKs "
-                  f"{d2['rnr_naks_sent']:.0f})")
-            d3 = delta(sw3, sw2)
-            round_checks(f"root {LOSS}", rounds[2], d3, res_root_lossy, sessions=1)
-            check(d3["retransmits"] > 0 and d3["root_naks_consumed"] > 0,
-                  f"root {LOSS}: the switch's requester leg recovered: {d3['retransmits']:.0f} "
-                  f"aggregates resent (go-back-N on {d3['root_naks_consumed']:.0f} root "
-                  f"NAK-sequences, and on its ACK timeout)")
-            check(sw3["slots_in_use"] == 0, "every slot released at the end")
+            check(len(rounds) == len(rounds_plan), f"the root reports {len(rounds_plan)} rounds")
+            for n, ((tag, res, _wall, d), root_round) in enumerate(zip(done, rounds)):
+                # The first session starts on a fresh table (nothing to empty, not counted);
+                # every later one's first REQ, with no connection live, empties the used slots.
+                round_checks(tag, root_round, d, res, sessions=0 if n == 0 else 1)
+                recovered = rounds_plan[n][2]
+                if recovered is not None:
+                    recovered(tag, d)
+            check(before["slots_in_use"] == 0, "every slot released at the end")
 
-            for vm, before in zip(lab.vms, rxe_before):
-                after = rxe_counters(vm)
-                fatal = {k: after.get(k, 0) - before.get(k, 0) for k in RXE_FATAL}
-                log(f"{vm.name} rxe0: " + ", ".join(f"{k} {after[k] - before.get(k, 0)}"
-                                                   for k in sorted(after)))
+            for vm, start in zip(lab.vms, rxe_before):
+                now = rxe_counters(vm)
+                fatal = {k: now.get(k, 0) - start.get(k, 0) for k in RXE_FATAL}
+                log(f"{vm.name} rxe0: " + ", ".join(f"{k} {now[k] - start.get(k, 0)}"
+                                                   for k in sorted(now)))
                 check(not any(fatal.values()),
                       f"{vm.name}: rxe counted no retry-exceeded error ({fatal})")
-            for r in res + res_lossy + res_root_lossy:
-                check(r.get("ok", False), "every worker reported ok")
-            log(f"timings: boot {lab.timings.get('boot_s', 0):.1f}s; int32 1 MiB x {WORLD}: "
-                f"{wall:.2f}s wall, root {rounds[0]['seconds']:.2f}s; under {LOSS}: "
-                f"{lossy_wall:.2f}s wall, root {rounds[1]['seconds']:.2f}s; root link under {LOSS}: "
-                f"{root_lossy_wall:.2f}s wall, root {rounds[2]['seconds']:.2f}s")
+            check(all(r.get("ok", False) for _tag, res, _w, _d in done for r in res),
+                  "every worker reported ok")
+            log(f"timings: boot {lab.timings.get('boot_s', 0):.1f}s; int32 1 MiB x {WORLD}: " +
+                "; ".join(f"{tag} {wall:.2f}s wall, root {r['seconds']:.2f}s"
+                          for (tag, _res, wall, _d), r in zip(done, rounds)))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
