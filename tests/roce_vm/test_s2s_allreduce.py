@@ -18,6 +18,10 @@ roce-vm-rdma-allreduce, unchanged), inaswitch on the host ROUTING between the VM
   4. The same with netem loss on the root's link both ways: the switch's requester leg resends
      aggregates (go-back-N on the root's NAK-sequences and on its ACK timeout), the root's
      result WRITEs are recovered by rxe, and the result is still bit-exact.
+  5. `drain: true` set by a config reload while a 4 MiB AllReduce runs (once the switch absorbed
+     256 chunks of it): the switch finishes the chunks it holds, then forwards the connections'
+     WRITEs and the root's ACKs PSN/MSN-translated; the root reduces the rest itself (it gets
+     between chunks and world x chunks WRITEs), the result is bit-exact.
   In each, the programs exit 0, and no guest's rxe counted a retry-exceeded or RNR-exceeded
   error (its hw_counters, before and after).
 
@@ -35,25 +39,32 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from lab import Lab, run_test, check, log  # noqa: E402
+from lab import Lab, run_test, check, log, wait_until  # noqa: E402
 from test_rdma_allreduce import (ELEMENTS, TIMEOUT_S, WORLD, allreduce, int32_inputs,  # noqa: E402
-                                 root_cmd, stripped)
+                                 root_cmd, stripped, worker_cmd)
 
 JOB = 7  # test_rdma_allreduce.worker_cmd's default job
 CHUNK = 1024  # ina-rdma-worker's default --chunk-bytes: one WRITE ONLY packet per chunk
 CHUNKS = ELEMENTS * 4 // CHUNK
 LOSS = "loss 2%"
+# The drain round: 4 MiB per worker, drain set once the switch absorbed DRAIN_AT chunks of it.
+DRAIN_ELEMENTS = 4 * ELEMENTS
+DRAIN_AT = 256
 # rxe's per-port counters that mean an RC gave up (a failed completion follows). Not among them:
 # completer_retry_err, which counts every go-back-N retry (a timeout or a NAK-sequence), the
 # recovery itself.
 RXE_FATAL = ("retry_exceeded_err", "retry_rnr_exceeded_err")
 
 
-def switch_config(cfg: dict, lab) -> dict:
+def switch_config(cfg: dict, lab, drain: bool = False) -> dict:
     cfg["rdma_s2s"] = {"jobs": [{"id": JOB, "root": lab.vms[0].ip, "world": WORLD, "op": "sum",
                                  "dtype": "int32", "chunk_bytes": CHUNK, "window": 64,
-                                 "learn": True}]}
+                                 "learn": True, "drain": drain}]}
     return cfg
+
+
+def drained_config(cfg: dict, lab) -> dict:
+    return switch_config(cfg, lab, drain=True)
 
 
 def rxe_counters(vm) -> dict[str, int]:
@@ -153,14 +164,16 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
                    (f"root {LOSS}", 0, root_link_recovered)]
     try:
         data = [int32_inputs(scratch, seed=20261124 + n) for n in range(len(rounds_plan))]
+        drain_paths, drain_sha = int32_inputs(scratch, seed=99, elements=DRAIN_ELEMENTS)
         extra = [stripped(worker_exe, scratch), stripped(root_exe, scratch)]
-        extra += [(p, f"/root/{os.path.basename(p)}") for paths, _sha in data for p in paths]
+        extra += [(p, f"/root/{os.path.basename(p)}")
+                  for paths in [d[0] for d in data] + [drain_paths] for p in paths]
         with Lab(1 + WORLD, fabric="inaswitch", switch_exe=switch_exe, routed=True,
                  switch_config=switch_config, extra_files=extra) as lab:
             root_vm, workers = lab.vms[0], lab.vms[1:]
             lab.reach_all()
             rxe_before = [rxe_counters(vm) for vm in lab.vms]
-            root = root_vm.start(root_cmd(root_vm, f"--rounds {len(rounds_plan)} "
+            root = root_vm.start(root_cmd(root_vm, f"--rounds {len(rounds_plan) + 1} "
                                                    f"--timeout-ms {TIMEOUT_S * 1000}"))
             root_vm.wait_rdma_cm_listen(timeout=60)
             check(not root.done(), "ina-rdma-root listens with rdma_cm")
@@ -178,12 +191,34 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
                 log(f"switch, {tag}: {done[-1][3]}")
                 before = after
 
+            # 5. drain: true while an AllReduce runs (a config reload that keeps the job's
+            # state): the switch finishes the chunks it holds, then forwards the rest of the
+            # connections' WRITEs PSN-translated; the root reduces them itself.
+            jobs = [vm.start(worker_cmd(root_vm, rank, f"--type int32 --chunk-bytes {CHUNK} "
+                                        f"--input /root/{os.path.basename(p)} "
+                                        f"--output /tmp/drain.out"))
+                    for rank, (vm, p) in enumerate(zip(workers, drain_paths), start=1)]
+            wait_until(lambda: s2s(lab)["absorbed"] - before["absorbed"] >= 2 * DRAIN_AT,
+                       TIMEOUT_S, f"the switch absorbing {DRAIN_AT} chunks of the drain round")
+            lab.switch.reload(lab._config_text(drained_config))
+            for rank, job in enumerate(jobs, start=1):
+                rc, out = job.wait(TIMEOUT_S + 30)
+                log(f"drain rank {rank}: {out.strip()}")
+                check(rc == 0, f"drain: rank {rank} completed (exit {rc})")
+            for vm in workers:
+                _rc, out = vm.run("sha256sum /tmp/drain.out", check=True)
+                check(out.split()[0] == drain_sha, f"drain: {vm.name}'s int32 result bit-exact")
+            final = s2s(lab)
+            drained = delta(final, before)
+            log(f"switch, drain: {drained}")
+
             rc, out = root.wait(60)
             log(f"root: {out.strip()}")
             check(rc == 0, f"ina-rdma-root served every AllReduce (exit {rc})")
             rounds = [json.loads(line) for line in out.splitlines()
                       if line.startswith("{") and '"round"' in line]
-            check(len(rounds) == len(rounds_plan), f"the root reports {len(rounds_plan)} rounds")
+            check(len(rounds) == len(rounds_plan) + 1,
+                  f"the root reports {len(rounds_plan) + 1} rounds")
             for n, ((tag, res, _wall, d), root_round) in enumerate(zip(done, rounds)):
                 # The first session starts on a fresh table (nothing to empty, not counted);
                 # every later one's first REQ, with no connection live, empties the used slots.
@@ -191,7 +226,19 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
                 recovered = rounds_plan[n][2]
                 if recovered is not None:
                     recovered(tag, d)
-            check(before["slots_in_use"] == 0, "every slot released at the end")
+            drain_round, drain_chunks = rounds[-1], DRAIN_ELEMENTS * 4 // CHUNK
+            check(drain_round["ok"] and drain_round["contribution_count"] == WORLD * drain_chunks
+                  and drain_round["results_written"] == WORLD * drain_chunks,
+                  f"drain: the root reduced {WORLD * drain_chunks} contributions and wrote "
+                  f"every result")
+            check(drained["forwarded"] > 0 and drained["absorbed"] >= 2 * DRAIN_AT and
+                  drain_chunks < drain_round["contributions"] < WORLD * drain_chunks,
+                  f"drain: {drained['absorbed']:.0f} contributions absorbed before, "
+                  f"{drained['forwarded']:.0f} packets forwarded translated after; the root got "
+                  f"{drain_round['contributions']} WRITEs for {drain_chunks} chunks")
+            check(drained["icrc_errors"] == 0 and drained["fallback"] == 0,
+                  "drain: no ICRC error, no fallback")
+            check(final["slots_in_use"] == 0, "every slot released at the end")
 
             for vm, start in zip(lab.vms, rxe_before):
                 now = rxe_counters(vm)
