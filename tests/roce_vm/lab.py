@@ -40,7 +40,8 @@ land in /usr/local/bin with their shared libraries), as a second cpio after the 
 Also: vm.netem("loss 1%", direction="egress"|"ingress"|"both") impairs a guest's link (netem
 in the guest kernel; None removes it); lab.capture(bpf) runs tcpdump on every tap (both directions, what the switch sends
 included) and stop() returns the pcaps; lab.reach_all() has every VM resolve every other by
-ARP; lab.readdress(routed) moves a running inaswitch lab between L2 and routed addressing.
+ARP; lab.readdress(routed) moves a running inaswitch lab between L2 and routed addressing;
+lab.reload_switch(switch_config) has the running switch apply another config.
 
 Waiting. Nothing sleeps for synchronisation: boots wait for the guest's READY message, commands
 for their exit status, switch start for its API and links, captures for tcpdump's "listening"
@@ -812,6 +813,12 @@ class Lab:
             vm.gid_index = int(out.strip())
         log(f"readdressed: {'routed' if routed else 'one L2 segment'}, "
             + ", ".join(f"{vm.name} {vm.ip} gid {vm.gid_index}" for vm in self.vms))
+
+    def reload_switch(self, switch_config) -> None:
+        """Has the running switch apply `switch_config` (the forms of Lab's switch_config) by
+        POST /api/v1/reload; readdress() keeps it from then on."""
+        self._switch_config = switch_config
+        self.switch.reload(self._config_text(switch_config))
 
     def reach_all(self, timeout: float = 60) -> None:
         """Makes every VM resolve every other VM (and its gateway) by ARP, each pinging until a

@@ -200,7 +200,7 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
                     for rank, (vm, p) in enumerate(zip(workers, drain_paths), start=1)]
             wait_until(lambda: s2s(lab)["absorbed"] - before["absorbed"] >= 2 * DRAIN_AT,
                        TIMEOUT_S, f"the switch absorbing {DRAIN_AT} chunks of the drain round")
-            lab.switch.reload(lab._config_text(drained_config))
+            lab.reload_switch(drained_config)
             for rank, job in enumerate(jobs, start=1):
                 rc, out = job.wait(TIMEOUT_S + 30)
                 log(f"drain rank {rank}: {out.strip()}")
