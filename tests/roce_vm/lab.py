@@ -40,7 +40,8 @@ land in /usr/local/bin with their shared libraries), as a second cpio after the 
 Also: vm.netem("loss 1%", direction="egress"|"ingress"|"both") impairs a guest's link (netem
 in the guest kernel; None removes it); lab.capture(bpf) runs tcpdump on every tap (both directions, what the switch sends
 included) and stop() returns the pcaps; lab.reach_all() has every VM resolve every other by
-ARP; lab.readdress(routed) moves a running inaswitch lab between L2 and routed addressing.
+ARP; lab.readdress(routed) moves a running inaswitch lab between L2 and routed addressing;
+lab.reload_switch(switch_config) has the running switch apply another config.
 
 Waiting. Nothing sleeps for synchronisation: boots wait for the guest's READY message, commands
 for their exit status, switch start for its API and links, captures for tcpdump's "listening"
@@ -813,6 +814,12 @@ class Lab:
         log(f"readdressed: {'routed' if routed else 'one L2 segment'}, "
             + ", ".join(f"{vm.name} {vm.ip} gid {vm.gid_index}" for vm in self.vms))
 
+    def reload_switch(self, switch_config) -> None:
+        """Has the running switch apply `switch_config` (the forms of Lab's switch_config) by
+        POST /api/v1/reload; readdress() keeps it from then on."""
+        self._switch_config = switch_config
+        self.switch.reload(self._config_text(switch_config))
+
     def reach_all(self, timeout: float = 60) -> None:
         """Makes every VM resolve every other VM (and its gateway) by ARP, each pinging until a
         reply comes, so that the first RDMA connection does not wait for neighbour resolution
@@ -925,6 +932,26 @@ class Lab:
             if self.switch is not None and self.switch.proc is not None:
                 log(f"inaswitch log (tail):\n{_tail(self.switch.log_path, 3000)}")
         self.close()
+
+
+def run_test(name: str, usage: str, test: Callable[..., None], arg_counts: tuple[int, ...]) -> int:
+    """A roce-vm test's main: `test(*sys.argv[1:])` as root with one of `arg_counts` arguments;
+    0 on a pass, 1 on a failure (TestFailure or no guest image), 2 on wrong usage, 77 (skip)
+    without root: CI runs as root, where a skip counts as a failure; a user learns why."""
+    if os.geteuid() != 0:
+        print(f"{name} needs root (namespaces, taps, qemu)", flush=True)
+        return 77
+    if len(sys.argv) - 1 not in arg_counts:
+        print(usage, file=sys.stderr)
+        return 2
+    start = time.monotonic()
+    try:
+        test(*sys.argv[1:])
+    except (TestFailure, guest_image_mod.ImageUnavailable) as e:
+        log(f"FAIL: {e}")
+        return 1
+    log(f"PASS ({time.monotonic() - start:.1f}s)")
+    return 0
 
 
 def main() -> int:

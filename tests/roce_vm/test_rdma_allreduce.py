@@ -33,8 +33,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from image import ImageUnavailable  # noqa: E402
-from lab import Lab, TestFailure, check, log  # noqa: E402
+from lab import Lab, run_test, TestFailure, check, log  # noqa: E402
 
 ELEMENTS = 262144  # 1 MiB of int32 / fp32 per worker
 WORLD = 2
@@ -101,7 +100,7 @@ def allreduce(root_vm, workers, worker_args: list[str], tag: str) -> list[dict]:
     return results
 
 
-def test(worker_exe: str, root_exe: str, switch_exe: str | None) -> None:
+def test(worker_exe: str, root_exe: str, switch_exe: str | None = None) -> None:
     scratch = tempfile.mkdtemp(prefix="rdma-allreduce-")
     try:
         inputs, int32_sha = int32_inputs(scratch)
@@ -198,23 +197,5 @@ def test(worker_exe: str, root_exe: str, switch_exe: str | None) -> None:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def main() -> int:
-    if os.geteuid() != 0:
-        # CI runs as root, where a skip counts as a failure; without root, say why and skip.
-        print("roce-vm-rdma-allreduce needs root (namespaces, taps, qemu)", flush=True)
-        return 77
-    if len(sys.argv) not in (3, 4):
-        print(__doc__, file=sys.stderr)
-        return 2
-    start = time.monotonic()
-    try:
-        test(sys.argv[1], sys.argv[2], sys.argv[3] if len(sys.argv) == 4 else None)
-    except (TestFailure, ImageUnavailable) as e:
-        log(f"FAIL: {e}")
-        return 1
-    log(f"PASS ({time.monotonic() - start:.1f}s)")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_test("roce-vm-rdma-allreduce", __doc__, test, (2, 3)))

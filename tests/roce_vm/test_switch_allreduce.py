@@ -34,8 +34,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from image import ImageUnavailable  # noqa: E402
-from lab import Lab, TestFailure, check, log, wait_until  # noqa: E402
+from lab import Lab, run_test, check, log, wait_until  # noqa: E402
 from test_rdma_allreduce import int32_inputs, stripped  # noqa: E402
 
 ELEMENTS = 262144  # 1 MiB of int32 / fp32 per worker
@@ -256,23 +255,5 @@ def test(worker_exe: str, switch_exe: str) -> None:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def main() -> int:
-    if os.geteuid() != 0:
-        # CI runs as root, where a skip counts as a failure; without root, say why and skip.
-        print("roce-vm-switch-allreduce needs root (namespaces, taps, qemu)", flush=True)
-        return 77
-    if len(sys.argv) != 3:
-        print(__doc__, file=sys.stderr)
-        return 2
-    start = time.monotonic()
-    try:
-        test(sys.argv[1], sys.argv[2])
-    except (TestFailure, ImageUnavailable) as e:
-        log(f"FAIL: {e}")
-        return 1
-    log(f"PASS ({time.monotonic() - start:.1f}s)")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_test("roce-vm-switch-allreduce", __doc__, test, (2,)))

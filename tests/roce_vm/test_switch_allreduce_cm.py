@@ -25,8 +25,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from image import ImageUnavailable  # noqa: E402
-from lab import Lab, TestFailure, check, log, wait_until  # noqa: E402
+from lab import Lab, run_test, check, log, wait_until  # noqa: E402
 from test_rdma_allreduce import int32_inputs, stripped  # noqa: E402
 from test_switch_allreduce import (CHUNK, ELEMENTS, JOB_INT32, TIMEOUT_S, WINDOW, WORLD,  # noqa: E402
                                    job_qps, switch_config, wait_results)
@@ -104,22 +103,5 @@ def test(worker_exe: str, switch_exe: str) -> None:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def main() -> int:
-    if os.geteuid() != 0:
-        print("roce-vm-switch-allreduce-cm needs root (namespaces, taps, qemu)", flush=True)
-        return 77
-    if len(sys.argv) != 3:
-        print(__doc__, file=sys.stderr)
-        return 2
-    start = time.monotonic()
-    try:
-        test(sys.argv[1], sys.argv[2])
-    except (TestFailure, ImageUnavailable) as e:
-        log(f"FAIL: {e}")
-        return 1
-    log(f"PASS ({time.monotonic() - start:.1f}s)")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_test("roce-vm-switch-allreduce-cm", __doc__, test, (2,)))

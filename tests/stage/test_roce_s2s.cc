@@ -707,6 +707,31 @@ TEST_F(RoceS2sLearn, ConnectionsComeFromTheCmExchange) {
     free_mbufs(take_tx(kR1));
 }
 
+// A REQ retransmitted after the switch saw its REP (the REP lost or slow past the switch) and
+// the root's repeated REP change nothing: the worker's leg runs on from what it absorbed.
+TEST_F(RoceS2sLearn, ARepeatedRequestOfALiveConnectionTeachesNothing) {
+    connect(1);
+    connect(2);
+    send(contribution(1, kRepPsn[1], 0, fill(1)));
+    ASSERT_EQ(to(kWorker1).size(), 1u);
+    connect(1);  // passes untouched, as every CM packet
+    EXPECT_EQ(job->counters.connections_learned, 2u);
+    send(contribution(1, kRepPsn[1] + 1, 1, fill(2)));
+    auto ack = to(kWorker1);
+    ASSERT_EQ(ack.size(), 1u);
+    EXPECT_EQ(ack[0].p.bth.opcode, rc::op::kAcknowledge);
+    EXPECT_EQ(ack[0].p.aeth.syndrome, rc::aeth::kAckUnlimited);
+    EXPECT_EQ(ack[0].p.aeth.msn, 2u);
+    EXPECT_EQ(ack[0].p.bth.psn, kRepPsn[1] + 1) << "an ACK of the next PSN, not a NAK";
+    EXPECT_EQ(job->counters.naks_sent, 0u);
+    EXPECT_EQ(job->counters.absorbed, 2u);
+    send(contribution(2, kRepPsn[2], 0, fill(100)));
+    auto agg = to(kRoot);
+    ASSERT_EQ(agg.size(), 1u);
+    EXPECT_EQ(ints(agg[0].payload)[1], 1 + 1 + 100 + 1);
+    free_mbufs(take_tx(kR1));
+}
+
 TEST_F(RoceS2sLearn, AnotherJobsRequestTeachesNothing) {
     send(req(1, 12));
     send(rep(1));

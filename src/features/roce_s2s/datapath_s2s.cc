@@ -529,6 +529,15 @@ void JobState::snoop_cm(uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, ui
             rank > params.n_conns) {
             return;  // another job's, or one the root will refuse
         }
+        Connection& c = conns[rank - 1];
+        if (c.live && c.params.worker_ip == src_ip && c.params.worker_qpn == msg.req.local_qpn) {
+            // A retransmitted REQ of a connection already live: this switch saw the REP, which
+            // was then lost or slow on the way to the worker. The root answers with the same
+            // REP, so there is nothing to learn; learning again would reset the worker leg of a
+            // connection whose WRITEs may already be absorbed (seen under netem loss in
+            // roce-vm-s2s-allreduce).
+            return;
+        }
         bool any_live = false;
         for (uint16_t i = 0; i < params.n_conns; ++i) {
             any_live = any_live || conns[i].live;
@@ -542,7 +551,6 @@ void JobState::snoop_cm(uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, ui
             high_key = 0;
             ++counters.sessions;
         }
-        Connection& c = conns[rank - 1];
         c.pending = true;
         c.pending_comm_id = msg.req.local_comm_id;
         c.pending_qpn = msg.req.local_qpn;

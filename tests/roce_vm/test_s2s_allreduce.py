@@ -1,0 +1,260 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Server-to-server aggregation inside Linux rxe's own RC connections: ina-rdma-root in one qemu
+VM, ina-rdma-worker --mode server-to-server in two others (the programs of
+roce-vm-rdma-allreduce, unchanged), inaswitch on the host ROUTING between the VMs' subnets
+(lab.py, routed) with an `rdma_s2s` job that learns its connections from the RDMA CM REQ/REP
+(`learn: true`, docs/rdma.md "Server-to-server mode (as built)").
+
+  1. int32 sum of 1 MiB per worker from host-generated random files: both workers' results are
+     bit-exact against the host's own sum (sha256). The switch learned both connections,
+     ABSORBED every contribution (ACKing them as the root) and sent one aggregate per chunk on
+     the carrier, each acknowledged by the root; the root completed every chunk from fewer
+     WRITEs than world x chunks (one aggregate carrying both counts), wrote every result.
+  2. The same AllReduce with netem loss on rank 2's link both ways (new data): the workers'
+     go-back-N and the switch's (NAKs toward the worker, RNR while a slot is held) recover and
+     the result is still bit-exact.
+  3. The same with the loss on the carrier's (rank 1's) link: its contributions also fix the
+     aggregate's RETH and PSNs toward the root.
+  4. The same with netem loss on the root's link both ways: the switch's requester leg resends
+     aggregates (go-back-N on the root's NAK-sequences and on its ACK timeout), the root's
+     result WRITEs are recovered by rxe, and the result is still bit-exact.
+  5. `drain: true` set by a config reload while a 4 MiB AllReduce runs (once the switch absorbed
+     256 chunks of it): the switch finishes the chunks it holds, then forwards the connections'
+     WRITEs and the root's ACKs PSN/MSN-translated; the root reduces the rest itself (it gets
+     between chunks and world x chunks WRITEs), the result is bit-exact.
+  In each, the programs exit 0, and no guest's rxe counted a retry-exceeded or RNR-exceeded
+  error (its hw_counters, before and after).
+
+usage: test_s2s_allreduce.py build/src/worker/rdma/ina-rdma-worker \
+           build/src/worker/rdma/ina-rdma-root build/src/app/inaswitch
+"""
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from lab import Lab, run_test, check, log, wait_until  # noqa: E402
+from test_rdma_allreduce import (ELEMENTS, TIMEOUT_S, WORLD, allreduce, int32_inputs,  # noqa: E402
+                                 root_cmd, stripped, worker_cmd)
+
+JOB = 7  # test_rdma_allreduce.worker_cmd's default job
+CHUNK = 1024  # ina-rdma-worker's default --chunk-bytes: one WRITE ONLY packet per chunk
+CHUNKS = ELEMENTS * 4 // CHUNK
+LOSS = "loss 2%"
+# The drain round: 4 MiB per worker, drain set once the switch absorbed DRAIN_AT chunks of it.
+DRAIN_ELEMENTS = 4 * ELEMENTS
+DRAIN_AT = 256
+# rxe's per-port counters that mean an RC gave up (a failed completion follows). Not among them:
+# completer_retry_err, which counts every go-back-N retry (a timeout or a NAK-sequence), the
+# recovery itself.
+RXE_FATAL = ("retry_exceeded_err", "retry_rnr_exceeded_err")
+
+
+def switch_config(cfg: dict, lab, drain: bool = False) -> dict:
+    cfg["rdma_s2s"] = {"jobs": [{"id": JOB, "root": lab.vms[0].ip, "world": WORLD, "op": "sum",
+                                 "dtype": "int32", "chunk_bytes": CHUNK, "window": 64,
+                                 "learn": True, "drain": drain}]}
+    return cfg
+
+
+def drained_config(cfg: dict, lab) -> dict:
+    return switch_config(cfg, lab, drain=True)
+
+
+def rxe_counters(vm) -> dict[str, int]:
+    """The guest's rxe0 port hw_counters by name."""
+    _rc, out = vm.run("cd /sys/class/infiniband/rxe0/ports/1/hw_counters && grep . *",
+                      check=True)
+    counters = {}
+    for line in out.splitlines():
+        name, _, value = line.strip().partition(":")
+        if value.strip().isdigit():
+            counters[name] = int(value)
+    return counters
+
+
+def s2s(lab) -> dict[str, float]:
+    """The job's inaswitch_rdma_s2s_<name>_total counters and its slots gauge."""
+    m = lab.switch.metrics()
+    names = ("absorbed", "acks_synthesized", "naks_sent", "rnr_naks_sent", "duplicates",
+             "aggregates_sent", "retransmits", "root_acks_consumed", "root_naks_consumed",
+             "aggregates_acked", "icrc_errors", "not_contribution", "bad_contributions",
+             "connections_learned", "connections_ended", "sessions", "forwarded")
+    out = {n: m.get(f"inaswitch_rdma_s2s_{n}_total", job=JOB) for n in names}
+    out["slots_in_use"] = m.get("inaswitch_rdma_s2s_slots_in_use", job=JOB)
+    out["fallback"] = m.by_label("inaswitch_rdma_s2s_packets_total", "reason").get("fallback", 0)
+    return out
+
+
+def delta(after: dict, before: dict) -> dict:
+    return {k: after[k] - before.get(k, 0) for k in after}
+
+
+def round_checks(tag: str, root_round: dict, sw: dict, res: list[dict], sessions: int) -> None:
+    n = CHUNKS * WORLD
+    check(all(r["chunks"] == CHUNKS and r["results"] == CHUNKS for r in res),
+          f"{tag}: one result per chunk on every worker")
+    check(root_round["ok"] and root_round["chunks"] == CHUNKS and
+          root_round["contribution_count"] == n and root_round["results_written"] == n,
+          f"{tag}: the root reduced {n} contributions and completed {n} result WRITEs")
+    check(root_round["contributions"] < n,
+          f"{tag}: the root received {root_round['contributions']} contribution WRITEs, fewer "
+          f"than world x chunks = {n}")
+    check(sw["absorbed"] >= n and sw["acks_synthesized"] > 0,
+          f"{tag}: the switch absorbed {sw['absorbed']:.0f} contributions (>= {n}) and ACKed "
+          f"them as the root ({sw['acks_synthesized']:.0f} ACKs)")
+    check(sw["aggregates_acked"] == CHUNKS and sw["aggregates_sent"] >= CHUNKS,
+          f"{tag}: {sw['aggregates_sent']:.0f} aggregates sent, the root acknowledged one per "
+          f"chunk ({CHUNKS})")
+    check(root_round["contributions"] == CHUNKS,
+          f"{tag}: every chunk reached the root as one aggregate (root WRITEs == {CHUNKS})")
+    check(sw["connections_learned"] == WORLD and sw["connections_ended"] == WORLD and
+          sw["sessions"] == sessions,
+          f"{tag}: the switch learned {WORLD} connections from the CM REQ/REP and saw them end "
+          f"(DREQ); sessions started over a used table: {sessions}")
+    check(sw["icrc_errors"] == 0 and sw["not_contribution"] == 0 and
+          sw["bad_contributions"] == 0 and sw["fallback"] == 0,
+          f"{tag}: no ICRC error, non-contribution, bad contribution or fallback at the switch")
+
+
+def int32_round(root_vm, workers, inputs: list[str], sha: str,
+                tag: str) -> tuple[list[dict], float]:
+    """One int32 AllReduce of the host-generated `inputs` on the listening root, every worker's
+    result checked bit-exact against `sha`; (the workers' JSON results, wall seconds)."""
+    t0 = time.monotonic()
+    res = allreduce(root_vm, workers,
+                    [f"--type int32 --chunk-bytes {CHUNK} --input /root/{os.path.basename(p)} "
+                     f"--output /tmp/int32.out" for p in inputs], f"int32 {tag}")
+    wall = time.monotonic() - t0
+    for vm in workers:
+        _rc, out = vm.run("sha256sum /tmp/int32.out", check=True)
+        check(out.split()[0] == sha, f"{tag}: {vm.name}'s int32 result bit-exact (sha256 "
+              f"{sha[:16]}...)")
+    return res, wall
+
+
+def worker_link_recovered(tag: str, d: dict) -> None:
+    check(d["naks_sent"] + d["duplicates"] + d["rnr_naks_sent"] > 0,
+          f"{tag}: the switch recovered the worker's losses as its responder (NAKs "
+          f"{d['naks_sent']:.0f}, duplicates {d['duplicates']:.0f}, RNR NAKs "
+          f"{d['rnr_naks_sent']:.0f})")
+
+
+def root_link_recovered(tag: str, d: dict) -> None:
+    check(d["retransmits"] > 0 and d["root_naks_consumed"] > 0,
+          f"{tag}: the switch's requester leg recovered: {d['retransmits']:.0f} aggregates "
+          f"resent (go-back-N on {d['root_naks_consumed']:.0f} root NAK-sequences, and on its "
+          f"ACK timeout)")
+
+
+def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
+    scratch = tempfile.mkdtemp(prefix="s2s-allreduce-")
+    # (tag, the VM whose link is lossy (index in lab.vms: 0 the root, 1 the carrier rank 1, 2
+    # rank 2), what shows the recovery); each round new data and, after the first, a new
+    # session over the used slots.
+    rounds_plan = [("clean", None, None),
+                   (f"rank 2 {LOSS}", 2, worker_link_recovered),
+                   (f"carrier rank 1 {LOSS}", 1, worker_link_recovered),
+                   (f"root {LOSS}", 0, root_link_recovered)]
+    try:
+        data = [int32_inputs(scratch, seed=20261124 + n) for n in range(len(rounds_plan))]
+        drain_paths, drain_sha = int32_inputs(scratch, seed=99, elements=DRAIN_ELEMENTS)
+        extra = [stripped(worker_exe, scratch), stripped(root_exe, scratch)]
+        extra += [(p, f"/root/{os.path.basename(p)}")
+                  for paths in [d[0] for d in data] + [drain_paths] for p in paths]
+        with Lab(1 + WORLD, fabric="inaswitch", switch_exe=switch_exe, routed=True,
+                 switch_config=switch_config, extra_files=extra) as lab:
+            root_vm, workers = lab.vms[0], lab.vms[1:]
+            lab.reach_all()
+            rxe_before = [rxe_counters(vm) for vm in lab.vms]
+            root = root_vm.start(root_cmd(root_vm, f"--rounds {len(rounds_plan) + 1} "
+                                                   f"--timeout-ms {TIMEOUT_S * 1000}"))
+            root_vm.wait_rdma_cm_listen(timeout=60)
+            check(not root.done(), "ina-rdma-root listens with rdma_cm")
+
+            done = []  # (tag, workers' results, wall seconds, switch counter delta)
+            before = s2s(lab)
+            for (tag, lossy, _recovered), (paths, sha) in zip(rounds_plan, data):
+                if lossy is not None:
+                    lab.vms[lossy].netem(LOSS, direction="both")
+                res, wall = int32_round(root_vm, workers, paths, sha, tag)
+                if lossy is not None:
+                    lab.vms[lossy].netem(None)
+                after = s2s(lab)
+                done.append((tag, res, wall, delta(after, before)))
+                log(f"switch, {tag}: {done[-1][3]}")
+                before = after
+
+            # 5. drain: true while an AllReduce runs (a config reload that keeps the job's
+            # state): the switch finishes the chunks it holds, then forwards the rest of the
+            # connections' WRITEs PSN-translated; the root reduces them itself.
+            jobs = [vm.start(worker_cmd(root_vm, rank, f"--type int32 --chunk-bytes {CHUNK} "
+                                        f"--input /root/{os.path.basename(p)} "
+                                        f"--output /tmp/drain.out"))
+                    for rank, (vm, p) in enumerate(zip(workers, drain_paths), start=1)]
+            wait_until(lambda: s2s(lab)["absorbed"] - before["absorbed"] >= 2 * DRAIN_AT,
+                       TIMEOUT_S, f"the switch absorbing {DRAIN_AT} chunks of the drain round")
+            lab.reload_switch(drained_config)
+            for rank, job in enumerate(jobs, start=1):
+                rc, out = job.wait(TIMEOUT_S + 30)
+                log(f"drain rank {rank}: {out.strip()}")
+                check(rc == 0, f"drain: rank {rank} completed (exit {rc})")
+            for vm in workers:
+                _rc, out = vm.run("sha256sum /tmp/drain.out", check=True)
+                check(out.split()[0] == drain_sha, f"drain: {vm.name}'s int32 result bit-exact")
+            final = s2s(lab)
+            drained = delta(final, before)
+            log(f"switch, drain: {drained}")
+
+            rc, out = root.wait(60)
+            log(f"root: {out.strip()}")
+            check(rc == 0, f"ina-rdma-root served every AllReduce (exit {rc})")
+            rounds = [json.loads(line) for line in out.splitlines()
+                      if line.startswith("{") and '"round"' in line]
+            check(len(rounds) == len(rounds_plan) + 1,
+                  f"the root reports {len(rounds_plan) + 1} rounds")
+            for n, ((tag, res, _wall, d), root_round) in enumerate(zip(done, rounds)):
+                # The first session starts on a fresh table (nothing to empty, not counted);
+                # every later one's first REQ, with no connection live, empties the used slots.
+                round_checks(tag, root_round, d, res, sessions=0 if n == 0 else 1)
+                recovered = rounds_plan[n][2]
+                if recovered is not None:
+                    recovered(tag, d)
+            drain_round, drain_chunks = rounds[-1], DRAIN_ELEMENTS * 4 // CHUNK
+            check(drain_round["ok"] and drain_round["contribution_count"] == WORLD * drain_chunks
+                  and drain_round["results_written"] == WORLD * drain_chunks,
+                  f"drain: the root reduced {WORLD * drain_chunks} contributions and wrote "
+                  f"every result")
+            check(drained["forwarded"] > 0 and drained["absorbed"] >= 2 * DRAIN_AT and
+                  drain_chunks < drain_round["contributions"] < WORLD * drain_chunks,
+                  f"drain: {drained['absorbed']:.0f} contributions absorbed before, "
+                  f"{drained['forwarded']:.0f} packets forwarded translated after; the root got "
+                  f"{drain_round['contributions']} WRITEs for {drain_chunks} chunks")
+            check(drained["icrc_errors"] == 0 and drained["fallback"] == 0,
+                  "drain: no ICRC error, no fallback")
+            check(final["slots_in_use"] == 0, "every slot released at the end")
+
+            for vm, start in zip(lab.vms, rxe_before):
+                now = rxe_counters(vm)
+                fatal = {k: now.get(k, 0) - start.get(k, 0) for k in RXE_FATAL}
+                log(f"{vm.name} rxe0: " + ", ".join(f"{k} {now[k] - start.get(k, 0)}"
+                                                   for k in sorted(now)))
+                check(not any(fatal.values()),
+                      f"{vm.name}: rxe counted no retry-exceeded error ({fatal})")
+            check(all(r.get("ok", False) for _tag, res, _w, _d in done for r in res),
+                  "every worker reported ok")
+            log(f"timings: boot {lab.timings.get('boot_s', 0):.1f}s; int32 1 MiB x {WORLD}: " +
+                "; ".join(f"{tag} {wall:.2f}s wall, root {r['seconds']:.2f}s"
+                          for (tag, _res, wall, _d), r in zip(done, rounds)))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(run_test("roce-vm-s2s-allreduce", __doc__, test, (3,)))
