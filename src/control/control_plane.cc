@@ -104,6 +104,25 @@ uint16_t ControlPlane::acquire_state_slot_locked() {
     return static_cast<uint16_t>(it - state_slot_used_.begin());
 }
 
+void FeatureStateChanges::abandon(ControlPlane& cp) {
+    for (uint16_t s : acquired) {
+        cp.release_state_slot_locked(s);
+    }
+}
+
+void FeatureStateChanges::commit(ControlPlane& cp, uint8_t feature) {
+    for (auto& d : detach) {
+        cp.detach_locked(d.worker,
+                         dp::Command{dp::CommandType::detach, feature, d.slot, d.id, nullptr},
+                         std::move(d.state));
+        cp.release_state_slot_locked(d.slot);
+    }
+    for (const auto& a : attach) {
+        cp.attach_locked(a.worker,
+                         dp::Command{dp::CommandType::attach, feature, a.slot, a.id, a.state});
+    }
+}
+
 void ControlPlane::release_state_slot_locked(uint16_t slot) {
     if (slot < state_slot_used_.size()) {
         state_slot_used_[slot] = false;

@@ -87,6 +87,34 @@ struct FeatureControl {
 // False when a hook is missing.
 bool register_feature_control(const FeatureControl& fc);
 
+// The per-lcore state changes a feature's `prepare` plans and its `commit` / `abandon` carry
+// out: detaches (the old state, kept alive until the worker let go), attaches, and the state
+// slots `prepare` took (given back if the change is abandoned). The features' one copy of
+// that bookkeeping.
+struct FeatureStateChanges {
+    struct Detach {
+        size_t worker;
+        uint16_t slot;
+        uint32_t id;
+        std::shared_ptr<void> state;
+    };
+    struct Attach {
+        size_t worker;
+        uint16_t slot;
+        uint32_t id;
+        void* state;  // what the feature's stage hooks cast back
+    };
+    std::vector<Detach> detach;
+    std::vector<Attach> attach;
+    std::vector<uint16_t> acquired;
+
+    size_t commands() const { return detach.size() + attach.size(); }
+    // Lock held. Gives back the slots taken for an abandoned change.
+    void abandon(ControlPlane& cp);
+    // Lock held. Sends the detaches (then frees their slots) and the attaches of `feature`.
+    void commit(ControlPlane& cp, uint8_t feature);
+};
+
 class ControlPlane {
 public:
     ControlPlane(runtime::Dataplane& dataplane, std::vector<runtime::PortRuntime> ports,

@@ -255,7 +255,7 @@ bool RoceControl::prepare(control::ControlPlane& cp, const config::Config& next,
             error = "rdma: no QP resources (every per-lcore state slot is in use)";
             return false;
         }
-        plan_.acquired.push_back(out);
+        plan_.states.acquired.push_back(out);
         return true;
     };
     size_t held = 0;
@@ -266,11 +266,12 @@ bool RoceControl::prepare(control::ControlPlane& cp, const config::Config& next,
         for (const auto& [rank, q] : old.qps) {
             const QpConfig* nq = keep_job ? nj->qp_of_rank(rank) : nullptr;
             if (nq == nullptr || !same_qp(*nq, q.cfg)) {
-                plan_.detach.push_back({old.home, q.slot, qp_state_id(q.cfg.switch_qpn), q.state});
+                plan_.states.detach.push_back(
+                    {old.home, q.slot, qp_state_id(q.cfg.switch_qpn), q.state});
             }
         }
         if (!keep_job) {
-            plan_.detach.push_back({old.home, old.slot, job_state_id(id), old.state});
+            plan_.states.detach.push_back({old.home, old.slot, job_state_id(id), old.state});
         }
     }
     if (rdma != nullptr) {
@@ -293,7 +294,8 @@ bool RoceControl::prepare(control::ControlPlane& cp, const config::Config& next,
                 if (!slot(job.slot)) {
                     return false;
                 }
-                plan_.attach.push_back({job.home, job.slot, job_state_id(j.id), job.state.get()});
+                plan_.states.attach.push_back(
+                    {job.home, job.slot, job_state_id(j.id), job.state.get()});
             }
             job.cfg = j;
             for (const auto& q : j.qps) {
@@ -314,7 +316,7 @@ bool RoceControl::prepare(control::ControlPlane& cp, const config::Config& next,
                     if (!slot(qp.slot)) {
                         return false;
                     }
-                    plan_.attach.push_back(
+                    plan_.states.attach.push_back(
                         {job.home, qp.slot, qp_state_id(q.switch_qpn), qp.state.get()});
                 }
                 job.qps.emplace(q.rank, std::move(qp));
@@ -333,25 +335,13 @@ bool RoceControl::prepare(control::ControlPlane& cp, const config::Config& next,
 
 void RoceControl::abandon(control::ControlPlane& cp) {
     std::lock_guard lock(mu_);
-    for (uint16_t s : plan_.acquired) {
-        cp.release_state_slot_locked(s);
-    }
+    plan_.states.abandon(cp);
     plan_ = Plan{};
 }
 
 void RoceControl::commit(control::ControlPlane& cp) {
     std::lock_guard lock(mu_);
-    for (auto& d : plan_.detach) {
-        cp.detach_locked(d.worker, dp::Command{dp::CommandType::detach, kFeatureRoce, d.slot, d.id,
-                                               nullptr},
-                         std::move(d.state));
-        cp.release_state_slot_locked(d.slot);
-    }
-    for (const auto& a : plan_.attach) {
-        // The attach carries the StateTag* (the stage's hooks cast it back).
-        cp.attach_locked(a.worker, dp::Command{dp::CommandType::attach, kFeatureRoce, a.slot,
-                                               a.id, static_cast<void*>(a.state)});
-    }
+    plan_.states.commit(cp, kFeatureRoce);
     jobs_ = std::move(plan_.jobs);
     cm_port_ = plan_.cm_port;
     plan_ = Plan{};
@@ -428,7 +418,7 @@ control::FeatureControl RoceControl::hooks() {
     fc.commands_needed = [](void* s) {
         auto* self = static_cast<RoceControl*>(s);
         std::lock_guard lock(self->mu_);
-        return self->plan_.detach.size() + self->plan_.attach.size();
+        return self->plan_.states.commands();
     };
     fc.commit = [](void* s, control::ControlPlane& cp) { static_cast<RoceControl*>(s)->commit(cp); };
     fc.abandon = [](void* s, control::ControlPlane& cp) {

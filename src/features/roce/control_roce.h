@@ -70,23 +70,9 @@ private:
         std::shared_ptr<JobState> state;
         std::map<uint16_t, Qp> qps;  // by rank
     };
-    struct Detach {
-        size_t worker;
-        uint16_t slot;
-        uint32_t id;
-        std::shared_ptr<void> state;
-    };
-    struct Attach {
-        size_t worker;
-        uint16_t slot;
-        uint32_t id;
-        StateTag* state;
-    };
     struct Plan {
         std::map<uint32_t, Job> jobs;
-        std::vector<Detach> detach;
-        std::vector<Attach> attach;
-        std::vector<uint16_t> acquired;  // slots taken by prepare (released if abandoned)
+        control::FeatureStateChanges states;  // slots taken, detaches, attaches
         uint16_t cm_port = kDefaultCmPort;
     };
 

@@ -59,7 +59,7 @@ bool S2sControl::prepare(control::ControlPlane& cp, const config::Config& next,
     };
     for (const auto& [id, old] : jobs_) {
         if (kept(id) == nullptr) {
-            plan_.detach.push_back({old.home, old.slot, job_state_id(id), old.state});
+            plan_.states.detach.push_back({old.home, old.slot, job_state_id(id), old.state});
         }
     }
     if (s2s != nullptr) {
@@ -84,8 +84,9 @@ bool S2sControl::prepare(control::ControlPlane& cp, const config::Config& next,
                             std::to_string(j.id);
                     return false;
                 }
-                plan_.acquired.push_back(job.slot);
-                plan_.attach.push_back({job.home, job.slot, job_state_id(j.id), job.state.get()});
+                plan_.states.acquired.push_back(job.slot);
+                plan_.states.attach.push_back(
+                    {job.home, job.slot, job_state_id(j.id), job.state.get()});
             }
             plan_.jobs.emplace(j.id, std::move(job));
         }
@@ -95,24 +96,13 @@ bool S2sControl::prepare(control::ControlPlane& cp, const config::Config& next,
 
 void S2sControl::abandon(control::ControlPlane& cp) {
     std::lock_guard lock(mu_);
-    for (uint16_t s : plan_.acquired) {
-        cp.release_state_slot_locked(s);
-    }
+    plan_.states.abandon(cp);
     plan_ = Plan{};
 }
 
 void S2sControl::commit(control::ControlPlane& cp) {
     std::lock_guard lock(mu_);
-    for (auto& d : plan_.detach) {
-        cp.detach_locked(d.worker, dp::Command{dp::CommandType::detach, kFeatureS2s, d.slot, d.id,
-                                               nullptr},
-                         std::move(d.state));
-        cp.release_state_slot_locked(d.slot);
-    }
-    for (const auto& a : plan_.attach) {
-        cp.attach_locked(a.worker, dp::Command{dp::CommandType::attach, kFeatureS2s, a.slot, a.id,
-                                               static_cast<void*>(a.state)});
-    }
+    plan_.states.commit(cp, kFeatureS2s);
     jobs_ = std::move(plan_.jobs);
     plan_ = Plan{};
 }
@@ -169,7 +159,7 @@ control::FeatureControl S2sControl::hooks() {
     fc.commands_needed = [](void* s) {
         auto* self = static_cast<S2sControl*>(s);
         std::lock_guard lock(self->mu_);
-        return self->plan_.detach.size() + self->plan_.attach.size();
+        return self->plan_.states.commands();
     };
     fc.commit = [](void* s, control::ControlPlane& cp) { static_cast<S2sControl*>(s)->commit(cp); };
     fc.abandon = [](void* s, control::ControlPlane& cp) {

@@ -29,23 +29,9 @@ private:
         uint16_t slot = dp::kNoStateSlot;
         std::shared_ptr<JobState> state;
     };
-    struct Detach {
-        size_t worker;
-        uint16_t slot;
-        uint32_t id;
-        std::shared_ptr<void> state;
-    };
-    struct Attach {
-        size_t worker;
-        uint16_t slot;
-        uint32_t id;
-        JobState* state;
-    };
     struct Plan {
         std::map<uint32_t, Job> jobs;
-        std::vector<Detach> detach;
-        std::vector<Attach> attach;
-        std::vector<uint16_t> acquired;
+        control::FeatureStateChanges states;  // slots taken, detaches, attaches
     };
 
     bool prepare(control::ControlPlane& cp, const config::Config& next, std::string& error);
