@@ -59,8 +59,6 @@ uint64_t& lcore_counter(LcoreContext& ctx, LcoreCounter c) {
 
 }  // namespace
 
-uint64_t roce_now_ns(const LcoreContext& ctx) { return pipeline::now_ns(ctx); }
-
 rte_mbuf* frame_of(LcoreContext& ctx, const uint8_t* bytes, size_t len, uint16_t port) {
     rte_mbuf* m = pipeline::originated_frame(ctx.pool, bytes, len, port);
     if (m == nullptr) [[unlikely]] {

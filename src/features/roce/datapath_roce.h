@@ -139,8 +139,6 @@ bool for_switch(const dp::Snapshot& snap, uint32_t dst);
 // path (enqueued on the hand-off ring, or dropped when it is full; counted either way).
 bool away_from_home(pipeline::LcoreContext& ctx, rte_mbuf* m, uint16_t home,
                     pipeline::EdgeBatches<pipeline::FeatureEdge>& out);
-// The lcore's clock in ns (the requesters' and the parent link's time unit).
-uint64_t roce_now_ns(const pipeline::LcoreContext& ctx);
 
 // The stage as registered (src/app): 100 us ticks.
 pipeline::FeatureStage stage();
