@@ -623,14 +623,15 @@ protected:
             return rc::cm::encode_packet(out, cap, path, 1, 0, msg);
         });
     }
-    // Rank's REQ to the root: the worker's QPN and the INAR connect request of `job`.
-    Bytes req(int rank, uint32_t inar_job = 11) {
+    // Rank's REQ to the root: the worker's QPN and the INAR connect request of `job`. A later
+    // connection of the same rank (`generation` > 0) has its own QPN and communication ID.
+    Bytes req(int rank, uint32_t inar_job = 11, uint32_t generation = 0) {
         rc::cm::Message msg;
         msg.header.attr_id = static_cast<uint16_t>(rc::cm::Attr::req);
         msg.header.transaction_id = 0x100 + static_cast<uint64_t>(rank);
-        msg.req.local_comm_id = 0x1000 + static_cast<uint32_t>(rank);
+        msg.req.local_comm_id = 0x1000 + static_cast<uint32_t>(rank) + 0x10 * generation;
         msg.req.service_id = rc::cm::service_id_for_tcp_port(7471);
-        msg.req.local_qpn = kWorkerQpn[rank];
+        msg.req.local_qpn = kWorkerQpn[rank] + 100 * generation;
         msg.req.starting_psn = 0x5d50b2;  // the root's send PSN: not the worker's
         rc::cm::CmaHeader h;
         h.src = rc::cm::ipv4_gid(worker_ip(rank));
@@ -648,12 +649,12 @@ protected:
         std::memcpy(msg.req.private_data.data() + rc::cm::kCmaHeaderBytes, enc.data(), enc.size());
         return cm_frame(worker_ip(rank), kRoot, msg);
     }
-    Bytes rep(int rank) {
+    Bytes rep(int rank, uint32_t generation = 0) {
         rc::cm::Message msg;
         msg.header.attr_id = static_cast<uint16_t>(rc::cm::Attr::rep);
         msg.header.transaction_id = 0x100 + static_cast<uint64_t>(rank);
-        msg.rep.local_comm_id = 0x2000 + static_cast<uint32_t>(rank);
-        msg.rep.remote_comm_id = 0x1000 + static_cast<uint32_t>(rank);
+        msg.rep.local_comm_id = 0x2000 + static_cast<uint32_t>(rank) + 0x10 * generation;
+        msg.rep.remote_comm_id = 0x1000 + static_cast<uint32_t>(rank) + 0x10 * generation;
         msg.rep.local_qpn = kRootQpn[rank];
         msg.rep.starting_psn = kRepPsn[rank];
         return cm_frame(kRoot, worker_ip(rank), msg);
@@ -666,9 +667,9 @@ protected:
         msg.dreq.remote_qpn = kRootQpn[rank];
         return cm_frame(worker_ip(rank), kRoot, msg);
     }
-    void connect(int rank) {
-        send(req(rank));
-        send(rep(rank));
+    void connect(int rank, uint32_t generation = 0) {
+        send(req(rank, 11, generation));
+        send(rep(rank, generation));
         auto out = seen(kR0);
         for (auto& x : seen(kR1)) {
             out.push_back(x);
@@ -764,6 +765,48 @@ TEST_F(RoceS2sLearn, DisconnectEndsAndTheNextSessionStartsWithEmptySlots) {
     ASSERT_EQ(agg.size(), 1u) << "chunk 0 again, not refused as stale";
     EXPECT_EQ(ints(agg[0].payload)[0], 10);
     free_mbufs(take_tx(kR0));
+}
+
+// A DREQ lost on the way (the next AllReduce's workers connect before the CM retries it): the
+// rank's next REQ still starts a new session over emptied slots, whichever rank comes first,
+// and replaces the connection that never ended.
+TEST_F(RoceS2sLearn, ALostDisconnectStillStartsTheNextSession) {
+    for (const int first : {1, 2}) {
+        SCOPED_TRACE(first == 1 ? "the rank whose DREQ was lost reconnects first"
+                                : "the rank whose DREQ was seen reconnects first");
+        const uint32_t gen = static_cast<uint32_t>(first);  // fresh QPNs in each pass
+        connect(1, gen - 1);
+        connect(2, gen - 1);
+        send(contribution(1, kRepPsn[1], 0, fill(1)));  // chunk 0 half done, never finished
+        drain();
+        EXPECT_EQ(job->table.in_use(), 1u);
+        const uint64_t sessions = job->counters.sessions;
+        const uint64_t replaced = job->counters.connections_replaced;
+        send(dreq(2));  // rank 1's DREQ never arrives
+        drain();
+        const int second = 3 - first;
+        connect(first, gen);
+        EXPECT_EQ(job->counters.sessions, sessions + 1);
+        EXPECT_EQ(job->table.in_use(), 0u) << "the old session's slots emptied";
+        connect(second, gen);
+        EXPECT_EQ(job->counters.sessions, sessions + 1) << "one session, not two";
+        EXPECT_EQ(job->counters.connections_replaced, replaced + 1) << "rank 1's old one";
+        send(contribution(1, kRepPsn[1], 0, fill(5)));
+        auto ack = to(kWorker1);
+        ASSERT_EQ(ack.size(), 1u);
+        EXPECT_EQ(ack[0].p.bth.dest_qp, kWorkerQpn[1] + 100 * gen) << "the new connection's QPN";
+        send(contribution(2, kRepPsn[2], 0, fill(5)));
+        auto agg = to(kRoot);
+        ASSERT_EQ(agg.size(), 1u) << "chunk 0 again, not refused as stale";
+        EXPECT_EQ(ints(agg[0].payload)[0], 10);
+        free_mbufs(take_tx(kR0));
+        free_mbufs(take_tx(kR1));
+        // End this pass's session cleanly (both DREQs) so the next pass starts from nothing
+        // live, as the first did.
+        send(dreq(1));
+        send(dreq(2));
+        drain();
+    }
 }
 
 // Every listed counter reaches the exposition, per job and per reason.

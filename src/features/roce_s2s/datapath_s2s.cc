@@ -494,7 +494,11 @@ void JobState::go_live(uint16_t i, uint32_t worker_ip, uint32_t worker_qpn, uint
     c.to_worker.dest_qp = worker_qpn;
     c.ip_id = 0;
     c.pending = false;
+    if (c.live) {
+        ++counters.connections_replaced;  // its DREQ never passed this switch
+    }
     c.live = true;
+    c.session = session;
     if (i == 0) {
         // The carrier: the root's first ePSN on it is the worker's starting PSN.
         root_leg = rc::Requester(root_leg_config(params, worker_psn));
@@ -538,18 +542,28 @@ void JobState::snoop_cm(uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, ui
             // roce-vm-s2s-allreduce).
             return;
         }
+        if (c.pending && c.params.worker_ip == src_ip && c.pending_qpn == msg.req.local_qpn) {
+            return;  // a retransmitted REQ whose REP this switch has not seen yet
+        }
+        // A new session when nothing is live (every connection of the last one ended by DREQ),
+        // or when this rank already connected in the current one: its DREQ was lost (the
+        // workers of the next AllReduce connect before the root's CM retries it), and the
+        // chunk indices start over all the same.
         bool any_live = false;
         for (uint16_t i = 0; i < params.n_conns; ++i) {
             any_live = any_live || conns[i].live;
         }
-        if (!any_live && (any_key || table.in_use() != 0)) {
-            // A new session: the workers' chunk indices start over, so do the slots. What a
-            // previous session left held was never going to be acknowledged by the root.
-            table.reset();
-            slot_count.fill(0);
-            any_key = false;
-            high_key = 0;
-            ++counters.sessions;
+        if (!any_live || c.session == session) {
+            ++session;
+            if (any_key || table.in_use() != 0) {
+                // What the previous session left held was never going to be acknowledged by
+                // the root.
+                table.reset();
+                slot_count.fill(0);
+                any_key = false;
+                high_key = 0;
+                ++counters.sessions;
+            }
         }
         c.pending = true;
         c.pending_comm_id = msg.req.local_comm_id;

@@ -78,6 +78,9 @@ struct Connection {
     bool pending = false;    // learn: the REQ is seen, its REP not yet
     uint32_t pending_comm_id = 0;  // the REQ's local communication ID (the REP's remote one)
     uint32_t pending_qpn = 0;      // the REQ's local QPN: the worker's
+    // Learn: the session (JobState::session) in which this rank's connection last went live;
+    // 0 = never. A REQ of a rank already live in the current session starts the next one.
+    uint32_t session = 0;
     // After the drain: root-side minus worker-side PSN and MSN (24 bits), fixed.
     uint32_t fwd_psn_delta = 0;
     uint32_t fwd_msn_delta = 0;
@@ -101,6 +104,9 @@ struct alignas(64) JobState {
     std::array<uint32_t, ina::roce::Requester::kMaxMessages> message_key{};
     uint32_t high_key = 0;  // chunk indices (24 bits) extend around the highest seen
     bool any_key = false;
+    // Learn: the current session (one AllReduce's set of connections; chunk indices start over
+    // with each). 0 before the first REQ.
+    uint32_t session = 0;
     bool touched = false;  // in the burst's list of jobs whose aggregate leg is pumped
     uint32_t root_messages = 0;  // aggregates posted on the carrier (the root's MSN there)
     // Drain (config drain: true): no new chunk is absorbed; once every held one is

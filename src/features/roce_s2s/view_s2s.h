@@ -94,7 +94,8 @@ constexpr uint32_t job_state_id(uint32_t job_id) { return 0x40000000u | job_id; 
     X(bad_contributions, "Contributions of a wrong shape or repeated for a chunk (ACKed, not added)") \
     X(connections_learned, "Connections learned from an RDMA CM REQ/REP (learn: true)")       \
     X(connections_ended, "Learned connections ended by an RDMA CM DREQ")                      \
-    X(sessions, "Sessions started: a REQ while no connection of the job was live (slots emptied)") \
+    X(connections_replaced, "Learned connections replaced by a new REQ of their rank (DREQ unseen)") \
+    X(sessions, "Sessions started over used slots: a REQ while no connection was live, or of a rank already connected in the session (slots emptied)") \
     X(drain_refused, "Contributions to new chunks refused while draining (RNR NAK)")          \
     X(forwarded, "Packets forwarded with their PSN/MSN translated after the drain")
 

@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 
 #include <array>
+#include <optional>
 #include <vector>
 
 namespace ina::rdma {
@@ -93,6 +94,7 @@ ClientStats Client::allreduce(std::span<const std::byte> input, std::span<std::b
     uint32_t next = 0;  // next chunk to WRITE
     uint32_t base = 0;  // lowest chunk without its result
     uint32_t sends_outstanding = 0;
+    bool root_disconnected = false;
     std::array<ibv_wc, 64> wcs;
     const std::array<int, 1> cm_fd{channel.fd()};
     const auto t0 = Clock::now();
@@ -109,12 +111,9 @@ ClientStats Client::allreduce(std::span<const std::byte> input, std::span<std::b
             ++sends_outstanding;
         }
         const size_t n = cq.wait(wcs, deadline, cm_fd);
-        if (auto ev = channel.try_next()) {
-            // The root went away (or its CM gave up on us): no result can come any more.
-            throw Error("the root ended the connection (" + ev->name() + ") with " +
-                        std::to_string(st.results) + " of " + std::to_string(chunks) +
-                        " results in");
-        }
+        // Completions first: the root disconnects once its result WRITEs completed, which can
+        // be before this process has polled the last results.
+        std::optional<CmEvent> cm_event = channel.try_next();
         if (n == 0 && Clock::now() >= deadline) {
             throw Error("timed out: " + std::to_string(st.results) + " of " +
                         std::to_string(chunks) + " results in, " +
@@ -143,11 +142,23 @@ ClientStats Client::allreduce(std::span<const std::byte> input, std::span<std::b
                 ++base;
             }
         }
+        if (cm_event) {
+            if (st.results < chunks) {
+                // The root went away (or its CM gave up on us): no result can come any more.
+                throw Error("the root ended the connection (" + cm_event->name() + ") with " +
+                            std::to_string(st.results) + " of " + std::to_string(chunks) +
+                            " results in");
+            }
+            root_disconnected = cm_event->type() == RDMA_CM_EVENT_DISCONNECTED;
+            break;  // every result in; what is still unacknowledged was received by the root
+        }
     }
     st.seconds = std::chrono::duration<double>(t_last - t0).count();
     st.goodput_gbit_per_s =
         st.seconds > 0 ? static_cast<double>(input.size()) * 8 / st.seconds / 1e9 : 0;
-    st.disconnect_error = disconnect(channel, id, Clock::now() + std::chrono::seconds(5));
+    if (!root_disconnected) {
+        st.disconnect_error = disconnect(channel, id, Clock::now() + std::chrono::seconds(5));
+    }
     return st;
 }
 

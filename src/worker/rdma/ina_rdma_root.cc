@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "worker/rdma/client.h"
@@ -29,6 +30,10 @@ int main(int argc, char** argv) {
         ->default_val(120000);
     app.add_option("--max-memory-mb", o.max_memory_mb, "cap on registered memory per round")
         ->default_val(1024);
+    app.add_option("--disconnect-grace-ms", o.disconnect_grace_ms,
+                   "results written: how long to wait for the workers to disconnect before "
+                   "disconnecting them")
+        ->default_val(5000);
     CLI11_PARSE(app, argc, argv);
 
     try {
@@ -36,10 +41,11 @@ int main(int argc, char** argv) {
         rdma::CmId listener = rdma::listen(channel, bind, port, 64);
         std::printf("{\"listening\": \"%s\", \"port\": %u}\n", bind.c_str(), unsigned{port});
         std::fflush(stdout);
+        std::optional<rdma::CmEvent> carried;  // the next round's first connect request
         for (uint32_t r = 1; r <= rounds; ++r) {
             const auto deadline =
                 rdma::Clock::now() + std::chrono::milliseconds(timeout_ms);
-            const rdma::RoundStats st = rdma::serve_round(channel, o, deadline);
+            const rdma::RoundStats st = rdma::serve_round(channel, o, deadline, carried);
             std::printf(
                 "{\"ok\": true, \"round\": %u, \"job\": %u, \"type\": \"%s\", \"op\": \"%s\", "
                 "\"world\": %u, \"elements\": %llu, \"chunk_bytes\": %u, \"window\": %u, "

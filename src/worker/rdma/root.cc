@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -22,8 +23,8 @@ constexpr uint64_t kResultWrite = uint64_t{1} << 63;
 
 class Round {
 public:
-    Round(EventChannel& channel, const RootOptions& options)
-        : channel_(channel), opt_(options) {}
+    Round(EventChannel& channel, const RootOptions& options, std::optional<CmEvent>& carried)
+        : channel_(channel), opt_(options), carried_(carried) {}
 
     RoundStats run(Deadline deadline);
 
@@ -42,11 +43,18 @@ private:
     void setup_job(const ConnectRequest& q, ibv_context* ctx);
     void on_completion(const ibv_wc& wc);
     void send_ready_results();
+    // Every chunk reduced and every result WRITE completed: the workers have the result.
+    bool work_done() const;
     bool finished() const;
+    RoundStats finish_stats();
+    // Ends the connections whose worker has not disconnected (its DREQ lost, or still to come).
+    void disconnect_stragglers();
     std::string progress() const;
 
     EventChannel& channel_;
     const RootOptions& opt_;
+    // A connect request of the next round that arrived once this one's work was done.
+    std::optional<CmEvent>& carried_;
     RoundStats st_;
     std::optional<ConnectRequest> job_;
     std::optional<Chunking> chunking_;
@@ -291,9 +299,13 @@ void Round::send_ready_results() {
     }
 }
 
+bool Round::work_done() const {
+    return reducer_ && reducer_->all_complete() && ready_.empty() &&
+           st_.results_written == uint64_t{st_.chunks} * job_->world;
+}
+
 bool Round::finished() const {
-    if (!reducer_ || !reducer_->all_complete() || !ready_.empty() ||
-        st_.results_written != uint64_t{st_.chunks} * job_->world) {
+    if (!work_done()) {
         return false;
     }
     for (const auto& c : conns_) {
@@ -314,14 +326,45 @@ std::string Round::progress() const {
            " result WRITEs completed";
 }
 
+void Round::disconnect_stragglers() {
+    for (const auto& c : conns_) {
+        if (c && !c->disconnected) {
+            // Errors do not matter: the id is destroyed with the round either way.
+            static_cast<void>(rdma_disconnect(c->id.get()));
+        }
+    }
+}
+
 RoundStats Round::run(Deadline deadline) {
     std::array<ibv_wc, 64> wcs;
     const std::array<int, 1> cm_fd{channel_.fd()};
+    if (carried_) {
+        CmEvent ev = std::move(*carried_);
+        carried_.reset();
+        on_cm_event(std::move(ev));
+    }
+    // Once the work is done the round waits a grace for the workers' disconnects; a DREQ lost
+    // under loss is retried by the CM only seconds later, after the workers may have gone on to
+    // the next AllReduce, whose connect requests then belong to the next round.
+    std::optional<Clock::time_point> grace_end;
     while (!finished()) {
-        if (Clock::now() >= deadline) {
+        const auto now = Clock::now();
+        if (now >= deadline) {
             throw Error("timed out: " + progress());
         }
+        if (work_done() && !grace_end) {
+            grace_end = now + std::chrono::milliseconds(opt_.disconnect_grace_ms);
+        }
+        if (grace_end && now >= *grace_end) {
+            disconnect_stragglers();
+            break;
+        }
         while (auto ev = channel_.try_next()) {
+            if (work_done() && ev->type() == RDMA_CM_EVENT_CONNECT_REQUEST) {
+                carried_.emplace(std::move(*ev));
+                disconnect_stragglers();
+                return finish_stats();
+            }
             on_cm_event(std::move(*ev));
         }
         if (finished()) {
@@ -331,20 +374,26 @@ RoundStats Round::run(Deadline deadline) {
             on_cm_event(channel_.next(deadline, "workers to connect"));
             continue;
         }
-        const size_t n = cq_->wait(wcs, deadline, cm_fd);
+        const size_t n = cq_->wait(wcs, grace_end ? std::min(deadline, *grace_end) : deadline,
+                                   cm_fd);
         for (size_t i = 0; i < n; ++i) {
             on_completion(wcs[i]);
         }
         send_ready_results();
     }
+    return finish_stats();
+}
+
+RoundStats Round::finish_stats() {
     st_.seconds = std::chrono::duration<double>(t_last_ - t_first_).count();
     return st_;
 }
 
 }  // namespace
 
-RoundStats serve_round(EventChannel& channel, const RootOptions& options, Deadline deadline) {
-    Round round(channel, options);
+RoundStats serve_round(EventChannel& channel, const RootOptions& options, Deadline deadline,
+                       std::optional<CmEvent>& carried) {
+    Round round(channel, options, carried);
     return round.run(deadline);
 }
 

@@ -14,11 +14,14 @@
 // chunk_bytes, window; `expected_world` if set must match); every later request must agree and
 // use a free rank, or is rejected with a RejectReason in the reject's private data and the
 // root keeps serving the others. A round ends when every chunk's result WRITEs completed and
-// every worker disconnected; a worker that disconnects earlier, a failed completion or the
-// deadline end it with Error.
+// every worker disconnected, or, with the results all written, when the disconnect grace runs
+// out or the next round's first connect request arrives (a worker's DREQ lost under loss): the
+// root then disconnects the rest itself and hands that request to the next round. A worker that
+// disconnects before the results, a failed completion or the deadline end it with Error.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "worker/rdma/protocol.h"
@@ -29,6 +32,7 @@ namespace ina::rdma {
 struct RootOptions {
     uint16_t expected_world = 0;  // 0: take it from the first worker
     uint32_t max_memory_mb = 1024;  // cap on contribution + result memory
+    uint32_t disconnect_grace_ms = 5000;  // results written: how long to wait for disconnects
 };
 
 struct RoundStats {
@@ -41,7 +45,9 @@ struct RoundStats {
     double seconds = 0;               // first contribution to last result WRITE completed
 };
 
-// Serves one AllReduce on `listener` (whose event channel is `channel`).
-RoundStats serve_round(EventChannel& channel, const RootOptions& options, Deadline deadline);
+// Serves one AllReduce on `listener` (whose event channel is `channel`). `carried`: in, a
+// connect request the previous round took off the channel for this one; out, one for the next.
+RoundStats serve_round(EventChannel& channel, const RootOptions& options, Deadline deadline,
+                       std::optional<CmEvent>& carried);
 
 }  // namespace ina::rdma
