@@ -14,13 +14,19 @@ without qdisc_bypass so their frames pass the qdisc). Three ways to AllReduce th
           carries every worker's tensor in and every result out (bound: N x S / rate);
   gloo    PyTorch's gloo ring AllReduce (TCP) among h1..h4, the switch routing, no INA job:
           each link carries 2 (N-1)/N x S each way (bound: 2 (N-1)/N x S / rate).
-Completion time: ina/ina-ps the slowest worker's own run time (ina-worker's "seconds"), gloo the
-slowest rank's all_reduce time after a barrier. The bounds count payload bytes only; the packet
+Completion time: ina/ina-ps the slowest worker's own run time (ina-worker's "seconds", started
+by a barrier: every worker generates its tensor, says it is ready, and all are started at once,
+as gloo's ranks are by dist.barrier), gloo the slowest rank's all_reduce time after a barrier.
+
+`busy`: that many CPU-bound processes (a Python busy loop each, in the root namespace, at the
+default priority) run beside every method for the whole measurement: the "other work on the
+machine" a training job shares its hosts with. The bounds count payload bytes only; the packet
 headers' share (INA ~5 %, TCP ~4.5 % at MTU 1500) is reported beside them.
 """
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 
@@ -68,14 +74,46 @@ def _collect(procs, what, timeout):
 
 
 def _ina_workers(hosts, exe, job, root, elements, seed, timeout_s):
+    """The workers, started together once every one has its tensor (--start-on-stdin)."""
+    from testbed import TestFailure
     procs = []
     for i, h in enumerate(hosts):
         procs.append(h.popen([exe, "--job", str(job), "--bfr-id", str(i + 1), "--abm", "1-%d" % N,
                               "--root", root, "--bind", h.ip, "--type", "fp32", "--op", "sum",
                               "--elements", str(elements), "--chunk", str(CHUNK), "--window",
                               str(WINDOW), "--seed", str(seed), "--rto-ms", str(RTO_MS),
-                              "--timeout-ms", str(int(timeout_s * 1000))]))
+                              "--timeout-ms", str(int(timeout_s * 1000)), "--start-on-stdin"],
+                             stdin=subprocess.PIPE))
+    for i, p in enumerate(procs):
+        line = p.stdout.readline()  # EOF ('') if the worker died before it was ready
+        if '"ready": true' not in line:
+            for q in procs:
+                q.kill()
+            raise TestFailure("ina-worker %d not ready: %r %s" % (i + 1, line, p.stderr.read()))
+    for p in procs:
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        p.stdin.close()
+        p.stdin = None  # communicate() must not touch the closed pipe
     return procs
+
+
+class Busy:
+    """`n` CPU-bound processes for the life of the context (none for n = 0)."""
+
+    def __init__(self, n):
+        self.n = n
+        self.procs = []
+
+    def __enter__(self):
+        for _ in range(self.n):
+            self.procs.append(subprocess.Popen(["/usr/bin/python3", "-c", "while True: pass"]))
+        return self
+
+    def __exit__(self, *exc):
+        for p in self.procs:
+            p.kill()
+            p.wait()
 
 
 def run_ina(tb, hosts, exe, elements, timeout_s):
@@ -140,7 +178,7 @@ def _started(Testbed, switch, ports, extra, log, attempts=3):
 
 
 def measure(build, repeat=3, elements=16 << 20, rate_mbit=200, methods=("ina", "ina-ps", "gloo"),
-            log=print):
+            log=print, busy=0):
     if os.geteuid() != 0:
         return {"skipped": "needs root (network namespaces, tc)"}
     from testbed import Host, Port, Testbed
@@ -171,7 +209,7 @@ def measure(build, repeat=3, elements=16 << 20, rate_mbit=200, methods=("ina", "
     runs = {m: [] for m in methods}
     timeout_s = max(60.0, bound["ina-ps"] * 6)
     extra = {"dataplane": {"idle_sleep_us": 20}}
-    with _started(Testbed, switch, ports, extra, log) as tb:
+    with _started(Testbed, switch, ports, extra, log) as tb, Busy(busy):
         _shape(tb, rate_mbit, burst_kb, limit_kb)
         for h in hosts:
             h.wait_reachable("10.0.1.1")
@@ -188,11 +226,12 @@ def measure(build, repeat=3, elements=16 << 20, rate_mbit=200, methods=("ina", "
                 else:
                     res = run_gloo(tb, workers, elements, timeout_s)
                 runs[m].append(res)
-                log("e2e %-6s run %d: %.2f s (bound %.2f s, %.2fx)" % (
-                    m, r + 1, res["seconds"], bound[m], res["seconds"] / bound[m]))
+                log("e2e%s %-6s run %d: %.2f s (bound %.2f s, %.2fx)" % (
+                    " busy %d" % busy if busy else "", m, r + 1, res["seconds"], bound[m],
+                    res["seconds"] / bound[m]))
     out = {"elements": elements, "tensor_bytes": tensor, "workers": N, "rate_mbit": rate_mbit,
            "tbf": {"burst_kb": burst_kb, "limit_kb": limit_kb}, "chunk_elements": CHUNK,
-           "window": WINDOW, "methods": {}}
+           "window": WINDOW, "busy": busy, "methods": {}}
     for m in methods:
         secs = [x["seconds"] for x in runs[m]]
         out["methods"][m] = {"seconds": secs, "median_s": statistics.median(secs),

@@ -390,6 +390,19 @@ def write(res, doc, result_path):
                             "max": max(r["seconds"])}), r["bound_s"], r["to_bound"]))
         L += ["", "INA / gloo: **%s** (goal ≤ 0.75); INA / ina-ps: **%s** (goal ≤ 0.5)." % (
             f(e2e.get("ina_over_gloo"), 3), f(e2e.get("ina_over_ps"), 3))]
+        busy = e2e.get("busy")
+        if busy and "methods" in busy:
+            L += ["", "**With one CPU-busy process beside it** (a Python busy loop in the root "
+                  "namespace for the whole measurement, %d runs each):" % len(
+                      next(iter(busy["methods"].values()))["seconds"]), "",
+                  "| method | completion s | link bound s | time / bound |",
+                  "| --- | --- | --- | --- |"]
+            for m, r in busy["methods"].items():
+                L.append("| %s | %s | %.2f | %.2f |" % (
+                    m, mmm_txt({"min": min(r["seconds"]), "median": r["median_s"],
+                                "max": max(r["seconds"])}), r["bound_s"], r["to_bound"]))
+            L += ["", "INA / gloo with a busy neighbour: **%s** (goal ≤ 0.75); INA / ina-ps: "
+                  "**%s**." % (f(busy.get("ina_over_gloo"), 3), f(busy.get("ina_over_ps"), 3))]
         if plt:
             plot_e2e(plt, e2e, os.path.join(imgdir, "e2e.png"))
             L += ["", "![e2e](perf/e2e.png)"]

@@ -91,6 +91,7 @@ py::dict stats_dict(const ina::worker::Stats& s) {
     d["packets_sent"] = s.packets_sent;
     d["retransmits"] = s.retransmits;
     d["fast_retransmits"] = s.fast_retransmits;
+    d["gso_datagrams"] = s.gso_datagrams;
     d["results"] = s.results;
     d["duplicate_results"] = s.duplicate_results;
     d["ignored"] = s.ignored;

@@ -46,6 +46,9 @@ struct ClientOptions {
     std::chrono::microseconds retransmit_timeout{20000};
     std::chrono::milliseconds overall_timeout{60000};
     int socket_buffer_bytes = 8 << 20;
+    // Send runs of full-size packets as UDP GSO datagrams (UDP_SEGMENT); falls back to one
+    // datagram per packet when the kernel refuses.
+    bool udp_gso = true;
     // Fault injection for tests (where netem is unavailable): probabilities in [0, 1] that a
     // data packet is not sent, is sent twice, that a received result is dropped, and that a
     // batch of sends is reordered (adjacent pairs swapped). Seeded by fault_seed.
@@ -61,6 +64,7 @@ struct Stats {
     uint64_t packets_sent = 0;      // data packets, first sends and retransmissions
     uint64_t retransmits = 0;       // data packets sent with the retransmit flag
     uint64_t fast_retransmits = 0;  // of those, sent because later chunks' results came first
+    uint64_t gso_datagrams = 0;      // sends as UDP GSO runs (0: segmentation offload off)
     uint64_t results = 0;           // results stored (one per chunk)
     uint64_t duplicate_results = 0; // results for chunks already done (ignored)
     uint64_t ignored = 0;           // datagrams that are not results of this job's window
@@ -119,6 +123,7 @@ public:
 private:
     ClientOptions opt_;
     int fd_ = -1;
+    bool gso_ = true;  // UDP_SEGMENT runs (ClientOptions::udp_gso), until the kernel refuses one
     uint32_t next_seq_ = 0;
     uint32_t root_addr_ = 0;  // network byte order
     wire::BitString own_;     // this worker's bit

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <iostream>
 #include <iterator>
 #include <map>
 #include <optional>
@@ -55,6 +56,9 @@ int main(int argc, char** argv) {
         ->default_val(0);
     app.add_option("--timeout-ms", timeout_ms, "overall timeout")->default_val(60000);
     app.add_option("--rto-ms", rto_ms, "retransmission timeout")->default_val(20);
+    bool no_gso = false;
+    app.add_flag("--no-gso", no_gso,
+                 "one datagram per packet (no UDP GSO runs of full-size packets)");
     app.add_option("--seed", seed, "data seed")->default_val(1);
     app.add_option("--workers-data", workers_data,
                    "BFR-ids whose generated data make up the reference (default: --abm)");
@@ -63,6 +67,11 @@ int main(int argc, char** argv) {
                    "reduce this file's tensor (raw little-endian elements of --type) instead of "
                    "generated data; --elements is then the file's length and nothing is verified");
     app.add_option("--output", output_path, "write the reduced tensor here (raw, little-endian)");
+    bool start_on_stdin = false;
+    app.add_flag("--start-on-stdin", start_on_stdin,
+                 "once the tensor is ready, print {\"ready\": true, ...} and start only when a "
+                 "line arrives on stdin (a start barrier across workers: the time then counts "
+                 "the AllReduce, not the other workers' data generation)");
     bool no_progress = false;
     app.add_flag("--no-progress", no_progress,
                  "no progress bar (drawn on stderr for tensors of 1 MiB or more, only when "
@@ -109,6 +118,7 @@ int main(int argc, char** argv) {
     }
     o.overall_timeout = std::chrono::milliseconds(timeout_ms);
     o.retransmit_timeout = std::chrono::microseconds(static_cast<int64_t>(rto_ms * 1000));
+    o.udp_gso = !no_gso;
 
     try {
         worker::Client client(o);
@@ -132,6 +142,14 @@ int main(int argc, char** argv) {
             input = worker::generate(o.elem_type, elements, seed, o.bfr_id);
         }
         std::vector<std::byte> output(input.size());
+        if (start_on_stdin) {
+            std::printf("{\"ready\": true, \"bfr_id\": %u}\n", unsigned{o.bfr_id});
+            std::fflush(stdout);
+            std::string go;
+            if (!std::getline(std::cin, go)) {
+                throw worker::Error("--start-on-stdin: stdin closed before the start line");
+            }
+        }
         std::optional<worker::ProgressBar> bar;
         if (worker::ProgressBar::wanted(!no_progress, STDERR_FILENO, input.size())) {
             bar.emplace(STDERR_FILENO,
@@ -159,7 +177,7 @@ int main(int argc, char** argv) {
         std::printf(
             "{\"ok\": %s, \"bfr_id\": %u, \"elements\": %llu, \"chunks\": %llu, "
             "\"packets_sent\": %llu, \"retransmits\": %llu, \"fast_retransmits\": %llu, "
-            "\"duplicate_results\": %llu, "
+            "\"gso_datagrams\": %llu, \"duplicate_results\": %llu, "
             "\"bad_results\": %llu, \"ignored\": %llu, \"injected_faults\": %llu, \"mismatches\": %zu, "
             "\"max_abs_err\": %g, \"seconds\": %.6f, \"gbit_per_s\": %.6f}\n",
             ok ? "true" : "false", unsigned{o.bfr_id}, static_cast<unsigned long long>(elements),
@@ -167,6 +185,7 @@ int main(int argc, char** argv) {
             static_cast<unsigned long long>(st.packets_sent),
             static_cast<unsigned long long>(st.retransmits),
             static_cast<unsigned long long>(st.fast_retransmits),
+            static_cast<unsigned long long>(st.gso_datagrams),
             static_cast<unsigned long long>(st.duplicate_results),
             static_cast<unsigned long long>(st.bad_results),
             static_cast<unsigned long long>(st.ignored),
