@@ -122,6 +122,57 @@ def measure(binary, payloads, workers, types, seconds, repeat, tp_seconds, log=p
     return rows
 
 
+# Working sets of the physical-limit rows (issue 15 item 3): the INA job's window x 1 KiB slots
+# in L1/L2, L2, the last-level cache and DRAM (the regime names are this machine's: 2 MiB L2 per
+# core, 32 MiB L3; bench/notes.md).
+LIMIT_WINDOWS = [("L1/L2", 64), ("L2", 1024), ("LLC", 16384), ("DRAM", 131072)]
+# A 100 GbE port at line rate with 1 KiB payloads: frame = payload + 74 B of Ethernet, IPv4,
+# UDP and INA (64-bit BitString) headers + 4 B FCS, plus 20 B preamble and gap on the wire.
+LINE_RATE_100G_1K = 100e9 / ((1024 + 74 + 4 + 20) * 8)
+
+
+def membw(binary, working_set, payload, etype, workers, seconds):
+    out = subprocess.run([binary, "--bytes", str(working_set), "--payload", str(payload),
+                          "--type", etype, "--workers", str(workers), "--seconds", str(seconds)],
+                         capture_output=True, text=True, timeout=4 * seconds + 60)
+    if out.returncode != 0:
+        raise RuntimeError("membw_bench failed: " + out.stdout + out.stderr)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def measure_limit(ina_binary, membw_binary, seconds, repeat, windows=LIMIT_WINDOWS, log=print):
+    """The aggregation (1 KiB fp32 x 8 workers, one lcore) at each working set beside what one
+    thread's accumulator copy/add sustains over the same working set (membw_bench, the same
+    kernels): the fraction of the memory ceiling the switch reaches, per cache regime."""
+    payload, etype, n = GOAL
+    rows = []
+    for regime, window in windows:
+        ina, mem = [], []
+        for _ in range(repeat):  # alternating, so load hits both
+            ina.append(run_bench([ina_binary, "--workers", str(n), "--payload", str(payload),
+                                  "--type", etype, "--seconds", str(seconds), "--window",
+                                  str(window)], timeout=seconds + 60))
+            mem.append(membw(membw_binary, window * payload, payload, etype, n, seconds / 2))
+        mpps = statistics.median(r["mpps"] for r in ina)
+        ceiling = statistics.median(r["contributions_per_s"] for r in mem) / 1e6
+        row = {"regime": regime, "window": window, "working_set_bytes": window * payload,
+               "mpps": mmm([r["mpps"] for r in ina]),
+               "ceiling_mpps": mmm([round(r["contributions_per_s"] / 1e6, 3) for r in mem]),
+               "copy_gbyte_s": mmm([r["copy_gbyte_s"] for r in mem]),
+               "add_gbyte_s": mmm([r["add_gbyte_s"] for r in mem]),
+               "reduced_gbyte_s": round(mpps * payload / 1e3, 3),
+               "fraction": round(mpps / ceiling, 3) if ceiling else None,
+               "line_rate_100g_mpps": round(LINE_RATE_100G_1K / 1e6, 3),
+               "ceiling_covers_100g": ceiling * 1e6 >= LINE_RATE_100G_1K}
+        rows.append(row)
+        log("limit %-5s window %6d (%6.1f MiB): INA %6.2f Mpps | memory ceiling %6.2f Mpps "
+            "(copy %.1f GB/s, add %.1f GB/s) | fraction %.3f | 100 GbE needs %.2f Mpps" % (
+                regime, window, window * payload / 2**20, mpps, ceiling,
+                row["copy_gbyte_s"]["median"], row["add_gbyte_s"]["median"],
+                row["fraction"] or 0, LINE_RATE_100G_1K / 1e6))
+    return rows
+
+
 ROCE_RANKS = 8
 ROCE_GOAL = 0.8  # issue 11: RoCE aggregation per core >= 0.8 x the UDP INA path
 # The pairs measured, each RoCE job beside the INA job in the same place of the tree. The goal is

@@ -597,6 +597,11 @@ int main(int argc, char** argv) {
     bool deterministic = false;
     app.add_flag("--deterministic", deterministic,
                  "the job is deterministic: exact int64 fixed-point sums (float types)");
+    uint32_t window = 1024;
+    app.add_option("--window", window,
+                   "the INA job's window (slots, a power of two): its working set is window x "
+                   "payload")
+        ->check(CLI::Range(16u, 1u << 20));
     app.add_option("--lcores", lanes, "aggregating lcores")->check(CLI::Range(1, 2));
     app.add_option("--steer", steer, "with 2 lcores: chunk (ideal) or handoff (by worker)")
         ->check(CLI::IsMember({"chunk", "handoff"}));
@@ -694,7 +699,8 @@ int main(int argc, char** argv) {
                              R"(", op: sum, elem_type: )" + type +
                              ", max_elements: " + std::to_string(elems) +
                              (deterministic ? ", deterministic: true" : "") +
-                             ", window: 1024, root: 10.0.2.2" + result_workers + "}\n");
+                             ", window: " + std::to_string(window) +
+                             ", root: 10.0.2.2" + result_workers + "}\n");
     auto bench = build_bench_snapshot(yaml, qsbr);
     auto& snap = bench.built.snapshot;
     if (!snap) {
@@ -707,7 +713,7 @@ int main(int argc, char** argv) {
     jp.op = reduce::Op::sum;
     jp.elem_type = static_cast<reduce::ElemType>(et);
     jp.max_elems = elems;
-    jp.window = 1024;
+    jp.window = window;
     jp.role = root ? ina::Role::root : ina::Role::aggregator;
     jp.result_cache = l3 ? 0 : config::ina_result_cache(bench.cfg.config->ina.jobs.at(0));
     jp.idle_timeout = ~uint64_t{0} / 4;

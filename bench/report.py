@@ -243,6 +243,31 @@ def write(res, doc, result_path):
         if plt:
             plot_aggregation(plt, ag, os.path.join(imgdir, "aggregation.png"))
             L += ["![aggregation](perf/aggregation.png)", ""]
+        limit = ag.get("limit")
+        if limit:
+            L += ["### The physical limit: the memory ceiling per cache regime", "",
+                  "The 1 KiB fp32 × 8 workers job on one lcore with its window set so that its "
+                  "slots (window × 1 KiB) live in each level of the memory hierarchy, beside "
+                  "`bench/membw_bench`: one thread running the same reduction kernels over the "
+                  "same working set in the chunk table's order (one copy + 7 adds per chunk, the "
+                  "packets hot), alternating run by run. *Ceiling*: contributions/s that mix "
+                  "sustains; *fraction*: the switch's rate over it. A 100 GbE port at line rate "
+                  "with 1 KiB payloads brings %.2f M contributions/s." % (
+                      limit[0]["line_rate_100g_mpps"]), "",
+                  "| regime | window | working set | INA Mpps | ceiling Mpps | copy GB/s | "
+                  "add GB/s | reduced GB/s | fraction | ceiling ≥ 100 GbE |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+            for r in limit:
+                L.append("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                    r["regime"], r["window"],
+                    "%.0f KiB" % (r["working_set_bytes"] / 1024)
+                    if r["working_set_bytes"] < 1 << 20 else
+                    "%.0f MiB" % (r["working_set_bytes"] / 2**20),
+                    mmm_txt(r["mpps"]), mmm_txt(r["ceiling_mpps"]),
+                    f(r["copy_gbyte_s"]["median"], 1), f(r["add_gbyte_s"]["median"], 1),
+                    f(r["reduced_gbyte_s"], 2), f(r["fraction"], 3),
+                    "yes" if r["ceiling_covers_100g"] else "no"))
+            L.append("")
     elif ag:
         L += ["## INA aggregation", "", "Not measured: %s" % ag.get("error"), ""]
 

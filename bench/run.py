@@ -82,7 +82,13 @@ def scenario_aggregation(a):
             ["fp32", "bf16", "int32"], 1.0, 3
     rows = aggregation.measure(os.path.join(a.build, "bench", "ina_bench"), payloads, workers,
                                types, seconds, a.repeat, tp, log=log)
-    return {"seconds": seconds, "rows": rows}
+    # The physical limit (issue 15 item 3): the same job at working sets in each cache regime,
+    # beside one thread's accumulator copy/add over the same working set.
+    limit = aggregation.measure_limit(
+        os.path.join(a.build, "bench", "ina_bench"), os.path.join(a.build, "bench", "membw_bench"),
+        seconds, a.repeat, windows=aggregation.LIMIT_WINDOWS[1:2] if a.smoke else
+        aggregation.LIMIT_WINDOWS, log=log)
+    return {"seconds": seconds, "rows": rows, "limit": limit}
 
 
 def scenario_roce(a):
