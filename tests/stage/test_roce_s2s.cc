@@ -43,6 +43,11 @@ constexpr uint32_t kPsn[3] = {0, 1000, 2000};
 constexpr uint64_t kAreaVa[3] = {0, 0x10000, 0x20000};  // each connection's area at the root
 constexpr uint32_t kAreaRkey[3] = {0, 0x111, 0x222};
 constexpr uint16_t kSlot = 10;
+// Result replication: the PSN the root sends from on each connection, each worker's result
+// buffer (in the static config, or the REQ of a learning job).
+constexpr uint32_t kRootPsn[3] = {0, 5000, 9000};
+constexpr uint64_t kResultAddr[3] = {0, 0x7f0000001000, 0x7f0000800000};
+constexpr uint32_t kResultRkey[3] = {0, 0xA1, 0xB2};
 
 std::string s2s_yaml() {
     return std::string(kStageYaml) + R"(rdma_s2s:
@@ -632,7 +637,7 @@ protected:
         msg.req.local_comm_id = 0x1000 + static_cast<uint32_t>(rank) + 0x10 * generation;
         msg.req.service_id = rc::cm::service_id_for_tcp_port(7471);
         msg.req.local_qpn = kWorkerQpn[rank] + 100 * generation;
-        msg.req.starting_psn = 0x5d50b2;  // the root's send PSN: not the worker's
+        msg.req.starting_psn = kRootPsn[rank];  // the root's send PSN: not the worker's
         rc::cm::CmaHeader h;
         h.src = rc::cm::ipv4_gid(worker_ip(rank));
         h.dst = rc::cm::ipv4_gid(kRoot);
@@ -645,6 +650,8 @@ protected:
         c.world = 2;
         c.chunk_bytes = kChunk;
         c.window = kWindow;
+        c.result_addr = kResultAddr[rank];
+        c.result_rkey = kResultRkey[rank];
         const auto enc = c.encode();
         std::memcpy(msg.req.private_data.data() + rc::cm::kCmaHeaderBytes, enc.data(), enc.size());
         return cm_frame(worker_ip(rank), kRoot, msg);
@@ -906,10 +913,7 @@ TEST(RoceS2sConfig, ErrorsNameTheirPlace) {
 
 // Result replication (replicate: true): the root WRITEs each result once, on the carrier (rank
 // 1); the switch copies it onto rank 2's root -> worker leg and aggregates the two workers'
-// ACKs into the carrier's. Root PSNs 5000 (rank 1) and 9000 (rank 2).
-constexpr uint32_t kRootPsn[3] = {0, 5000, 9000};
-constexpr uint64_t kResultAddr[3] = {0, 0x7f0000001000, 0x7f0000800000};
-constexpr uint32_t kResultRkey[3] = {0, 0xA1, 0xB2};
+// ACKs into the carrier's.
 
 class RoceS2sReplicate : public RoceS2s {
 protected:
@@ -1196,6 +1200,65 @@ TEST(RoceS2sConfig, ReplicateNeedsEachConnectionsResultBuffer) {
     const auto& c = fs::s2s_of(*r.config)->jobs[0].connections[0];
     EXPECT_EQ(*c.result_addr, 0x1000u);
     EXPECT_EQ(fs::job_params(fs::s2s_of(*r.config)->jobs[0]).replicate, true);
+}
+
+// Learning: each connection's root PSN is its REQ's Starting PSN and its result buffer the
+// REQ's INAR request; replication runs on what the CM exchange taught.
+class RoceS2sLearnReplicate : public RoceS2sLearn {
+protected:
+    std::string yaml() const override {
+        return std::string(kStageYaml) + R"(rdma_s2s:
+  jobs:
+    - {id: 11, root: 10.0.2.2, world: 2, dtype: int32, chunk_bytes: 64, window: 4, timeout: 10,
+       learn: true, replicate: true}
+)";
+    }
+};
+
+TEST_F(RoceS2sLearnReplicate, TheRequestTeachesTheLegAndTheResultBuffer) {
+    connect(1);
+    connect(2);
+    rc::Ipv4Path path;
+    path.src_ip = kRoot;
+    path.dst_ip = kWorker1;
+    path.dest_qp = kWorkerQpn[1];
+    rc::Transmit tx;
+    tx.opcode = rc::op::kWriteOnlyImm;
+    tx.psn = kRootPsn[1] + 2;
+    tx.has_reth = true;
+    tx.length = kChunk;
+    tx.reth = {kResultAddr[1] + 2 * kChunk, kResultRkey[1], kChunk};
+    tx.has_imm = true;
+    tx.imm = 2u << 8 | 2;
+    const auto v = fill(7);
+    send(frame(kRoot, [&](uint8_t* out, size_t cap) {
+        return rc::encode_write(out, cap, path, 1, tx, reinterpret_cast<const uint8_t*>(v.data()));
+    }));
+    ASSERT_EQ(to(kWorker1).size(), 1u);
+    const auto copy = to(kWorker2);
+    ASSERT_EQ(copy.size(), 1u);
+    EXPECT_EQ(copy[0].p.bth.dest_qp, kWorkerQpn[2]) << "the REQ's QPN";
+    EXPECT_EQ(copy[0].p.bth.psn, kRootPsn[2] + 2) << "from the REQs' Starting PSNs";
+    EXPECT_EQ(copy[0].p.reth.va, kResultAddr[2] + 2 * kChunk) << "the INAR result_addr";
+    EXPECT_EQ(copy[0].p.reth.rkey, kResultRkey[2]);
+    EXPECT_EQ(ints(copy[0].payload), fill(7));
+    EXPECT_TRUE(copy[0].icrc_ok);
+    // Both workers' ACKs make one ACK toward the root on the learned carrier.
+    for (int rank = 1; rank <= 2; ++rank) {
+        rc::Ipv4Path a;
+        a.src_ip = worker_ip(rank);
+        a.dst_ip = kRoot;
+        a.dest_qp = kRootQpn[rank];
+        send(frame(a.src_ip, [&](uint8_t* out, size_t cap) {
+            return rc::encode_ack(out, cap, a, 1,
+                                  rc::Reply{rc::aeth::kAckUnlimited, kRootPsn[rank] + 2, 1});
+        }));
+    }
+    const auto acks = to(kRoot);
+    ASSERT_EQ(acks.size(), 1u);
+    EXPECT_EQ(acks[0].src, kWorker1);
+    EXPECT_EQ(acks[0].p.bth.dest_qp, kRootQpn[1]) << "the REP's QPN";
+    EXPECT_EQ(acks[0].p.bth.psn, kRootPsn[1] + 2);
 }
 
 }  // namespace
