@@ -230,8 +230,7 @@ rte_mbuf* result_copy(LcoreContext& ctx, const JobState& job, uint16_t i, rte_mb
     udp->dgram_cksum = 0;
     uint8_t* bth = reinterpret_cast<uint8_t*>(udp + 1);
     const uint32_t qpn = c.params.worker_qpn;
-    const uint32_t psn = rc::psn_add(p.bth.psn, (c.params.root_psn - job.conns[0].params.root_psn) &
-                                                    0xFFFFFF);
+    const uint32_t psn = job.from_carrier(i, p.bth.psn);
     const uint8_t qp_psn[] = {static_cast<uint8_t>(qpn >> 16), static_cast<uint8_t>(qpn >> 8),
                               static_cast<uint8_t>(qpn)};
     std::memcpy(bth + 5, qp_psn, 3);
