@@ -49,7 +49,12 @@ constexpr uint32_t kRootPsn[3] = {0, 5000, 9000};
 constexpr uint64_t kResultAddr[3] = {0, 0x7f0000001000, 0x7f0000800000};
 constexpr uint32_t kResultRkey[3] = {0, 0xA1, 0xB2};
 
-std::string s2s_yaml() {
+// Job 9 with `job_keys` (indented lines) and `connections` (list lines).
+std::string s2s_yaml(
+    const std::string& job_keys = "      timeout: 10\n",
+    const std::string& connections =
+        "        - {rank: 2, ip: 10.0.2.7, qpn: 18, root_qpn: 0x41, psn: 2000}\n"
+        "        - {rank: 1, ip: 10.0.1.2, qpn: 17, root_qpn: 0x40, psn: 1000}\n") {
     return std::string(kStageYaml) + R"(rdma_s2s:
   jobs:
     - id: 9
@@ -59,11 +64,8 @@ std::string s2s_yaml() {
       dtype: int32
       chunk_bytes: 64
       window: 4
-      timeout: 10
-      connections:
-        - {rank: 2, ip: 10.0.2.7, qpn: 18, root_qpn: 0x41, psn: 2000}
-        - {rank: 1, ip: 10.0.1.2, qpn: 17, root_qpn: 0x40, psn: 1000}
-)";
+)" + job_keys + "      connections:\n" +
+           connections;
 }
 
 void register_once() {
@@ -153,6 +155,32 @@ protected:
         return frame(path.src_ip, [&](uint8_t* out, size_t cap) {
             return rc::encode_write(out, cap, path, 1, tx,
                                     reinterpret_cast<const uint8_t*>(values.data()));
+        });
+    }
+    // Replication: the root's result WRITE packet `k` (from kRootPsn[1]) of chunk c on the
+    // carrier, into rank 1's result buffer.
+    Bytes result(uint32_t k, uint32_t c, uint8_t opcode = rc::op::kWriteOnlyImm,
+                 uint32_t length = kChunk, uint32_t dma_len = kChunk) {
+        rc::Ipv4Path path;
+        path.src_ip = kRoot;
+        path.dst_ip = kWorker1;
+        path.dest_qp = kWorkerQpn[1];
+        path.src_port = 0xC0DE;
+        rc::Transmit tx;
+        tx.opcode = opcode;
+        tx.psn = kRootPsn[1] + k;
+        tx.ack_req = true;
+        tx.has_reth = opcode == rc::op::kWriteFirst || opcode == rc::op::kWriteOnly ||
+                      opcode == rc::op::kWriteOnlyImm;
+        tx.length = length;
+        tx.reth = {kResultAddr[1] + c * kChunk, kResultRkey[1], dma_len};
+        tx.has_imm = opcode == rc::op::kWriteOnlyImm || opcode == rc::op::kWriteLastImm;
+        tx.imm = c << 8 | 2;
+        std::vector<int32_t> v = fill(static_cast<int32_t>(1000 * c + k));
+        v.resize(length / 4);
+        return frame(kRoot, [&](uint8_t* out, size_t cap) {
+            return rc::encode_write(out, cap, path, 1, tx,
+                                    reinterpret_cast<const uint8_t*>(v.data()));
         });
     }
     // The root's ACK/NAK on rank's connection (root-side PSN space).
@@ -614,9 +642,9 @@ protected:
         return std::string(kStageYaml) + R"(rdma_s2s:
   jobs:
     - {id: 11, root: 10.0.2.2, world: 2, dtype: int32, chunk_bytes: 64, window: 4, timeout: 10,
-       learn: true}
-)";
+       learn: true, replicate: )" + (replicate() ? "true" : "false") + "}\n";
     }
+    virtual bool replicate() const { return false; }
     static constexpr uint32_t kRepPsn[3] = {0, 3000, 4000};  // the workers send from these
 
     Bytes cm_frame(uint32_t from, uint32_t to, const rc::cm::Message& msg) {
@@ -918,47 +946,12 @@ TEST(RoceS2sConfig, ErrorsNameTheirPlace) {
 class RoceS2sReplicate : public RoceS2s {
 protected:
     std::string yaml() const override {
-        return std::string(kStageYaml) + R"(rdma_s2s:
-  jobs:
-    - id: 9
-      root: 10.0.2.2
-      world: 2
-      op: sum
-      dtype: int32
-      chunk_bytes: 64
-      window: 4
-      replicate: true
-      connections:
-        - {rank: 1, ip: 10.0.1.2, qpn: 17, root_qpn: 0x40, psn: 1000, root_psn: 5000,
-           result_addr: 0x7f0000001000, result_rkey: 0xA1}
-        - {rank: 2, ip: 10.0.2.7, qpn: 18, root_qpn: 0x41, psn: 2000, root_psn: 9000,
-           result_addr: 0x7f0000800000, result_rkey: 0xB2}
-)";
-    }
-    // The root's result WRITE packet `k` (from kRootPsn[1]) of chunk c on the carrier.
-    Bytes result(uint32_t k, uint32_t c, uint8_t opcode = rc::op::kWriteOnlyImm,
-                 uint32_t length = kChunk, uint32_t dma_len = kChunk) {
-        rc::Ipv4Path path;
-        path.src_ip = kRoot;
-        path.dst_ip = kWorker1;
-        path.dest_qp = kWorkerQpn[1];
-        path.src_port = 0xC0DE;
-        rc::Transmit tx;
-        tx.opcode = opcode;
-        tx.psn = kRootPsn[1] + k;
-        tx.ack_req = true;
-        tx.has_reth = opcode == rc::op::kWriteFirst || opcode == rc::op::kWriteOnly ||
-                      opcode == rc::op::kWriteOnlyImm;
-        tx.length = length;
-        tx.reth = {kResultAddr[1] + c * kChunk, kResultRkey[1], dma_len};
-        tx.has_imm = opcode == rc::op::kWriteOnlyImm || opcode == rc::op::kWriteLastImm;
-        tx.imm = c << 8 | 2;
-        std::vector<int32_t> v = fill(static_cast<int32_t>(1000 * c + k));
-        v.resize(length / 4);
-        return frame(kRoot, [&](uint8_t* out, size_t cap) {
-            return rc::encode_write(out, cap, path, 1, tx,
-                                    reinterpret_cast<const uint8_t*>(v.data()));
-        });
+        return s2s_yaml(
+            "      replicate: true\n",
+            "        - {rank: 1, ip: 10.0.1.2, qpn: 17, root_qpn: 0x40, psn: 1000,\n"
+            "           root_psn: 5000, result_addr: 0x7f0000001000, result_rkey: 0xA1}\n"
+            "        - {rank: 2, ip: 10.0.2.7, qpn: 18, root_qpn: 0x41, psn: 2000,\n"
+            "           root_psn: 9000, result_addr: 0x7f0000800000, result_rkey: 0xB2}\n");
     }
     // Rank's ACK/NAK of the root's result WRITEs (the leg's own PSN space), MSN msn.
     Bytes worker_ack(int rank, uint32_t psn, uint32_t msn,
@@ -1206,34 +1199,13 @@ TEST(RoceS2sConfig, ReplicateNeedsEachConnectionsResultBuffer) {
 // REQ's INAR request; replication runs on what the CM exchange taught.
 class RoceS2sLearnReplicate : public RoceS2sLearn {
 protected:
-    std::string yaml() const override {
-        return std::string(kStageYaml) + R"(rdma_s2s:
-  jobs:
-    - {id: 11, root: 10.0.2.2, world: 2, dtype: int32, chunk_bytes: 64, window: 4, timeout: 10,
-       learn: true, replicate: true}
-)";
-    }
+    bool replicate() const override { return true; }
 };
 
 TEST_F(RoceS2sLearnReplicate, TheRequestTeachesTheLegAndTheResultBuffer) {
     connect(1);
     connect(2);
-    rc::Ipv4Path path;
-    path.src_ip = kRoot;
-    path.dst_ip = kWorker1;
-    path.dest_qp = kWorkerQpn[1];
-    rc::Transmit tx;
-    tx.opcode = rc::op::kWriteOnlyImm;
-    tx.psn = kRootPsn[1] + 2;
-    tx.has_reth = true;
-    tx.length = kChunk;
-    tx.reth = {kResultAddr[1] + 2 * kChunk, kResultRkey[1], kChunk};
-    tx.has_imm = true;
-    tx.imm = 2u << 8 | 2;
-    const auto v = fill(7);
-    send(frame(kRoot, [&](uint8_t* out, size_t cap) {
-        return rc::encode_write(out, cap, path, 1, tx, reinterpret_cast<const uint8_t*>(v.data()));
-    }));
+    send(result(2, 2));
     ASSERT_EQ(to(kWorker1).size(), 1u);
     const auto copy = to(kWorker2);
     ASSERT_EQ(copy.size(), 1u);
@@ -1241,7 +1213,7 @@ TEST_F(RoceS2sLearnReplicate, TheRequestTeachesTheLegAndTheResultBuffer) {
     EXPECT_EQ(copy[0].p.bth.psn, kRootPsn[2] + 2) << "from the REQs' Starting PSNs";
     EXPECT_EQ(copy[0].p.reth.va, kResultAddr[2] + 2 * kChunk) << "the INAR result_addr";
     EXPECT_EQ(copy[0].p.reth.rkey, kResultRkey[2]);
-    EXPECT_EQ(ints(copy[0].payload), fill(7));
+    EXPECT_EQ(ints(copy[0].payload), fill(2002));
     EXPECT_TRUE(copy[0].icrc_ok);
     // Both workers' ACKs make one ACK toward the root on the learned carrier.
     for (int rank = 1; rank <= 2; ++rank) {
