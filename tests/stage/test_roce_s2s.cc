@@ -1233,5 +1233,21 @@ TEST_F(RoceS2sLearnReplicate, TheRequestTeachesTheLegAndTheResultBuffer) {
     EXPECT_EQ(acks[0].p.bth.psn, kRootPsn[1] + 2);
 }
 
+TEST_F(RoceS2sLearnReplicate, WithoutTheCarrierTheWorkersAcksAreTheirOwn) {
+    connect(2);  // rank 1, the carrier, not connected: nothing to aggregate onto
+    rc::Ipv4Path a;
+    a.src_ip = kWorker2;
+    a.dst_ip = kRoot;
+    a.dest_qp = kRootQpn[2];
+    send(frame(a.src_ip, [&](uint8_t* out, size_t cap) {
+        return rc::encode_ack(out, cap, a, 1, rc::Reply{rc::aeth::kAckUnlimited, kRootPsn[2], 1});
+    }));
+    const auto passed = to(kRoot);
+    ASSERT_EQ(passed.size(), 1u) << "forwarded untouched";
+    EXPECT_EQ(passed[0].p.bth.dest_qp, kRootQpn[2]);
+    EXPECT_EQ(passed[0].p.bth.psn, kRootPsn[2]);
+    EXPECT_EQ(job->counters.result_acks_consumed, 0u);
+}
+
 }  // namespace
 }  // namespace ina::test

@@ -969,6 +969,13 @@ uint16_t s2s_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
             continue;
         }
         Connection& c = job->conns[conn];
+        if (result_path && !job->conns[0].live) {
+            // Learning, the carrier not connected (yet, or any more): nothing to copy from or
+            // to answer on; the packet is the endpoints' own.
+            ++lcore_counter(ctx, LcoreCounter::passed);
+            out.push(pass, m);
+            continue;
+        }
         if (result_path) {
             // Independent of the aggregation and of a drain: the root writes once all along.
             if (!to_root) {
