@@ -109,3 +109,60 @@ def aggregate(c, values, k, psn, ident):
                          va=va + (c % WINDOW) * CHUNK, rkey=rkey, imm=(c & 0xFFFFFF) << 8 | k,
                          ackreq=True, sport=source_port(WORKER[1].qpn), ip_id=ident, tos=0x02,
                          ttl=64)
+
+
+# Result replication (replicate: true; the s2s_replicate_* cases): the root sends each connection
+# from its own PSN (the REQ's Starting PSN, here the config's root_psn) and WRITEs results into
+# each worker's result buffer (VA, rkey). The root writes once, on the carrier (rank 1).
+ROOT_PSN = {1: 5000, 2: 9000}
+RESULT = {1: (0x7F0000001000, 0xA1), 2: (0x7F0000800000, 0xB2)}
+ROOT_SPORT = 0xD001  # whatever the root's NIC chose for its carrier QP
+
+
+def root_result(k, c, values, ident):
+    """The root's k-th result WRITE on the carrier: chunk c (imm c << 8 | 2) into rank 1's
+    result buffer at c * CHUNK, root-side PSN ROOT_PSN[1] + k, as it reaches p1."""
+    va, rkey = RESULT[1]
+    f = rocepkt.write(ROOT[1], WORKER[1], ROOT_PSN[1] + k, rocepkt.WRITE_ONLY_IMM, i32s(values),
+                      va=va + c * CHUNK, rkey=rkey, imm=(c & 0xFFFFFF) << 8 | 2, ackreq=True,
+                      sport=ROOT_SPORT, ip_id=ident)
+    return _to_switch(f, P1_MAC)
+
+
+def result_copy(rank, k, c, values, ident):
+    """What the switch sends rank's worker for the root's k-th result WRITE: that connection's
+    DestQP (the worker's QPN), PSN ROOT_PSN[rank] + k (the leg's fixed delta), RETH VA = its
+    result buffer + c * CHUNK and its rkey, UDP source port = source_port(the root's QPN of the
+    connection); the root's IP identification, TOS and TTL as they came (an originated frame:
+    routing keeps its TTL); the same payload and immediate; its own ICRC."""
+    va, rkey = RESULT[rank]
+    src = Endpoint(P0_MAC, ROOT_IP, None)
+    return rocepkt.write(src, WORKER[rank], ROOT_PSN[rank] + k, rocepkt.WRITE_ONLY_IMM,
+                         i32s(values), va=va + c * CHUNK, rkey=rkey,
+                         imm=(c & 0xFFFFFF) << 8 | 2, ackreq=True,
+                         sport=source_port(ROOT[rank].qpn), ip_id=ident, ttl=64)
+
+
+def worker_reply(rank, psn, msn, syndrome=rocepkt.ACK_UNLIMITED):
+    """Rank's ACK or NAK of the root's result WRITEs (its leg's PSN space), as it reaches p0."""
+    return _to_switch(rocepkt.ack(WORKER[rank], ROOT[rank], psn, msn, syndrome, sport=0xE000),
+                      P0_MAC)
+
+
+def worker_cnp(rank):
+    return _to_switch(rocepkt.cnp(WORKER[rank], ROOT[rank], sport=0xE000), P0_MAC)
+
+
+def to_root_on_carrier(psn, msn, syndrome, ident):
+    """The switch's ACK/NAK toward the root for the workers: on the carrier connection, as its
+    worker (IP source rank 1, DestQP the root's QPN of the carrier, UDP source port
+    source_port(rank 1's QPN), the job's IP identification counter)."""
+    src = Endpoint(P1_MAC, WORKER[1].ip, None)
+    return rocepkt.ack(src, ROOT[1], psn, msn, syndrome, sport=source_port(WORKER[1].qpn),
+                       ip_id=ident, tos=0x02, ttl=64)
+
+
+def cnp_to_root_on_carrier(ident):
+    src = Endpoint(P1_MAC, WORKER[1].ip, None)
+    return rocepkt.cnp(src, ROOT[1], sport=source_port(WORKER[1].qpn), ip_id=ident, tos=0x02,
+                       ttl=64)

@@ -43,8 +43,18 @@ constexpr uint32_t kPsn[3] = {0, 1000, 2000};
 constexpr uint64_t kAreaVa[3] = {0, 0x10000, 0x20000};  // each connection's area at the root
 constexpr uint32_t kAreaRkey[3] = {0, 0x111, 0x222};
 constexpr uint16_t kSlot = 10;
+// Result replication: the PSN the root sends from on each connection, each worker's result
+// buffer (in the static config, or the REQ of a learning job).
+constexpr uint32_t kRootPsn[3] = {0, 5000, 9000};
+constexpr uint64_t kResultAddr[3] = {0, 0x7f0000001000, 0x7f0000800000};
+constexpr uint32_t kResultRkey[3] = {0, 0xA1, 0xB2};
 
-std::string s2s_yaml() {
+// Job 9 with `job_keys` (indented lines) and `connections` (list lines).
+std::string s2s_yaml(
+    const std::string& job_keys = "      timeout: 10\n",
+    const std::string& connections =
+        "        - {rank: 2, ip: 10.0.2.7, qpn: 18, root_qpn: 0x41, psn: 2000}\n"
+        "        - {rank: 1, ip: 10.0.1.2, qpn: 17, root_qpn: 0x40, psn: 1000}\n") {
     return std::string(kStageYaml) + R"(rdma_s2s:
   jobs:
     - id: 9
@@ -54,11 +64,8 @@ std::string s2s_yaml() {
       dtype: int32
       chunk_bytes: 64
       window: 4
-      timeout: 10
-      connections:
-        - {rank: 2, ip: 10.0.2.7, qpn: 18, root_qpn: 0x41, psn: 2000}
-        - {rank: 1, ip: 10.0.1.2, qpn: 17, root_qpn: 0x40, psn: 1000}
-)";
+)" + job_keys + "      connections:\n" +
+           connections;
 }
 
 void register_once() {
@@ -148,6 +155,32 @@ protected:
         return frame(path.src_ip, [&](uint8_t* out, size_t cap) {
             return rc::encode_write(out, cap, path, 1, tx,
                                     reinterpret_cast<const uint8_t*>(values.data()));
+        });
+    }
+    // Replication: the root's result WRITE packet `k` (from kRootPsn[1]) of chunk c on the
+    // carrier, into rank 1's result buffer.
+    Bytes result(uint32_t k, uint32_t c, uint8_t opcode = rc::op::kWriteOnlyImm,
+                 uint32_t length = kChunk, uint32_t dma_len = kChunk) {
+        rc::Ipv4Path path;
+        path.src_ip = kRoot;
+        path.dst_ip = kWorker1;
+        path.dest_qp = kWorkerQpn[1];
+        path.src_port = 0xC0DE;
+        rc::Transmit tx;
+        tx.opcode = opcode;
+        tx.psn = kRootPsn[1] + k;
+        tx.ack_req = true;
+        tx.has_reth = opcode == rc::op::kWriteFirst || opcode == rc::op::kWriteOnly ||
+                      opcode == rc::op::kWriteOnlyImm;
+        tx.length = length;
+        tx.reth = {kResultAddr[1] + c * kChunk, kResultRkey[1], dma_len};
+        tx.has_imm = opcode == rc::op::kWriteOnlyImm || opcode == rc::op::kWriteLastImm;
+        tx.imm = c << 8 | 2;
+        std::vector<int32_t> v = fill(static_cast<int32_t>(1000 * c + k));
+        v.resize(length / 4);
+        return frame(kRoot, [&](uint8_t* out, size_t cap) {
+            return rc::encode_write(out, cap, path, 1, tx,
+                                    reinterpret_cast<const uint8_t*>(v.data()));
         });
     }
     // The root's ACK/NAK on rank's connection (root-side PSN space).
@@ -609,9 +642,9 @@ protected:
         return std::string(kStageYaml) + R"(rdma_s2s:
   jobs:
     - {id: 11, root: 10.0.2.2, world: 2, dtype: int32, chunk_bytes: 64, window: 4, timeout: 10,
-       learn: true}
-)";
+       learn: true, replicate: )" + (replicate() ? "true" : "false") + "}\n";
     }
+    virtual bool replicate() const { return false; }
     static constexpr uint32_t kRepPsn[3] = {0, 3000, 4000};  // the workers send from these
 
     Bytes cm_frame(uint32_t from, uint32_t to, const rc::cm::Message& msg) {
@@ -632,7 +665,7 @@ protected:
         msg.req.local_comm_id = 0x1000 + static_cast<uint32_t>(rank) + 0x10 * generation;
         msg.req.service_id = rc::cm::service_id_for_tcp_port(7471);
         msg.req.local_qpn = kWorkerQpn[rank] + 100 * generation;
-        msg.req.starting_psn = 0x5d50b2;  // the root's send PSN: not the worker's
+        msg.req.starting_psn = kRootPsn[rank];  // the root's send PSN: not the worker's
         rc::cm::CmaHeader h;
         h.src = rc::cm::ipv4_gid(worker_ip(rank));
         h.dst = rc::cm::ipv4_gid(kRoot);
@@ -645,6 +678,8 @@ protected:
         c.world = 2;
         c.chunk_bytes = kChunk;
         c.window = kWindow;
+        c.result_addr = kResultAddr[rank];
+        c.result_rkey = kResultRkey[rank];
         const auto enc = c.encode();
         std::memcpy(msg.req.private_data.data() + rc::cm::kCmaHeaderBytes, enc.data(), enc.size());
         return cm_frame(worker_ip(rank), kRoot, msg);
@@ -902,6 +937,316 @@ TEST(RoceS2sConfig, ErrorsNameTheirPlace) {
     ASSERT_NE(s2s, nullptr);
     EXPECT_EQ(s2s->jobs[0].window, 64u);
     EXPECT_FALSE(s2s->jobs[0].connections[0].psn.has_value()) << "learned from the first packet";
+}
+
+// Result replication (replicate: true): the root WRITEs each result once, on the carrier (rank
+// 1); the switch copies it onto rank 2's root -> worker leg and aggregates the two workers'
+// ACKs into the carrier's.
+
+class RoceS2sReplicate : public RoceS2s {
+protected:
+    std::string yaml() const override {
+        return s2s_yaml(
+            "      replicate: true\n",
+            "        - {rank: 1, ip: 10.0.1.2, qpn: 17, root_qpn: 0x40, psn: 1000,\n"
+            "           root_psn: 5000, result_addr: 0x7f0000001000, result_rkey: 0xA1}\n"
+            "        - {rank: 2, ip: 10.0.2.7, qpn: 18, root_qpn: 0x41, psn: 2000,\n"
+            "           root_psn: 9000, result_addr: 0x7f0000800000, result_rkey: 0xB2}\n");
+    }
+    // Rank's ACK/NAK of the root's result WRITEs (the leg's own PSN space), MSN msn.
+    Bytes worker_ack(int rank, uint32_t psn, uint32_t msn,
+                     uint8_t syndrome = rc::aeth::kAckUnlimited) {
+        rc::Ipv4Path path;
+        path.src_ip = worker_ip(rank);
+        path.dst_ip = kRoot;
+        path.dest_qp = kRootQpn[rank];
+        return frame(path.src_ip, [&](uint8_t* out, size_t cap) {
+            return rc::encode_ack(out, cap, path, 1, rc::Reply{syndrome, psn, msn});
+        });
+    }
+    Bytes worker_cnp(int rank) {
+        rc::Ipv4Path path;
+        path.src_ip = worker_ip(rank);
+        path.dst_ip = kRoot;
+        path.dest_qp = kRootQpn[rank];
+        return frame(path.src_ip, [&](uint8_t* out, size_t cap) {
+            return rc::encode_cnp(out, cap, path, 1);
+        });
+    }
+    // Packets 0..n-1 of the carrier's results sent and their two copies taken.
+    void results(uint32_t n) {
+        for (uint32_t k = 0; k < n; ++k) {
+            send(result(k, k));
+        }
+        EXPECT_EQ(to(kWorker1).size(), n);
+        EXPECT_EQ(to(kWorker2).size(), n);
+    }
+    // The frames toward the root (on r1, with rank 2's copies: those are taken as strays).
+    std::vector<Seen> at_root() { return to(kRoot); }
+};
+
+TEST_F(RoceS2sReplicate, ResultWriteIsCopiedOntoEveryWorkersLeg) {
+    const Bytes w = result(0, 3);
+    send(w);
+    const auto carrier = to(kWorker1);
+    ASSERT_EQ(carrier.size(), 1u);
+    EXPECT_EQ(carrier[0].p.bth.dest_qp, kWorkerQpn[1]) << "the carrier's own WRITE, untouched";
+    EXPECT_EQ(carrier[0].p.bth.psn, kRootPsn[1]);
+    EXPECT_EQ(carrier[0].p.reth.va, kResultAddr[1] + 3 * kChunk);
+    EXPECT_TRUE(carrier[0].icrc_ok);
+    const auto copy = to(kWorker2);
+    ASSERT_EQ(copy.size(), 1u);
+    const Seen& s = copy[0];
+    EXPECT_EQ(s.src, kRoot);
+    EXPECT_EQ(s.p.bth.opcode, rc::op::kWriteOnlyImm);
+    EXPECT_EQ(s.p.bth.dest_qp, kWorkerQpn[2]);
+    EXPECT_EQ(s.p.bth.psn, kRootPsn[2]) << "carrier PSN + the leg's fixed delta";
+    EXPECT_TRUE(s.p.bth.ack_req);
+    EXPECT_EQ(s.p.reth.va, kResultAddr[2] + 3 * kChunk) << "same offset into rank 2's buffer";
+    EXPECT_EQ(s.p.reth.rkey, kResultRkey[2]);
+    EXPECT_EQ(s.p.reth.dma_len, kChunk);
+    EXPECT_EQ(s.p.imm, 3u << 8 | 2);
+    EXPECT_EQ(ints(s.payload), fill(3000));
+    EXPECT_TRUE(s.icrc_ok) << "ICRC recomputed for the copy";
+    EXPECT_EQ(job->counters.results_replicated, 1u);
+    // The next packet keeps the delta.
+    send(result(1, 4));
+    ASSERT_EQ(to(kWorker1).size(), 1u);
+    const auto next = to(kWorker2);
+    ASSERT_EQ(next.size(), 1u);
+    EXPECT_EQ(next[0].p.bth.psn, kRootPsn[2] + 1);
+}
+
+TEST_F(RoceS2sReplicate, MultiPacketResultFirstMiddleLastIsCopiedPacketByPacket) {
+    // A 3-packet WRITE: FIRST (RETH, 64 of 160 bytes), MIDDLE, LAST with immediate.
+    send(result(0, 1, rc::op::kWriteFirst, 64, 160));
+    send(result(1, 1, rc::op::kWriteMiddle, 64));
+    send(result(2, 1, rc::op::kWriteLastImm, 32));
+    ASSERT_EQ(to(kWorker1).size(), 3u);
+    const auto copies = to(kWorker2);
+    ASSERT_EQ(copies.size(), 3u);
+    EXPECT_EQ(copies[0].p.bth.opcode, rc::op::kWriteFirst);
+    EXPECT_EQ(copies[0].p.reth.va, kResultAddr[2] + kChunk);
+    EXPECT_EQ(copies[0].p.reth.rkey, kResultRkey[2]);
+    EXPECT_EQ(copies[0].p.reth.dma_len, 160u);
+    EXPECT_EQ(copies[1].p.bth.opcode, rc::op::kWriteMiddle);
+    EXPECT_EQ(copies[2].p.bth.opcode, rc::op::kWriteLastImm);
+    EXPECT_EQ(copies[2].p.imm, 1u << 8 | 2);
+    EXPECT_EQ(copies[2].payload.size(), 32u);
+    for (uint32_t k = 0; k < 3; ++k) {
+        EXPECT_EQ(copies[k].p.bth.psn, kRootPsn[2] + k);
+        EXPECT_EQ(copies[k].p.bth.dest_qp, kWorkerQpn[2]);
+        EXPECT_TRUE(copies[k].icrc_ok) << k;
+    }
+}
+
+TEST_F(RoceS2sReplicate, ChainedResultIsCopiedWithItsWholePayload) {
+    // Segment splits inside the payload, and one with the ICRC across the last two segments.
+    const std::vector<std::vector<uint16_t>> splits = {{80, 40}, {90, 30, 20}, {137, 3}};
+    uint32_t k = 0;
+    for (const auto& split : splits) {
+        const Bytes w = result(k, k);
+        run({chained(w, kR1, split)});
+        const auto carrier = to(kWorker1);
+        ASSERT_EQ(carrier.size(), 1u);
+        EXPECT_TRUE(carrier[0].icrc_ok);
+        const auto copy = to(kWorker2);
+        ASSERT_EQ(copy.size(), 1u) << k;
+        EXPECT_EQ(ints(copy[0].payload), fill(static_cast<int32_t>(1001 * k))) << k;
+        EXPECT_EQ(copy[0].p.bth.psn, kRootPsn[2] + k);
+        EXPECT_TRUE(copy[0].icrc_ok) << k;
+        ++k;
+    }
+    EXPECT_EQ(job->counters.replicate_failed, 0u);
+}
+
+TEST_F(RoceS2sReplicate, RootHearsTheLeastPsnEveryWorkerAcknowledged) {
+    results(4);
+    send(worker_ack(1, kRootPsn[1] + 3, 4));
+    EXPECT_TRUE(at_root().empty()) << "rank 2 acknowledged nothing yet";
+    EXPECT_EQ(job->counters.result_acks_consumed, 1u);
+    send(worker_ack(2, kRootPsn[2] + 1, 2));
+    auto acks = at_root();
+    ASSERT_EQ(acks.size(), 1u);
+    EXPECT_EQ(acks[0].src, kWorker1) << "on the carrier, as its worker";
+    EXPECT_EQ(acks[0].p.bth.dest_qp, kRootQpn[1]);
+    EXPECT_EQ(acks[0].p.bth.opcode, rc::op::kAcknowledge);
+    EXPECT_EQ(acks[0].p.bth.psn, kRootPsn[1] + 1) << "rank 2's PSN in the carrier's space";
+    EXPECT_EQ(acks[0].p.aeth.msn, 2u);
+    EXPECT_TRUE(acks[0].icrc_ok);
+    send(worker_ack(2, kRootPsn[2] + 3, 4));
+    acks = at_root();
+    ASSERT_EQ(acks.size(), 1u);
+    EXPECT_EQ(acks[0].p.bth.psn, kRootPsn[1] + 3);
+    EXPECT_EQ(acks[0].p.aeth.msn, 4u);
+    EXPECT_EQ(job->counters.result_acks_forwarded, 2u);
+}
+
+TEST_F(RoceS2sReplicate, AWorkerThatNeverAcksHoldsTheRootBack) {
+    results(4);
+    for (uint32_t k = 0; k < 4; ++k) {
+        send(worker_ack(2, kRootPsn[2] + k, k + 1));
+    }
+    EXPECT_TRUE(at_root().empty()) << "rank 1 never ACKed: the root hears nothing past it";
+    EXPECT_EQ(job->counters.result_acks_forwarded, 0u);
+    send(worker_ack(1, kRootPsn[1], 1));
+    const auto acks = at_root();
+    ASSERT_EQ(acks.size(), 1u);
+    EXPECT_EQ(acks[0].p.bth.psn, kRootPsn[1]) << "only as far as the laggard";
+    EXPECT_EQ(acks[0].p.aeth.msn, 1u);
+}
+
+TEST_F(RoceS2sReplicate, DuplicateReAckNeitherLowersNorIsLost) {
+    results(4);
+    send(worker_ack(1, kRootPsn[1] + 3, 4));
+    send(worker_ack(2, kRootPsn[2] + 3, 4));
+    ASSERT_EQ(at_root().size(), 1u);
+    // The root retransmits packet 2 (its ACK was lost): the switch copies it again; both
+    // workers re-ACK their latest PSN; an older ACK arriving late changes nothing.
+    send(result(2, 2));
+    EXPECT_EQ(to(kWorker2).size(), 1u);
+    free_mbufs(take_tx(kR0));
+    send(worker_ack(2, kRootPsn[2] + 1, 2));  // late, behind
+    send(worker_ack(1, kRootPsn[1] + 3, 4));  // duplicate re-ACK
+    const auto acks = at_root();
+    ASSERT_FALSE(acks.empty()) << "the retransmitting root hears where the workers are";
+    for (const auto& a : acks) {
+        EXPECT_EQ(a.p.bth.psn, kRootPsn[1] + 3) << "never lowered by the late ACK";
+        EXPECT_EQ(a.p.aeth.msn, 4u);
+    }
+}
+
+TEST_F(RoceS2sReplicate, WorkerNakGoesToTheRootInTheCarriersSpace) {
+    results(4);
+    send(worker_ack(1, kRootPsn[1] + 3, 4));
+    // Rank 2 lost its copy of packet 2: NAK-sequence at its PSN 9002.
+    send(worker_ack(2, kRootPsn[2] + 2, 2, rc::aeth::kNakPsnSequence));
+    auto naks = at_root();
+    ASSERT_EQ(naks.size(), 1u);
+    EXPECT_EQ(naks[0].p.aeth.syndrome, rc::aeth::kNakPsnSequence);
+    EXPECT_EQ(naks[0].p.bth.psn, kRootPsn[1] + 2);
+    EXPECT_EQ(naks[0].p.bth.dest_qp, kRootQpn[1]);
+    EXPECT_EQ(naks[0].p.aeth.msn, 2u);
+    EXPECT_TRUE(naks[0].icrc_ok);
+    EXPECT_EQ(job->counters.result_naks_forwarded, 1u);
+    // Rank 1 reporting the same gap (packet 2 lost before the switch, say) adds nothing.
+    send(worker_ack(1, kRootPsn[1] + 2, 2, rc::aeth::kNakPsnSequence));
+    EXPECT_TRUE(at_root().empty());
+    EXPECT_EQ(job->counters.result_naks_merged, 1u);
+    // The retransmission is lost again for rank 2: its second NAK is a new loss, forwarded.
+    send(worker_ack(2, kRootPsn[2] + 2, 2, rc::aeth::kNakPsnSequence));
+    EXPECT_EQ(at_root().size(), 1u);
+    // An RNR NAK keeps its syndrome (the timer) and is translated likewise.
+    send(worker_ack(2, kRootPsn[2] + 3, 3, static_cast<uint8_t>(rc::aeth::kRnrNak | 5)));
+    naks = at_root();
+    ASSERT_EQ(naks.size(), 1u);
+    EXPECT_EQ(naks[0].p.aeth.syndrome, rc::aeth::kRnrNak | 5);
+    EXPECT_EQ(naks[0].p.bth.psn, kRootPsn[1] + 3) << "rank 2's 9003 in the carrier's space";
+    EXPECT_EQ(naks[0].p.aeth.msn, 3u);
+}
+
+TEST_F(RoceS2sReplicate, WorkerCnpSlowsTheCarrier) {
+    send(worker_cnp(2));
+    auto cnps = at_root();
+    ASSERT_EQ(cnps.size(), 1u);
+    EXPECT_EQ(cnps[0].p.bth.opcode, rc::op::kCnp);
+    EXPECT_EQ(cnps[0].p.bth.dest_qp, kRootQpn[1]) << "the root's QP of the carrier";
+    EXPECT_EQ(job->counters.result_cnps_forwarded, 1u);
+    send(worker_cnp(1));  // already the carrier's: passes as it is
+    cnps = at_root();
+    ASSERT_EQ(cnps.size(), 1u);
+    EXPECT_EQ(cnps[0].p.bth.dest_qp, kRootQpn[1]);
+    EXPECT_EQ(job->counters.result_cnps_forwarded, 1u);
+}
+
+TEST(RoceS2sConfig, ReplicateNeedsEachConnectionsResultBuffer) {
+    register_once();
+    const std::string base = std::string(kStageYaml) +
+                             "rdma_s2s:\n  jobs:\n    - id: 9\n      root: 10.0.2.2\n"
+                             "      world: 2\n      replicate: true\n      connections:\n";
+    const size_t conn_line = static_cast<size_t>(std::count(base.begin(), base.end(), '\n')) + 1;
+    auto r = config::load_string(
+        base + "        - {rank: 1, ip: 10.0.1.2, qpn: 17, root_qpn: 64, root_psn: 5,\n"
+               "           result_addr: 0x1000, result_rkey: 7}\n"
+               "        - {rank: 2, ip: 10.0.2.7, qpn: 18, root_qpn: 65}\n",
+        "t.yaml");
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error_text().find("t.yaml:" + std::to_string(conn_line + 2) + ":11:"),
+              std::string::npos)
+        << r.error_text();
+    EXPECT_NE(r.error_text().find("expected root_psn, result_addr and result_rkey"),
+              std::string::npos)
+        << r.error_text();
+    r = config::load_string(std::string(kStageYaml) +
+                                "rdma_s2s:\n  jobs:\n    - id: 9\n      root: 10.0.2.2\n"
+                                "      world: 1\n      connections:\n"
+                                "        - {rank: 1, ip: 10.0.1.2, qpn: 17, root_qpn: 64, "
+                                "root_psn: 5}\n",
+                            "t.yaml");
+    EXPECT_NE(r.error_text().find("read only with replicate: true"), std::string::npos)
+        << r.error_text();
+    r = config::load_string(
+        base + "        - {rank: 1, ip: 10.0.1.2, qpn: 17, root_qpn: 64, root_psn: 5,\n"
+               "           result_addr: 0x1000, result_rkey: 7}\n",
+        "t.yaml");
+    ASSERT_TRUE(r.ok()) << r.error_text();
+    const auto& c = fs::s2s_of(*r.config)->jobs[0].connections[0];
+    EXPECT_EQ(*c.result_addr, 0x1000u);
+    EXPECT_EQ(fs::job_params(fs::s2s_of(*r.config)->jobs[0]).replicate, true);
+}
+
+// Learning: each connection's root PSN is its REQ's Starting PSN and its result buffer the
+// REQ's INAR request; replication runs on what the CM exchange taught.
+class RoceS2sLearnReplicate : public RoceS2sLearn {
+protected:
+    bool replicate() const override { return true; }
+};
+
+TEST_F(RoceS2sLearnReplicate, TheRequestTeachesTheLegAndTheResultBuffer) {
+    connect(1);
+    connect(2);
+    send(result(2, 2));
+    ASSERT_EQ(to(kWorker1).size(), 1u);
+    const auto copy = to(kWorker2);
+    ASSERT_EQ(copy.size(), 1u);
+    EXPECT_EQ(copy[0].p.bth.dest_qp, kWorkerQpn[2]) << "the REQ's QPN";
+    EXPECT_EQ(copy[0].p.bth.psn, kRootPsn[2] + 2) << "from the REQs' Starting PSNs";
+    EXPECT_EQ(copy[0].p.reth.va, kResultAddr[2] + 2 * kChunk) << "the INAR result_addr";
+    EXPECT_EQ(copy[0].p.reth.rkey, kResultRkey[2]);
+    EXPECT_EQ(ints(copy[0].payload), fill(2002));
+    EXPECT_TRUE(copy[0].icrc_ok);
+    // Both workers' ACKs make one ACK toward the root on the learned carrier.
+    for (int rank = 1; rank <= 2; ++rank) {
+        rc::Ipv4Path a;
+        a.src_ip = worker_ip(rank);
+        a.dst_ip = kRoot;
+        a.dest_qp = kRootQpn[rank];
+        send(frame(a.src_ip, [&](uint8_t* out, size_t cap) {
+            return rc::encode_ack(out, cap, a, 1,
+                                  rc::Reply{rc::aeth::kAckUnlimited, kRootPsn[rank] + 2, 1});
+        }));
+    }
+    const auto acks = to(kRoot);
+    ASSERT_EQ(acks.size(), 1u);
+    EXPECT_EQ(acks[0].src, kWorker1);
+    EXPECT_EQ(acks[0].p.bth.dest_qp, kRootQpn[1]) << "the REP's QPN";
+    EXPECT_EQ(acks[0].p.bth.psn, kRootPsn[1] + 2);
+}
+
+TEST_F(RoceS2sLearnReplicate, WithoutTheCarrierTheWorkersAcksAreTheirOwn) {
+    connect(2);  // rank 1, the carrier, not connected: nothing to aggregate onto
+    rc::Ipv4Path a;
+    a.src_ip = kWorker2;
+    a.dst_ip = kRoot;
+    a.dest_qp = kRootQpn[2];
+    send(frame(a.src_ip, [&](uint8_t* out, size_t cap) {
+        return rc::encode_ack(out, cap, a, 1, rc::Reply{rc::aeth::kAckUnlimited, kRootPsn[2], 1});
+    }));
+    const auto passed = to(kRoot);
+    ASSERT_EQ(passed.size(), 1u) << "forwarded untouched";
+    EXPECT_EQ(passed[0].p.bth.dest_qp, kRootQpn[2]);
+    EXPECT_EQ(passed[0].p.bth.psn, kRootPsn[2]);
+    EXPECT_EQ(job->counters.result_acks_consumed, 0u);
 }
 
 }  // namespace

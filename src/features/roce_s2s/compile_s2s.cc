@@ -18,15 +18,16 @@ bool compile_s2s(const config::Config& cfg, dp::Snapshot& snap, std::string& err
     auto view = std::make_shared<S2sView>();
     for (const auto& j : s2s->jobs) {
         if (j.learn) {
-            view->learning.push_back(LearnView{j.root, j.id, j.drain});
+            view->learning.push_back(LearnView{j.root, j.id, j.drain, j.replicate});
         }
         for (size_t i = 0; i < j.connections.size(); ++i) {
             const auto& c = j.connections[i];
             const auto conn = static_cast<uint16_t>(i);
             view->conns.push_back(
-                ConnView{{c.ip, j.root, c.root_qpn}, j.id, conn, Direction::to_root, j.drain});
-            view->conns.push_back(
-                ConnView{{j.root, c.ip, c.qpn}, j.id, conn, Direction::to_worker, j.drain});
+                ConnView{{c.ip, j.root, c.root_qpn}, j.id, conn, Direction::to_root, j.drain,
+                         j.replicate});
+            view->conns.push_back(ConnView{{j.root, c.ip, c.qpn}, j.id, conn,
+                                           Direction::to_worker, j.drain, j.replicate});
         }
     }
     std::sort(view->conns.begin(), view->conns.end(),

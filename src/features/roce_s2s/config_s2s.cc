@@ -45,7 +45,9 @@ void read_connection(Reader& r, const YAML::Node& n, ConnectionConfig& c) {
     if (!r.expect_map(n, where)) {
         return;
     }
-    r.check_keys(n, {"rank", "ip", "qpn", "root_qpn", "psn"}, where);
+    r.check_keys(n, {"rank", "ip", "qpn", "root_qpn", "psn", "root_psn", "result_addr",
+                     "result_rkey"},
+                 where);
     field(r, n, "rank", where, c.rank, 1, kMaxConnections, true);
     ip_field(r, n, "ip", where, c.ip);
     field(r, n, "qpn", where, c.qpn, 2, 0xFFFFFF, true);
@@ -54,6 +56,21 @@ void read_connection(Reader& r, const YAML::Node& n, ConnectionConfig& c) {
         uint32_t psn = 0;
         field(r, n, "psn", where, psn, 0, 0xFFFFFF, true);
         c.psn = psn;
+    });
+    r.optional(n, "root_psn", [&](const YAML::Node&) {
+        uint32_t psn = 0;
+        field(r, n, "root_psn", where, psn, 0, 0xFFFFFF, true);
+        c.root_psn = psn;
+    });
+    r.optional(n, "result_addr", [&](const YAML::Node&) {
+        uint64_t addr = 0;
+        field(r, n, "result_addr", where, addr, 0, UINT64_MAX, true);
+        c.result_addr = addr;
+    });
+    r.optional(n, "result_rkey", [&](const YAML::Node&) {
+        uint32_t rkey = 0;
+        field(r, n, "result_rkey", where, rkey, 0, UINT32_MAX, true);
+        c.result_rkey = rkey;
     });
 }
 
@@ -82,6 +99,17 @@ void check_job(Reader& r, const JobConfig& j, const YAML::Node& n) {
     } else if (!j.learn && j.connections.empty()) {
         r.error(n, name + ": expected at least one connection (or learn: true)");
     }
+    for (const auto& c : j.connections) {
+        const bool replication_fields = c.root_psn || c.result_addr || c.result_rkey;
+        if (j.replicate && !(c.root_psn && c.result_addr && c.result_rkey)) {
+            r.error(c.mark, name + " replicates results: expected root_psn, result_addr and "
+                                   "result_rkey on every connection (rank " +
+                                   std::to_string(c.rank) + ")");
+        } else if (!j.replicate && replication_fields) {
+            r.error(c.mark, name + ": root_psn, result_addr and result_rkey are read only with "
+                                   "replicate: true (rank " + std::to_string(c.rank) + ")");
+        }
+    }
 }
 
 void read_job(Reader& r, const YAML::Node& n, JobConfig& j) {
@@ -92,7 +120,7 @@ void read_job(Reader& r, const YAML::Node& n, JobConfig& j) {
     }
     r.check_keys(n,
                  {"id", "root", "world", "op", "dtype", "chunk_bytes", "window", "pmtu",
-                  "timeout", "retry_cnt", "learn", "drain", "connections"},
+                  "timeout", "retry_cnt", "learn", "drain", "replicate", "connections"},
                  where);
     field(r, n, "id", where, j.id, 1, 65535, true);
     ip_field(r, n, "root", where, j.root);
@@ -107,6 +135,8 @@ void read_job(Reader& r, const YAML::Node& n, JobConfig& j) {
     field(r, n, "retry_cnt", where, j.retry_cnt, 0, 7, false);
     r.optional(n, "learn", [&](const YAML::Node& v) { r.bool_value(v, "learn", j.learn); });
     r.optional(n, "drain", [&](const YAML::Node& v) { r.bool_value(v, "drain", j.drain); });
+    r.optional(n, "replicate",
+               [&](const YAML::Node& v) { r.bool_value(v, "replicate", j.replicate); });
     r.optional(n, "connections", [&](const YAML::Node& v) {
         if (!r.expect_seq(v, "a list of connections")) {
             return;
@@ -196,6 +226,11 @@ std::string section_json(const void* section) {
             if (c.psn) {
                 x["psn"] = *c.psn;
             }
+            if (c.root_psn) {
+                x["root_psn"] = *c.root_psn;
+                x["result_addr"] = *c.result_addr;
+                x["result_rkey"] = *c.result_rkey;
+            }
             conns.push_back(x);
         }
         jobs.push_back({{"id", j.id}, {"root", net::Ipv4Addr{j.root}.str()}, {"world", j.world},
@@ -203,6 +238,7 @@ std::string section_json(const void* section) {
                         {"dtype", std::string(reduce::to_string(j.dtype))},
                         {"chunk_bytes", j.chunk_bytes}, {"window", j.window}, {"pmtu", j.pmtu},
                         {"timeout", j.timeout}, {"retry_cnt", j.retry_cnt}, {"learn", j.learn}, {"drain", j.drain},
+                        {"replicate", j.replicate},
                         {"connections", conns}});
     }
     return nlohmann::json{{"jobs", jobs}}.dump();
@@ -218,7 +254,7 @@ bool same_job(const JobConfig& a, const JobConfig& b) {
     if (!(a.id == b.id && a.root == b.root && a.world == b.world && a.op == b.op &&
           a.dtype == b.dtype && a.chunk_bytes == b.chunk_bytes && a.window == b.window &&
           a.pmtu == b.pmtu && a.timeout == b.timeout && a.retry_cnt == b.retry_cnt &&
-          a.learn == b.learn &&
+          a.learn == b.learn && a.replicate == b.replicate &&
           a.connections.size() == b.connections.size())) {
         return false;
     }
@@ -226,7 +262,8 @@ bool same_job(const JobConfig& a, const JobConfig& b) {
         const auto& x = a.connections[i];
         const auto& y = b.connections[i];
         if (x.rank != y.rank || x.ip != y.ip || x.qpn != y.qpn || x.root_qpn != y.root_qpn ||
-            x.psn != y.psn) {
+            x.psn != y.psn || x.root_psn != y.root_psn || x.result_addr != y.result_addr ||
+            x.result_rkey != y.result_rkey) {
             return false;
         }
     }

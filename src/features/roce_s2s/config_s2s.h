@@ -27,6 +27,12 @@ struct ConnectionConfig {
     uint32_t qpn = 0;       // the worker's QPN
     uint32_t root_qpn = 0;  // the root's QPN of this connection
     std::optional<uint32_t> psn;  // the worker's starting PSN; absent: the first packet seen
+    // replicate: true needs what learning reads from the REQ: the PSN the root sends from on
+    // this connection (the REQ's Starting PSN) and the worker's result buffer (INAR private
+    // data). Required then, refused otherwise.
+    std::optional<uint32_t> root_psn;
+    std::optional<uint64_t> result_addr;
+    std::optional<uint32_t> result_rkey;
     config::Mark mark;
 };
 
@@ -47,6 +53,10 @@ struct JobConfig {
     // Leave the connections (docs/rdma.md "Leaving a job"): finish the chunks held, absorb
     // nothing new, then forward with each connection's PSN/MSN translation. Keeps the state.
     bool drain = false;
+    // Result replication (docs/rdma.md "Result replication"): the root WRITEs each result once
+    // on the carrier connection; the switch copies it onto every connection's root -> worker
+    // leg and forwards the root one ACK: the minimum every worker acknowledged.
+    bool replicate = false;
     std::vector<ConnectionConfig> connections;  // ranks ascending after loading
     config::Mark mark;
 };

@@ -20,6 +20,7 @@ JobParams job_params(const JobConfig& j) {
     p.timeout = j.timeout;
     p.retry_cnt = j.retry_cnt;
     p.learn = j.learn;
+    p.replicate = j.replicate;
     if (j.learn) {
         // Every rank's connection is expected; each becomes live when its REP is seen.
         p.n_conns = static_cast<uint16_t>(std::min<size_t>(j.world, kMaxConns));
@@ -31,8 +32,15 @@ JobParams job_params(const JobConfig& j) {
     p.n_conns = static_cast<uint16_t>(std::min<size_t>(j.connections.size(), kMaxConns));
     for (uint16_t i = 0; i < p.n_conns; ++i) {
         const ConnectionConfig& c = j.connections[i];
-        p.conns[i] = ConnParams{c.rank, c.ip, c.qpn, c.root_qpn, c.psn.has_value(),
-                                c.psn.value_or(0)};
+        p.conns[i] = ConnParams{c.rank,
+                                c.ip,
+                                c.qpn,
+                                c.root_qpn,
+                                c.psn.has_value(),
+                                c.psn.value_or(0),
+                                c.root_psn.value_or(0),
+                                c.result_addr.value_or(0),
+                                c.result_rkey.value_or(0)};
     }
     return p;
 }

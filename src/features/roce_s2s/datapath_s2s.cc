@@ -166,6 +166,111 @@ bool translate(rte_mbuf* m, uint32_t l3_offset, uint32_t l4_offset, uint32_t psn
     return true;
 }
 
+// The RDMA WRITE opcodes a result travels in (FIRST/MIDDLE/LAST[_IMM]/ONLY[_IMM]).
+bool write_request(uint8_t opcode) {
+    return opcode >= rc::op::kWriteFirst && opcode <= rc::op::kWriteOnlyImm;
+}
+
+// Cuts a chain to its first `len` bytes (freeing the segments past them, which for a clone
+// drops its references only). `len` is at most the chain's length.
+void truncate_chain(rte_mbuf* m, uint32_t len) {
+    m->pkt_len = len;
+    uint16_t segs = 1;
+    for (rte_mbuf* s = m;; s = s->next, ++segs) {
+        if (len <= s->data_len || s->next == nullptr) {
+            s->data_len = static_cast<uint16_t>(std::min<uint32_t>(len, s->data_len));
+            rte_pktmbuf_free(s->next);  // nullptr: nothing
+            s->next = nullptr;
+            m->nb_segs = segs;
+            return;
+        }
+        len -= s->data_len;
+    }
+}
+
+// Connection i's copy of the carrier's result WRITE `m` (its BTH and extension headers in the
+// first segment: eth_input's pull-up): a private header mbuf (Ethernet, IPv4, UDP, BTH, RETH,
+// immediate) rewritten to the worker's leg, chained to a clone of the shared payload, then a
+// 4-byte mbuf for the copy's own ICRC. nullptr when an mbuf is missing or the layout is not so.
+rte_mbuf* result_copy(LcoreContext& ctx, const JobState& job, uint16_t i, rte_mbuf* m,
+                      const pipeline::PacketMeta& pm, const rc::Packet& p) {
+    const Connection& c = job.conns[i];
+    const uint32_t l3 = pm.l3_offset;
+    const auto* ip_in = rte_pktmbuf_mtod_offset(m, const rte_ipv4_hdr*, l3);
+    const uint32_t ip_total = rte_be_to_cpu_16(ip_in->total_length);
+    const uint32_t hdr_end = pm.l4_offset + static_cast<uint32_t>(sizeof(rte_udp_hdr)) +
+                             p.header_bytes;
+    const uint32_t hdr_l3 = hdr_end - l3;  // IPv4 .. immediate
+    if (rte_pktmbuf_data_len(m) < hdr_end || ip_total < hdr_l3 + 4 ||
+        l3 + ip_total > rte_pktmbuf_pkt_len(m) || 14 + hdr_l3 > 256) [[unlikely]] {
+        return nullptr;
+    }
+    const uint32_t body_len = ip_total - hdr_l3 - 4;  // payload and pad, not the ICRC
+    rte_mbuf* h = rte_pktmbuf_alloc(ctx.pool);
+    rte_mbuf* tail = rte_pktmbuf_alloc(ctx.pool);
+    rte_mbuf* body = body_len != 0 ? rte_pktmbuf_clone(m, ctx.pool) : nullptr;
+    auto* d = h != nullptr ? reinterpret_cast<uint8_t*>(rte_pktmbuf_append(h, 14 + hdr_l3))
+                           : nullptr;
+    if (d == nullptr || tail == nullptr || rte_pktmbuf_append(tail, 4) == nullptr ||
+        (body_len != 0 && body == nullptr)) [[unlikely]] {
+        rte_pktmbuf_free(h);
+        rte_pktmbuf_free(tail);
+        rte_pktmbuf_free(body);
+        ++lcore_counter(ctx, LcoreCounter::no_mbuf);
+        return nullptr;
+    }
+    rc::write_ethernet(d, 14, kZeroMac, kZeroMac);
+    std::memcpy(d + 14, rte_pktmbuf_mtod_offset(m, const uint8_t*, l3), hdr_l3);
+    auto* ip = reinterpret_cast<rte_ipv4_hdr*>(d + 14);
+    ip->dst_addr = rte_cpu_to_be_32(c.params.worker_ip);
+    ip->hdr_checksum = 0;
+    ip->hdr_checksum = rte_ipv4_cksum(ip);
+    auto* udp = reinterpret_cast<rte_udp_hdr*>(d + 14 + (pm.l4_offset - l3));
+    udp->src_port = rte_cpu_to_be_16(rc::source_port_for_qp(c.params.root_qpn));
+    udp->dgram_cksum = 0;
+    uint8_t* bth = reinterpret_cast<uint8_t*>(udp + 1);
+    const uint32_t qpn = c.params.worker_qpn;
+    const uint32_t psn = job.from_carrier(i, p.bth.psn);
+    const uint8_t qp_psn[] = {static_cast<uint8_t>(qpn >> 16), static_cast<uint8_t>(qpn >> 8),
+                              static_cast<uint8_t>(qpn)};
+    std::memcpy(bth + 5, qp_psn, 3);
+    bth[9] = static_cast<uint8_t>(psn >> 16);
+    bth[10] = static_cast<uint8_t>(psn >> 8);
+    bth[11] = static_cast<uint8_t>(psn);
+    if (p.bth.opcode == rc::op::kWriteFirst || p.bth.opcode == rc::op::kWriteOnly ||
+        p.bth.opcode == rc::op::kWriteOnlyImm) {
+        // RETH: the same offset into the worker's result buffer as into the carrier's.
+        const uint64_t va = c.params.result_addr + (p.reth.va - job.conns[0].params.result_addr);
+        uint8_t* reth = bth + 12;
+        for (int k = 0; k < 8; ++k) {
+            reth[k] = static_cast<uint8_t>(va >> (56 - 8 * k));
+        }
+        const uint32_t rkey = c.params.result_rkey;
+        for (int k = 0; k < 4; ++k) {
+            reth[8 + k] = static_cast<uint8_t>(rkey >> (24 - 8 * k));
+        }
+    }
+    if (body != nullptr) {
+        rte_pktmbuf_adj(body, static_cast<uint16_t>(hdr_end));  // headers sit in segment 1
+        truncate_chain(body, body_len);
+    }
+    if (body != nullptr && rte_pktmbuf_chain(h, body) != 0) [[unlikely]] {
+        rte_pktmbuf_free(h);
+        rte_pktmbuf_free(body);
+        rte_pktmbuf_free(tail);
+        return nullptr;
+    }
+    if (rte_pktmbuf_chain(h, tail) != 0) [[unlikely]] {
+        rte_pktmbuf_free(h);  // and the body chained to it
+        rte_pktmbuf_free(tail);
+        return nullptr;
+    }
+    rc::write_icrc(rte_pktmbuf_mtod(tail, uint8_t*) + 4, rc::icrc(h, 14));
+    h->port = m->port;
+    h->ol_flags = pipeline::g_originated_flag;
+    return h;
+}
+
 struct Burst {
     LcoreContext& ctx;
     const dp::Snapshot& snap;
@@ -368,6 +473,114 @@ struct Burst {
         }
     }
 
+    // Replication: the carrier's result WRITE `m` (which itself goes on to the carrier's
+    // worker) copied onto every other live connection.
+    void replicate(JobState& job, rte_mbuf* m, const pipeline::PacketMeta& pm,
+                   const rc::Packet& p) {
+        rte_mbuf* frames[kMaxConns];
+        uint16_t n = 0;
+        for (uint16_t i = 1; i < job.params.n_conns; ++i) {
+            if (!job.conns[i].live) {
+                continue;
+            }
+            if (rte_mbuf* f = result_copy(ctx, job, i, m, pm, p); f != nullptr) {
+                frames[n++] = f;
+                ++job.counters.results_replicated;
+            } else {
+                ++job.counters.replicate_failed;
+            }
+        }
+        if (n != 0) {
+            pipeline::route_emitted(ctx, snap, frames, n);
+        }
+    }
+
+    // A frame to the root on the carrier connection, as its worker (ACK/NAK or CNP).
+    void to_root_frame(JobState& job, const rc::Reply* reply) {
+        uint8_t buf[128];
+        const size_t l2 = rc::write_ethernet(buf, sizeof buf, kZeroMac, kZeroMac);
+        const size_t l3 = reply != nullptr
+                              ? rc::encode_ack(buf + l2, sizeof buf - l2, job.to_root,
+                                               job.root_ip_id++, *reply)
+                              : rc::encode_cnp(buf + l2, sizeof buf - l2, job.to_root,
+                                               job.root_ip_id++);
+        rte_mbuf* f = frame_of(ctx, buf, l2 + l3, job.root_port);
+        if (f != nullptr) {
+            pipeline::route_emitted(ctx, snap, &f, 1);
+        }
+    }
+
+    // Replication: worker i's ACK or NAK of a result WRITE copy (its leg's PSN space), consumed.
+    // An ACK raises what the worker acknowledged; the root hears, at the burst's end, the least
+    // over the workers. A NAK goes to the root at once, at the least of its PSN and every other
+    // worker's first unacknowledged one (a NAK acknowledges what is before it), once per gap.
+    void on_result_ack(JobState& job, uint16_t i, const rc::Packet& p) {
+        ++job.counters.result_acks_consumed;
+        Connection& c = job.conns[i];
+        const bool ack = rc::aeth::kind(p.aeth.syndrome) == rc::aeth::Kind::ack;
+        const uint32_t next = ack ? rc::psn_add(p.bth.psn, 1) : p.bth.psn;
+        if (rc::psn_diff(next, c.res_next) > 0) {
+            c.res_next = next;
+        } else if (ack) {
+            job.res_duplicate = true;  // a re-ACK: the root is retransmitting
+        }
+        if (rc::psn_diff(p.aeth.msn, c.res_msn) > 0) {
+            c.res_msn = p.aeth.msn & 0xFFFFFF;
+        }
+        if (ack) {
+            job.res_ack_owed = true;
+            touch(job);
+            return;
+        }
+        uint32_t floor = 0, msn = 0;
+        job.result_floor(floor, msn);
+        const uint32_t at = job.to_carrier(i, p.bth.psn);
+        const uint32_t psn = rc::psn_diff(at, floor) < 0 ? at : floor;
+        if (job.res_nak_any && psn == job.res_nak_psn && c.res_nak_round != job.res_nak_round) {
+            // Another worker's report of the gap the root already goes back for.
+            c.res_nak_round = job.res_nak_round;
+            ++job.counters.result_naks_merged;
+            return;
+        }
+        job.res_nak_any = true;
+        job.res_nak_psn = psn;
+        c.res_nak_round = ++job.res_nak_round;
+        if (rc::psn_diff(psn, job.res_told) > 0) {
+            job.res_told = psn;
+        }
+        ++job.counters.result_naks_forwarded;
+        const rc::Reply r{p.aeth.syndrome, psn, msn};
+        to_root_frame(job, &r);
+    }
+
+    // Replication: a worker's CNP (for the root's QP of its connection, which sends it nothing)
+    // slows the carrier, which carries everything the root sends it; at most one per 4 us.
+    void forward_cnp(JobState& job) {
+        if (job.root_cnp.on_ce(t_ns)) {
+            ++job.counters.result_cnps_forwarded;
+            to_root_frame(job, nullptr);
+        }
+    }
+
+    // End of the burst for a job whose workers ACKed results: the root hears the least PSN
+    // every worker acknowledged, when it moved (or when a re-ACK shows the root retransmits).
+    void finish_result_acks(JobState& job) {
+        job.res_ack_owed = false;
+        uint32_t floor = 0, msn = 0;
+        if (!job.result_floor(floor, msn)) {
+            return;
+        }
+        if (rc::psn_diff(floor, job.res_told) > 0 || job.res_duplicate) {
+            job.res_duplicate = false;
+            if (rc::psn_diff(floor, job.res_told) > 0) {
+                job.res_told = floor;
+            }
+            ++job.counters.result_acks_forwarded;
+            const rc::Reply r{rc::aeth::kAckUnlimited, rc::psn_add(floor, 0xFFFFFF), msn};
+            to_root_frame(job, &r);
+        }
+    }
+
     // End of the burst: one coalesced ACK per connection owed one, then the aggregate legs'
     // packets as far as the edge has room (the rest go at the next burst or tick).
     void finish() {
@@ -384,6 +597,9 @@ struct Burst {
         for (uint16_t i = 0; i < n_jobs; ++i) {
             JobState& job = *jobs[i];
             job.touched = false;
+            if (job.res_ack_owed) {
+                finish_result_acks(job);
+            }
             rte_mbuf* m = nullptr;
             for (uint16_t tries = 0;
                  tries < pipeline::kMaxBurst && out.room_for(1) && next_aggregate(ctx, job, t_ns, m);
@@ -415,7 +631,9 @@ JobState::JobState(const JobParams& p)
         c.to_worker.dest_qp = cp.worker_qpn;
         c.bit = *wire::BitString::from_bfr_ids(
             kContributorBsl, 0, std::vector<wire::BfrId>{static_cast<wire::BfrId>(cp.rank)});
+        c.res_next = cp.root_psn & 0xFFFFFF;
     }
+    res_told = p.conns[0].root_psn & 0xFFFFFF;
     // Aggregates are the carrier worker's: its address and source port, the root's QPN.
     to_root.src_ip = p.conns[0].worker_ip;
     to_root.dst_ip = p.root_ip;
@@ -446,6 +664,33 @@ int32_t JobState::psn_delta(uint16_t i) const {
     // others' stays where the worker started (the switch absorbs everything they send).
     const uint32_t root_next = i == 0 ? root_leg.next_psn() : c.first_psn;
     return rc::psn_diff(root_next, c.leg.epsn);
+}
+
+uint32_t JobState::to_carrier(uint16_t i, uint32_t psn) const {
+    return rc::psn_add(psn, (conns[0].params.root_psn - conns[i].params.root_psn) & 0xFFFFFF);
+}
+
+uint32_t JobState::from_carrier(uint16_t i, uint32_t psn) const {
+    return rc::psn_add(psn, (conns[i].params.root_psn - conns[0].params.root_psn) & 0xFFFFFF);
+}
+
+bool JobState::result_floor(uint32_t& psn, uint32_t& msn) const {
+    bool any = false;
+    for (uint16_t i = 0; i < params.n_conns; ++i) {
+        const Connection& c = conns[i];
+        if (!c.live) {
+            continue;
+        }
+        const uint32_t next = to_carrier(i, c.res_next);
+        if (!any || rc::psn_diff(next, psn) < 0) {
+            psn = next;
+        }
+        if (!any || rc::psn_diff(c.res_msn, msn) < 0) {
+            msn = c.res_msn;
+        }
+        any = true;
+    }
+    return any;
 }
 
 bool JobState::try_forwarding() {
@@ -488,6 +733,9 @@ void JobState::go_live(uint16_t i, uint32_t worker_ip, uint32_t worker_qpn, uint
     c.params.psn = worker_psn;
     c.leg = WorkerLeg{worker_psn, 0, true, false, false};
     c.first_psn = worker_psn;
+    c.res_next = c.params.root_psn;  // set from the REQ
+    c.res_msn = 0;
+    c.res_nak_round = 0;
     c.to_worker.src_ip = params.root_ip;
     c.to_worker.dst_ip = worker_ip;
     c.to_worker.src_port = rc::source_port_for_qp(root_qpn);
@@ -505,6 +753,8 @@ void JobState::go_live(uint16_t i, uint32_t worker_ip, uint32_t worker_qpn, uint
         to_root.src_ip = worker_ip;
         to_root.src_port = rc::source_port_for_qp(worker_qpn);
         to_root.dest_qp = root_qpn;
+        res_told = c.params.root_psn;
+        res_ack_owed = res_duplicate = res_nak_any = false;
     }
     ++counters.connections_learned;
 }
@@ -569,6 +819,11 @@ void JobState::snoop_cm(uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, ui
         c.pending_comm_id = msg.req.local_comm_id;
         c.pending_qpn = msg.req.local_qpn;
         c.params.worker_ip = src_ip;
+        // Replication: the root sends from the REQ's Starting PSN ("RDMA CM messages"), into
+        // the result buffer the INAR request names (result_addr at byte 32, result_rkey at 40).
+        c.params.root_psn = msg.req.starting_psn & 0xFFFFFF;
+        c.params.result_addr = uint64_t{be32(inar + 32)} << 32 | be32(inar + 36);
+        c.params.result_rkey = be32(inar + 40);
         return;
     }
     if (attr == rc::cm::Attr::rep && src_ip == params.root_ip) {
@@ -655,8 +910,16 @@ uint16_t s2s_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
         // ACK/NAKs and CNPs toward the worker (and, learning, the CM exchange it reads). The
         // other direction's PSN space (the root's result WRITEs and the workers' ACKs of them,
         // the workers' CNPs) passes untouched.
-        const bool ours = cm || (to_root ? rc_request(opcode)
-                                         : (opcode == rc::op::kAcknowledge || opcode == rc::op::kCnp));
+        // Replication (replicate: true) takes the other PSN space too: the root's result WRITEs
+        // (copied from the carrier), the workers' ACKs of them and their CNPs (to the root).
+        const bool replicate = cv != nullptr ? cv->replicate : lv->replicate;
+        const bool result_path =
+            replicate && !cm &&
+            (to_root ? (opcode == rc::op::kAcknowledge || opcode == rc::op::kCnp)
+                     : write_request(opcode));
+        const bool ours = cm || result_path ||
+                          (to_root ? rc_request(opcode)
+                                   : (opcode == rc::op::kAcknowledge || opcode == rc::op::kCnp));
         if (!ours) {
             ++lcore_counter(ctx, LcoreCounter::passed);
             out.push(pass, m);
@@ -706,6 +969,35 @@ uint16_t s2s_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
             continue;
         }
         Connection& c = job->conns[conn];
+        if (result_path && !job->conns[0].live) {
+            // Learning, the carrier not connected (yet, or any more): nothing to copy from or
+            // to answer on; the packet is the endpoints' own.
+            ++lcore_counter(ctx, LcoreCounter::passed);
+            out.push(pass, m);
+            continue;
+        }
+        if (result_path) {
+            // Independent of the aggregation and of a drain: the root writes once all along.
+            if (!to_root) {
+                if (conn == 0) {
+                    b.replicate(*job, m, *pm, p);
+                }
+                ++lcore_counter(ctx, LcoreCounter::passed);  // the carrier's own copy
+                out.push(pass, m);
+            } else if (opcode == rc::op::kAcknowledge) {
+                if (conn == 0) {
+                    job->root_port = m->port;
+                }
+                b.on_result_ack(*job, conn, p);
+                out.push(FeatureEdge::drop, m);
+            } else if (conn == 0) {
+                out.push(pass, m);  // a CNP for the carrier's own QP
+            } else {
+                b.forward_cnp(*job);
+                out.push(FeatureEdge::drop, m);
+            }
+            continue;
+        }
         const bool draining = cv != nullptr ? cv->drain : lv->drain;
         if (draining && job->try_forwarding()) {
             // Left: the endpoints talk directly again, each PSN (and the root's MSN) moved

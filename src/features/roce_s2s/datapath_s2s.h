@@ -38,6 +38,11 @@ struct ConnParams {
     uint32_t root_qpn = 0;
     bool psn_known = false;  // else the first packet seen sets the worker-side ePSN
     uint32_t psn = 0;
+    // Result replication: the PSN the root sends from on this connection (the REQ's Starting
+    // PSN) and the worker's result buffer (the REQ's INAR private data), config or learned.
+    uint32_t root_psn = 0;
+    uint64_t result_addr = 0;
+    uint32_t result_rkey = 0;
 };
 
 struct JobParams {
@@ -51,6 +56,7 @@ struct JobParams {
     uint8_t timeout = 14;
     uint8_t retry_cnt = 7;
     bool learn = false;    // connections learned from the RDMA CM exchange (rank i + 1 at i)
+    bool replicate = false;  // result WRITEs on the carrier are copied to every connection
     uint16_t n_conns = 0;  // connections[0] (the lowest rank) is the carrier
     std::array<ConnParams, kMaxConns> conns{};
 };
@@ -85,6 +91,11 @@ struct Connection {
     uint32_t fwd_psn_delta = 0;
     uint32_t fwd_msn_delta = 0;
     bool touched = false;  // in the burst's list of connections owed an ACK
+    // Replication: the root -> worker leg, in its own PSN space (carrier PSN + the fixed delta
+    // root_psn - carrier's root_psn: the leg carries nothing but copies).
+    uint32_t res_next = 0;       // the first PSN the worker has not acknowledged
+    uint32_t res_msn = 0;        // the MSN of its latest ACK
+    uint32_t res_nak_round = 0;  // the forwarded NAK it last reported (job.res_nak_round)
 };
 
 struct alignas(64) JobState {
@@ -112,6 +123,14 @@ struct alignas(64) JobState {
     // Drain (config drain: true): no new chunk is absorbed; once every held one is
     // acknowledged by the root, `forwarding`: packets pass with PSN/MSN translated.
     bool forwarding = false;
+    // Replication, in the carrier's root -> worker PSN space: what the root has been told.
+    uint32_t res_told = 0;        // the first PSN the root has not heard acknowledged
+    bool res_ack_owed = false;    // a worker ACKed in this burst: evaluate the minimum at its end
+    bool res_duplicate = false;   // a worker re-ACKed (the root retransmits): tell it again
+    bool res_nak_any = false;     // a NAK went to the root (res_nak_psn valid)
+    uint32_t res_nak_psn = 0;     // the PSN of the last NAK sent to the root
+    uint32_t res_nak_round = 0;   // advanced per NAK sent to the root
+    ina::roce::CnpLimiter root_cnp;  // CNPs forwarded to the root on the carrier
     JobCounters counters;
 
     uint32_t extend(uint32_t chunk);
@@ -130,6 +149,12 @@ struct alignas(64) JobState {
     // Draining: when nothing is held any more and the root acknowledged every aggregate, fixes
     // each connection's translation and turns to forwarding. True once forwarding.
     bool try_forwarding();
+    // Replication: connection i's root -> worker PSN moved into the carrier's space and back.
+    uint32_t to_carrier(uint16_t i, uint32_t psn) const;
+    uint32_t from_carrier(uint16_t i, uint32_t psn) const;
+    // Replication: the first carrier PSN some live worker has not acknowledged, and the least
+    // MSN they reported. False when no connection is live.
+    bool result_floor(uint32_t& psn, uint32_t& msn) const;
 };
 
 // Frames one input may put on the edges: a CNP and a NAK/re-ACK (ACKs and aggregates are

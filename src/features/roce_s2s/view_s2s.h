@@ -39,6 +39,7 @@ struct ConnView {
     uint16_t conn = 0;  // index of the connection in its job (ranks ascending)
     Direction dir = Direction::to_root;
     bool drain = false;  // the job is being left (config drain: true)
+    bool replicate = false;  // result WRITEs replicated, their ACKs aggregated
     uint16_t home = 0;                  // worker index of the job's home lcore
     uint16_t slot = dp::kNoStateSlot;   // the job state's slot there (control_s2s fills it)
 };
@@ -49,6 +50,7 @@ struct LearnView {
     uint32_t root_ip = 0;
     uint32_t job_id = 0;
     bool drain = false;
+    bool replicate = false;
     uint16_t home = 0;
     uint16_t slot = dp::kNoStateSlot;
 };
@@ -97,7 +99,14 @@ constexpr uint32_t job_state_id(uint32_t job_id) { return 0x40000000u | job_id; 
     X(connections_replaced, "Learned connections replaced by a new REQ of their rank (DREQ unseen)") \
     X(sessions, "Sessions started over used slots: a REQ while no connection was live, or of a rank already connected in the session (slots emptied)") \
     X(drain_refused, "Contributions to new chunks refused while draining (RNR NAK)")          \
-    X(forwarded, "Packets forwarded with their PSN/MSN translated after the drain")
+    X(forwarded, "Packets forwarded with their PSN/MSN translated after the drain")            \
+    X(results_replicated, "Result WRITE copies sent to non-carrier workers (replicate: true)")  \
+    X(replicate_failed, "Result WRITE copies not built (no mbuf or headers not in segment 1)") \
+    X(result_acks_consumed, "Workers' ACKs/NAKs of result WRITEs (consumed, aggregated)")      \
+    X(result_acks_forwarded, "ACKs sent to the root: the PSN every worker acknowledged")       \
+    X(result_naks_forwarded, "Workers' NAKs sent to the root, translated to the carrier")      \
+    X(result_naks_merged, "Workers' NAKs of a gap already reported to the root (dropped)")     \
+    X(result_cnps_forwarded, "Workers' CNPs sent to the root on the carrier connection")
 
 struct JobCounters {
 #define INA_S2S_FIELD(name, help) uint64_t name = 0;

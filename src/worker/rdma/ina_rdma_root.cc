@@ -34,7 +34,13 @@ int main(int argc, char** argv) {
                    "results written: how long to wait for the workers to disconnect before "
                    "disconnecting them")
         ->default_val(5000);
+    std::string results = "per-worker";
+    app.add_option("--results", results,
+                   "per-worker: each result WRITE to every worker; once: on the carrier "
+                   "(rank 1) only, for a switch with replicate: true")
+        ->default_val("per-worker")->check(CLI::IsMember({"per-worker", "once"}));
     CLI11_PARSE(app, argc, argv);
+    o.results = results == "once" ? rdma::ResultMode::once : rdma::ResultMode::per_worker;
 
     try {
         rdma::EventChannel channel;
@@ -50,12 +56,13 @@ int main(int argc, char** argv) {
                 "{\"ok\": true, \"round\": %u, \"job\": %u, \"type\": \"%s\", \"op\": \"%s\", "
                 "\"world\": %u, \"elements\": %llu, \"chunk_bytes\": %u, \"window\": %u, "
                 "\"chunks\": %u, \"contributions\": %llu, \"contribution_count\": %llu, "
-                "\"results_written\": %llu, \"rejected\": %llu, \"seconds\": %.6f}\n",
+                "\"results\": \"%s\", \"results_written\": %llu, \"rejected\": %llu, "
+                "\"seconds\": %.6f}\n",
                 r, st.job.job_id, std::string(reduce::to_string(st.job.elem_type)).c_str(),
                 std::string(reduce::to_string(st.job.op)).c_str(), unsigned{st.job.world},
                 static_cast<unsigned long long>(st.job.elements), st.job.chunk_bytes,
                 st.job.window, st.chunks, static_cast<unsigned long long>(st.contributions),
-                static_cast<unsigned long long>(st.contribution_count),
+                static_cast<unsigned long long>(st.contribution_count), results.c_str(),
                 static_cast<unsigned long long>(st.results_written),
                 static_cast<unsigned long long>(st.rejected), st.seconds);
             std::fflush(stdout);

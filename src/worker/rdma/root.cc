@@ -50,6 +50,9 @@ private:
     // Ends the connections whose worker has not disconnected (its DREQ lost, or still to come).
     void disconnect_stragglers();
     std::string progress() const;
+    uint64_t result_writes_per_chunk() const {
+        return opt_.results == ResultMode::once ? 1 : job_->world;
+    }
 
     EventChannel& channel_;
     const RootOptions& opt_;
@@ -290,6 +293,11 @@ void Round::send_ready_results() {
                 throw Error("chunk " + std::to_string(chunk) + " complete while not every "
                             "rank is connected (contribution counts exceed the senders)");
             }
+        }
+        // once: the carrier (rank 1) alone; the switch replicates the WRITE to every worker.
+        const size_t writers = opt_.results == ResultMode::once ? 1 : conns_.size();
+        for (size_t w = 0; w < writers; ++w) {
+            const auto& c = conns_[w];
             post_write_imm(c->qp.get(), kResultWrite | slot, *result_mr_, offset, length,
                            c->req.result_addr + chunking_->offset(chunk), c->req.result_rkey,
                            make_imm(chunk, static_cast<uint8_t>(job_->world)));
@@ -301,7 +309,7 @@ void Round::send_ready_results() {
 
 bool Round::work_done() const {
     return reducer_ && reducer_->all_complete() && ready_.empty() &&
-           st_.results_written == uint64_t{st_.chunks} * job_->world;
+           st_.results_written == uint64_t{st_.chunks} * result_writes_per_chunk();
 }
 
 bool Round::finished() const {

@@ -2,7 +2,8 @@
 // The host root of server-to-server mode (docs/rdma.md, "Worker side (libibverbs)"): listens
 // with rdma_cm, accepts `world` workers of one job, reduces every chunk once its contributions
 // sum to world (ChunkReducer), and WRITEs each result with immediate into every worker's result
-// buffer.
+// buffer -- or, with RootOptions::results == once, only into the carrier's (rank 1), for a
+// switch that replicates it onto every worker's connection (docs/rdma.md "Result replication").
 //
 // Memory: one contribution area of world x window x chunk_bytes (worker rank r owns the r-th
 // window x chunk_bytes, announced in ConnectReply) and one result staging area of window x
@@ -29,10 +30,16 @@
 
 namespace ina::rdma {
 
+// How each chunk's result leaves the root: one WRITE per worker on its own connection, or one
+// WRITE on the carrier connection (the lowest rank) that a `replicate: true` switch copies to
+// every worker, aggregating their ACKs into the carrier's.
+enum class ResultMode : uint8_t { per_worker, once };
+
 struct RootOptions {
     uint16_t expected_world = 0;  // 0: take it from the first worker
     uint32_t max_memory_mb = 1024;  // cap on contribution + result memory
     uint32_t disconnect_grace_ms = 5000;  // results written: how long to wait for disconnects
+    ResultMode results = ResultMode::per_worker;
 };
 
 struct RoundStats {
@@ -40,7 +47,7 @@ struct RoundStats {
     uint32_t chunks = 0;
     uint64_t contributions = 0;       // WRITE-with-immediate completions
     uint64_t contribution_count = 0;  // the sum of their immediates' counts (chunks x world)
-    uint64_t results_written = 0;     // result WRITEs completed
+    uint64_t results_written = 0;     // result WRITEs completed (chunks x world, or chunks once)
     uint64_t rejected = 0;            // connect requests refused
     double seconds = 0;               // first contribution to last result WRITE completed
 };
