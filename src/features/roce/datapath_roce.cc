@@ -136,6 +136,25 @@ void count_result(QpState& q, const rc::Transmit& tx, size_t l3) {
     q.counters.bytes_out += l3;
 }
 
+// The ICRC of result WRITE tx, whose packet of l3_bytes with `headers` header bytes is at l3
+// behind an Ethernet header (its payload and pad in place). A whole chunk's: the rank's headers
+// summed and joined to the payload's CRC, summed once per key for all ranks; any other length:
+// one pass over the frame.
+uint32_t result_write_icrc(JobState& job, uint8_t* l3, size_t headers, size_t l3_bytes,
+                           const rc::Transmit& tx) {
+    const size_t payload = l3_bytes - headers - rc::kIcrcBytes;  // with its pad
+    if (payload != job.result_icrc.payload_bytes()) {
+        return rc::icrc_in_frame(l3, l3_bytes);  // the Ethernet header before
+    }
+    const auto key = static_cast<uint32_t>(tx.cookie);
+    if (!job.payload_crc_valid || job.payload_crc_key != key) {
+        job.payload_crc = rc::icrc_payload(l3 + headers, payload);
+        job.payload_crc_key = key;
+        job.payload_crc_valid = true;
+    }
+    return job.result_icrc.join(rc::icrc_headers_in_frame(l3, headers), job.payload_crc);
+}
+
 // Result packet `tx` (a whole message: offset 0) built in one fresh mbuf: headers written in
 // place, the rank's result (the slot's, or the parent's for an aggregator) stored straight
 // behind them (its one copy), pad, ICRC in one
@@ -170,7 +189,7 @@ bool result_in_place(LcoreContext& ctx, QpState& q, const rc::Transmit& tx, rte_
         return true;
     }
     std::memset(payload + tx.length, 0, pad);
-    rc::write_icrc(d + l2 + l3, rc::icrc_in_frame(d + l2, l3));  // the Ethernet header before
+    rc::write_icrc(d + l2 + l3, result_write_icrc(*q.job, d + l2, headers, l3, tx));
     ++q.ip_id;
     count_result(q, tx, l3);
     out = originated(m, l2 + l3, q);
@@ -410,7 +429,10 @@ bool away_from_home(LcoreContext& ctx, rte_mbuf* m, uint16_t home, EdgeBatches<F
 }
 
 JobState::JobState(const JobParams& p, const ParentParams& up)
-    : StateTag(StateKind::job), params(p), table(ack_params(p, up)) {
+    : StateTag(StateKind::job),
+      params(p),
+      table(ack_params(p, up)),
+      result_icrc(p.chunk_bytes + rc::write_request_pad_bytes(p.chunk_bytes)) {
     if (up.parent_ip != 0) {
         parent = std::make_unique<ParentLink>(up, p.window, p.chunk_bytes);
     }
