@@ -74,6 +74,19 @@
 #include "reduce/reduce.h"
 #include "roce/icrc.h"
 
+// Under `valgrind --tool=callgrind --collect-atstart=no`, --roce collects instructions inside the
+// way-up bursts alone (the contributions' process_burst): the instructions per contribution of
+// the figure the goal compares (docs/performance.md). Outside valgrind the requests are a few
+// no-op instructions per burst; without valgrind's header they are nothing.
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#define INA_BENCH_COLLECT_WAY_UP() CALLGRIND_TOGGLE_COLLECT
+#else
+#define INA_BENCH_COLLECT_WAY_UP() \
+    do {                           \
+    } while (0)
+#endif
+
 namespace {
 
 using namespace ina;
@@ -472,7 +485,9 @@ int run_roce(unsigned payload, const std::string& type, double seconds, rte_rcu_
                 break;
             }
             ctx.now_tsc = t0;
+            INA_BENCH_COLLECT_WAY_UP();
             pipeline::process_burst(ctx, *snap, burst, kBurst);
+            INA_BENCH_COLLECT_WAY_UP();
             // The parent answers the burst's partials (its result frames copied as the
             // contributions are; the stage turns each into the ranks' result WRITEs).
             if (aggregator) {

@@ -74,8 +74,19 @@ size_t request_header_bytes(const Path& path, const Transmit& tx) {
            (tx.has_imm ? kImmBytes : 0);
 }
 
+// How an encoder sums the ICRC: `separate` needs nothing before `out` (icrc_in_place);
+// `in_frame` is one pass over the 8 bytes before `out` too (icrc_in_frame: the caller's frame
+// has its Ethernet header there).
+enum class IcrcPass : uint8_t { separate, in_frame };
+
+void seal(uint8_t* l3, size_t total, IcrcPass pass) {
+    write_icrc(l3 + total, pass == IcrcPass::in_frame ? icrc_in_frame(l3, total)
+                                                      : icrc_in_place(l3, total));
+}
+
 template <class Path>
-size_t ack_of(uint8_t* out, size_t capacity, const Path& path, uint16_t ip_id, const Reply& reply) {
+size_t ack_of(uint8_t* out, size_t capacity, const Path& path, uint16_t ip_id, const Reply& reply,
+              IcrcPass pass) {
     const size_t bth_at = ip_bytes(path) + kUdpBytes;
     const size_t total = bth_at + kBthBytes + kAethBytes + kIcrcBytes;
     if (capacity < total) {
@@ -84,12 +95,12 @@ size_t ack_of(uint8_t* out, size_t capacity, const Path& path, uint16_t ip_id, c
     write_ip_udp(out, path, ip_id, total - bth_at);
     write_bth(out + bth_at, bth_for(path, op::kAcknowledge, reply.psn));
     write_aeth(out + bth_at + kBthBytes, Aeth{reply.syndrome, reply.msn & 0xFFFFFF});
-    finish_icrc(out, total);
+    seal(out, total, pass);
     return total;
 }
 
 template <class Path>
-size_t cnp_of(uint8_t* out, size_t capacity, const Path& path, uint16_t ip_id) {
+size_t cnp_of(uint8_t* out, size_t capacity, const Path& path, uint16_t ip_id, IcrcPass pass) {
     const size_t bth_at = ip_bytes(path) + kUdpBytes;
     const size_t total = bth_at + kBthBytes + kCnpPadBytes + kIcrcBytes;
     if (capacity < total) {
@@ -100,7 +111,7 @@ size_t cnp_of(uint8_t* out, size_t capacity, const Path& path, uint16_t ip_id) {
     b.becn = true;
     write_bth(out + bth_at, b);
     std::memset(out + bth_at + kBthBytes, 0, kCnpPadBytes);
-    finish_icrc(out, total);
+    seal(out, total, pass);
     return total;
 }
 
@@ -165,17 +176,38 @@ void finish_icrc(uint8_t* l3, size_t total) {
 
 size_t encode_ack(uint8_t* out, size_t capacity, const Ipv4Path& path, uint16_t ip_id,
                   const Reply& reply) {
-    return ack_of(out, capacity, path, ip_id, reply);
+    return ack_of(out, capacity, path, ip_id, reply, IcrcPass::separate);
 }
 size_t encode_ack(uint8_t* out, size_t capacity, const Ipv6Path& path, const Reply& reply) {
-    return ack_of(out, capacity, path, 0, reply);
+    return ack_of(out, capacity, path, 0, reply, IcrcPass::separate);
 }
 
 size_t encode_cnp(uint8_t* out, size_t capacity, const Ipv4Path& path, uint16_t ip_id) {
-    return cnp_of(out, capacity, path, ip_id);
+    return cnp_of(out, capacity, path, ip_id, IcrcPass::separate);
 }
 size_t encode_cnp(uint8_t* out, size_t capacity, const Ipv6Path& path) {
-    return cnp_of(out, capacity, path, 0);
+    return cnp_of(out, capacity, path, 0, IcrcPass::separate);
+}
+
+size_t encode_ack_frame(uint8_t* frame, size_t capacity, const uint8_t dst_mac[6],
+                        const uint8_t src_mac[6], const Ipv4Path& path, uint16_t ip_id,
+                        const Reply& reply) {
+    if (write_ethernet(frame, capacity, dst_mac, src_mac) == 0) {
+        return 0;
+    }
+    const size_t l3 = ack_of(frame + kEthernetBytes, capacity - kEthernetBytes, path, ip_id, reply,
+                             IcrcPass::in_frame);
+    return l3 == 0 ? 0 : kEthernetBytes + l3;
+}
+
+size_t encode_cnp_frame(uint8_t* frame, size_t capacity, const uint8_t dst_mac[6],
+                        const uint8_t src_mac[6], const Ipv4Path& path, uint16_t ip_id) {
+    if (write_ethernet(frame, capacity, dst_mac, src_mac) == 0) {
+        return 0;
+    }
+    const size_t l3 = cnp_of(frame + kEthernetBytes, capacity - kEthernetBytes, path, ip_id,
+                             IcrcPass::in_frame);
+    return l3 == 0 ? 0 : kEthernetBytes + l3;
 }
 
 size_t write_request_headers(uint8_t* out, size_t capacity, const Ipv4Path& path, uint16_t ip_id,

@@ -187,14 +187,11 @@ uint32_t icrc_in_place(uint8_t* l3, size_t len) {
     return crc;
 }
 
-uint32_t icrc_in_frame(uint8_t* l3, size_t len) {
-    uint8_t version = 0;
-    size_t ip_len = 0;
-    size_t total = 0;
-    const size_t n = header_shape(l3, len, version, ip_len, total);
-    if (n == 0 || total > len) {
-        return 0;
-    }
+namespace {
+// One rte_net_crc pass over the 8 bytes before l3 and the packet's first `covered` bytes, those
+// 8 bytes set to ones and the variant fields masked in place for the pass and put back.
+// `covered` lies within the packet; the headers' shape was checked (header_shape).
+uint32_t masked_pass(uint8_t* l3, uint8_t version, size_t ip_len, size_t covered) {
     // Everything mask_variant_fields changes, and the 8 bytes before l3, kept and put back.
     uint8_t before[8];
     uint8_t ip_head[12];
@@ -206,12 +203,56 @@ uint32_t icrc_in_frame(uint8_t* l3, size_t len) {
     std::memset(l3 - 8, 0xFF, 8);
     mask_variant_fields(l3, version, ip_len);
     const uint32_t crc =
-        rte_net_crc_calc(l3 - 8, static_cast<uint32_t>(8 + total - kIcrcBytes), RTE_NET_CRC32_ETH);
+        rte_net_crc_calc(l3 - 8, static_cast<uint32_t>(8 + covered), RTE_NET_CRC32_ETH);
     std::memcpy(l3 - 8, before, 8);
     std::memcpy(l3, ip_head, 12);
     std::memcpy(l3 + ip_len + 6, udp_sum, 2);
     l3[ip_len + kUdpBytes + 4] = bth4;
     return crc;
+}
+}  // namespace
+
+uint32_t icrc_in_frame(uint8_t* l3, size_t len) {
+    uint8_t version = 0;
+    size_t ip_len = 0;
+    size_t total = 0;
+    const size_t n = header_shape(l3, len, version, ip_len, total);
+    if (n == 0 || total > len) {
+        return 0;
+    }
+    return masked_pass(l3, version, ip_len, total - kIcrcBytes);
+}
+
+uint32_t icrc_headers_in_frame(uint8_t* l3, size_t header_bytes) {
+    uint8_t version = 0;
+    size_t ip_len = 0;
+    size_t total = 0;
+    const size_t n = header_shape(l3, header_bytes, version, ip_len, total);
+    if (n == 0 || header_bytes + kIcrcBytes > total) {
+        return 0;
+    }
+    return masked_pass(l3, version, ip_len, header_bytes);
+}
+
+uint32_t icrc_payload(const uint8_t* payload, size_t len) {
+    return rte_net_crc_calc(payload, static_cast<uint32_t>(len), RTE_NET_CRC32_ETH);
+}
+
+IcrcJoin::IcrcJoin(uint32_t payload_bytes) : payload_bytes_(payload_bytes) {
+    // zlib's operator for |B| = payload_bytes; advancing a CRC c is crc32_combine_op(c, 0, op),
+    // linear in c: its value on each of the 32 bits, then every byte value of each byte
+    // position as the xor of its bits' values.
+    const uLong op = crc32_combine_gen(static_cast<z_off_t>(payload_bytes));
+    std::array<uint32_t, 32> bit{};
+    for (size_t i = 0; i < bit.size(); ++i) {
+        bit[i] = static_cast<uint32_t>(crc32_combine_op(uLong{1} << i, 0, op));
+    }
+    for (size_t k = 0; k < shift_.size(); ++k) {
+        for (uint32_t b = 1; b < 256; ++b) {
+            // b without its lowest bit was filled before b.
+            shift_[k][b] = shift_[k][b & (b - 1)] ^ bit[8 * k + static_cast<size_t>(__builtin_ctz(b))];
+        }
+    }
 }
 
 uint32_t icrc_writable(rte_mbuf* mb, uint32_t l3_off) {

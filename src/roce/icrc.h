@@ -15,6 +15,7 @@
 
 #include <rte_mbuf.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 
@@ -51,6 +52,35 @@ uint32_t icrc_in_frame(uint8_t* l3, size_t len);
 // icrc(m, l3_off) for an mbuf the caller owns: icrc_in_frame when it is direct, not shared
 // (refcnt 1), one segment and has 8 bytes before l3; otherwise the const path above.
 uint32_t icrc_writable(rte_mbuf* m, uint32_t l3_off);
+
+// The CRC of the 8 bytes of ones and the first `header_bytes` of the packet at `l3` (IP, UDP,
+// BTH and its extension headers) with the variant fields masked, in place as icrc_in_frame (the
+// same provisos): the ICRC's first part, for IcrcJoin. 0 if they cannot be RoCEv2 headers.
+uint32_t icrc_headers_in_frame(uint8_t* l3, size_t header_bytes);
+
+// The CRC of `len` payload bytes (pad included): the ICRC's second part, for IcrcJoin.
+uint32_t icrc_payload(const uint8_t* payload, size_t len);
+
+// The ICRC of a packet from its two parts, so that one payload's CRC serves every packet that
+// carries it behind other headers (a result WRITE to each rank): the CRC of A then B is the CRC
+// of A advanced over |B| zero bytes, xor the CRC of B (zlib's crc32_combine), and advancing by
+// a fixed |B| is linear in the CRC, so four 256-entry tables (4 KiB) make it four loads.
+// Built for one payload length (zlib's operator, a few thousand operations: not per packet).
+class IcrcJoin {
+public:
+    explicit IcrcJoin(uint32_t payload_bytes);
+    uint32_t payload_bytes() const { return payload_bytes_; }
+    // The ICRC of headers_crc's headers (icrc_headers_in_frame) followed by payload_bytes() of
+    // payload whose CRC is payload_crc (icrc_payload).
+    uint32_t join(uint32_t headers_crc, uint32_t payload_crc) const {
+        return shift_[0][headers_crc & 0xFF] ^ shift_[1][(headers_crc >> 8) & 0xFF] ^
+               shift_[2][(headers_crc >> 16) & 0xFF] ^ shift_[3][headers_crc >> 24] ^ payload_crc;
+    }
+
+private:
+    uint32_t payload_bytes_;
+    std::array<std::array<uint32_t, 256>, 4> shift_{};
+};
 
 // The ICRC as the packet carries it: the 4 bytes before `end`, least-significant byte first.
 inline uint32_t read_icrc(const uint8_t* end) {

@@ -76,6 +76,40 @@ TEST(RoceEncode, CnpIsVectorA) {
     EXPECT_EQ(Bytes(buf, buf + n), kCnpFrame);
 }
 
+// The packet path's frame encoders (ICRC in one pass over the frame) give the reference
+// vectors' bytes behind the Ethernet header, their ICRC is what the const path sums, and a
+// buffer one byte short gets nothing.
+TEST(RoceEncode, FrameEncodersAreTheVectorsBehindAnEthernetHeader) {
+    const uint8_t dst[6] = {0xe4, 0x1d, 0x2d, 0xab, 0x2b, 0xc2};
+    const uint8_t src[6] = {0x7c, 0xfe, 0x90, 0x64, 0x3b, 0x32};
+    const Ipv4Path path = vector_c_path(ip(10, 0, 0, 2), ip(10, 0, 0, 1), 0xC001, 0x11);
+    for (const uint8_t syndrome : {aeth::kAckUnlimited, aeth::kNakPsnSequence}) {
+        uint8_t frame[128];
+        const size_t n = encode_ack_frame(frame, sizeof frame, dst, src, path, 0,
+                                          Reply{syndrome, 0x100, 5});
+        ASSERT_EQ(n, kEthernetBytes + kAck.size());
+        EXPECT_EQ(Bytes(frame, frame + 6), Bytes(dst, dst + 6));
+        EXPECT_EQ(Bytes(frame + 6, frame + 12), Bytes(src, src + 6));
+        EXPECT_EQ(Bytes(frame + kEthernetBytes, frame + n),
+                  syndrome == aeth::kAckUnlimited ? kAck : kNak);
+        EXPECT_EQ(icrc(frame + kEthernetBytes, n - kEthernetBytes), read_icrc(frame + n));
+        uint8_t small[128];
+        EXPECT_EQ(encode_ack_frame(small, n - 1, dst, src, path, 0, Reply{syndrome, 0x100, 5}),
+                  0u);
+    }
+    Ipv4Path cnp_path;
+    cnp_path.src_ip = ip(10, 0, 17, 1);
+    cnp_path.dst_ip = ip(10, 0, 18, 1);
+    cnp_path.src_port = 0;
+    cnp_path.tos = 0xC2;
+    cnp_path.ttl = 64;
+    cnp_path.dest_qp = 0x118;
+    uint8_t frame[128];
+    const size_t n = encode_cnp_frame(frame, sizeof frame, dst, src, cnp_path, 0x718c);
+    EXPECT_EQ(Bytes(frame, frame + n), kCnpFrame);
+    EXPECT_EQ(encode_cnp_frame(frame, n - 1, dst, src, cnp_path, 0x718c), 0u);
+}
+
 // Notification point: CE on a contribution earns its QP one CNP per interval, no more.
 TEST(RoceCnp, CeEarnsOneCnpPerIntervalPerQp) {
     EXPECT_TRUE(ce_marked(0x03));

@@ -71,22 +71,55 @@ namespace {
 
 constexpr uint8_t kZeroMac[6] = {0, 0, 0, 0, 0, 0};  // routing writes both MACs
 
-rte_mbuf* ack_frame(LcoreContext& ctx, QpState& q, const rc::Reply& reply) {
-    uint8_t buf[128];
-    const size_t l2 = rc::write_ethernet(buf, sizeof buf, kZeroMac, kZeroMac);
-    const size_t l3 = rc::encode_ack(buf + l2, sizeof buf - l2, q.path, q.ip_id++, reply);
+// A fresh mbuf of ctx's pool (nullptr, counted, when the pool is empty).
+rte_mbuf* fresh_mbuf(LcoreContext& ctx) {
+    rte_mbuf* m = rte_pktmbuf_alloc(ctx.pool);
+    if (m == nullptr) [[unlikely]] {
+        ++lcore_counter(ctx, LcoreCounter::no_mbuf);
+    }
+    return m;
+}
+
+// m, built in place with `len` bytes, as one of q's frames: sent from q's port, marked
+// originated (routing keeps its TTL).
+rte_mbuf* originated(rte_mbuf* m, size_t len, const QpState& q) {
+    m->data_len = static_cast<uint16_t>(len);
+    m->pkt_len = static_cast<uint32_t>(len);
+    m->port = q.last_port;
+    m->ol_flags = pipeline::g_originated_flag;
+    return m;
+}
+
+// q's ACK/NAK (or CNP) encoded straight into a fresh mbuf, its ICRC in one pass over the frame
+// (encode_ack_frame): no frame on the stack copied in, no header copy for the ICRC.
+template <class Encode>
+rte_mbuf* small_frame(LcoreContext& ctx, QpState& q, Encode encode) {
+    rte_mbuf* m = fresh_mbuf(ctx);
+    if (m == nullptr) [[unlikely]] {
+        return nullptr;
+    }
+    const size_t len = encode(rte_pktmbuf_mtod(m, uint8_t*), rte_pktmbuf_tailroom(m));
+    if (len == 0) [[unlikely]] {
+        rte_pktmbuf_free(m);  // never: an mbuf's data room holds far more than 74 bytes
+        ++lcore_counter(ctx, LcoreCounter::no_mbuf);
+        return nullptr;
+    }
+    ++q.ip_id;
     q.counters.packets_out += 1;
-    q.counters.bytes_out += l3;
-    return frame_of(ctx, buf, l2 + l3, q.last_port);
+    q.counters.bytes_out += len - rc::kEthernetBytes;
+    return originated(m, len, q);
+}
+
+rte_mbuf* ack_frame(LcoreContext& ctx, QpState& q, const rc::Reply& reply) {
+    return small_frame(ctx, q, [&](uint8_t* d, size_t room) {
+        return rc::encode_ack_frame(d, room, kZeroMac, kZeroMac, q.path, q.ip_id, reply);
+    });
 }
 
 rte_mbuf* cnp_frame(LcoreContext& ctx, QpState& q) {
-    uint8_t buf[128];
-    const size_t l2 = rc::write_ethernet(buf, sizeof buf, kZeroMac, kZeroMac);
-    const size_t l3 = rc::encode_cnp(buf + l2, sizeof buf - l2, q.path, q.ip_id++);
-    q.counters.packets_out += 1;
-    q.counters.bytes_out += l3;
-    return frame_of(ctx, buf, l2 + l3, q.last_port);
+    return small_frame(ctx, q, [&](uint8_t* d, size_t room) {
+        return rc::encode_cnp_frame(d, room, kZeroMac, kZeroMac, q.path, q.ip_id);
+    });
 }
 
 void count_reply(QpState& q, const rc::Reply& r) {
@@ -103,15 +136,33 @@ void count_result(QpState& q, const rc::Transmit& tx, size_t l3) {
     q.counters.bytes_out += l3;
 }
 
+// The ICRC of result WRITE tx, whose packet of l3_bytes with `headers` header bytes is at l3
+// behind an Ethernet header (its payload and pad in place). A whole chunk's: the rank's headers
+// summed and joined to the payload's CRC, summed once per key for all ranks; any other length:
+// one pass over the frame.
+uint32_t result_write_icrc(JobState& job, uint8_t* l3, size_t headers, size_t l3_bytes,
+                           const rc::Transmit& tx) {
+    const size_t payload = l3_bytes - headers - rc::kIcrcBytes;  // with its pad
+    if (payload != job.result_icrc.payload_bytes()) {
+        return rc::icrc_in_frame(l3, l3_bytes);  // the Ethernet header before
+    }
+    const auto key = static_cast<uint32_t>(tx.cookie);
+    if (!job.payload_crc_valid || job.payload_crc_key != key) {
+        job.payload_crc = rc::icrc_payload(l3 + headers, payload);
+        job.payload_crc_key = key;
+        job.payload_crc_valid = true;
+    }
+    return job.result_icrc.join(rc::icrc_headers_in_frame(l3, headers), job.payload_crc);
+}
+
 // Result packet `tx` (a whole message: offset 0) built in one fresh mbuf: headers written in
 // place, the rank's result (the slot's, or the parent's for an aggregator) stored straight
 // behind them (its one copy), pad, ICRC in one
 // pass in place. False when the frame does not fit one mbuf (the caller builds it in scratch); true
 // otherwise, with `out` the frame or nullptr (no mbuf, or no result: counted).
 bool result_in_place(LcoreContext& ctx, QpState& q, const rc::Transmit& tx, rte_mbuf*& out) {
-    rte_mbuf* m = rte_pktmbuf_alloc(ctx.pool);
+    rte_mbuf* m = fresh_mbuf(ctx);
     if (m == nullptr) [[unlikely]] {
-        ++lcore_counter(ctx, LcoreCounter::no_mbuf);
         return true;
     }
     const size_t room = rte_pktmbuf_tailroom(m);
@@ -138,14 +189,10 @@ bool result_in_place(LcoreContext& ctx, QpState& q, const rc::Transmit& tx, rte_
         return true;
     }
     std::memset(payload + tx.length, 0, pad);
-    rc::write_icrc(d + l2 + l3, rc::icrc_in_frame(d + l2, l3));  // the Ethernet header before
+    rc::write_icrc(d + l2 + l3, result_write_icrc(*q.job, d + l2, headers, l3, tx));
     ++q.ip_id;
     count_result(q, tx, l3);
-    m->data_len = static_cast<uint16_t>(l2 + l3);
-    m->pkt_len = static_cast<uint32_t>(l2 + l3);
-    m->port = q.last_port;
-    m->ol_flags = pipeline::g_originated_flag;
-    out = m;
+    out = originated(m, l2 + l3, q);
     return true;
 }
 
@@ -382,7 +429,10 @@ bool away_from_home(LcoreContext& ctx, rte_mbuf* m, uint16_t home, EdgeBatches<F
 }
 
 JobState::JobState(const JobParams& p, const ParentParams& up)
-    : StateTag(StateKind::job), params(p), table(ack_params(p, up)) {
+    : StateTag(StateKind::job),
+      params(p),
+      table(ack_params(p, up)),
+      result_icrc(p.chunk_bytes + rc::write_request_pad_bytes(p.chunk_bytes)) {
     if (up.parent_ip != 0) {
         parent = std::make_unique<ParentLink>(up, p.window, p.chunk_bytes);
     }

@@ -19,6 +19,7 @@
 #include "pipeline/feature_stages.h"
 #include "roce/cnp.h"
 #include "roce/encode.h"
+#include "roce/icrc.h"
 #include "roce/rc_requester.h"
 #include "roce/rc_responder.h"
 #include "wire/bitstring.h"
@@ -62,6 +63,13 @@ struct alignas(64) JobState : StateTag {
     uint64_t results_completed = 0;
     uint64_t results_released = 0;
     uint64_t post_failures = 0;  // a result that could not be posted on some rank's QP
+    // A whole chunk's result WRITE: its ICRC joined from the rank's headers and the payload's
+    // CRC, which the first rank's WRITE of a key sums and the others reuse (a key's result
+    // never changes while it is held; keys are never reused).
+    ina::roce::IcrcJoin result_icrc;
+    uint32_t payload_crc_key = 0;
+    uint32_t payload_crc = 0;
+    bool payload_crc_valid = false;
 
     // The 32-bit key of 24-bit session sequence `s` (serial arithmetic around high_key).
     uint32_t extend(uint32_t s);
