@@ -285,9 +285,12 @@ public:
     // absorbed here like any other, which is safe because stickiness is decided per node),
     // `now` the caller's clock (for expire()).
     // `enc`: how the payload is encoded (encoding_of() the header's element type).
+    // `lowest_missing`: the header's lowest missing result, read only when `flags` carries
+    // proto::kFlagLowestMissing (then a root uses the exact rules of "Lowest missing result").
     Verdict on_data(const uint8_t* pbm, uint32_t seq, uint32_t elem_count, const void* payload,
                     uint8_t flags, uint64_t now,
-                    agg::Encoding enc = agg::Encoding::native) noexcept;
+                    agg::Encoding enc = agg::Encoding::native,
+                    uint32_t lowest_missing = 0) noexcept;
 
     // The encoding of a (header-checked) packet of this job with wire element type `elem_type`:
     // fixed_point for int64 in a deterministic job, else native.
@@ -385,6 +388,15 @@ private:
         ++counters_.verdicts[static_cast<size_t>(v)];
         return v;
     }
+    // on_data() after the window proof, or at a root for a packet carrying its sender's lowest
+    // missing result (on_data_exact: exact proofs and the lead refusal); place() finds or
+    // allocates the chunk's entry.
+    Verdict on_data_exact(uint32_t index, Entry* pair, const uint8_t* pbm, uint32_t seq,
+                          uint32_t elem_count, const void* payload, uint8_t flags, uint64_t now,
+                          agg::Encoding enc, uint32_t lowest_missing) noexcept;
+    Verdict place(uint32_t index, Entry* pair, Entry* own, const uint8_t* pbm, uint32_t seq,
+                  uint32_t elem_count, const void* payload, uint8_t flags, uint64_t now,
+                  agg::Encoding enc) noexcept;
     Entry* find(uint32_t index, uint32_t seq) noexcept;
     const Entry* find(uint32_t index, uint32_t seq) const noexcept;
     void release(uint32_t index, Entry* proven, const uint8_t* pbm, uint64_t now) noexcept;

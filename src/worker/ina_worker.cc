@@ -63,6 +63,10 @@ int main(int argc, char** argv) {
                    "reduce this file's tensor (raw little-endian elements of --type) instead of "
                    "generated data; --elements is then the file's length and nothing is verified");
     app.add_option("--output", output_path, "write the reduced tensor here (raw, little-endian)");
+    bool no_lowest_missing = false;
+    app.add_flag("--no-lowest-missing", no_lowest_missing,
+                 "send data without the lowest missing result (as an INA v1 sender before it; "
+                 "the switch then has only the window rules)");
     bool no_progress = false;
     app.add_flag("--no-progress", no_progress,
                  "no progress bar (drawn on stderr for tensors of 1 MiB or more, only when "
@@ -77,6 +81,7 @@ int main(int argc, char** argv) {
                    "test: probability two adjacent sends are swapped")->check(CLI::Range(0.0, 1.0));
     CLI11_PARSE(app, argc, argv);
     o.fault_seed = seed;
+    o.lowest_missing = !no_lowest_missing;
 
     const auto types = enum_map<reduce::ElemType>({{"int32", reduce::ElemType::int32},
                                                    {"fp32", reduce::ElemType::fp32},
