@@ -77,6 +77,15 @@
 //     complete chunks too (its result is cached), so it adds one: at most k chunks at or above s
 //     are then released (only chunks below s + kD complete). c = 2 still covers every worker at
 //     up to 2D; one worker alone beyond D needs c >= k.
+//   - Lowest missing result (proto::kFlagLowestMissing, docs/protocol.md): a root given a data
+//     packet that states its senders' lowest missing result L uses it instead of the window
+//     (on_data_exact): the packet proves every complete entry of its index below L (exact, so a
+//     sender beyond its window makes no false proof), and a contribution with seq - L >= 2D gets
+//     no entry (no_slot, overrun_refusals). So every chunk absorbed from any sender lies within
+//     2D of what it held: the case above where two entries and result_cache 2 keep every worker
+//     live through expiries, whatever window it keeps. L itself (lead 0) is never refused, nor
+//     is an already absorbed contribution (L only rises). An aggregator ignores L: its partials
+//     carry the flag clear (a stored minimum would go stale on re-sends and be refused for ever).
 //   - Exactly once towards the parent: a chunk that completed here is never aggregated here again
 //     (every way a complete entry leaves — release, obsolete eviction, expiry — records it as
 //     released, so its later packets are stale). Only complete entries are
