@@ -420,11 +420,10 @@ Verdict ChunkTable::on_data_exact(uint32_t index, Entry* pair, const uint8_t* pb
 }
 
 // Inlined into both callers: the packet path's one function before the exact rules came.
-[[gnu::always_inline]] inline Verdict ChunkTable::place(uint32_t index, Entry* pair, Entry* own, const uint8_t* pbm,
-                                                        uint32_t seq, uint32_t elem_count,
-                                                        const void* payload, uint8_t flags,
-                                                        uint64_t now,
-                                                        agg::Encoding enc) noexcept {
+[[gnu::always_inline]] inline Verdict ChunkTable::place(
+    uint32_t index, Entry* pair, Entry* own, const uint8_t* pbm, uint32_t seq,
+    uint32_t elem_count, const void* payload, uint8_t flags, uint64_t now,
+    agg::Encoding enc) noexcept {
     // 3. The chunk's entry.
     if (Entry* e = own) {
         const agg::AddResult r = core_.add(slot(*e), pbm, elem_count, payload, enc);

@@ -1119,20 +1119,25 @@ TEST(ChunkTableSim, WithoutTheLowestMissingResultAFarViolatorLosingResultsCanWed
 
 TEST(ChunkTableSim, TheLowestMissingResultServesAFarViolatorLosingResults) {
     uint64_t runs = 0, refused = 0, violations = 0;
-    for (uint32_t ratio : {4u, 8u}) {
-        for (uint16_t lanes : {1, 2, 3}) {
-            for (uint32_t w : {1u, 2u, 4u, 8u}) {
-                for (uint64_t seed = 1; seed <= 20; ++seed) {
-                    SCOPED_TRACE(testing::Message() << "violator at " << ratio << " W with the "
-                                                    << "lowest missing result, " << lanes
-                                                    << " lanes, W " << w << " seed " << seed);
-                    Sim sim(far_violator_losing_results(lanes, w, ratio, seed, true));
-                    const SimStats s = sim.run();
-                    EXPECT_EQ(s.fallback, 0u);
-                    ++runs;
-                    refused += s.overrun_refusals;
-                    violations += s.window_violations;
-                    if (HasFailure()) return;
+    // Both retransmission models: at the timer (as the runs without the field) and at once.
+    for (bool timer_only : {true, false}) {
+        for (uint32_t ratio : {4u, 8u}) {
+            for (uint16_t lanes : {1, 2, 3}) {
+                for (uint32_t w : {1u, 2u, 4u, 8u}) {
+                    for (uint64_t seed = 1; seed <= 20; ++seed) {
+                        SCOPED_TRACE(testing::Message() << "violator at " << ratio << " W with the "
+                                                        << "lowest missing result, " << lanes
+                                                        << " lanes, W " << w << " seed " << seed);
+                        SimConfig c = far_violator_losing_results(lanes, w, ratio, seed, true);
+                        c.timer_only = timer_only;
+                        Sim sim(c);
+                        const SimStats s = sim.run();
+                        EXPECT_EQ(s.fallback, 0u);
+                        ++runs;
+                        refused += s.overrun_refusals;
+                        violations += s.window_violations;
+                        if (HasFailure()) return;
+                    }
                 }
             }
         }
