@@ -290,7 +290,7 @@ uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
         const uint8_t flags = static_cast<uint8_t>(h.flags | (ce ? proto::kFlagEcnEcho : 0));
         const ina::Verdict v = table->on_data(parsed.packet->bitstring, h.seq, h.elem_count,
                                               parsed.packet->payload, flags, ctx.now_tsc,
-                                              table->encoding_of(h.elem_type));
+                                              table->encoding_of(h.elem_type), h.lowest_missing);
         switch (v) {
         case ina::Verdict::not_mine:
             out.push(pass, m);

@@ -320,7 +320,7 @@ void ChunkTable::release(uint32_t index, Entry* e, const uint8_t* pbm, uint64_t 
 
 Verdict ChunkTable::on_data(const uint8_t* pbm, uint32_t seq, uint32_t elem_count,
                             const void* payload, uint8_t flags, uint64_t now,
-                            agg::Encoding enc) noexcept {
+                            agg::Encoding enc, uint32_t lowest_missing) noexcept {
     const uint8_t* abm = params_.abm.data();
     // 1-2. Is it ours, and well formed? Nothing below runs for a packet that fails here.
     if (!bits_intersect(pbm, abm, bs_bytes_)) {
@@ -336,10 +336,14 @@ Verdict ChunkTable::on_data(const uint8_t* pbm, uint32_t seq, uint32_t elem_coun
     if ((flags & proto::kFlagFallback) != 0) ++counters_.rx_fallback_flag;
 
     const uint32_t index = index_of(seq);
+    Entry* const pair = &entries_[size_t{2} * index];
+    if (params_.role == Role::root && (flags & proto::kFlagLowestMissing) != 0) [[unlikely]] {
+        return on_data_exact(index, pair, pbm, seq, elem_count, payload, flags, now, enc,
+                             lowest_missing);
+    }
     // One look at the index's two entries finds both the chunk's own entry and the entry of
     // seq - D that this packet's release proof is about (invariant: at most one non-empty entry
     // per (index, seq), and seq != seq - D).
-    Entry* const pair = &entries_[size_t{2} * index];
     const uint32_t proven = seq - distance_;
     Entry* own = nullptr;
     Entry* old = nullptr;
@@ -372,7 +376,54 @@ Verdict ChunkTable::on_data(const uint8_t* pbm, uint32_t seq, uint32_t elem_coun
     }
     // 5. Release first: it may free the very entry this seq needs (seq - W's, at the same index).
     release(index, old, pbm, now);
+    return place(index, pair, own, pbm, seq, elem_count, payload, flags, now, enc);
+}
 
+Verdict ChunkTable::on_data_exact(uint32_t index, Entry* pair, const uint8_t* pbm, uint32_t seq,
+                                  uint32_t elem_count, const void* payload, uint8_t flags,
+                                  uint64_t now, agg::Encoding enc,
+                                  uint32_t lowest_missing) noexcept {
+    // A root, and the sender says which results it holds: every chunk before `low`. Sending seq
+    // shows it lacks seq's result, so a claim beyond seq is cut to seq (never more proof than the
+    // packet itself gives).
+    const uint32_t low = seq_diff(lowest_missing, seq) > 0 ? seq : lowest_missing;
+    const auto lead = static_cast<uint32_t>(seq_diff(seq, low));  // >= 0
+    if (lead >= distance_) [[unlikely]] {
+        ++counters_.window_violations;  // exact: the sender runs beyond the workers' window
+    }
+    // The proof is exact, so it applies to every complete entry of the index below `low` (no
+    // window arithmetic, no false proof from a sender beyond its window): a chunk leaves by proof
+    // only once every worker holds its result. Release first, as for the window proof.
+    Entry* own = nullptr;
+    for (uint32_t j = 0; j < 2; ++j) {
+        Entry& c = pair[j];
+        if (state(c) == State::empty) continue;
+        if (c.seq == seq) {
+            own = &c;
+        } else if (seq_diff(c.seq, low) < 0) {
+            release(index, &c, pbm, now);
+        }
+    }
+    // Lead refusal: a contribution 2D or more beyond its sender's lowest missing result is never
+    // taken (no_slot: it retransmits once it has caught up). So every chunk absorbed from any
+    // sender lies within 2D of what that sender holds, whatever window it keeps: the bound under
+    // which the result cache (2 entries) serves every worker through any expiry, and the floor's
+    // s - 2D is true for every worker. The sender's lowest missing chunk itself (lead 0) is never
+    // refused, so it can always ask for that result. A packet whose contribution was already
+    // absorbed cannot be refused (it was absorbed with a lead < 2D, and `low` only rises), except
+    // an older copy overtaking a newer one: a duplicate either way.
+    if (lead >= 2 * distance_) [[unlikely]] {
+        ++counters_.overrun_refusals;
+        return finish(Verdict::no_slot);
+    }
+    return place(index, pair, own, pbm, seq, elem_count, payload, flags, now, enc);
+}
+
+// Inlined into both callers: the packet path's one function before the exact rules came.
+[[gnu::always_inline]] inline Verdict ChunkTable::place(
+    uint32_t index, Entry* pair, Entry* own, const uint8_t* pbm, uint32_t seq,
+    uint32_t elem_count, const void* payload, uint8_t flags, uint64_t now,
+    agg::Encoding enc) noexcept {
     // 3. The chunk's entry.
     if (Entry* e = own) {
         const agg::AddResult r = core_.add(slot(*e), pbm, elem_count, payload, enc);

@@ -77,6 +77,15 @@
 //     complete chunks too (its result is cached), so it adds one: at most k chunks at or above s
 //     are then released (only chunks below s + kD complete). c = 2 still covers every worker at
 //     up to 2D; one worker alone beyond D needs c >= k.
+//   - Lowest missing result (proto::kFlagLowestMissing, docs/protocol.md): a root given a data
+//     packet that states its senders' lowest missing result L uses it instead of the window
+//     (on_data_exact): the packet proves every complete entry of its index below L (exact, so a
+//     sender beyond its window makes no false proof), and a contribution with seq - L >= 2D gets
+//     no entry (no_slot, overrun_refusals). So every chunk absorbed from any sender lies within
+//     2D of what it held: the case above where two entries and result_cache 2 keep every worker
+//     live through expiries, whatever window it keeps. L itself (lead 0) is never refused, nor
+//     is an already absorbed contribution (L only rises). An aggregator ignores L: its partials
+//     carry the flag clear (a stored minimum would go stale on re-sends and be refused for ever).
 //   - Exactly once towards the parent: a chunk that completed here is never aggregated here again
 //     (every way a complete entry leaves — release, obsolete eviction, expiry — records it as
 //     released, so its later packets are stale). Only complete entries are
@@ -285,9 +294,12 @@ public:
     // absorbed here like any other, which is safe because stickiness is decided per node),
     // `now` the caller's clock (for expire()).
     // `enc`: how the payload is encoded (encoding_of() the header's element type).
+    // `lowest_missing`: the header's lowest missing result, read only when `flags` carries
+    // proto::kFlagLowestMissing (then a root uses the exact rules of "Lowest missing result").
     Verdict on_data(const uint8_t* pbm, uint32_t seq, uint32_t elem_count, const void* payload,
                     uint8_t flags, uint64_t now,
-                    agg::Encoding enc = agg::Encoding::native) noexcept;
+                    agg::Encoding enc = agg::Encoding::native,
+                    uint32_t lowest_missing = 0) noexcept;
 
     // The encoding of a (header-checked) packet of this job with wire element type `elem_type`:
     // fixed_point for int64 in a deterministic job, else native.
@@ -385,6 +397,15 @@ private:
         ++counters_.verdicts[static_cast<size_t>(v)];
         return v;
     }
+    // on_data() after the window proof, or at a root for a packet carrying its sender's lowest
+    // missing result (on_data_exact: exact proofs and the lead refusal); place() finds or
+    // allocates the chunk's entry.
+    Verdict on_data_exact(uint32_t index, Entry* pair, const uint8_t* pbm, uint32_t seq,
+                          uint32_t elem_count, const void* payload, uint8_t flags, uint64_t now,
+                          agg::Encoding enc, uint32_t lowest_missing) noexcept;
+    Verdict place(uint32_t index, Entry* pair, Entry* own, const uint8_t* pbm, uint32_t seq,
+                  uint32_t elem_count, const void* payload, uint8_t flags, uint64_t now,
+                  agg::Encoding enc) noexcept;
     Entry* find(uint32_t index, uint32_t seq) noexcept;
     const Entry* find(uint32_t index, uint32_t seq) const noexcept;
     void release(uint32_t index, Entry* proven, const uint8_t* pbm, uint64_t now) noexcept;

@@ -8,7 +8,8 @@ namespace ina::proto {
 // Layout (network byte order), docs/protocol.md:
 //   0: magic 'I' 'N'   2: version(4) | type(4)   3: flags
 //   4: op(4) | elem_type(4)   5: bsl_code(4) | reserved(4)   6: set_id   7: reserved
-//   8: job_id(32)   12: seq(32)   16: elem_count(16)   18: reserved(16)   20: reserved(32)
+//   8: job_id(32)   12: seq(32)   16: elem_count(16)   18: reserved(16)
+//   20: lowest missing result(32), with flag 0x08 (data only), else reserved
 //   24: BitString, then elements
 
 namespace {
@@ -55,7 +56,7 @@ size_t write_header(uint8_t* p, const Header& h, const uint8_t* bitstring) {
     store32(p + 12, h.seq);
     store16(p + 16, h.elem_count);
     store16(p + 18, 0);
-    store32(p + 20, 0);
+    store32(p + 20, (h.flags & kFlagLowestMissing) != 0 ? h.lowest_missing : 0);
     const uint16_t bs = h.bitstring_bytes();
     std::memcpy(p + kFixedHeaderBytes, bitstring, bs);
     return kFixedHeaderBytes + bs;
@@ -66,5 +67,7 @@ void set_type(uint8_t* header, PacketType type) {
 }
 
 void set_flags(uint8_t* header, uint8_t flags) { header[3] = flags; }
+
+void set_lowest_missing(uint8_t* header, uint32_t seq) { store32(header + 20, seq); }
 
 }  // namespace ina::proto

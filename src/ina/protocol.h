@@ -29,7 +29,11 @@ enum class PacketType : uint8_t {
 inline constexpr uint8_t kFlagRetransmit = 0x01;  // sender already sent this chunk once
 inline constexpr uint8_t kFlagEcnEcho = 0x02;     // congestion seen on the way (echoed back)
 inline constexpr uint8_t kFlagFallback = 0x04;    // forwarded unaggregated (no slot): root reduces it
-inline constexpr uint8_t kKnownFlags = kFlagRetransmit | kFlagEcnEcho | kFlagFallback;
+// Data packets only: the word at offset 20 holds the sender's lowest missing result (the lowest
+// chunk seq whose result it has not received). Clear: the word must be 0 (senders before it).
+inline constexpr uint8_t kFlagLowestMissing = 0x08;
+inline constexpr uint8_t kKnownFlags =
+    kFlagRetransmit | kFlagEcnEcho | kFlagFallback | kFlagLowestMissing;
 
 // Wire values of the reduce op and element type; they match ina::reduce::Op and ElemType.
 inline constexpr uint8_t kMaxOp = 3;        // sum, prod, min, max
@@ -56,6 +60,9 @@ struct Header {
     uint32_t job_id = 0;
     uint32_t seq = 0;            // chunk sequence number within the job
     uint16_t elem_count = 0;
+    // With kFlagLowestMissing (data only): the sender holds the result of every chunk before
+    // this seq (serial order) and lacks this one's. Written as 0 when the flag is clear.
+    uint32_t lowest_missing = 0;
 
     uint16_t bitstring_bytes() const { return bsl_code_to_bytes(bsl_code); }
     size_t payload_bytes() const { return elem_bytes(elem_type) * elem_count; }
@@ -117,7 +124,9 @@ inline ParseResult parse(const uint8_t* p, size_t len) {
         return fail(ParseError::bad_type);
     }
     const uint8_t flags = octet(3);
-    if ((flags & ~kKnownFlags) != 0) {
+    // The lowest missing result is a contributor's statement: a result carrying it is refused.
+    if ((flags & ~kKnownFlags) != 0 ||
+        ((flags & kFlagLowestMissing) != 0 && type != static_cast<uint8_t>(PacketType::data))) {
         return fail(ParseError::unknown_flags);
     }
     const uint8_t op = octet(4) >> 4;
@@ -133,14 +142,17 @@ inline ParseResult parse(const uint8_t* p, size_t len) {
     if (bs_bytes == 0) {
         return fail(ParseError::bad_bsl);
     }
-    // Octets 8..15 (job_id, seq) and 16..23 (elem_count, reserved 16 + 32).
+    // Octets 8..15 (job_id, seq) and 16..23 (elem_count, reserved 16, lowest missing 32: reserved
+    // unless kFlagLowestMissing).
     uint64_t w1;
     uint64_t w2;
     std::memcpy(&w1, p + 8, sizeof w1);
     std::memcpy(&w2, p + 16, sizeof w2);
     w1 = __builtin_bswap64(w1);
     w2 = __builtin_bswap64(w2);
-    if ((octet(5) & 0x0f) != 0 || octet(7) != 0 || (w2 & 0xFFFFFFFFFFFFull) != 0) {
+    const uint64_t reserved_w2 =
+        (flags & kFlagLowestMissing) != 0 ? 0xFFFF00000000ull : 0xFFFFFFFFFFFFull;
+    if ((octet(5) & 0x0f) != 0 || octet(7) != 0 || (w2 & reserved_w2) != 0) {
         return fail(ParseError::reserved_nonzero);
     }
     const auto elem_count = static_cast<uint16_t>(w2 >> 48);
@@ -159,6 +171,7 @@ inline ParseResult parse(const uint8_t* p, size_t len) {
     h.job_id = static_cast<uint32_t>(w1 >> 32);
     h.seq = static_cast<uint32_t>(w1);
     h.elem_count = elem_count;
+    h.lowest_missing = static_cast<uint32_t>(w2);  // 0 unless the flag is set (checked above)
     return ParseResult{Parsed{h, p + kFixedHeaderBytes, p + kFixedHeaderBytes + bs_bytes},
                        ParseError::truncated};
 }
@@ -171,5 +184,7 @@ size_t write_header(uint8_t* p, const Header& h, const uint8_t* bitstring);
 inline uint8_t* bitstring_at(uint8_t* header) { return header + kFixedHeaderBytes; }
 void set_type(uint8_t* header, PacketType type);
 void set_flags(uint8_t* header, uint8_t flags);
+// The word at offset 20: the sender's lowest missing result (set kFlagLowestMissing with it).
+void set_lowest_missing(uint8_t* header, uint32_t seq);
 
 }  // namespace ina::proto

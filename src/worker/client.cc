@@ -307,13 +307,15 @@ Stats Client::allreduce(std::span<const std::byte> input, std::span<std::byte> o
         }
         tx_n = 0;
     };
+    const uint8_t lowest_flag = opt_.lowest_missing ? proto::kFlagLowestMissing : 0;
     auto queue = [&](uint64_t c, bool retransmit) {
         uint8_t* p = txbuf.data() + (c % W) * max_pkt;
         const uint32_t count = chunk_count(c);
         if (!retransmit) {
             proto::Header h;
             h.type = proto::PacketType::data;
-            h.flags = 0;
+            h.flags = lowest_flag;
+            h.lowest_missing = first + static_cast<uint32_t>(base);
             h.op = static_cast<uint8_t>(opt_.op);
             h.elem_type = static_cast<uint8_t>(opt_.elem_type);
             h.bsl_code = *wire::bsl_code_from_bits(opt_.bsl_bits);
@@ -324,7 +326,11 @@ Stats Client::allreduce(std::span<const std::byte> input, std::span<std::byte> o
             proto::write_header(p, h, own_.data());
             std::memcpy(p + hdr_bytes, input.data() + c * opt_.chunk_elems * esize, count * esize);
         } else {
-            proto::set_flags(p, proto::kFlagRetransmit);
+            proto::set_flags(p, proto::kFlagRetransmit | lowest_flag);
+            if (lowest_flag != 0) {
+                // What this worker holds now, not when the chunk first left.
+                proto::set_lowest_missing(p, first + static_cast<uint32_t>(base));
+            }
             ++st.retransmits;
         }
         ++st.packets_sent;

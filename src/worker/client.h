@@ -43,6 +43,11 @@ struct ClientOptions {
     uint32_t chunk_elems = 256;    // elements per packet, 1..65535
     uint32_t window = 64;          // chunks in flight, >= 1
     uint32_t first_seq = 0;        // seq of the first chunk of the first allreduce()
+    // Every data packet carries this worker's lowest missing result (docs/protocol.md, "Lowest
+    // missing result"): a root then releases chunks on exact proofs and keeps this worker within
+    // 2 x its window of what it holds, so no window this worker keeps can stall the job. false:
+    // the field stays 0, as from a sender before it (the window rules alone).
+    bool lowest_missing = true;
     std::chrono::microseconds retransmit_timeout{20000};
     std::chrono::milliseconds overall_timeout{60000};
     int socket_buffer_bytes = 8 << 20;

@@ -254,7 +254,8 @@ int main(int argc, char** argv) {
                 continue;
             }
             const Verdict v = table.on_data(parsed.packet->bitstring, h.seq, h.elem_count,
-                                            parsed.packet->payload, h.flags, last_rx);
+                                            parsed.packet->payload, h.flags, last_rx,
+                                            agg::Encoding::native, h.lowest_missing);
             if (v == Verdict::completed) {
                 const size_t len = build_result(h);
                 for (const auto& w : workers) {

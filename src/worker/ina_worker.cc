@@ -72,6 +72,10 @@ int main(int argc, char** argv) {
                  "once the tensor is ready, print {\"ready\": true, ...} and start only when a "
                  "line arrives on stdin (a start barrier across workers: the time then counts "
                  "the AllReduce, not the other workers' data generation)");
+    bool no_lowest_missing = false;
+    app.add_flag("--no-lowest-missing", no_lowest_missing,
+                 "send data without the lowest missing result (as an INA v1 sender before it; "
+                 "the switch then has only the window rules)");
     bool no_progress = false;
     app.add_flag("--no-progress", no_progress,
                  "no progress bar (drawn on stderr for tensors of 1 MiB or more, only when "
@@ -86,6 +90,7 @@ int main(int argc, char** argv) {
                    "test: probability two adjacent sends are swapped")->check(CLI::Range(0.0, 1.0));
     CLI11_PARSE(app, argc, argv);
     o.fault_seed = seed;
+    o.lowest_missing = !no_lowest_missing;
 
     const auto types = enum_map<reduce::ElemType>({{"int32", reduce::ElemType::int32},
                                                    {"fp32", reduce::ElemType::fp32},

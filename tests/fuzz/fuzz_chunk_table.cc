@@ -25,6 +25,11 @@
 //             result_cache x W once a complete chunk expired; if it lost a result such a run
 //             only checks safety.
 //             At a root a chunk that never completed is never stale (whatever the windows).
+//             "Lowest missing" (issue 9, item 5): every data packet carries its sender's lowest
+//             missing result (proto::kFlagLowestMissing), result_cache 2, and the windows are
+//             unbounded by the cache: worker 1 up to 8 W (far) or every worker up to 8 W. Then
+//             there is no exception: a released chunk is never stale for a sender that lacks its
+//             result, expiries included, and every chunk completes.
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -76,6 +81,7 @@ struct Packet {
     unsigned worker = 0;  // data: sender; result: receiver
     uint32_t k = 0;
     uint8_t flags = 0;
+    uint32_t low = 0;  // data with kFlagLowestMissing: the sender's lowest missing chunk (seq)
 };
 
 class Harness {
@@ -87,7 +93,9 @@ public:
         const uint32_t ratio = role_ == Role::root ? 1 : 1u << ((shape >> 3) & 1);
         // At a root, shape bit 3 turns the result cache on and lets workers beyond the window.
         const uint8_t cache_byte = role_ == Role::root && (shape & 8) ? in.byte() : 0;
-        const uint32_t cache = role_ == Role::root && (shape & 8) ? 1 + cache_byte % 2 : 0;
+        lowest_ = role_ == Role::root && (shape & 8) && (cache_byte & 8) != 0;
+        const uint32_t cache =
+            lowest_ ? 2 : role_ == Role::root && (shape & 8) ? 1 + cache_byte % 2 : 0;
         far_ = cache != 0 && (cache_byte & 4) != 0;  // worker 1 up to 8 W, the others within W
         workers_ = 2 + (shape >> 4) % (kMaxWorkers - 1);       // 2 .. 6
         lanes_ = static_cast<uint16_t>(1 + (in.byte() % 3));
@@ -120,7 +128,8 @@ public:
             // Honest (never beyond worker_window), unless the root caches results: then within
             // the cache's bound (docs/protocol.md, window rules).
             const bool beyond = far_ ? w == 0 : cache == 2 || (cache == 1 && w == 0);
-            const uint32_t reach = far_ && beyond ? 8 * proof : beyond ? 2 * proof : proof;
+            const uint32_t reach =
+                (far_ || lowest_) && beyond ? 8 * proof : beyond ? 2 * proof : proof;
             worker_[w].window = 1 + in.byte() % reach;
         }
         cache_ = cache;
@@ -210,8 +219,10 @@ private:
     // beyond W, with result_cache 1 or far) may run beyond that: its late packets may then be
     // stale while it lacks a result (still on its way, or lost), and a lost one wedges it.
     // (Every worker within 2 W with result_cache 2 stays within the bound, expiries included.)
+    // With the lowest missing result there is no such bound (the root refuses what lies 2 W or
+    // more beyond a sender's lowest missing result, whatever window it keeps).
     bool beyond_cache_bound(unsigned worker) const {
-        if (!one_violator_ || worker != 0) return false;
+        if (lowest_ || !one_violator_ || worker != 0) return false;
         const uint32_t k = (worker_[0].window + proof_ - 1) / proof_;
         return k > cache_ + 1 - (complete_expired_ ? 1 : 0);
     }
@@ -232,13 +243,23 @@ private:
     }
     void send_next(unsigned w) {
         if (!can_send(w)) return;
-        net_.push_back({false, w, worker_[w].next++, 0});
+        net_.push_back(data_packet(w, worker_[w].next++, 0));
     }
     void retransmit(unsigned w) {
         Worker& x = worker_[w];
         for (uint32_t i = x.low; i < x.next; ++i) {
-            if (!x.has[i]) net_.push_back({false, w, i, ina::proto::kFlagRetransmit});
+            if (!x.has[i]) net_.push_back(data_packet(w, i, ina::proto::kFlagRetransmit));
         }
+    }
+    // A data packet of worker w for owned chunk i, stating (lowest_) what w holds as it leaves.
+    Packet data_packet(unsigned w, uint32_t i, uint8_t flags) const {
+        Packet p{false, w, i, flags, 0};
+        if (lowest_) {
+            const Worker& x = worker_[w];
+            p.flags |= ina::proto::kFlagLowestMissing;
+            p.low = seq(x.low < owned_.size() ? owned_[x.low] : chunks_);
+        }
+        return p;
     }
     void send_results(unsigned mask, uint32_t i) {
         for (unsigned w = 0; w < workers_; ++w) {
@@ -295,7 +316,8 @@ private:
         const std::vector<wire::BfrId> sender = {static_cast<wire::BfrId>(p.worker + 1)};
         const wire::BitString bits = *wire::BitString::from_bfr_ids(64, 0, sender);
         const Verdict v =
-            table_->on_data(bits.data(), seq(k), count(k), data.data(), p.flags, now_);
+            table_->on_data(bits.data(), seq(k), count(k), data.data(), p.flags, now_,
+                            ina::agg::Encoding::native, p.low);
         Chunk& c = chunk_[p.k];
         switch (v) {
         case Verdict::absorbed:
@@ -372,6 +394,7 @@ private:
     bool lost_to_expiry_ = false;
     uint32_t cache_ = 0, proof_ = 1;  // the root's result_cache; the workers' window (D)
     bool far_ = false;               // worker 1 may run up to 8 D (the others within D)
+    bool lowest_ = false;            // data carries the lowest missing result (cache 2, any lead)
     bool one_violator_ = false;      // only worker 1 runs beyond D (result_cache 1, or far)
     bool violator_lost_result_ = false;   // a result to worker 1 was lost
     bool complete_expired_ = false;  // expire() freed a complete chunk

@@ -137,7 +137,8 @@ TEST(InaProtocol, RefusesEachMalformation) {
     EXPECT_EQ(error_of(with(2, 0x01)), ParseError::bad_version);
     EXPECT_EQ(error_of(with(2, 0x10)), ParseError::bad_type);
     EXPECT_EQ(error_of(with(2, 0x13)), ParseError::bad_type);
-    EXPECT_EQ(error_of(with(3, 0x08)), ParseError::unknown_flags);
+    EXPECT_EQ(error_of(with(3, 0x10)), ParseError::unknown_flags);
+    EXPECT_EQ(error_of(with(3, 0x80)), ParseError::unknown_flags);
     EXPECT_EQ(error_of(with(4, 0x41)), ParseError::bad_op);
     EXPECT_EQ(error_of(with(4, 0x06)), ParseError::bad_elem_type);
     EXPECT_EQ(error_of(with(5, 0x00)), ParseError::bad_bsl);
@@ -152,6 +153,58 @@ TEST(InaProtocol, RefusesEachMalformation) {
     EXPECT_EQ(error_of(longer), ParseError::length_mismatch);
     // A BSL that claims more BitString than the packet has.
     EXPECT_EQ(error_of(with(5, 0x30)), ParseError::length_mismatch);
+}
+
+// The lowest missing result (flag 0x08, the word at offset 20): read and written only with the
+// flag; without it the word is reserved and a non-zero value refused; results never carry it.
+TEST(InaProtocol, LowestMissingResultWithTheFlag) {
+    auto v = kVector;
+    v[3] = kFlagRetransmit | kFlagLowestMissing;
+    v[20] = 0x0A;
+    v[21] = 0x0B;
+    v[22] = 0x0B;
+    v[23] = 0xFF;
+    auto r = parse(v.data(), v.size());
+    ASSERT_TRUE(r.packet.has_value()) << to_string(r.error);
+    EXPECT_EQ(r.packet->header.flags, kFlagRetransmit | kFlagLowestMissing);
+    EXPECT_EQ(r.packet->header.lowest_missing, 0x0A0B0BFFu);
+    // Written back byte for byte.
+    Header h = vector_header();
+    h.flags = kFlagRetransmit | kFlagLowestMissing;
+    h.lowest_missing = 0x0A0B0BFF;
+    std::vector<uint8_t> out(v.size());
+    const size_t n = write_header(out.data(), h, kVector.data() + 24);
+    std::memcpy(out.data() + n, kVector.data() + n, v.size() - n);
+    EXPECT_EQ(out, v);
+    // In place, as a worker's retransmission updates it.
+    set_lowest_missing(out.data(), 7);
+    EXPECT_EQ(parse(out.data(), out.size()).packet->header.lowest_missing, 7u);
+    // The 16 reserved bits at offset 18 stay reserved with the flag.
+    v[18] = 0x01;
+    EXPECT_EQ(error_of(v), ParseError::reserved_nonzero);
+}
+
+TEST(InaProtocol, LowestMissingResultWithoutTheFlag) {
+    // Flag clear: the field is not written (0 on the wire) and reads as 0 ...
+    Header h = vector_header();
+    h.lowest_missing = 0x12345678;
+    std::vector<uint8_t> out(kVector.size());
+    const size_t n = write_header(out.data(), h, kVector.data() + 24);
+    std::memcpy(out.data() + n, kVector.data() + n, kVector.size() - n);
+    EXPECT_EQ(out, kVector);
+    EXPECT_EQ(parse(out.data(), out.size()).packet->header.lowest_missing, 0u);
+    // ... and a set word without the flag is refused, each of its octets.
+    for (size_t at = 20; at < 24; ++at) {
+        auto v = kVector;
+        v[at] = 0x40;
+        EXPECT_EQ(error_of(v), ParseError::reserved_nonzero) << "octet " << at;
+    }
+    // A result may not carry the flag (only a contributor states what it lacks).
+    auto result = kVector;
+    result[2] = 0x12;
+    EXPECT_TRUE(parse(result.data(), result.size()).packet.has_value());
+    result[3] = kFlagLowestMissing;
+    EXPECT_EQ(error_of(result), ParseError::unknown_flags);
 }
 
 TEST(InaProtocol, InPlaceEdits) {

@@ -32,7 +32,8 @@ OPS = {0: "sum", 1: "prod", 2: "min", 3: "max"}
 ELEM_TYPES = {0: "int32", 1: "fp32", 2: "fp16", 3: "bf16", 4: "int64", 5: "fp64"}
 ELEM_SIZE = {0: 4, 1: 4, 2: 2, 3: 2, 4: 8, 5: 8}
 BSL_CODES = {1: 64, 2: 128, 3: 256, 4: 512, 5: 1024, 6: 2048, 7: 4096}
-FLAGS = ["retransmit", "ecn_echo", "fallback"]
+FLAGS = ["retransmit", "ecn_echo", "fallback", "lowest_missing"]
+LOWEST_MISSING = 0x08  # data only: the word at offset 20 is the sender's lowest missing result
 
 
 def _bsl_bytes(code: int) -> int:
@@ -56,7 +57,7 @@ class INA(Packet):
         IntField("seq", 0),
         ShortField("count", None),
         ShortField("reserved2", 0),
-        IntField("reserved3", 0),
+        IntField("lowest_missing", 0),  # with flag lowest_missing (data); else reserved, 0
         StrLenField("pbm", b"\x00" * 8, length_from=lambda p: _bsl_bytes(p.bsl)),
         StrLenField("elements", b"",
                     length_from=lambda p: (p.count or 0) * ELEM_SIZE.get(p.etype, 0)),
@@ -107,11 +108,15 @@ def is_ina(payload: bytes) -> bool:
     """Whether a UDP payload is an INA v1 message (docs/protocol.md's validity rules)."""
     if len(payload) < 24 or payload[:2] != b"IN" or payload[2] >> 4 != 1:
         return False
-    if payload[2] & 0x0F not in TYPES or payload[3] & ~0x07 or payload[4] >> 4 not in OPS:
+    if payload[2] & 0x0F not in TYPES or payload[3] & ~0x0F or payload[4] >> 4 not in OPS:
         return False
+    lowest = payload[3] & LOWEST_MISSING
+    if lowest and payload[2] & 0x0F != 1:
+        return False  # only a contributor states what it lacks
     if payload[4] & 0x0F not in ELEM_SIZE or payload[5] >> 4 not in BSL_CODES:
         return False
-    if payload[5] & 0x0F or payload[7] or payload[18:24] != b"\x00" * 6:
+    reserved = payload[18:20] if lowest else payload[18:24]
+    if payload[5] & 0x0F or payload[7] or any(reserved):
         return False
     count = struct.unpack_from(">H", payload, 16)[0]
     size = 24 + _bsl_bytes(payload[5] >> 4) + count * ELEM_SIZE[payload[4] & 0x0F]
@@ -128,8 +133,10 @@ def bitstring(bfr_ids, bsl: int = 64, si: int = 0) -> bytes:
 
 
 def ina_packet(job: int, seq: int, bfr_ids, values, *, etype: str = "int32", op: str = "sum",
-               kind: str = "data", flags: int = 0, bsl: int = 64, si: int = 0) -> INA:
-    """An INA message with P-BM = bfr_ids and these elements."""
+               kind: str = "data", flags: int = 0, bsl: int = 64, si: int = 0,
+               lowest_missing: int | None = None) -> INA:
+    """An INA message with P-BM = bfr_ids and these elements; `lowest_missing` (data) sets the
+    flag and the sender's lowest missing result."""
     code = {v: k for k, v in ELEM_TYPES.items()}[etype]
     if etype == "bf16":
         elements = b"".join(struct.pack("<I", struct.unpack("<I", struct.pack("<f", v))[0])[2:]
@@ -137,7 +144,10 @@ def ina_packet(job: int, seq: int, bfr_ids, values, *, etype: str = "int32", op:
     else:
         fmt = {0: "i", 1: "f", 2: "e", 4: "q", 5: "d"}[code]
         elements = struct.pack(f"<{len(values)}{fmt}", *values)
+    if lowest_missing is not None:
+        flags |= LOWEST_MISSING
     return INA(type={v: k for k, v in TYPES.items()}[kind], flags=flags,
+               lowest_missing=lowest_missing or 0,
                op={v: k for k, v in OPS.items()}[op], etype=code, set_id=si, job_id=job,
                seq=seq, pbm=bitstring(bfr_ids, bsl, si), elements=elements)
 

@@ -6,7 +6,10 @@ retransmission after completion re-sends the partial with the retransmit flag; a
 whose P-BM misses the A-BM (w3) and one of an unknown job are routed on untouched; bits outside
 the A-BM, a wrong op and a malformed INA header are rejected and (on_reject: forward) routed
 unmodified; a CE-marked contribution makes the partial carry ECN echo; a contribution whose UDP checksum
-fails is dropped and counted before it touches a slot, one without a checksum is absorbed."""
+fails is dropped and counted before it touches a slot, one without a checksum is absorbed.
+w2's completing contribution carries its lowest missing result (flag 0x08): the partial goes
+up with the flag clear and the word 0 (docs/protocol.md: an aggregator's partials do not carry
+it)."""
 
 import os
 import sys
@@ -65,7 +68,7 @@ total = [11, 22, 33, (-4 + 2**31 - 1)]
 
 send(from_worker(1, ina(7, 0, [1], a), 1))                    # absorbed
 send(from_worker(1, ina(7, 0, [1], a), 2))                    # duplicate: not added twice
-send(from_worker(2, ina(7, 0, [2], b), 3))                    # completes chunk 0
+send(from_worker(2, ina(7, 0, [2], b, lowest_missing=0), 3))  # completes chunk 0
 expect["p1"].append(partial(0, total))
 send(from_worker(2, ina(7, 0, [2], b, DATA, RETRANSMIT), 4))  # after completion: re-send
 expect["p1"].append(partial(0, total, RETRANSMIT))

@@ -4,7 +4,9 @@ Chunk 0 (fp32) completes when w1 and w2 have contributed: one result per worker,
 P-BM = A-BM and the element-wise sum. w1 retransmits chunk 0 after completion: the result goes
 to w1 alone; a child switch's re-sent partial (multi-bit P-BM) makes the result go to every
 worker again, since the switch cannot use it. A contribution from outside the job's ingress prefix and one from another port are
-dropped (on_reject: drop), as is a duplicate."""
+dropped (on_reject: drop), as is a duplicate. w2's completing contribution and w1's
+retransmission carry their lowest missing result (flag 0x08, chunk 0): the results carry it
+not (flag clear, word 0)."""
 
 import math
 import os
@@ -59,10 +61,12 @@ inputs["p0"].append(contribution("02:00:00:00:11:09", "10.0.9.9",
                                  ina(9, 0, [2], b, etype="fp32"), 3))          # wrong source
 inputs["p1"].append(contribution(W[2][0], W[2][1], ina(9, 0, [2], b, etype="fp32"), 4,
                                  port="p1"))                                   # wrong port
-inputs["p0"].append(contribution(*W[2], ina(9, 0, [2], b, etype="fp32"), 5))  # completes
+inputs["p0"].append(contribution(*W[2], ina(9, 0, [2], b, etype="fp32", lowest_missing=0),
+                                 5))  # completes; w2 states its lowest missing result (flag 0x08)
 expect["p0"].append(result(1, 0, total))
 expect["p0"].append(result(2, 0, total))
-inputs["p0"].append(contribution(*W[1], ina(9, 0, [1], a, DATA, RETRANSMIT, etype="fp32"), 6))
+inputs["p0"].append(contribution(*W[1], ina(9, 0, [1], a, DATA, RETRANSMIT, etype="fp32",
+                                                 lowest_missing=0), 6))
 expect["p0"].append(result(1, 0, total))
 # A child switch re-sends its partial (P-BM {1,2}) because one of its workers lost the result:
 # the answer must reach the workers, so both get the result again.
