@@ -8,7 +8,6 @@
 #include "pipeline/egress.h"
 #include "pipeline/ipv6.h"
 #include "pipeline/mbuf_chain.h"
-#include "pipeline/originate.h"
 
 namespace ina::pipeline {
 
@@ -16,11 +15,6 @@ namespace {
 
 constexpr uint32_t kL2 = sizeof(rte_ether_hdr);
 constexpr uint32_t kIcmpOff = kL2 + sizeof(rte_ipv6_hdr);
-
-bool is_unspecified6(const uint8_t* a) {
-    static constexpr uint8_t kZero[16] = {};
-    return std::memcmp(a, kZero, 16) == 0;
-}
 
 // The link-layer address option of `want` type among the options after an NS/NA body, read
 // from the first segment (eth_input gathered kHeadBytes there; ND frames are shorter). False
@@ -192,14 +186,8 @@ void icmp6_local(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, u
         f.ip_src = target;
         f.ip_dst = src_unspecified ? kAllNodes : ip->src_addr;
         f.target = target;
-        uint8_t frame[kNdFrameBytes];
-        const size_t len = build_nd_frame(f, frame);
-        rte_mbuf* na = ctx.pool != nullptr ? originated_frame(ctx.pool, frame, len, port) : nullptr;
-        if (na == nullptr) [[unlikely]] {
-            count_drop(ctx, dp::DropReason::nd_no_mbuf);
-        } else {
+        if (send_nd_frame(ctx, f, port)) {
             ++ctx.counters.nd_advertisements;
-            egress(ctx, port, na);
         }
         out.push(Icmp6Edge::drop, m);  // consumed: the advertisement is a frame of its own
     }

@@ -12,6 +12,8 @@
 
 #include "net/checksum.h"
 #include "pipeline/context.h"
+#include "pipeline/egress.h"
+#include "pipeline/originate.h"
 
 namespace ina::pipeline {
 
@@ -63,6 +65,11 @@ inline uint16_t ipv6_pseudo_sum(const uint8_t* src, const uint8_t* dst, uint32_t
     s = (s & 0xffff) + (s >> 16);
     s = (s & 0xffff) + (s >> 16);
     return static_cast<uint16_t>(s);
+}
+
+inline bool is_unspecified6(const uint8_t* a) {
+    static constexpr uint8_t kZero[16] = {};
+    return std::memcmp(a, kZero, 16) == 0;
 }
 
 // ff02::1:ffXX:XXXX for `ip6` (RFC 4291 2.7.1), and its MAC 33:33:ff:XX:XX:XX (RFC 2464 7).
@@ -118,6 +125,20 @@ inline size_t build_nd_frame(const NdFrame& f, uint8_t* buf) {
     const uint16_t cksum = static_cast<uint16_t>(~net::ones_complement_sum(icmp, kLen, sum));
     std::memcpy(icmp + 2, &cksum, 2);
     return kNdFrameBytes;
+}
+
+// Builds `f` and sends it out of `port` in a fresh mbuf (marked originated); false, counted as
+// nd_no_mbuf, when the lcore has no pool or the pool is dry.
+inline bool send_nd_frame(LcoreContext& ctx, const NdFrame& f, uint16_t port) {
+    uint8_t frame[kNdFrameBytes];
+    const size_t len = build_nd_frame(f, frame);
+    rte_mbuf* m = ctx.pool != nullptr ? originated_frame(ctx.pool, frame, len, port) : nullptr;
+    if (m == nullptr) [[unlikely]] {
+        count_drop(ctx, dp::DropReason::nd_no_mbuf);
+        return false;
+    }
+    egress(ctx, port, m);
+    return true;
 }
 
 }  // namespace ina::pipeline

@@ -7,7 +7,6 @@
 
 #include "pipeline/egress.h"
 #include "pipeline/ipv6.h"
-#include "pipeline/originate.h"
 #include "pipeline/packet_meta.h"
 
 namespace ina::pipeline {
@@ -19,10 +18,6 @@ constexpr size_t kL2 = sizeof(rte_ether_hdr);
 bool is_loopback6(const uint8_t* a) {
     static constexpr uint8_t kLoopback[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
     return std::memcmp(a, kLoopback, 16) == 0;
-}
-bool is_unspecified6(const uint8_t* a) {
-    static constexpr uint8_t kZero[16] = {};
-    return std::memcmp(a, kZero, 16) == 0;
 }
 bool is_link_local6(const uint8_t* a) { return a[0] == 0xfe && (a[1] & 0xc0) == 0x80; }
 
@@ -62,15 +57,9 @@ void nd_solicit(LcoreContext& ctx, const dp::Snapshot& snap, const uint8_t* targ
     f.ip_src = src;
     f.ip_dst = group;
     f.target = target;
-    uint8_t frame[kNdFrameBytes];
-    const size_t len = build_nd_frame(f, frame);
-    rte_mbuf* m = ctx.pool != nullptr ? originated_frame(ctx.pool, frame, len, port) : nullptr;
-    if (m == nullptr) [[unlikely]] {
-        count_drop(ctx, dp::DropReason::nd_no_mbuf);
-        return;
+    if (send_nd_frame(ctx, f, port)) {
+        ++ctx.counters.nd_solicitations;
     }
-    ++ctx.counters.nd_solicitations;
-    egress(ctx, port, m);
 }
 
 void ipv6_forward(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n,
