@@ -57,12 +57,16 @@ void eth_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uin
                 out.push(EthEdge::arp, m);
             } else if (type == wire::kBierEthertype) {
                 out.push(EthEdge::bier, m);
+            } else if (type == RTE_ETHER_TYPE_IPV6 && pv.n_addrs6 != 0) {
+                out.push(EthEdge::ipv6, m);  // a port without IPv6 addresses does no IPv6
             } else {
                 count_drop(ctx, dp::DropReason::unsupported_ethertype);
                 out.push(EthEdge::drop, m);
             }
         } else if (type == RTE_ETHER_TYPE_ARP && rte_is_broadcast_ether_addr(&eth->dst_addr)) {
             out.push(EthEdge::arp, m);
+        } else if (type == RTE_ETHER_TYPE_IPV6 && pv.solicited_node_mac6(eth->dst_addr)) {
+            out.push(EthEdge::ipv6, m);  // ND to us: only routed ports have IPv6 addresses
         } else if (in_group) {
             out.push(EthEdge::bridge, m);
         } else if (type == RTE_ETHER_TYPE_IPV4 && !snap.bifts.empty() &&

@@ -12,6 +12,7 @@ enum class EthEdge : uint8_t {
     bridge,  // frame on an L2-group port not addressed to us
     bier,    // BIER (ethertype 0xAB37) to our MAC: replicate, deliver own bits
     mcast,   // IPv4 multicast on a routed port of a BIER switch: the BFIR of its group, if any
+    ipv6,    // IPv6 to our MAC on a port with IPv6 addresses, or ND to one's solicited-node group
     drop,    // reason already counted
     count
 };

@@ -14,16 +14,19 @@
 namespace ina::pipeline {
 
 inline constexpr uint8_t kMetaFragment = 1;  // a fragment: no L4 header was read
-inline constexpr uint8_t kMetaUdpSound = 2;  // UDP whose length agrees with the IPv4 packet
+inline constexpr uint8_t kMetaUdpSound = 2;  // UDP whose length agrees with the IP packet
+inline constexpr uint8_t kMetaIpv6 = 4;      // IPv6: l3_verdict is ipv6_check's, proto the next header
 
 struct PacketMeta {
-    uint16_t l3_offset = 0;  // the IPv4 header, from the start of the frame
-    uint16_t l4_offset = 0;  // the L4 header (l3_offset + IHL); valid when l3_verdict is sound
+    uint16_t l3_offset = 0;  // the IPv4 or IPv6 header, from the start of the frame
+    // The L4 header (l3_offset + IHL, or + 40 for IPv6 when the next header is UDP: extension
+    // headers are not walked); valid when l3_verdict is sound.
+    uint16_t l4_offset = 0;
     uint16_t l4_length = 0;  // UDP: the datagram's length, header included, when kMetaUdpSound
     uint16_t udp_dport = 0;  // UDP destination port, host order; 0 when not read
-    uint8_t proto = 0;       // IPv4 protocol
+    uint8_t proto = 0;       // IPv4 protocol or IPv6 next header
     uint8_t feature = 0;     // dp::kFeature* the registration table gave (kFeatureNone: none)
-    uint8_t l3_verdict = 0;  // dp::DropReason of the IPv4 header check; DropReason::count: sound
+    uint8_t l3_verdict = 0;  // dp::DropReason of the IP header check; DropReason::count: sound
     uint8_t flags = 0;       // kMeta*
 };
 

@@ -7,7 +7,9 @@
 #include "pipeline/classify.h"
 #include "pipeline/eth_input.h"
 #include "pipeline/feature_stages.h"
+#include "pipeline/icmp6_local.h"
 #include "pipeline/ipv4_forward.h"
+#include "pipeline/ipv6_forward.h"
 #include "pipeline/l2_bridge.h"
 #include "pipeline/local_input.h"
 #include "pipeline/packet_meta.h"
@@ -33,6 +35,20 @@ void route(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_
     if (ip.size(Ipv4Edge::local) != 0) {
         EdgeBatches<LocalEdge> local;
         local_input(ctx, snap, ip.begin(Ipv4Edge::local), ip.size(Ipv4Edge::local), local);
+        free_drops(ctx, local);
+    }
+}
+
+// IPv6 to the switch's MAC or its solicited-node groups: classified (no feature takes IPv6
+// yet), routed, or answered (ND, echo).
+void route6(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n) {
+    classify(ctx, snap, pkts, n, dp::kScopeRouted);
+    EdgeBatches<Ipv6Edge> ip;
+    ipv6_forward(ctx, snap, pkts, n, ip);
+    free_drops(ctx, ip);
+    if (ip.size(Ipv6Edge::local) != 0) {
+        EdgeBatches<Icmp6Edge> local;
+        icmp6_local(ctx, snap, ip.begin(Ipv6Edge::local), ip.size(Ipv6Edge::local), local);
         free_drops(ctx, local);
     }
 }
@@ -182,6 +198,9 @@ void process_burst(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
             routed.add(ctx, snap, eth.begin(EthEdge::ipv4), eth.size(EthEdge::ipv4));
         }
         routed.flush(ctx, snap);
+    }
+    if (eth.size(EthEdge::ipv6) != 0) {
+        route6(ctx, snap, eth.begin(EthEdge::ipv6), eth.size(EthEdge::ipv6));
     }
     if (eth.size(EthEdge::bier) != 0) {
         EdgeBatches<BierEdge> bier;

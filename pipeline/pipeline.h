@@ -19,6 +19,8 @@
 //            │                                 ipv4_forward ─┬─ (routed) ─► egress     │
 //            │                                               └─ local ─► local_input   │
 //            │                                                      └─ (reply) ─► egress
+//            ├─ ipv6 ──► classify ─► ipv6_forward ─┬─ (routed; NS to resolve) ─► egress
+//            │                                     └─ local ─► icmp6_local ─ (NA, echo reply) ─► egress
 //            ├─ bier ──► bier_input (BFR/BFER) ─► bier_forward ◄─────────────────────┘
 //            ├─ mcast ─► bier_encap_groups (BFIR) ─► bier_forward ─ (copies, own bits) ─► egress
 //            └─ drop ──► free (every stage's drop edge ends here, its reason counted)

@@ -278,6 +278,13 @@ std::unique_ptr<Snapshot> build_snapshot(const config::Config& cfg,
         }
         pv.n_addrs = static_cast<uint8_t>(pc.ipv4.size());
         std::copy(pc.ipv4.begin(), pc.ipv4.end(), pv.addrs.begin());
+        if (pc.ipv6.size() > kMaxAddrsPerPort) {
+            error = "port '" + pc.name + "': at most " + std::to_string(kMaxAddrsPerPort) +
+                    " IPv6 addresses per port";
+            return nullptr;
+        }
+        pv.n_addrs6 = static_cast<uint8_t>(pc.ipv6.size());
+        std::copy(pc.ipv6.begin(), pc.ipv6.end(), pv.addrs6.begin());
         if (!pc.l2_group.empty()) {
             auto [it, inserted] = group_ids.try_emplace(pc.l2_group,
                                                         static_cast<int16_t>(s->groups.size()));
@@ -372,6 +379,10 @@ std::unique_ptr<Snapshot> build_snapshot(const config::Config& cfg,
                 return nullptr;
             }
         }
+    }
+
+    if (!build_routes6(cfg, id, *s, "lpm6_" + suffix, error)) {
+        return nullptr;
     }
 
     s->ina_udp_port = cfg.ina.udp_port;

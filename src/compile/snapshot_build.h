@@ -28,6 +28,11 @@ inline constexpr uint32_t kRouteHeadroom = 4096;
 dp::NextHop route_next_hop(const config::Config& cfg, const std::vector<dp::PortBinding>& ports,
                            const config::RouteConfig& rt);
 
+// The IPv6 route table of `snap` (snapshot_build6.cc): the config's ipv6_routes, connected
+// prefixes and own addresses. `port_ids[i]` is config port i's DPDK port id.
+bool build_routes6(const config::Config& cfg, const std::vector<uint16_t>& port_ids,
+                   dp::Snapshot& snap, const std::string& name, std::string& error);
+
 // Builds a snapshot; on failure returns nullptr and sets `error`. `ports[i]` binds config port
 // i to its DPDK port id and the MAC the device reports (config `mac` overrides it). Every port
 // number inside a snapshot (PortView index, next hops, neighbours, groups) is a DPDK port id,

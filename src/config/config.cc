@@ -68,7 +68,7 @@ std::vector<SectionHooks>& section_registry() {
 }
 
 constexpr std::string_view kTopLevelKeys[] = {"version", "eal",   "mempool", "ports",
-                                              "lcores",  "dataplane", "routes", "neighbours",
+                                              "lcores",  "dataplane", "routes", "ipv6_routes", "neighbours",
                                               "l2",      "arp",   "ina",     "bier",
                                               "control"};
 
@@ -89,7 +89,7 @@ void read_port(Reader& r, const YAML::Node& n, PortConfig& p) {
     }
     r.check_keys(n,
                  {"name", "devargs", "rx_queues", "rx_descriptors", "tx_descriptors", "mac", "mtu",
-                  "promiscuous", "ipv4", "l2_group"},
+                  "promiscuous", "ipv4", "ipv6", "l2_group"},
                  "a port");
     r.required(n, "name", "a port", [&](const YAML::Node& v) {
         if (r.string_value(v, "a port name", p.name) && !valid_name(p.name)) {
@@ -141,6 +141,33 @@ void read_port(Reader& r, const YAML::Node& n, PortConfig& p) {
                 if (p.ipv4.size() == 9) {
                     r.error(a, "expected at most 8 interface addresses per port");
                 }
+            }
+        }
+    });
+    r.optional(n, "ipv6", [&](const YAML::Node& v) {
+        if (!r.expect_seq(v, "a list of interface addresses like 2001:db8:1::1/64")) {
+            return;
+        }
+        for (const auto& a : v) {
+            net::Ipv6Prefix prefix;
+            if (!r.parsed(a, "an IPv6 interface address like 2001:db8:1::1/64", prefix,
+                          net::Ipv6Prefix::parse)) {
+                continue;
+            }
+            if (prefix.length == 0) {
+                r.error(a, "expected a prefix length from 1 to 128");
+            } else if (prefix.addr.is_multicast() || prefix.addr.is_unspecified() ||
+                       prefix.addr.is_link_local()) {
+                r.error(a, "expected a global or unique-local unicast address, got '" +
+                               prefix.str() + "'");
+            } else if (prefix.length < 127 && prefix.addr == prefix.network()) {
+                r.error(a, "expected a host address, got the subnet-router anycast address '" +
+                               prefix.str() + "'");
+            } else {
+                p.ipv6.push_back(prefix);
+            }
+            if (p.ipv6.size() == 9) {
+                r.error(a, "expected at most 8 IPv6 interface addresses per port");
             }
         }
     });
@@ -221,6 +248,36 @@ void read_route(Reader& r, const YAML::Node& n, RouteConfig& rt) {
     }
     if (!rt.via && rt.port.empty()) {
         r.error(n, "expected 'via' (a gateway) or 'port' (a device route) in a route");
+    }
+}
+
+void read_route6(Reader& r, const YAML::Node& n, Route6Config& rt) {
+    rt.mark = mark_of(n);
+    if (!r.expect_map(n, "an IPv6 route")) {
+        return;
+    }
+    r.check_keys(n, {"prefix", "via", "port"}, "an IPv6 route");
+    r.required(n, "prefix", "an IPv6 route", [&](const YAML::Node& v) {
+        if (r.parsed(v, "a prefix like 2001:db8:3::/64", rt.prefix, net::Ipv6Prefix::parse) &&
+            rt.prefix.addr != rt.prefix.network()) {
+            net::Ipv6Prefix fixed{rt.prefix.network(), rt.prefix.length};
+            r.error(v, "expected a network address with no host bits set; did you mean '" +
+                           fixed.str() + "'?");
+        }
+    });
+    r.optional(n, "via", [&](const YAML::Node& v) {
+        net::Ipv6Addr a;
+        if (r.parsed(v, "a gateway address like 2001:db8:2::2", a, net::Ipv6Addr::parse)) {
+            if (a.is_multicast() || a.is_unspecified()) {
+                r.error(v, "expected a unicast gateway address, got '" + a.str() + "'");
+            }
+            rt.via = a;
+        }
+    });
+    r.optional(n, "port",
+               [&](const YAML::Node& v) { r.string_value(v, "an egress port name", rt.port); });
+    if (!rt.via && rt.port.empty()) {
+        r.error(n, "expected 'via' (a gateway) or 'port' (a device route) in an IPv6 route");
     }
 }
 
@@ -868,6 +925,16 @@ void read_document(Reader& r, const YAML::Node& root, Config& c) {
             c.routes.push_back(std::move(rt));
         }
     });
+    r.optional(root, "ipv6_routes", [&](const YAML::Node& v) {
+        if (!r.expect_seq(v, "a list of IPv6 routes")) {
+            return;
+        }
+        for (const auto& x : v) {
+            Route6Config rt;
+            read_route6(r, x, rt);
+            c.ipv6_routes.push_back(std::move(rt));
+        }
+    });
     r.optional(root, "neighbours", [&](const YAML::Node& v) {
         if (!r.expect_seq(v, "a list of neighbours")) {
             return;
@@ -1065,6 +1132,21 @@ const PortConfig* connected_port_of(const Config& c, net::Ipv4Addr a) {
     return nullptr;
 }
 
+}  // namespace
+
+const PortConfig* connected_port6_of(const Config& c, const net::Ipv6Addr& a) {
+    for (const auto& p : c.ports) {
+        for (const auto& pfx : p.ipv6) {
+            if (pfx.contains(a)) {
+                return &p;
+            }
+        }
+    }
+    return nullptr;
+}
+
+namespace {
+
 // The checks of one route that need nothing but the rest of `c` (the duplicate check is the
 // caller's): shared by validate() and the API's in-place route change.
 void validate_route(Reader& r, const Config& c, const RouteConfig& rt) {
@@ -1089,6 +1171,49 @@ void validate_route(Reader& r, const Config& c, const RouteConfig& rt) {
             r.error(rt.mark, "backup gateway " + b.str() + " of route " + rt.prefix.str() +
                                  " is in no connected subnet; expected it inside a port's "
                                  "ipv4 prefix");
+        }
+    }
+}
+
+// IPv6: interface prefixes distinct across ports (routed ports only: IPv6 is not bridged into
+// L2 groups yet), routes' ports known and gateways on a connected prefix, no prefix twice.
+void validate_ipv6(Reader& r, const Config& c) {
+    for (size_t i = 0; i < c.ports.size(); ++i) {
+        const auto& b = c.ports[i];
+        if (!b.ipv6.empty() && !b.l2_group.empty()) {
+            r.error(b.mark, "port '" + b.name + "' is in L2 group '" + b.l2_group +
+                                "'; expected IPv6 addresses only on routed ports");
+        }
+        for (size_t j = 0; j <= i; ++j) {
+            const auto& a = c.ports[j];
+            for (size_t x = 0; x < a.ipv6.size(); ++x) {
+                for (size_t y = (i == j ? x + 1 : 0); y < b.ipv6.size(); ++y) {
+                    const auto& pa = a.ipv6[x];
+                    const auto& pb = b.ipv6[y];
+                    if (pa.addr == pb.addr) {
+                        r.error(b.mark, "address " + pb.addr.str() + " on port '" + b.name +
+                                            "' is already used on port '" + a.name + "'");
+                    } else if (i != j && (pa.contains(pb.addr) || pb.contains(pa.addr))) {
+                        r.error(b.mark, "prefix " + pb.str() + " on port '" + b.name +
+                                            "' overlaps " + pa.str() + " on port '" + a.name +
+                                            "'; expected distinct subnets on routed ports");
+                    }
+                }
+            }
+        }
+    }
+    std::set<net::Ipv6Prefix> prefixes;
+    for (const auto& rt : c.ipv6_routes) {
+        if (!rt.port.empty() && c.find_port(rt.port) == nullptr) {
+            r.error(rt.mark, "unknown port '" + rt.port + "' in IPv6 route " + rt.prefix.str());
+        }
+        if (rt.via && rt.port.empty() && connected_port6_of(c, *rt.via) == nullptr) {
+            r.error(rt.mark, "gateway " + rt.via->str() + " of IPv6 route " + rt.prefix.str() +
+                                 " is in no connected subnet; expected it inside a port's ipv6 "
+                                 "prefix, or an explicit 'port'");
+        }
+        if (!prefixes.insert(rt.prefix).second) {
+            r.error(rt.mark, "duplicate IPv6 route " + rt.prefix.str());
         }
     }
 }
@@ -1181,6 +1306,8 @@ void validate(Reader& r, const Config& c) {
             }
         }
     }
+
+    validate_ipv6(r, c);
 
     auto connected_port = [&](net::Ipv4Addr a) { return connected_port_of(c, a); };
     std::set<net::Ipv4Prefix> prefixes;

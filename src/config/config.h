@@ -35,6 +35,7 @@ struct PortConfig {
     uint16_t mtu = 1500;
     bool promiscuous = true;
     std::vector<net::Ipv4Prefix> ipv4;  // interface addresses
+    std::vector<net::Ipv6Prefix> ipv6;  // interface addresses (global or unique local)
     std::string l2_group;               // empty: routed port only
     Mark mark;
 };
@@ -74,6 +75,15 @@ struct RouteConfig {
     // expired or it never answered): the route fails over and comes back when `via` answers.
     std::vector<net::Ipv4Addr> backup_via;
     std::string port;                  // device route (no gateway) or explicit egress port
+    Mark mark;
+};
+
+// A static IPv6 route: to `via` (inside a port's ipv6 prefix) or out of `port` (a device route:
+// the destination itself is resolved by ND there).
+struct Route6Config {
+    net::Ipv6Prefix prefix;
+    std::optional<net::Ipv6Addr> via;
+    std::string port;
     Mark mark;
 };
 
@@ -279,6 +289,7 @@ struct Config {
     std::vector<LcoreConfig> lcores;
     DataplaneConfig dataplane;
     std::vector<RouteConfig> routes;
+    std::vector<Route6Config> ipv6_routes;
     std::vector<NeighbourConfig> neighbours;
     L2Config l2;
     ArpConfig arp;
@@ -299,6 +310,9 @@ struct Config {
     const PortConfig* find_port(std::string_view name) const;
     int port_index(std::string_view name) const;  // -1 if absent
 };
+
+// The port with a connected IPv6 prefix holding `a`, or nullptr.
+const PortConfig* connected_port6_of(const Config& c, const net::Ipv6Addr& a);
 
 struct Error {
     std::string file;

@@ -654,6 +654,27 @@ void ControlPlane::handle_event(const dp::Event& ev, bool& dirty) {
         }
         return;
     }
+    case dp::EventType::neighbour6_seen: {
+        // A host on one of the port's IPv6 prefixes (the worker checked; the snapshot may have
+        // changed since). One insert or one store of the entry's word; no snapshot. IPv6
+        // neighbours are not aged yet: an entry changes when the host advertises a new MAC.
+        if (snapshot().ports[ev.port].subnet6_of(ev.ip6) == nullptr) {
+            return;
+        }
+        rte_ether_addr mac;
+        std::memcpy(mac.addr_bytes, ev.mac, 6);
+        const std::optional<dp::Neighbour> have = tables_->neighbour6(ev.ip6);
+        if (have && rte_is_same_ether_addr(&have->mac, &mac) && have->port == ev.port) {
+            return;
+        }
+        if (!tables_->set_neighbour6(ev.ip6, mac, ev.port,
+                                     dp::ForwardingTables::Room::wait_for_readers)) {
+            ++counters_.neighbour6_table_full;
+            return;
+        }
+        ++counters_.neighbours6_learned;
+        return;
+    }
     case dp::EventType::fdb_learn: {
         const auto key = std::make_pair(mac_key(ev.mac), ev.group);
         auto it = fdb_.find(key);
@@ -1225,11 +1246,13 @@ metrics::Stats ControlPlane::stats() const {
         if (tables_) {
             s.neighbour_table = {tables_->neighbour_count(), tables_->neighbour_capacity()};
             s.fdb_table = {tables_->fdb_count(), tables_->fdb_capacity()};
+            s.neighbour6_table = {tables_->neighbour6_count(), tables_->neighbour_capacity()};
         }
         if (dataplane_.current() != nullptr) {
             const dp::Snapshot& snap = snapshot();
             s.route_table = {snap.routes, snap.max_routes};
             s.nexthop_table = {snap.nexthops.size(), snap.nexthops.capacity()};
+            s.route6_table = {snap.nexthops6.size(), snap.nexthops6.capacity()};
         }
     }
     s.generation = dataplane_.generation();

@@ -49,6 +49,14 @@ inline constexpr size_t kInaParseErrors = 10;  // ina::proto::kNumParseErrors (a
     X(bier_no_mbuf, "no mbuf for a BIER copy or delivery")                                       \
     X(bier_unsupported_proto, "BIER payload for a local bit that is not IPv4")                   \
     X(mcast_no_group, "IPv4 multicast for a group this switch does not carry over BIER")         \
+    X(ipv6_malformed, "bad IPv6 version, or header beyond the frame")                          \
+    X(ipv6_bad_length, "IPv6 payload length beyond the frame")                                   \
+    X(ipv6_martian, "IPv6 source or destination that is never routed (multicast source, unspecified, loopback, link-local)") \
+    X(hop_limit_exceeded, "IPv6 hop limit would reach zero (counted, no ICMPv6 time exceeded)")  \
+    X(icmp6_bad_checksum, "ICMPv6 to the switch whose checksum fails")                          \
+    X(nd_invalid, "Neighbor Discovery failing RFC 4861 7.1.1/7.1.2 (hop limit 255, code 0, length, options)") \
+    X(nd_not_for_us, "Neighbor Solicitation for an address this switch does not own")            \
+    X(nd_no_mbuf, "no mbuf for a Neighbor Advertisement or Solicitation")                        \
     X(stage_contract, "a stage broke its edge contract (a bug): past an edge's capacity, or routed to bridge")
 
 enum class DropReason : uint8_t {
@@ -163,6 +171,15 @@ inline constexpr size_t kBierMalformedReasons = 6;  // wire::BierParseError
       "ARP packets that reported a neighbour to the control plane")                               \
     S(icmp_echo_replies, total, "icmp_echo_replies_total",                                        \
       "ICMP echo replies sent for the switch's own addresses")                                    \
+    S(routed6, total, "routed6_packets_total", "IPv6 packets routed")                           \
+    S(nd_advertisements, total, "nd_advertisements_total",                                        \
+      "Neighbor Advertisements sent for the switch's own IPv6 addresses")                         \
+    S(nd_solicitations, total, "nd_solicitations_total",                                          \
+      "Neighbor Solicitations sent to resolve IPv6 next hops")                                    \
+    S(nd_learned, total, "nd_learned_total",                                                      \
+      "NS/NA packets that reported an IPv6 neighbour to the control plane")                       \
+    S(icmp6_echo_replies, total, "icmp6_echo_replies_total",                                      \
+      "ICMPv6 echo replies sent for the switch's own addresses")                                  \
     S(events_lost, total, "control_events_lost_total", "Worker events lost to a full ring")       \
     A(udp_malformed, uint64_t, kUdpMalformedReasons, "udp_malformed_total",                       \
       "UDP datagrams the classifier found unsound (forwarded unmodified), by reason")             \

@@ -12,6 +12,7 @@ enum class EventType : uint8_t {
     neighbour_refresh = 2,  // like neighbour_seen, but only update an entry that already exists
     resolve_request = 3,    // a packet needed `ip`'s MAC and none was known
     fdb_learn = 4,          // `mac` was seen as a source in L2 group `group` on `port`
+    neighbour6_seen = 5,    // an NS or NA to the switch from `ip6` with `mac` arrived on `port`
 };
 
 // Commands from the control plane to one worker lcore (its SPSC command ring): attach or detach
@@ -46,7 +47,8 @@ struct Event {
     uint32_t ip = 0;  // host byte order
     uint8_t mac[6] = {};
     uint16_t group = 0;
+    uint8_t ip6[16] = {};  // neighbour6_seen: the IPv6 address, network order
 };
-static_assert(sizeof(Event) == 16, "ring elements are 16 bytes");
+static_assert(sizeof(Event) == 32, "ring elements are 32 bytes");
 
 }  // namespace ina::dp

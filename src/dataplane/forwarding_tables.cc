@@ -66,12 +66,37 @@ std::unique_ptr<ForwardingTables> ForwardingTables::create(const std::string& na
     if (t->fdb_ == nullptr) {
         return nullptr;
     }
+    t->neighbours6_ = make_lf_hash("nb6_" + name, max_neighbours, 16, qsbr, error);
+    if (t->neighbours6_ == nullptr) {
+        return nullptr;
+    }
     return t;
 }
 
 ForwardingTables::~ForwardingTables() {
     rte_hash_free(neighbours_);
     rte_hash_free(fdb_);
+    rte_hash_free(neighbours6_);
+}
+
+std::optional<Neighbour> ForwardingTables::neighbour6(const uint8_t* ip6) const {
+    void* data = nullptr;
+    if (rte_hash_lookup_data(neighbours6_, ip6, &data) < 0) {
+        return std::nullopt;
+    }
+    return unpack_station(of_data(data));
+}
+
+bool ForwardingTables::set_neighbour6(const uint8_t* ip6, const rte_ether_addr& mac,
+                                      uint16_t port, Room room) {
+    return insert(neighbours6_, ip6, pack_station(mac, port), neighbour6_count_,
+                  neighbour_capacity_, room);
+}
+
+void ForwardingTables::remove_neighbour6(const uint8_t* ip6) {
+    if (rte_hash_del_key(neighbours6_, ip6) >= 0) {
+        --neighbour6_count_;
+    }
 }
 
 uint64_t ForwardingTables::neighbour_word(uint32_t ip) const {

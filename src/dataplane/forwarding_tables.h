@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The learned forwarding state workers read while the control plane changes it in place: the
-// neighbour table (IPv4 -> MAC, port) and the FDB ((MAC, L2 group) -> port, last-seen index).
+// neighbour tables (IPv4 or IPv6 -> MAC, port) and the FDB ((MAC, L2 group) -> port, last-seen index).
 // Both are rte_hash tables with lock-free read/write concurrency: one writer (the control-plane
 // thread), any number of readers (worker lcores) that never take a lock. A deleted key's slot is
 // handed back to the table only after every reader registered on the dataplane's QSBR variable
@@ -88,6 +88,8 @@ public:
     // The packed word of neighbour `ip` (pack_station), 0 when unknown.
     uint64_t neighbour_word(uint32_t ip) const;
     std::optional<FdbEntry> fdb(const rte_ether_addr& mac, uint16_t group) const;
+    // IPv6 neighbour of `ip6` (16 octets, network order): learned by ND, same word format.
+    std::optional<Neighbour> neighbour6(const uint8_t* ip6) const;
 
     // What an insert does when every free slot belongs to a deleted key still in its grace
     // period: refuse, or wait until every reader has passed a quiescent state (microseconds
@@ -98,6 +100,9 @@ public:
     bool set_neighbour(uint32_t ip, const rte_ether_addr& mac, uint16_t port,
                        Room room = Room::refuse);
     void remove_neighbour(uint32_t ip);
+    bool set_neighbour6(const uint8_t* ip6, const rte_ether_addr& mac, uint16_t port,
+                        Room room = Room::refuse);
+    void remove_neighbour6(const uint8_t* ip6);
     bool set_fdb(const rte_ether_addr& mac, uint16_t group, const FdbEntry& e,
                  Room room = Room::refuse);
     void remove_fdb(const rte_ether_addr& mac, uint16_t group);
@@ -109,6 +114,8 @@ public:
     // Keys present (deleted keys awaiting their grace period are not counted).
     uint32_t neighbour_count() const { return neighbour_count_; }
     uint32_t fdb_count() const { return fdb_count_; }
+    // The IPv6 neighbour table has the IPv4 one's capacity (arp.max_neighbours).
+    uint32_t neighbour6_count() const { return neighbour6_count_; }
 
 private:
     ForwardingTables() = default;
@@ -118,6 +125,8 @@ private:
     rte_rcu_qsbr* qsbr_ = nullptr;
     rte_hash* neighbours_ = nullptr;  // uint32 ip (host order) -> pack_station word
     rte_hash* fdb_ = nullptr;         // FdbKey -> port << 32 | index
+    rte_hash* neighbours6_ = nullptr; // 16-octet IPv6 address -> pack_station word
+    uint32_t neighbour6_count_ = 0;
     uint32_t neighbour_capacity_ = 0;
     uint32_t fdb_capacity_ = 0;
     uint32_t neighbour_count_ = 0;

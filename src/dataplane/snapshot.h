@@ -12,6 +12,7 @@
 #include <rte_ether.h>
 
 #include <array>
+#include <cstring>
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -28,6 +29,7 @@
 #include "wire/bitstring.h"
 
 struct rte_lpm;
+struct rte_lpm6;
 struct rte_rcu_qsbr;
 struct rte_hash;
 
@@ -61,6 +63,56 @@ struct PortView {
     bool owns(uint32_t ip) const {
         for (uint8_t i = 0; i < n_addrs; ++i) {
             if (addrs[i].addr.value == ip) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    // IPv6 interface addresses (routed ports only).
+    uint8_t n_addrs6 = 0;
+    std::array<net::Ipv6Prefix, kMaxAddrsPerPort> addrs6{};
+    // The IPv6 interface address on this port whose prefix contains `ip6`, or nullptr.
+    const net::Ipv6Prefix* subnet6_of(const uint8_t* ip6) const {
+        net::Ipv6Addr a;
+        std::memcpy(a.bytes.data(), ip6, 16);
+        for (uint8_t i = 0; i < n_addrs6; ++i) {
+            if (addrs6[i].contains(a)) {
+                return &addrs6[i];
+            }
+        }
+        return nullptr;
+    }
+    bool owns6(const uint8_t* ip6) const {
+        for (uint8_t i = 0; i < n_addrs6; ++i) {
+            if (std::memcmp(addrs6[i].addr.bytes.data(), ip6, 16) == 0) {
+                return true;
+            }
+        }
+        return false;
+    }
+    // True if `ip6` is the solicited-node multicast address (ff02::1:ffXX:XXXX, RFC 4291
+    // 2.7.1) of one of this port's addresses.
+    bool solicited_node6(const uint8_t* ip6) const {
+        static constexpr uint8_t kPrefix[13] = {0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff};
+        if (std::memcmp(ip6, kPrefix, 13) != 0) {
+            return false;
+        }
+        for (uint8_t i = 0; i < n_addrs6; ++i) {
+            if (std::memcmp(addrs6[i].addr.bytes.data() + 13, ip6 + 13, 3) == 0) {
+                return true;
+            }
+        }
+        return false;
+    }
+    // True if `mac` is 33:33:ff:XX:XX:XX for one of this port's addresses (RFC 2464 7).
+    bool solicited_node_mac6(const rte_ether_addr& dst) const {
+        const uint8_t* b = dst.addr_bytes;
+        if (b[0] != 0x33 || b[1] != 0x33 || b[2] != 0xff) {
+            return false;
+        }
+        for (uint8_t i = 0; i < n_addrs6; ++i) {
+            if (std::memcmp(addrs6[i].addr.bytes.data() + 13, b + 3, 3) == 0) {
                 return true;
             }
         }
@@ -123,6 +175,15 @@ private:
     uint32_t capacity_ = 0;
     std::map<std::tuple<NextHopKind, uint32_t, uint16_t>, uint32_t> index_;
     std::vector<uint32_t> gateways_;
+};
+
+// An IPv6 next hop. Routes are few and change only with the config (a reload builds a new
+// table), so each route gets its own entry and a gateway's MAC is looked up in the IPv6
+// neighbour table per packet, which ND changes in place.
+struct NextHop6 {
+    NextHopKind kind = NextHopKind::connected;  // connected, gateway or local
+    std::array<uint8_t, 16> gateway{};          // kind == gateway, network order
+    uint16_t port = 0;                          // where the next hop is resolved (ND)
 };
 
 struct L2Group {
@@ -405,6 +466,17 @@ public:
     const ForwardingTables* tables = nullptr;
 
     const NextHop* route(uint32_t dst) const;
+
+    // IPv6 routes: dst (16 octets) -> index into nexthops6. Built with the snapshot from the
+    // config's ipv6_routes, connected prefixes and own addresses; never changed in place.
+    rte_lpm6* lpm6 = nullptr;
+    std::vector<NextHop6> nexthops6;
+    // The builder only: creates the LPM6 with room for `max_rules` prefixes.
+    bool make_route6_table(const std::string& name, uint32_t max_rules, std::string& error);
+    // The builder only: adds (or replaces) the route to `prefix` via a new next hop.
+    bool add_route6(const net::Ipv6Prefix& prefix, const NextHop6& nh);
+    // The next hop of `dst6`, or nullptr.
+    const NextHop6* route6(const uint8_t* dst6) const;
     // The station a packet to `dst` routed by `nh` goes to (a gateway's, else dst's own
     // neighbour entry), or nothing while it is unresolved.
     std::optional<Neighbour> station_for(const NextHop& nh, uint32_t dst) const {

@@ -3,11 +3,15 @@
 #include "dataplane/snapshot.h"
 
 #include <rte_lpm.h>
+#include <rte_lpm6.h>
 
 namespace ina::dp {
 
 // The forwarding tables are the control plane's: a snapshot only points at them.
-Snapshot::~Snapshot() { rte_lpm_free(lpm); }
+Snapshot::~Snapshot() {
+    rte_lpm_free(lpm);
+    rte_lpm6_free(lpm6);
+}
 
 const NextHop* Snapshot::route(uint32_t dst) const {
     uint32_t index = 0;

@@ -287,7 +287,9 @@ std::vector<prometheus::MetricFamily> families(const Stats& s) {
             {"neighbours", &s.neighbour_table},
             {"fdb", &s.fdb_table},
             {"routes", &s.route_table},
-            {"nexthops", &s.nexthop_table}};
+            {"nexthops", &s.nexthop_table},
+            {"neighbours6", &s.neighbour6_table},
+            {"routes6", &s.route6_table}};
         for (const auto& [name, o] : tables) {
             Builder::add(used, d(o->used), {{"table", name}});
             Builder::add(cap, d(o->capacity), {{"table", name}});

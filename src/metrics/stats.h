@@ -97,6 +97,10 @@ struct JobStats {
       "MAC addresses learned (each one insert into the in-place FDB)")                            \
     S(neighbour_table_full, total, "table_full_total{table=\"neighbours\"}",                      \
       "Learning refused because a table was full")                                                \
+    S(neighbour6_table_full, total, "table_full_total{table=\"neighbours6\"}",                    \
+      "Learning refused because a table was full")                                                \
+    S(neighbours6_learned, total, "neighbours6_learned_total",                                    \
+      "IPv6 neighbours learned or changed by ND (each one insert into the in-place table)")       \
     S(fdb_table_full, total, "table_full_total{table=\"fdb\"}",                                   \
       "Learning refused because a table was full")                                                \
     S(route_table_full, total, "table_full_total{table=\"routes\"}",                             \
@@ -144,6 +148,8 @@ struct Stats {
     Occupancy fdb_table;
     Occupancy route_table;      // prefixes in the published LPM
     Occupancy nexthop_table;    // shared next hops of the published snapshot
+    Occupancy neighbour6_table;  // IPv6 neighbours learned by ND
+    Occupancy route6_table;      // IPv6 routes (next hops) in the published LPM6
     unsigned mempool_available = 0;
     unsigned mempool_in_use = 0;
     unsigned mempool_size = 0;

@@ -2,7 +2,10 @@
 #include "net/addr.h"
 
 #include <charconv>
+#include <arpa/inet.h>
+
 #include <cstdio>
+#include <cstring>
 
 namespace ina::net {
 namespace {
@@ -99,5 +102,39 @@ std::optional<Ipv4Prefix> Ipv4Prefix::parse(std::string_view text) {
 }
 
 std::string Ipv4Prefix::str() const { return addr.str() + "/" + std::to_string(length); }
+
+std::optional<Ipv6Addr> Ipv6Addr::parse(std::string_view text) {
+    if (text.empty() || text.size() >= INET6_ADDRSTRLEN) {
+        return std::nullopt;
+    }
+    char buf[INET6_ADDRSTRLEN] = {};
+    std::memcpy(buf, text.data(), text.size());
+    Ipv6Addr a;
+    if (inet_pton(AF_INET6, buf, a.bytes.data()) != 1) {
+        return std::nullopt;
+    }
+    return a;
+}
+
+std::string Ipv6Addr::str() const {
+    char buf[INET6_ADDRSTRLEN] = {};
+    inet_ntop(AF_INET6, bytes.data(), buf, sizeof(buf));
+    return buf;
+}
+
+std::optional<Ipv6Prefix> Ipv6Prefix::parse(std::string_view text) {
+    const size_t slash = text.find('/');
+    if (slash == std::string_view::npos) {
+        return std::nullopt;
+    }
+    auto addr = Ipv6Addr::parse(text.substr(0, slash));
+    auto len = parse_uint(text.substr(slash + 1), 10, 128);
+    if (!addr || !len) {
+        return std::nullopt;
+    }
+    return Ipv6Prefix{*addr, static_cast<uint8_t>(*len)};
+}
+
+std::string Ipv6Prefix::str() const { return addr.str() + "/" + std::to_string(length); }
 
 }  // namespace ina::net

@@ -44,4 +44,38 @@ struct Ipv4Prefix {
     auto operator<=>(const Ipv4Prefix&) const = default;
 };
 
+// IPv6 address: sixteen octets in network order.
+struct Ipv6Addr {
+    std::array<uint8_t, 16> bytes{};
+
+    static std::optional<Ipv6Addr> parse(std::string_view text);  // RFC 4291 text forms
+    std::string str() const;                                       // RFC 5952 form
+    bool is_multicast() const { return bytes[0] == 0xff; }
+    bool is_unspecified() const { return bytes == std::array<uint8_t, 16>{}; }
+    bool is_link_local() const { return bytes[0] == 0xfe && (bytes[1] & 0xc0) == 0x80; }
+    auto operator<=>(const Ipv6Addr&) const = default;
+};
+
+struct Ipv6Prefix {
+    Ipv6Addr addr;  // as written: for an interface, the interface's own address
+    uint8_t length = 0;
+
+    // "2001:db8::1/64"; a bare address is rejected, as for IPv4.
+    static std::optional<Ipv6Prefix> parse(std::string_view text);
+    std::string str() const;
+    Ipv6Addr network() const {
+        Ipv6Addr n = addr;
+        for (size_t i = 0; i < 16; ++i) {
+            const int keep = static_cast<int>(length) - static_cast<int>(i * 8);
+            n.bytes[i] &= keep >= 8 ? 0xff : keep <= 0 ? 0 : static_cast<uint8_t>(0xff << (8 - keep));
+        }
+        return n;
+    }
+    bool contains(const Ipv6Addr& a) const {
+        const Ipv6Prefix other{a, length};
+        return other.network() == network();
+    }
+    auto operator<=>(const Ipv6Prefix&) const = default;
+};
+
 }  // namespace ina::net

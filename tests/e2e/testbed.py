@@ -199,6 +199,8 @@ class Host:
     name: str
     addr: str                 # "10.0.1.2/24"
     gw: str | None = None     # default route; None: the port's first ipv4 address
+    addr6: str | None = None  # "2001:db8:1::2/64": IPv6 on (else the namespace has IPv6 off)
+    gw6: str | None = None    # IPv6 default route; None: the port's first ipv6 address
     # Filled in by the testbed:
     ns: str = ""
     dev: str = ""
@@ -207,6 +209,10 @@ class Host:
     @property
     def ip(self) -> str:
         return self.addr.split("/")[0]
+
+    @property
+    def ip6(self) -> str:
+        return (self.addr6 or "").split("/")[0]
 
     def cmd(self, cmd: list[str]) -> list[str]:
         return ["ip", "netns", "exec", self.ns] + cmd
@@ -264,6 +270,7 @@ class Host:
 class Port:
     name: str
     ipv4: list[str] = dataclasses.field(default_factory=list)
+    ipv6: list[str] = dataclasses.field(default_factory=list)
     l2_group: str | None = None
     host: Host | None = None   # the host on the far end of this port's veth
     queues: int = 1            # RX queues (and af_packet queue pairs)
@@ -618,13 +625,21 @@ class Testbed:
             else:
                 self._impaired_link(port, host_dev)
             for key in ("net.ipv6.conf.all.disable_ipv6", "net.ipv6.conf.default.disable_ipv6"):
-                h.run(["sysctl", "-qw", f"{key}=1"])
+                h.run(["sysctl", "-qw", f"{key}={0 if h.addr6 else 1}"])
             self._offloads_off(h.dev, h)
             h.run(["ip", "link", "set", "lo", "up"])
             h.run(["ip", "addr", "add", h.addr, "dev", h.dev])
+            if h.addr6:
+                # No DAD wait; no router advertisements to listen for (the route is static).
+                h.run(["sysctl", "-qw", f"net.ipv6.conf.{h.dev}.accept_ra=0"])
+                h.run(["ip", "-6", "addr", "add", h.addr6, "dev", h.dev, "nodad"])
             h.run(["ip", "link", "set", h.dev, "up"])
             if h.gw:
                 h.run(["ip", "route", "add", "default", "via", h.gw, "dev", h.dev])
+            if h.addr6 and h.gw6 is None and port.ipv6:
+                h.gw6 = port.ipv6[0].split("/")[0]
+            if h.addr6 and h.gw6:
+                h.run(["ip", "-6", "route", "add", "default", "via", h.gw6, "dev", h.dev])
             h.mac = json.loads(h.run(["ip", "-j", "link", "show", h.dev]).stdout)[0]["address"]
         for port in self.ports:
             if port.impair is not None:
@@ -699,6 +714,8 @@ class Testbed:
                 d["rx_queues"] = p.queues
             if p.ipv4:
                 d["ipv4"] = list(p.ipv4)
+            if p.ipv6:
+                d["ipv6"] = list(p.ipv6)
             if p.l2_group:
                 d["l2_group"] = p.l2_group
             ports.append(d)

@@ -115,6 +115,9 @@ TEST_F(Pipeline, MixedBurstEndToEnd) {
                 ++resolve;
                 EXPECT_EQ(ev.ip, ip4("10.0.2.50"));
                 break;
+            case dp::EventType::neighbour6_seen:
+                ADD_FAILURE() << "no IPv6 in this burst";
+                break;
         }
     }
     EXPECT_EQ(learn, 1) << "kClient is new on g0; kHostB (g0) and kHostA (g1) are known";

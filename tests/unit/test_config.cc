@@ -1426,3 +1426,74 @@ TEST(ConfigControl, EveryControlChangeNeedsARestart) {
     EXPECT_NE(reasons[0].find("control settings changed"), std::string::npos);
     EXPECT_TRUE(restart_required(base, base).empty());
 }
+
+// ---------------------------------------------------------------------------------------------
+// IPv6 (docs/configuration.md: ports[].ipv6, ipv6_routes)
+
+namespace {
+const char* const kIpv6Ports = R"(version: 1
+ports:
+  - name: p0
+    devargs: a
+    ipv6: [2001:db8:1::1/64]
+  - name: p1
+    devargs: b
+    ipv6: [2001:db8:2::1/64, fd00::1/64]
+)";
+}  // namespace
+
+TEST(ConfigIpv6, AddressesAndRoutesLoad) {
+    auto r = load_string(std::string(kIpv6Ports) + R"(ipv6_routes:
+  - prefix: 2001:db8:100::/48
+    via: 2001:db8:2::2
+  - prefix: "::/0"
+    port: p0
+)",
+                         "t.yaml");
+    ASSERT_TRUE(r.ok()) << all_errors(r);
+    ASSERT_EQ(r.config->ports[1].ipv6.size(), 2u);
+    EXPECT_EQ(r.config->ports[1].ipv6[1].str(), "fd00::1/64");
+    ASSERT_EQ(r.config->ipv6_routes.size(), 2u);
+    EXPECT_EQ(r.config->ipv6_routes[0].via->str(), "2001:db8:2::2");
+    EXPECT_EQ(r.config->ipv6_routes[1].prefix.length, 0);
+    EXPECT_EQ(r.config->ipv6_routes[1].port, "p0");
+}
+
+TEST(ConfigIpv6, BadAddressesNameTheirPosition) {
+    auto port = [](const std::string& addr) {
+        return "version: 1\nports:\n  - name: p0\n    devargs: a\n    ipv6: [" + addr + "]\n";
+    };
+    EXPECT_TRUE(HasError(port("2001:db8::1"), "t.yaml:5:12:", "IPv6 interface address"));
+    EXPECT_TRUE(HasError(port("2001:db8::g/64"), "t.yaml:5:12:", "IPv6 interface address"));
+    EXPECT_TRUE(HasError(port("fe80::1/64"), "t.yaml:5:12:", "global or unique-local"));
+    EXPECT_TRUE(HasError(port("ff02::1/64"), "t.yaml:5:12:", "global or unique-local"));
+    EXPECT_TRUE(HasError(port("2001:db8::/64"), "t.yaml:5:12:", "subnet-router anycast"));
+    EXPECT_TRUE(HasError(port("2001:db8::1/0"), "t.yaml:5:12:", "prefix length from 1 to 128"));
+}
+
+TEST(ConfigIpv6, CrossChecks) {
+    EXPECT_TRUE(HasError(std::string(kIpv6Ports) +
+                             "ipv6_routes:\n  - prefix: 2001:db8:100::1/48\n    via: 2001:db8:2::2\n",
+                         "t.yaml:10:13:", "did you mean '2001:db8:100::/48'"));
+    EXPECT_TRUE(HasError(std::string(kIpv6Ports) +
+                             "ipv6_routes:\n  - prefix: 2001:db8:100::/48\n    via: 2001:db8:9::2\n",
+                         "t.yaml:10:5:", "in no connected subnet"));
+    EXPECT_TRUE(HasError(std::string(kIpv6Ports) +
+                             "ipv6_routes:\n  - prefix: 2001:db8:100::/48\n    port: nope\n",
+                         "t.yaml:10:5:", "unknown port 'nope'"));
+    EXPECT_TRUE(HasError(std::string(kIpv6Ports) +
+                             "ipv6_routes:\n  - prefix: 2001:db8:100::/48\n",
+                         "t.yaml:10:5:", "expected 'via' (a gateway) or 'port'"));
+    EXPECT_TRUE(HasError(std::string(kIpv6Ports) +
+                             "ipv6_routes:\n  - prefix: 2001:db8:100::/48\n    port: p0\n"
+                             "  - prefix: 2001:db8:100::/48\n    port: p1\n",
+                         "t.yaml:12:5:", "duplicate IPv6 route"));
+    EXPECT_TRUE(HasError("version: 1\nports:\n  - name: p0\n    devargs: a\n"
+                         "    ipv6: [2001:db8:1::1/64]\n  - name: p1\n    devargs: b\n"
+                         "    ipv6: [2001:db8:1::2/64]\n",
+                         "t.yaml:6:5:", "overlaps"));
+    EXPECT_TRUE(HasError("version: 1\nports:\n  - name: p0\n    devargs: a\n    l2_group: g\n"
+                         "    ipv6: [2001:db8:1::1/64]\n  - name: p1\n    devargs: b\n"
+                         "    l2_group: g\n",
+                         "t.yaml:3:5:", "expected IPv6 addresses only on routed ports"));
+}

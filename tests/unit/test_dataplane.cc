@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Pure helpers of the dataplane that need no EAL: burst histogram buckets, drop-reason names,
 // the event layout, and the rate limiter for control-plane events.
+#include <cstddef>
 #include <gtest/gtest.h>
 
 #include <set>
@@ -50,12 +51,17 @@ TEST(DropReasons, NamesAreUniqueSnakeCaseAndDocumented) {
               "tx_full");
 }
 
-TEST(Events, FixedSixteenByteLayout) {
-    EXPECT_EQ(sizeof(ina::dp::Event), 16u);
+TEST(Events, FixedThirtyTwoByteLayout) {
+    // 32 bytes since an event carries an IPv6 address (neighbour6_seen).
+    EXPECT_EQ(sizeof(ina::dp::Event), 32u);
     ina::dp::Event ev{};
     EXPECT_EQ(ev.port, 0);
     EXPECT_EQ(ev.ip, 0u);
     EXPECT_EQ(ev.group, 0);
+    EXPECT_EQ(offsetof(ina::dp::Event, ip6), 16u);
+    for (uint8_t b : ev.ip6) {
+        EXPECT_EQ(b, 0);
+    }
 }
 
 TEST(RecentEvents, ReportsOncePerInterval) {
