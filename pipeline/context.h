@@ -12,6 +12,7 @@
 
 #include "dataplane/counters.h"
 #include "dataplane/events.h"
+#include "dataplane/neighbour_cache.h"
 #include "dataplane/snapshot.h"
 #include "pipeline/timer_wheel.h"
 
@@ -82,6 +83,9 @@ struct alignas(64) LcoreContext {
 
     rte_ring* events = nullptr;  // SPSC, to the control plane; may be null in stage tests
     RecentEvents recent;
+
+    // Connected destinations' stations this lcore routed to lately (ipv4_forward).
+    dp::NeighbourCache neighbours;
 
     // FDB last-seen TSC stamps indexed by FdbEntry::index (max_fdb_entries long).
     uint64_t* fdb_seen = nullptr;
@@ -171,6 +175,9 @@ struct EdgeBatches {
     static constexpr uint16_t kCapacity = kMaxBurst;
     std::array<uint16_t, kEdges> n{};
     uint16_t overflowed = 0;
+    // Packets ever pushed: never below any n[i] (n only grows here; whoever empties an edge
+    // leaves it as is), so total + k <= kCapacity proves room on every edge without the loop.
+    uint16_t total = 0;
     std::array<std::array<rte_mbuf*, kCapacity>, kEdges> pkts;
 
     void push(Edge e, rte_mbuf* m) {
@@ -181,9 +188,14 @@ struct EdgeBatches {
             return;
         }
         pkts[i][n[i]++] = m;
+        ++total;
     }
-    // True when every edge can take `k` more packets.
+    // True when every edge can take `k` more packets (checked per input by stages that emit
+    // several: the sum first, the edges one by one only when it is not enough).
     bool room_for(uint16_t k) const {
+        if (total + k <= kCapacity) [[likely]] {
+            return true;
+        }
         for (uint16_t used : n) {
             if (used + k > kCapacity) {
                 return false;

@@ -14,6 +14,8 @@
 
 #include <rte_ether.h>
 
+#include <atomic>
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -63,6 +65,18 @@ constexpr Neighbour unpack_station(uint64_t w) {
     return n;
 }
 
+// The packet path's unpacking, without building a Neighbour: the port, and the MAC stored
+// straight into a header (on a little-endian host the word's low 6 bytes are the MAC in order;
+// the byte loop above costs ~50 instructions a packet there).
+constexpr uint16_t station_port(uint64_t w) { return static_cast<uint16_t>(w >> 48 & 0x7fff); }
+inline void store_station_mac(rte_ether_addr& out, uint64_t w) {
+    if constexpr (std::endian::native == std::endian::little) {
+        std::memcpy(out.addr_bytes, &w, RTE_ETHER_ADDR_LEN);
+    } else {
+        out = unpack_station(w).mac;
+    }
+}
+
 inline FdbKey fdb_key(const rte_ether_addr& mac, uint16_t group) {
     FdbKey key{};
     std::memcpy(key.mac, mac.addr_bytes, 6);
@@ -87,9 +101,20 @@ public:
     std::optional<Neighbour> neighbour(uint32_t ip) const;
     // The packed word of neighbour `ip` (pack_station), 0 when unknown.
     uint64_t neighbour_word(uint32_t ip) const;
+    // The packed words of `n` (at most kNeighbourBulkMax) neighbours in one bulk lookup, 0 for
+    // each unknown one: the packet path's per-burst form, which overlaps the buckets' cache
+    // misses across keys and pays the call and signature compare once per burst.
+    static constexpr uint32_t kNeighbourBulkMax = 64;
+    void neighbour_words(const uint32_t* ips, uint32_t n, uint64_t* words) const;
     std::optional<FdbEntry> fdb(const rte_ether_addr& mac, uint16_t group) const;
     // IPv6 neighbour of `ip6` (16 octets, network order): learned by ND, same word format.
     std::optional<Neighbour> neighbour6(const uint8_t* ip6) const;
+
+    // Bumped (release) after every change to the neighbour table, by its one writer: per-lcore
+    // memos of lookups (neighbour_cache.h) compare it once per burst and start over when it moved.
+    uint32_t neighbour_version() const {
+        return neighbour_version_.load(std::memory_order_acquire);
+    }
 
     // What an insert does when every free slot belongs to a deleted key still in its grace
     // period: refuse, or wait until every reader has passed a quiescent state (microseconds
@@ -122,6 +147,8 @@ private:
     // Adds or replaces `key` in `h`, whose live keys number `count` of `capacity`.
     bool insert(rte_hash* h, const void* key, uint64_t data, uint32_t& count, uint32_t capacity,
                 Room room);
+    // After the hash shows a neighbour change (neighbour_version).
+    void bump_neighbour_version();
     rte_rcu_qsbr* qsbr_ = nullptr;
     rte_hash* neighbours_ = nullptr;  // uint32 ip (host order) -> pack_station word
     rte_hash* fdb_ = nullptr;         // FdbKey -> port << 32 | index
@@ -131,6 +158,8 @@ private:
     uint32_t fdb_capacity_ = 0;
     uint32_t neighbour_count_ = 0;
     uint32_t fdb_count_ = 0;
+    // Its own line: every worker loads it once per burst, the writer stores it per change.
+    alignas(64) std::atomic<uint32_t> neighbour_version_{0};
 };
 
 }  // namespace ina::dp

