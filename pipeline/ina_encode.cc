@@ -46,6 +46,20 @@ void write_ipv4(rte_ipv4_hdr* ip, uint32_t src, uint32_t dst, uint16_t total) {
 
 }  // namespace
 
+namespace {
+
+// The first address of the interface a packet routed by `nh` leaves by: the station's port
+// (`station`, a pack_station word, 0 while unresolved) when it names one, else the next hop's.
+uint32_t source_of_egress(const dp::Snapshot& snap, const dp::NextHop& nh, uint64_t station) {
+    const uint16_t port = station != 0 && dp::station_port(station) < snap.n_ports
+                              ? dp::station_port(station)
+                              : nh.port;
+    const dp::PortView& pv = snap.ports[port];
+    return pv.n_addrs != 0 ? pv.addrs[0].addr.value : 0;
+}
+
+}  // namespace
+
 uint32_t ina_source_for(const dp::Snapshot& snap, uint32_t configured, uint32_t dst) {
     if (configured != 0) {
         return configured;
@@ -54,10 +68,31 @@ uint32_t ina_source_for(const dp::Snapshot& snap, uint32_t configured, uint32_t 
     if (nh == nullptr) {
         return 0;
     }
-    const auto st = snap.station_for(*nh, dst);
-    const uint16_t port = st && st->port < snap.n_ports ? st->port : nh->port;
-    const dp::PortView& pv = snap.ports[port];
-    return pv.n_addrs != 0 ? pv.addrs[0].addr.value : 0;
+    const uint64_t station = nh->kind == dp::NextHopKind::gateway
+                                 ? nh->station_word()
+                                 : snap.tables->neighbour_word(dst);
+    return source_of_egress(snap, *nh, station);
+}
+
+uint32_t ina_source_for(const dp::Snapshot& snap, dp::NeighbourCache& neighbours,
+                        uint32_t configured, uint32_t dst) {
+    if (configured != 0) {
+        return configured;
+    }
+    const dp::NextHop* nh = snap.route(dst);
+    if (nh == nullptr) {
+        return 0;
+    }
+    if (nh->kind == dp::NextHopKind::gateway) {
+        return source_of_egress(snap, *nh, nh->station_word());
+    }
+    neighbours.sync(*snap.tables);
+    uint64_t station = neighbours.get(dst);
+    if (station == 0) {
+        station = snap.tables->neighbour_word(dst);
+        neighbours.put(dst, station);
+    }
+    return source_of_egress(snap, *nh, station);
 }
 
 uint8_t* write_ina_headers(uint8_t* d, const proto::Header& h, const uint8_t* bs, uint32_t src,

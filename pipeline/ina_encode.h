@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "dataplane/neighbour_cache.h"
 #include "dataplane/snapshot.h"
 #include "ina/protocol.h"
 
@@ -24,6 +25,12 @@ inline constexpr size_t kInaFrameHeadBytes = 14 + 20 + 8;
 // not 0 (a job's `source`), else the first address of the interface the route to `dst` leaves
 // by; 0 when there is no route.
 uint32_t ina_source_for(const dp::Snapshot& snap, uint32_t configured, uint32_t dst);
+// The same for the packet path: a connected `dst`'s station comes from the lcore's memo
+// `neighbours` (synced here, so never staler than its invariant allows) rather than a
+// neighbour-hash lookup per partial (~100 instructions; every partial of a job goes to one
+// parent, and every result to the same workers).
+uint32_t ina_source_for(const dp::Snapshot& snap, dp::NeighbourCache& neighbours,
+                        uint32_t configured, uint32_t dst);
 
 // Writes the Ethernet (both MACs 0: routing writes them), IPv4 (DF, TTL 64), UDP (source and
 // destination port `port`) and INA headers with BitString `bs` of a datagram of

@@ -109,7 +109,7 @@ struct Emitter {
         h.elem_type = table.partial_elem_type();  // int64 fixed point in a deterministic job
         h.flags = static_cast<uint8_t>(table.result_flags(in.seq) |
                                        (resend ? proto::kFlagRetransmit : 0));
-        const uint32_t src = ina_source_for(snap, job.source, job.parent);
+        const uint32_t src = ina_source_for(snap, ctx.neighbours, job.source, job.parent);
         if (!build_ina(ctx, m, table, h, job.abm.data(), src, job.parent, snap.ina_udp_port)) {
             count_drop(ctx, dp::DropReason::ina_no_mbuf);
             out.push(FeatureEdge::drop, m);
@@ -144,7 +144,9 @@ struct Emitter {
             return;
         }
         const uint32_t first = requester != 0 ? requester : job.worker_ip[0];
-        const uint32_t src = job.results_bier ? bier_src : ina_source_for(snap, job.source, first);
+        const uint32_t src = job.results_bier
+                                 ? bier_src
+                                 : ina_source_for(snap, ctx.neighbours, job.source, first);
         if (!build_ina(ctx, m, table, h, job.abm.data(), src, first, snap.ina_udp_port)) {
             count_drop(ctx, dp::DropReason::ina_no_mbuf);
             out.push(FeatureEdge::drop, m);

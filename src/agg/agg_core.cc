@@ -88,38 +88,77 @@ void AggCore::absorb(uint32_t s, const void* payload, uint32_t count, Encoding e
 
 AddResult AggCore::add(uint32_t s, const uint8_t* from, uint32_t count, const void* payload,
                        Encoding enc) noexcept {
+    // BSL 64 (one word) is the common contributor set: its instantiation has no loops left.
+    return set_bytes_ == 8 ? add_words<true>(s, from, count, payload, enc)
+                           : add_words<false>(s, from, count, payload, enc);
+}
+
+// The set tests of add() done a 64-bit word at a time, each a fold over the words in one pass
+// (the order of the bytes inside a word does not matter for AND/OR/compare, see
+// wire/bitstring.h). kOneWord: the set is one word, so every loop runs once and unrolls away.
+template <bool kOneWord>
+AddResult AggCore::add_words(uint32_t s, const uint8_t* from, uint32_t count,
+                             const void* payload, Encoding enc) noexcept {
+    using wire::detail::load64;
+    using wire::detail::store64;
+    const size_t words = kOneWord ? 1 : set_bytes_ / 8;
     const uint8_t* full = full_set();
-    if (wire::bits_is_zero(from, set_bytes_) || !wire::bits_subset(from, full, set_bytes_)) {
+    uint64_t named = 0;    // any contributor named
+    uint64_t outside = 0;  // named but not in the full set
+    for (size_t w = 0; w < words; ++w) {
+        const uint64_t f = load64(from + 8 * w);
+        named |= f;
+        outside |= f & ~load64(full + 8 * w);
+    }
+    if (named == 0 || outside != 0) {
         return AddResult::outside;
     }
     if (count == 0 || count > params_.max_elems) {
         return AddResult::bad_count;
     }
     uint8_t* set = sets_.data() + size_t{s} * set_bytes_;
+    uint64_t missing = 0;  // after the add: contributors of the full set not in the slot yet
     switch (state_[s]) {
     case SlotState::empty:
         absorb(s, payload, count, enc, true);
-        std::memcpy(set, from, set_bytes_);
+        for (size_t w = 0; w < words; ++w) {
+            const uint64_t f = load64(from + 8 * w);
+            store64(set + 8 * w, f);
+            missing |= f ^ load64(full + 8 * w);
+        }
         count_[s] = count;
         ++in_use_;
         break;
     case SlotState::complete:
         return count != count_[s] ? AddResult::count_mismatch : AddResult::complete;
-    case SlotState::aggregating:
+    case SlotState::aggregating: {
         if (count != count_[s]) {
             return AddResult::count_mismatch;
         }
-        if (wire::bits_subset(from, set, set_bytes_)) {
+        uint64_t fresh = 0;   // named and not added yet
+        uint64_t common = 0;  // named and added already
+        for (size_t w = 0; w < words; ++w) {
+            const uint64_t f = load64(from + 8 * w);
+            const uint64_t in = load64(set + 8 * w);
+            fresh |= f & ~in;
+            common |= f & in;
+        }
+        if (fresh == 0) {
             return AddResult::duplicate;
         }
-        if (wire::bits_intersect(from, set, set_bytes_)) {
+        if (common != 0) {
             return AddResult::overlap;
         }
         absorb(s, payload, count, enc, false);
-        wire::bits_or_into(set, from, set_bytes_);
+        for (size_t w = 0; w < words; ++w) {
+            const uint64_t merged = load64(set + 8 * w) | load64(from + 8 * w);
+            store64(set + 8 * w, merged);
+            missing |= merged ^ load64(full + 8 * w);
+        }
         break;
     }
-    if (wire::bits_equal(set, full, set_bytes_)) {
+    }
+    if (missing == 0) {
         state_[s] = SlotState::complete;
         return AddResult::completed;
     }

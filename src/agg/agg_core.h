@@ -110,6 +110,10 @@ public:
     const reduce::FixedStats& fixed_stats() const noexcept { return fixed_stats_; }
 
 private:
+    // add() over a set of one 64-bit word (kOneWord) or of set_bytes_ / 8 words.
+    template <bool kOneWord>
+    AddResult add_words(uint32_t s, const uint8_t* from, uint32_t count, const void* payload,
+                        Encoding enc) noexcept;
     // The accumulate step of add() for a contribution (first: load, else add).
     void absorb(uint32_t s, const void* payload, uint32_t count, Encoding enc,
                 bool first) noexcept;

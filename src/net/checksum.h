@@ -7,6 +7,10 @@
 #include <cstdint>
 #include <cstring>
 
+#if defined(__x86_64__)
+#include <x86intrin.h>  // _addcarry_u64: one add-with-carry chain
+#endif
+
 namespace ina::net {
 
 // One's-complement sum of a buffer, folded to 16 bits (not inverted). Inline because the
@@ -15,10 +19,37 @@ namespace ina::net {
 // 16 bytes a step: ~0.2 instructions a byte where 32-bit words took ~1.2), the rest as 32-bit
 // words into a 64-bit accumulator, all folded once (2^16 = 1 mod 0xffff, so wider words and
 // each carry out of bit 63 add the same sum, and the result is in the byte order of the data,
-// RFC 1071 §2(B)).
+// RFC 1071 §2(B)). On x86-64 runs of 64 bytes go through one add-with-carry chain first (the
+// carry out of each word is the carry into the next; the one left over at the end is added as
+// 2^64 = 1): ~0.3 instructions a byte, for the 1 KiB+ INA partials and results.
 inline uint16_t ones_complement_sum(const void* data, size_t len, uint32_t initial = 0) {
     const auto* p = static_cast<const uint8_t*>(data);
     uint64_t sum = initial;
+#if defined(__x86_64__)
+    if (len >= 64) {
+        unsigned long long acc = 0;
+        unsigned char carry = 0;
+        const auto word = [](const uint8_t* q) {
+            unsigned long long v;
+            std::memcpy(&v, q, sizeof v);
+            return v;
+        };
+        while (len >= 64) {  // written out: GCC keeps the chain in adc only without a loop here
+            carry = _addcarry_u64(carry, acc, word(p), &acc);
+            carry = _addcarry_u64(carry, acc, word(p + 8), &acc);
+            carry = _addcarry_u64(carry, acc, word(p + 16), &acc);
+            carry = _addcarry_u64(carry, acc, word(p + 24), &acc);
+            carry = _addcarry_u64(carry, acc, word(p + 32), &acc);
+            carry = _addcarry_u64(carry, acc, word(p + 40), &acc);
+            carry = _addcarry_u64(carry, acc, word(p + 48), &acc);
+            carry = _addcarry_u64(carry, acc, word(p + 56), &acc);
+            p += 64;
+            len -= 64;
+        }
+        // acc + carry * 2^64, congruent mod 0xffff to the halves of acc plus carry; < 2^34.
+        sum += (acc & 0xffffffff) + (acc >> 32) + carry;
+    }
+#endif
     if (len >= 16) {
         uint64_t a = 0;
         uint64_t b = 0;

@@ -119,9 +119,10 @@ TEST(Checksum, CarriesFoldAcrossManyWords) {
 }
 
 TEST(Checksum, WideWordsMatchNaiveSumAtEveryLengthAndAlignment) {
-    // The 16-byte steps with their counted carries, the 4-byte tail and the fold agree with a
-    // 16-bit big-endian sum folded at each step, for every length around the step sizes, any
-    // start alignment, and bytes biased to 0xff so that the 64-bit additions carry often.
+    // The 64-byte add-with-carry chain (x86-64), the 16-byte steps with their counted carries,
+    // the 4-byte tail and the fold agree with a 16-bit big-endian sum folded at each step, for
+    // every length around the step sizes, any start alignment, and bytes biased to 0xff so that
+    // the 64-bit additions carry often.
     std::mt19937 rng(20261124);
     std::vector<uint8_t> buf(1100);
     for (int round = 0; round < 4; ++round) {
