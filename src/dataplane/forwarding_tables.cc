@@ -7,6 +7,7 @@
 #include <rte_rcu_qsbr.h>
 
 #include <cerrno>
+#include <cstring>
 
 namespace ina::dp {
 
@@ -83,9 +84,19 @@ ForwardingTables::~ForwardingTables() {
     rte_hash_free(neighbours6_);
 }
 
+namespace {
+// rte_hash_crc reads the key 8 bytes at a time: an address straight from a packet (offset 22 or
+// 38 of the frame) is copied to an aligned key first.
+struct alignas(8) Ipv6Key {
+    uint8_t bytes[16];
+    explicit Ipv6Key(const uint8_t* ip6) { std::memcpy(bytes, ip6, sizeof bytes); }
+};
+}  // namespace
+
 std::optional<Neighbour> ForwardingTables::neighbour6(const uint8_t* ip6) const {
     void* data = nullptr;
-    if (rte_hash_lookup_data(neighbours6_, ip6, &data) < 0) {
+    const Ipv6Key key(ip6);
+    if (rte_hash_lookup_data(neighbours6_, key.bytes, &data) < 0) {
         return std::nullopt;
     }
     return unpack_station(of_data(data));
@@ -93,12 +104,14 @@ std::optional<Neighbour> ForwardingTables::neighbour6(const uint8_t* ip6) const 
 
 bool ForwardingTables::set_neighbour6(const uint8_t* ip6, const rte_ether_addr& mac,
                                       uint16_t port, Room room) {
-    return insert(neighbours6_, ip6, pack_station(mac, port), neighbour6_count_,
+    const Ipv6Key key(ip6);
+    return insert(neighbours6_, key.bytes, pack_station(mac, port), neighbour6_count_,
                   neighbour_capacity_, room);
 }
 
 void ForwardingTables::remove_neighbour6(const uint8_t* ip6) {
-    if (rte_hash_del_key(neighbours6_, ip6) >= 0) {
+    const Ipv6Key key(ip6);
+    if (rte_hash_del_key(neighbours6_, key.bytes) >= 0) {
         --neighbour6_count_;
     }
 }
