@@ -22,11 +22,6 @@ roce-vm-rdma-allreduce, unchanged), inaswitch on the host ROUTING between the VM
      256 chunks of it): the switch finishes the chunks it holds, then forwards the connections'
      WRITEs and the root's ACKs PSN/MSN-translated; the root reduces the rest itself (it gets
      between chunks and world x chunks WRITEs), the result is bit-exact.
-  6. Result replication: a new root with `--results once` and the job reloaded with
-     `replicate: true`: the root WRITEs each result once, on the carrier; the switch copies it
-     to rank 2 on its connection (PSN, RETH VA and rkey learned from the CM REQ) and forwards
-     the root the ACK both workers gave. Both results bit-exact; the root completed `chunks`
-     result WRITEs instead of world x chunks.
   In each, the programs exit 0, and no guest's rxe counted a retry-exceeded or RNR-exceeded
   error (its hw_counters, before and after).
 
@@ -61,15 +56,11 @@ DRAIN_AT = 256
 RXE_FATAL = ("retry_exceeded_err", "retry_rnr_exceeded_err")
 
 
-def switch_config(cfg: dict, lab, drain: bool = False, replicate: bool = False) -> dict:
+def switch_config(cfg: dict, lab, drain: bool = False) -> dict:
     cfg["rdma_s2s"] = {"jobs": [{"id": JOB, "root": lab.vms[0].ip, "world": WORLD, "op": "sum",
                                  "dtype": "int32", "chunk_bytes": CHUNK, "window": 64,
-                                 "learn": True, "drain": drain, "replicate": replicate}]}
+                                 "learn": True, "drain": drain}]}
     return cfg
-
-
-def replicating_config(cfg: dict, lab) -> dict:
-    return switch_config(cfg, lab, replicate=True)
 
 
 def drained_config(cfg: dict, lab) -> dict:
@@ -95,8 +86,7 @@ def s2s(lab) -> dict[str, float]:
              "aggregates_sent", "retransmits", "root_acks_consumed", "root_naks_consumed",
              "aggregates_acked", "icrc_errors", "not_contribution", "bad_contributions",
              "connections_learned", "connections_ended", "connections_replaced", "sessions",
-             "forwarded", "results_replicated", "replicate_failed", "result_acks_consumed",
-             "result_acks_forwarded", "result_naks_forwarded")
+             "forwarded")
     out = {n: m.get(f"inaswitch_rdma_s2s_{n}_total", job=JOB) for n in names}
     out["slots_in_use"] = m.get("inaswitch_rdma_s2s_slots_in_use", job=JOB)
     out["fallback"] = m.by_label("inaswitch_rdma_s2s_packets_total", "reason").get("fallback", 0)
@@ -179,7 +169,7 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
                    (f"carrier rank 1 {LOSS}", 1, worker_link_recovered),
                    (f"root {LOSS}", 0, root_link_recovered)]
     try:
-        data = [int32_inputs(scratch, seed=20261124 + n) for n in range(len(rounds_plan) + 1)]
+        data = [int32_inputs(scratch, seed=20261124 + n) for n in range(len(rounds_plan))]
         drain_paths, drain_sha = int32_inputs(scratch, seed=99, elements=DRAIN_ELEMENTS)
         extra = [stripped(worker_exe, scratch), stripped(root_exe, scratch)]
         extra += [(p, f"/root/{os.path.basename(p)}")
@@ -262,39 +252,6 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
                   f"({final['connections_ended']:.0f}) or by the next REQ of its rank "
                   f"({final['connections_replaced']:.0f}), of "
                   f"{final['connections_learned']:.0f}")
-
-            # 6. Result replication: the root writes each result once (on the carrier), the
-            # switch (the job reloaded with replicate: true: a new state) copies it to rank 2.
-            lab.reload_switch(replicating_config)
-            root = root_vm.start(root_cmd(root_vm, f"--rounds 1 --results once "
-                                                   f"--timeout-ms {TIMEOUT_S * 1000}"))
-            root_vm.wait_rdma_cm_listen(timeout=60)
-            rep_before = s2s(lab)
-            paths, sha = data[-1]
-            res, _wall = int32_round(root_vm, workers, paths, sha, "replicate")
-            log(f"switch, replicate (before the root's end): {delta(s2s(lab), rep_before)}")
-            for vm in lab.vms:
-                log(f"{vm.name} rxe0: {rxe_counters(vm)}")
-            rc, out = root.wait(60)
-            log(f"root, replicate: {out.strip()}")
-            check(rc == 0, f"replicate: ina-rdma-root --results once served the round (exit {rc})")
-            rep_round = [json.loads(line) for line in out.splitlines()
-                         if line.startswith("{") and '"round"' in line][0]
-            rep = delta(s2s(lab), rep_before)
-            log(f"switch, replicate: {rep}")
-            check(all(r["chunks"] == CHUNKS and r["results"] == CHUNKS for r in res),
-                  "replicate: one result per chunk on every worker")
-            check(rep_round["ok"] and rep_round["results"] == "once" and
-                  rep_round["results_written"] == CHUNKS,
-                  f"replicate: the root completed {rep_round['results_written']} result WRITEs "
-                  f"= chunks ({CHUNKS}), not world x chunks ({WORLD * CHUNKS})")
-            check(rep["results_replicated"] >= (WORLD - 1) * CHUNKS and
-                  rep["replicate_failed"] == 0,
-                  f"replicate: the switch made {rep['results_replicated']:.0f} copies (>= "
-                  f"{(WORLD - 1) * CHUNKS}), none failed")
-            check(rep["result_acks_consumed"] >= WORLD and rep["result_acks_forwarded"] > 0,
-                  f"replicate: {rep['result_acks_consumed']:.0f} worker ACKs consumed, "
-                  f"{rep['result_acks_forwarded']:.0f} aggregated ACKs sent to the root")
 
             for vm, start in zip(lab.vms, rxe_before):
                 now = rxe_counters(vm)
