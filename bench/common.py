@@ -2,10 +2,13 @@
 """Shared by the bench scripts: the machine's description, dpdk-testpmd runs, statistics."""
 import os
 import platform
+import queue
 import re
 import signal
 import statistics
 import subprocess
+import threading
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -80,25 +83,44 @@ def testpmd(vdevs, mode, seconds, prefix, sink_port, huge=False, extra=None):
             "--auto-start", "--no-flush-rx"] + (extra or [])
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             stdin=subprocess.DEVNULL)
+    # Stop testpmd once it has printed `seconds` sink-port periods after the first (start-up)
+    # one, however long its start takes on a loaded machine; the deadline only bounds a
+    # testpmd that never forwards.
+    lines = queue.Queue()
+
+    def read_lines():
+        for line in proc.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    reader = threading.Thread(target=read_lines, daemon=True)
+    reader.start()
+    out, rates, port = [], [], None
+    deadline = time.monotonic() + seconds + 120
     try:
-        # testpmd runs until stdin closes or a signal: let it print `seconds` stats periods
-        # after its ~1-2 s start-up.
-        out, _ = proc.communicate(timeout=seconds + 3)
-    except subprocess.TimeoutExpired:
-        proc.send_signal(signal.SIGINT)
+        while len(rates) < seconds + 1:
+            try:
+                line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            if line is None:
+                break
+            out.append(line)
+            m = re.search(r"NIC statistics for port (\d+)", line)
+            if m:
+                port = int(m.group(1))
+            m = re.search(r"Tx-pps:\s+(\d+)", line)
+            if m and port == sink_port and int(m.group(1)) > 0:
+                rates.append(int(m.group(1)))
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
         try:
-            out, _ = proc.communicate(timeout=10)
+            proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             proc.kill()
-            out, _ = proc.communicate()
-    rates, port = [], None
-    for line in out.splitlines():
-        m = re.search(r"NIC statistics for port (\d+)", line)
-        if m:
-            port = int(m.group(1))
-        m = re.search(r"Tx-pps:\s+(\d+)", line)
-        if m and port == sink_port and int(m.group(1)) > 0:
-            rates.append(int(m.group(1)))
+            proc.wait()
+        reader.join(timeout=5)
     if not rates:
-        raise RuntimeError("testpmd reported no rate:\n" + out[-3000:])
+        raise RuntimeError("testpmd reported no rate:\n" + "".join(out)[-3000:])
     return statistics.median(rates[1:] or rates)
