@@ -49,14 +49,16 @@ def run_bench(cmd, timeout=60):
 
 
 def ina_bench(binary, workers, payload, etype, seconds, lcores=1, steer="chunk",
-              deterministic=False, roce=False, role="aggregator"):
+              deterministic=False, roce=False, role="aggregator", s2s=False):
     """One ina_bench run's JSON line; roce: the RoCEv2 server-to-switch stage instead (8 ranks,
-    `workers` is ignored); role: the job's place in the tree (aggregator or root)."""
+    `workers` is ignored); s2s: the server-to-server stage (8 connections to a root, `workers`
+    and `role` ignored); role: the job's place in the tree (aggregator or root)."""
     out = subprocess.run([binary, "--workers", str(workers), "--payload", str(payload),
                           "--type", etype, "--seconds", str(seconds), "--lcores", str(lcores),
                           "--steer", steer, "--file-prefix", FILE_PREFIX % os.getpid()]
                          + (["--deterministic"] if deterministic else [])
-                         + (["--roce"] if roce else []) + ["--role", role],
+                         + (["--roce"] if roce else []) + (["--s2s"] if s2s else [])
+                         + ["--role", role],
                          capture_output=True, text=True, timeout=seconds + 30)
     if out.returncode != 0:
         raise RuntimeError("ina_bench failed: " + out.stdout + out.stderr)
@@ -228,6 +230,45 @@ def measure_roce(binary, payloads, seconds, repeat, log=print):
                 statistics.median(ina), min(ina), max(ina), ratio, statistics.median(pairs),
                 " (goal >= %.1f: %s)" % (ROCE_GOAL, "met" if row["met"] else "not met")
                 if goal_row else "", statistics.median(runs[k]["load"])))
+    return rows
+
+
+def measure_s2s(binary, payloads, seconds, repeat, log=print):
+    """RoCEv2 server-to-server absorb + ACK per core (ina_bench --s2s: 8 workers' WRITEs on their
+    own connections to a root, absorbed, each ACKed as the root would, one aggregate per chunk to
+    the root on the carrier, the root's ACKs processed) beside the server-to-switch root job
+    (ina_bench --roce --role root: the same contributions terminated by the switch, the result
+    written to the 8 ranks, their ACKs processed), fp32, alternating run by run. No goal: the
+    figures say what each RoCE mode costs a core (issue 12's bench row)."""
+    runs = {p: {"s2s": [], "s2switch": [], "load": []} for p in payloads}
+    for _ in range(repeat):
+        for p in payloads:
+            runs[p]["load"].append(os.getloadavg()[0])
+            runs[p]["s2switch"].append(ina_bench(binary, ROCE_RANKS, p, "fp32", seconds,
+                                                 roce=True, role="root"))
+            runs[p]["s2s"].append(ina_bench(binary, ROCE_RANKS, p, "fp32", seconds, s2s=True))
+    rows = []
+    for p in payloads:
+        s2s = [r["mpps"] for r in runs[p]["s2s"]]
+        s2switch = [r["mpps"] for r in runs[p]["s2switch"]]
+        pairs = [a / b for a, b in zip(s2s, s2switch)]
+        first = runs[p]["s2s"][0]
+        row = {"payload_bytes": p, "type": "fp32", "ranks": ROCE_RANKS, "isa": first["isa"],
+               "s2s_mpps": mmm(s2s), "s2switch_mpps": mmm(s2switch),
+               "ratio": round(statistics.median(s2s) / statistics.median(s2switch), 3),
+               "pair_ratio": mmm([round(x, 3) for x in pairs]),
+               # Frames the switch made per contribution: ACKs (coalesced per burst) and
+               # aggregates.
+               "acks_per_contribution": round(first["acks_synthesized"] / first["absorbed"], 3),
+               "aggregates_per_contribution": round(first["aggregates_sent"] / first["absorbed"],
+                                                    3),
+               "loadavg": mmm([round(x, 2) for x in runs[p]["load"]])}
+        rows.append(row)
+        log("%5d B fp32 %d ranks: server-to-server absorb+ACK %6.2f Mpps (min %.2f max %.2f) | "
+            "server-to-switch root %6.2f Mpps | s2s/s2switch %.3f (paired %.3f) | load %.1f" % (
+                p, ROCE_RANKS, statistics.median(s2s), min(s2s), max(s2s),
+                statistics.median(s2switch), row["ratio"], statistics.median(pairs),
+                statistics.median(runs[p]["load"])))
     return rows
 
 

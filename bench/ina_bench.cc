@@ -61,6 +61,9 @@
 #include "features/roce/config_roce.h"
 #include "features/roce/control_roce.h"
 #include "features/roce/datapath_roce.h"
+#include "features/roce_s2s/config_s2s.h"
+#include "features/roce_s2s/control_s2s.h"
+#include "features/roce_s2s/datapath_s2s.h"
 #include "ina/chunk_table.h"
 #include "ina/protocol.h"
 #include "bench/frames.h"
@@ -378,6 +381,23 @@ uint16_t build_acks(const RoceStates& st, const std::vector<bench::RoceWorker>& 
     return n;
 }
 
+// n fresh mbufs in `ms`, each a copy of frame_of(k) (len bytes) arriving on the sink port, as a
+// NIC's RX would give them; false when the pool is empty.
+template <typename FrameOf>
+bool frames_in(rte_mbuf** ms, unsigned n, size_t len, FrameOf frame_of) {
+    if (rte_pktmbuf_alloc_bulk(g.pool, ms, n) != 0) {
+        std::fprintf(stderr, "mempool exhausted\n");
+        return false;
+    }
+    for (unsigned k = 0; k < n; ++k) {
+        std::memcpy(rte_pktmbuf_mtod(ms[k], uint8_t*), frame_of(k), len);
+        ms[k]->data_len = static_cast<uint16_t>(len);
+        ms[k]->pkt_len = static_cast<uint32_t>(len);
+        ms[k]->port = kSinkPort;
+    }
+    return true;
+}
+
 int run_roce(unsigned payload, const std::string& type, double seconds, rte_rcu_qsbr* qsbr,
              bool aggregator) {
     auto bench = build_bench_snapshot(roce_yaml(payload, type, aggregator), qsbr);
@@ -433,21 +453,6 @@ int run_roce(unsigned payload, const std::string& type, double seconds, rte_rcu_
         return true;
     };
 
-    // n fresh mbufs in `ms`, each a copy of frame_of(k) (len bytes) arriving on the sink port,
-    // as a NIC's RX would give them; false when the pool is empty.
-    auto frames_in = [&](rte_mbuf** ms, unsigned n, size_t len, auto frame_of) {
-        if (rte_pktmbuf_alloc_bulk(g.pool, ms, n) != 0) {
-            std::fprintf(stderr, "mempool exhausted\n");
-            return false;
-        }
-        for (unsigned k = 0; k < n; ++k) {
-            std::memcpy(rte_pktmbuf_mtod(ms[k], uint8_t*), frame_of(k), len);
-            ms[k]->data_len = static_cast<uint16_t>(len);
-            ms[k]->pkt_len = static_cast<uint32_t>(len);
-            ms[k]->port = kSinkPort;
-        }
-        return true;
-    };
     const uint64_t hz = rte_get_tsc_hz();
     const auto budget = static_cast<uint64_t>(seconds * static_cast<double>(hz));
     const uint64_t started = rte_rdtsc();
@@ -593,6 +598,222 @@ int run_roce(unsigned payload, const std::string& type, double seconds, rte_rcu_
     return ok ? 0 : 1;
 }
 
+// --s2s: the RoCEv2 server-to-server stage on one lcore. 8 workers' WRITE_ONLY_WITH_IMM
+// contributions travel toward the root (10.0.2.2) on their own RC connections (static, from
+// the config); the switch absorbs them, ACKs each worker as the root would (coalesced per
+// burst) and sends one aggregated WRITE per chunk to the root on the carrier connection. The
+// root's ACKs of the aggregates (built outside the measured time, processed inside it) release
+// the slots. The figure beside --roce --role root: what the absorb + ACK path costs per
+// contribution against the path that terminates the connections.
+namespace fs = features::roce_s2s;
+
+constexpr uint8_t kRootMac[6] = {0x02, 0, 0, 0, 0x02, 0x02};  // 10.0.2.2, behind "up"
+
+std::string s2s_yaml(unsigned payload, const std::string& type) {
+    const unsigned pmtu = payload <= 1024 ? 1024 : 4096;
+    std::string neighbours = "  - {ip: 10.0.2.2, mac: \"02:00:00:00:02:02\", port: up}\n";
+    std::string conns;
+    for (unsigned r = 1; r <= kRanks; ++r) {
+        const std::string ip = "10.0.2." + std::to_string(10 + r);
+        neighbours += "  - {ip: " + ip + ", mac: \"02:00:00:00:02:" + std::to_string(10 + r) +
+                      "\", port: up}\n";
+        conns += "        - {rank: " + std::to_string(r) + ", ip: " + ip +
+                 ", qpn: " + std::to_string(0x1000 + r) + ", root_qpn: " +
+                 std::to_string(0x2000 + r) + ", psn: " + std::to_string(r * 1000) + "}\n";
+    }
+    return std::string(kPortsYaml) + neighbours + R"(rdma_s2s:
+  jobs:
+    - id: 1
+      root: 10.0.2.2
+      world: )" + std::to_string(kRanks) + R"(
+      op: sum
+      dtype: )" + type + R"(
+      chunk_bytes: )" + std::to_string(payload) + R"(
+      window: )" + std::to_string(fs::kMaxWindow) + R"(
+      pmtu: )" + std::to_string(pmtu) + "\n      connections:\n" + conns;
+}
+
+int run_s2s(unsigned payload, const std::string& type, double seconds, rte_rcu_qsbr* qsbr) {
+    auto bench = build_bench_snapshot(s2s_yaml(payload, type), qsbr);
+    auto& snap = bench.built.snapshot;
+    if (!snap) {
+        return 1;
+    }
+    auto ctx_owner = lane_context(0);
+    auto& ctx = *ctx_owner;
+    const fs::JobConfig& jc = fs::s2s_of(*bench.cfg.config)->jobs.at(0);
+    auto job = std::make_unique<fs::JobState>(fs::job_params(jc));
+    constexpr uint16_t kSlot = 0;
+    auto* view = static_cast<fs::S2sView*>(snap->feature_views[fs::kFeatureS2s].get());
+    if (view == nullptr || view->conns.empty() ||
+        !pipeline::apply_command(ctx, dp::Command{dp::CommandType::attach, fs::kFeatureS2s,
+                                                  kSlot, fs::job_state_id(jc.id), job.get()})) {
+        std::fprintf(stderr, "cannot attach the rdma_s2s job's state\n");
+        return 1;
+    }
+    for (auto& c : view->conns) {
+        c.slot = kSlot;  // home lcore 0: the bench's one lane
+    }
+    const fs::JobParams& jp = job->params;
+    std::vector<bench::RoceWorker> workers;
+    for (unsigned r = 0; r < kRanks; ++r) {
+        const fs::ConnParams& cp = jp.conns[r];
+        bench::RoceWorker w;
+        w.path.src_ip = cp.worker_ip;
+        w.path.dst_ip = jp.root_ip;
+        w.path.src_port = roce::source_port_for_qp(cp.worker_qpn);
+        w.path.dest_qp = cp.root_qpn;
+        w.first_psn = cp.psn;
+        std::memcpy(w.switch_mac, kUpMac, 6);
+        const uint8_t worker_mac[6] = {0x02, 0, 0, 0, 0x02, static_cast<uint8_t>(11 + r)};
+        std::memcpy(w.worker_mac, worker_mac, 6);
+        workers.push_back(w);
+    }
+    // The root's side of the carrier connection (rank 1): its ACKs of the aggregates.
+    bench::RoceWorker root;
+    root.path.src_ip = jp.root_ip;
+    root.path.dst_ip = jp.conns[0].worker_ip;
+    root.path.src_port = roce::source_port_for_qp(jp.conns[0].root_qpn);
+    root.path.dest_qp = jp.conns[0].worker_qpn;
+    std::memcpy(root.switch_mac, kUpMac, 6);
+    std::memcpy(root.worker_mac, kRootMac, 6);
+
+    const size_t esize = reduce::elem_size(jp.dtype);
+    std::vector<uint8_t> values(payload);
+    for (size_t i = 0; i < values.size(); ++i) {
+        values[i] = static_cast<uint8_t>(i % esize == esize - 1 ? 0x3F : i * 7);
+    }
+    const size_t stride = bench::roce_contribution_bytes(payload);
+    std::vector<uint8_t> ring(size_t{kRing} * kRanks * stride);
+    auto frame_at = [&](uint32_t s, unsigned r) {
+        return ring.data() + (size_t{s % kRing} * kRanks + r) * stride;
+    };
+    auto build_segment = [&](uint32_t first) {
+        for (uint32_t s = first; s < first + kRing; ++s) {
+            for (unsigned r = 0; r < kRanks; ++r) {
+                // Each connection's area at the root: its own VA and rkey.
+                if (bench::roce_contribution(frame_at(s, r), stride, workers[r], s, payload,
+                                             fs::kMaxWindow, 0x10000000ull * (r + 1),
+                                             0x100 + r, values.data()) != stride) {
+                    return false;
+                }
+            }
+        }
+        return true;
+    };
+
+    const uint64_t hz = rte_get_tsc_hz();
+    const auto budget = static_cast<uint64_t>(seconds * static_cast<double>(hz));
+    const uint64_t started = rte_rdtsc();
+    uint64_t switch_tsc = 0;  // inside the generator's alloc + copy and process_burst only
+    uint64_t stalled_since = 0;
+    uint32_t next_s = 0;
+    uint32_t built_to = 0;
+    uint64_t generated = 0;
+    uint64_t root_acks_in = 0;
+    bool failed = false;
+    rte_mbuf* burst[kBurst];
+    auto measured = [&](auto&& work) {
+        const uint64_t t0 = rte_rdtsc();
+        ctx.now_tsc = t0;
+        work();
+        switch_tsc += rte_rdtsc() - t0;
+    };
+    while (switch_tsc < budget && !failed) {
+        if (next_s == built_to) {
+            if (!build_segment(built_to)) {
+                std::fprintf(stderr, "cannot build a contribution frame\n");
+                failed = true;
+                break;
+            }
+            built_to += kRing;
+        }
+        // A chunk's slot is free once the root acknowledged its aggregate: never ask for more
+        // than the window holds (the switch would answer RNR NAK).
+        if (next_s + kChunksPerBurst <= job->counters.aggregates_acked + fs::kMaxWindow) {
+            stalled_since = 0;
+            measured([&] {
+                if (!frames_in(burst, kBurst, stride, [&](unsigned k) {
+                        return frame_at(next_s + k / kRanks, k % kRanks);
+                    })) {
+                    failed = true;
+                    return;
+                }
+                pipeline::process_burst(ctx, *snap, burst, kBurst);
+            });
+            next_s += kChunksPerBurst;
+            generated += kBurst;
+        } else if (stalled_since == 0) {
+            stalled_since = rte_rdtsc();
+        } else if (rte_rdtsc() - stalled_since > hz) {
+            std::fprintf(stderr, "no slot released for a second\n");
+            failed = true;
+            break;
+        }
+        // The root acknowledges every aggregate packet sent (one-packet messages: the MSN
+        // counts them).
+        const roce::Requester& leg = job->root_leg;
+        if (const uint32_t inflight = leg.inflight_packets(); inflight != 0) {
+            rte_mbuf* m = rte_pktmbuf_alloc(g.pool);
+            if (m == nullptr) {
+                failed = true;
+                break;
+            }
+            const uint32_t psn = (leg.oldest_unacked_psn() + inflight - 1) & 0xFFFFFF;
+            const auto msn = static_cast<uint32_t>(leg.completed_messages() + inflight);
+            const size_t len = bench::roce_ack(rte_pktmbuf_mtod(m, uint8_t*),
+                                               rte_pktmbuf_tailroom(m), root, psn, msn);
+            m->data_len = static_cast<uint16_t>(len);
+            m->pkt_len = static_cast<uint32_t>(len);
+            m->port = kSinkPort;
+            measured([&] { pipeline::process_burst(ctx, *snap, &m, 1); });
+            ++root_acks_in;
+        } else if (stalled_since != 0) {
+            // Nothing in flight and no slot: aggregates are waiting for the stage's tick.
+            measured([&] { pipeline::service_timers(ctx, *snap); });
+        }
+    }
+    pipeline::tx_flush_all(ctx);
+    const double elapsed = static_cast<double>(switch_tsc) / static_cast<double>(hz);
+    const double wall = static_cast<double>(rte_rdtsc() - started) / static_cast<double>(hz);
+    const fs::JobCounters& c = job->counters;
+    const uint64_t sent = ctx.counters.ports[kSinkPort].tx_packets;
+    std::printf("{\"traffic\": \"s2s\", \"role\": \"root-path\", \"workers\": %u, "
+                "\"payload_bytes\": %u, \"type\": \"%s\", \"isa\": \"%s\", \"lcores\": 1, "
+                "\"mpps\": %.3f, \"payload_gbit_s\": %.2f, \"absorbed\": %lu, "
+                "\"acks_synthesized\": %lu, \"aggregates_sent\": %lu, \"aggregates_acked\": %lu, "
+                "\"root_acks_in\": %lu, \"frames_out\": %lu, \"packets\": %lu, "
+                "\"seconds\": %.3f, \"excluded_seconds\": %.3f}\n",
+                kRanks, payload, type.c_str(),
+                std::string(reduce::to_string(reduce::kernels().isa)).c_str(),
+                static_cast<double>(generated) / elapsed / 1e6,
+                static_cast<double>(generated) * static_cast<double>(payload) * 8 / elapsed / 1e9,
+                static_cast<unsigned long>(c.absorbed),
+                static_cast<unsigned long>(c.acks_synthesized),
+                static_cast<unsigned long>(c.aggregates_sent),
+                static_cast<unsigned long>(c.aggregates_acked),
+                static_cast<unsigned long>(root_acks_in), static_cast<unsigned long>(sent),
+                static_cast<unsigned long>(generated), elapsed, wall - elapsed);
+    std::fflush(stdout);
+    // Every contribution absorbed, one aggregate per chunk, none resent, NAKed, refused or bad;
+    // every slot but the window's last released; every frame the stage made left.
+    const bool ok = !failed && generated > 0 && c.absorbed == generated &&
+                    c.aggregates_sent == next_s && c.aggregates_acked + fs::kMaxWindow >= next_s &&
+                    c.naks_sent + c.rnr_naks_sent + c.duplicates + c.retransmits +
+                            c.icrc_errors + c.bad_contributions + c.not_contribution ==
+                        0 &&
+                    c.root_acks_consumed == root_acks_in &&
+                    sent == c.acks_synthesized + c.aggregates_sent;
+    pipeline::apply_command(ctx, dp::Command{dp::CommandType::detach, fs::kFeatureS2s, kSlot,
+                                             fs::job_state_id(jc.id), nullptr});
+    for (uint16_t port = 0; port < 2; ++port) {
+        rte_eth_dev_stop(port);
+        rte_eth_dev_close(port);
+    }
+    snap.reset();
+    return ok ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -627,6 +848,12 @@ int main(int argc, char** argv) {
     app.add_flag("--roce", roce, "instead: 8 ranks' RoCEv2 WRITE_ONLY_WITH_IMM contributions to "
                                  "an rdma job (server-to-switch), ACKing its results; 1 lcore")
         ->excludes("--l3");
+    bool s2s = false;
+    app.add_flag("--s2s", s2s, "instead: 8 workers' RoCEv2 WRITE_ONLY_WITH_IMM contributions on "
+                               "their own RC connections to a root, absorbed and ACKed by an "
+                               "rdma_s2s job (server-to-server); 1 lcore")
+        ->excludes("--l3")
+        ->excludes("--roce");
     std::string role = "aggregator";
     app.add_option("--role", role, "the job's place in the tree: aggregator (one partial per "
                                    "chunk to the parent) or root (the result to every worker)")
@@ -637,9 +864,10 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "--role root: 1 lcore, not with --l3\n");
         return 2;
     }
-    if (roce && (lanes != 1 || deterministic || payload % 4 != 0 || payload > 4096)) {
-        std::fprintf(stderr, "--roce: 1 lcore, not deterministic, payload a multiple of 4 up to "
-                             "4096\n");
+    if ((roce || s2s) &&
+        (lanes != 1 || deterministic || payload % 4 != 0 || payload > 4096)) {
+        std::fprintf(stderr, "--roce, --s2s: 1 lcore, not deterministic, payload a multiple of 4 "
+                             "up to 4096\n");
         return 2;
     }
 
@@ -689,6 +917,9 @@ int main(int argc, char** argv) {
     }
     if (roce) {
         return run_roce(payload, type, seconds, qsbr, !root);
+    }
+    if (s2s) {
+        return run_s2s(payload, type, seconds, qsbr);
     }
     std::string neighbours;
     // A root's results go to the workers by unicast: 10.0.2.11.. behind "up" (the sink).

@@ -323,6 +323,32 @@ def write(res, doc, result_path):
               "max), which cancels load changes between pairs; the goal is judged on the ratio of "
               "the medians of the aggregator pair."]
         L.append("")
+        if ro.get("s2s_rows"):
+            rows = ro["s2s_rows"]
+            L += ["### Server-to-server absorb + ACK per core vs server-to-switch", "",
+                  "`bench/ina_bench --s2s`: an `rdma_s2s` job of %d static worker → root "
+                  "connections; each contribution is a WRITE_ONLY_WITH_IMM toward the root "
+                  "(ICRC verified), absorbed into the chunk's slot and ACKed to its worker as "
+                  "the root would (one coalesced ACK per connection per burst); one aggregated "
+                  "WRITE per chunk leaves for the root on the carrier connection, and the "
+                  "root's ACKs (built outside the measured time, processed inside it) release "
+                  "the slots. The root's result WRITEs pass the switch as forwarded traffic and "
+                  "are not in this figure. Beside it the server-to-switch root job "
+                  "(`--roce --role root`: the same contributions, the result written to the "
+                  "%d ranks and their ACKs processed). Runs alternate; %d each of %.1f s; "
+                  "contributions per second of switch time." % (
+                      rows[0]["ranks"], rows[0]["ranks"], rows[0]["s2s_mpps"]["n"],
+                      ro["seconds"]), "",
+                  "| payload | server-to-server Mpps | server-to-switch (root) Mpps | ratio "
+                  "(medians) | paired runs | switch frames per contribution (ACKs + "
+                  "aggregates) | load |",
+                  "| --- | --- | --- | --- | --- | --- | --- |"]
+            for r in rows:
+                L.append("| %d B | %s | %s | **%.2f** | %s | %.3f + %.3f | %s |" % (
+                    r["payload_bytes"], mmm_txt(r["s2s_mpps"]), mmm_txt(r["s2switch_mpps"]),
+                    r["ratio"], mmm_txt(r["pair_ratio"]), r["acks_per_contribution"],
+                    r["aggregates_per_contribution"], f(r["loadavg"]["median"], 1)))
+            L.append("")
     elif ro:
         L += ["## RoCEv2 aggregation", "", "Not measured: %s" % ro.get("error"), ""]
 

@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// Frames ina_bench --roce feeds the pipeline: what a worker's RDMA NIC puts on the wire for the
-// RoCEv2 server-to-switch mode (docs/rdma.md), built with the switch's own encoders
+// Frames ina_bench --roce and --s2s feed the pipeline: what a worker's RDMA NIC puts on the wire
+// for the RoCEv2 modes (docs/rdma.md), built with the switch's own encoders
 // (src/roce/encode.h: IPv4 checksum and ICRC computed), Ethernet to the switch port's MAC.
 //   contribution  WRITE_ONLY_WITH_IMM of one chunk into the switch's area at slot s % window,
 //                 immediate s << 8 | 1 (session sequence, one contribution);
-//   ack           the worker's ACK of the switch's result WRITEs up to a PSN;
+//   ack           the worker's ACK of the switch's result WRITEs up to a PSN (or, server-to-
+//                 server, the root's ACK of the switch's aggregates: a path from the root);
 //   parent result the INA parent's result of chunk s (role: aggregator), unicast to the switch,
 //                 as a root with `results: unicast` sends it (the INA stage's own encoder).
 #pragma once
@@ -49,8 +50,10 @@ constexpr size_t roce_contribution_bytes(uint32_t payload) {
 
 // The contribution of session sequence `s` (PSN first_psn + s) into `out`; its length, 0 when
 // `capacity` is too small.
+// Chunks of `chunk_bytes` into an area of `window` slots (the server-to-server mode's root
+// buffer has the same shape).
 inline size_t roce_contribution(uint8_t* out, size_t capacity, const RoceWorker& w, uint32_t s,
-                                const features::roce::JobParams& job, uint64_t area_addr,
+                                uint32_t chunk_bytes, uint32_t window, uint64_t area_addr,
                                 uint32_t area_rkey, const uint8_t* payload) {
     namespace rc = ina::roce;
     const size_t l2 = rc::write_ethernet(out, capacity, w.switch_mac, w.worker_mac);
@@ -59,13 +62,20 @@ inline size_t roce_contribution(uint8_t* out, size_t capacity, const RoceWorker&
     tx.psn = (w.first_psn + s) & 0xFFFFFF;
     tx.ack_req = true;
     tx.has_reth = true;
-    tx.length = job.chunk_bytes;
-    tx.reth = {area_addr + uint64_t{s % job.window} * job.chunk_bytes, area_rkey, tx.length};
+    tx.length = chunk_bytes;
+    tx.reth = {area_addr + uint64_t{s % window} * chunk_bytes, area_rkey, tx.length};
     tx.has_imm = true;
     tx.imm = (s & 0xFFFFFF) << 8 | 1;
     const size_t l3 = l2 == 0 ? 0
                               : rc::encode_write(out + l2, capacity - l2, w.path, 1, tx, payload);
     return l3 == 0 ? 0 : l2 + l3;
+}
+
+inline size_t roce_contribution(uint8_t* out, size_t capacity, const RoceWorker& w, uint32_t s,
+                                const features::roce::JobParams& job, uint64_t area_addr,
+                                uint32_t area_rkey, const uint8_t* payload) {
+    return roce_contribution(out, capacity, w, s, job.chunk_bytes, job.window, area_addr,
+                             area_rkey, payload);
 }
 
 // The worker's ACK of every result PSN up to and including `psn`; its length (0: no room).

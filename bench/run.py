@@ -12,7 +12,8 @@ Scenarios:
                vs dpdk-testpmd --forward-mode=io on the same input
   roce         RoCEv2 server-to-switch aggregation per core (1 KiB and 4 KiB, 8 ranks, fp32) vs the
                UDP INA path of the same payload in the same role (aggregator vs aggregator: the
-               goal; root vs root), runs alternating (issue 11)
+               goal; root vs root), runs alternating (issue 11); and the server-to-server
+               absorb + ACK path vs the server-to-switch root (issue 12)
   scaling      aggregation on 2 lcores vs 1 (chunk-steered input, and input by worker with the
                switch's hand-off rings)
   latency      added latency of one hop, p50/p99/p99.9 at 50 % and 90 % of the measured peak
@@ -93,10 +94,11 @@ def scenario_aggregation(a):
 
 def scenario_roce(a):
     payloads, seconds = ([1024], 0.2) if a.smoke else ([1024, 4096], 1.0)
-    rows = aggregation.measure_roce(os.path.join(a.build, "bench", "ina_bench"), payloads,
-                                    seconds, max(a.repeat, 1) if a.smoke else max(a.repeat, 3),
-                                    log=log)
-    return {"seconds": seconds, "rows": rows}
+    exe = os.path.join(a.build, "bench", "ina_bench")
+    repeat = max(a.repeat, 1) if a.smoke else max(a.repeat, 3)
+    rows = aggregation.measure_roce(exe, payloads, seconds, repeat, log=log)
+    s2s = aggregation.measure_s2s(exe, payloads, seconds, repeat, log=log)
+    return {"seconds": seconds, "rows": rows, "s2s_rows": s2s}
 
 
 def scenario_scaling(a):
