@@ -352,6 +352,31 @@ def write(res, doc, result_path):
     elif ro:
         L += ["## RoCEv2 aggregation", "", "Not measured: %s" % ro.get("error"), ""]
 
+    rv = res.get("roce-vm")
+    if rv and "rows" in rv:
+        L += ["## RoCEv2 server-to-server AllReduce between rxe VMs, with and without the switch "
+              "aggregating", "",
+              "`bench/roce_vm.py`: Debian's kernel with `rdma_rxe` in qemu VMs under TCG (no KVM; "
+              "tests/roce_vm's lab): a root VM running `ina-rdma-root` and %d worker VMs running "
+              "`ina-rdma-worker --mode server-to-server`, inaswitch on the host routing between "
+              "their taps. The same command AllReduces %d KiB of int32 per worker in %d B chunks "
+              "**with** the switch aggregating (an `rdma_s2s` job learning the connections from "
+              "the RDMA CM exchange: the root gets one WRITE per chunk) and **without** (the job "
+              "reloaded away: the switch forwards, the root reduces world × chunks WRITEs). "
+              "Rounds alternate, %d of each, every result checked bit-exact; the VMs are slow, "
+              "the ratio is what counts." % (rv["world"], rv["bytes_per_worker"] // 1024,
+                                             rv["chunk_bytes"], rv["repeat"]), "",
+              "| mode | wall s (min / median / max) | the root's contribution WRITEs per round |",
+              "| --- | --- | --- |"]
+        for r in rv["rows"]:
+            L.append("| %s | %s | %s |" % (r["mode"], mmm_txt(r["wall_s"]),
+                                           ", ".join(str(x) for x in r["root_contribution_writes"])))
+        L += ["", "With / without: **%.2f** (medians; VM boot %.0f s, load average %s)." % (
+            rv["ratio"], rv["boot_s"], f(rv["loadavg"]["median"], 1)), ""]
+    elif rv:
+        L += ["## RoCEv2 server-to-server AllReduce between rxe VMs", "",
+              "Not measured: %s" % rv.get("error"), ""]
+
     sc = res.get("scaling")
     if sc and "rows" in sc:
         L += ["## Scaling from 1 to 2 lcores (aggregation)", "",

@@ -4,7 +4,8 @@
 (tables and PNG plots), each figure a ratio against a ceiling measured in the same run.
 
     /usr/bin/python3 bench/run.py [--smoke] [--repeat N] [--out FILE] [--doc FILE]
-                                  [--only forwarding,aggregation,roce,scaling,latency,e2e,bier,scale]
+                                  [--only forwarding,aggregation,roce,roce-vm,scaling,latency,e2e,
+                                         bier,scale]
 
 Scenarios:
   forwarding   L3 (and L2) forwarding per core vs dpdk-testpmd --forward-mode=mac on the same vdevs
@@ -14,6 +15,9 @@ Scenarios:
                UDP INA path of the same payload in the same role (aggregator vs aggregator: the
                goal; root vs root), runs alternating (issue 11); and the server-to-server
                absorb + ACK path vs the server-to-switch root (issue 12)
+  roce-vm      end-to-end time of a 1 MiB int32 server-to-server AllReduce between rxe VMs
+               (2 workers, a root) through the switch, with and without aggregation (issue 12;
+               bench/roce_vm.py, tests/roce_vm's lab; needs root and qemu)
   scaling      aggregation on 2 lcores vs 1 (chunk-steered input, and input by worker with the
                switch's hand-off rings)
   latency      added latency of one hop, p50/p99/p99.9 at 50 % and 90 % of the measured peak
@@ -45,7 +49,8 @@ import common  # noqa: E402
 import forwarding  # noqa: E402
 import latency  # noqa: E402
 
-SCENARIOS = ["forwarding", "aggregation", "roce", "scaling", "latency", "e2e", "bier", "scale"]
+SCENARIOS = ["forwarding", "aggregation", "roce", "roce-vm", "scaling", "latency", "e2e", "bier",
+             "scale"]
 
 
 def log(msg):
@@ -164,6 +169,12 @@ def scenario_bier(a):
             "rows": rows}
 
 
+def scenario_roce_vm(a):
+    import roce_vm
+    return roce_vm.measure(a.build, repeat=1 if a.smoke else max(a.repeat, 3),
+                           elements=1 << 18, log=log)
+
+
 def scenario_scale(a):
     import scale
     return scale.measure(os.path.join(a.build, "src", "app", "inaswitch"), a.smoke, log=log)
@@ -264,7 +275,7 @@ def main():
         log("== %s" % s)
         t0 = time.monotonic()
         try:
-            res[s] = globals()["scenario_" + s](a)
+            res[s] = globals()["scenario_" + s.replace("-", "_")](a)
         except Exception as e:  # noqa: BLE001 - record it, run the others
             traceback.print_exc()
             res[s] = {"error": "%s: %s" % (type(e).__name__, e)}
