@@ -8,7 +8,9 @@ without (no job: the switch forwards, the root reduces world x chunks WRITEs its
 alternate with and without, so a load change hits both; every round's int32 result is checked
 bit-exact against the host's sum. The VMs run under TCG (no KVM): absolute times are slow and
 what counts is the ratio."""
+import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -25,7 +27,6 @@ CHUNK = 1024
 
 def measure(build, repeat, elements, log=print):
     # The lab and its helpers come from the roce-vm tests (one harness for tests and bench).
-    import shutil
     from lab import Lab, check  # noqa: E402
     from test_rdma_allreduce import (WORLD, allreduce, int32_inputs, root_cmd,  # noqa: E402
                                      stripped)
@@ -80,7 +81,6 @@ def measure(build, repeat, elements, log=print):
                         WORLD, elements * 4 // 1024, label, wall))
             rc, out = root.wait(120)
             check(rc == 0, "ina-rdma-root served every round (exit %d)" % rc)
-            import json
             rounds = [json.loads(line) for line in out.splitlines()
                       if line.startswith("{") and '"round"' in line]
             for k, r in enumerate(rounds):
