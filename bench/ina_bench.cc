@@ -381,6 +381,25 @@ uint16_t build_acks(const RoceStates& st, const std::vector<bench::RoceWorker>& 
     return n;
 }
 
+// The ranks' contribution frames of kRing chunks (a segment, rebuilt in place as the run moves
+// on) and the element bytes they carry: any pattern, floats kept finite (as
+// bench::ina_contribution's).
+struct RoceFrameRing {
+    RoceFrameRing(unsigned payload, size_t esize)
+        : values(payload), stride(bench::roce_contribution_bytes(payload)),
+          ring(size_t{kRing} * kRanks * stride) {
+        for (size_t i = 0; i < values.size(); ++i) {
+            values[i] = static_cast<uint8_t>(i % esize == esize - 1 ? 0x3F : i * 7);
+        }
+    }
+    uint8_t* at(uint32_t s, unsigned r) {
+        return ring.data() + (size_t{s % kRing} * kRanks + r) * stride;
+    }
+    std::vector<uint8_t> values;
+    size_t stride;
+    std::vector<uint8_t> ring;
+};
+
 // n fresh mbufs in `ms`, each a copy of frame_of(k) (len bytes) arriving on the sink port, as a
 // NIC's RX would give them; false when the pool is empty.
 template <typename FrameOf>
@@ -420,16 +439,10 @@ int run_roce(unsigned payload, const std::string& type, double seconds, rte_rcu_
         const uint8_t worker_mac[6] = {0x02, 0, 0, 0, 0x02, static_cast<uint8_t>(11 + r)};
         workers.push_back(bench::roce_worker(st.qps[r]->params, kUpMac, worker_mac));
     }
-    // Element bytes: any pattern, floats kept finite (as bench::ina_contribution's).
-    std::vector<uint8_t> values(payload);
-    for (size_t i = 0; i < values.size(); ++i) {
-        values[i] = static_cast<uint8_t>(i % esize == esize - 1 ? 0x3F : i * 7);
-    }
-    const size_t stride = bench::roce_contribution_bytes(payload);
-    std::vector<uint8_t> ring(size_t{kRing} * kRanks * stride);
-    auto frame_at = [&](uint32_t s, unsigned r) {
-        return ring.data() + (size_t{s % kRing} * kRanks + r) * stride;
-    };
+    RoceFrameRing frames(payload, esize);
+    const std::vector<uint8_t>& values = frames.values;
+    const size_t stride = frames.stride;
+    auto frame_at = [&](uint32_t s, unsigned r) { return frames.at(s, r); };
     // --role aggregator: the parent's answer to each chunk's partial (P-BM: the ranks' BFR-ids).
     const auto pbm = *wire::BitString::from_bfr_ids(64, 0, std::vector<uint16_t>{1, 2, 3, 4, 5, 6, 7, 8});
     const size_t result_stride = bench::parent_result_bytes(payload, 64);
@@ -679,15 +692,10 @@ int run_s2s(unsigned payload, const std::string& type, double seconds, rte_rcu_q
     std::memcpy(root.worker_mac, kRootMac, 6);
 
     const size_t esize = reduce::elem_size(jp.dtype);
-    std::vector<uint8_t> values(payload);
-    for (size_t i = 0; i < values.size(); ++i) {
-        values[i] = static_cast<uint8_t>(i % esize == esize - 1 ? 0x3F : i * 7);
-    }
-    const size_t stride = bench::roce_contribution_bytes(payload);
-    std::vector<uint8_t> ring(size_t{kRing} * kRanks * stride);
-    auto frame_at = [&](uint32_t s, unsigned r) {
-        return ring.data() + (size_t{s % kRing} * kRanks + r) * stride;
-    };
+    RoceFrameRing frames(payload, esize);
+    const std::vector<uint8_t>& values = frames.values;
+    const size_t stride = frames.stride;
+    auto frame_at = [&](uint32_t s, unsigned r) { return frames.at(s, r); };
     auto build_segment = [&](uint32_t first) {
         for (uint32_t s = first; s < first + kRing; ++s) {
             for (unsigned r = 0; r < kRanks; ++r) {
