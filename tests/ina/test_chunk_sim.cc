@@ -1216,6 +1216,16 @@ SimConfig tree_far_violator(unsigned child_mask, uint32_t w, uint32_t ratio, uin
     return c;
 }
 
+// Every worker keeps a random window of 1 .. 8 W and states its lowest missing result; result,
+// data and round loss by seed; retransmissions at the timer.
+SimConfig every_worker_any_lead(uint16_t lanes, uint32_t w, uint64_t seed) {
+    SimConfig c = root_beyond_window(lanes, w, seed, 2, false);
+    c.max_worker_window = 8 * w;
+    c.lowest_missing = true;
+    c.timer_only = true;
+    return c;
+}
+
 // Before: the child ignored the field (window proofs, widening) and its partials carried it
 // clear, so the root measured them by the window: a result the violator lost could be released
 // by a false proof at the child (its retransmission then stale there) or at the root.
@@ -1284,10 +1294,7 @@ TEST(ChunkTableSim, AggregatorRulesKeepEveryWorkerAtAnyLeadLiveInATree) {
                     SCOPED_TRACE(testing::Message() << "every worker up to 8 W, mask " << mask
                                                     << ", " << lanes << " lanes, W " << w
                                                     << " seed " << seed);
-                    SimConfig c = root_beyond_window(lanes, w, seed, 2, false);
-                    c.max_worker_window = 8 * w;
-                    c.lowest_missing = true;
-                    c.timer_only = true;
+                    SimConfig c = every_worker_any_lead(lanes, w, seed);
                     c.child_window = w;
                     c.child_mask = mask;
                     Sim sim(c);
@@ -1313,10 +1320,7 @@ TEST(ChunkTableSim, TheLowestMissingResultKeepsEveryWorkerAtAnyLeadLive) {
                     SCOPED_TRACE(testing::Message() << "every worker up to 8 W, outages "
                                                     << outage << ", " << lanes << " lanes, W "
                                                     << w << " seed " << seed);
-                    SimConfig c = root_beyond_window(lanes, w, seed, 2, false);
-                    c.max_worker_window = 8 * w;
-                    c.lowest_missing = true;
-                    c.timer_only = true;
+                    SimConfig c = every_worker_any_lead(lanes, w, seed);
                     c.outage_prob = outage;
                     Sim sim(c);
                     const SimStats s = sim.run();
