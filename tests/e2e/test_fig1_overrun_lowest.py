@@ -13,6 +13,9 @@ root s6 serves every result w1 lost. Every worker verifies every int32 result bi
 and s6 completed every chunk exactly once; s1 refused some of w1's contributions; impair.py
 dropped results to w1. s1 and s7 may fall back some chunks to s6 (unaggregated, with the
 worker's header and field); each chunk completes once at the root.
+Against the switch before aggregators used the field the same run also completes (s1 then
+widens its window and falls most chunks back to s6, which refuses w1's far-ahead fallbacks), and
+this test fails on "s1 refused 0": the wedge itself is shown by the chunk simulator.
 Env: INAE2E_FIG1_OVERRUN_ELEMENTS (default 256 Ki), INAE2E_FIG1_OVERRUN_WINDOW (w1's window,
 default 16), INAE2E_INA_WORKER.
 """
