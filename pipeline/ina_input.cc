@@ -109,6 +109,11 @@ struct Emitter {
         h.elem_type = table.partial_elem_type();  // int64 fixed point in a deterministic job
         h.flags = static_cast<uint8_t>(table.result_flags(in.seq) |
                                        (resend ? proto::kFlagRetransmit : 0));
+        // The least lowest missing result of its contributions, when every one stated it.
+        h.lowest_missing = 0;
+        if (table.partial_lowest_missing(in.seq, &h.lowest_missing)) {
+            h.flags |= proto::kFlagLowestMissing;
+        }
         const uint32_t src = ina_source_for(snap, ctx.neighbours, job.source, job.parent);
         if (!build_ina(ctx, m, table, h, job.abm.data(), src, job.parent, snap.ina_udp_port)) {
             count_drop(ctx, dp::DropReason::ina_no_mbuf);

@@ -152,10 +152,12 @@ ChunkTable::ChunkTable(const JobParams& p, const reduce::Kernels& k)
     bs_bytes_ = p.abm.size_bytes();
     window_ = p.window;
     distance_ = p.worker_window != 0 ? p.worker_window : p.window;
+    base_distance_ = distance_;
 
     window_shift_ = static_cast<uint32_t>(std::countr_zero(window_));
-    // The ring spans at least floor_reach() (a root's 2D, even at kMaxWindow).
-    max_distance_ = std::max(std::min(kMaxWindow, distance_ * kViolationHeadroom), floor_reach());
+    // The ring spans at least floor_reach(): a root's 2D, an aggregator's up to max(D', 2D)
+    // once a sender states its lowest missing result (D' <= max_distance_), even at kMaxWindow.
+    max_distance_ = std::max(std::min(kMaxWindow, distance_ * kViolationHeadroom), 2 * distance_);
     span_ = max_distance_ / window_;
     ring_words_ = (span_ + 63) / 64;
     lanes_ = p.lanes;
@@ -167,6 +169,10 @@ ChunkTable::ChunkTable(const JobParams& p, const reduce::Kernels& k)
     proofs_.assign(n * bs_bytes_, 0);
     for (size_t i = 0; i < n; ++i) {
         entries_[i].released = proofs_.data() + i * bs_bytes_;
+    }
+    if (p.role == Role::aggregator) {
+        lowest_of_.assign(bs_bytes_ * 8, 0);
+        lowest_known_.assign(bs_bytes_ * 8, 0);
     }
     cache_depth_ = p.result_cache;
     if (cache_depth_ != 0) {
@@ -337,7 +343,7 @@ Verdict ChunkTable::on_data(const uint8_t* pbm, uint32_t seq, uint32_t elem_coun
 
     const uint32_t index = index_of(seq);
     Entry* const pair = &entries_[size_t{2} * index];
-    if (params_.role == Role::root && (flags & proto::kFlagLowestMissing) != 0) [[unlikely]] {
+    if ((flags & proto::kFlagLowestMissing) != 0) [[unlikely]] {
         return on_data_exact(index, pair, pbm, seq, elem_count, payload, flags, now, enc,
                              lowest_missing);
     }
@@ -376,19 +382,24 @@ Verdict ChunkTable::on_data(const uint8_t* pbm, uint32_t seq, uint32_t elem_coun
     }
     // 5. Release first: it may free the very entry this seq needs (seq - W's, at the same index).
     release(index, old, pbm, now);
-    return place(index, pair, own, pbm, seq, elem_count, payload, flags, now, enc);
+    return place(index, pair, own, pbm, seq, elem_count, payload, flags, now, enc, false);
 }
 
 Verdict ChunkTable::on_data_exact(uint32_t index, Entry* pair, const uint8_t* pbm, uint32_t seq,
                                   uint32_t elem_count, const void* payload, uint8_t flags,
                                   uint64_t now, agg::Encoding enc,
                                   uint32_t lowest_missing) noexcept {
-    // A root, and the sender says which results it holds: every chunk before `low`. Sending seq
-    // shows it lacks seq's result, so a claim beyond seq is cut to seq (never more proof than the
-    // packet itself gives).
+    // The sender says which results it holds: every chunk before `low`. Sending seq shows it
+    // lacks seq's result, so a claim beyond seq is cut to seq (never more proof than the packet
+    // itself gives). A root and an aggregator apply the same two rules; an aggregator also keeps
+    // its floor and obsolete evictions clear of what such a sender may still lack
+    // (stated_lowest_, floor_reach(), obsolete_reach()) and its partial states the minimum `low`
+    // of its contributions (partial_lowest_missing()).
+    stated_lowest_ = true;
     const uint32_t low = seq_diff(lowest_missing, seq) > 0 ? seq : lowest_missing;
+    if (params_.role == Role::aggregator) note_lowest(pbm, low);
     const auto lead = static_cast<uint32_t>(seq_diff(seq, low));  // >= 0
-    if (lead >= distance_) [[unlikely]] {
+    if (lead >= base_distance_) [[unlikely]] {
         ++counters_.window_violations;  // exact: the sender runs beyond the workers' window
     }
     // The proof is exact, so it applies to every complete entry of the index below `low` (no
@@ -412,24 +423,33 @@ Verdict ChunkTable::on_data_exact(uint32_t index, Entry* pair, const uint8_t* pb
     // refused, so it can always ask for that result. A packet whose contribution was already
     // absorbed cannot be refused (it was absorbed with a lead < 2D, and `low` only rises), except
     // an older copy overtaking a newer one: a duplicate either way.
-    if (lead >= 2 * distance_) [[unlikely]] {
+    // The bound is the configured workers' window, never one an aggregator widened for old
+    // senders: so a partial's minimum (each absorbed low within 2D of seq) is never refused by
+    // the root (same D), first sent or re-sent. An aggregator drops the refused packet too
+    // (no_slot), never forwards it: forwarded with the fallback flag it would split a chunk
+    // that has an entry here, and the root would refuse it anyway.
+    if (lead >= 2 * base_distance_) [[unlikely]] {
         ++counters_.overrun_refusals;
         return finish(Verdict::no_slot);
     }
-    return place(index, pair, own, pbm, seq, elem_count, payload, flags, now, enc);
+    return place(index, pair, own, pbm, seq, elem_count, payload, flags, now, enc, true);
 }
 
 // Inlined into both callers: the packet path's one function before the exact rules came.
 [[gnu::always_inline]] inline Verdict ChunkTable::place(
     uint32_t index, Entry* pair, Entry* own, const uint8_t* pbm, uint32_t seq,
     uint32_t elem_count, const void* payload, uint8_t flags, uint64_t now,
-    agg::Encoding enc) noexcept {
+    agg::Encoding enc, bool stated) noexcept {
     // 3. The chunk's entry.
     if (Entry* e = own) {
         const agg::AddResult r = core_.add(slot(*e), pbm, elem_count, payload, enc);
         if (r != agg::AddResult::count_mismatch) {
             e->last_activity = now;
             e->flags |= flags & proto::kFlagEcnEcho;
+        }
+        if (r == agg::AddResult::added || r == agg::AddResult::completed) {
+            // The partial states a lowest missing result only when every contribution did.
+            e->lowest_stated = e->lowest_stated && stated;
         }
         return finish(verdict_of(r));
     }
@@ -477,7 +497,7 @@ Verdict ChunkTable::on_data_exact(uint32_t index, Entry* pair, const uint8_t* pb
         // seq - D >= c.seq + D, so every worker sent c.seq + D, so every worker holds c.seq's
         // result. Only complete entries go (an aggregating one keeps its partial sum: never split).
         if (state(c) == State::complete &&
-            seq_diff(seq, c.seq) >= static_cast<int32_t>(2 * distance_)) {
+            seq_diff(seq, c.seq) >= static_cast<int32_t>(obsolete_reach())) {
             ++counters_.obsolete_evictions;
             retire(index, c);
             free = &c;
@@ -510,6 +530,7 @@ Verdict ChunkTable::on_data_exact(uint32_t index, Entry* pair, const uint8_t* pb
     free->seq = seq;
     free->last_activity = now;
     free->flags = flags & proto::kFlagEcnEcho;
+    free->lowest_stated = stated;
     std::memset(free->released, 0, bs_bytes_);
     // An empty slot takes any well-formed contribution (checked above): absorbed, or completed
     // when one packet covers the whole A-BM (a single child whose A-BM equals ours).
@@ -527,6 +548,42 @@ uint32_t ChunkTable::store_result(uint32_t seq, void* out, agg::Encoding enc) co
     std::memcpy(out, cache_base_ + at * cache_stride_,
                 size_t{c->count} * reduce::elem_size(params_.elem_type));
     return c->count;
+}
+
+void ChunkTable::note_lowest(const uint8_t* pbm, uint32_t low) noexcept {
+    // Per BFR-id position of the BitString (byte b, bit i): the highest low stated for it. A
+    // child switch's partial states its least, which is true of every bit it carries.
+    for (size_t b = 0; b < bs_bytes_; ++b) {
+        for (unsigned x = pbm[b]; x != 0; x &= x - 1) {
+            const size_t k = b * 8 + static_cast<size_t>(std::countr_zero(x));
+            if (!lowest_known_[k] || seq_diff(low, lowest_of_[k]) > 0) {
+                lowest_of_[k] = low;
+                lowest_known_[k] = 1;
+            }
+        }
+    }
+}
+
+bool ChunkTable::partial_lowest_missing(uint32_t seq, uint32_t* lowest) const noexcept {
+    const Entry* e = find(index_of(seq), seq);
+    if (e == nullptr || !e->lowest_stated || lowest_of_.empty()) return false;
+    // The least of the latest statements of every contributor (A-BM bit): each is true now (a
+    // worker's low only rises) and at least what it stated with its contribution to seq, which
+    // was absorbed with seq - low < 2D, so the partial's lead is below 2D too.
+    bool any = false;
+    uint32_t least = 0;
+    const uint8_t* abm = params_.abm.data();
+    for (size_t b = 0; b < bs_bytes_; ++b) {
+        for (unsigned x = abm[b]; x != 0; x &= x - 1) {
+            const size_t k = b * 8 + static_cast<size_t>(std::countr_zero(x));
+            if (!lowest_known_[k]) return false;
+            if (!any || seq_diff(lowest_of_[k], least) < 0) least = lowest_of_[k];
+            any = true;
+        }
+    }
+    // Cut to seq as a root cuts a claim beyond the packet (all hold seq's result by then).
+    *lowest = seq_diff(least, seq) > 0 ? seq : least;
+    return any;
 }
 
 uint8_t ChunkTable::result_flags(uint32_t seq) const noexcept {
@@ -565,6 +622,8 @@ size_t ChunkTable::expire(uint64_t now, size_t budget) noexcept {
 
 void ChunkTable::reset() noexcept {
     core_.reset();
+    stated_lowest_ = false;
+    std::fill(lowest_known_.begin(), lowest_known_.end(), 0);
     for (IndexState& s : index_) {
         s = IndexState{};
     }

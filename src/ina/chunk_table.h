@@ -84,8 +84,14 @@
 //     no entry (no_slot, overrun_refusals). So every chunk absorbed from any sender lies within
 //     2D of what it held: the case above where two entries and result_cache 2 keep every worker
 //     live through expiries, whatever window it keeps. L itself (lead 0) is never refused, nor
-//     is an already absorbed contribution (L only rises). An aggregator ignores L: its partials
-//     carry the flag clear (a stored minimum would go stale on re-sends and be refused for ever).
+//     is an already absorbed contribution (L only rises). An aggregator applies the same two
+//     rules (its refusal drops the packet: no_slot, the sender retransmits once it caught up),
+//     so every contribution it absorbs also lies within 2D of its sender's L; its partial states
+//     the least L of its contributions when all stated one (partial_lowest_missing()): a true
+//     statement for every sender in its P-BM, within 2D of seq, so the root (same D) never
+//     refuses it, first sent or re-sent. Having no result cache, such an aggregator keeps its
+//     floor (floor_reach()) and obsolete evictions (obsolete_reach()) at distances where every
+//     worker provably holds the chunk, so it never answers stale to a sender that lacks it.
 //   - Exactly once towards the parent: a chunk that completed here is never aggregated here again
 //     (every way a complete entry leaves — release, obsolete eviction, expiry — records it as
 //     released, so its later packets are stale). Only complete entries are
@@ -324,6 +330,15 @@ public:
     // only results in the job's element type).
     uint32_t store_result(uint32_t seq, void* out,
                           agg::Encoding enc = agg::Encoding::native) const noexcept;
+    // An aggregator's partial of complete chunk `seq`: true, with *lowest the least of the latest
+    // lowest missing results its contributors (A-BM bits) stated to this lane, when every
+    // contribution absorbed into seq stated one (proto::kFlagLowestMissing) and every contributor
+    // has; then the partial carries the flag and that word. Computed at each (re-)send: a
+    // minimum stored at completion would go stale, and the root could never see a contributor
+    // that caught up prove an older chunk (a deadlock the chunk simulator found). True for every
+    // contributor, and within 2D of seq (each stated at least its absorbed low, seq - low < 2D),
+    // so the root (same D) never refuses it. False (flag clear) otherwise, or if seq has no entry.
+    bool partial_lowest_missing(uint32_t seq, uint32_t* lowest) const noexcept;
     // Flags the emitted result (or aggregate) must carry: proto::kFlagEcnEcho when any
     // contribution that reached seq's entry carried it (the caller sets kFlagEcnEcho in the flags
     // it passes to on_data for a CE-marked packet). 0 if seq has no entry (nor cached result).
@@ -373,6 +388,8 @@ private:
         uint8_t flags = 0;           // kFlagEcnEcho if a contribution carried it
         uint64_t last_activity = 0;
         uint8_t* released = nullptr;  // R: bits proven to hold the result (bs_bytes_)
+        // Every absorbed contribution stated its sender's lowest missing result.
+        bool lowest_stated = false;
     };
     // A released chunk's result (root result cache); bytes at cache_bytes_ + i x cache_stride_.
     struct Cached {
@@ -403,9 +420,10 @@ private:
     Verdict on_data_exact(uint32_t index, Entry* pair, const uint8_t* pbm, uint32_t seq,
                           uint32_t elem_count, const void* payload, uint8_t flags, uint64_t now,
                           agg::Encoding enc, uint32_t lowest_missing) noexcept;
+    // `stated`: the packet states its sender's lowest missing result.
     Verdict place(uint32_t index, Entry* pair, Entry* own, const uint8_t* pbm, uint32_t seq,
                   uint32_t elem_count, const void* payload, uint8_t flags, uint64_t now,
-                  agg::Encoding enc) noexcept;
+                  agg::Encoding enc, bool stated) noexcept;
     Entry* find(uint32_t index, uint32_t seq) noexcept;
     const Entry* find(uint32_t index, uint32_t seq) const noexcept;
     void release(uint32_t index, Entry* proven, const uint8_t* pbm, uint64_t now) noexcept;
@@ -413,6 +431,8 @@ private:
     // The released set of an index: record a released chunk / ask whether seq is released.
     void mark_released(uint32_t index, uint32_t seq) noexcept;
     void widen_distance() noexcept;
+    // Aggregator: records that the senders in pbm hold every result below `low`.
+    void note_lowest(const uint8_t* pbm, uint32_t low) noexcept;
     // Root result cache: keep complete entry e's result (it is being released) / find seq's.
     void cache_result(uint32_t index, const Entry& e) noexcept;
     const Cached* cached(uint32_t index, uint32_t seq) const noexcept;
@@ -420,9 +440,24 @@ private:
     void retire(uint32_t index, Entry& e) noexcept;
     bool is_released(uint32_t index, uint32_t seq) const noexcept;
     // How far below a released chunk the floor may rise: D, or 2D at a root (its workers may
-    // keep up to 2D in flight: the result cache's bound).
+    // keep up to 2D in flight: the result cache's bound). An aggregator that has seen a sender
+    // state its lowest missing result: max(D', 2D) (D' the widened distance, D the configured
+    // one): such a sender's contribution to the released s had a lead below 2D, so it held
+    // every chunk up to s - 2D, and an old sender within D' every chunk up to s - D'.
     uint32_t floor_reach() const noexcept {
-        return params_.role == Role::root ? 2 * distance_ : distance_;
+        if (params_.role == Role::root) return 2 * distance_;
+        return stated_lowest_ ? std::max(distance_, 2 * base_distance_) : distance_;
+    }
+    // How far ahead of a complete entry a packet must be to evict it as obsolete: 2D', or at an
+    // aggregator that has seen a stated lowest missing result max(D' + 2D, 4D): the packet's
+    // sender then holds a chunk at or beyond c + 2D (an old sender within D' holds seq - D', a
+    // stating one everything below its low > seq - 2D), which every worker contributed to with
+    // a lead below 2D, so every worker holds c. With 2D' a stating worker at a lead in [D, 2D)
+    // might still lack c, and an aggregator has no result cache: it would be stale to it for
+    // ever. (A root keeps 2D: its result cache covers that worker.)
+    uint32_t obsolete_reach() const noexcept {
+        if (params_.role == Role::root || !stated_lowest_) return 2 * distance_;
+        return std::max(distance_ + 2 * base_distance_, 4 * base_distance_);
     }
     // A root: chunk `ahead` is 2D or more beyond `behind` (same index), so only a worker
     // beyond 2D can have sent it while `behind` is pending.
@@ -443,6 +478,8 @@ private:
     size_t bs_bytes_ = 0;
     uint32_t window_ = 1;
     uint32_t distance_ = 1;  // release distance: the workers' window (>= window_)
+    uint32_t base_distance_ = 1;  // the configured workers' window (distance_ before widening)
+    bool stated_lowest_ = false;  // a packet stating its sender's lowest missing result came
     uint32_t window_shift_ = 0;  // log2(window_)
     uint32_t max_distance_ = 1;  // how far window violations may widen distance_
     uint32_t span_ = 1;          // max_distance_ / window_: released chunks tracked above the floor
@@ -454,6 +491,10 @@ private:
     std::vector<uint64_t> released_ring_;  // per index ring_words_: bit ring_bit(s) = s released
     std::vector<uint8_t> proofs_;     // R of every entry
     std::vector<Cached> cached_;       // per index result_cache entries (root), else empty
+    // Aggregator: per BitString bit position (byte x 8 + bit), the highest lowest missing result
+    // its sender stated here, and whether it stated one (note_lowest()).
+    std::vector<uint32_t> lowest_of_;
+    std::vector<uint8_t> lowest_known_;
     std::unique_ptr<uint8_t[]> cache_bytes_;  // their results in the wire type, 64-byte strides
     uint8_t* cache_base_ = nullptr;           // cache_bytes_ aligned to 64
     size_t cache_stride_ = 0;

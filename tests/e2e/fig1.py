@@ -548,7 +548,8 @@ class Fig1:
                  prefix: str | None = None, persist: bool = False, start: bool = True,
                  idle_sleep_us: int = 50, bier_bsl: int = 256,
                  bier_groups: dict[str, list[dict]] | None = None,
-                 backup_links: bool = False, neighbour_timeout_s: int | None = None):
+                 backup_links: bool = False, neighbour_timeout_s: int | None = None,
+                 impair: dict[str, Any] | None = None):
         if results not in ("unicast", "bier"):
             raise ValueError(f"results: unicast or bier, not {results!r}")
         self.exe = os.path.abspath(exe)
@@ -560,6 +561,11 @@ class Fig1:
         self.bier_groups = bier_groups or {}   # switch -> groups it is the BFIR of
         self.backup_links = backup_links
         self.neighbour_timeout_s = neighbour_timeout_s
+        # host -> testbed.Impairment, or (up, down): impair.py between the host and its switch,
+        # in a namespace "<prefix>-imp-<host>" of its own (host eth0 <-> to-host ==impair.py==
+        # to-sw <-> the switch's veth). self.impairers[host].counts() reads its counters.
+        self.impair = dict(impair or {})
+        self.impairers: dict[str, testbed.Impairer] = {}
         self.prefix = prefix or f"{PREFIX}{os.getpid()}"
         self._closed = False
         if not persist:
@@ -610,7 +616,10 @@ class Fig1:
         for a, b in LINKS + (BACKUP_LINKS if self.backup_links else []):
             self._veth(a, b, b, a)
         for h, sw in HOSTS.items():
-            self._veth(sw, h, h, "eth0")
+            if h in self.impair:
+                self._impaired_veth(sw, h)
+            else:
+                self._veth(sw, h, h, "eth0")
             host = Host(h, f"{host_addr(h)}/24", gw=switch_addr(sw, h))
             host.ns = self._ns(h)
             host.dev = "eth0"
@@ -619,6 +628,21 @@ class Fig1:
             host.run(["ip", "route", "add", "default", "via", host.gw, "dev", "eth0"])
             host.mac = json.loads(host.run(["ip", "-j", "link", "show", "eth0"]).stdout)[0]["address"]
             self.hosts[h] = host
+
+    def _impaired_veth(self, sw: str, h: str) -> None:
+        """sw's veth `h` <-> "to-sw" in namespace imp-<h> ==impair.py== "to-host" <-> h's eth0.
+        (Not "h" and "s": `ip link set h up` reads "h" as "help".)"""
+        imp = f"imp-{h}"
+        run(["ip", "netns", "add", self._ns(imp)])
+        self._in(imp, ["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"])
+        self._veth(sw, h, imp, "to-sw")
+        self._veth(imp, "to-host", h, "eth0")
+        for dev in ("to-sw", "to-host"):
+            self._in(imp, ["ip", "link", "set", "dev", dev, "up"])
+        spec = self.impair[h]
+        link = argparse.Namespace(name=h, impair=spec)   # what testbed.Impairer reads
+        self.impairers[h] = testbed.Impairer(self._ns(imp), link, "to-host", "to-sw",
+                                             os.environ.get("INAE2E_IMPAIR_SEED", "1"))
 
     def _veth(self, node_a: str, dev_a: str, node_b: str, dev_b: str) -> None:
         """A veth pair created directly inside the two namespaces: dev_a in node_a's, dev_b in
@@ -691,6 +715,8 @@ class Fig1:
             return
         self._closed = True
         try:
+            for imp in self.impairers.values():
+                imp.stop()
             for sw in self.switches.values() if hasattr(self, "switches") else []:
                 rc = sw.stop()
                 if rc not in (None, 0):

@@ -48,8 +48,11 @@ struct SimConfig {
     uint16_t lanes = 1;          // worker lcores sharing the job: one table per lane, each chunk
                                  // steered to chunk_place(seq).lane (as pipeline/ina_input.cc)
     double burst_loss = 0.0;     // a retransmission round loses every packet it sends
-    uint32_t child_window = 0;   // 0: four direct workers. Else workers 1 and 2 sit behind a
-                                 // child aggregator (A-BM {1,2}, this W) and 3, 4 are direct.
+    uint32_t child_window = 0;   // 0: four direct workers. Else the workers of child_mask sit
+                                 // behind a child aggregator (A-BM = them, this W), the others
+                                 // are direct.
+    unsigned child_mask = 0b0011;  // workers 0 and 1 (BFR-ids 1 and 2); 0b1111: all four, so
+                                   // the table under test sees only the child's packets
     uint32_t result_cache = 0;   // JobParams::result_cache of the table under test (root)
     bool wedge_expected = false; // a wedge ends the run and is reported in SimStats, not failed
     bool one_violator = false;   // only worker 1 may exceed table_window; the others stay within
@@ -58,8 +61,12 @@ struct SimConfig {
     // and every lane runs expire() (slot_timeout_ms passing with a worker or link down).
     double outage_prob = 0.0;
     // Workers' data carries their lowest missing result (proto::kFlagLowestMissing); the child
-    // aggregator's partials do not (docs/protocol.md), its fallback forwards keep the worker's.
+    // aggregator uses it as a root does and its partials carry the least of its contributions'
+    // (docs/protocol.md); its fallback forwards keep the worker's.
     bool lowest_missing = false;
+    // The child as before session 8: it ignores the field (takes the window path) and its
+    // partials carry the flag clear. For the runs that show what the aggregator rules change.
+    bool child_ignores_lowest = false;
     // A root's no_slot is retransmitted at the next timer round, not at once. Needed where many
     // packets are refused for long (the lead refusal of a worker far ahead): re-queued at once
     // they keep the network busy (each delivery a clock tick) past idle_timeout between two
@@ -73,13 +80,13 @@ struct SimStats {
     uint64_t child_fallback = 0, parent_rx_fallback_flag = 0, retransmit_rounds = 0;
     uint64_t window_violations = 0, cached_results = 0, cache_misses = 0;
     uint64_t slot_timeouts = 0, overrun_refusals = 0, overrun_preemptions = 0;
+    uint64_t child_refusals = 0;
     size_t end_in_use = 0, child_end_in_use = 0;
     bool wedged = false;
 };
 
 constexpr unsigned kWorkers = 4;
 constexpr unsigned kAll = (1u << kWorkers) - 1;
-constexpr unsigned kChildBits = 0b0011;  // workers 0 and 1 (BFR-ids 1 and 2)
 // Retransmission rounds in a row without a new result before a run counts as wedged. Each round
 // every packet survives with probability >= 1 - loss (at most 0.3 here, bursts aside), so a live
 // table finishes a lost exchange in a handful of rounds; a wedged one never does.
@@ -132,8 +139,12 @@ public:
             lanes_.push_back(std::make_unique<ChunkTable>(lane_job(c, lane)));
         }
         if (c.child_window != 0) {
-            JobParams cp = make_job(Role::aggregator, c.child_window, 2);
+            JobParams cp = make_job(Role::aggregator, c.child_window,
+                                    static_cast<unsigned>(std::popcount(c.child_mask)));
             child_ = std::make_unique<ChunkTable>(cp);
+            // The child's BFR-ids are the first popcount(child_mask) ones: the mask must be a
+            // prefix (the P-BMs travel unchanged to the table under test).
+            EXPECT_EQ(c.child_mask & (c.child_mask + 1), 0u) << "child_mask must be 0b0..01..1";
         }
         for (auto& w : worker_) {
             w.window = std::uniform_int_distribution<uint32_t>(c.min_worker_window,
@@ -286,6 +297,7 @@ private:
         unsigned fallback_bits = 0;      // model root: which workers' fallback packets it has
         std::vector<uint32_t> fallback_sum;
         std::array<uint32_t, kNumVerdicts> verdicts{};  // the table under test's, for diagnosis
+        std::array<uint32_t, kNumVerdicts> child_verdicts{};  // the child's, for diagnosis
         unsigned child_completions = 0;
         bool child_table_verdicts = false;
         bool child_fallback_verdicts = false;
@@ -300,6 +312,23 @@ private:
             if (chunk_[k].verdicts[v] != 0) {
                 verdicts += " " + std::string(to_string(static_cast<Verdict>(v))) + "=" +
                             std::to_string(chunk_[k].verdicts[v]);
+            }
+        }
+        if (child_) {
+            verdicts += "; at the child:";
+            for (size_t v = 0; v < kNumVerdicts; ++v) {
+                if (chunk_[k].child_verdicts[v] != 0) {
+                    verdicts += " " + std::string(to_string(static_cast<Verdict>(v))) + "=" +
+                                std::to_string(chunk_[k].child_verdicts[v]);
+                }
+            }
+            verdicts += " child entries:";
+            for (uint32_t j = k >= 4 ? k - 4 : 0; j < std::min(c_.chunks, k + 12); ++j) {
+                const auto st = child_->state_of(seq(j));
+                if (st != ChunkTable::State::empty) {
+                    verdicts += " " + std::to_string(j) +
+                                (st == ChunkTable::State::complete ? ":complete" : ":aggregating");
+                }
             }
         }
         // The entries near it (state by chunk) and where each worker stands.
@@ -346,7 +375,7 @@ private:
 
     void send_data(unsigned w, uint32_t k, uint8_t flags) {
         Packet p;
-        p.to_child = child_ && ((kChildBits >> w) & 1u);
+        p.to_child = child_ && ((c_.child_mask >> w) & 1u);
         p.bits = 1u << w;
         p.k = k;
         p.flags = flags;
@@ -413,9 +442,13 @@ private:
     }
 
     void at_child(const Packet& p, uint32_t n) {
+        const uint8_t flags = c_.child_ignores_lowest
+                                  ? static_cast<uint8_t>(p.flags & ~proto::kFlagLowestMissing)
+                                  : p.flags;
         const Verdict v = child_->on_data(mask_bits(p.bits).data(), seq(p.k), n, p.payload.data(),
-                                          p.flags, now_);
+                                          flags, now_, agg::Encoding::native, seq(p.low));
         Chunk& ch = chunk_[p.k];
+        ++ch.child_verdicts[static_cast<size_t>(v)];
         std::vector<uint8_t> agg(n * 4);
         switch (v) {
         case V::absorbed:
@@ -425,11 +458,32 @@ private:
             ch.child_table_verdicts = true;
             if (v == V::completed) ++ch.child_completions;
             EXPECT_EQ(child_->store_result(seq(p.k), agg.data()), n);
-            EXPECT_EQ(agg, mask_sum(kChildBits, seq(p.k), n)) << "child chunk " << p.k;
-            forward_from_child(p.k, kChildBits, v == V::completed ? 0 : proto::kFlagRetransmit,
-                               std::move(agg));
+            EXPECT_EQ(agg, mask_sum(c_.child_mask, seq(p.k), n)) << "child chunk " << p.k;
+            {
+                // As pipeline/ina_input.cc's partial: the least stated lowest missing result.
+                uint8_t out = v == V::completed ? 0 : proto::kFlagRetransmit;
+                uint32_t low = 0;
+                if (child_->partial_lowest_missing(seq(p.k), &low)) {
+                    out |= proto::kFlagLowestMissing;
+                    EXPECT_FALSE(c_.child_ignores_lowest);
+                    // True for every contributor: each holds every result below it.
+                    for (unsigned w = 0; w < kWorkers; ++w) {
+                        if ((c_.child_mask >> w) & 1u) {
+                            EXPECT_LE(low - c_.seq0, worker_[w].low) << "child chunk " << p.k;
+                        }
+                    }
+                    // Within 2D of seq: the root (same D) never refuses it by its lead.
+                    EXPECT_LT(seq(p.k) - low, 2 * c_.child_window) << "child chunk " << p.k;
+                }
+                forward_from_child(p.k, c_.child_mask, out, std::move(agg), low - c_.seq0);
+            }
             break;
         case V::stale: break;
+        case V::no_slot:
+            // The child's lead refusal: dropped; the worker retransmits at its timer (or at once).
+            ++stats_.child_refusals;
+            if (!c_.timer_only) send_data(std::countr_zero(p.bits), p.k, proto::kFlagRetransmit);
+            break;
         case V::fallback:
             ch.child_fallback_verdicts = true;
             forward_from_child(p.k, p.bits, p.flags | proto::kFlagFallback, p.payload, p.low);
@@ -1146,6 +1200,115 @@ TEST(ChunkTableSim, TheLowestMissingResultServesAFarViolatorLosingResults) {
     EXPECT_GT(violations, 0u);  // and its lead was seen exactly
 }
 
+// Issue 9, item 5 through aggregators (session 8): the same far violator (worker 1, at 4 W or
+// 8 W, losing 2-30 % of its results, data lost on every link — worker to child, child to root,
+// worker to root — and whole rounds by seed) sitting behind a child aggregator: in the mix
+// (workers 1, 2 via the child, 3, 4 direct) and in the chain (all four via the child, so the
+// root sees only the child's partials and fallbacks). The root keeps W and result_cache 2, the
+// child the same W.
+SimConfig tree_far_violator(unsigned child_mask, uint32_t w, uint32_t ratio, uint64_t seed,
+                            bool child_uses_lowest) {
+    SimConfig c = far_violator_losing_results(1, w, ratio, seed, true);
+    c.child_window = w;
+    c.child_mask = child_mask;
+    c.child_ignores_lowest = !child_uses_lowest;
+    c.seed = seed * 7333 + w * 11 + child_mask * 5 + ratio;
+    return c;
+}
+
+// Every worker keeps a random window of 1 .. 8 W and states its lowest missing result; result,
+// data and round loss by seed; retransmissions at the timer.
+SimConfig every_worker_any_lead(uint16_t lanes, uint32_t w, uint64_t seed) {
+    SimConfig c = root_beyond_window(lanes, w, seed, 2, false);
+    c.max_worker_window = 8 * w;
+    c.lowest_missing = true;
+    c.timer_only = true;
+    return c;
+}
+
+// Before: the child ignored the field (window proofs, widening) and its partials carried it
+// clear, so the root measured them by the window: a result the violator lost could be released
+// by a false proof at the child (its retransmission then stale there) or at the root.
+TEST(ChunkTableSim, WithoutAggregatorRulesAFarViolatorBehindAChildCanWedge) {
+    unsigned wedged = 0, runs = 0;
+    for (unsigned mask : {0b0011u, 0b1111u}) {
+        for (uint32_t ratio : {4u, 8u}) {
+            for (uint32_t w : {1u, 2u, 4u, 8u}) {
+                for (uint64_t seed = 1; seed <= 30; ++seed) {
+                    SimConfig c = tree_far_violator(mask, w, ratio, seed, false);
+                    c.wedge_expected = true;
+                    Sim sim(c);
+                    wedged += sim.run().wedged;
+                    ++runs;
+                }
+            }
+        }
+    }
+    RecordProperty("wedged_runs", static_cast<int>(wedged));
+    std::printf("tree, aggregator without the lowest missing rules: %u of %u runs wedged\n",
+                wedged, runs);
+    EXPECT_GT(wedged, runs / 20) << wedged << " of " << runs << " runs wedged";
+}
+
+// After: the child proves releases exactly, refuses (drops) a contribution 2 W or more beyond
+// its sender's lowest missing result, keeps its floor and obsolete evictions where every worker
+// holds the chunk, and its partials state the least lowest missing result of their
+// contributions (checked true and within 2 W in at_child). None wedges; every chunk exact once.
+TEST(ChunkTableSim, AggregatorRulesServeAFarViolatorBehindAChild) {
+    uint64_t runs = 0, child_refused = 0, wedged = 0;
+    for (bool timer_only : {true, false}) {
+        for (unsigned mask : {0b0011u, 0b1111u}) {
+            for (uint32_t ratio : {4u, 8u}) {
+                for (uint32_t w : {1u, 2u, 4u, 8u}) {
+                    for (uint64_t seed = 1; seed <= 30; ++seed) {
+                        SCOPED_TRACE(testing::Message()
+                                     << "violator at " << ratio << " W behind the child, mask "
+                                     << mask << ", W " << w << " seed " << seed << " timer_only "
+                                     << timer_only);
+                        SimConfig c = tree_far_violator(mask, w, ratio, seed, true);
+                        c.timer_only = timer_only;
+                        Sim sim(c);
+                        const SimStats s = sim.run();
+                        ++runs;
+                        wedged += s.wedged;
+                        child_refused += s.child_refusals;
+                        if (HasFailure()) return;
+                    }
+                }
+            }
+        }
+    }
+    std::printf("tree, aggregator with the lowest missing rules: %llu of %llu runs wedged\n",
+                static_cast<unsigned long long>(wedged), static_cast<unsigned long long>(runs));
+    EXPECT_GT(child_refused, 0u);  // the child's lead refusal did hold the violator back
+}
+
+// Any lead, every worker, through the child: all four keep random windows of 1 .. 8 W and carry
+// the field, in both tree shapes, with result, data and round loss. Every chunk completes once.
+TEST(ChunkTableSim, AggregatorRulesKeepEveryWorkerAtAnyLeadLiveInATree) {
+    uint64_t runs = 0, child_refused = 0;
+    for (unsigned mask : {0b0011u, 0b1111u}) {
+        for (uint16_t lanes : {1, 2}) {
+            for (uint32_t w : {1u, 2u, 4u, 8u}) {
+                for (uint64_t seed = 1; seed <= 12; ++seed) {
+                    SCOPED_TRACE(testing::Message() << "every worker up to 8 W, mask " << mask
+                                                    << ", " << lanes << " lanes, W " << w
+                                                    << " seed " << seed);
+                    SimConfig c = every_worker_any_lead(lanes, w, seed);
+                    c.child_window = w;
+                    c.child_mask = mask;
+                    Sim sim(c);
+                    const SimStats s = sim.run();
+                    ++runs;
+                    child_refused += s.child_refusals;
+                    if (HasFailure()) return;
+                }
+            }
+        }
+    }
+    EXPECT_GT(child_refused, 0u);
+}
+
 // Any lead, every worker: all four keep random windows of 1 .. 8 W and carry the field, with
 // result, data and round loss, outages expiring entries, 1-3 lanes. Every chunk completes once.
 TEST(ChunkTableSim, TheLowestMissingResultKeepsEveryWorkerAtAnyLeadLive) {
@@ -1157,10 +1320,7 @@ TEST(ChunkTableSim, TheLowestMissingResultKeepsEveryWorkerAtAnyLeadLive) {
                     SCOPED_TRACE(testing::Message() << "every worker up to 8 W, outages "
                                                     << outage << ", " << lanes << " lanes, W "
                                                     << w << " seed " << seed);
-                    SimConfig c = root_beyond_window(lanes, w, seed, 2, false);
-                    c.max_worker_window = 8 * w;
-                    c.lowest_missing = true;
-                    c.timer_only = true;
+                    SimConfig c = every_worker_any_lead(lanes, w, seed);
                     c.outage_prob = outage;
                     Sim sim(c);
                     const SimStats s = sim.run();

@@ -575,3 +575,50 @@ TEST(ChunkTableResultCache, OnlyRootsWithAtMostTwoPerIndex) {
 
 }  // namespace
 }  // namespace ina::test
+
+namespace ina::test {
+namespace {
+
+// A contribution stating its sender's lowest missing result `low` (proto::kFlagLowestMissing).
+Verdict send_low(ChunkTable& t, unsigned w, uint32_t seq, uint32_t low, uint8_t flags = 0) {
+    const std::vector<uint8_t> payload = int32_payload(w, seq, 16);
+    return t.on_data(ids({static_cast<wire::BfrId>(w)}).data(), seq, 16, payload.data(),
+                     static_cast<uint8_t>(flags | proto::kFlagLowestMissing), 0,
+                     agg::Encoding::native, low);
+}
+
+// An aggregator given the field (docs/protocol.md, "Through aggregators"), W = 2, workers 1, 2:
+// a worker at a lead below 2W may lack a chunk 2W behind the packet's, so the aggregator (no
+// result cache) must not evict it as obsolete there, as it does for window-keeping senders:
+// worker 2, still lacking chunk 0, asks for it again and is answered (resend_result), not
+// stale. A lead of 2W is refused (no_slot: dropped, never fallback).
+TEST(ChunkTable, AggregatorKeepsWhatAStatingWorkerMayLackAndRefusesTwoWindowsAhead) {
+    ChunkTable t(make_job(Role::aggregator, 2, 2));
+    for (unsigned w = 1; w <= 2; ++w) EXPECT_NE(send_low(t, w, 0, 0), Verdict::no_slot);
+    for (unsigned w = 1; w <= 2; ++w) EXPECT_NE(send_low(t, w, 2, w == 1 ? 1 : 0), Verdict::no_slot);
+    ASSERT_EQ(t.state_of(0), ChunkTable::State::complete);
+    ASSERT_EQ(t.state_of(2), ChunkTable::State::complete);
+    // Worker 1 states 1 (it holds 0) with chunk 4, a lead of 3 < 2W. Both entries of index 0
+    // are complete, and 0 is not obsolete for a stating sender at 4 = 0 + 2W: 4 falls back.
+    EXPECT_EQ(send_low(t, 1, 4, 1), Verdict::fallback);
+    EXPECT_EQ(t.counters().obsolete_evictions, 0u);
+    EXPECT_EQ(send_low(t, 2, 0, 0, proto::kFlagRetransmit), Verdict::resend_result);
+    // Lead 2W (4 - 0): refused, dropped, nothing recorded against chunk 4's fallback.
+    EXPECT_EQ(send_low(t, 2, 4, 0), Verdict::no_slot);
+    EXPECT_EQ(t.counters().overrun_refusals, 1u);
+    EXPECT_EQ(t.counters()[Verdict::fallback], 1u);
+    // The partial of 2 states the least latest low of its contributors: worker 1 said 1, then
+    // (chunk 4) 1; worker 2 said 0.
+    uint32_t low = 99;
+    ASSERT_TRUE(t.partial_lowest_missing(2, &low));
+    EXPECT_EQ(low, 0u);
+    // Worker 2 catches up: it states 3 with a retransmission of 2 (cut to 2); now both hold 0
+    // and 1 and, by exact proof, chunk 0 is released.
+    EXPECT_EQ(send_low(t, 2, 2, 3, proto::kFlagRetransmit), Verdict::resend_result);
+    ASSERT_TRUE(t.partial_lowest_missing(2, &low));
+    EXPECT_EQ(low, 1u) << "min(worker 1's 1, worker 2's 2)";
+    EXPECT_EQ(t.state_of(0), ChunkTable::State::empty);
+}
+
+}  // namespace
+}  // namespace ina::test
