@@ -1567,7 +1567,11 @@ uint64_t ina_table_bytes(const InaJobConfig& job) {
              reduce::elem_size(static_cast<reduce::ElemType>(job.elem_type)) + 63) / 64 * 64;
     const uint64_t depth = ina_result_cache(job);
     const uint64_t cache = depth == 0 ? 0 : window * depth * (result_bytes + 16) + 64;
-    return entries * (bitmaps + acc + kEntryAndIndex) + reduce::kAccAlign + released + cache;
+    // An aggregator's latest lowest-missing result per contributor bit (4-byte word + 1-byte
+    // known flag, ina::ChunkTable's lowest_of_ / lowest_known_).
+    const uint64_t lowest = job.role == InaRole::root ? 0 : uint64_t{job.bsl_bits} * 5;
+    return entries * (bitmaps + acc + kEntryAndIndex) + reduce::kAccAlign + released + cache +
+           lowest;
 }
 
 uint32_t ina_result_cache(const InaJobConfig& job) {
