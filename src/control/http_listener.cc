@@ -9,6 +9,7 @@
 #include <openssl/err.h>
 #include <openssl/x509.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -378,6 +379,11 @@ bool HttpListener::start(std::string& error) {
         error = "control " + options_.name + " listener: pipe failed";
         return false;
     }
+    handoff_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (handoff_fd_ < 0) {
+        error = "control " + options_.name + " listener: eventfd failed";
+        return false;
+    }
     poller_ = std::thread([this] { poll_loop(); });
     for (uint32_t i = 0; i < options_.threads; ++i) {
         workers_.emplace_back([this] { worker_loop(); });
@@ -405,7 +411,8 @@ void HttpListener::stop() {
     ready_.clear();
     returned_.clear();
     waiting_.clear();
-    for (int& fd : {std::ref(listen_fd_), std::ref(wake_fd_[0]), std::ref(wake_fd_[1])}) {
+    for (int& fd : {std::ref(listen_fd_), std::ref(wake_fd_[0]), std::ref(wake_fd_[1]),
+                    std::ref(handoff_fd_)}) {
         if (fd >= 0) {
             ::close(fd);
             fd = -1;
@@ -652,6 +659,12 @@ void HttpListener::dispatch(std::unique_ptr<Connection> c) {
         ready_.push_back(std::move(c));
     }
     ready_cv_.notify_one();
+    // A worker lingering on its kept-alive connection gives it back and takes this one if no
+    // other worker is free.
+    if (lingering_.load() != 0) {
+        const uint64_t one = 1;
+        [[maybe_unused]] const ssize_t n = ::write(handoff_fd_, &one, sizeof one);
+    }
 }
 
 void HttpListener::worker_loop() {
@@ -718,6 +731,11 @@ void HttpListener::serve(Connection& c) {
 bool HttpListener::await_next_head(Connection& c) {
     using State = Connection::State;
     const auto until = Clock::now() + std::chrono::microseconds(options_.keepalive_linger_us);
+    ++lingering_;
+    struct Leave {
+        std::atomic<uint32_t>& n;
+        ~Leave() { --n; }
+    } leave{lingering_};
     for (;;) {
         if (c.state != State::idle && c.state != State::head) {
             return false;
@@ -749,14 +767,18 @@ bool HttpListener::await_next_head(Connection& c) {
         if (left.count() <= 0) {
             return false;
         }
-        // Slices of at most kStopCheckMs: a stop is seen; a connection that becomes ready
-        // meanwhile waits for at most keepalive_linger_us.
+        // Slices of at most kStopCheckMs: a stop is seen. dispatch() wakes us through
+        // handoff_fd_ when a connection becomes ready (checked at the top of the loop).
         const auto slice = std::min<std::chrono::microseconds>(left, milliseconds(kStopCheckMs));
         timespec ts{static_cast<time_t>(slice.count() / 1000000),
                     static_cast<long>(slice.count() % 1000000 * 1000)};
-        pollfd p{c.fd, c.events, 0};
-        if (::ppoll(&p, 1, &ts, nullptr) < 0 && errno != EINTR) {
+        pollfd p[2] = {{c.fd, c.events, 0}, {handoff_fd_, POLLIN, 0}};
+        if (::ppoll(p, 2, &ts, nullptr) < 0 && errno != EINTR) {
             return false;
+        }
+        if (p[1].revents != 0) {
+            uint64_t count = 0;
+            [[maybe_unused]] const ssize_t got = ::read(handoff_fd_, &count, sizeof count);
         }
     }
 }

@@ -9,10 +9,11 @@
 //     read the body and answer within request_timeout_ms with one write, then wait up to
 //     keepalive_linger_us for the client's next head (a route agent sends its next request
 //     right after the answer): a head that arrives is served on the same thread, with no hand-off
-//     to the poller and back; otherwise, or as soon as another connection waits for a worker,
-//     the kept-alive connection goes back to the poller (idle_timeout_ms);
-// so slow or idle clients hold a file descriptor and a few KB each, and a worker for at most
-// keepalive_linger_us after an answer.
+//     to the poller and back; otherwise, or as soon as another connection is ready (dispatch()
+//     wakes lingering workers), the kept-alive connection goes back to the poller
+//     (idle_timeout_ms);
+// so slow or idle clients hold a file descriptor and a few KB each, and a worker only while no
+// other connection needs it, for at most keepalive_linger_us after an answer.
 #pragma once
 
 #include <httplib.h>
@@ -111,6 +112,8 @@ private:
     policy::ConnectionLimiter limiter_;
     int listen_fd_ = -1;
     int wake_fd_[2] = {-1, -1};
+    int handoff_fd_ = -1;                 // eventfd: a connection is ready, lingering workers
+    std::atomic<uint32_t> lingering_{0};  // workers in await_next_head
     std::atomic<bool> stopping_{false};
     std::thread poller_;
     std::vector<std::thread> workers_;

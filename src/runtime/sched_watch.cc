@@ -49,6 +49,9 @@ SchedWatch::~SchedWatch() {
 
 void SchedWatch::attach_calling_thread() {
     tid_.store(static_cast<int>(::syscall(SYS_gettid)), std::memory_order_release);
+    if (fd_ >= 0) {
+        return;  // attached before (a relaunched loop on the same thread): the event stays
+    }
     perf_event_attr attr{};
     attr.size = sizeof attr;
     attr.type = PERF_TYPE_SOFTWARE;
