@@ -202,7 +202,7 @@ public:
 
     // Sends what write() gathered. httplib writes an answer's head and body apart; gathered,
     // they leave in one send (one TCP segment for a small answer, as the client expects them).
-    bool flush() {
+    bool flush() const {
         size_t sent = 0;
         while (sent < c_.out.size() && !failed_) {
             const ssize_t n = send_some(c_.out.data() + sent, c_.out.size() - sent);
@@ -216,7 +216,10 @@ public:
         return !failed_;
     }
 
-    bool is_readable() const override { return c_.unread() != 0 || wait(POLLIN); }
+    // Whatever waits for the client first sends what it waits for (an interim "100 Continue").
+    bool is_readable() const override {
+        return c_.unread() != 0 || ((c_.out.empty() || flush()) && wait(POLLIN));
+    }
     bool is_writable() const override { return wait(POLLOUT); }
 
     // Whatever framing the parser accepts, one request never reads more than its budget.

@@ -6,7 +6,8 @@ With one API worker thread (control.threads: 1):
   - 300 route changes one at a time on one connection are all answered on that same
     connection (the worker serves each next request itself);
   - a kept-alive connection that goes quiet does not keep a second client from being answered
-    (within a deadline), and still works afterwards.
+    (within a deadline), and still works afterwards;
+  - a POST with "Expect: 100-continue" gets its interim answer before it sends the body.
 The stall series: every worker loop iteration is classified once, as the switch's own work
 (inaswitch_lcore_loop_work_total) or as descheduled (inaswitch_lcore_loop_descheduled_total),
 so their sum follows inaswitch_lcore_loops_total; the worker thread's context switches (the
@@ -106,6 +107,26 @@ def test(exe: str) -> None:
             status, body, _ = read_answer(s, buf, time.monotonic() + 5)
             check(status == 200 and body.get("ok") is True,
                   "the idle kept-alive connection still works afterwards")
+
+        # Expect: 100-continue: the interim answer is sent before the switch waits for the body
+        # (answers are gathered into one write; this one must not wait in the buffer).
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s3:
+            body = json.dumps({"prefix": "10.73.0.0/24", "via": "10.0.2.2"}).encode()
+            s3.sendall(b"POST /api/v1/routes HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                       b"application/json\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n"
+                       % len(body))
+            interim = bytearray()
+            s3.settimeout(2)
+            while b"\r\n\r\n" not in interim:
+                chunk = s3.recv(4096)
+                if not chunk:
+                    raise TestFailure("closed before the interim answer")
+                interim += chunk
+            check(interim.startswith(b"HTTP/1.1 100"), f"100 Continue first ({bytes(interim)!r})")
+            s3.sendall(body)
+            buf3 = interim[interim.index(b"\r\n\r\n") + 4:]
+            status, answer, _ = read_answer(s3, buf3, time.monotonic() + 5)
+            check(status == 200 and answer.get("ok") is True, "the change after 100 Continue applied")
 
         # Stall accounting: each iteration counted once, as work or as descheduled.
         text0 = tb.metrics_text()
