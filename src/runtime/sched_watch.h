@@ -3,9 +3,10 @@
 //
 // A worker opens a perf "dummy" event on itself (counts nothing) and maps its user page: the
 // kernel bumps the page's sequence word each time it schedules the thread in or out. The loop
-// reads that word at an iteration's start and end, two plain loads and no syscall: a change
-// means the kernel descheduled the thread during the iteration (preemption by another task, or
-// a page fault that slept), so the iteration's time is the host's, not the switch's.
+// reads that word once per iteration, a plain load and no syscall, and compares it with the
+// previous iteration's: a change means the kernel descheduled the thread during that iteration
+// (preemption by another task, or a page fault that slept), so its time is the host's, not the
+// switch's. (Checked against nonvoluntary_ctxt_switches: one move per preemption.)
 // Not seen: interrupts that return to the thread, and a hypervisor descheduling the whole vCPU
 // (steal time): those stay in the switch's figure.
 //

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The worker loop, after DPDK's l3fwd: drain TX on a TSC timer, poll every owned RX queue in
 // bursts, run each burst to completion through the pipeline, then report a quiescent state.
+// Per iteration (never per packet) it files its RX stall figures: the gap between two polls,
+// and the iteration's own time as the switch's or, if the kernel switched it out, the host's.
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
 #include <rte_lcore.h>
