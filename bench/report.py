@@ -521,9 +521,14 @@ def write(res, doc, result_path):
               "through one gateway from the config, and %d single routes added and deleted "
               "through the API on one keep-alive connection, each timed, then %d changes in "
               "batches of %d (`POST /api/v1/routes/batch`): every change is one in-place LPM "
-              "operation, no snapshot. RX stalls: the workers' poll-gap histogram "
-              "(`inaswitch_lcore_poll_gaps_total`) diffed over the hosts' arrival, over an idle "
-              "second before it, and over the route changes; a figure is the upper bound of the "
+              "operation, no snapshot; then the single requests again from C++ clients "
+              "(`bench/api_client`: one keep-alive connection, then 4 concurrent ones). RX "
+              "stalls, diffed over the hosts' arrival, over an idle second before it, and over "
+              "the route changes: the raw poll gaps (`inaswitch_lcore_poll_gaps_total`), split "
+              "into loop iterations the kernel did not switch the worker out of, by their own "
+              "time (`inaswitch_lcore_loop_work_total`: the switch's work, plus interrupts and "
+              "hypervisor steal, which the guest cannot see per iteration), and those it did "
+              "(`inaswitch_lcore_loop_descheduled_total`); a figure is the upper bound of the "
               "highest bucket that moved." % (
                   le["hosts"], le["macs"], ro["routes"], ro["api_changes"],
                   ro.get("batch_changes", 0), ro.get("batch_size", 0)), "",
@@ -560,6 +565,32 @@ def write(res, doc, result_path):
                       label, r["snapshots_published"], r["changed_in_place"]),
                   "| %s: worst RX stall during the route changes | ≤ %s µs |" % (
                       label, f(r["worst_rx_stall_us_le"], 0))]
+        for label, r in (("%d routes" % ro["routes"], ro),
+                         ("%s routes" % (sc.get("routes_small_table") or {}).get("routes"),
+                          sc.get("routes_small_table"))):
+            for k, n in (("clients_1", "1 keep-alive connection"),
+                         ("clients_4", "4 concurrent keep-alive connections")):
+                c = ((r or {}).get("native_client") or {}).get(k)
+                if c:
+                    L.append("| %s: API changes, single requests, C++ client, %s | %s /s, p50 %s "
+                             "/ p99 %s ms, client CPU %s µs per request |" % (
+                                 label, n, f(c["changes_per_s"], 0), c["ms_p50"], c["ms_p99"],
+                                 c["client_cpu_us_per_change"]))
+            if r and "python_client_cpu_us_per_change" in r:
+                L.append("| %s: Python client's own CPU per single request | %s µs |" % (
+                    label, r["python_client_cpu_us_per_change"]))
+        for what, st in (("while %d hosts arrived" % le["hosts"], le.get("stalls_arrival")),
+                         ("idle second", le.get("stalls_idle")),
+                         ("%d routes: route changes" % ro["routes"], ro.get("stalls"))):
+            if st:
+                L.append("| stalls, %s: switch's own work / descheduled / raw poll gap | ≤ %s / "
+                         "≤ %s / ≤ %s µs (over 128 µs: %s / – / %s per s); %s preemptions/s, "
+                         "run-queue wait %s ms/s, softirq %s ms/s, steal %s ms/s |" % (
+                             what, f(st["work_worst_us_le"], 0),
+                             f(st["descheduled_worst_us_le"], 0), f(st["raw_worst_us_le"], 0),
+                             st["work_over_128us_per_s"], st["raw_over_128us_per_s"],
+                             st["preemptions_per_s"], st["run_delay_ms_per_s"],
+                             st["softirq_ms_per_s"], st["steal_ms_per_s"]))
         if "worst_rx_stall_us_le" in le:
             L += ["| worst RX stall while %d hosts arrived / idle second | ≤ %s / ≤ %s µs |" % (
                       le["hosts"], f(le["worst_rx_stall_us_le"], 0),

@@ -1263,6 +1263,7 @@ metrics::Stats ControlPlane::stats() const {
         // an aligned 64-bit load is never torn.
         const dp::LcoreCounters c = w.ctx->counters;
         s.per_lcore.emplace_back(w.lcore_id, c);
+        s.lcore_threads.emplace_back(w.lcore_id, runtime::read_thread_sched(*w.sched));
         s.total += c;
     }
     {

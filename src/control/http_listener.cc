@@ -9,6 +9,7 @@
 #include <openssl/err.h>
 #include <openssl/x509.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -33,6 +34,9 @@ constexpr int kStopCheckMs = 100;
 // A closed connection is read and discarded this long after the answer so the client sees
 // the answer, not a reset caused by its unread request body.
 constexpr auto kLingerTime = milliseconds(1000);
+// An answer is gathered up to this size before it is sent (a bigger one, /metrics with many
+// lcores, leaves in pieces of this size).
+constexpr size_t kFlushBytes = 256 * 1024;
 
 int ms_until(Clock::time_point deadline) {
     const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count();
@@ -99,6 +103,7 @@ struct HttpListener::Connection {
     Clock::time_point deadline;
     short events = POLLIN;
     std::string buffer;   // received, not yet given to the parser
+    std::string out;      // the answer being written: sent in one piece (its capacity is reused)
     size_t consumed = 0;  // buffer[0, consumed) was given
     uint32_t requests = 0;
     Clock::time_point accepted = Clock::now();
@@ -195,7 +200,26 @@ public:
 
     bool failed() const { return failed_; }
 
-    bool is_readable() const override { return c_.unread() != 0 || wait(POLLIN); }
+    // Sends what write() gathered. httplib writes an answer's head and body apart; gathered,
+    // they leave in one send (one TCP segment for a small answer, as the client expects them).
+    bool flush() const {
+        size_t sent = 0;
+        while (sent < c_.out.size() && !failed_) {
+            const ssize_t n = send_some(c_.out.data() + sent, c_.out.size() - sent);
+            if (n < 0) {
+                failed_ = true;
+            } else {
+                sent += static_cast<size_t>(n);
+            }
+        }
+        c_.out.clear();
+        return !failed_;
+    }
+
+    // Whatever waits for the client first sends what it waits for (an interim "100 Continue").
+    bool is_readable() const override {
+        return c_.unread() != 0 || ((c_.out.empty() || flush()) && wait(POLLIN));
+    }
     bool is_writable() const override { return wait(POLLOUT); }
 
     // Whatever framing the parser accepts, one request never reads more than its budget.
@@ -205,6 +229,11 @@ public:
             return -1;
         }
         size = static_cast<size_t>(std::min<uint64_t>(size, budget_));
+        // A read after a write waits for the client, which first needs what was written
+        // (an interim "100 Continue").
+        if (!c_.out.empty() && !flush()) {
+            return -1;
+        }
         if (c_.unread() != 0) {
             const size_t n = std::min(size, c_.unread());
             budget_ -= n;
@@ -229,30 +258,14 @@ public:
     }
 
     ssize_t write(const char* ptr, size_t size) override {
-        for (;;) {
-            if (c_.ssl != nullptr) {
-                const int n = SSL_write(c_.ssl, ptr, static_cast<int>(std::min<size_t>(size, 1 << 20)));
-                if (n > 0) {
-                    return n;
-                }
-                const int e = SSL_get_error(c_.ssl, n);
-                ERR_clear_error();
-                if ((e != SSL_ERROR_WANT_WRITE && e != SSL_ERROR_WANT_READ) ||
-                    !wait(e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT)) {
-                    failed_ = true;
-                    return -1;
-                }
-            } else {
-                const ssize_t n = ::send(c_.fd, ptr, size, MSG_DONTWAIT | MSG_NOSIGNAL);
-                if (n >= 0) {
-                    return n;
-                }
-                if ((errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) || !wait(POLLOUT)) {
-                    failed_ = true;
-                    return -1;
-                }
-            }
+        if (failed_) {
+            return -1;
         }
+        c_.out.append(ptr, size);
+        if (c_.out.size() >= kFlushBytes && !flush()) {
+            return -1;
+        }
+        return static_cast<ssize_t>(size);
     }
 
     void get_remote_ip_and_port(std::string& ip, int& port) const override {
@@ -266,6 +279,32 @@ public:
     socket_t socket() const override { return c_.fd; }
 
 private:
+    // One send of up to `size` bytes, waiting (to the deadline) while the socket is full.
+    ssize_t send_some(const char* ptr, size_t size) const {
+        for (;;) {
+            if (c_.ssl != nullptr) {
+                const int n = SSL_write(c_.ssl, ptr, static_cast<int>(std::min<size_t>(size, 1 << 20)));
+                if (n > 0) {
+                    return n;
+                }
+                const int e = SSL_get_error(c_.ssl, n);
+                ERR_clear_error();
+                if ((e != SSL_ERROR_WANT_WRITE && e != SSL_ERROR_WANT_READ) ||
+                    !wait(e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT)) {
+                    return -1;
+                }
+            } else {
+                const ssize_t n = ::send(c_.fd, ptr, size, MSG_DONTWAIT | MSG_NOSIGNAL);
+                if (n >= 0) {
+                    return n;
+                }
+                if ((errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) || !wait(POLLOUT)) {
+                    return -1;
+                }
+            }
+        }
+    }
+
     // Waits for `events` on the socket; false at the deadline or when stopping.
     bool wait(short events) const {
         if (events == POLLIN && c_.ssl != nullptr && SSL_pending(c_.ssl) > 0) {
@@ -343,6 +382,11 @@ bool HttpListener::start(std::string& error) {
         error = "control " + options_.name + " listener: pipe failed";
         return false;
     }
+    handoff_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (handoff_fd_ < 0) {
+        error = "control " + options_.name + " listener: eventfd failed";
+        return false;
+    }
     poller_ = std::thread([this] { poll_loop(); });
     for (uint32_t i = 0; i < options_.threads; ++i) {
         workers_.emplace_back([this] { worker_loop(); });
@@ -370,7 +414,8 @@ void HttpListener::stop() {
     ready_.clear();
     returned_.clear();
     waiting_.clear();
-    for (int& fd : {std::ref(listen_fd_), std::ref(wake_fd_[0]), std::ref(wake_fd_[1])}) {
+    for (int& fd : {std::ref(listen_fd_), std::ref(wake_fd_[0]), std::ref(wake_fd_[1]),
+                    std::ref(handoff_fd_)}) {
         if (fd >= 0) {
             ::close(fd);
             fd = -1;
@@ -617,6 +662,12 @@ void HttpListener::dispatch(std::unique_ptr<Connection> c) {
         ready_.push_back(std::move(c));
     }
     ready_cv_.notify_one();
+    // A worker lingering on its kept-alive connection gives it back and takes this one if no
+    // other worker is free.
+    if (lingering_.load() != 0) {
+        const uint64_t one = 1;
+        [[maybe_unused]] const ssize_t n = ::write(handoff_fd_, &one, sizeof one);
+    }
 }
 
 void HttpListener::worker_loop() {
@@ -632,6 +683,9 @@ void HttpListener::worker_loop() {
             ready_.pop_front();
         }
         serve(*c);
+        while (await_next_head(*c)) {
+            serve(*c);
+        }
         if (c->state == Connection::State::draining && c->deadline <= Clock::now()) {
             close_connection(std::move(c));
             continue;
@@ -653,7 +707,7 @@ void HttpListener::serve(Connection& c) {
     ++c.requests;
     const bool last = stopping_.load() || c.requests >= options_.max_requests_per_connection;
     bool closed = false;
-    const bool answered = serve_(stream, last, closed);
+    const bool answered = serve_(stream, last, closed) && stream.flush();
     t_current = nullptr;
     if (!answered || stream.failed()) {
         c.state = Connection::State::draining;
@@ -670,6 +724,66 @@ void HttpListener::serve(Connection& c) {
     c.deadline = Clock::now() + milliseconds(c.state == Connection::State::head
                                                  ? options_.header_timeout_ms
                                                  : options_.idle_timeout_ms);
+}
+
+// After an answer on a kept-alive connection: true when the next request's head is complete
+// in c.buffer, so this worker serves it too. False at once when the connection is not kept
+// alive, when another connection waits for a worker, or when the listener stops; else after
+// keepalive_linger_us without a complete head (whatever arrived stays in c.buffer for the
+// poller, with the header deadline running).
+bool HttpListener::await_next_head(Connection& c) {
+    using State = Connection::State;
+    const auto until = Clock::now() + std::chrono::microseconds(options_.keepalive_linger_us);
+    ++lingering_;
+    struct Leave {
+        std::atomic<uint32_t>& n;
+        ~Leave() { --n; }
+    } leave{lingering_};
+    for (;;) {
+        if (c.state != State::idle && c.state != State::head) {
+            return false;
+        }
+        if (head_complete(c.buffer, c.consumed)) {
+            return true;
+        }
+        if (c.unread() >= options_.max_head_bytes || stopping_.load(std::memory_order_relaxed)) {
+            return false;
+        }
+        {
+            std::lock_guard lock(mutex_);
+            if (!ready_.empty()) {
+                return false;
+            }
+        }
+        const ssize_t n = c.read_some(options_.max_head_bytes - c.unread());
+        if (n > 0) {
+            if (c.state == State::idle) {
+                c.state = State::head;
+                c.deadline = Clock::now() + milliseconds(options_.header_timeout_ms);
+            }
+            continue;
+        }
+        if (n != -2) {
+            return false;  // closed or failed: the poller sees it again and closes it
+        }
+        const auto left = std::chrono::duration_cast<std::chrono::microseconds>(until - Clock::now());
+        if (left.count() <= 0) {
+            return false;
+        }
+        // Slices of at most kStopCheckMs: a stop is seen. dispatch() wakes us through
+        // handoff_fd_ when a connection becomes ready (checked at the top of the loop).
+        const auto slice = std::min<std::chrono::microseconds>(left, milliseconds(kStopCheckMs));
+        timespec ts{static_cast<time_t>(slice.count() / 1000000),
+                    static_cast<long>(slice.count() % 1000000 * 1000)};
+        pollfd p[2] = {{c.fd, c.events, 0}, {handoff_fd_, POLLIN, 0}};
+        if (::ppoll(p, 2, &ts, nullptr) < 0 && errno != EINTR) {
+            return false;
+        }
+        if (p[1].revents != 0) {
+            uint64_t count = 0;
+            [[maybe_unused]] const ssize_t got = ::read(handoff_fd_, &count, sizeof count);
+        }
+    }
 }
 
 void HttpListener::close_connection(std::unique_ptr<Connection> c) {

@@ -6,9 +6,14 @@
 //     completes the TLS handshake and reads each request head without blocking, with a
 //     deadline (header_timeout_ms) and a size limit;
 //   - only a connection whose head has fully arrived goes to one of `threads` workers, which
-//     read the body and answer within request_timeout_ms, then hand a kept-alive connection
-//     back to the poller (idle_timeout_ms);
-// so slow or idle clients hold a file descriptor and a few KB each, never a worker.
+//     read the body and answer within request_timeout_ms with one write, then wait up to
+//     keepalive_linger_us for the client's next head (a route agent sends its next request
+//     right after the answer): a head that arrives is served on the same thread, with no hand-off
+//     to the poller and back; otherwise, or as soon as another connection is ready (dispatch()
+//     wakes lingering workers), the kept-alive connection goes back to the poller
+//     (idle_timeout_ms);
+// so slow or idle clients hold a file descriptor and a few KB each, and a worker only while no
+// other connection needs it, for at most keepalive_linger_us after an answer.
 #pragma once
 
 #include <httplib.h>
@@ -74,6 +79,7 @@ struct ListenerOptions {
     size_t max_head_bytes = 16 * 1024;
     uint64_t max_body_bytes = 1 << 20;  // with max_head_bytes: what one request may read
     uint32_t max_requests_per_connection = 1000;
+    uint32_t keepalive_linger_us = 2000;  // 0: every kept-alive connection goes back at once
 };
 
 class HttpListener {
@@ -96,6 +102,7 @@ private:
     void advance(Connection& c);  // handshake / read head without blocking
     void dispatch(std::unique_ptr<Connection> c);
     void serve(Connection& c);
+    bool await_next_head(Connection& c);  // within keepalive_linger_us, without blocking others
     void close_connection(std::unique_ptr<Connection> c);
     void refuse(int fd, int status, const std::string& message);
     bool evict_oldest_waiting(const std::string& peer_ip);  // "" = any client
@@ -105,6 +112,8 @@ private:
     policy::ConnectionLimiter limiter_;
     int listen_fd_ = -1;
     int wake_fd_[2] = {-1, -1};
+    int handoff_fd_ = -1;                 // eventfd: a connection is ready, lingering workers
+    std::atomic<uint32_t> lingering_{0};  // workers in await_next_head
     std::atomic<bool> stopping_{false};
     std::thread poller_;
     std::vector<std::thread> workers_;

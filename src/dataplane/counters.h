@@ -109,6 +109,10 @@ inline constexpr size_t kBurstBuckets = 7;
 // monotonic per-lcore counts, so a scrape resets nothing and a reader diffs two scrapes to see
 // the worst gap of an interval (the highest bucket that moved).
 inline constexpr size_t kPollGapBuckets = 18;
+// The same buckets split each iteration's own time (from its start to the end of its RX, TX,
+// timers and commands; an idle back-off sleep after it excluded) by whether the kernel switched
+// the thread out meanwhile (runtime/sched_watch.h): loop_work is what the switch's own work
+// costs a worker, loop_descheduled what the host's scheduler added.
 
 // Counter structs are generated from one list each, so a counter cannot miss its summation or
 // its metric: the struct's members, operator+= and -= and the exposition in metrics.cc all
@@ -163,6 +167,12 @@ inline constexpr size_t kBierMalformedReasons = 6;  // wire::BierParseError
       "Non-empty RX bursts by packet count")                                                      \
     A(poll_gap, uint64_t, kPollGapBuckets, "lcore_poll_gaps_total",                               \
       "Poll loop iterations by the time since the previous one began (le_us: upper bound)")       \
+    A(loop_work, uint64_t, kPollGapBuckets, "lcore_loop_work_total",                              \
+      "Poll loop iterations the kernel did not deschedule, by the worker's own work time in them " \
+      "(le_us: upper bound): the RX stalls the switch causes")                                    \
+    A(loop_descheduled, uint64_t, kPollGapBuckets, "lcore_loop_descheduled_total",               \
+      "Poll loop iterations during which the kernel switched the worker thread out, by their "    \
+      "time (le_us: upper bound): RX stalls the host causes")                                     \
     S(routed, total, "routed_packets_total", "IPv4 packets routed")                               \
     S(bridged, total, "bridged_packets_total", "Frames bridged to a known port in an L2 group")   \
     S(flooded, total, "flooded_packets_total", "Frames flooded in an L2 group (once per frame)")  \

@@ -261,14 +261,41 @@ std::vector<prometheus::MetricFamily> families(const Stats& s) {
     }
 
     {
-        auto& f = array_family(b, array_counter(kLcoreArrays, "poll_gap"));
-        for (const auto& [lcore, c] : s.per_lcore) {
-            for (size_t i = 0; i < dp::kPollGapBuckets; ++i) {
-                const std::string le =
-                    i + 1 < dp::kPollGapBuckets ? std::to_string(uint64_t{1} << i) : "+Inf";
-                Builder::add(f, d(c.poll_gap[i]), {{"lcore", std::to_string(lcore)}, {"le_us", le}});
+        // The three loop-time histograms share their buckets (dp::kPollGapBuckets).
+        const auto loop_histogram = [&](const ArrayCounter& a, auto member) {
+            auto& f = array_family(b, a);
+            for (const auto& [lcore, c] : s.per_lcore) {
+                for (size_t i = 0; i < dp::kPollGapBuckets; ++i) {
+                    const std::string le =
+                        i + 1 < dp::kPollGapBuckets ? std::to_string(uint64_t{1} << i) : "+Inf";
+                    Builder::add(f, d((c.*member)[i]),
+                                 {{"lcore", std::to_string(lcore)}, {"le_us", le}});
+                }
             }
+        };
+        loop_histogram(array_counter(kLcoreArrays, "poll_gap"), &dp::LcoreCounters::poll_gap);
+        loop_histogram(array_counter(kLcoreArrays, "loop_work"), &dp::LcoreCounters::loop_work);
+        loop_histogram(array_counter(kLcoreArrays, "loop_descheduled"),
+                       &dp::LcoreCounters::loop_descheduled);
+    }
+    for (const auto& [lcore, t] : s.lcore_threads) {
+        const std::string id = std::to_string(lcore);
+        b.gauge("lcore_deschedule_detection",
+                "1 if the worker tells iterations the kernel descheduled it in apart "
+                "(lcore_loop_descheduled_total), 0 if perf_event_open was refused",
+                t.detecting ? 1 : 0, {{"lcore", id}});
+        if (!t.found) {
+            continue;
         }
+        b.counter("lcore_context_switches_total",
+                  "Context switches of the worker thread by kind (involuntary: preempted), "
+                  "from /proc at the scrape",
+                  d(t.voluntary), {{"lcore", id}, {"kind", "voluntary"}});
+        b.counter("lcore_context_switches_total", "", d(t.involuntary),
+                  {{"lcore", id}, {"kind", "involuntary"}});
+        b.counter("lcore_run_delay_seconds_total",
+                  "Time the worker thread was runnable but waiting for a CPU (schedstat)",
+                  static_cast<double>(t.run_delay_ns) / 1e9, {{"lcore", id}});
     }
 
     {

@@ -14,6 +14,7 @@
 #include "dataplane/counters.h"
 #include "ina/chunk_table.h"
 #include "runtime/ports.h"
+#include "runtime/sched_watch.h"
 
 namespace ina::metrics {
 
@@ -133,6 +134,8 @@ struct Stats {
     std::vector<runtime::PortRuntime> ports;
     dp::LcoreCounters total;
     std::vector<std::pair<unsigned, dp::LcoreCounters>> per_lcore;
+    // Each worker thread's scheduler counters, read from /proc at the scrape.
+    std::vector<std::pair<unsigned, runtime::ThreadSched>> lcore_threads;
     ControlCounters control;
     size_t static_neighbours = 0;
     size_t learned_neighbours = 0;

@@ -59,6 +59,7 @@ bool Dataplane::init(const std::vector<unsigned>& worker_lcores, uint32_t max_fd
     for (unsigned lcore : worker_lcores) {
         Worker w;
         w.lcore_id = lcore;
+        w.sched = std::make_shared<SchedWatch>();
         void* mem = rte_zmalloc_socket("lcore_ctx", sizeof(pipeline::LcoreContext),
                                        RTE_CACHE_LINE_SIZE,
                                        static_cast<int>(rte_lcore_to_socket_id(lcore)));

@@ -17,6 +17,7 @@
 
 #include "dataplane/snapshot.h"
 #include "pipeline/context.h"
+#include "runtime/sched_watch.h"
 
 namespace ina::runtime {
 
@@ -41,6 +42,7 @@ struct Worker {
     rte_ring* control_tx = nullptr;         // control -> worker, SPSC, mbufs to transmit
     rte_ring* commands = nullptr;           // control -> worker, SPSC, dp::Command elements
     std::vector<rte_ring*> handoff_in;      // from each other worker, SPSC, mbufs (INA chunks)
+    std::shared_ptr<SchedWatch> sched;      // the worker thread's; attached by the worker
 };
 
 class Dataplane {

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The worker loop, after DPDK's l3fwd: drain TX on a TSC timer, poll every owned RX queue in
 // bursts, run each burst to completion through the pipeline, then report a quiescent state.
+// Per iteration (never per packet) it files its RX stall figures: the gap between two polls,
+// and the iteration's own time as the switch's or, if the kernel switched it out, the host's.
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
 #include <rte_lcore.h>
@@ -57,6 +59,8 @@ int worker_main(void* arg) {
     Worker& w = *self;
     pipeline::LcoreContext& ctx = *w.ctx;
     rte_rcu_qsbr_thread_online(dataplane.qsbr, lcore);
+    SchedWatch& sched = *w.sched;
+    sched.attach_calling_thread();
 
     rte_mbuf* pkts[pipeline::kMaxBurst];
     uint64_t last_drain = rte_rdtsc();
@@ -66,6 +70,11 @@ int worker_main(void* arg) {
     // 2^32 * tsc_hz cycles.
     const uint64_t gap_us_mult = (uint64_t{1000000} << 32) / rte_get_tsc_hz();
     uint64_t loop_start = last_drain;
+    // The previous iteration's own time and the scheduler sequence at its start (after an idle
+    // sleep: the sleep is the loop's own choice). It is classified once this iteration has
+    // started, so the sequence is compared over the whole of it, loop back-edge included.
+    uint64_t previous_work_us = 0;
+    uint32_t previous_sequence = sched.sequence();
 
     while (!dataplane.stop.load(std::memory_order_relaxed)) {
         // The snapshot pointer is read once per iteration and dropped before the quiescent
@@ -75,6 +84,10 @@ int worker_main(void* arg) {
         ctx.now_tsc = rte_rdtsc();
         ++ctx.counters.poll_gap[dp::poll_gap_bucket((ctx.now_tsc - loop_start) * gap_us_mult >> 32)];
         loop_start = ctx.now_tsc;
+        const uint32_t sequence = sched.sequence();
+        ++(sequence == previous_sequence ? ctx.counters.loop_work
+                                         : ctx.counters.loop_descheduled)[dp::poll_gap_bucket(previous_work_us)];
+        previous_sequence = sequence;
         if (rte_ring_count(w.commands) != 0) [[unlikely]] {
             drain_commands(w);
         }
@@ -133,6 +146,10 @@ int worker_main(void* arg) {
             pipeline::tx_flush_all(ctx);
             last_drain = ctx.now_tsc;
         }
+        // This iteration's own time, an idle sleep after it excluded: the switch's if the
+        // kernel does not switch the thread out before the next iteration starts, else the
+        // host's.
+        previous_work_us = (rte_rdtsc() - loop_start) * gap_us_mult >> 32;
         if (received != 0) {
             ++ctx.counters.busy_loops;
             ctx.last_rx_tsc = ctx.now_tsc;
@@ -143,6 +160,7 @@ int worker_main(void* arg) {
             pipeline::tx_flush_all(ctx);
             ++ctx.counters.idle_sleeps;
             rte_delay_us_sleep(loop.idle_sleep_us);
+            previous_sequence = sched.sequence();
         }
     }
     drain_control_tx(w);
