@@ -1197,8 +1197,11 @@ TEST(RoceS2sConfig, ReplicateNeedsEachConnectionsResultBuffer) {
 
 // Learning: each connection's root PSN is its REQ's Starting PSN and its result buffer the
 // REQ's INAR request; replication runs on what the CM exchange taught.
+// (Public: the tail scenario is a function run in two orders.)
 class RoceS2sLearnReplicate : public RoceS2sLearn {
-protected:
+public:
+    using RoceS2sLearn::connect;
+    using RoceS2sLearn::job;
     bool replicate() const override { return true; }
     // Rank's ACK of the root's result packet k on its connection, as rxe sends it: one per
     // packet asking for one, its PSN, MSN = messages completed (one packet each here).
@@ -1293,49 +1296,41 @@ TEST_F(RoceS2sLearnReplicate, WithoutTheCarrierTheWorkersAcksAreTheirOwn) {
     EXPECT_EQ(job->counters.result_acks_consumed, 0u);
 }
 
-// The tail of a replicated round against rxe (roce-vm-s2s-allreduce round 6, captured): rank 2
-// has ACKed every result and disconnected; the carrier's last ACKs and its DREQ come in one
-// burst. The root must still hear that every worker has the last results: it waits for them
-// (its RC retries on the carrier, whose worker is gone, for ever).
-TEST_F(RoceS2sLearnReplicate, TheCarriersLastAcksWithItsDisconnectStillReachTheRoot) {
-    connect(1);
-    connect(2);
-    results(4);
-    acks_burst(2, 0, 4, true);
-    acks_burst(1, 0, 2, false);
-    auto acks = acks_at_root();
-    ASSERT_EQ(acks.size(), 1u);
-    EXPECT_EQ(acks[0].p.bth.psn, kRootPsn[1] + 1);
-    acks_burst(1, 2, 4, true);
-    acks = acks_at_root();
+// The tail of a replicated round against rxe (roce-vm-s2s-allreduce round 6, captured): one
+// worker has ACKed every result and disconnected; the other's last ACKs and its DREQ come in
+// one burst. The root must still hear, on the carrier, that every worker has the last results:
+// it waits for them (its RC retries on the carrier for ever, and the carrier's worker may be
+// gone). `first` is the rank that leaves first.
+void tail_after_a_departure(RoceS2sLearnReplicate& t, int first) {
+    const int last = 3 - first;
+    t.connect(1);
+    t.connect(2);
+    t.results(4);
+    t.acks_burst(first, 0, 4, true);
+    t.acks_burst(last, 0, 2, false);
+    auto acks = t.acks_at_root();
+    ASSERT_EQ(acks.size(), 1u) << "on the carrier, not passed to the root's QP of rank 2's";
+    EXPECT_EQ(acks[0].p.bth.dest_qp, kRootQpn[1]);
+    EXPECT_EQ(acks[0].p.bth.psn, kRootPsn[1] + 1) << "only as far as the one still connected";
+    t.acks_burst(last, 2, 4, true);
+    acks = t.acks_at_root();
     ASSERT_EQ(acks.size(), 1u) << "the last results acknowledged by the worker that left last";
     EXPECT_EQ(acks[0].src, kWorker1);
     EXPECT_EQ(acks[0].p.bth.dest_qp, kRootQpn[1]);
     EXPECT_EQ(acks[0].p.bth.psn, kRootPsn[1] + 3);
     EXPECT_EQ(acks[0].p.aeth.msn, 4u);
     EXPECT_TRUE(acks[0].icrc_ok);
-    EXPECT_EQ(job->counters.connections_ended, 2u);
+    EXPECT_EQ(t.job->counters.result_acks_consumed, 8u);
+    EXPECT_EQ(t.job->counters.connections_ended, 2u);
 }
 
-// The other order: the carrier ACKed everything and left first; rank 2's last ACKs, after the
-// carrier's DREQ, are still the ones the root waits for (not passed to the root's QP of rank
-// 2's connection, which sent nothing).
+TEST_F(RoceS2sLearnReplicate, TheCarriersLastAcksWithItsDisconnectStillReachTheRoot) {
+    tail_after_a_departure(*this, 2);
+}
+
+// The other order: the carrier left first; rank 2's last ACKs, after the carrier's DREQ.
 TEST_F(RoceS2sLearnReplicate, ALaggardsAcksAfterTheCarrierLeftStillReachTheRoot) {
-    connect(1);
-    connect(2);
-    results(4);
-    acks_burst(1, 0, 4, true);
-    acks_burst(2, 0, 2, false);
-    auto acks = acks_at_root();
-    ASSERT_EQ(acks.size(), 1u);
-    EXPECT_EQ(acks[0].p.bth.psn, kRootPsn[1] + 1);
-    EXPECT_EQ(acks[0].p.bth.dest_qp, kRootQpn[1]) << "on the carrier, its worker gone or not";
-    acks_burst(2, 2, 4, true);
-    acks = acks_at_root();
-    ASSERT_EQ(acks.size(), 1u);
-    EXPECT_EQ(acks[0].p.bth.dest_qp, kRootQpn[1]);
-    EXPECT_EQ(acks[0].p.bth.psn, kRootPsn[1] + 3);
-    EXPECT_EQ(job->counters.result_acks_consumed, 8u);
+    tail_after_a_departure(*this, 1);
 }
 
 // Every worker ACKed and left, and the aggregated ACK of the tail was lost on the root's link:
