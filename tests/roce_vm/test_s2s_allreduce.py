@@ -26,8 +26,10 @@ roce-vm-rdma-allreduce, unchanged), inaswitch on the host ROUTING between the VM
      `replicate: true`: the root WRITEs each result once, on the carrier; the switch copies it
      to rank 2 on its connection (PSN, RETH VA and rkey learned from the CM REQ) and forwards
      the root the ACK both workers gave. The workers disconnect as soon as their results are in
-     (--linger-ms 0), racing the last ACKs (the tail that hung in session 7). Both results
-     bit-exact; the root completed `chunks` result WRITEs instead of world x chunks.
+     (--linger-ms 0) and rank 2's link delays what it sends by 100 ms, so the carrier's DREQ
+     reaches the switch before rank 2's last ACKs (the tail that hung in session 7; the capture
+     on the root's tap shows the order). Both results bit-exact; the root completed `chunks`
+     result WRITEs instead of world x chunks.
      INA_S2S_REPLICATE_ONLY=N runs this round alone, N times in one lab.
   In each, the programs exit 0, and no guest's rxe counted a retry-exceeded or RNR-exceeded
   error (its hw_counters, before and after).
@@ -45,8 +47,11 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "golden"))
 
+import rocecheck  # noqa: E402
 from lab import Lab, run_test, check, log, wait_until  # noqa: E402
+from pcapio import read_pcap  # noqa: E402
 from test_rdma_allreduce import (ELEMENTS, TIMEOUT_S, WORLD, allreduce, int32_inputs,  # noqa: E402
                                  root_cmd, stripped, worker_cmd)
 
@@ -61,6 +66,10 @@ DRAIN_AT = 256
 # completer_retry_err, which counts every go-back-N retry (a timeout or a NAK-sequence), the
 # recovery itself.
 RXE_FATAL = ("retry_exceeded_err", "retry_rnr_exceeded_err")
+# Replication round: rank 2's link delays what it sends, so that its last ACKs of the results
+# reach the switch after the carrier (rank 1, leaving at once) has sent its DREQ.
+LAGGARD_DELAY = "delay 100ms"
+OP_ACK, OP_UD_SEND_ONLY, CM_QPN, CM_DREQ = 0x11, 0x64, 1, 0x0015
 
 
 def switch_config(cfg: dict, lab, drain: bool = False, replicate: bool = False) -> dict:
@@ -166,6 +175,23 @@ def guest_rdma_state(vm) -> str:
     return out
 
 
+def tail_order(root_pcap: str, root_ip: str, carrier_ip: str) -> tuple[int | None, int | None]:
+    """On the root's tap: the indices of the carrier's DREQ toward the root and of the last ACK
+    toward the root on the carrier (the switch's aggregated ACK); None for one not seen."""
+    dreq = last_ack = None
+    for n, raw in enumerate(read_pcap(root_pcap)):
+        f = rocecheck.parse(raw)
+        if f is None or f.ip_dst != root_ip or f.ip_src != carrier_ip:
+            continue
+        if f.opcode == OP_ACK:
+            last_ack = n
+        elif f.opcode == OP_UD_SEND_ONLY and f.dest_qp == CM_QPN and dreq is None:
+            mad = raw[f.bth_offset + 12 + 8:]  # after the BTH and the DETH
+            if int.from_bytes(mad[16:18], "big") == CM_DREQ:
+                dreq = n
+    return dreq, last_ack
+
+
 def replicate_round(lab, data: tuple[list[str], str], tag: str) -> None:
     """Round 6, result replication: a new root with --results once, the job reloaded with
     replicate: true; both workers bit-exact, the root completed chunks result WRITEs, the switch
@@ -179,10 +205,13 @@ def replicate_round(lab, data: tuple[list[str], str], tag: str) -> None:
     root_vm.wait_rdma_cm_listen(timeout=60)
     rep_before = s2s(lab)
     paths, sha = data
-    cap = lab.capture("udp port 4791", snaplen=400, tag=tag.replace(" ", "-"))
+    cap = lab.capture("udp port 4791", tag=tag.replace(" ", "-"))
+    laggard = workers[1]
+    laggard.netem(LAGGARD_DELAY)
     try:
         # The workers leave as soon as their results are in (--linger-ms 0), before the root
-        # has heard every ACK: the tail that hung against rxe in session 7 (docs/rdma.md,
+        # has heard every ACK, and rank 2's ACKs come late: the carrier's DREQ passes the switch
+        # before them. The tail that hung against rxe in session 7 (docs/rdma.md,
         # "Departures"): the switch must still tell the root, on the carrier, what they got.
         res, _wall = int32_round(root_vm, workers, paths, sha, tag, extra="--linger-ms 0")
         if not root_vm._wait_for(lambda: root.rc is not None, 60):
@@ -194,8 +223,13 @@ def replicate_round(lab, data: tuple[list[str], str], tag: str) -> None:
             log(f"{tag}: captures {cap.stop()}")
         rc, out = root.wait(5)
     finally:
-        cap.stop()
+        laggard.netem(None)
+        pcaps = cap.stop()
     log(f"root, {tag}: {out.strip()}")
+    dreq, last_ack = tail_order(pcaps[root_vm.name], root_vm.ip, workers[0].ip)
+    check(dreq is not None and last_ack is not None and dreq < last_ack,
+          f"{tag}: the carrier's DREQ passed toward the root (frame {dreq}) before the root's "
+          f"last aggregated ACK (frame {last_ack}): the tail crossed the carrier's departure")
     check(rc == 0, f"{tag}: ina-rdma-root --results once served the round (exit {rc})")
     rep_round = [json.loads(line) for line in out.splitlines()
                  if line.startswith("{") and '"round"' in line][0]
