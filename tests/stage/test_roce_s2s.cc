@@ -1215,6 +1215,12 @@ public:
                                   rc::Reply{rc::aeth::kAckUnlimited, kRootPsn[rank] + k, k + 1});
         });
     }
+    // Both ranks connected, then the root's result packets 0..n-1 (results(n)).
+    void connected_with_results(uint32_t n) {
+        connect(1);
+        connect(2);
+        results(n);
+    }
     // The root's result packets 0..n-1 on the carrier; the carrier's and rank 2's copies taken.
     void results(uint32_t n) {
         for (uint32_t k = 0; k < n; ++k) {
@@ -1303,9 +1309,7 @@ TEST_F(RoceS2sLearnReplicate, WithoutTheCarrierTheWorkersAcksAreTheirOwn) {
 // gone). `first` is the rank that leaves first.
 void tail_after_a_departure(RoceS2sLearnReplicate& t, int first) {
     const int last = 3 - first;
-    t.connect(1);
-    t.connect(2);
-    t.results(4);
+    t.connected_with_results(4);
     t.acks_burst(first, 0, 4, true);
     t.acks_burst(last, 0, 2, false);
     auto acks = t.acks_at_root();
@@ -1337,9 +1341,7 @@ TEST_F(RoceS2sLearnReplicate, ALaggardsAcksAfterTheCarrierLeftStillReachTheRoot)
 // the root retransmits on the carrier, whose worker is gone. An RC responder acknowledges a
 // duplicate; the switch does it for the workers: the root hears where they all were.
 TEST_F(RoceS2sLearnReplicate, ARetransmissionAfterEveryWorkerLeftIsAcknowledged) {
-    connect(1);
-    connect(2);
-    results(4);
+    connected_with_results(4);
     acks_burst(2, 0, 4, true);
     acks_burst(1, 0, 4, true);
     ASSERT_FALSE(acks_at_root().empty());  // ... and lost
@@ -1362,9 +1364,7 @@ TEST_F(RoceS2sLearnReplicate, ARetransmissionAfterEveryWorkerLeftIsAcknowledged)
 // A worker still connected that has not ACKed holds the root back, whoever left: the carrier's
 // departure is no acknowledgement of anything rank 2 has not got.
 TEST_F(RoceS2sLearnReplicate, TheCarrierLeavingAcknowledgesNothingForTheOthers) {
-    connect(1);
-    connect(2);
-    results(4);
+    connected_with_results(4);
     acks_burst(2, 0, 1, false);
     acks_burst(1, 0, 4, true);
     auto acks = acks_at_root();
