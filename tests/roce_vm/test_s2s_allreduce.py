@@ -22,6 +22,15 @@ roce-vm-rdma-allreduce, unchanged), inaswitch on the host ROUTING between the VM
      256 chunks of it): the switch finishes the chunks it holds, then forwards the connections'
      WRITEs and the root's ACKs PSN/MSN-translated; the root reduces the rest itself (it gets
      between chunks and world x chunks WRITEs), the result is bit-exact.
+  6. Result replication: a new root with `--results once` and the job reloaded with
+     `replicate: true`: the root WRITEs each result once, on the carrier; the switch copies it
+     to rank 2 on its connection (PSN, RETH VA and rkey learned from the CM REQ) and forwards
+     the root the ACK both workers gave. The workers disconnect as soon as their results are in
+     (--linger-ms 0) and rank 2's link delays what it sends by 100 ms, so the carrier's DREQ
+     reaches the switch before rank 2's last ACKs (the tail that hung in session 7; the capture
+     on the root's tap shows the order). Both results bit-exact; the root completed `chunks`
+     result WRITEs instead of world x chunks.
+     INA_S2S_REPLICATE_ONLY=N runs this round alone, N times in one lab.
   In each, the programs exit 0, and no guest's rxe counted a retry-exceeded or RNR-exceeded
   error (its hw_counters, before and after).
 
@@ -38,8 +47,11 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "golden"))
 
+import rocecheck  # noqa: E402
 from lab import Lab, run_test, check, log, wait_until  # noqa: E402
+from pcapio import read_pcap  # noqa: E402
 from test_rdma_allreduce import (ELEMENTS, TIMEOUT_S, WORLD, allreduce, int32_inputs,  # noqa: E402
                                  root_cmd, stripped, worker_cmd)
 
@@ -54,13 +66,21 @@ DRAIN_AT = 256
 # completer_retry_err, which counts every go-back-N retry (a timeout or a NAK-sequence), the
 # recovery itself.
 RXE_FATAL = ("retry_exceeded_err", "retry_rnr_exceeded_err")
+# Replication round: rank 2's link delays what it sends, so that its last ACKs of the results
+# reach the switch after the carrier (rank 1, leaving at once) has sent its DREQ.
+LAGGARD_DELAY = "delay 100ms"
+OP_ACK, OP_UD_SEND_ONLY, CM_QPN, CM_DREQ = 0x11, 0x64, 1, 0x0015
 
 
-def switch_config(cfg: dict, lab, drain: bool = False) -> dict:
+def switch_config(cfg: dict, lab, drain: bool = False, replicate: bool = False) -> dict:
     cfg["rdma_s2s"] = {"jobs": [{"id": JOB, "root": lab.vms[0].ip, "world": WORLD, "op": "sum",
                                  "dtype": "int32", "chunk_bytes": CHUNK, "window": 64,
-                                 "learn": True, "drain": drain}]}
+                                 "learn": True, "drain": drain, "replicate": replicate}]}
     return cfg
+
+
+def replicating_config(cfg: dict, lab) -> dict:
+    return switch_config(cfg, lab, replicate=True)
 
 
 def drained_config(cfg: dict, lab) -> dict:
@@ -86,7 +106,8 @@ def s2s(lab) -> dict[str, float]:
              "aggregates_sent", "retransmits", "root_acks_consumed", "root_naks_consumed",
              "aggregates_acked", "icrc_errors", "not_contribution", "bad_contributions",
              "connections_learned", "connections_ended", "connections_replaced", "sessions",
-             "forwarded")
+             "forwarded", "results_replicated", "replicate_failed", "result_acks_consumed",
+             "result_acks_forwarded", "result_naks_forwarded")
     out = {n: m.get(f"inaswitch_rdma_s2s_{n}_total", job=JOB) for n in names}
     out["slots_in_use"] = m.get("inaswitch_rdma_s2s_slots_in_use", job=JOB)
     out["fallback"] = m.by_label("inaswitch_rdma_s2s_packets_total", "reason").get("fallback", 0)
@@ -129,20 +150,103 @@ def round_checks(tag: str, root_round: dict, sw: dict, res: list[dict], sessions
           f"{tag}: no ICRC error, non-contribution, bad contribution or fallback at the switch")
 
 
-def int32_round(root_vm, workers, inputs: list[str], sha: str,
-                tag: str) -> tuple[list[dict], float]:
+def int32_round(root_vm, workers, inputs: list[str], sha: str, tag: str,
+                extra: str = "") -> tuple[list[dict], float]:
     """One int32 AllReduce of the host-generated `inputs` on the listening root, every worker's
-    result checked bit-exact against `sha`; (the workers' JSON results, wall seconds)."""
+    result checked bit-exact against `sha`; (the workers' JSON results, wall seconds). `extra`:
+    more ina-rdma-worker options."""
     t0 = time.monotonic()
     res = allreduce(root_vm, workers,
                     [f"--type int32 --chunk-bytes {CHUNK} --input /root/{os.path.basename(p)} "
-                     f"--output /tmp/int32.out" for p in inputs], f"int32 {tag}")
+                     f"--output /tmp/int32.out {extra}" for p in inputs], f"int32 {tag}")
     wall = time.monotonic() - t0
     for vm in workers:
         _rc, out = vm.run("sha256sum /tmp/int32.out", check=True)
         check(out.split()[0] == sha, f"{tag}: {vm.name}'s int32 result bit-exact (sha256 "
               f"{sha[:16]}...)")
     return res, wall
+
+
+def guest_rdma_state(vm) -> str:
+    """What a guest's rxe says about its QPs and itself: for a failure's log."""
+    _rc, out = vm.run("rdma -d res show qp; rdma res show cq; "
+                      "cd /sys/class/infiniband/rxe0/ports/1/hw_counters && grep . *; "
+                      "dmesg | tail -n 20", timeout=60)
+    return out
+
+
+def tail_order(root_pcap: str, root_ip: str, carrier_ip: str) -> tuple[int | None, int | None]:
+    """On the root's tap: the indices of the carrier's DREQ toward the root and of the last ACK
+    toward the root on the carrier (the switch's aggregated ACK); None for one not seen."""
+    dreq = last_ack = None
+    for n, raw in enumerate(read_pcap(root_pcap)):
+        f = rocecheck.parse(raw)
+        if f is None or f.ip_dst != root_ip or f.ip_src != carrier_ip:
+            continue
+        if f.opcode == OP_ACK:
+            last_ack = n
+        elif f.opcode == OP_UD_SEND_ONLY and f.dest_qp == CM_QPN and dreq is None:
+            mad = raw[f.bth_offset + 12 + 8:]  # after the BTH and the DETH
+            if int.from_bytes(mad[16:18], "big") == CM_DREQ:
+                dreq = n
+    return dreq, last_ack
+
+
+def replicate_round(lab, data: tuple[list[str], str], tag: str) -> None:
+    """Round 6, result replication: a new root with --results once, the job reloaded with
+    replicate: true; both workers bit-exact, the root completed chunks result WRITEs, the switch
+    made the copies and aggregated the ACKs. Every frame on the taps is captured (RoCE headers
+    and the CM's MADs); if the root does not finish, the switch's counters, every guest's rxe
+    state and the capture's paths are logged before the failure (INA_ROCE_VM_KEEP=1 keeps them)."""
+    root_vm, workers = lab.vms[0], lab.vms[1:]
+    lab.reload_switch(replicating_config)
+    root = root_vm.start(root_cmd(root_vm, f"--rounds 1 --results once "
+                                           f"--timeout-ms {TIMEOUT_S * 1000}"))
+    root_vm.wait_rdma_cm_listen(timeout=60)
+    rep_before = s2s(lab)
+    paths, sha = data
+    cap = lab.capture("udp port 4791", tag=tag.replace(" ", "-"))
+    laggard = workers[1]
+    laggard.netem(LAGGARD_DELAY)
+    try:
+        # The workers leave as soon as their results are in (--linger-ms 0), before the root
+        # has heard every ACK, and rank 2's ACKs come late: the carrier's DREQ passes the switch
+        # before them. The tail that hung against rxe in session 7 (docs/rdma.md,
+        # "Departures"): the switch must still tell the root, on the carrier, what they got.
+        res, _wall = int32_round(root_vm, workers, paths, sha, tag, extra="--linger-ms 0")
+        if not root_vm._wait_for(lambda: root.rc is not None, 60):
+            log(f"{tag}: the root did not end within 60 s of the workers; switch: "
+                f"{delta(s2s(lab), rep_before)}; lcore reasons: "
+                f"{lab.switch.metrics().by_label('inaswitch_rdma_s2s_packets_total', 'reason')}")
+            for vm in lab.vms:
+                log(f"{vm.name} rdma state:\n{guest_rdma_state(vm)}")
+            log(f"{tag}: captures {cap.stop()}")
+        rc, out = root.wait(5)
+    finally:
+        laggard.netem(None)
+        pcaps = cap.stop()
+    log(f"root, {tag}: {out.strip()}")
+    dreq, last_ack = tail_order(pcaps[root_vm.name], root_vm.ip, workers[0].ip)
+    check(dreq is not None and last_ack is not None and dreq < last_ack,
+          f"{tag}: the carrier's DREQ passed toward the root (frame {dreq}) before the root's "
+          f"last aggregated ACK (frame {last_ack}): the tail crossed the carrier's departure")
+    check(rc == 0, f"{tag}: ina-rdma-root --results once served the round (exit {rc})")
+    rep_round = [json.loads(line) for line in out.splitlines()
+                 if line.startswith("{") and '"round"' in line][0]
+    rep = delta(s2s(lab), rep_before)
+    log(f"switch, {tag}: {rep}")
+    check(all(r["chunks"] == CHUNKS and r["results"] == CHUNKS for r in res),
+          f"{tag}: one result per chunk on every worker")
+    check(rep_round["ok"] and rep_round["results"] == "once" and
+          rep_round["results_written"] == CHUNKS,
+          f"{tag}: the root completed {rep_round['results_written']} result WRITEs "
+          f"= chunks ({CHUNKS}), not world x chunks ({WORLD * CHUNKS})")
+    check(rep["results_replicated"] >= (WORLD - 1) * CHUNKS and rep["replicate_failed"] == 0,
+          f"{tag}: the switch made {rep['results_replicated']:.0f} copies (>= "
+          f"{(WORLD - 1) * CHUNKS}), none failed")
+    check(rep["result_acks_consumed"] >= WORLD and rep["result_acks_forwarded"] > 0,
+          f"{tag}: {rep['result_acks_consumed']:.0f} worker ACKs consumed, "
+          f"{rep['result_acks_forwarded']:.0f} aggregated ACKs sent to the root")
 
 
 def worker_link_recovered(tag: str, d: dict) -> None:
@@ -159,7 +263,41 @@ def root_link_recovered(tag: str, d: dict) -> None:
           f"ACK timeout)")
 
 
+def replicate_only(worker_exe: str, root_exe: str, switch_exe: str, times: int) -> None:
+    """Round 6 alone, `times` times in one lab (INA_S2S_REPLICATE_ONLY=times): for chasing the
+    replication round against rxe without the five rounds before it."""
+    scratch = tempfile.mkdtemp(prefix="s2s-replicate-")
+    try:
+        data = int32_inputs(scratch, seed=20261129)
+        extra = [stripped(worker_exe, scratch), stripped(root_exe, scratch)]
+        extra += [(p, f"/root/{os.path.basename(p)}") for p in data[0]]
+        with Lab(1 + WORLD, fabric="inaswitch", switch_exe=switch_exe, routed=True,
+                 switch_config=replicating_config, extra_files=extra) as lab:
+            lab.reach_all()
+            rxe_before = [rxe_counters(vm) for vm in lab.vms]
+            for n in range(times):
+                t0 = time.monotonic()
+                replicate_round(lab, data, f"replicate {n + 1} of {times}")
+                log(f"replicate {n + 1} of {times}: passed in {time.monotonic() - t0:.1f}s")
+            check_rxe_counters(lab, rxe_before)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def check_rxe_counters(lab, rxe_before: list[dict[str, int]]) -> None:
+    for vm, start in zip(lab.vms, rxe_before):
+        now = rxe_counters(vm)
+        fatal = {k: now.get(k, 0) - start.get(k, 0) for k in RXE_FATAL}
+        log(f"{vm.name} rxe0: " + ", ".join(f"{k} {now[k] - start.get(k, 0)}"
+                                           for k in sorted(now)))
+        check(not any(fatal.values()), f"{vm.name}: rxe counted no retry-exceeded error ({fatal})")
+
+
 def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
+    if os.environ.get("INA_S2S_REPLICATE_ONLY"):
+        replicate_only(worker_exe, root_exe, switch_exe,
+                       int(os.environ["INA_S2S_REPLICATE_ONLY"]))
+        return
     scratch = tempfile.mkdtemp(prefix="s2s-allreduce-")
     # (tag, the VM whose link is lossy (index in lab.vms: 0 the root, 1 the carrier rank 1, 2
     # rank 2), what shows the recovery); each round new data and, after the first, a new
@@ -169,7 +307,7 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
                    (f"carrier rank 1 {LOSS}", 1, worker_link_recovered),
                    (f"root {LOSS}", 0, root_link_recovered)]
     try:
-        data = [int32_inputs(scratch, seed=20261124 + n) for n in range(len(rounds_plan))]
+        data = [int32_inputs(scratch, seed=20261124 + n) for n in range(len(rounds_plan) + 1)]
         drain_paths, drain_sha = int32_inputs(scratch, seed=99, elements=DRAIN_ELEMENTS)
         extra = [stripped(worker_exe, scratch), stripped(root_exe, scratch)]
         extra += [(p, f"/root/{os.path.basename(p)}")
@@ -253,13 +391,11 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
                   f"({final['connections_replaced']:.0f}), of "
                   f"{final['connections_learned']:.0f}")
 
-            for vm, start in zip(lab.vms, rxe_before):
-                now = rxe_counters(vm)
-                fatal = {k: now.get(k, 0) - start.get(k, 0) for k in RXE_FATAL}
-                log(f"{vm.name} rxe0: " + ", ".join(f"{k} {now[k] - start.get(k, 0)}"
-                                                   for k in sorted(now)))
-                check(not any(fatal.values()),
-                      f"{vm.name}: rxe counted no retry-exceeded error ({fatal})")
+            # 6. Result replication: the root writes each result once (on the carrier), the
+            # switch (the job reloaded with replicate: true: a new state) copies it to rank 2.
+            replicate_round(lab, data[-1], "replicate")
+
+            check_rxe_counters(lab, rxe_before)
             check(all(r.get("ok", False) for _tag, res, _w, _d in done for r in res),
                   "every worker reported ok")
             log(f"timings: boot {lab.timings.get('boot_s', 0):.1f}s; int32 1 MiB x {WORLD}: " +

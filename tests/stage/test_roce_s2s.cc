@@ -1197,9 +1197,62 @@ TEST(RoceS2sConfig, ReplicateNeedsEachConnectionsResultBuffer) {
 
 // Learning: each connection's root PSN is its REQ's Starting PSN and its result buffer the
 // REQ's INAR request; replication runs on what the CM exchange taught.
+// (Public: the tail scenario is a function run in two orders.)
 class RoceS2sLearnReplicate : public RoceS2sLearn {
-protected:
+public:
+    using RoceS2sLearn::connect;
+    using RoceS2sLearn::job;
     bool replicate() const override { return true; }
+    // Rank's ACK of the root's result packet k on its connection, as rxe sends it: one per
+    // packet asking for one, its PSN, MSN = messages completed (one packet each here).
+    Bytes result_ack(int rank, uint32_t k) {
+        rc::Ipv4Path a;
+        a.src_ip = worker_ip(rank);
+        a.dst_ip = kRoot;
+        a.dest_qp = kRootQpn[rank];
+        return frame(a.src_ip, [&](uint8_t* out, size_t cap) {
+            return rc::encode_ack(out, cap, a, 1,
+                                  rc::Reply{rc::aeth::kAckUnlimited, kRootPsn[rank] + k, k + 1});
+        });
+    }
+    // Both ranks connected, then the root's result packets 0..n-1 (results(n)).
+    void connected_with_results(uint32_t n) {
+        connect(1);
+        connect(2);
+        results(n);
+    }
+    // The root's result packets 0..n-1 on the carrier; the carrier's and rank 2's copies taken.
+    void results(uint32_t n) {
+        for (uint32_t k = 0; k < n; ++k) {
+            send(result(k, k));
+        }
+        EXPECT_EQ(to(kWorker1).size(), n);
+        EXPECT_EQ(to(kWorker2).size(), n);
+    }
+    // Rank's ACKs of packets from..to-1 and then, when `then_dreq`, its DREQ: ONE burst, as
+    // they leave the worker (rxe ACKs the last results, ina-rdma-worker sees them and
+    // disconnects at once).
+    void acks_burst(int rank, uint32_t from, uint32_t to_k, bool then_dreq) {
+        std::vector<rte_mbuf*> burst;
+        const uint16_t port = port_of(worker_ip(rank));
+        for (uint32_t k = from; k < to_k; ++k) {
+            burst.push_back(mbuf(result_ack(rank, k), port));
+        }
+        if (then_dreq) {
+            burst.push_back(mbuf(dreq(rank), port));
+        }
+        run(burst);
+    }
+    // The ACKs toward the root (the DREQs, passed untouched, left out).
+    std::vector<Seen> acks_at_root() {
+        std::vector<Seen> out;
+        for (auto& s : to(kRoot)) {
+            if (s.p.bth.opcode == rc::op::kAcknowledge) {
+                out.push_back(s);
+            }
+        }
+        return out;
+    }
 };
 
 TEST_F(RoceS2sLearnReplicate, TheRequestTeachesTheLegAndTheResultBuffer) {
@@ -1247,6 +1300,83 @@ TEST_F(RoceS2sLearnReplicate, WithoutTheCarrierTheWorkersAcksAreTheirOwn) {
     EXPECT_EQ(passed[0].p.bth.dest_qp, kRootQpn[2]);
     EXPECT_EQ(passed[0].p.bth.psn, kRootPsn[2]);
     EXPECT_EQ(job->counters.result_acks_consumed, 0u);
+}
+
+// The tail of a replicated round against rxe (roce-vm-s2s-allreduce round 6, captured): one
+// worker has ACKed every result and disconnected; the other's last ACKs and its DREQ come in
+// one burst. The root must still hear, on the carrier, that every worker has the last results:
+// it waits for them (its RC retries on the carrier for ever, and the carrier's worker may be
+// gone). `first` is the rank that leaves first.
+void tail_after_a_departure(RoceS2sLearnReplicate& t, int first) {
+    const int last = 3 - first;
+    t.connected_with_results(4);
+    t.acks_burst(first, 0, 4, true);
+    t.acks_burst(last, 0, 2, false);
+    auto acks = t.acks_at_root();
+    ASSERT_EQ(acks.size(), 1u) << "on the carrier, not passed to the root's QP of rank 2's";
+    EXPECT_EQ(acks[0].p.bth.dest_qp, kRootQpn[1]);
+    EXPECT_EQ(acks[0].p.bth.psn, kRootPsn[1] + 1) << "only as far as the one still connected";
+    t.acks_burst(last, 2, 4, true);
+    acks = t.acks_at_root();
+    ASSERT_EQ(acks.size(), 1u) << "the last results acknowledged by the worker that left last";
+    EXPECT_EQ(acks[0].src, kWorker1);
+    EXPECT_EQ(acks[0].p.bth.dest_qp, kRootQpn[1]);
+    EXPECT_EQ(acks[0].p.bth.psn, kRootPsn[1] + 3);
+    EXPECT_EQ(acks[0].p.aeth.msn, 4u);
+    EXPECT_TRUE(acks[0].icrc_ok);
+    EXPECT_EQ(t.job->counters.result_acks_consumed, 8u);
+    EXPECT_EQ(t.job->counters.connections_ended, 2u);
+}
+
+TEST_F(RoceS2sLearnReplicate, TheCarriersLastAcksWithItsDisconnectStillReachTheRoot) {
+    tail_after_a_departure(*this, 2);
+}
+
+// The other order: the carrier left first; rank 2's last ACKs, after the carrier's DREQ.
+TEST_F(RoceS2sLearnReplicate, ALaggardsAcksAfterTheCarrierLeftStillReachTheRoot) {
+    tail_after_a_departure(*this, 1);
+}
+
+// Every worker ACKed and left, and the aggregated ACK of the tail was lost on the root's link:
+// the root retransmits on the carrier, whose worker is gone. An RC responder acknowledges a
+// duplicate; the switch does it for the workers: the root hears where they all were.
+TEST_F(RoceS2sLearnReplicate, ARetransmissionAfterEveryWorkerLeftIsAcknowledged) {
+    connected_with_results(4);
+    acks_burst(2, 0, 4, true);
+    acks_burst(1, 0, 4, true);
+    ASSERT_FALSE(acks_at_root().empty());  // ... and lost
+    send(result(2, 2));
+    send(result(3, 3));
+    free_mbufs(take_tx(kR0));
+    stray.clear();
+    const auto acks = acks_at_root();  // rank 2's port too: its frames become strays
+    EXPECT_TRUE(std::none_of(stray.begin(), stray.end(),
+                             [](const Seen& x) { return x.dst == kWorker2; }))
+        << "no copy for a worker that left";
+    ASSERT_FALSE(acks.empty()) << "the retransmitting root hears the workers' last ACK";
+    for (const auto& a : acks) {
+        EXPECT_EQ(a.p.bth.dest_qp, kRootQpn[1]);
+        EXPECT_EQ(a.p.bth.psn, kRootPsn[1] + 3);
+        EXPECT_EQ(a.p.aeth.msn, 4u);
+    }
+}
+
+// A worker still connected that has not ACKed holds the root back, whoever left: the carrier's
+// departure is no acknowledgement of anything rank 2 has not got.
+TEST_F(RoceS2sLearnReplicate, TheCarrierLeavingAcknowledgesNothingForTheOthers) {
+    connected_with_results(4);
+    acks_burst(2, 0, 1, false);
+    acks_burst(1, 0, 4, true);
+    auto acks = acks_at_root();
+    ASSERT_EQ(acks.size(), 1u);
+    EXPECT_EQ(acks[0].p.bth.psn, kRootPsn[1]) << "only as far as rank 2 acknowledged";
+    // The root retransmits packet 1 on the carrier: rank 2 gets its copy (its leg's PSN).
+    send(result(1, 1));
+    const auto copy = to(kWorker2);
+    ASSERT_EQ(copy.size(), 1u);
+    EXPECT_EQ(copy[0].p.bth.psn, kRootPsn[2] + 1);
+    free_mbufs(take_tx(kR0));
+    EXPECT_TRUE(acks_at_root().empty()) << "nothing new acknowledged";
 }
 
 }  // namespace

@@ -477,6 +477,21 @@ struct Burst {
     // worker) copied onto every other live connection.
     void replicate(JobState& job, rte_mbuf* m, const pipeline::PacketMeta& pm,
                    const rc::Packet& p) {
+        const uint32_t after = rc::psn_add(p.bth.psn, 1);
+        if (rc::psn_diff(after, job.res_sent) > 0) {
+            job.res_sent = after;
+        }
+        if (!job.conns[0].live) {
+            // The carrier's worker left: nobody answers a duplicate in its place but the
+            // switch. A retransmission of what every worker acknowledged (the aggregated ACK
+            // was lost) hears, at the burst's end, where the workers are, as from a responder.
+            uint32_t floor = 0, msn = 0;
+            if (job.result_floor(floor, msn) && rc::psn_diff(p.bth.psn, floor) < 0) {
+                job.res_duplicate = true;
+                job.res_ack_owed = true;
+                touch(job);
+            }
+        }
         rte_mbuf* frames[kMaxConns];
         uint16_t n = 0;
         for (uint16_t i = 1; i < job.params.n_conns; ++i) {
@@ -633,7 +648,7 @@ JobState::JobState(const JobParams& p)
             kContributorBsl, 0, std::vector<wire::BfrId>{static_cast<wire::BfrId>(cp.rank)});
         c.res_next = cp.root_psn & 0xFFFFFF;
     }
-    res_told = p.conns[0].root_psn & 0xFFFFFF;
+    res_told = res_sent = p.conns[0].root_psn & 0xFFFFFF;
     // Aggregates are the carrier worker's: its address and source port, the root's QPN.
     to_root.src_ip = p.conns[0].worker_ip;
     to_root.dst_ip = p.root_ip;
@@ -674,10 +689,42 @@ uint32_t JobState::from_carrier(uint16_t i, uint32_t psn) const {
     return rc::psn_add(psn, (conns[i].params.root_psn - conns[0].params.root_psn) & 0xFFFFFF);
 }
 
-bool JobState::result_floor(uint32_t& psn, uint32_t& msn) const {
-    bool any = false;
+bool JobState::in_results(uint16_t i) const {
+    const Connection& c = conns[i];
+    if (!params.learn) {
+        return c.live;  // static: always
+    }
+    // A connection still live from an earlier session (its DREQ lost) is no part of this one.
+    return c.session != 0 && c.session == session;
+}
+
+uint16_t JobState::find_in_results(bool toward_root, uint32_t worker_ip, uint32_t dest_qp) const {
     for (uint16_t i = 0; i < params.n_conns; ++i) {
         const Connection& c = conns[i];
+        if (in_results(i) && c.params.worker_ip == worker_ip &&
+            (toward_root ? c.params.root_qpn : c.params.worker_qpn) == dest_qp) {
+            return i;
+        }
+    }
+    return params.n_conns;
+}
+
+bool JobState::result_floor(uint32_t& psn, uint32_t& msn) const {
+    if (!carrier_open()) {
+        return false;
+    }
+    // Over the live workers of the session: an ended one holds nothing back (it left holding
+    // every result). Its departure acknowledges nothing for the others.
+    bool any = false;
+    uint32_t high_msn = 0;
+    for (uint16_t i = 0; i < params.n_conns; ++i) {
+        const Connection& c = conns[i];
+        if (!in_results(i)) {
+            continue;
+        }
+        if (rc::psn_diff(c.res_msn, high_msn) > 0) {
+            high_msn = c.res_msn;
+        }
         if (!c.live) {
             continue;
         }
@@ -690,7 +737,13 @@ bool JobState::result_floor(uint32_t& psn, uint32_t& msn) const {
         }
         any = true;
     }
-    return any;
+    if (!any) {
+        // Every worker of the session left after the last result they had: all the root sent
+        // is acknowledged (its QP on the carrier still waits for that, their ACKs consumed).
+        psn = res_sent;
+        msn = high_msn;
+    }
+    return true;
 }
 
 bool JobState::try_forwarding() {
@@ -753,7 +806,7 @@ void JobState::go_live(uint16_t i, uint32_t worker_ip, uint32_t worker_qpn, uint
         to_root.src_ip = worker_ip;
         to_root.src_port = rc::source_port_for_qp(worker_qpn);
         to_root.dest_qp = root_qpn;
-        res_told = c.params.root_psn;
+        res_told = res_sent = c.params.root_psn;
         res_ack_owed = res_duplicate = res_nak_any = false;
     }
     ++counters.connections_learned;
@@ -955,9 +1008,11 @@ uint16_t s2s_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
             out.push(pass, m);
             continue;
         }
-        const uint16_t conn = cv != nullptr ? cv->conn
-                                            : job->find_live(to_root, to_root ? src : dst,
-                                                             p.bth.dest_qp);
+        const uint32_t worker = to_root ? src : dst;
+        const uint16_t conn =
+            cv != nullptr  ? cv->conn
+            : result_path ? job->find_in_results(to_root, worker, p.bth.dest_qp)
+                          : job->find_live(to_root, worker, p.bth.dest_qp);
         if (conn >= job->params.n_conns) {
             ++lcore_counter(ctx, LcoreCounter::passed);  // to or from the root, no connection
             out.push(pass, m);
@@ -969,9 +1024,10 @@ uint16_t s2s_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
             continue;
         }
         Connection& c = job->conns[conn];
-        if (result_path && !job->conns[0].live) {
-            // Learning, the carrier not connected (yet, or any more): nothing to copy from or
-            // to answer on; the packet is the endpoints' own.
+        if (result_path && !job->carrier_open()) {
+            // Learning, the carrier not connected in this session (yet): nothing to copy from
+            // or to answer on; the packet is the endpoints' own. Once it was, the leg stays open
+            // after its DREQ: the root still waits for its last results to be acknowledged.
             ++lcore_counter(ctx, LcoreCounter::passed);
             out.push(pass, m);
             continue;

@@ -125,6 +125,7 @@ struct alignas(64) JobState {
     bool forwarding = false;
     // Replication, in the carrier's root -> worker PSN space: what the root has been told.
     uint32_t res_told = 0;        // the first PSN the root has not heard acknowledged
+    uint32_t res_sent = 0;        // the first PSN past every result packet the root sent
     bool res_ack_owed = false;    // a worker ACKed in this burst: evaluate the minimum at its end
     bool res_duplicate = false;   // a worker re-ACKed (the root retransmits): tell it again
     bool res_nak_any = false;     // a NAK went to the root (res_nak_psn valid)
@@ -152,8 +153,20 @@ struct alignas(64) JobState {
     // Replication: connection i's root -> worker PSN moved into the carrier's space and back.
     uint32_t to_carrier(uint16_t i, uint32_t psn) const;
     uint32_t from_carrier(uint16_t i, uint32_t psn) const;
+    // Replication: whether connection i belongs to the results of the current session: live,
+    // or (learning) gone live in this session and ended since by a DREQ. A worker disconnects
+    // once it holds every result (ina-rdma-worker), its ACKs of them sent before the DREQ: an
+    // ended connection acknowledged all it needs and sends nothing more.
+    bool in_results(uint16_t i) const;
+    // Replication: the root's carrier leg is open: its connection is in the session's results,
+    // live or ended (the root's QP still waits for its result WRITEs to be acknowledged).
+    bool carrier_open() const { return in_results(0); }
+    // Replication: the connection of a result-path packet among those in_results (n_conns when
+    // none): an ended carrier still carries the root's WRITEs and the aggregated ACKs.
+    uint16_t find_in_results(bool toward_root, uint32_t worker_ip, uint32_t dest_qp) const;
     // Replication: the first carrier PSN some live worker has not acknowledged, and the least
-    // MSN they reported. False when no connection is live.
+    // MSN they reported; with every worker of the session ended, everything the root sent
+    // (res_sent) and the highest MSN. False when the carrier leg is not open.
     bool result_floor(uint32_t& psn, uint32_t& msn) const;
 };
 

@@ -157,6 +157,21 @@ ClientStats Client::allreduce(std::span<const std::byte> input, std::span<std::b
     st.goodput_gbit_per_s =
         st.seconds > 0 ? static_cast<double>(input.size()) * 8 / st.seconds / 1e9 : 0;
     if (!root_disconnected) {
+        // Every result in and every WRITE acknowledged: the root ends the connection once its
+        // result WRITEs completed. Until then this QP still answers a retransmitted result
+        // (its ACK lost) with an ACK; leaving at once made the root retry for ever.
+        try {
+            const Deadline linger_end = std::min(deadline, Clock::now() + opt_.linger);
+            while (!root_disconnected) {
+                root_disconnected =
+                    channel.next(linger_end, "the root's disconnect").type() ==
+                    RDMA_CM_EVENT_DISCONNECTED;
+            }
+        } catch (const Error&) {
+            // The root did not end it in time: end it here, as before.
+        }
+    }
+    if (!root_disconnected) {
         st.disconnect_error = disconnect(channel, id, Clock::now() + std::chrono::seconds(5));
     }
     return st;

@@ -39,6 +39,11 @@ struct ClientOptions {
     uint32_t chunk_bytes = 1024;  // one RoCE packet at the rxe/1500-byte-MTU path MTU
     uint32_t window = 32;         // chunks in flight
     std::chrono::milliseconds timeout{60000};
+    // Every result in: how long to wait for the root to end the connection before ending it
+    // here. The root ends it once its result WRITEs completed; an RC responder that leaves
+    // first cannot re-ACK a result whose ACK was lost, and the root would retry for ever. More
+    // than a few of the root's RC retransmission timeouts (rxe: ~2.3 s observed).
+    std::chrono::milliseconds linger{10000};
 };
 
 struct ClientStats {

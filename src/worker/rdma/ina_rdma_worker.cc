@@ -60,6 +60,7 @@ int main(int argc, char** argv) {
     uint64_t elements = 1 << 18;
     uint64_t seed = 1;
     uint32_t timeout_ms = 60000;
+    uint32_t linger_ms = 10000;
     uint32_t iterations = 1;
     uint32_t gid_index = 0;
     uint32_t psn = 0;
@@ -107,6 +108,10 @@ int main(int argc, char** argv) {
     app.add_option("--window", o.window, "WRITEs in flight")->default_val(32);
     app.add_option("--seed", seed, "data seed")->default_val(1);
     app.add_option("--timeout-ms", timeout_ms, "deadline of each AllReduce")->default_val(60000);
+    app.add_option("--linger-ms", linger_ms,
+                   "server-to-server: every result in, how long to wait for the root to "
+                   "disconnect before disconnecting (0: at once)")
+        ->default_val(10000);
     app.add_option("--input", input_path,
                    "reduce this file (raw little-endian elements of --type) instead of generated "
                    "data; nothing is verified then");
@@ -151,6 +156,7 @@ int main(int argc, char** argv) {
     o.elem_type = *elem_type;
     o.op = *op;
     o.timeout = std::chrono::milliseconds(timeout_ms);
+    o.linger = std::chrono::milliseconds(linger_ms);
 
     try {
         const size_t esize = reduce::elem_size(o.elem_type);

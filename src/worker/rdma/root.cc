@@ -362,6 +362,10 @@ RoundStats Round::run(Deadline deadline) {
         }
         if (work_done() && !grace_end) {
             grace_end = now + std::chrono::milliseconds(opt_.disconnect_grace_ms);
+            // Every result WRITE completed: every worker holds its results, and the root ends
+            // the connections (a worker waits for that: until then it re-ACKs a result whose
+            // ACK was lost); their DISCONNECTED events end the round, or the grace does.
+            disconnect_stragglers();
         }
         if (grace_end && now >= *grace_end) {
             disconnect_stragglers();
@@ -385,6 +389,9 @@ RoundStats Round::run(Deadline deadline) {
         const size_t n = cq_->wait(wcs, grace_end ? std::min(deadline, *grace_end) : deadline,
                                    cm_fd);
         for (size_t i = 0; i < n; ++i) {
+            if (grace_end && wcs[i].status == IBV_WC_WR_FLUSH_ERR) {
+                continue;  // the receives still posted, flushed by the root's own disconnect
+            }
             on_completion(wcs[i]);
         }
         send_ready_results();

@@ -14,10 +14,11 @@
 // The first valid connect request fixes the job (mode, job id, world, type, op, elements,
 // chunk_bytes, window; `expected_world` if set must match); every later request must agree and
 // use a free rank, or is rejected with a RejectReason in the reject's private data and the
-// root keeps serving the others. A round ends when every chunk's result WRITEs completed and
-// every worker disconnected, or, with the results all written, when the disconnect grace runs
-// out or the next round's first connect request arrives (a worker's DREQ lost under loss): the
-// root then disconnects the rest itself and hands that request to the next round. A worker that
+// root keeps serving the others. Once every chunk's result WRITEs completed the root
+// disconnects every worker (each waits for that, so that a result whose ACK was lost is still
+// re-ACKed to the root's retransmission); the round ends when every worker is disconnected, or
+// when the disconnect grace runs out or the next round's first connect request arrives (a DREQ
+// or DREP lost under loss): the root then hands that request to the next round. A worker that
 // disconnects before the results, a failed completion or the deadline end it with Error.
 #pragma once
 
