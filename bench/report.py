@@ -363,7 +363,8 @@ def write(res, doc, result_path):
               "**with** the switch aggregating (an `rdma_s2s` job learning the connections from "
               "the RDMA CM exchange: the root gets one WRITE per chunk) and **without** (the job "
               "reloaded away: the switch forwards, the root reduces world × chunks WRITEs). "
-              "Rounds alternate, %d of each, every result checked bit-exact; the VMs are slow, "
+              "After one unmeasured round, rounds alternate, %d of each, every result checked "
+              "bit-exact; the VMs are slow, "
               "the ratio is what counts." % (rv["world"], rv["bytes_per_worker"] // 1024,
                                              rv["chunk_bytes"], rv["repeat"]), "",
               "| mode | wall s (min / median / max) | the root's contribution WRITEs per round |",

@@ -4,9 +4,9 @@ second bench row): Debian's kernel with rdma_rxe in qemu VMs (tests/roce_vm's la
 workers, inaswitch on the host routing between their taps), `ina-rdma-worker --mode
 server-to-server` in each worker VM and `ina-rdma-root` in the root VM, the same command with the
 switch aggregating (an `rdma_s2s` job learning the connections from the RDMA CM exchange) and
-without (no job: the switch forwards, the root reduces world x chunks WRITEs itself). Rounds
-alternate with and without, so a load change hits both; every round's int32 result is checked
-bit-exact against the host's sum. The VMs run under TCG (no KVM): absolute times are slow and
+without (no job: the switch forwards, the root reduces world x chunks WRITEs itself). After one
+unmeasured round, rounds alternate with and without, so a load change hits both; every round's
+int32 result is checked bit-exact against the host's sum. The VMs run under TCG (no KVM): absolute times are slow and
 what counts is the ratio."""
 import json
 import os
@@ -59,8 +59,13 @@ def measure(build, repeat, elements, log=print):
             root_vm, workers = lab.vms[0], lab.vms[1:]
             lab.reach_all()
             root = root_vm.start(root_cmd(root_vm, "--rounds %d --timeout-ms 120000" %
-                                          (repeat * len(modes))))
+                                          (1 + repeat * len(modes))))
             root_vm.wait_rdma_cm_listen(timeout=60)
+            # One unmeasured round first: the guests' first connections and page faults.
+            warm_paths, _sha = data[0]
+            allreduce(root_vm, workers,
+                      ["--type int32 --chunk-bytes %d --input /root/%s --output /tmp/int32.out"
+                       % (CHUNK, os.path.basename(p)) for p in warm_paths], "bench warm-up")
             for n in range(repeat):
                 paths, sha = data[n]
                 for label, with_job in modes:
@@ -83,7 +88,7 @@ def measure(build, repeat, elements, log=print):
             check(rc == 0, "ina-rdma-root served every round (exit %d)" % rc)
             rounds = [json.loads(line) for line in out.splitlines()
                       if line.startswith("{") and '"round"' in line]
-            for k, r in enumerate(rounds):
+            for k, r in enumerate(rounds[1:]):
                 roots[modes[k % len(modes)][0]].append(r.get("contributions"))
         with_s = statistics.median(runs[modes[0][0]])
         without_s = statistics.median(runs[modes[1][0]])
