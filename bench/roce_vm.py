@@ -6,8 +6,8 @@ server-to-server` in each worker VM and `ina-rdma-root` in the root VM, the same
 switch aggregating (an `rdma_s2s` job learning the connections from the RDMA CM exchange) and
 without (no job: the switch forwards, the root reduces world x chunks WRITEs itself). After one
 unmeasured round, rounds alternate with and without, so a load change hits both; every round's
-int32 result is checked bit-exact against the host's sum. The VMs run under TCG (no KVM): absolute times are slow and
-what counts is the ratio."""
+int32 result is checked bit-exact against the host's sum. The VMs run under TCG (no KVM):
+absolute times are slow and what counts is the ratio."""
 import json
 import os
 import shutil
