@@ -303,6 +303,19 @@ arp:
   request_interval_ms: 1000
 )";
 
+const std::string kInaAggregatorYaml = std::string(kStageYaml) + R"(ina:
+  jobs:
+    - job_id: 7
+      role: aggregator
+      bsl: 64
+      abm: "1-2"
+      op: sum
+      elem_type: int32
+      max_elements: 16
+      window: 8
+      root: 10.0.2.2
+)";
+
 namespace {
 rte_ether_addr device_mac(uint16_t port) {
     return rte_ether_addr{{0x02, 0, 0, 0, 0, static_cast<uint8_t>(port + 1)}};

@@ -108,6 +108,9 @@ void fix_ipv4_checksum(Bytes& frame);
 inline constexpr uint16_t kR0 = 0, kR1 = 1, kG0 = 2, kG1 = 3, kG2 = 4, kH0 = 6, kH1 = 7;
 inline constexpr uint16_t kLan = 0, kDmz = 1;
 extern const char* const kStageYaml;
+// kStageYaml with INA job 7: aggregator of BFR-ids 1-2 (BSL 64), int32 sum of up to 16
+// elements, window 8, root 10.0.2.2 (behind r1).
+extern const std::string kInaAggregatorYaml;
 
 rte_ether_addr port_mac(uint16_t port);  // the MAC the snapshot gives each port
 inline constexpr rte_ether_addr kNbR1Gw{{0x02, 0xaa, 0x00, 0x00, 0x02, 0x02}};   // 10.0.2.2

@@ -22,18 +22,6 @@ namespace {
 constexpr uint32_t kJob = 7;
 constexpr uint16_t kInaPort = 9470;
 
-const std::string kInaYaml = std::string(kStageYaml) + R"(ina:
-  jobs:
-    - job_id: 7
-      role: aggregator
-      bsl: 64
-      abm: "1-2"
-      op: sum
-      elem_type: int32
-      max_elements: 16
-      window: 8
-      root: 10.0.2.2
-)";
 
 ina::JobParams job_params() { return ina_job_params(kJob, {1, 2}, ina::Role::aggregator); }
 
@@ -41,7 +29,7 @@ class InaInput : public StageTest {
 protected:
     void SetUp() override {
         StageTest::SetUp();
-        build(kInaYaml);
+        build(kInaAggregatorYaml);
         table = std::make_unique<ina::ChunkTable>(job_params());
         ASSERT_TRUE(pipeline::attach_ina_table(*ctx, *snap, kJob, 0, table.get()));
         ctx->pool = pool;

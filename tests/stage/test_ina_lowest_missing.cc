@@ -23,24 +23,12 @@ namespace {
 constexpr uint32_t kJob = 7;
 constexpr size_t kInaAt = 14 + 20 + 8;  // the INA header in a frame
 
-const std::string kAggYaml = std::string(kStageYaml) + R"(ina:
-  jobs:
-    - job_id: 7
-      role: aggregator
-      bsl: 64
-      abm: "1-2"
-      op: sum
-      elem_type: int32
-      max_elements: 16
-      window: 8
-      root: 10.0.2.2
-)";
 
 class InaLowestMissing : public StageTest {
 protected:
     void SetUp() override {
         StageTest::SetUp();
-        build(kAggYaml);
+        build(kInaAggregatorYaml);
         table = std::make_unique<ina::ChunkTable>(
             ina_job_params(kJob, {1, 2}, ina::Role::aggregator));
         ASSERT_EQ(table->params().window, 8u);
