@@ -30,8 +30,14 @@ void write_ina(uint8_t* d, const ina::ChunkTable& table, const proto::Header& h,
                const uint8_t* bs, uint32_t src, uint32_t dst, uint16_t port) {
     uint8_t* elements = write_ina_headers(d, h, bs, src, dst, port);
     // A deterministic job's partial (int64 element type) carries the exact fixed-point sum.
-    table.store_result(h.seq, elements, table.encoding_of(h.elem_type));
-    seal_ina_datagram(d);
+    // The store kernel sums the elements as it writes them: the seal sums only the headers.
+    uint32_t elements_sum = 0;
+    if (table.store_result(h.seq, elements, table.encoding_of(h.elem_type), &elements_sum) != 0)
+        [[likely]] {
+        seal_ina_datagram(d, elements, elements_sum);
+    } else {
+        seal_ina_datagram(d);  // nothing stored: the checksum covers whatever the bytes are
+    }
 }
 
 // Rewrites `m` as a fresh INA datagram carrying `h` with BitString `bs` and the result of

@@ -322,8 +322,10 @@ public:
     // With `enc` fixed_point (deterministic jobs) the exact int64 sum of a complete chunk is
     // written instead, 8 bytes per element: an aggregator's partial (the cache, a root's, holds
     // only results in the job's element type).
-    uint32_t store_result(uint32_t seq, void* out,
-                          agg::Encoding enc = agg::Encoding::native) const noexcept;
+    // With `sum`, *sum gets the one's-complement sum (RFC 1071, folded, not inverted) of the
+    // bytes written (agg::AggCore::store_result): a datagram's checksum without a second pass.
+    uint32_t store_result(uint32_t seq, void* out, agg::Encoding enc = agg::Encoding::native,
+                          uint32_t* sum = nullptr) const noexcept;
     // Flags the emitted result (or aggregate) must carry: proto::kFlagEcnEcho when any
     // contribution that reached seq's entry carried it (the caller sets kFlagEcnEcho in the flags
     // it passes to on_data for a CE-marked packet). 0 if seq has no entry (nor cached result).
