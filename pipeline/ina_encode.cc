@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "net/checksum.h"
+#include "pipeline/ipv4_forward.h"
 #include "pipeline/mbuf_chain.h"
 
 namespace ina::pipeline {
@@ -41,7 +42,7 @@ void write_ipv4(rte_ipv4_hdr* ip, uint32_t src, uint32_t dst, uint16_t total) {
     ip->src_addr = rte_cpu_to_be_32(src);
     ip->dst_addr = rte_cpu_to_be_32(dst);
     ip->hdr_checksum = 0;
-    ip->hdr_checksum = net::internet_checksum(ip, kL3);
+    ip->hdr_checksum = static_cast<uint16_t>(~ipv4_header_sum20(ip));
 }
 
 }  // namespace

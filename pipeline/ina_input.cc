@@ -11,6 +11,7 @@
 #include "ina/protocol.h"
 #include "net/checksum.h"
 #include "pipeline/ina_encode.h"
+#include "pipeline/ipv4_forward.h"
 #include "pipeline/mbuf_chain.h"
 #include "pipeline/packet_meta.h"
 
@@ -95,7 +96,7 @@ void retarget(rte_mbuf* m, uint32_t dst) {
     const uint32_t old_dst = ip->dst_addr;
     ip->dst_addr = rte_cpu_to_be_32(dst);
     ip->hdr_checksum = 0;
-    ip->hdr_checksum = net::internet_checksum(ip, kL3);
+    ip->hdr_checksum = static_cast<uint16_t>(~ipv4_header_sum20(ip));
     // The UDP checksum covers the destination through the pseudo-header (RFC 1624 update).
     auto* udp = reinterpret_cast<rte_udp_hdr*>(ip + 1);
     udp->dgram_cksum = net::udp_checksum_field(static_cast<uint16_t>(

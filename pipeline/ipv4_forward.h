@@ -32,23 +32,30 @@ inline void ipv4_decrement_ttl(rte_ipv4_hdr* ip) {
     ip->hdr_checksum = net::checksum_update16(ip->hdr_checksum, old_word, new_word);
 }
 
+// The folded one's-complement sum (RFC 1071, not inverted) of a 20-byte IPv4 header (no
+// options) from three loads, no loop: the check of every routed header, and the checksum of
+// every header the switch writes (~15 instructions where the generic sum takes ~30).
+inline uint16_t ipv4_header_sum20(const void* ip) {
+    const auto* p = static_cast<const uint8_t*>(ip);
+    uint64_t a;
+    uint64_t b;
+    uint32_t c;
+    std::memcpy(&a, p, 8);
+    std::memcpy(&b, p + 8, 8);
+    std::memcpy(&c, p + 16, 4);
+    uint64_t s = (a & 0xffffffff) + (a >> 32) + (b & 0xffffffff) + (b >> 32) + c;
+    s = (s & 0xffffffff) + (s >> 32);
+    s = (s & 0xffff) + (s >> 16);
+    s = (s & 0xffff) + (s >> 16);
+    s = (s & 0xffff) + (s >> 16);
+    return static_cast<uint16_t>(s);
+}
+
 // RFC 1071 check of an IPv4 header: the one's-complement sum of a valid header is 0xffff. The
 // common 20-byte header is summed from three loads (no loop); options take the generic path.
 inline bool ipv4_header_sum_ok(const rte_ipv4_hdr* ip, uint32_t ihl) {
     if (ihl == sizeof(rte_ipv4_hdr)) [[likely]] {
-        const auto* p = reinterpret_cast<const uint8_t*>(ip);
-        uint64_t a;
-        uint64_t b;
-        uint32_t c;
-        std::memcpy(&a, p, 8);
-        std::memcpy(&b, p + 8, 8);
-        std::memcpy(&c, p + 16, 4);
-        uint64_t s = (a & 0xffffffff) + (a >> 32) + (b & 0xffffffff) + (b >> 32) + c;
-        s = (s & 0xffffffff) + (s >> 32);
-        s = (s & 0xffff) + (s >> 16);
-        s = (s & 0xffff) + (s >> 16);
-        s = (s & 0xffff) + (s >> 16);
-        return s == 0xffff;
+        return ipv4_header_sum20(ip) == 0xffff;
     }
     return net::ones_complement_sum(ip, ihl) == 0xffff;
 }
