@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "net/checksum.h"
+#include "pipeline/ipv4_forward.h"
 #include "pipeline/mbuf_chain.h"
 
 namespace ina::pipeline {
@@ -18,16 +19,16 @@ constexpr size_t kL3 = sizeof(rte_ipv4_hdr);
 constexpr size_t kL4 = sizeof(rte_udp_hdr);
 static_assert(kInaFrameHeadBytes == kL2 + kL3 + kL4);
 
-// The folded sum of the UDP pseudo-header (RFC 768) of a datagram of `udp_len` bytes in `ip`.
+// The folded sum of the UDP pseudo-header (RFC 768) of a datagram of `udp_len` bytes in `ip`:
+// its six 16-bit words as they sit in memory (the addresses' halves, then 0 and the protocol,
+// then the length), added directly rather than gathered into a buffer and summed.
 uint16_t pseudo_header_sum(const rte_ipv4_hdr* ip, uint16_t udp_len) {
-    uint8_t ph[12];
-    std::memcpy(ph, &ip->src_addr, 4);
-    std::memcpy(ph + 4, &ip->dst_addr, 4);
-    ph[8] = 0;
-    ph[9] = IPPROTO_UDP;
-    const uint16_t len_be = rte_cpu_to_be_16(udp_len);
-    std::memcpy(ph + 10, &len_be, 2);
-    return net::ones_complement_sum(ph, sizeof ph);
+    uint32_t sum = (ip->src_addr & 0xffff) + (ip->src_addr >> 16) + (ip->dst_addr & 0xffff) +
+                   (ip->dst_addr >> 16) + rte_cpu_to_be_16(uint16_t{IPPROTO_UDP}) +
+                   rte_cpu_to_be_16(udp_len);
+    sum = (sum & 0xffff) + (sum >> 16);
+    sum = (sum & 0xffff) + (sum >> 16);
+    return static_cast<uint16_t>(sum);
 }
 
 void write_ipv4(rte_ipv4_hdr* ip, uint32_t src, uint32_t dst, uint16_t total) {
@@ -41,7 +42,7 @@ void write_ipv4(rte_ipv4_hdr* ip, uint32_t src, uint32_t dst, uint16_t total) {
     ip->src_addr = rte_cpu_to_be_32(src);
     ip->dst_addr = rte_cpu_to_be_32(dst);
     ip->hdr_checksum = 0;
-    ip->hdr_checksum = net::internet_checksum(ip, kL3);
+    ip->hdr_checksum = static_cast<uint16_t>(~ipv4_header_sum20(ip));
 }
 
 }  // namespace
@@ -112,13 +113,26 @@ uint8_t* write_ina_headers(uint8_t* d, const proto::Header& h, const uint8_t* bs
     return hdr + proto::write_header(hdr, h, bs);
 }
 
-void seal_ina_datagram(uint8_t* d) {
+void seal_ina_datagram(uint8_t* d, const uint8_t* elements, uint32_t elements_sum) {
     auto* ip = reinterpret_cast<rte_ipv4_hdr*>(d + kL2);
     auto* udp = reinterpret_cast<rte_udp_hdr*>(ip + 1);
     const uint16_t udp_len = rte_be_to_cpu_16(udp->dgram_len);
+    const auto* start = reinterpret_cast<const uint8_t*>(udp);
+    const auto head = static_cast<size_t>(elements - start);
+    // The elements' words pair with the datagram's only from an even offset; from an odd one
+    // their sum counts each byte in the other half of its word: swapped (RFC 1071 2(B)).
+    if ((head & 1) != 0) {
+        elements_sum = static_cast<uint16_t>(elements_sum << 8 | elements_sum >> 8);
+    }
     udp->dgram_cksum = 0;
-    udp->dgram_cksum = net::udp_checksum_field(
-        net::ones_complement_sum(udp, udp_len, pseudo_header_sum(ip, udp_len)));
+    const uint32_t initial = uint32_t{pseudo_header_sum(ip, udp_len)} + elements_sum;
+    udp->dgram_cksum = net::udp_checksum_field(net::ones_complement_sum(udp, head, initial));
+}
+
+void seal_ina_datagram(uint8_t* d) {
+    const auto* udp = reinterpret_cast<const rte_udp_hdr*>(d + kL2 + kL3);
+    seal_ina_datagram(d, reinterpret_cast<const uint8_t*>(udp) + rte_be_to_cpu_16(udp->dgram_len),
+                      0);
 }
 
 bool ina_udp_checksum_ok(const rte_mbuf* m, const rte_ipv4_hdr* ip, const rte_udp_hdr* udp,

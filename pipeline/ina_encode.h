@@ -41,6 +41,11 @@ uint8_t* write_ina_headers(uint8_t* d, const proto::Header& h, const uint8_t* bs
 // Computes the UDP checksum of the datagram written at `d` (elements in place): a worker's
 // stack or NIC verifies what it receives.
 void seal_ina_datagram(uint8_t* d);
+// The same when the caller already has the one's-complement sum (folded, RFC 1071)
+// `elements_sum` of the bytes from `elements` (inside the datagram) to its end: only the headers
+// before them are summed here. The INA stage takes it from the store kernel that wrote the
+// elements (ChunkTable::store_result with a sum), so the 1 KiB+ payload is read once.
+void seal_ina_datagram(uint8_t* d, const uint8_t* elements, uint32_t elements_sum);
 
 // A received INA datagram's UDP checksum holds (absent, 0, is allowed in IPv4; a NIC's verdict
 // is taken when it gave one; else summed across segments).

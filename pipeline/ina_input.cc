@@ -11,6 +11,7 @@
 #include "ina/protocol.h"
 #include "net/checksum.h"
 #include "pipeline/ina_encode.h"
+#include "pipeline/ipv4_forward.h"
 #include "pipeline/mbuf_chain.h"
 #include "pipeline/packet_meta.h"
 
@@ -30,8 +31,14 @@ void write_ina(uint8_t* d, const ina::ChunkTable& table, const proto::Header& h,
                const uint8_t* bs, uint32_t src, uint32_t dst, uint16_t port) {
     uint8_t* elements = write_ina_headers(d, h, bs, src, dst, port);
     // A deterministic job's partial (int64 element type) carries the exact fixed-point sum.
-    table.store_result(h.seq, elements, table.encoding_of(h.elem_type));
-    seal_ina_datagram(d);
+    // The store kernel sums the elements as it writes them: the seal sums only the headers.
+    uint32_t elements_sum = 0;
+    if (table.store_result(h.seq, elements, table.encoding_of(h.elem_type), &elements_sum) != 0)
+        [[likely]] {
+        seal_ina_datagram(d, elements, elements_sum);
+    } else {
+        seal_ina_datagram(d);  // nothing stored: the checksum covers whatever the bytes are
+    }
 }
 
 // Rewrites `m` as a fresh INA datagram carrying `h` with BitString `bs` and the result of
@@ -89,7 +96,7 @@ void retarget(rte_mbuf* m, uint32_t dst) {
     const uint32_t old_dst = ip->dst_addr;
     ip->dst_addr = rte_cpu_to_be_32(dst);
     ip->hdr_checksum = 0;
-    ip->hdr_checksum = net::internet_checksum(ip, kL3);
+    ip->hdr_checksum = static_cast<uint16_t>(~ipv4_header_sum20(ip));
     // The UDP checksum covers the destination through the pseudo-header (RFC 1624 update).
     auto* udp = reinterpret_cast<rte_udp_hdr*>(ip + 1);
     udp->dgram_cksum = net::udp_checksum_field(static_cast<uint16_t>(

@@ -139,7 +139,7 @@ void ipv4_forward(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, 
             out.push(Ipv4Edge::drop, m);
             continue;
         }
-        if (rte_be_to_cpu_16(ip->total_length) > snap.ports[port].mtu) [[unlikely]] {
+        if (ipv4_field16(ip->total_length) > snap.ports[port].mtu) [[unlikely]] {
             count_drop(ctx, dp::DropReason::mtu_exceeded);
             out.push(Ipv4Edge::drop, m);
             continue;

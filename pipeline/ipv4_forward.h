@@ -5,6 +5,8 @@
 
 #include <rte_ip.h>
 
+#include <bit>
+#include <cstddef>
 #include <cstring>
 
 #include "net/checksum.h"
@@ -21,34 +23,55 @@ enum class Ipv4Edge : uint8_t {
 void ipv4_forward(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n,
                   EdgeBatches<Ipv4Edge>& out);
 
+// A 16-bit header field in host order. DPDK's rte_be_to_cpu_16 is an asm volatile byte swap on
+// x86, which the compiler may neither merge nor drop; the builtin it can.
+inline uint16_t ipv4_field16(uint16_t be) {
+    if constexpr (std::endian::native == std::endian::little) {
+        return __builtin_bswap16(be);
+    } else {
+        return be;
+    }
+}
+
 // Decrements the TTL (the caller checked it is above 1) and patches the header checksum: TTL
-// shares a 16-bit checksum word with the protocol field (RFC 1624).
+// shares a 16-bit checksum word with the protocol field (RFC 1624), read raw from the header
+// before and after (the update takes words in network order, as they sit there).
 inline void ipv4_decrement_ttl(rte_ipv4_hdr* ip) {
-    const auto old_word = static_cast<uint16_t>(
-        rte_cpu_to_be_16(static_cast<uint16_t>(ip->time_to_live << 8 | ip->next_proto_id)));
+    constexpr size_t kTtlWord = offsetof(rte_ipv4_hdr, time_to_live);
+    static_assert(offsetof(rte_ipv4_hdr, next_proto_id) == kTtlWord + 1);
+    const auto* word = reinterpret_cast<const uint8_t*>(ip) + kTtlWord;
+    uint16_t old_word;
+    std::memcpy(&old_word, word, sizeof old_word);
     --ip->time_to_live;
-    const auto new_word = static_cast<uint16_t>(
-        rte_cpu_to_be_16(static_cast<uint16_t>(ip->time_to_live << 8 | ip->next_proto_id)));
+    uint16_t new_word;
+    std::memcpy(&new_word, word, sizeof new_word);
     ip->hdr_checksum = net::checksum_update16(ip->hdr_checksum, old_word, new_word);
+}
+
+// The folded one's-complement sum (RFC 1071, not inverted) of a 20-byte IPv4 header (no
+// options) from three loads, no loop: the check of every routed header, and the checksum of
+// every header the switch writes (~15 instructions where the generic sum takes ~30).
+inline uint16_t ipv4_header_sum20(const void* ip) {
+    const auto* p = static_cast<const uint8_t*>(ip);
+    uint64_t a;
+    uint64_t b;
+    uint32_t c;
+    std::memcpy(&a, p, 8);
+    std::memcpy(&b, p + 8, 8);
+    std::memcpy(&c, p + 16, 4);
+    uint64_t s = (a & 0xffffffff) + (a >> 32) + (b & 0xffffffff) + (b >> 32) + c;
+    s = (s & 0xffffffff) + (s >> 32);
+    s = (s & 0xffff) + (s >> 16);
+    s = (s & 0xffff) + (s >> 16);
+    s = (s & 0xffff) + (s >> 16);
+    return static_cast<uint16_t>(s);
 }
 
 // RFC 1071 check of an IPv4 header: the one's-complement sum of a valid header is 0xffff. The
 // common 20-byte header is summed from three loads (no loop); options take the generic path.
 inline bool ipv4_header_sum_ok(const rte_ipv4_hdr* ip, uint32_t ihl) {
     if (ihl == sizeof(rte_ipv4_hdr)) [[likely]] {
-        const auto* p = reinterpret_cast<const uint8_t*>(ip);
-        uint64_t a;
-        uint64_t b;
-        uint32_t c;
-        std::memcpy(&a, p, 8);
-        std::memcpy(&b, p + 8, 8);
-        std::memcpy(&c, p + 16, 4);
-        uint64_t s = (a & 0xffffffff) + (a >> 32) + (b & 0xffffffff) + (b >> 32) + c;
-        s = (s & 0xffffffff) + (s >> 32);
-        s = (s & 0xffff) + (s >> 16);
-        s = (s & 0xffff) + (s >> 16);
-        s = (s & 0xffff) + (s >> 16);
-        return s == 0xffff;
+        return ipv4_header_sum20(ip) == 0xffff;
     }
     return net::ones_complement_sum(ip, ihl) == 0xffff;
 }
@@ -64,7 +87,7 @@ inline bool ipv4_header_sum_ok(const rte_ipv4_hdr* ip, uint32_t ihl) {
     constexpr uint32_t kL2 = sizeof(rte_ether_hdr);
     const auto* ip = rte_pktmbuf_mtod_offset(m, const rte_ipv4_hdr*, kL2);
     const uint32_t ihl = (ip->version_ihl & 0x0f) * 4u;
-    const uint32_t total = rte_be_to_cpu_16(ip->total_length);
+    const uint32_t total = ipv4_field16(ip->total_length);
     if ((ip->version_ihl >> 4) != 4 || ihl < sizeof(rte_ipv4_hdr) || total < ihl ||
         kL2 + ihl > data_len || kL2 + total > rte_pktmbuf_pkt_len(m)) [[unlikely]] {
         return dp::DropReason::ipv4_malformed;

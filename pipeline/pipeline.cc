@@ -194,10 +194,12 @@ void process_burst(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
                      dp::kScopeRouted);
             dispatch(ctx, snap, eth.begin(EthEdge::ipv4), eth.size(EthEdge::ipv4),
                      FeatureEdge::route, routed, bridged);
+            routed.flush(ctx, snap);
         } else {
-            routed.add(ctx, snap, eth.begin(EthEdge::ipv4), eth.size(EthEdge::ipv4));
+            // Nothing is in the routed sink yet (it was made just above): the burst's IPv4
+            // frames are routed where they stand, not copied into it first (~5 Ir a packet).
+            route(ctx, snap, eth.begin(EthEdge::ipv4), eth.size(EthEdge::ipv4));
         }
-        routed.flush(ctx, snap);
     }
     if (eth.size(EthEdge::ipv6) != 0) {
         route6(ctx, snap, eth.begin(EthEdge::ipv6), eth.size(EthEdge::ipv6));

@@ -89,8 +89,11 @@ public:
     // Writes slot s's result (narrowed to the wire type, or, with `enc` fixed_point on a
     // deterministic core, the exact int64 sum) to `out` and returns its element count; 0
     // (nothing written) unless the slot is complete. `out` holds count() elements.
-    uint32_t store_result(uint32_t s, void* out,
-                          Encoding enc = Encoding::native) const noexcept;
+    // With `sum`, *sum gets the one's-complement sum (RFC 1071, folded, not inverted) of the
+    // bytes written, for a datagram's checksum: native results sum in the store kernel's own
+    // pass (reduce store_sum), fixed-point ones in a pass after it.
+    uint32_t store_result(uint32_t s, void* out, Encoding enc = Encoding::native,
+                          uint32_t* sum = nullptr) const noexcept;
 
     // Empties slot s (its result and contributors are forgotten). The policy's decision.
     void release(uint32_t s) noexcept;
@@ -125,6 +128,7 @@ private:
     reduce::LoadFn load_ = nullptr;
     reduce::AccumulateFn accumulate_ = nullptr;
     reduce::StoreFn store_ = nullptr;
+    reduce::StoreSumFn store_sum_ = nullptr;
     reduce::FixedKernels fixed_{};  // deterministic cores: quantize / dequantize
     reduce::FixedStats fixed_stats_;
     std::vector<SlotState> state_;

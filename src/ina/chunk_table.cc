@@ -8,6 +8,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "net/checksum.h"
+
 namespace ina {
 
 namespace {
@@ -537,16 +539,20 @@ Verdict ChunkTable::on_data_exact(uint32_t index, Entry* pair, const uint8_t* pb
     return finish(verdict_of(core_.add(slot(*free), pbm, elem_count, payload, enc)));
 }
 
-uint32_t ChunkTable::store_result(uint32_t seq, void* out, agg::Encoding enc) const noexcept {
+uint32_t ChunkTable::store_result(uint32_t seq, void* out, agg::Encoding enc,
+                                  uint32_t* sum) const noexcept {
     const uint32_t index = index_of(seq);
     if (const Entry* e = find(index, seq)) {
-        return core_.store_result(slot(*e), out, enc);
+        return core_.store_result(slot(*e), out, enc, sum);
     }
     const Cached* c = enc == agg::Encoding::native ? cached(index, seq) : nullptr;
     if (c == nullptr) return 0;
     const auto at = static_cast<size_t>(c - cached_.data());
-    std::memcpy(out, cache_base_ + at * cache_stride_,
-                size_t{c->count} * reduce::elem_size(params_.elem_type));
+    const size_t bytes = size_t{c->count} * reduce::elem_size(params_.elem_type);
+    std::memcpy(out, cache_base_ + at * cache_stride_, bytes);
+    if (sum != nullptr) {
+        *sum = net::ones_complement_sum(out, bytes);
+    }
     return c->count;
 }
 

@@ -328,8 +328,10 @@ public:
     // With `enc` fixed_point (deterministic jobs) the exact int64 sum of a complete chunk is
     // written instead, 8 bytes per element: an aggregator's partial (the cache, a root's, holds
     // only results in the job's element type).
-    uint32_t store_result(uint32_t seq, void* out,
-                          agg::Encoding enc = agg::Encoding::native) const noexcept;
+    // With `sum`, *sum gets the one's-complement sum (RFC 1071, folded, not inverted) of the
+    // bytes written (agg::AggCore::store_result): a datagram's checksum without a second pass.
+    uint32_t store_result(uint32_t seq, void* out, agg::Encoding enc = agg::Encoding::native,
+                          uint32_t* sum = nullptr) const noexcept;
     // An aggregator's partial of complete chunk `seq`: true, with *lowest the least of the latest
     // lowest missing results its contributors (A-BM bits) stated to this lane, when every
     // contribution absorbed into seq stated one (proto::kFlagLowestMissing) and every contributor

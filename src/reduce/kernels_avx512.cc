@@ -244,6 +244,45 @@ INA_AVX512 void store(void* out_v, const void* acc_v, size_t n) {
     }
 }
 
+// Adds the 32-bit words of the kBytes (32 or 64) bytes at p to the eight 64-bit lanes of sum
+// (2^32 = 1 mod 0xffff: the lanes stay congruent to the one's-complement sum of the words).
+template <size_t kBytes>
+INA_AVX512 __m512i add_words32(__m512i sum, const unsigned char* p) {
+    static_assert(kBytes == 32 || kBytes == 64);
+    if constexpr (kBytes == 64) {
+        const __m512i v = _mm512_loadu_si512(p);
+        sum = _mm512_add_epi64(sum, _mm512_and_si512(v, _mm512_set1_epi64(0xffffffff)));
+        return _mm512_add_epi64(sum, _mm512_srli_epi64(v, 32));
+    } else {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+        return _mm512_add_epi64(sum, _mm512_cvtepu32_epi64(v));
+    }
+}
+
+// store<T>, summing each vector's bytes right after storing them (the load is forwarded from
+// the store), the masked tail's bytes word by word.
+template <class T>
+INA_AVX512 uint32_t store_sum(void* out_v, const void* acc_v, size_t n) {
+    const auto* acc = static_cast<const typename T::Acc*>(acc_v);
+    auto* out = static_cast<unsigned char*>(out_v);
+    __m512i lanes = _mm512_setzero_si512();
+    size_t i = 0;
+    for (; i + T::kLanes <= n; i += T::kLanes) {
+        T::store_out(out + i * T::kWire, T::load_acc(acc + i));
+        lanes = add_words32<T::kLanes * T::kWire>(lanes, out + i * T::kWire);
+    }
+    alignas(64) uint64_t part[8];  // not _mm512_reduce_add_epi64: GCC 12 warns inside it
+    _mm512_store_si512(part, lanes);
+    uint64_t sum = 0;
+    for (const uint64_t p : part) sum += p;
+    if (i < n) {
+        const auto k = tail_mask<T>(n - i);
+        T::store_out(out + i * T::kWire, T::load_acc(acc + i, k), k);
+        sum = add_words16(sum, out + i * T::kWire, (n - i) * T::kWire);
+    }
+    return fold_words16(sum);
+}
+
 }  // namespace
 
 INA_REDUCE_KERNEL_TABLE(avx512_kernels, Isa::avx512);

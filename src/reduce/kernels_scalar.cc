@@ -144,6 +144,13 @@ void store(void* out_v, const void* acc_v, size_t n) {
     for (size_t i = 0; i < n; ++i) T::encode(out + i * T::kWire, acc[i]);
 }
 
+// The reference: store, then sum the bytes written.
+template <class T>
+uint32_t store_sum(void* out_v, const void* acc_v, size_t n) {
+    store<T>(out_v, acc_v, n);
+    return fold_words16(add_words16(0, static_cast<const unsigned char*>(out_v), n * T::kWire));
+}
+
 }  // namespace
 
 INA_REDUCE_KERNEL_TABLE(scalar_kernels, Isa::scalar);

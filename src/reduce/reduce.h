@@ -18,6 +18,12 @@
 //   accumulate(acc, in, n, op)  acc[i] = op(acc[i], in[i]) for every i (elementwise, so SIMD and
 //                               scalar results are bit-identical)
 //   store(out, acc, n)          narrow acc[] to the wire type into out[]
+//   store_sum(out, acc, n)      store(), and return the RFC 1071 one's-complement sum (folded to
+//                               16 bits, not inverted) of the n * wire-size bytes written, as
+//                               16-bit words in memory order from out: a datagram's checksum
+//                               over a result in the same pass that writes it (one's-complement
+//                               sums are not linear over float addition, so the result's bytes
+//                               must be summed; SIMD kernels sum each vector as they store it)
 //
 // Semantics (identical on every ISA; the scalar kernels are the reference)
 //   - Integers: sum and prod wrap modulo 2^32 / 2^64 (two's complement, computed with unsigned
@@ -132,12 +138,14 @@ std::optional<Isa> parse_isa(std::string_view name);
 using LoadFn = void (*)(void* acc, const void* in, size_t n);
 using AccumulateFn = void (*)(void* acc, const void* in, size_t n);
 using StoreFn = void (*)(void* out, const void* acc, size_t n);
+using StoreSumFn = uint32_t (*)(void* out, const void* acc, size_t n);
 
 // The kernels for one element type.
 struct TypeKernels {
     LoadFn load = nullptr;
     std::array<AccumulateFn, kNumOps> accumulate_fn{};  // indexed by Op
     StoreFn store = nullptr;
+    StoreSumFn store_sum = nullptr;  // store, returning the written bytes' one's-complement sum
 
     // acc = op(acc, in), elementwise. op must be a valid Op (check wire bytes with op_from_wire).
     void accumulate(void* acc, const void* in, size_t n, Op op) const {

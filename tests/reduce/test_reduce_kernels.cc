@@ -141,5 +141,68 @@ INSTANTIATE_TEST_SUITE_P(AllIsasTypes, LoadStore,
                                     std::string(to_string(std::get<1>(p.param)));
                          });
 
+// RFC 1071 written out: 16-bit words of the bytes in memory order (little-endian host), an odd
+// last byte as a word's first byte, end-around carries folded one at a time.
+uint32_t naive_ones_complement_sum(const unsigned char* p, size_t len) {
+    uint32_t sum = 0;
+    for (size_t i = 0; i < len; i += 2) {
+        sum += p[i] | (i + 1 < len ? p[i + 1] << 8 : 0);
+        while (sum > 0xffff) sum = (sum & 0xffff) + (sum >> 16);
+    }
+    return sum;
+}
+
+class StoreSum : public ::testing::TestWithParam<RoundTripParam> {};
+
+// store_sum writes exactly what store writes (no byte before or past out), and returns the naive
+// one's-complement sum of those bytes: every length up to four vectors and more, every output
+// alignment within a 64-byte line, random elements and (integers) all-ones elements, whose
+// 0xff bytes carry out of every word.
+TEST_P(StoreSum, WritesWhatStoreWritesAndSumsItAtEveryLengthAndAlignment) {
+    const auto [isa, type] = GetParam();
+    if (!isa_supported(isa)) GTEST_SKIP() << to_string(isa) << " not supported on this CPU";
+    const Kernels& k = select_kernels(isa);
+    ASSERT_NE(k[type].store_sum, nullptr);
+    const size_t es = elem_size(type);
+    std::mt19937_64 rng(0x5A5Au + static_cast<unsigned>(type));
+    size_t checked = 0;
+    for (const bool ones : {false, true}) {
+        if (ones && is_float(type)) continue;
+        for (size_t n = 0; n <= 300; n = n < 80 ? n + 1 : n + 7) {
+            AlignedBuf in(n * es + 64);
+            AlignedBuf acc(acc_bytes(type, n) + 64);
+            if (ones) {
+                std::memset(in.data(), 0xff, n * es);
+            } else {
+                fill_random(type, in.data(), n, rng);
+            }
+            k.load(type, acc.data(), in.data(), n);
+            for (size_t off = 0; off < 64; ++off) {
+                const std::string where = std::string(to_string(isa)) + " " +
+                                          std::string(to_string(type)) + " n=" +
+                                          std::to_string(n) + " out+" + std::to_string(off) +
+                                          (ones ? " all-ones" : "");
+                const size_t out_len = off + n * es + kGuardBytes;
+                AlignedBuf want(out_len), got(out_len);
+                std::memset(want.data(), kGuard, out_len);
+                std::memset(got.data(), kGuard, out_len);
+                k.store(type, want.data() + off, acc.data(), n);
+                const uint32_t sum = k[type].store_sum(got.data() + off, acc.data(), n);
+                ASSERT_EQ(std::memcmp(got.data(), want.data(), out_len), 0) << where;
+                ASSERT_EQ(sum, naive_ones_complement_sum(want.data() + off, n * es)) << where;
+                ++checked;
+            }
+        }
+    }
+    EXPECT_GT(checked, 64u * 100);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllIsasTypes, StoreSum,
+                         ::testing::Combine(::testing::ValuesIn(all_isas()), ::testing::ValuesIn(all_types())),
+                         [](const ::testing::TestParamInfo<RoundTripParam>& p) {
+                             return std::string(to_string(std::get<0>(p.param))) + "_" +
+                                    std::string(to_string(std::get<1>(p.param)));
+                         });
+
 }  // namespace
 }  // namespace ina::reduce::test
