@@ -87,34 +87,26 @@ def wait_results(jobs, tag: str) -> list[list[dict]]:
 
 
 class QpCounters:
-    """The switch's per-QP counters (inaswitch_rdma_qp_<name>_total{job,rank}) sampled while
-    workers run: a QP's series goes when its worker DELETEs the connection, so each series
-    keeps the highest value seen, and totals() sums them by counter name."""
+    """A job's QP counters (inaswitch_rdma_job_qp_<name>_total{job}): its live QPs' and those
+    of QPs that left (a worker's DELETE takes its QP's own series away), so they are read once,
+    after the workers ended, without racing a DELETE."""
 
-    LINE = re.compile(r'^inaswitch_rdma_qp_(\w+)_total\{([^}]*)\} ([0-9.eE+-]+)$')
+    LINE = re.compile(r'^inaswitch_rdma_job_qp_(\w+)_total\{job="(\d+)"\} ([0-9.eE+-]+)$')
 
-    def __init__(self, lab):
+    def __init__(self, lab, job: int):
         self.lab = lab
-        self.seen: dict[tuple[str, str], float] = {}
-
-    def sample(self) -> None:
-        for line in self.lab.switch.metrics_text().splitlines():
-            m = self.LINE.match(line)
-            if m:
-                key = (m.group(1), m.group(2))
-                self.seen[key] = max(self.seen.get(key, 0.0), float(m.group(3)))
+        self.job = job
 
     def watch(self, jobs, what: str) -> None:
-        """Samples until every guest job has ended."""
-        def done() -> bool:
-            self.sample()
-            return all(j.done() for j in jobs)
-        wait_until(done, TIMEOUT_S + 60, what)
+        """Waits until every guest job has ended."""
+        wait_until(lambda: all(j.done() for j in jobs) or None, TIMEOUT_S + 60, what)
 
     def totals(self) -> dict[str, float]:
         out: dict[str, float] = {}
-        for (name, _labels), v in self.seen.items():
-            out[name] = out.get(name, 0.0) + v
+        for line in self.lab.switch.metrics_text().splitlines():
+            m = self.LINE.match(line)
+            if m and int(m.group(2)) == self.job:
+                out[m.group(1)] = float(m.group(3))
         return out
 
 
@@ -158,7 +150,7 @@ def test(worker_exe: str, switch_exe: str) -> None:
                 lab, vm, rank, JOB_INT32,
                 f"--type int32 --input /root/{os.path.basename(p)} --output /tmp/int32.out"))
                 for rank, (vm, p) in enumerate(zip(vms[1:], inputs[1:]), start=2)]
-            clean = QpCounters(lab)
+            clean = QpCounters(lab, JOB_INT32)
             clean.watch(jobs, "the int32 AllReduce")
             res = wait_results(jobs, "int32")
             int32_wall = time.monotonic() - t0
@@ -207,7 +199,7 @@ def test(worker_exe: str, switch_exe: str) -> None:
                 lab, vm, rank, JOB_LOSSY,
                 f"--type int32 --input /root/{os.path.basename(p)} --output /tmp/lossy.out"))
                 for rank, (vm, p) in enumerate(zip(vms, lossy_inputs), start=1)]
-            lossy = QpCounters(lab)
+            lossy = QpCounters(lab, JOB_LOSSY)
             lossy.watch(jobs, "the int32 AllReduce under loss")
             wait_results(jobs, "int32 under loss")
             lossy_wall = time.monotonic() - t0

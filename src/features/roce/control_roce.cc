@@ -342,6 +342,29 @@ void RoceControl::abandon(control::ControlPlane& cp) {
 void RoceControl::commit(control::ControlPlane& cp) {
     std::lock_guard lock(mu_);
     plan_.states.commit(cp, kFeatureRoce);
+    // A QP whose state does not go on into the new plan takes its counters into its job's
+    // departed totals (plain reads, as stats(): a QP being DELETEd has seen its last packet).
+    std::map<uint32_t, QpCounters> departed;
+    for (const auto& [id, j] : plan_.jobs) {
+        QpCounters& d = departed[id];
+        if (auto it = departed_.find(id); it != departed_.end()) {
+            d = it->second;
+        }
+        auto old = jobs_.find(id);
+        if (old == jobs_.end()) {
+            continue;
+        }
+        for (const auto& [rank, q] : old->second.qps) {
+            auto kept = j.qps.find(rank);
+            if (kept != j.qps.end() && kept->second.state == q.state) {
+                continue;
+            }
+#define INA_ROCE_DEPART(name, help) d.name += q.state->counters.name;
+            INA_ROCE_QP_COUNTERS(INA_ROCE_DEPART)
+#undef INA_ROCE_DEPART
+        }
+    }
+    departed_ = std::move(departed);
     jobs_ = std::move(plan_.jobs);
     cm_port_ = plan_.cm_port;
     plan_ = Plan{};
@@ -391,10 +414,18 @@ void RoceControl::stats(const control::ControlPlane& cp, metrics::Stats& out) {
                                      j.state->results_released, j.state->post_failures,
                                      j.state->parent != nullptr,
                                      j.state->parent != nullptr ? j.state->parent->counters
-                                                                : ParentCounters{}});
+                                                                : ParentCounters{},
+                                     {}});
+            QpCounters& total = jobs.back().qp_totals;
+            if (auto d = departed_.find(id); d != departed_.end()) {
+                total = d->second;
+            }
             for (const auto& [rank, q] : j.qps) {
                 qps.push_back(QpSample{id, rank, q.cfg.switch_qpn, qp_state_code(*q.state),
                                        q.state->counters});
+#define INA_ROCE_TOTAL(name, help) total.name += q.state->counters.name;
+                INA_ROCE_QP_COUNTERS(INA_ROCE_TOTAL)
+#undef INA_ROCE_TOTAL
             }
         }
     }

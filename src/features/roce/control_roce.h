@@ -97,6 +97,10 @@ private:
     uint32_t cm_psn_ = 0;                // QP1's send PSN
     uint16_t cm_ip_id_ = 0;
 
+    // Per configured job: the counters of its QPs that left (a DELETE, a replaced QP or a new
+    // session), read when their detach is committed, so the job's totals do not fall when a
+    // rank disconnects (under mu_).
+    std::map<uint32_t, QpCounters> departed_;
     mutable std::mutex mu_;      // jobs_ and plan_ (taken inside the control plane's lock)
     std::mutex connect_mu_;      // one API change at a time (taken before the control plane's)
     std::map<uint32_t, Job> jobs_;

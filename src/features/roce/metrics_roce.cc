@@ -24,6 +24,16 @@ std::string render_metrics(const std::vector<JobSample>& jobs, const std::vector
     }
     INA_ROCE_QP_COUNTERS(INA_ROCE_RENDER)
 #undef INA_ROCE_RENDER
+    // The same per job, QPs that left (DELETE, replaced, new session) included: totals that
+    // do not fall when a rank disconnects.
+#define INA_ROCE_RENDER_JOB(field, help)                                                   \
+    family(os, "inaswitch_rdma_job_qp_" #field "_total", "counter", help);                 \
+    for (const auto& j : jobs) {                                                           \
+        os << "inaswitch_rdma_job_qp_" #field "_total{job=\"" << j.job_id << "\"} "          \
+           << j.qp_totals.field << '\n';                                                    \
+    }
+    INA_ROCE_QP_COUNTERS(INA_ROCE_RENDER_JOB)
+#undef INA_ROCE_RENDER_JOB
     family(os, "inaswitch_rdma_qp_state", "gauge",
            "QP state: 0 ready, 1 receive side in error, 2 result side in error, 3 both");
     for (const auto& q : qps) {

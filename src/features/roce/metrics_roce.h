@@ -30,6 +30,7 @@ struct JobSample {
     uint64_t post_failures = 0;
     bool aggregator = false;  // the parent events below are rendered for aggregators only
     ParentCounters parent;
+    QpCounters qp_totals;  // its QPs' counters, those of QPs that left included
 };
 
 using LcoreTotals = std::array<uint64_t, static_cast<size_t>(LcoreCounter::count)>;
