@@ -89,25 +89,30 @@ def wait_results(jobs, tag: str) -> list[list[dict]]:
 class QpCounters:
     """A job's QP counters (inaswitch_rdma_job_qp_<name>_total{job}): its live QPs' and those
     of QPs that left (a worker's DELETE takes its QP's own series away), so they are read once,
-    after the workers ended, without racing a DELETE."""
+    after the workers ended, without racing a DELETE; totals() is what moved since the
+    constructor read them (a job id may serve an earlier round)."""
 
     LINE = re.compile(r'^inaswitch_rdma_job_qp_(\w+)_total\{job="(\d+)"\} ([0-9.eE+-]+)$')
 
     def __init__(self, lab, job: int):
         self.lab = lab
         self.job = job
+        self.before = self.read()
 
-    def watch(self, jobs, what: str) -> None:
-        """Waits until every guest job has ended."""
-        wait_until(lambda: all(j.done() for j in jobs) or None, TIMEOUT_S + 60, what)
-
-    def totals(self) -> dict[str, float]:
+    def read(self) -> dict[str, float]:
         out: dict[str, float] = {}
         for line in self.lab.switch.metrics_text().splitlines():
             m = self.LINE.match(line)
             if m and int(m.group(2)) == self.job:
                 out[m.group(1)] = float(m.group(3))
         return out
+
+    def watch(self, jobs, what: str) -> None:
+        """Waits until every guest job has ended."""
+        wait_until(lambda: all(j.done() for j in jobs) or None, TIMEOUT_S + 60, what)
+
+    def totals(self) -> dict[str, float]:
+        return {k: v - self.before.get(k, 0.0) for k, v in self.read().items()}
 
 
 def test(worker_exe: str, switch_exe: str) -> None:
@@ -137,6 +142,7 @@ def test(worker_exe: str, switch_exe: str) -> None:
 
             # 1. int32, bit-exact; rank 1 connects first and waits for the others.
             t0 = time.monotonic()
+            clean = QpCounters(lab, JOB_INT32)
             jobs = [vms[0].start(worker_cmd(
                 lab, vms[0], 1, JOB_INT32,
                 f"--type int32 --input /root/{os.path.basename(inputs[0])} --output /tmp/int32.out"))]
@@ -150,7 +156,6 @@ def test(worker_exe: str, switch_exe: str) -> None:
                 lab, vm, rank, JOB_INT32,
                 f"--type int32 --input /root/{os.path.basename(p)} --output /tmp/int32.out"))
                 for rank, (vm, p) in enumerate(zip(vms[1:], inputs[1:]), start=2)]
-            clean = QpCounters(lab, JOB_INT32)
             clean.watch(jobs, "the int32 AllReduce")
             res = wait_results(jobs, "int32")
             int32_wall = time.monotonic() - t0
@@ -195,11 +200,11 @@ def test(worker_exe: str, switch_exe: str) -> None:
             # 3. int32 with 2 % loss both ways on vm0's link, a new session on job 7.
             vms[0].netem("loss 2%", direction="both")
             t0 = time.monotonic()
+            lossy = QpCounters(lab, JOB_LOSSY)
             jobs = [vm.start(worker_cmd(
                 lab, vm, rank, JOB_LOSSY,
                 f"--type int32 --input /root/{os.path.basename(p)} --output /tmp/lossy.out"))
                 for rank, (vm, p) in enumerate(zip(vms, lossy_inputs), start=1)]
-            lossy = QpCounters(lab, JOB_LOSSY)
             lossy.watch(jobs, "the int32 AllReduce under loss")
             wait_results(jobs, "int32 under loss")
             lossy_wall = time.monotonic() - t0
