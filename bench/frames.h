@@ -43,10 +43,28 @@ inline std::vector<uint8_t> udp_frame(uint8_t src_mac_low, uint32_t src, uint32_
     return f;
 }
 
+// The UDP checksum of frame `f` (Ethernet, IPv4 without options, UDP), as a sender's stack
+// writes it (pseudo-header included; 0 sent as 0xffff).
+inline void seal_udp_checksum(std::vector<uint8_t>& f) {
+    auto* ip = reinterpret_cast<rte_ipv4_hdr*>(f.data() + 14);
+    auto* udp = reinterpret_cast<rte_udp_hdr*>(ip + 1);
+    udp->dgram_cksum = 0;
+    uint8_t pseudo[12] = {};
+    std::memcpy(pseudo, &ip->src_addr, 4);
+    std::memcpy(pseudo + 4, &ip->dst_addr, 4);
+    pseudo[9] = IPPROTO_UDP;
+    std::memcpy(pseudo + 10, &udp->dgram_len, 2);
+    const uint16_t head = net::ones_complement_sum(pseudo, sizeof pseudo);
+    udp->dgram_cksum = net::udp_checksum_field(
+        net::ones_complement_sum(udp, rte_be_to_cpu_16(udp->dgram_len), head));
+}
+
 // Worker `bfr_id`'s contribution to job 1 (BSL 64, sum), chunk 0, from 10.0.1.<bfr_id> to the
 // root 10.0.2.2. Element bytes are any pattern; floats are kept finite (the exponent's top bit
-// cleared) so sums never reach NaN.
-inline std::vector<uint8_t> ina_contribution(uint16_t bfr_id, uint16_t elems, uint8_t elem_type) {
+// cleared) so sums never reach NaN. UDP checksum 0 (none: the switch verifies nothing, as when
+// a NIC's RX offload did) unless `udp_checksum`.
+inline std::vector<uint8_t> ina_contribution(uint16_t bfr_id, uint16_t elems, uint8_t elem_type,
+                                             bool udp_checksum = false) {
     proto::Header h;
     h.type = proto::PacketType::data;
     h.elem_type = elem_type;
@@ -68,6 +86,9 @@ inline std::vector<uint8_t> ina_contribution(uint16_t bfr_id, uint16_t elems, ui
         for (size_t i = esize - 1; i < elems * esize; i += esize) {
             hdr[at + i] &= 0x3F;
         }
+    }
+    if (udp_checksum) {
+        seal_udp_checksum(f);
     }
     return f;
 }

@@ -116,6 +116,8 @@ struct Shared {
     rte_mempool* pool = nullptr;
     const std::vector<std::vector<uint8_t>>* templates = nullptr;
     size_t seq_off = 0;
+    // The templates carry a UDP checksum: the sequence number's rewrite updates it (RFC 1624).
+    bool udp_checksum = false;
     uint64_t end_tsc = 0;
     std::atomic<unsigned> ready{0};
     std::atomic<bool> go{false};
@@ -169,6 +171,12 @@ int run_lane(void* arg) {
             if (g.seq_off != 0) {
                 const uint32_t be = rte_cpu_to_be_32(seq);
                 std::memcpy(d + g.seq_off, &be, 4);
+                if (g.udp_checksum) {
+                    // The template's sequence field is 0.
+                    auto* udp = reinterpret_cast<rte_udp_hdr*>(d + 14 + 20);
+                    udp->dgram_cksum = net::udp_checksum_field(static_cast<uint16_t>(
+                        ~net::checksum_update32(udp->dgram_cksum, 0, be)));
+                }
             }
             m->data_len = static_cast<uint16_t>(t.size());
             m->pkt_len = static_cast<uint32_t>(t.size());
@@ -849,6 +857,10 @@ int main(int argc, char** argv) {
     app.add_option("--lcores", lanes, "aggregating lcores")->check(CLI::Range(1, 2));
     app.add_option("--steer", steer, "with 2 lcores: chunk (ideal) or handoff (by worker)")
         ->check(CLI::IsMember({"chunk", "handoff"}));
+    bool udp_checksum = false;
+    app.add_flag("--udp-checksum", udp_checksum,
+                 "INA contributions carry a UDP checksum, which the switch verifies in software "
+                 "(as from ina-worker over af_packet/af_xdp, no RX offload); default 0 (none)");
     bool l3 = false;
     app.add_flag("--l3", l3, "instead: 64 B IPv4/UDP frames to 200 destinations, routed (no "
                              "INA job): the L3 path alone, for A/B and profiles");
@@ -977,7 +989,9 @@ int main(int argc, char** argv) {
 
     std::vector<std::vector<uint8_t>> templates;
     for (unsigned w = 1; w <= (l3 ? 200u : workers); ++w) {
-        templates.push_back(l3 ? bench::l3_frame(w) : bench::ina_contribution(static_cast<uint16_t>(w), elems, et));
+        templates.push_back(l3 ? bench::l3_frame(w)
+                               : bench::ina_contribution(static_cast<uint16_t>(w), elems, et,
+                                                         udp_checksum));
     }
     if (l3) {
         workers = 200;  // the generator cycles through the 200 destinations
@@ -985,6 +999,7 @@ int main(int argc, char** argv) {
     }
     g.snap = snap.get();
     g.templates = &templates;
+    g.udp_checksum = udp_checksum && !l3;
     if (!l3) {
         g.seq_off = 14 + 20 + 8 + 12;
     }
@@ -1075,13 +1090,14 @@ int main(int argc, char** argv) {
     }
     std::printf("{\"traffic\": \"%s\", \"role\": \"%s\", \"workers\": %u, \"payload_bytes\": %u, \"type\": \"%s\", \"isa\": \"%s\", "
                 "\"lcores\": %u, \"steer\": \"%s\", \"deterministic\": %s, "
+                "\"udp_checksum\": %s, "
                 "\"mpps\": %.3f, \"payload_gbit_s\": %.2f, \"gelem_s\": %.3f, "
                 "\"absorbed\": %lu, \"completed\": %lu, \"frames_out\": %lu, "
                 "\"packets\": %lu, \"seconds\": %.3f}\n",
                 l3 ? "l3" : "ina", l3 ? "none" : role.c_str(), workers, elems * static_cast<unsigned>(esize), type.c_str(),
                 std::string(reduce::to_string(reduce::kernels().isa)).c_str(), lanes,
                 lanes > 1 ? steer.c_str() : "none",
-                deterministic ? "true" : "false",
+                deterministic ? "true" : "false", g.udp_checksum ? "true" : "false",
                 static_cast<double>(packets) / elapsed / 1e6,
                 static_cast<double>(packets) * elems * static_cast<double>(esize) * 8 / elapsed / 1e9,
                 static_cast<double>(absorbed) * elems / elapsed / 1e9,
