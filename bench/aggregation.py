@@ -101,46 +101,33 @@ def measure(binary, payloads, workers, types, seconds, repeat, tp_seconds, log=p
                             row["payload_gbit_s"]["median"], row["gelem_s"]["median"], ceiling,
                             row["ratio"], "  (goal >= 0.5: %s)" % (
                                 "met" if row["ratio"] >= 0.5 else "not met") if goal else ""))
-        # Deterministic mode (exact int64 fixed point, issue 15 item 4) at the goal point, beside
-        # the default mode's row: its rate and the fraction of the default it keeps.
+        # Variants of the goal point, beside the default mode's row: their rate and the fraction
+        # of the default they keep. Deterministic: exact int64 fixed point (issue 15 item 4).
+        # UDP checksums: datagrams the switch verifies in software, as ina-worker's arrive over
+        # af_packet / af_xdp (no RX offload); the default rows' frames carry none, as when a NIC
+        # verified them.
         payload, etype, n = GOAL
         if payload in ceilings:
             ceiling = statistics.median(ceilings[payload])
-            runs = [ina_bench(binary, n, payload, etype, seconds, deterministic=True)
-                    for _ in range(repeat)]
-            mpps = [r["mpps"] for r in runs]
-            med = statistics.median(mpps)
             default = next((r for r in rows if (r["payload_bytes"], r["type"], r["workers"]) ==
                             GOAL), None)
-            of_default = round(med / default["mpps"]["median"], 3) if default else None
-            rows.append({"payload_bytes": payload, "type": etype, "workers": n,
-                         "deterministic": True, "isa": runs[0]["isa"], "mpps": mmm(mpps),
-                         "payload_gbit_s": mmm([r["payload_gbit_s"] for r in runs]),
-                         "gelem_s": mmm([r["gelem_s"] for r in runs]),
-                         "testpmd_io_mpps": mmm([round(c, 3) for c in ceilings[payload]]),
-                         "ratio": round(med / ceiling, 3), "of_default": of_default})
-            log("%5d B %-5s %2d workers, deterministic: %6.2f Mpps (min %.2f max %.2f) "
-                "| testpmd io %6.2f Mpps | ratio %.3f | %s of the default mode" % (
-                    payload, etype, n, med, min(mpps), max(mpps), ceiling,
-                    round(med / ceiling, 3), of_default))
-            # The same point with UDP checksums the switch verifies in software, as ina-worker's
-            # datagrams arrive over af_packet / af_xdp (no RX offload); the default rows' frames
-            # carry none, as when a NIC verified them.
-            runs = [ina_bench(binary, n, payload, etype, seconds, udp_checksum=True)
-                    for _ in range(repeat)]
-            mpps = [r["mpps"] for r in runs]
-            med = statistics.median(mpps)
-            of_default = round(med / default["mpps"]["median"], 3) if default else None
-            rows.append({"payload_bytes": payload, "type": etype, "workers": n,
-                         "udp_checksum": True, "isa": runs[0]["isa"], "mpps": mmm(mpps),
-                         "payload_gbit_s": mmm([r["payload_gbit_s"] for r in runs]),
-                         "gelem_s": mmm([r["gelem_s"] for r in runs]),
-                         "testpmd_io_mpps": mmm([round(c, 3) for c in ceilings[payload]]),
-                         "ratio": round(med / ceiling, 3), "of_default": of_default})
-            log("%5d B %-5s %2d workers, UDP checksums verified: %6.2f Mpps (min %.2f max %.2f) "
-                "| testpmd io %6.2f Mpps | ratio %.3f | %s of the default mode" % (
-                    payload, etype, n, med, min(mpps), max(mpps), ceiling,
-                    round(med / ceiling, 3), of_default))
+            for key, label in (("deterministic", "deterministic"),
+                               ("udp_checksum", "UDP checksums verified")):
+                runs = [ina_bench(binary, n, payload, etype, seconds, **{key: True})
+                        for _ in range(repeat)]
+                mpps = [r["mpps"] for r in runs]
+                med = statistics.median(mpps)
+                of_default = round(med / default["mpps"]["median"], 3) if default else None
+                rows.append({"payload_bytes": payload, "type": etype, "workers": n, key: True,
+                             "isa": runs[0]["isa"], "mpps": mmm(mpps),
+                             "payload_gbit_s": mmm([r["payload_gbit_s"] for r in runs]),
+                             "gelem_s": mmm([r["gelem_s"] for r in runs]),
+                             "testpmd_io_mpps": mmm([round(c, 3) for c in ceilings[payload]]),
+                             "ratio": round(med / ceiling, 3), "of_default": of_default})
+                log("%5d B %-5s %2d workers, %s: %6.2f Mpps (min %.2f max %.2f) | testpmd io "
+                    "%6.2f Mpps | ratio %.3f | %s of the default mode" % (
+                        payload, etype, n, label, med, min(mpps), max(mpps), ceiling,
+                        round(med / ceiling, 3), of_default))
     return rows
 
 
