@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "control/control_plane.h"
+#include "control/ageing.h"
 
 #include <rte_arp.h>
 #include <rte_cycles.h>
@@ -712,7 +713,7 @@ void ControlPlane::age_locked(bool& dirty) {
     const uint64_t timeout = running_.arp.neighbour_timeout_s * tsc_hz_;
     const uint64_t interval = running_.arp.request_interval_ms * tsc_hz_ / 1000;
     for (auto it = learned_.begin(); it != learned_.end();) {
-        const uint64_t age = now - it->second.updated_tsc;
+        const uint64_t age = cycles_since(now, it->second.updated_tsc);
         if (age > timeout) {
             if (gateway_down_locked(it->first, it->second.port)) {
                 dirty = true;  // routes with backups move off this gateway
@@ -762,13 +763,7 @@ void ControlPlane::age_locked(bool& dirty) {
     }
     const uint64_t ageing = running_.l2.mac_ageing_s * tsc_hz_;
     for (auto it = fdb_.begin(); it != fdb_.end();) {
-        uint64_t last = it->second.learned_tsc;
-        for (const auto& w : dataplane_.workers) {
-            if (it->second.index < w.ctx->fdb_seen_len) {
-                last = std::max(last, w.ctx->fdb_seen[it->second.index]);
-            }
-        }
-        if (now - last > ageing) {
+        if (cycles_since(now, fdb_last_seen(it->second)) > ageing) {
             // The index is reused only by a later insert; a worker still stamping it for the
             // deleted key at worst keeps the new key alive one extra ageing period.
             tables_->remove_fdb(mac_of_key(it->first.first), it->first.second);
@@ -1219,18 +1214,26 @@ std::vector<FdbView> ControlPlane::fdb() const {
     const auto& snap = snapshot();
     std::vector<FdbView> out;
     for (const auto& [key, e] : fdb_) {
-        uint64_t last = e.learned_tsc;
-        for (const auto& w : dataplane_.workers) {
-            if (e.index < w.ctx->fdb_seen_len) {
-                last = std::max(last, w.ctx->fdb_seen[e.index]);
-            }
-        }
+        const uint64_t last = fdb_last_seen(e);
         const std::string group =
             key.second < snap.groups.size() ? snap.groups[key.second].name : "?";
         out.push_back({to_mac(mac_of_key(key.first)), group, port_name(e.port),
-                       static_cast<double>(now - last) / static_cast<double>(tsc_hz_)});
+                       static_cast<double>(cycles_since(now, last)) /
+                           static_cast<double>(tsc_hz_)});
     }
     return out;
+}
+
+uint64_t ControlPlane::fdb_last_seen(const FdbState& e) const {
+    uint64_t last = e.learned_tsc;
+    for (const auto& w : dataplane_.workers) {
+        if (e.index < w.ctx->fdb_seen_len) {
+            // The worker stores the word as it forwards; an aligned 64-bit load sees its old
+            // or its new value, never a torn one.
+            last = std::max(last, __atomic_load_n(&w.ctx->fdb_seen[e.index], __ATOMIC_RELAXED));
+        }
+    }
+    return last;
 }
 
 metrics::Stats ControlPlane::stats() const {

@@ -252,6 +252,8 @@ private:
     bool publish_locked(std::string& error);
     void handle_event(const dp::Event& ev, bool& dirty);
     void age_locked(bool& dirty);
+    // The latest TSC at which any worker forwarded from the entry's MAC (or its learning).
+    uint64_t fdb_last_seen(const FdbState& e) const;
     void send_arp_request(uint32_t ip, uint16_t port_id);
     int config_index(uint16_t port_id) const;
     std::string port_name(uint16_t port_id) const;

@@ -61,6 +61,21 @@ def test(exe: str) -> None:
         check(delta(m2, m1, "inaswitch_bridged_packets_total") >= 40,
               "bridged moved by >= 40 for 20 echoes")
 
+        # Sustained bridged traffic keeps its MACs: the control thread ages the FDB against the
+        # last-seen stamps the worker writes meanwhile, and a stamp newer than the ager's clock
+        # once read as an age of ~2^64 cycles (every MAC in use expired and was learned again).
+        p = a.run(["ping", "-f", "-q", "-c", "20000", "-w", "3", b.ip], check_rc=False,
+                  timeout=20)
+        m_flood = tb.metrics()
+        expired = delta(m_flood, m2, "inaswitch_fdb_expired_total")
+        check(expired == 0, f"no FDB entry expired while a flood-pinged b (got {expired:.0f}; "
+                            f"ping: {p.stdout.strip().splitlines()[-2:]})")
+        check(delta(m_flood, m2, "inaswitch_bridged_packets_total") >= 1000,
+              "the flood ping was bridged (>= 1000 frames)")
+        fdb = {e["mac"]: e for e in tb.api_json("GET", "/api/v1/fdb")}
+        check(a.mac in fdb and b.mac in fdb and fdb[a.mac]["idle_s"] < 60,
+              f"a's and b's MACs still learned, recently seen (got {fdb.get(a.mac)})")
+
         # The gateway address lives on g0; the switch answers for it on every member.
         tx, rx = c.ping("10.0.3.1", count=3, interval=0.05)
         check(tx == rx == 3, f"c (on g2) -> gateway 10.0.3.1: {rx}/{tx} replies")

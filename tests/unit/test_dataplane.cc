@@ -7,6 +7,7 @@
 #include <set>
 #include <string>
 
+#include "control/ageing.h"
 #include "dataplane/counters.h"
 #include "dataplane/events.h"
 #include "pipeline/context.h"
@@ -100,3 +101,19 @@ TEST(RecentEvents, ZeroIntervalNeverSuppresses) {
 }
 
 }  // namespace
+
+// The FDB's ager compares the control thread's TSC with the last-seen stamps workers write
+// while it runs: a stamp newer than the ager's `now` is an entry seen just now. Before
+// control/ageing.h the unsigned difference wrapped to ~2^64 and expired every MAC a worker
+// was forwarding at that moment.
+TEST(Ageing, AStampTakenAfterNowIsAgeZeroNotAWrappedAge) {
+    constexpr uint64_t now = 1'000'000;
+    EXPECT_EQ(ina::control::cycles_since(now, now + 1), 0u);
+    EXPECT_EQ(ina::control::cycles_since(now, UINT64_MAX), 0u);
+    EXPECT_EQ(ina::control::cycles_since(now, now), 0u);
+    EXPECT_EQ(ina::control::cycles_since(now, now - 250), 250u);
+    EXPECT_EQ(ina::control::cycles_since(now, 0), now);
+    const uint64_t ageing = 300;  // an entry is aged out after more than this many cycles
+    EXPECT_FALSE(ina::control::cycles_since(now, now + 5) > ageing);
+    EXPECT_TRUE(ina::control::cycles_since(now, now - 301) > ageing);
+}
