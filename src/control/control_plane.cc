@@ -1317,7 +1317,8 @@ bool ControlPlane::idle_for(uint64_t idle_ms) const {
     const uint64_t now = rte_rdtsc();
     const uint64_t limit = idle_ms * tsc_hz_ / 1000;
     for (const auto& w : dataplane_.workers) {
-        if (now - w.ctx->last_rx_tsc < limit || rte_ring_count(w.control_tx) != 0 ||
+        // The worker may stamp last_rx_tsc after `now` was read: that is "received just now".
+        if (cycles_since(now, __atomic_load_n(&w.ctx->last_rx_tsc, __ATOMIC_RELAXED)) < limit || rte_ring_count(w.control_tx) != 0 ||
             rte_ring_count(w.events) != 0) {
             return false;
         }
