@@ -1079,7 +1079,7 @@ TEST(RoceS2sMetrics, EveryCounterIsRendered) {
     gone.leaving = true;
     gone.counters.leave_ended_dreq = 7;
     const std::string both = fs::render_metrics({j, gone}, lcore, 1);
-    EXPECT_NE(both.find("inaswitch_rdma_s2s_leave_ended_dreq_total{job=\"9\",leaving=\"true\"} 7\n"),
+    EXPECT_NE(both.find("inaswitch_rdma_s2s_leave_ended_dreq_total{leaving_job=\"9\"} 7\n"),
               std::string::npos);
     EXPECT_NE(both.find("inaswitch_rdma_s2s_jobs_leaving 1\n"), std::string::npos);
     size_t i = 0;

@@ -11,9 +11,11 @@ void family(std::ostringstream& os, const std::string& name, const char* type, c
     os << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
 }
 
-// A job's labels: a removed job still translating is told apart from a new one with its id.
+// A job's labels: a removed job still translating is `leaving_job`, apart from a configured
+// one with its id (`job`: a new job of the id starts from 0 beside the leaving one).
 std::string labels(const JobSample& j) {
-    return "{job=\"" + std::to_string(j.job_id) + (j.leaving ? "\",leaving=\"true\"}" : "\"}");
+    return std::string(j.leaving ? "{leaving_job=\"" : "{job=\"") + std::to_string(j.job_id) +
+           "\"}";
 }
 
 }  // namespace

@@ -17,7 +17,7 @@ struct JobSample {
     uint32_t job_id = 0;
     uint64_t slots_in_use = 0;
     JobCounters counters;
-    bool leaving = false;  // removed, still translating: its series carry leaving="true"
+    bool leaving = false;  // removed, still translating: its series are labelled leaving_job
 };
 
 using LcoreTotals = std::array<uint64_t, static_cast<size_t>(LcoreCounter::count)>;
