@@ -31,6 +31,13 @@ roce-vm-rdma-allreduce, unchanged), inaswitch on the host ROUTING between the VM
      on the root's tap shows the order). Both results bit-exact; the root completed `chunks`
      result WRITEs instead of world x chunks.
      INA_S2S_REPLICATE_ONLY=N runs this round alone, N times in one lab.
+  7. The job REMOVED by a config reload (no drain) while a 4 MiB AllReduce runs, once the
+     switch absorbed 256 chunks of it (docs/rdma.md "Leaving a job"): the switch keeps the
+     removed job's state by itself, finishes the chunks it holds, then forwards both
+     connections PSN/MSN-translated until their DREQs; the result is bit-exact, the root
+     reduced the rest itself, the switch counted the translated forwarding under
+     leaving_job, no fallback, and once both DREQs passed no job is left leaving.
+     INA_S2S_REMOVE_ONLY=N runs this round alone, N times in one lab.
   In each, the programs exit 0, and no guest's rxe counted a retry-exceeded or RNR-exceeded
   error (its hw_counters, before and after).
 
@@ -85,6 +92,97 @@ def replicating_config(cfg: dict, lab) -> dict:
 
 def drained_config(cfg: dict, lab) -> dict:
     return switch_config(cfg, lab, drain=True)
+
+
+def removed_config(cfg: dict, _lab) -> dict:
+    return cfg  # no rdma_s2s section at all
+
+
+def leaving(lab) -> dict[str, float]:
+    """The removed job's counters (its leaving_job series) and the jobs_leaving gauge."""
+    m = lab.switch.metrics()
+    names = ("absorbed", "forwarded", "drain_refused", "aggregates_acked", "icrc_errors",
+             "not_contribution", "bad_contributions", "leave_connections_translated",
+             "leave_ended_dreq", "leave_ended_timeout", "leave_passed", "duplicates")
+    out = {n: m.get(f"inaswitch_rdma_s2s_{n}_total", leaving_job=JOB) for n in names}
+    out["slots_in_use"] = m.get("inaswitch_rdma_s2s_slots_in_use", leaving_job=JOB)
+    out["jobs_leaving"] = m.get("inaswitch_rdma_s2s_jobs_leaving")
+    out["fallback"] = m.by_label("inaswitch_rdma_s2s_packets_total", "reason").get("fallback", 0)
+    return out
+
+
+def removal_round(lab, paths: list[str], sha: str, tag: str) -> None:
+    """Round 7: the job configured afresh, a root for one 4 MiB round, and the job removed from
+    the config (no drain) once the switch absorbed DRAIN_AT chunks of it."""
+    root_vm, workers = lab.vms[0], lab.vms[1:]
+    lab.reload_switch(switch_config)  # a fresh job (an earlier one leaves, or is released)
+    wait_until(lambda: lab.switch.metrics().get("inaswitch_rdma_s2s_jobs_leaving") == 0, 30,
+               "no earlier job still leaving (its connections ended)")
+    root = root_vm.start(root_cmd(root_vm, f"--rounds 1 --timeout-ms {TIMEOUT_S * 1000}"))
+    root_vm.wait_rdma_cm_listen(timeout=60)
+    before = s2s(lab)
+    chunks = DRAIN_ELEMENTS * 4 // CHUNK
+    jobs = [vm.start(worker_cmd(root_vm, rank, f"--type int32 --chunk-bytes {CHUNK} "
+                                f"--input /root/{os.path.basename(p)} --output /tmp/removal.out"))
+            for rank, (vm, p) in enumerate(zip(workers, paths), start=1)]
+    wait_until(lambda: s2s(lab)["absorbed"] - before["absorbed"] >= 2 * DRAIN_AT, TIMEOUT_S,
+               f"{tag}: the switch absorbing {DRAIN_AT} chunks")
+    lab.reload_switch(removed_config)
+    for rank, job in enumerate(jobs, start=1):
+        rc, out = job.wait(TIMEOUT_S + 30)
+        log(f"{tag} rank {rank}: {out.strip()}")
+        check(rc == 0, f"{tag}: rank {rank} completed (exit {rc})")
+    for vm in workers:
+        _rc, out = vm.run("sha256sum /tmp/removal.out", check=True)
+        check(out.split()[0] == sha, f"{tag}: {vm.name}'s int32 result bit-exact")
+    rc, out = root.wait(60)
+    log(f"root, {tag}: {out.strip()}")
+    check(rc == 0, f"{tag}: ina-rdma-root served the round (exit {rc})")
+    root_round = [json.loads(line) for line in out.splitlines()
+                  if line.startswith("{") and '"round"' in line][0]
+    check(root_round["ok"] and root_round["contribution_count"] == WORLD * chunks and
+          root_round["results_written"] == WORLD * chunks,
+          f"{tag}: the root reduced {WORLD * chunks} contributions and wrote every result")
+    check(chunks < root_round["contributions"] < WORLD * chunks,
+          f"{tag}: the root got {root_round['contributions']} WRITEs for {chunks} chunks: "
+          f"aggregates before the removal, the workers' own WRITEs after")
+    # The connections end by their DREQs (the root disconnects at the end of its round): the
+    # leaving job is then over.
+    wait_until(lambda: leaving(lab)["leave_ended_dreq"] == WORLD and
+               leaving(lab)["jobs_leaving"] == 0, 30,
+               f"{tag}: both connections' DREQs seen, the removed job no longer leaving")
+    gone = leaving(lab)
+    log(f"switch, {tag}: {gone}")
+    check(gone["absorbed"] >= 2 * DRAIN_AT and gone["forwarded"] > 0 and
+          gone["leave_connections_translated"] == WORLD,
+          f"{tag}: {gone['absorbed']:.0f} contributions absorbed before the removal, "
+          f"{gone['forwarded']:.0f} packets forwarded translated after it, on both connections")
+    check(gone["slots_in_use"] == 0 and gone["leave_ended_timeout"] == 0 and
+          gone["leave_passed"] == 0,
+          f"{tag}: every held chunk finished, the connections ended by DREQ, not by the timeout")
+    check(gone["icrc_errors"] == 0 and gone["not_contribution"] == 0 and
+          gone["bad_contributions"] == 0 and gone["fallback"] == 0,
+          f"{tag}: no ICRC error, non-contribution, bad contribution or fallback")
+
+
+def removal_only(worker_exe: str, root_exe: str, switch_exe: str, times: int) -> None:
+    """Round 7 alone, `times` times in one lab (INA_S2S_REMOVE_ONLY=times)."""
+    scratch = tempfile.mkdtemp(prefix="s2s-removal-")
+    try:
+        paths, sha = int32_inputs(scratch, seed=77, elements=DRAIN_ELEMENTS)
+        extra = [stripped(worker_exe, scratch), stripped(root_exe, scratch)]
+        extra += [(p, f"/root/{os.path.basename(p)}") for p in paths]
+        with Lab(1 + WORLD, fabric="inaswitch", switch_exe=switch_exe, routed=True,
+                 switch_config=switch_config, extra_files=extra) as lab:
+            lab.reach_all()
+            rxe_before = [rxe_counters(vm) for vm in lab.vms]
+            for n in range(times):
+                t0 = time.monotonic()
+                removal_round(lab, paths, sha, f"removal {n + 1} of {times}")
+                log(f"removal {n + 1} of {times}: passed in {time.monotonic() - t0:.1f}s")
+            check_rxe_counters(lab, rxe_before)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def rxe_counters(vm) -> dict[str, int]:
@@ -298,6 +396,9 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
         replicate_only(worker_exe, root_exe, switch_exe,
                        int(os.environ["INA_S2S_REPLICATE_ONLY"]))
         return
+    if os.environ.get("INA_S2S_REMOVE_ONLY"):
+        removal_only(worker_exe, root_exe, switch_exe, int(os.environ["INA_S2S_REMOVE_ONLY"]))
+        return
     scratch = tempfile.mkdtemp(prefix="s2s-allreduce-")
     # (tag, the VM whose link is lossy (index in lab.vms: 0 the root, 1 the carrier rank 1, 2
     # rank 2), what shows the recovery); each round new data and, after the first, a new
@@ -309,9 +410,11 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
     try:
         data = [int32_inputs(scratch, seed=20261124 + n) for n in range(len(rounds_plan) + 1)]
         drain_paths, drain_sha = int32_inputs(scratch, seed=99, elements=DRAIN_ELEMENTS)
+        removal_paths, removal_sha = int32_inputs(scratch, seed=77, elements=DRAIN_ELEMENTS)
         extra = [stripped(worker_exe, scratch), stripped(root_exe, scratch)]
         extra += [(p, f"/root/{os.path.basename(p)}")
-                  for paths in [d[0] for d in data] + [drain_paths] for p in paths]
+                  for paths in [d[0] for d in data] + [drain_paths, removal_paths]
+                  for p in paths]
         with Lab(1 + WORLD, fabric="inaswitch", switch_exe=switch_exe, routed=True,
                  switch_config=switch_config, extra_files=extra) as lab:
             root_vm, workers = lab.vms[0], lab.vms[1:]
@@ -394,6 +497,10 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
             # 6. Result replication: the root writes each result once (on the carrier), the
             # switch (the job reloaded with replicate: true: a new state) copies it to rank 2.
             replicate_round(lab, data[-1], "replicate")
+
+            # 7. The job removed (no drain) while an AllReduce runs: the switch keeps its state
+            # by itself, finishing what it holds, then translating until the DREQs.
+            removal_round(lab, removal_paths, removal_sha, "removal")
 
             check_rxe_counters(lab, rxe_before)
             check(all(r.get("ok", False) for _tag, res, _w, _d in done for r in res),
