@@ -45,6 +45,16 @@ def icrc_ok(src: str, dst: str, sport: int, udp_payload: bytes) -> bool:
     return False
 
 
+def write_through(h1, h2, psn: int) -> bytes:
+    """h1's WRITE of chunk 1 at `psn` toward the root's QP 0x40; what h2 received of it."""
+    root = h2.popen([PY, "-B", HOST, "recv", "15"], stdout=subprocess.PIPE, text=True)
+    check(root.stdout.readline().strip() == "listening", "the root listens again")
+    h1.run([PY, "-B", HOST, "write", h1.ip, h2.ip, "0x40", str(psn), "1", *map(str, VALUES)],
+           timeout=30)
+    out, _ = root.communicate(timeout=20)
+    return bytes.fromhex(out.strip().splitlines()[-1])
+
+
 def test(exe: str) -> None:
     job = {"id": 9, "root": "10.0.2.2", "world": 1, "dtype": "int32", "chunk_bytes": 16,
            "window": 4, "timeout": 0,
@@ -108,12 +118,7 @@ def test(exe: str) -> None:
         h2.run([PY, "-B", HOST, "ack", h2.ip, h1.ip, "17", "1000", "1"], timeout=30)
         wait_until(lambda: tb.metrics().get("inaswitch_rdma_s2s_aggregates_acked_total",
                                             job="9") == 1, 10, "the root's ACK consumed")
-        root = h2.popen([PY, "-B", HOST, "recv", "15"], stdout=subprocess.PIPE, text=True)
-        check(root.stdout.readline().strip() == "listening", "the root listens again")
-        h1.run([PY, "-B", HOST, "write", h1.ip, h2.ip, "0x40", "1001", "1", *map(str, VALUES)],
-               timeout=30)
-        out, _ = root.communicate(timeout=20)
-        fwd = bytes.fromhex(out.strip().splitlines()[-1])
+        fwd = write_through(h1, h2, 1001)
         check(fwd[0] == 0x0B and int.from_bytes(fwd[9:12], "big") == 1001 and
               int.from_bytes(fwd[28:32], "big") == 1 << 8 | 1,
               f"drained: h1's own WRITE reaches h2 (PSN 1001, chunk 1) ({fwd[:32].hex()})")
@@ -133,12 +138,7 @@ def test(exe: str) -> None:
         check(m.get("inaswitch_rdma_s2s_absorbed_total", leaving_job="9") == 1 and
               m.get("inaswitch_rdma_s2s_jobs_leaving") == 1,
               "the replaced job's state is kept, leaving")
-        root = h2.popen([PY, "-B", HOST, "recv", "15"], stdout=subprocess.PIPE, text=True)
-        check(root.stdout.readline().strip() == "listening", "the root listens again")
-        h1.run([PY, "-B", HOST, "write", h1.ip, h2.ip, "0x40", "1002", "1", *map(str, VALUES)],
-               timeout=30)
-        out, _ = root.communicate(timeout=20)
-        fwd = bytes.fromhex(out.strip().splitlines()[-1])
+        fwd = write_through(h1, h2, 1002)
         check(fwd[0] == 0x0B and int.from_bytes(fwd[9:12], "big") == 1002,
               f"after the change h1's WRITE still reaches h2 translated by the leaving state "
               f"(PSN 1002) ({fwd[:32].hex()})")

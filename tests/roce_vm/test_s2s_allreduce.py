@@ -111,30 +111,39 @@ def leaving(lab) -> dict[str, float]:
     return out
 
 
-def removal_round(lab, paths: list[str], sha: str, tag: str) -> None:
-    """Round 7: the job configured afresh, a root for one 4 MiB round, and the job removed from
-    the config (no drain) once the switch absorbed DRAIN_AT chunks of it."""
+def reload_mid_allreduce(lab, data: tuple[list[str], str], before: dict, reload_config,
+                         tag: str) -> None:
+    """A 4 MiB AllReduce on the listening root, the switch reloaded with `reload_config` once it
+    absorbed DRAIN_AT chunks of it (counted from `before`); both workers bit-exact."""
     root_vm, workers = lab.vms[0], lab.vms[1:]
-    lab.reload_switch(switch_config)  # a fresh job (an earlier one leaves, or is released)
-    wait_until(lambda: lab.switch.metrics().get("inaswitch_rdma_s2s_jobs_leaving") == 0, 30,
-               "no earlier job still leaving (its connections ended)")
-    root = root_vm.start(root_cmd(root_vm, f"--rounds 1 --timeout-ms {TIMEOUT_S * 1000}"))
-    root_vm.wait_rdma_cm_listen(timeout=60)
-    before = s2s(lab)
-    chunks = DRAIN_ELEMENTS * 4 // CHUNK
+    paths, sha = data
+    out_path = f"/tmp/{tag.split()[0]}.out"
     jobs = [vm.start(worker_cmd(root_vm, rank, f"--type int32 --chunk-bytes {CHUNK} "
-                                f"--input /root/{os.path.basename(p)} --output /tmp/removal.out"))
+                                f"--input /root/{os.path.basename(p)} --output {out_path}"))
             for rank, (vm, p) in enumerate(zip(workers, paths), start=1)]
     wait_until(lambda: s2s(lab)["absorbed"] - before["absorbed"] >= 2 * DRAIN_AT, TIMEOUT_S,
                f"{tag}: the switch absorbing {DRAIN_AT} chunks")
-    lab.reload_switch(removed_config)
+    lab.reload_switch(reload_config)
     for rank, job in enumerate(jobs, start=1):
         rc, out = job.wait(TIMEOUT_S + 30)
         log(f"{tag} rank {rank}: {out.strip()}")
         check(rc == 0, f"{tag}: rank {rank} completed (exit {rc})")
     for vm in workers:
-        _rc, out = vm.run("sha256sum /tmp/removal.out", check=True)
+        _rc, out = vm.run(f"sha256sum {out_path}", check=True)
         check(out.split()[0] == sha, f"{tag}: {vm.name}'s int32 result bit-exact")
+
+
+def removal_round(lab, paths: list[str], sha: str, tag: str) -> None:
+    """Round 7: the job configured afresh, a root for one 4 MiB round, and the job removed from
+    the config (no drain) once the switch absorbed DRAIN_AT chunks of it."""
+    root_vm = lab.vms[0]
+    lab.reload_switch(switch_config)  # a fresh job (an earlier one leaves, or is released)
+    wait_until(lambda: lab.switch.metrics().get("inaswitch_rdma_s2s_jobs_leaving") == 0, 30,
+               "no earlier job still leaving (its connections ended)")
+    root = root_vm.start(root_cmd(root_vm, f"--rounds 1 --timeout-ms {TIMEOUT_S * 1000}"))
+    root_vm.wait_rdma_cm_listen(timeout=60)
+    chunks = DRAIN_ELEMENTS * 4 // CHUNK
+    reload_mid_allreduce(lab, (paths, sha), s2s(lab), removed_config, tag)
     rc, out = root.wait(60)
     log(f"root, {tag}: {out.strip()}")
     check(rc == 0, f"{tag}: ina-rdma-root served the round (exit {rc})")
@@ -441,20 +450,7 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
             # 5. drain: true while an AllReduce runs (a config reload that keeps the job's
             # state): the switch finishes the chunks it holds, then forwards the rest of the
             # connections' WRITEs PSN-translated; the root reduces them itself.
-            jobs = [vm.start(worker_cmd(root_vm, rank, f"--type int32 --chunk-bytes {CHUNK} "
-                                        f"--input /root/{os.path.basename(p)} "
-                                        f"--output /tmp/drain.out"))
-                    for rank, (vm, p) in enumerate(zip(workers, drain_paths), start=1)]
-            wait_until(lambda: s2s(lab)["absorbed"] - before["absorbed"] >= 2 * DRAIN_AT,
-                       TIMEOUT_S, f"the switch absorbing {DRAIN_AT} chunks of the drain round")
-            lab.reload_switch(drained_config)
-            for rank, job in enumerate(jobs, start=1):
-                rc, out = job.wait(TIMEOUT_S + 30)
-                log(f"drain rank {rank}: {out.strip()}")
-                check(rc == 0, f"drain: rank {rank} completed (exit {rc})")
-            for vm in workers:
-                _rc, out = vm.run("sha256sum /tmp/drain.out", check=True)
-                check(out.split()[0] == drain_sha, f"drain: {vm.name}'s int32 result bit-exact")
+            reload_mid_allreduce(lab, (drain_paths, drain_sha), before, drained_config, "drain")
             final = s2s(lab)
             drained = delta(final, before)
             log(f"switch, drain: {drained}")

@@ -85,6 +85,24 @@ struct Seen {
     bool icrc_ok = false;
 };
 
+// The job removed by a config change: control_s2s keeps its state attached, stores the idle
+// timeout into it and publishes its entries marked leaving (compile_s2s append_job), so the
+// snapshot is rebuilt here the way decorate() does it.
+void leave(fs::S2sView& view, const fs::JobConfig& cfg, fs::JobState& state, uint16_t slot,
+           uint64_t timeout_ms) {
+    view.conns.clear();
+    view.learning.clear();
+    fs::append_job(view, cfg, true, 0, slot);
+    fs::sort_view(view);
+    state.leave_timeout_ns.store(timeout_ms * 1000000);
+}
+
+const fs::JobConfig& job_config(const std::string& yaml, config::LoadResult& keep) {
+    keep = config::load_string(yaml, "s2s.yaml");
+    EXPECT_TRUE(keep.ok()) << keep.error_text();
+    return fs::s2s_of(*keep.config)->jobs.at(0);
+}
+
 class RoceS2s : public StageTest {
 protected:
     void SetUp() override {
@@ -283,6 +301,18 @@ protected:
         EXPECT_EQ(agg.size(), 1u) << "ONE aggregate per chunk";
         free_mbufs(take_tx(kR0));
         return agg.empty() ? Seen{} : agg[0];
+    }
+
+    // Chunk 0 completed and acknowledged by the root, then the job removed (nothing held).
+    void removed_after_chunk_zero(uint64_t timeout_ms) {
+        config::LoadResult keep;
+        const fs::JobConfig& cfg = job_config(yaml(), keep);
+        complete_chunk(0);
+        drain();
+        send(root_ack(1, kPsn[1]));
+        drain();
+        leave(*static_cast<fs::S2sView*>(snap->feature_views[fs::kFeatureS2s].get()), cfg, *job,
+              kSlot, timeout_ms);
     }
 
     std::unique_ptr<fs::JobState> job;
@@ -635,24 +665,6 @@ TEST_F(RoceS2s, DrainFinishesHeldChunksThenForwardsTranslated) {
     EXPECT_EQ(job->counters.forwarded, 3u);
 }
 
-// The job removed by a config change: control_s2s keeps its state attached, stores the idle
-// timeout into it and publishes its entries marked leaving (compile_s2s append_job), so the
-// snapshot is rebuilt here the way decorate() does it.
-void leave(fs::S2sView& view, const fs::JobConfig& cfg, fs::JobState& state, uint16_t slot,
-           uint64_t timeout_ms) {
-    view.conns.clear();
-    view.learning.clear();
-    fs::append_job(view, cfg, true, 0, slot);
-    fs::sort_view(view);
-    state.leave_timeout_ns.store(timeout_ms * 1000000);
-}
-
-const fs::JobConfig& job_config(const std::string& yaml, config::LoadResult& keep) {
-    keep = config::load_string(yaml, "s2s.yaml");
-    EXPECT_TRUE(keep.ok()) << keep.error_text();
-    return fs::s2s_of(*keep.config)->jobs.at(0);
-}
-
 // Removed while chunk 1 is half held (docs/rdma.md "Leaving a job"): the switch finishes it as
 // drain would (the held chunk absorbed and sent to the root, a new chunk RNR-NAKed), then it
 // forwards each connection translated by itself, until the connection ends.
@@ -702,14 +714,7 @@ TEST_F(RoceS2s, RemovalWhileChunksAreHeldFinishesThemThenTranslates) {
 
 // Removed once the root acknowledged everything: translated forwarding from the first packet.
 TEST_F(RoceS2s, RemovalAfterEverythingAcknowledgedTranslatesAtOnce) {
-    config::LoadResult keep;
-    const fs::JobConfig& cfg = job_config(yaml(), keep);
-    complete_chunk(0);
-    drain();
-    send(root_ack(1, kPsn[1]));
-    drain();
-    leave(*static_cast<fs::S2sView*>(snap->feature_views[fs::kFeatureS2s].get()), cfg, *job,
-          kSlot, 10000);
+    removed_after_chunk_zero(10000);
     send(contribution(2, kPsn[2] + 1, 1, fill(2)));
     auto out = to(kRoot);
     ASSERT_EQ(out.size(), 1u);
@@ -723,14 +728,7 @@ TEST_F(RoceS2s, RemovalAfterEverythingAcknowledgedTranslatesAtOnce) {
 // Static connections see no DREQ here: the idle timeout ends the leaving job; from then on its
 // packets pass untouched (counted) until the next config change releases the state.
 TEST_F(RoceS2s, RemovedJobEndsAfterTheIdleTimeout) {
-    config::LoadResult keep;
-    const fs::JobConfig& cfg = job_config(yaml(), keep);
-    complete_chunk(0);
-    drain();
-    send(root_ack(1, kPsn[1]));
-    drain();
-    leave(*static_cast<fs::S2sView*>(snap->feature_views[fs::kFeatureS2s].get()), cfg, *job,
-          kSlot, 50);
+    removed_after_chunk_zero(50);
     advance_ms(1);  // the idle clock starts
     advance_ms(30);
     send(contribution(2, kPsn[2] + 1, 1, fill(2)));  // activity: the clock starts over
@@ -1152,6 +1150,25 @@ TEST(RoceS2sConfig, ErrorsNameTheirPlace) {
     ASSERT_NE(s2s, nullptr);
     EXPECT_EQ(s2s->jobs[0].window, 64u);
     EXPECT_FALSE(s2s->jobs[0].connections[0].psn.has_value()) << "learned from the first packet";
+    EXPECT_EQ(s2s->leave_timeout_ms, fs::kDefaultLeaveTimeoutMs);
+    // The section's leave_timeout_ms: its place named when out of range.
+    const std::string with_timeout =
+        std::string(kStageYaml) + "rdma_s2s:\n  leave_timeout_ms: 0\n  jobs:\n";
+    r = config::load_string(with_timeout + "    - id: 9\n      root: 10.0.2.2\n      world: 2\n" +
+                                conn,
+                            "t.yaml");
+    const size_t timeout_line =
+        static_cast<size_t>(std::count(with_timeout.begin(), with_timeout.end(), '\n')) - 1;
+    EXPECT_NE(r.error_text().find("t.yaml:" + std::to_string(timeout_line) + ":21:"),
+              std::string::npos)
+        << r.error_text();
+    EXPECT_NE(r.error_text().find("leave_timeout_ms"), std::string::npos) << r.error_text();
+    r = config::load_string(std::string(kStageYaml) + "rdma_s2s:\n  leave_timeout_ms: 250\n"
+                                "  jobs:\n    - id: 9\n      root: 10.0.2.2\n      world: 2\n" +
+                                conn,
+                            "t.yaml");
+    ASSERT_TRUE(r.ok()) << r.error_text();
+    EXPECT_EQ(fs::s2s_of(*r.config)->leave_timeout_ms, 250u);
 }
 
 // Result replication (replicate: true): the root WRITEs each result once, on the carrier (rank
