@@ -221,6 +221,24 @@ protected:
         });
     }
 
+    Bytes cm_frame(uint32_t from, uint32_t to, const rc::cm::Message& msg) {
+        rc::Ipv4Path path;
+        path.src_ip = from;
+        path.dst_ip = to;
+        path.dest_qp = rc::cm::kCmQpn;
+        return frame(from, [&](uint8_t* out, size_t cap) {
+            return rc::cm::encode_packet(out, cap, path, 1, 0, msg);
+        });
+    }
+    // Rank's DREQ to the root (it names the root's QPN).
+    Bytes dreq(int rank) {
+        rc::cm::Message msg;
+        msg.header.attr_id = static_cast<uint16_t>(rc::cm::Attr::dreq);
+        msg.dreq.local_comm_id = 0x1000 + static_cast<uint32_t>(rank);
+        msg.dreq.remote_comm_id = 0x2000 + static_cast<uint32_t>(rank);
+        msg.dreq.remote_qpn = kRootQpn[rank];
+        return cm_frame(worker_ip(rank), kRoot, msg);
+    }
     void run(const std::vector<rte_mbuf*>& ms) {
         std::vector<rte_mbuf*> v = ms;
         pipeline::process_burst(*ctx, *snap, v.data(), static_cast<uint16_t>(v.size()));
@@ -747,6 +765,27 @@ TEST_F(RoceS2s, RemovedJobEndsAfterTheIdleTimeout) {
     EXPECT_EQ(job->counters.forwarded, 1u);
 }
 
+// A static job removed: the CM DREQs on its root end its connections (either way); once both
+// ended it is over.
+TEST_F(RoceS2s, RemovedStaticJobEndsByItsConnectionsDisconnects) {
+    removed_after_chunk_zero(10000);
+    send(dreq(1));
+    drain();
+    advance_ms(1);
+    EXPECT_EQ(job->counters.leave_ended_dreq, 1u);
+    EXPECT_FALSE(job->left.load()) << "rank 2 still connected";
+    send(contribution(2, kPsn[2] + 1, 1, fill(2)));
+    auto out = to(kRoot);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].p.bth.psn, kPsn[2]) << "still translated";
+    send(dreq(2));
+    drain();
+    advance_ms(1);
+    EXPECT_EQ(job->counters.leave_ended_dreq, 2u);
+    EXPECT_TRUE(job->left.load());
+    EXPECT_EQ(job->counters.leave_ended_timeout, 0u);
+}
+
 // A leaving job's entry wins over a configured job's with the same connection: the endpoints'
 // PSNs there are translated, a new job starting from nothing would break them.
 TEST_F(RoceS2s, ALeavingJobKeepsItsConnectionFromAConfiguredOne) {
@@ -777,15 +816,6 @@ protected:
     virtual bool replicate() const { return false; }
     static constexpr uint32_t kRepPsn[3] = {0, 3000, 4000};  // the workers send from these
 
-    Bytes cm_frame(uint32_t from, uint32_t to, const rc::cm::Message& msg) {
-        rc::Ipv4Path path;
-        path.src_ip = from;
-        path.dst_ip = to;
-        path.dest_qp = rc::cm::kCmQpn;
-        return frame(from, [&](uint8_t* out, size_t cap) {
-            return rc::cm::encode_packet(out, cap, path, 1, 0, msg);
-        });
-    }
     // Rank's REQ to the root: the worker's QPN and the INAR connect request of `job`. A later
     // connection of the same rank (`generation` > 0) has its own QPN and communication ID.
     Bytes req(int rank, uint32_t inar_job = 11, uint32_t generation = 0) {
@@ -823,14 +853,6 @@ protected:
         msg.rep.local_qpn = kRootQpn[rank];
         msg.rep.starting_psn = kRepPsn[rank];
         return cm_frame(kRoot, worker_ip(rank), msg);
-    }
-    Bytes dreq(int rank) {
-        rc::cm::Message msg;
-        msg.header.attr_id = static_cast<uint16_t>(rc::cm::Attr::dreq);
-        msg.dreq.local_comm_id = 0x1000 + static_cast<uint32_t>(rank);
-        msg.dreq.remote_comm_id = 0x2000 + static_cast<uint32_t>(rank);
-        msg.dreq.remote_qpn = kRootQpn[rank];
-        return cm_frame(worker_ip(rank), kRoot, msg);
     }
     // The root's DREQ of rank's connection `generation` (it names the worker's QPN).
     Bytes dreq_from_root(int rank, uint32_t generation = 0) {

@@ -10,7 +10,9 @@ namespace ina::features::roce_s2s {
 
 void append_job(S2sView& view, const JobConfig& j, bool leaving, uint16_t home, uint16_t slot) {
     const bool drain = j.drain || leaving;
-    if (j.learn) {
+    // A leaving static job is matched on its root too, for the DREQs (RDMA CM on QP1) that end
+    // its connections; its connections' own packets are found by their keys first.
+    if (j.learn || leaving) {
         LearnView lv{j.root, j.id, drain, j.replicate, home, slot};
         lv.leaving = leaving;
         view.learning.push_back(lv);

@@ -19,7 +19,8 @@ bool compile_s2s(const config::Config& cfg, dp::Snapshot& snap, std::string& err
 
 // Job j's entries (both directions of each connection; a LearnView when it learns) appended to
 // `view`. A leaving job's (removed, its state kept: control_s2s) are marked leaving and
-// draining and carry their home and slot; a configured job's get theirs from control_s2s.
+// draining and carry their home and slot (and a LearnView even when static: its root's CM
+// DREQs end its connections); a configured job's get theirs from control_s2s.
 void append_job(S2sView& view, const JobConfig& j, bool leaving, uint16_t home = 0,
                 uint16_t slot = dp::kNoStateSlot);
 // Sorts the connection entries for S2sView::find; of equal keys, the leaving job's first.

@@ -85,11 +85,11 @@ bool S2sControl::prepare(control::ControlPlane& cp, const config::Config& next,
     }
     plan_.leave_timeout_ns =
         uint64_t{s2s != nullptr ? s2s->leave_timeout_ms : kDefaultLeaveTimeoutMs} * 1000000;
-    // A learning job on the root of a leaving learning job gets its home lcore: that lcore
-    // asks the leaving job first whether a packet is of a connection it still translates.
+    // A learning job on the root of a leaving job gets its home lcore: that lcore asks the
+    // leaving job first whether a packet is of a connection it still translates.
     auto home_of = [&](const JobConfig& j) {
         for (const auto& l : plan_.leaving) {
-            if (j.learn && l.cfg.learn && l.cfg.root == j.root) {
+            if (j.learn && l.cfg.root == j.root) {
                 return l.home;
             }
         }
