@@ -69,6 +69,7 @@ LOSS = "loss 2%"
 # The drain round: 4 MiB per worker, drain set once the switch absorbed DRAIN_AT chunks of it.
 DRAIN_ELEMENTS = 4 * ELEMENTS
 DRAIN_AT = 256
+REMOVAL_SEED = 77  # the removal round's data (4 MiB per worker, as the drain round's)
 # rxe's per-port counters that mean an RC gave up (a failed completion follows). Not among them:
 # completer_retry_err, which counts every go-back-N retry (a timeout or a NAK-sequence), the
 # recovery itself.
@@ -133,7 +134,7 @@ def reload_mid_allreduce(lab, data: tuple[list[str], str], before: dict, reload_
         check(out.split()[0] == sha, f"{tag}: {vm.name}'s int32 result bit-exact")
 
 
-def removal_round(lab, paths: list[str], sha: str, tag: str) -> None:
+def removal_round(lab, data: tuple[list[str], str], tag: str) -> None:
     """Round 7: the job configured afresh, a root for one 4 MiB round, and the job removed from
     the config (no drain) once the switch absorbed DRAIN_AT chunks of it."""
     root_vm = lab.vms[0]
@@ -143,7 +144,7 @@ def removal_round(lab, paths: list[str], sha: str, tag: str) -> None:
     root = root_vm.start(root_cmd(root_vm, f"--rounds 1 --timeout-ms {TIMEOUT_S * 1000}"))
     root_vm.wait_rdma_cm_listen(timeout=60)
     chunks = DRAIN_ELEMENTS * 4 // CHUNK
-    reload_mid_allreduce(lab, (paths, sha), s2s(lab), removed_config, tag)
+    reload_mid_allreduce(lab, data, s2s(lab), removed_config, tag)
     rc, out = root.wait(60)
     log(f"root, {tag}: {out.strip()}")
     check(rc == 0, f"{tag}: ina-rdma-root served the round (exit {rc})")
@@ -172,26 +173,6 @@ def removal_round(lab, paths: list[str], sha: str, tag: str) -> None:
     check(gone["icrc_errors"] == 0 and gone["not_contribution"] == 0 and
           gone["bad_contributions"] == 0 and gone["fallback"] == 0,
           f"{tag}: no ICRC error, non-contribution, bad contribution or fallback")
-
-
-def removal_only(worker_exe: str, root_exe: str, switch_exe: str, times: int) -> None:
-    """Round 7 alone, `times` times in one lab (INA_S2S_REMOVE_ONLY=times)."""
-    scratch = tempfile.mkdtemp(prefix="s2s-removal-")
-    try:
-        paths, sha = int32_inputs(scratch, seed=77, elements=DRAIN_ELEMENTS)
-        extra = [stripped(worker_exe, scratch), stripped(root_exe, scratch)]
-        extra += [(p, f"/root/{os.path.basename(p)}") for p in paths]
-        with Lab(1 + WORLD, fabric="inaswitch", switch_exe=switch_exe, routed=True,
-                 switch_config=switch_config, extra_files=extra) as lab:
-            lab.reach_all()
-            rxe_before = [rxe_counters(vm) for vm in lab.vms]
-            for n in range(times):
-                t0 = time.monotonic()
-                removal_round(lab, paths, sha, f"removal {n + 1} of {times}")
-                log(f"removal {n + 1} of {times}: passed in {time.monotonic() - t0:.1f}s")
-            check_rxe_counters(lab, rxe_before)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def rxe_counters(vm) -> dict[str, int]:
@@ -370,22 +351,24 @@ def root_link_recovered(tag: str, d: dict) -> None:
           f"ACK timeout)")
 
 
-def replicate_only(worker_exe: str, root_exe: str, switch_exe: str, times: int) -> None:
-    """Round 6 alone, `times` times in one lab (INA_S2S_REPLICATE_ONLY=times): for chasing the
-    replication round against rxe without the five rounds before it."""
-    scratch = tempfile.mkdtemp(prefix="s2s-replicate-")
+def round_alone(exes: tuple[str, str, str], times: int, name: str, seed: int, elements: int,
+                first_config, one_round) -> None:
+    """One round alone, `times` times in one lab (INA_S2S_REPLICATE_ONLY / INA_S2S_REMOVE_ONLY):
+    for chasing it against rxe without the rounds before it. `one_round(lab, data, tag)`."""
+    worker_exe, root_exe, switch_exe = exes
+    scratch = tempfile.mkdtemp(prefix=f"s2s-{name}-")
     try:
-        data = int32_inputs(scratch, seed=20261129)
+        data = int32_inputs(scratch, seed=seed, elements=elements)
         extra = [stripped(worker_exe, scratch), stripped(root_exe, scratch)]
         extra += [(p, f"/root/{os.path.basename(p)}") for p in data[0]]
         with Lab(1 + WORLD, fabric="inaswitch", switch_exe=switch_exe, routed=True,
-                 switch_config=replicating_config, extra_files=extra) as lab:
+                 switch_config=first_config, extra_files=extra) as lab:
             lab.reach_all()
             rxe_before = [rxe_counters(vm) for vm in lab.vms]
             for n in range(times):
                 t0 = time.monotonic()
-                replicate_round(lab, data, f"replicate {n + 1} of {times}")
-                log(f"replicate {n + 1} of {times}: passed in {time.monotonic() - t0:.1f}s")
+                one_round(lab, data, f"{name} {n + 1} of {times}")
+                log(f"{name} {n + 1} of {times}: passed in {time.monotonic() - t0:.1f}s")
             check_rxe_counters(lab, rxe_before)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -401,12 +384,14 @@ def check_rxe_counters(lab, rxe_before: list[dict[str, int]]) -> None:
 
 
 def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
+    exes = (worker_exe, root_exe, switch_exe)
     if os.environ.get("INA_S2S_REPLICATE_ONLY"):
-        replicate_only(worker_exe, root_exe, switch_exe,
-                       int(os.environ["INA_S2S_REPLICATE_ONLY"]))
+        round_alone(exes, int(os.environ["INA_S2S_REPLICATE_ONLY"]), "replicate", 20261129,
+                    ELEMENTS, replicating_config, replicate_round)
         return
     if os.environ.get("INA_S2S_REMOVE_ONLY"):
-        removal_only(worker_exe, root_exe, switch_exe, int(os.environ["INA_S2S_REMOVE_ONLY"]))
+        round_alone(exes, int(os.environ["INA_S2S_REMOVE_ONLY"]), "removal", REMOVAL_SEED,
+                    DRAIN_ELEMENTS, switch_config, removal_round)
         return
     scratch = tempfile.mkdtemp(prefix="s2s-allreduce-")
     # (tag, the VM whose link is lossy (index in lab.vms: 0 the root, 1 the carrier rank 1, 2
@@ -419,10 +404,10 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
     try:
         data = [int32_inputs(scratch, seed=20261124 + n) for n in range(len(rounds_plan) + 1)]
         drain_paths, drain_sha = int32_inputs(scratch, seed=99, elements=DRAIN_ELEMENTS)
-        removal_paths, removal_sha = int32_inputs(scratch, seed=77, elements=DRAIN_ELEMENTS)
+        removal_data = int32_inputs(scratch, seed=REMOVAL_SEED, elements=DRAIN_ELEMENTS)
         extra = [stripped(worker_exe, scratch), stripped(root_exe, scratch)]
         extra += [(p, f"/root/{os.path.basename(p)}")
-                  for paths in [d[0] for d in data] + [drain_paths, removal_paths]
+                  for paths in [d[0] for d in data] + [drain_paths, removal_data[0]]
                   for p in paths]
         with Lab(1 + WORLD, fabric="inaswitch", switch_exe=switch_exe, routed=True,
                  switch_config=switch_config, extra_files=extra) as lab:
@@ -496,7 +481,7 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
 
             # 7. The job removed (no drain) while an AllReduce runs: the switch keeps its state
             # by itself, finishing what it holds, then translating until the DREQs.
-            removal_round(lab, removal_paths, removal_sha, "removal")
+            removal_round(lab, removal_data, "removal")
 
             check_rxe_counters(lab, rxe_before)
             check(all(r.get("ok", False) for _tag, res, _w, _d in done for r in res),

@@ -321,6 +321,20 @@ protected:
         return agg.empty() ? Seen{} : agg[0];
     }
 
+    // Draining or leaving, chunk 1 held half done (rank 1's): rank 1's new chunk 2 gets an RNR
+    // NAK, rank 2's part of chunk 1 completes it and its aggregate goes to the root.
+    void new_chunk_refused_held_one_finished() {
+        send(contribution(1, kPsn[1] + 2, 2, fill(1)));  // a new chunk: not absorbed any more
+        auto out = to(kWorker1);
+        ASSERT_EQ(out.size(), 1u);
+        EXPECT_EQ(rc::aeth::kind(out[0].p.aeth.syndrome), rc::aeth::Kind::rnr_nak);
+        EXPECT_EQ(job->counters.drain_refused, 1u);
+        send(contribution(2, kPsn[2] + 1, 1, fill(2)));  // finishes the held chunk 1
+        auto agg = to(kRoot);
+        ASSERT_EQ(agg.size(), 1u) << "the held chunk reaches the root";
+        EXPECT_EQ(agg[0].p.bth.psn, kPsn[1] + 1);
+        EXPECT_EQ(ints(agg[0].payload)[0], 1 + 2);
+    }
     // Chunk 0 completed and acknowledged by the root, then the job removed (nothing held).
     void removed_after_chunk_zero(uint64_t timeout_ms) {
         config::LoadResult keep;
@@ -631,15 +645,7 @@ TEST_F(RoceS2s, DrainFinishesHeldChunksThenForwardsTranslated) {
     for (auto& c : view->conns) {
         c.drain = true;
     }
-    send(contribution(1, kPsn[1] + 2, 2, fill(1)));  // a new chunk: not absorbed any more
-    auto out = to(kWorker1);
-    ASSERT_EQ(out.size(), 1u);
-    EXPECT_EQ(rc::aeth::kind(out[0].p.aeth.syndrome), rc::aeth::Kind::rnr_nak);
-    EXPECT_EQ(job->counters.drain_refused, 1u);
-    send(contribution(2, kPsn[2] + 1, 1, fill(2)));  // finishes the held chunk 1
-    auto agg = to(kRoot);
-    ASSERT_EQ(agg.size(), 1u);
-    EXPECT_EQ(agg[0].p.bth.psn, kPsn[1] + 1);
+    new_chunk_refused_held_one_finished();
     drain();
     send(contribution(2, kPsn[2] + 2, 2, fill(2)));
     EXPECT_EQ(rc::aeth::kind(to(kWorker2)[0].p.aeth.syndrome), rc::aeth::Kind::rnr_nak)
@@ -652,7 +658,7 @@ TEST_F(RoceS2s, DrainFinishesHeldChunksThenForwardsTranslated) {
     const Bytes fwd = contribution(2, kPsn[2] + 2, 2, fill(2));
     ASSERT_EQ(fwd.size(), 142u);
     run({chained(fwd, kR1, {20, 40, 79, 3})});
-    out = to(kRoot);
+    auto out = to(kRoot);
     ASSERT_EQ(out.size(), 1u);
     EXPECT_EQ(out[0].src, kWorker2) << "the worker's own packet";
     EXPECT_EQ(out[0].p.bth.psn, kPsn[2]) << "moved into the root's PSN space";
@@ -694,23 +700,14 @@ TEST_F(RoceS2s, RemovalWhileChunksAreHeldFinishesThemThenTranslates) {
     drain();
     leave(*static_cast<fs::S2sView*>(snap->feature_views[fs::kFeatureS2s].get()), cfg, *job,
           kSlot, 10000);
-    send(contribution(1, kPsn[1] + 2, 2, fill(1)));  // a new chunk: refused
-    auto out = to(kWorker1);
-    ASSERT_EQ(out.size(), 1u);
-    EXPECT_EQ(rc::aeth::kind(out[0].p.aeth.syndrome), rc::aeth::Kind::rnr_nak);
-    EXPECT_EQ(job->counters.drain_refused, 1u);
-    send(contribution(2, kPsn[2] + 1, 1, fill(2)));  // finishes the held chunk 1
-    auto agg = to(kRoot);
-    ASSERT_EQ(agg.size(), 1u) << "the held chunk reaches the root";
-    EXPECT_EQ(agg[0].p.bth.psn, kPsn[1] + 1);
-    EXPECT_EQ(ints(agg[0].payload)[0], 1 + 2);
+    new_chunk_refused_held_one_finished();
     drain();
     send(root_ack(1, kPsn[1] + 1));
     EXPECT_EQ(job->table.in_use(), 0u);
     EXPECT_EQ(job->counters.leave_connections_translated, 0u);
     // Translated: rank 2's root side never moved (2000), its worker side is at 2002.
     send(contribution(2, kPsn[2] + 2, 2, fill(2)));
-    out = to(kRoot);
+    auto out = to(kRoot);
     ASSERT_EQ(out.size(), 1u);
     EXPECT_EQ(out[0].src, kWorker2);
     EXPECT_EQ(out[0].p.bth.psn, kPsn[2]);

@@ -31,7 +31,7 @@ namespace ina::features::roce_s2s {
 inline constexpr uint16_t kMaxConns = 64;  // = config kMaxConnections
 inline constexpr uint32_t kMaxSlots = 256;  // = config kMaxWindow
 inline constexpr uint16_t kContributorBsl = 64;
-// Removed learning jobs one root's packets are matched against (older ones beyond: untouched).
+// Leaving jobs one root's packets are matched against (more on one root: not matched).
 inline constexpr uint16_t kMaxLeavingPerRoot = 4;
 
 struct ConnParams {

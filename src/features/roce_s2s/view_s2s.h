@@ -58,10 +58,10 @@ struct LearnView {
     bool replicate = false;
     uint16_t home = 0;
     uint16_t slot = dp::kNoStateSlot;
-    // A removed learning job still translating the connections it knew (control_s2s adds it).
-    // A configured job on the same root gets the same home lcore, so the home lcore asks the
-    // leaving job's state first and gives the configured one every packet of no connection
-    // the leaving one holds.
+    // A removed job still translating the connections it knew (control_s2s adds it; a static
+    // one too, for its CM DREQs). A configured learning job on the root gets the same home
+    // lcore, so the home lcore asks the leaving job's state first and gives the configured one
+    // every packet of no connection the leaving one holds.
     bool leaving = false;
 };
 
