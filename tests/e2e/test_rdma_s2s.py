@@ -10,7 +10,9 @@ ICRC, and /metrics counts it. The running config's rdma_s2s section round-trips 
 GET/PUT /api/v1/config (the job's state is kept: same counters); a PUT that changes the job
 replaces its state (counters start over); a PUT with an rdma section beside it is refused with
 the reason and changes nothing. With drain: true (state kept) and the root's ACK of the
-aggregate, h1's next WRITE is forwarded to h2 as h1 sent it (the carrier's PSNs agree).
+aggregate, h1's next WRITE is forwarded to h2 as h1 sent it (the carrier's PSNs agree). The
+job then changed (window): the new state starts from 0 while the old one is kept, leaving
+(`leaving_job` series, the jobs_leaving gauge), and still forwards h1's next WRITE translated.
 """
 
 import os
@@ -41,6 +43,16 @@ def icrc_ok(src: str, dst: str, sport: int, udp_payload: bytes) -> bool:
         if struct.pack("<I", crc) == udp_payload[-4:]:
             return True
     return False
+
+
+def write_through(h1, h2, psn: int) -> bytes:
+    """h1's WRITE of chunk 1 at `psn` toward the root's QP 0x40; what h2 received of it."""
+    root = h2.popen([PY, "-B", HOST, "recv", "15"], stdout=subprocess.PIPE, text=True)
+    check(root.stdout.readline().strip() == "listening", "the root listens again")
+    h1.run([PY, "-B", HOST, "write", h1.ip, h2.ip, "0x40", str(psn), "1", *map(str, VALUES)],
+           timeout=30)
+    out, _ = root.communicate(timeout=20)
+    return bytes.fromhex(out.strip().splitlines()[-1])
 
 
 def test(exe: str) -> None:
@@ -106,12 +118,7 @@ def test(exe: str) -> None:
         h2.run([PY, "-B", HOST, "ack", h2.ip, h1.ip, "17", "1000", "1"], timeout=30)
         wait_until(lambda: tb.metrics().get("inaswitch_rdma_s2s_aggregates_acked_total",
                                             job="9") == 1, 10, "the root's ACK consumed")
-        root = h2.popen([PY, "-B", HOST, "recv", "15"], stdout=subprocess.PIPE, text=True)
-        check(root.stdout.readline().strip() == "listening", "the root listens again")
-        h1.run([PY, "-B", HOST, "write", h1.ip, h2.ip, "0x40", "1001", "1", *map(str, VALUES)],
-               timeout=30)
-        out, _ = root.communicate(timeout=20)
-        fwd = bytes.fromhex(out.strip().splitlines()[-1])
+        fwd = write_through(h1, h2, 1001)
         check(fwd[0] == 0x0B and int.from_bytes(fwd[9:12], "big") == 1001 and
               int.from_bytes(fwd[28:32], "big") == 1 << 8 | 1,
               f"drained: h1's own WRITE reaches h2 (PSN 1001, chunk 1) ({fwd[:32].hex()})")
@@ -123,8 +130,24 @@ def test(exe: str) -> None:
         cfg["rdma_s2s"]["jobs"][0]["window"] = 8
         status, text = tb.http("PUT", "/api/v1/config", to_yaml(cfg))
         check(status == 200, f"a changed job: {status} {text.strip()}")
-        check(tb.metrics().get("inaswitch_rdma_s2s_absorbed_total", job="9") == 0,
+        m = tb.metrics()
+        check(m.get("inaswitch_rdma_s2s_absorbed_total", job="9") == 0,
               "a changed job starts with a new state")
+        # The old state leaves (docs/rdma.md "Leaving a job"): kept by the switch, its static
+        # connection still translated, until a DREQ or rdma_s2s leave_timeout_ms of silence.
+        check(m.get("inaswitch_rdma_s2s_absorbed_total", leaving_job="9") == 1 and
+              m.get("inaswitch_rdma_s2s_jobs_leaving") == 1,
+              "the replaced job's state is kept, leaving")
+        fwd = write_through(h1, h2, 1002)
+        check(fwd[0] == 0x0B and int.from_bytes(fwd[9:12], "big") == 1002,
+              f"after the change h1's WRITE still reaches h2 translated by the leaving state "
+              f"(PSN 1002) ({fwd[:32].hex()})")
+        m = tb.metrics()
+        check(m.get("inaswitch_rdma_s2s_forwarded_total", leaving_job="9") == 2 and
+              m.get("inaswitch_rdma_s2s_leave_connections_translated_total",
+                    leaving_job="9") == 1 and
+              m.get("inaswitch_rdma_s2s_absorbed_total", job="9") == 0,
+              "forwarded by the leaving state, not absorbed by the new job")
 
 
 if __name__ == "__main__":

@@ -85,6 +85,24 @@ struct Seen {
     bool icrc_ok = false;
 };
 
+// The job removed by a config change: control_s2s keeps its state attached, stores the idle
+// timeout into it and publishes its entries marked leaving (compile_s2s append_job), so the
+// snapshot is rebuilt here the way decorate() does it.
+void leave(fs::S2sView& view, const fs::JobConfig& cfg, fs::JobState& state, uint16_t slot,
+           uint64_t timeout_ms) {
+    view.conns.clear();
+    view.learning.clear();
+    fs::append_job(view, cfg, true, 0, slot);
+    fs::sort_view(view);
+    state.leave_timeout_ns.store(timeout_ms * 1000000);
+}
+
+const fs::JobConfig& job_config(const std::string& yaml, config::LoadResult& keep) {
+    keep = config::load_string(yaml, "s2s.yaml");
+    EXPECT_TRUE(keep.ok()) << keep.error_text();
+    return fs::s2s_of(*keep.config)->jobs.at(0);
+}
+
 class RoceS2s : public StageTest {
 protected:
     void SetUp() override {
@@ -203,6 +221,24 @@ protected:
         });
     }
 
+    Bytes cm_frame(uint32_t from, uint32_t to, const rc::cm::Message& msg) {
+        rc::Ipv4Path path;
+        path.src_ip = from;
+        path.dst_ip = to;
+        path.dest_qp = rc::cm::kCmQpn;
+        return frame(from, [&](uint8_t* out, size_t cap) {
+            return rc::cm::encode_packet(out, cap, path, 1, 0, msg);
+        });
+    }
+    // Rank's DREQ to the root (it names the root's QPN).
+    Bytes dreq(int rank) {
+        rc::cm::Message msg;
+        msg.header.attr_id = static_cast<uint16_t>(rc::cm::Attr::dreq);
+        msg.dreq.local_comm_id = 0x1000 + static_cast<uint32_t>(rank);
+        msg.dreq.remote_comm_id = 0x2000 + static_cast<uint32_t>(rank);
+        msg.dreq.remote_qpn = kRootQpn[rank];
+        return cm_frame(worker_ip(rank), kRoot, msg);
+    }
     void run(const std::vector<rte_mbuf*>& ms) {
         std::vector<rte_mbuf*> v = ms;
         pipeline::process_burst(*ctx, *snap, v.data(), static_cast<uint16_t>(v.size()));
@@ -283,6 +319,32 @@ protected:
         EXPECT_EQ(agg.size(), 1u) << "ONE aggregate per chunk";
         free_mbufs(take_tx(kR0));
         return agg.empty() ? Seen{} : agg[0];
+    }
+
+    // Draining or leaving, chunk 1 held half done (rank 1's): rank 1's new chunk 2 gets an RNR
+    // NAK, rank 2's part of chunk 1 completes it and its aggregate goes to the root.
+    void new_chunk_refused_held_one_finished() {
+        send(contribution(1, kPsn[1] + 2, 2, fill(1)));  // a new chunk: not absorbed any more
+        auto out = to(kWorker1);
+        ASSERT_EQ(out.size(), 1u);
+        EXPECT_EQ(rc::aeth::kind(out[0].p.aeth.syndrome), rc::aeth::Kind::rnr_nak);
+        EXPECT_EQ(job->counters.drain_refused, 1u);
+        send(contribution(2, kPsn[2] + 1, 1, fill(2)));  // finishes the held chunk 1
+        auto agg = to(kRoot);
+        ASSERT_EQ(agg.size(), 1u) << "the held chunk reaches the root";
+        EXPECT_EQ(agg[0].p.bth.psn, kPsn[1] + 1);
+        EXPECT_EQ(ints(agg[0].payload)[0], 1 + 2);
+    }
+    // Chunk 0 completed and acknowledged by the root, then the job removed (nothing held).
+    void removed_after_chunk_zero(uint64_t timeout_ms) {
+        config::LoadResult keep;
+        const fs::JobConfig& cfg = job_config(yaml(), keep);
+        complete_chunk(0);
+        drain();
+        send(root_ack(1, kPsn[1]));
+        drain();
+        leave(*static_cast<fs::S2sView*>(snap->feature_views[fs::kFeatureS2s].get()), cfg, *job,
+              kSlot, timeout_ms);
     }
 
     std::unique_ptr<fs::JobState> job;
@@ -583,15 +645,7 @@ TEST_F(RoceS2s, DrainFinishesHeldChunksThenForwardsTranslated) {
     for (auto& c : view->conns) {
         c.drain = true;
     }
-    send(contribution(1, kPsn[1] + 2, 2, fill(1)));  // a new chunk: not absorbed any more
-    auto out = to(kWorker1);
-    ASSERT_EQ(out.size(), 1u);
-    EXPECT_EQ(rc::aeth::kind(out[0].p.aeth.syndrome), rc::aeth::Kind::rnr_nak);
-    EXPECT_EQ(job->counters.drain_refused, 1u);
-    send(contribution(2, kPsn[2] + 1, 1, fill(2)));  // finishes the held chunk 1
-    auto agg = to(kRoot);
-    ASSERT_EQ(agg.size(), 1u);
-    EXPECT_EQ(agg[0].p.bth.psn, kPsn[1] + 1);
+    new_chunk_refused_held_one_finished();
     drain();
     send(contribution(2, kPsn[2] + 2, 2, fill(2)));
     EXPECT_EQ(rc::aeth::kind(to(kWorker2)[0].p.aeth.syndrome), rc::aeth::Kind::rnr_nak)
@@ -604,7 +658,7 @@ TEST_F(RoceS2s, DrainFinishesHeldChunksThenForwardsTranslated) {
     const Bytes fwd = contribution(2, kPsn[2] + 2, 2, fill(2));
     ASSERT_EQ(fwd.size(), 142u);
     run({chained(fwd, kR1, {20, 40, 79, 3})});
-    out = to(kRoot);
+    auto out = to(kRoot);
     ASSERT_EQ(out.size(), 1u);
     EXPECT_EQ(out[0].src, kWorker2) << "the worker's own packet";
     EXPECT_EQ(out[0].p.bth.psn, kPsn[2]) << "moved into the root's PSN space";
@@ -635,6 +689,118 @@ TEST_F(RoceS2s, DrainFinishesHeldChunksThenForwardsTranslated) {
     EXPECT_EQ(job->counters.forwarded, 3u);
 }
 
+// Removed while chunk 1 is half held (docs/rdma.md "Leaving a job"): the switch finishes it as
+// drain would (the held chunk absorbed and sent to the root, a new chunk RNR-NAKed), then it
+// forwards each connection translated by itself, until the connection ends.
+TEST_F(RoceS2s, RemovalWhileChunksAreHeldFinishesThemThenTranslates) {
+    config::LoadResult keep;
+    const fs::JobConfig& cfg = job_config(yaml(), keep);
+    complete_chunk(0);
+    send(contribution(1, kPsn[1] + 1, 1, fill(1)));  // chunk 1 held, half done
+    drain();
+    leave(*static_cast<fs::S2sView*>(snap->feature_views[fs::kFeatureS2s].get()), cfg, *job,
+          kSlot, 10000);
+    new_chunk_refused_held_one_finished();
+    drain();
+    send(root_ack(1, kPsn[1] + 1));
+    EXPECT_EQ(job->table.in_use(), 0u);
+    EXPECT_EQ(job->counters.leave_connections_translated, 0u);
+    // Translated: rank 2's root side never moved (2000), its worker side is at 2002.
+    send(contribution(2, kPsn[2] + 2, 2, fill(2)));
+    auto out = to(kRoot);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].src, kWorker2);
+    EXPECT_EQ(out[0].p.bth.psn, kPsn[2]);
+    EXPECT_TRUE(out[0].icrc_ok);
+    send(contribution(1, kPsn[1] + 2, 2, fill(1)));
+    out = to(kRoot);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].p.bth.psn, kPsn[1] + 2);
+    send(root_ack(2, kPsn[2]));
+    out = to(kWorker2);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].p.bth.psn, kPsn[2] + 2);
+    EXPECT_EQ(out[0].p.aeth.msn, 3u);
+    EXPECT_TRUE(out[0].icrc_ok);
+    EXPECT_EQ(job->counters.forwarded, 3u);
+    EXPECT_EQ(job->counters.leave_connections_translated, 2u) << "counted once per connection";
+    EXPECT_FALSE(job->left.load());
+}
+
+// Removed once the root acknowledged everything: translated forwarding from the first packet.
+TEST_F(RoceS2s, RemovalAfterEverythingAcknowledgedTranslatesAtOnce) {
+    removed_after_chunk_zero(10000);
+    send(contribution(2, kPsn[2] + 1, 1, fill(2)));
+    auto out = to(kRoot);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].p.bth.psn, kPsn[2]) << "the root never saw rank 2's absorbed packet";
+    EXPECT_EQ(out[0].p.bth.dest_qp, kRootQpn[2]);
+    EXPECT_TRUE(out[0].icrc_ok);
+    EXPECT_EQ(job->counters.drain_refused, 0u);
+    EXPECT_EQ(job->counters.leave_connections_translated, 1u);
+}
+
+// Static connections see no DREQ here: the idle timeout ends the leaving job; from then on its
+// packets pass untouched (counted) until the next config change releases the state.
+TEST_F(RoceS2s, RemovedJobEndsAfterTheIdleTimeout) {
+    removed_after_chunk_zero(50);
+    advance_ms(1);  // the idle clock starts
+    advance_ms(30);
+    send(contribution(2, kPsn[2] + 1, 1, fill(2)));  // activity: the clock starts over
+    EXPECT_EQ(to(kRoot).size(), 1u);
+    advance_ms(30);
+    EXPECT_FALSE(job->left.load()) << "30 ms after the last packet, not 50";
+    advance_ms(30);
+    EXPECT_TRUE(job->left.load());
+    EXPECT_EQ(job->counters.leave_ended_timeout, 2u) << "both connections were still open";
+    const Bytes late = contribution(2, kPsn[2] + 2, 2, fill(2));
+    send(late);
+    auto out = to(kRoot);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].p.bth.psn, kPsn[2] + 2) << "untouched: not translated any more";
+    EXPECT_EQ(job->counters.leave_passed, 1u);
+    EXPECT_EQ(job->counters.forwarded, 1u);
+}
+
+// A static job removed: the CM DREQs on its root end its connections (either way); once both
+// ended it is over.
+TEST_F(RoceS2s, RemovedStaticJobEndsByItsConnectionsDisconnects) {
+    removed_after_chunk_zero(10000);
+    send(dreq(1));
+    drain();
+    advance_ms(1);
+    EXPECT_EQ(job->counters.leave_ended_dreq, 1u);
+    EXPECT_FALSE(job->left.load()) << "rank 2 still connected";
+    send(contribution(2, kPsn[2] + 1, 1, fill(2)));
+    auto out = to(kRoot);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].p.bth.psn, kPsn[2]) << "still translated";
+    send(dreq(2));
+    drain();
+    advance_ms(1);
+    EXPECT_EQ(job->counters.leave_ended_dreq, 2u);
+    EXPECT_TRUE(job->left.load());
+    EXPECT_EQ(job->counters.leave_ended_timeout, 0u);
+}
+
+// A leaving job's entry wins over a configured job's with the same connection: the endpoints'
+// PSNs there are translated, a new job starting from nothing would break them.
+TEST_F(RoceS2s, ALeavingJobKeepsItsConnectionFromAConfiguredOne) {
+    config::LoadResult keep;
+    const fs::JobConfig& cfg = job_config(yaml(), keep);
+    fs::S2sView view;
+    fs::append_job(view, cfg, false, 0, 3);
+    fs::append_job(view, cfg, true, 0, kSlot);
+    fs::sort_view(view);
+    for (const auto& c : view.conns) {
+        const fs::ConnView* found = view.find(c.key);
+        ASSERT_NE(found, nullptr);
+        EXPECT_TRUE(found->leaving);
+        EXPECT_EQ(found->slot, kSlot);
+        EXPECT_TRUE(found->drain) << "a leaving job drains";
+    }
+}
+
 // learn: true: the connections come from the RDMA CM exchange the switch sees on QP1.
 class RoceS2sLearn : public RoceS2s {
 protected:
@@ -647,15 +813,6 @@ protected:
     virtual bool replicate() const { return false; }
     static constexpr uint32_t kRepPsn[3] = {0, 3000, 4000};  // the workers send from these
 
-    Bytes cm_frame(uint32_t from, uint32_t to, const rc::cm::Message& msg) {
-        rc::Ipv4Path path;
-        path.src_ip = from;
-        path.dst_ip = to;
-        path.dest_qp = rc::cm::kCmQpn;
-        return frame(from, [&](uint8_t* out, size_t cap) {
-            return rc::cm::encode_packet(out, cap, path, 1, 0, msg);
-        });
-    }
     // Rank's REQ to the root: the worker's QPN and the INAR connect request of `job`. A later
     // connection of the same rank (`generation` > 0) has its own QPN and communication ID.
     Bytes req(int rank, uint32_t inar_job = 11, uint32_t generation = 0) {
@@ -694,13 +851,14 @@ protected:
         msg.rep.starting_psn = kRepPsn[rank];
         return cm_frame(kRoot, worker_ip(rank), msg);
     }
-    Bytes dreq(int rank) {
+    // The root's DREQ of rank's connection `generation` (it names the worker's QPN).
+    Bytes dreq_from_root(int rank, uint32_t generation = 0) {
         rc::cm::Message msg;
         msg.header.attr_id = static_cast<uint16_t>(rc::cm::Attr::dreq);
-        msg.dreq.local_comm_id = 0x1000 + static_cast<uint32_t>(rank);
-        msg.dreq.remote_comm_id = 0x2000 + static_cast<uint32_t>(rank);
-        msg.dreq.remote_qpn = kRootQpn[rank];
-        return cm_frame(worker_ip(rank), kRoot, msg);
+        msg.dreq.local_comm_id = 0x2000 + static_cast<uint32_t>(rank) + 0x10 * generation;
+        msg.dreq.remote_comm_id = 0x1000 + static_cast<uint32_t>(rank) + 0x10 * generation;
+        msg.dreq.remote_qpn = kWorkerQpn[rank] + 100 * generation;
+        return cm_frame(kRoot, worker_ip(rank), msg);
     }
     void connect(int rank, uint32_t generation = 0) {
         send(req(rank, 11, generation));
@@ -844,7 +1002,72 @@ TEST_F(RoceS2sLearn, ALostDisconnectStillStartsTheNextSession) {
     }
 }
 
-// Every listed counter reaches the exposition, per job and per reason.
+// The learning job removed: its connections end by their DREQs (either way); when none is left
+// the job is over. A new job on the same root (here: the same id again, as a reload that
+// changed it would make) learns only connections whose REQ comes after the removal; the old
+// connections stay the leaving job's.
+TEST_F(RoceS2sLearn, RemovedJobKeepsItsConnectionsANewOneLearnsTheNext) {
+    config::LoadResult keep;
+    const fs::JobConfig& cfg = job_config(yaml(), keep);
+    connect(1);
+    connect(2);
+    send(contribution(1, kRepPsn[1], 0, fill(1)));
+    send(contribution(2, kRepPsn[2], 0, fill(100)));
+    ASSERT_EQ(to(kRoot).size(), 1u);
+    drain();
+    send(root_ack(1, kRepPsn[1]));
+    drain();
+    // Removed, and the new job attached on the same root at another slot.
+    constexpr uint16_t kNewSlot = kSlot + 1;
+    auto fresh = std::make_unique<fs::JobState>(fs::job_params(cfg));
+    ASSERT_TRUE(pipeline::apply_command(
+        *ctx, dp::Command{dp::CommandType::attach, fs::kFeatureS2s, kNewSlot,
+                          fs::job_state_id(cfg.id), fresh.get()}));
+    auto& view = *static_cast<fs::S2sView*>(snap->feature_views[fs::kFeatureS2s].get());
+    leave(view, cfg, *job, kSlot, 10000);
+    fs::append_job(view, cfg, false, 0, kNewSlot);
+    // The old connections: translated by the leaving job (rank 2's root side is at 4000).
+    send(contribution(2, kRepPsn[2] + 1, 1, fill(100)));
+    auto out = to(kRoot);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].p.bth.psn, kRepPsn[2]);
+    EXPECT_EQ(job->counters.leave_connections_translated, 1u);
+    EXPECT_EQ(fresh->counters.absorbed, 0u);
+    // New connections of the new job's AllReduce (new QPNs): learned by the new job only.
+    connect(1, 1);
+    connect(2, 1);
+    EXPECT_EQ(fresh->counters.connections_learned, 2u);
+    EXPECT_EQ(job->counters.connections_learned, 2u) << "the leaving job learns nothing";
+    // (The stage test's root keeps its QPNs across connections: toward the root, the old
+    // connection, still live at the leaving job, matches first.)
+    send(contribution(1, kRepPsn[1], 0, fill(7)));
+    out = to(kWorker1);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].p.bth.dest_qp, kWorkerQpn[1]);
+    EXPECT_EQ(job->counters.duplicates, 1u) << "an old PSN: re-ACKed by the leaving job";
+    // DREQs of the old connections (from the root: they name the old worker QPNs) end them:
+    // the leaving job is over.
+    send(dreq_from_root(1));
+    send(dreq_from_root(2));
+    drain();
+    EXPECT_EQ(job->counters.leave_ended_dreq, 2u);
+    EXPECT_EQ(fresh->counters.connections_ended, 0u) << "not the new job's connections";
+    advance_ms(1);
+    EXPECT_TRUE(job->left.load());
+    EXPECT_EQ(job->counters.leave_ended_timeout, 0u);
+    // Now rank 1's WRITE is the new connection's: absorbed by the new job from its REP's PSN.
+    send(contribution(1, kRepPsn[1], 0, fill(7)));
+    out = to(kWorker1);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].p.bth.dest_qp, kWorkerQpn[1] + 100) << "the new connection's worker QPN";
+    EXPECT_EQ(out[0].p.aeth.syndrome, rc::aeth::kAckUnlimited);
+    EXPECT_EQ(fresh->counters.absorbed, 1u);
+    EXPECT_EQ(job->counters.leave_passed, 0u);
+    pipeline::apply_command(*ctx, dp::Command{dp::CommandType::detach, fs::kFeatureS2s,
+                                              kNewSlot, fs::job_state_id(cfg.id), nullptr});
+}
+
+// Every listed counter reaches the exposition, per job and per reason.// Every listed counter reaches the exposition, per job and per reason.
 TEST(RoceS2sMetrics, EveryCounterIsRendered) {
     fs::JobSample j;
     j.job_id = 9;
@@ -867,6 +1090,15 @@ TEST(RoceS2sMetrics, EveryCounterIsRendered) {
     INA_S2S_JOB_COUNTERS(INA_S2S_CHECK)
 #undef INA_S2S_CHECK
     EXPECT_NE(text.find("inaswitch_rdma_s2s_slots_in_use{job=\"9\"} 3\n"), std::string::npos);
+    EXPECT_NE(text.find("inaswitch_rdma_s2s_jobs_leaving 0\n"), std::string::npos);
+    // A removed job still translating: its own series, told apart from a new job of its id.
+    fs::JobSample gone = j;
+    gone.leaving = true;
+    gone.counters.leave_ended_dreq = 7;
+    const std::string both = fs::render_metrics({j, gone}, lcore, 1);
+    EXPECT_NE(both.find("inaswitch_rdma_s2s_leave_ended_dreq_total{leaving_job=\"9\"} 7\n"),
+              std::string::npos);
+    EXPECT_NE(both.find("inaswitch_rdma_s2s_jobs_leaving 1\n"), std::string::npos);
     size_t i = 0;
 #define INA_S2S_REASON_CHECK(name, help)                                                     \
     EXPECT_NE(text.find("inaswitch_rdma_s2s_packets_total{reason=\"" #name "\"} " +             \
@@ -937,6 +1169,25 @@ TEST(RoceS2sConfig, ErrorsNameTheirPlace) {
     ASSERT_NE(s2s, nullptr);
     EXPECT_EQ(s2s->jobs[0].window, 64u);
     EXPECT_FALSE(s2s->jobs[0].connections[0].psn.has_value()) << "learned from the first packet";
+    EXPECT_EQ(s2s->leave_timeout_ms, fs::kDefaultLeaveTimeoutMs);
+    // The section's leave_timeout_ms: its place named when out of range.
+    const std::string with_timeout =
+        std::string(kStageYaml) + "rdma_s2s:\n  leave_timeout_ms: 0\n  jobs:\n";
+    r = config::load_string(with_timeout + "    - id: 9\n      root: 10.0.2.2\n      world: 2\n" +
+                                conn,
+                            "t.yaml");
+    const size_t timeout_line =
+        static_cast<size_t>(std::count(with_timeout.begin(), with_timeout.end(), '\n')) - 1;
+    EXPECT_NE(r.error_text().find("t.yaml:" + std::to_string(timeout_line) + ":21:"),
+              std::string::npos)
+        << r.error_text();
+    EXPECT_NE(r.error_text().find("leave_timeout_ms"), std::string::npos) << r.error_text();
+    r = config::load_string(std::string(kStageYaml) + "rdma_s2s:\n  leave_timeout_ms: 250\n"
+                                "  jobs:\n    - id: 9\n      root: 10.0.2.2\n      world: 2\n" +
+                                conn,
+                            "t.yaml");
+    ASSERT_TRUE(r.ok()) << r.error_text();
+    EXPECT_EQ(fs::s2s_of(*r.config)->leave_timeout_ms, 250u);
 }
 
 // Result replication (replicate: true): the root WRITEs each result once, on the carrier (rank
@@ -1326,6 +1577,8 @@ void tail_after_a_departure(RoceS2sLearnReplicate& t, int first) {
     EXPECT_TRUE(acks[0].icrc_ok);
     EXPECT_EQ(t.job->counters.result_acks_consumed, 8u);
     EXPECT_EQ(t.job->counters.connections_ended, 2u);
+    EXPECT_EQ(t.job->counters.departure_acks, 0u)
+        << "the worker that left had acknowledged everything: it held nothing back";
 }
 
 TEST_F(RoceS2sLearnReplicate, TheCarriersLastAcksWithItsDisconnectStillReachTheRoot) {
@@ -1377,6 +1630,22 @@ TEST_F(RoceS2sLearnReplicate, TheCarrierLeavingAcknowledgesNothingForTheOthers) 
     EXPECT_EQ(copy[0].p.bth.psn, kRootPsn[2] + 1);
     free_mbufs(take_tx(kR0));
     EXPECT_TRUE(acks_at_root().empty()) << "nothing new acknowledged";
+}
+
+// The departure rule, counted: a worker whose last ACK was lost leaves (DREQ) one result short;
+// once the other has every result too, the root hears all it sent acknowledged, past what the
+// departed worker acknowledged (it no longer holds the minimum back).
+TEST_F(RoceS2sLearnReplicate, TheDepartureRuleIsCounted) {
+    connected_with_results(4);
+    acks_burst(2, 0, 3, true);  // its ACK of packet 3 lost, then its DREQ
+    acks_burst(1, 0, 2, false);
+    EXPECT_EQ(job->counters.departure_acks, 0u) << "rank 1 still holds the minimum";
+    acks_at_root();
+    acks_burst(1, 2, 4, true);
+    const auto acks = acks_at_root();
+    ASSERT_EQ(acks.size(), 1u);
+    EXPECT_EQ(acks[0].p.bth.psn, kRootPsn[1] + 3) << "everything the root sent";
+    EXPECT_EQ(job->counters.departure_acks, 1u);
 }
 
 }  // namespace

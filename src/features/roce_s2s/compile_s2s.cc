@@ -4,11 +4,37 @@
 #include <algorithm>
 #include <memory>
 
-#include "features/roce_s2s/config_s2s.h"
-#include "features/roce_s2s/view_s2s.h"
 #include "roce/wire.h"
 
 namespace ina::features::roce_s2s {
+
+void append_job(S2sView& view, const JobConfig& j, bool leaving, uint16_t home, uint16_t slot) {
+    const bool drain = j.drain || leaving;
+    // A leaving static job is matched on its root too, for the DREQs (RDMA CM on QP1) that end
+    // its connections; its connections' own packets are found by their keys first.
+    if (j.learn || leaving) {
+        LearnView lv{j.root, j.id, drain, j.replicate, home, slot};
+        lv.leaving = leaving;
+        view.learning.push_back(lv);
+    }
+    for (size_t i = 0; i < j.connections.size(); ++i) {
+        const auto& c = j.connections[i];
+        const auto conn = static_cast<uint16_t>(i);
+        view.conns.push_back(ConnView{{c.ip, j.root, c.root_qpn}, j.id, conn, Direction::to_root,
+                                      drain, j.replicate, leaving, home, slot});
+        view.conns.push_back(ConnView{{j.root, c.ip, c.qpn}, j.id, conn, Direction::to_worker,
+                                      drain, j.replicate, leaving, home, slot});
+    }
+}
+
+void sort_view(S2sView& view) {
+    // A leaving job's entry before a configured one's of the same key: the endpoints' PSNs on
+    // that connection are translated, a new job cannot take it over until it ends.
+    std::stable_sort(view.conns.begin(), view.conns.end(),
+                     [](const ConnView& a, const ConnView& b) {
+                         return a.key < b.key || (a.key == b.key && a.leaving && !b.leaving);
+                     });
+}
 
 bool compile_s2s(const config::Config& cfg, dp::Snapshot& snap, std::string& error) {
     const S2sConfig* s2s = s2s_of(cfg);
@@ -17,21 +43,9 @@ bool compile_s2s(const config::Config& cfg, dp::Snapshot& snap, std::string& err
     }
     auto view = std::make_shared<S2sView>();
     for (const auto& j : s2s->jobs) {
-        if (j.learn) {
-            view->learning.push_back(LearnView{j.root, j.id, j.drain, j.replicate});
-        }
-        for (size_t i = 0; i < j.connections.size(); ++i) {
-            const auto& c = j.connections[i];
-            const auto conn = static_cast<uint16_t>(i);
-            view->conns.push_back(
-                ConnView{{c.ip, j.root, c.root_qpn}, j.id, conn, Direction::to_root, j.drain,
-                         j.replicate});
-            view->conns.push_back(ConnView{{j.root, c.ip, c.qpn}, j.id, conn,
-                                           Direction::to_worker, j.drain, j.replicate});
-        }
+        append_job(*view, j, false);
     }
-    std::sort(view->conns.begin(), view->conns.end(),
-              [](const ConnView& a, const ConnView& b) { return a.key < b.key; });
+    sort_view(*view);
     // One feature per (protocol, port): the server-to-switch feature binds UDP 4791 on the
     // routed path too, so the two modes do not run on one switch yet (docs/rdma.md).
     if (!snap.features.bind({dp::kIpProtoUdp, kFeatureS2s,

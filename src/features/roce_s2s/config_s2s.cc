@@ -157,7 +157,8 @@ std::shared_ptr<const void> parse_section(Reader& r, const YAML::Node& v) {
     if (!r.expect_map(v, "rdma_s2s settings")) {
         return nullptr;
     }
-    r.check_keys(v, {"jobs"}, "rdma_s2s");
+    r.check_keys(v, {"jobs", "leave_timeout_ms"}, "rdma_s2s");
+    field(r, v, "leave_timeout_ms", "rdma_s2s", out->leave_timeout_ms, 1, 3600000, false);
     r.optional(v, "jobs", [&](const YAML::Node& x) {
         if (!r.expect_seq(x, "a list of rdma_s2s jobs")) {
             return;
@@ -241,7 +242,7 @@ std::string section_json(const void* section) {
                         {"replicate", j.replicate},
                         {"connections", conns}});
     }
-    return nlohmann::json{{"jobs", jobs}}.dump();
+    return nlohmann::json{{"jobs", jobs}, {"leave_timeout_ms", s2s.leave_timeout_ms}}.dump();
 }
 
 }  // namespace

@@ -20,6 +20,7 @@ inline constexpr const char* kSectionKey = "rdma_s2s";
 inline constexpr uint16_t kMaxConnections = 64;  // contributor bits of a job
 inline constexpr uint32_t kMaxWindow = 256;      // = roce::Requester::kMaxMessages
 inline constexpr uint32_t kMaxJobs = 16;
+inline constexpr uint32_t kDefaultLeaveTimeoutMs = 10000;
 
 struct ConnectionConfig {
     uint16_t rank = 0;
@@ -63,6 +64,10 @@ struct JobConfig {
 
 struct S2sConfig {
     std::vector<JobConfig> jobs;
+    // A job removed (or replaced) by a config change keeps translating the connections it knew
+    // until each ends by a DREQ, or until none of them carried a packet for this long
+    // (docs/rdma.md "Leaving a job").
+    uint32_t leave_timeout_ms = kDefaultLeaveTimeoutMs;
 };
 
 inline const S2sConfig* s2s_of(const config::Config& c) {

@@ -3,8 +3,10 @@
 
 #include <algorithm>
 
+#include "features/roce_s2s/compile_s2s.h"
 #include "features/roce_s2s/metrics_s2s.h"
 #include "metrics/stats.h"
+#include "roce/wire.h"
 
 namespace ina::features::roce_s2s {
 
@@ -65,11 +67,34 @@ bool S2sControl::prepare(control::ControlPlane& cp, const config::Config& next,
         }
         return nullptr;
     };
-    for (const auto& [id, old] : jobs_) {
-        if (kept(id) == nullptr) {
-            plan_.states.detach.push_back({old.home, old.slot, job_state_id(id), old.state});
+    // Leaving jobs that are over (every connection ended, or idle past the timeout: the home
+    // lcore set `left`) are released now; the others stay attached.
+    for (const auto& l : leaving_) {
+        if (l.state->left.load(std::memory_order_relaxed)) {
+            plan_.states.detach.push_back({l.home, l.slot, job_state_id(l.id), l.state});
+        } else {
+            plan_.leaving.push_back(l);
         }
     }
+    // A removed or replaced job leaves: its state stays attached in its slot, translating the
+    // connections it knew until they end (released by a later change once `left`).
+    for (const auto& [id, old] : jobs_) {
+        if (kept(id) == nullptr) {
+            plan_.leaving.push_back(Leaving{id, old.cfg, old.home, old.slot, old.state});
+        }
+    }
+    plan_.leave_timeout_ns =
+        uint64_t{s2s != nullptr ? s2s->leave_timeout_ms : kDefaultLeaveTimeoutMs} * 1000000;
+    // A learning job on the root of a leaving job gets its home lcore: that lcore asks the
+    // leaving job first whether a packet is of a connection it still translates.
+    auto home_of = [&](const JobConfig& j) {
+        for (const auto& l : plan_.leaving) {
+            if (j.learn && l.cfg.root == j.root) {
+                return l.home;
+            }
+        }
+        return static_cast<uint16_t>(j.id % workers);
+    };
     if (s2s != nullptr) {
         for (const auto& j : s2s->jobs) {
             Job job;
@@ -79,7 +104,7 @@ bool S2sControl::prepare(control::ControlPlane& cp, const config::Config& next,
                 job.slot = k->slot;
                 job.state = k->state;
             } else {
-                job.home = static_cast<uint16_t>(j.id % workers);
+                job.home = home_of(j);
                 try {
                     job.state = std::make_shared<JobState>(job_params(j));
                 } catch (const std::exception& e) {
@@ -112,12 +137,30 @@ void S2sControl::commit(control::ControlPlane& cp) {
     std::lock_guard lock(mu_);
     plan_.states.commit(cp, kFeatureS2s);
     jobs_ = std::move(plan_.jobs);
+    leaving_ = std::move(plan_.leaving);
+    for (const auto& l : leaving_) {
+        // From now on the home lcore treats the state as leaving (its idle clock starts); the
+        // snapshot published next sends it only its own connections' packets.
+        l.state->leave_timeout_ns.store(plan_.leave_timeout_ns, std::memory_order_relaxed);
+    }
     plan_ = Plan{};
 }
 
 void S2sControl::decorate(dp::Snapshot& snap) {
     std::lock_guard lock(mu_);
     auto* view = static_cast<S2sView*>(snap.feature_views[kFeatureS2s].get());
+    if (view == nullptr && !leaving_.empty()) {
+        // Every job removed: the leaving ones still need UDP 4791. Taken by the server-to-switch
+        // feature (a config that swapped the modes), they get no packets and end by timeout.
+        if (!snap.features.bind({dp::kIpProtoUdp, kFeatureS2s,
+                                 static_cast<uint8_t>(dp::kScopeRouted | dp::kScopeBridged),
+                                 ina::roce::kUdpPort})) {
+            return;
+        }
+        auto made = std::make_shared<S2sView>();
+        view = made.get();
+        snap.feature_views[kFeatureS2s] = std::move(made);
+    }
     if (view == nullptr) {
         return;
     }
@@ -133,18 +176,30 @@ void S2sControl::decorate(dp::Snapshot& snap) {
             lv.slot = it->second.slot;
         }
     }
+    if (leaving_.empty()) {
+        return;
+    }
+    for (const auto& l : leaving_) {
+        append_job(*view, l.cfg, true, l.home, l.slot);
+    }
+    sort_view(*view);
 }
 
 void S2sControl::stats(const control::ControlPlane& cp, metrics::Stats& out) {
     std::vector<JobSample> jobs;
+    uint64_t leaving = 0;
     {
         std::lock_guard lock(mu_);
-        if (jobs_.empty()) {
+        if (jobs_.empty() && leaving_.empty()) {
             return;
         }
         // Plain reads of the home lcore's words: each is written by that lcore only.
         for (const auto& [id, j] : jobs_) {
-            jobs.push_back(JobSample{id, j.state->table.in_use(), j.state->counters});
+            jobs.push_back(JobSample{id, j.state->table.in_use(), j.state->counters, false});
+        }
+        for (const auto& l : leaving_) {
+            jobs.push_back(JobSample{l.id, l.state->table.in_use(), l.state->counters, true});
+            leaving += l.state->left.load(std::memory_order_relaxed) ? 0 : 1;
         }
     }
     LcoreTotals lcore{};
@@ -154,7 +209,7 @@ void S2sControl::stats(const control::ControlPlane& cp, metrics::Stats& out) {
             lcore[i] += c[i];
         }
     }
-    out.feature_text += render_metrics(jobs, lcore);
+    out.feature_text += render_metrics(jobs, lcore, leaving);
 }
 
 control::FeatureControl S2sControl::hooks() {

@@ -29,8 +29,19 @@ private:
         uint16_t slot = dp::kNoStateSlot;
         std::shared_ptr<JobState> state;
     };
+    // A job removed (or replaced) by a config change whose state the switch keeps attached
+    // until its connections end (docs/rdma.md "Leaving a job"): it drains, then translates.
+    struct Leaving {
+        uint32_t id = 0;
+        JobConfig cfg;  // as it was configured last
+        uint16_t home = 0;
+        uint16_t slot = dp::kNoStateSlot;
+        std::shared_ptr<JobState> state;
+    };
     struct Plan {
         std::map<uint32_t, Job> jobs;
+        std::vector<Leaving> leaving;
+        uint64_t leave_timeout_ns = 0;
         control::FeatureStateChanges states;  // slots taken, detaches, attaches
     };
 
@@ -42,6 +53,7 @@ private:
 
     std::mutex mu_;  // jobs_ and plan_ (taken inside the control plane's lock)
     std::map<uint32_t, Job> jobs_;
+    std::vector<Leaving> leaving_;
     Plan plan_;
 };
 

@@ -591,6 +591,11 @@ struct Burst {
                 job.res_told = floor;
             }
             ++job.counters.result_acks_forwarded;
+            if (uint32_t departed = 0;
+                job.departed_floor(departed) && rc::psn_diff(floor, departed) > 0) {
+                // The departure rule: a worker that left no longer holds the root back.
+                ++job.counters.departure_acks;
+            }
             const rc::Reply r{rc::aeth::kAckUnlimited, rc::psn_add(floor, 0xFFFFFF), msn};
             to_root_frame(job, &r);
         }
@@ -746,6 +751,46 @@ bool JobState::result_floor(uint32_t& psn, uint32_t& msn) const {
     return true;
 }
 
+bool JobState::departed_floor(uint32_t& psn) const {
+    bool any = false;
+    for (uint16_t i = 0; i < params.n_conns; ++i) {
+        if (!in_results(i) || conns[i].live) {
+            continue;
+        }
+        const uint32_t next = to_carrier(i, conns[i].res_next);
+        if (!any || rc::psn_diff(next, psn) < 0) {
+            psn = next;
+        }
+        any = true;
+    }
+    return any;
+}
+
+void JobState::leave_tick(uint64_t t_ns) {
+    const uint64_t timeout = leave_timeout_ns.load(std::memory_order_relaxed);
+    if (timeout == 0 || left.load(std::memory_order_relaxed)) {
+        return;
+    }
+    if (!leave_clock) {
+        leave_clock = true;
+        leave_last_ns = t_ns;
+    }
+    uint16_t live = 0;
+    for (uint16_t i = 0; i < params.n_conns; ++i) {
+        live = static_cast<uint16_t>(live + (conns[i].live ? 1 : 0));
+    }
+    // With replication the root's last result WRITEs may still wait for the aggregated ACKs
+    // after every worker's DREQ (docs/rdma.md "Departures"): such a job ends by the timeout.
+    if (live == 0 && !params.replicate) {
+        left.store(true, std::memory_order_relaxed);
+        return;
+    }
+    if (t_ns - leave_last_ns >= timeout) {
+        counters.leave_ended_timeout += live;
+        left.store(true, std::memory_order_relaxed);
+    }
+}
+
 bool JobState::try_forwarding() {
     if (forwarding) {
         return true;
@@ -812,13 +857,29 @@ void JobState::go_live(uint16_t i, uint32_t worker_ip, uint32_t worker_qpn, uint
     ++counters.connections_learned;
 }
 
-void JobState::snoop_cm(uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, uint32_t len) {
+void JobState::snoop_cm(uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, uint32_t len,
+                        bool leaving_job) {
     rc::cm::Message msg;
     rc::cm::CmError error{};
     if (!rc::cm::parse(mad, len, msg, error)) {
         return;  // MRA, LAP, SIDR ...: nothing this mode learns from
     }
     const auto attr = static_cast<rc::cm::Attr>(msg.header.attr_id);
+    if (leaving_job) {
+        // Removed: it keeps the connections it knew until their DREQ; a REQ or REP is a new
+        // connection, the configured job's (or nobody's).
+        if (attr == rc::cm::Attr::dreq) {
+            const bool from_worker = dst_ip == params.root_ip;
+            const uint16_t i =
+                find_live(from_worker, from_worker ? src_ip : dst_ip, msg.dreq.remote_qpn);
+            if (i < params.n_conns) {
+                conns[i].live = false;
+                ++counters.connections_ended;
+                ++counters.leave_ended_dreq;
+            }
+        }
+        return;
+    }
     if (attr == rc::cm::Attr::req && dst_ip == params.root_ip) {
         // The INAR connect request after rdma_cm's header, read in place (no allocation):
         // magic, version, mode, then job id and rank (src/worker/rdma/protocol.h, the fixed
@@ -951,26 +1012,38 @@ uint16_t s2s_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
         const uint32_t dst = rte_be_to_cpu_32(ip->dst_addr);
         const ConnView* cv = view->find(ConnKey{src, dst, p.bth.dest_qp});
         const LearnView* lv = cv == nullptr ? view->learning_root(src, dst) : nullptr;
-        if (cv == nullptr && lv == nullptr) {
+        // Removed learning jobs on this root that still translate the connections they knew.
+        const LearnView* gone[kMaxLeavingPerRoot];
+        const uint16_t n_gone =
+            cv == nullptr ? view->leaving_roots(src, dst, gone, kMaxLeavingPerRoot) : 0;
+        const LearnView* any_lv = lv != nullptr ? lv : n_gone != 0 ? gone[0] : nullptr;
+        if (cv == nullptr && any_lv == nullptr) {
             ++lcore_counter(ctx, LcoreCounter::passed);  // RoCE of no job: bit for bit
             out.push(pass, m);
             continue;
         }
         const uint8_t opcode = p.bth.opcode;
-        const bool to_root = cv != nullptr ? cv->dir == Direction::to_root : dst == lv->root_ip;
-        const bool cm = lv != nullptr && p.bth.dest_qp == rc::cm::kCmQpn;
+        const bool to_root = cv != nullptr ? cv->dir == Direction::to_root
+                                           : dst == any_lv->root_ip;
+        const bool cm = cv == nullptr && p.bth.dest_qp == rc::cm::kCmQpn;
         // What the switch takes part in: the worker's requests toward the root, and the root's
         // ACK/NAKs and CNPs toward the worker (and, learning, the CM exchange it reads). The
         // other direction's PSN space (the root's result WRITEs and the workers' ACKs of them,
         // the workers' CNPs) passes untouched.
         // Replication (replicate: true) takes the other PSN space too: the root's result WRITEs
         // (copied from the carrier), the workers' ACKs of them and their CNPs (to the root).
-        const bool replicate = cv != nullptr ? cv->replicate : lv->replicate;
-        const bool result_path =
-            replicate && !cm &&
-            (to_root ? (opcode == rc::op::kAcknowledge || opcode == rc::op::kCnp)
-                     : write_request(opcode));
-        const bool ours = cm || result_path ||
+        // With several jobs on one root (a configured one and leaving ones) the packet is
+        // taken if any of them may want it; the one whose connection it is decides below.
+        bool any_replicate = cv != nullptr ? cv->replicate : lv != nullptr && lv->replicate;
+        for (uint16_t g = 0; g < n_gone; ++g) {
+            any_replicate = any_replicate || gone[g]->replicate;
+        }
+        const auto is_result = [&](bool replicate) {
+            return replicate && !cm &&
+                   (to_root ? (opcode == rc::op::kAcknowledge || opcode == rc::op::kCnp)
+                            : write_request(opcode));
+        };
+        const bool ours = cm || is_result(any_replicate) ||
                           (to_root ? rc_request(opcode)
                                    : (opcode == rc::op::kAcknowledge || opcode == rc::op::kCnp));
         if (!ours) {
@@ -978,7 +1051,8 @@ uint16_t s2s_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
             out.push(pass, m);
             continue;
         }
-        const uint16_t home = cv != nullptr ? cv->home : lv->home;
+        // A configured job on the root of a leaving one has the leaving one's home lcore.
+        const uint16_t home = cv != nullptr ? cv->home : any_lv->home;
         if (ctx.n_workers > 1 && home != ctx.worker_index) {
             // The job's state lives on its home lcore: the packet re-enters its pipeline there.
             if (home < ctx.handoff.size() && ctx.handoff[home] != nullptr &&
@@ -990,33 +1064,100 @@ uint16_t s2s_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
             }
             continue;
         }
-        const uint32_t job_id = cv != nullptr ? cv->job_id : lv->job_id;
-        auto* job = static_cast<JobState*>(ctx.feature_state(
-            cv != nullptr ? cv->slot : lv->slot, kFeatureS2s, job_state_id(job_id)));
-        if (job == nullptr || (cv != nullptr && cv->conn >= job->params.n_conns)) {
-            // No state (not attached yet, or lost): the endpoints' own transport carries on.
-            ++lcore_counter(ctx, LcoreCounter::fallback);
-            out.push(pass, m);
-            continue;
-        }
+        const auto state_of = [&](uint16_t slot, uint32_t job_id) {
+            return static_cast<JobState*>(
+                ctx.feature_state(slot, kFeatureS2s, job_state_id(job_id)));
+        };
         if (cm) {
-            // The CM exchange passes untouched; a valid one teaches the job its connection.
+            // The CM exchange passes untouched; a valid one teaches the job its connection (a
+            // leaving job only hears its connections' DREQs).
             if (opcode == rc::op::kUdSendOnly && rc::icrc(m, pm->l3_offset) == p.icrc) {
-                job->snoop_cm(src, dst, bytes + p.header_bytes, p.payload_bytes);
+                const uint8_t* mad = bytes + p.header_bytes;
+                for (uint16_t g = 0; g < n_gone; ++g) {
+                    if (JobState* st = state_of(gone[g]->slot, gone[g]->job_id);
+                        st != nullptr && !st->left.load(std::memory_order_relaxed)) {
+                        st->leave_last_ns = b.t_ns;
+                        st->snoop_cm(src, dst, mad, p.payload_bytes, true);
+                    }
+                }
+                if (JobState* st = lv != nullptr ? state_of(lv->slot, lv->job_id) : nullptr) {
+                    st->snoop_cm(src, dst, mad, p.payload_bytes);
+                }
             }
             ++lcore_counter(ctx, LcoreCounter::passed);
             out.push(pass, m);
             continue;
         }
         const uint32_t worker = to_root ? src : dst;
-        const uint16_t conn =
-            cv != nullptr  ? cv->conn
-            : result_path ? job->find_in_results(to_root, worker, p.bth.dest_qp)
-                          : job->find_live(to_root, worker, p.bth.dest_qp);
+        JobState* job = nullptr;
+        uint16_t conn = 0;
+        bool result_path = false;
+        bool leaving = false;
+        bool draining = false;
+        if (cv != nullptr) {
+            job = state_of(cv->slot, cv->job_id);
+            conn = cv->conn;
+            result_path = is_result(cv->replicate);
+            leaving = cv->leaving;
+            draining = cv->drain || cv->leaving;
+        } else {
+            // A leaving job keeps the connections it knew; every other one is the configured
+            // job's (docs/rdma.md "Leaving a job").
+            for (uint16_t g = 0; g < n_gone && job == nullptr; ++g) {
+                JobState* st = state_of(gone[g]->slot, gone[g]->job_id);
+                if (st == nullptr) {
+                    continue;
+                }
+                const bool res = is_result(gone[g]->replicate);
+                const uint16_t at = res ? st->find_in_results(to_root, worker, p.bth.dest_qp)
+                                        : st->find_live(to_root, worker, p.bth.dest_qp);
+                if (at < st->params.n_conns) {
+                    job = st;
+                    conn = at;
+                    result_path = res;
+                    leaving = draining = true;
+                }
+            }
+            if (job == nullptr && lv != nullptr) {
+                job = state_of(lv->slot, lv->job_id);
+                result_path = is_result(lv->replicate);
+                draining = lv->drain;
+                if (job != nullptr) {
+                    conn = result_path ? job->find_in_results(to_root, worker, p.bth.dest_qp)
+                                       : job->find_live(to_root, worker, p.bth.dest_qp);
+                }
+            } else if (job == nullptr) {
+                ++lcore_counter(ctx, LcoreCounter::passed);  // no connection of a leaving job
+                out.push(pass, m);
+                continue;
+            }
+        }
+        if (job == nullptr || (cv != nullptr && conn >= job->params.n_conns)) {
+            // No state (not attached yet, or lost): the endpoints' own transport carries on.
+            ++lcore_counter(ctx, LcoreCounter::fallback);
+            out.push(pass, m);
+            continue;
+        }
+        const bool request_leg = to_root ? rc_request(opcode)
+                                         : (opcode == rc::op::kAcknowledge || opcode == rc::op::kCnp);
+        if (!result_path && !request_leg) {
+            ++lcore_counter(ctx, LcoreCounter::passed);  // a result path this job does not take
+            out.push(pass, m);
+            continue;
+        }
         if (conn >= job->params.n_conns) {
             ++lcore_counter(ctx, LcoreCounter::passed);  // to or from the root, no connection
             out.push(pass, m);
             continue;
+        }
+        if (leaving) {
+            if (job->left.load(std::memory_order_relaxed)) {
+                // Over (every DREQ seen, or idle past the timeout): the state awaits release.
+                ++job->counters.leave_passed;
+                out.push(pass, m);
+                continue;
+            }
+            job->leave_last_ns = b.t_ns;
         }
         if (rc::icrc(m, pm->l3_offset) != p.icrc) {
             ++job->counters.icrc_errors;  // the endpoint would drop it too
@@ -1054,7 +1195,6 @@ uint16_t s2s_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
             }
             continue;
         }
-        const bool draining = cv != nullptr ? cv->drain : lv->drain;
         if (draining && job->try_forwarding()) {
             // Left: the endpoints talk directly again, each PSN (and the root's MSN) moved
             // into the other side's space. What the switch absorbed earlier stays its to ACK.
@@ -1077,6 +1217,10 @@ uint16_t s2s_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
                                &msn);
             }
             ++job->counters.forwarded;
+            if (leaving && !c.leave_translated) {
+                c.leave_translated = true;
+                ++job->counters.leave_connections_translated;
+            }
             out.push(ok ? pass : FeatureEdge::drop, m);
             continue;
         }
@@ -1105,6 +1249,7 @@ uint16_t s2s_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
 void s2s_tick(LcoreContext& ctx, const dp::Snapshot& snap, void* state, uint64_t) {
     JobState& job = *static_cast<JobState*>(state);
     const uint64_t t = now_ns(ctx);
+    job.leave_tick(t);
     job.root_leg.tick(t);
     rte_mbuf* frames[pipeline::kMaxBurst];
     uint16_t n = 0;

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 
 #include "agg/ack_table.h"
@@ -30,6 +31,8 @@ namespace ina::features::roce_s2s {
 inline constexpr uint16_t kMaxConns = 64;  // = config kMaxConnections
 inline constexpr uint32_t kMaxSlots = 256;  // = config kMaxWindow
 inline constexpr uint16_t kContributorBsl = 64;
+// Leaving jobs one root's packets are matched against (more on one root: not matched).
+inline constexpr uint16_t kMaxLeavingPerRoot = 4;
 
 struct ConnParams {
     uint16_t rank = 0;
@@ -91,6 +94,7 @@ struct Connection {
     uint32_t fwd_psn_delta = 0;
     uint32_t fwd_msn_delta = 0;
     bool touched = false;  // in the burst's list of connections owed an ACK
+    bool leave_translated = false;  // forwarded translated since its job was removed (counted)
     // Replication: the root -> worker leg, in its own PSN space (carrier PSN + the fixed delta
     // root_psn - carrier's root_psn: the leg carries nothing but copies).
     uint32_t res_next = 0;       // the first PSN the worker has not acknowledged
@@ -133,13 +137,29 @@ struct alignas(64) JobState {
     uint32_t res_nak_round = 0;   // advanced per NAK sent to the root
     ina::roce::CnpLimiter root_cnp;  // CNPs forwarded to the root on the carrier
     JobCounters counters;
+    // Leaving (the job removed or replaced by a config change; docs/rdma.md "Leaving a job"):
+    // the idle timeout in ns, stored once by the control plane when it keeps the state past the
+    // job's removal (0: configured). A plain store and load, no read-modify-write.
+    std::atomic<uint64_t> leave_timeout_ns{0};
+    // Set by the home lcore once the leaving job is over (every connection ended by a DREQ, or
+    // nothing for leave_timeout_ns): it takes part in nothing more, and the control plane
+    // releases the state at its next change. Read by the control plane.
+    std::atomic<bool> left{false};
+    bool leave_clock = false;   // leave_last_ns runs
+    uint64_t leave_last_ns = 0;  // the last packet the leaving job handled
+
+    bool leaving() const { return leave_timeout_ns.load(std::memory_order_relaxed) != 0; }
+    // Leaving: the home lcore's timer work (idle timeout, nothing live any more).
+    void leave_tick(uint64_t t_ns);
 
     uint32_t extend(uint32_t chunk);
     // Learn: the connection of a packet (worker -> root: src, DestQP = the root's QPN; root ->
     // worker: dst, DestQP = the worker's QPN) among the live ones; n_conns when none.
     uint16_t find_live(bool toward_root, uint32_t worker_ip, uint32_t dest_qp) const;
-    // Learn: a CM MAD between a worker and the root (UD to QP1), already ICRC-checked.
-    void snoop_cm(uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, uint32_t len);
+    // Learn: a CM MAD between a worker and the root (UD to QP1), already ICRC-checked. A
+    // leaving job learns nothing: a DREQ ends its connection, the rest is the new job's.
+    void snoop_cm(uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, uint32_t len,
+                  bool leaving_job = false);
     // Learn: connection i goes live with what its REQ and REP said.
     void go_live(uint16_t i, uint32_t worker_ip, uint32_t worker_qpn, uint32_t root_qpn,
                  uint32_t worker_psn);
@@ -168,6 +188,9 @@ struct alignas(64) JobState {
     // MSN they reported; with every worker of the session ended, everything the root sent
     // (res_sent) and the highest MSN. False when the carrier leg is not open.
     bool result_floor(uint32_t& psn, uint32_t& msn) const;
+    // Replication: the least carrier PSN a departed worker of the session (ended by a DREQ)
+    // had not acknowledged; false when none departed.
+    bool departed_floor(uint32_t& psn) const;
 };
 
 // Frames one input may put on the edges: a CNP and a NAK/re-ACK (ACKs and aggregates are

@@ -17,10 +17,13 @@ struct JobSample {
     uint32_t job_id = 0;
     uint64_t slots_in_use = 0;
     JobCounters counters;
+    bool leaving = false;  // removed, still translating: its series are labelled leaving_job
 };
 
 using LcoreTotals = std::array<uint64_t, static_cast<size_t>(LcoreCounter::count)>;
 
-std::string render_metrics(const std::vector<JobSample>& jobs, const LcoreTotals& lcore);
+// `jobs_leaving`: removed jobs still taking part (the gauge inaswitch_rdma_s2s_jobs_leaving).
+std::string render_metrics(const std::vector<JobSample>& jobs, const LcoreTotals& lcore,
+                           uint64_t jobs_leaving = 0);
 
 }  // namespace ina::features::roce_s2s

@@ -40,6 +40,11 @@ struct ConnView {
     Direction dir = Direction::to_root;
     bool drain = false;  // the job is being left (config drain: true)
     bool replicate = false;  // result WRITEs replicated, their ACKs aggregated
+    // The job was removed (or replaced) by a config change and its state is kept by the switch
+    // until its connections end (docs/rdma.md "Leaving a job"): handled as draining. Entries of
+    // a leaving job sort before a configured one with the same key (the endpoints' PSNs are
+    // translated: a new job cannot take the connection over).
+    bool leaving = false;
     uint16_t home = 0;                  // worker index of the job's home lcore
     uint16_t slot = dp::kNoStateSlot;   // the job state's slot there (control_s2s fills it)
 };
@@ -53,6 +58,11 @@ struct LearnView {
     bool replicate = false;
     uint16_t home = 0;
     uint16_t slot = dp::kNoStateSlot;
+    // A removed job still translating the connections it knew (control_s2s adds it; a static
+    // one too, for its CM DREQs). A configured learning job on the root gets the same home
+    // lcore, so the home lcore asks the leaving job's state first and gives the configured one
+    // every packet of no connection the leaving one holds.
+    bool leaving = false;
 };
 
 struct S2sView {
@@ -64,14 +74,24 @@ struct S2sView {
                                    [](const ConnView& c, const ConnKey& x) { return c.key < x; });
         return it != conns.end() && it->key == k ? &*it : nullptr;
     }
-    // The learning job whose root is `a` or `b`, if any.
+    // The configured (not leaving) learning job whose root is `a` or `b`, if any.
     const LearnView* learning_root(uint32_t a, uint32_t b) const {
         for (const auto& l : learning) {
-            if (l.root_ip == a || l.root_ip == b) {
+            if (!l.leaving && (l.root_ip == a || l.root_ip == b)) {
                 return &l;
             }
         }
         return nullptr;
+    }
+    // Up to `cap` leaving learning jobs whose root is `a` or `b`, into `out`; how many.
+    uint16_t leaving_roots(uint32_t a, uint32_t b, const LearnView** out, uint16_t cap) const {
+        uint16_t n = 0;
+        for (const auto& l : learning) {
+            if (l.leaving && n < cap && (l.root_ip == a || l.root_ip == b)) {
+                out[n++] = &l;
+            }
+        }
+        return n;
     }
 };
 
@@ -100,10 +120,15 @@ constexpr uint32_t job_state_id(uint32_t job_id) { return 0x40000000u | job_id; 
     X(sessions, "Sessions started over used slots: a REQ while no connection was live, or of a rank already connected in the session (slots emptied)") \
     X(drain_refused, "Contributions to new chunks refused while draining (RNR NAK)")          \
     X(forwarded, "Packets forwarded with their PSN/MSN translated after the drain")            \
+    X(leave_connections_translated, "Connections of a removed job forwarded translated by the switch after the removal") \
+    X(leave_ended_dreq, "Connections of a removed job ended by an RDMA CM DREQ (no longer translated)") \
+    X(leave_ended_timeout, "Connections of a removed job still open when its idle timeout ended it (rdma_s2s leave_timeout_ms)") \
+    X(leave_passed, "Packets of a removed job forwarded untouched after it ended (state awaiting release)") \
     X(results_replicated, "Result WRITE copies sent to non-carrier workers (replicate: true)")  \
     X(replicate_failed, "Result WRITE copies not built (no mbuf or headers not in segment 1)") \
     X(result_acks_consumed, "Workers' ACKs/NAKs of result WRITEs (consumed, aggregated)")      \
     X(result_acks_forwarded, "ACKs sent to the root: the PSN every worker acknowledged")       \
+    X(departure_acks, "ACKs to the root past what a departed (DREQ) worker acknowledged: the departure rule let them go") \
     X(result_naks_forwarded, "Workers' NAKs sent to the root, translated to the carrier")      \
     X(result_naks_merged, "Workers' NAKs of a gap already reported to the root (dropped)")     \
     X(result_cnps_forwarded, "Workers' CNPs sent to the root on the carrier connection")
