@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "compile/snapshot_build.h"
 #include "ina/chunk_table.h"
@@ -843,6 +844,22 @@ bool ControlPlane::transmit(rte_mbuf* m) {
     return rte_ring_sp_enqueue(w.control_tx, m) == 0;
 }
 
+void ControlPlane::release_feature_states_locked(bool& dirty) {
+    for (const auto& fc : feature_controls()) {
+        if (fc.release == nullptr) {
+            continue;
+        }
+        // Only this thread (holding the lock) enqueues commands, so the room seen here holds.
+        size_t room = std::numeric_limits<size_t>::max();
+        for (const auto& w : dataplane_.workers) {
+            room = std::min<size_t>(room, rte_ring_free_count(w.commands));
+        }
+        if (fc.release(fc.self, *this, room)) {
+            dirty = true;
+        }
+    }
+}
+
 void ControlPlane::tick() {
     // The workers' event rings are drained without the lock, so an API call holding it never
     // lets a ring fill (a full ring only loses learning events, which are repeated).
@@ -882,6 +899,7 @@ void ControlPlane::tick() {
     backlog_.clear();
     collect_detached_locked();
     age_locked(dirty);
+    release_feature_states_locked(dirty);
     if (dirty) {
         std::string error;
         if (!publish_locked(error)) {

@@ -83,6 +83,14 @@ struct FeatureControl {
     // CM messages), called by ControlPlane::tick after it drained the workers' event rings and
     // *without* the lock, so it may apply changes (waiting for an API change in progress).
     void (*tick)(void* self, ControlPlane& cp) = nullptr;
+    // Optional: states the feature gives up by itself, between config changes (e.g. a leaving
+    // RoCE server-to-server job whose connections all ended). Called by ControlPlane::tick with
+    // the lock held; the feature detaches them (FeatureStateChanges::commit: detach_locked, the
+    // slot given back), at most `command_room` commands to any one worker, and returns true
+    // when its part of the published snapshot changed: tick then republishes the running
+    // config (every `decorate` runs again). A detached state is freed once its worker counted
+    // the detach, as after a config change.
+    bool (*release)(void* self, ControlPlane& cp, size_t command_room) = nullptr;
 };
 // False when a hook is missing.
 bool register_feature_control(const FeatureControl& fc);
@@ -224,6 +232,8 @@ private:
     void send_command_locked(size_t worker, const dp::Command& c);
     // Frees the detached tables whose lcores have counted the detach.
     void collect_detached_locked();
+    // Lock held: each feature's `release` hook (states it gave up between config changes).
+    void release_feature_states_locked(bool& dirty);
     // `neighbours` receives what the forwarding tables must hold when the result is published
     // (sync_neighbours_locked).
     std::unique_ptr<runtime::Published> build_locked(const config::Config& cfg,

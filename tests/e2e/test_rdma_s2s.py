@@ -12,7 +12,8 @@ replaces its state (counters start over); a PUT with an rdma section beside it i
 the reason and changes nothing. With drain: true (state kept) and the root's ACK of the
 aggregate, h1's next WRITE is forwarded to h2 as h1 sent it (the carrier's PSNs agree). The
 job then changed (window): the new state starts from 0 while the old one is kept, leaving
-(`leaving_job` series, the jobs_leaving gauge), and still forwards h1's next WRITE translated.
+(`leaving_job` series, the jobs_leaving gauge), and still forwards h1's next WRITE translated;
+once over (its idle limit) it is released without a config change.
 """
 
 import os
@@ -128,6 +129,8 @@ def test(exe: str) -> None:
               "forwarded, not absorbed")
 
         cfg["rdma_s2s"]["jobs"][0]["window"] = 8
+        # The old state's idle limit (below: released without a config change once over).
+        cfg["rdma_s2s"]["leave_timeout_ms"] = 4000
         status, text = tb.http("PUT", "/api/v1/config", to_yaml(cfg))
         check(status == 200, f"a changed job: {status} {text.strip()}")
         m = tb.metrics()
@@ -148,6 +151,21 @@ def test(exe: str) -> None:
                     leaving_job="9") == 1 and
               m.get("inaswitch_rdma_s2s_absorbed_total", job="9") == 0,
               "forwarded by the leaving state, not absorbed by the new job")
+        # Over (leave_timeout_ms without a packet: its connection's CM does not cross the
+        # switch here), the state is released WITHOUT a config change: the control plane's
+        # tick detaches it (the feature's `release` hook) and publishes the running config
+        # again, without its entries; its series leave the scrape.
+        published = m.get("inaswitch_snapshots_published_total")
+        wait_until(lambda: not tb.metrics().by_label("inaswitch_rdma_s2s_absorbed_total",
+                                                     "leaving_job"),
+                   30, "the left state released without a config change")
+        m = tb.metrics()
+        check(m.get("inaswitch_snapshots_published_total") > published and
+              m.get("inaswitch_rdma_s2s_jobs_leaving") == 0 and
+              m.get("inaswitch_rdma_s2s_absorbed_total", job="9") == 0 and
+              tb.api_json("GET", "/api/v1/config") == cfg,
+              "a snapshot published for the release, the running config and the new job "
+              "unchanged")
 
 
 if __name__ == "__main__":

@@ -1002,6 +1002,40 @@ TEST_F(RoceS2sLearn, ALostDisconnectStillStartsTheNextSession) {
     }
 }
 
+// A REQ of a rank whose connection is live in the current session, which the root refuses
+// (REJ: e.g. a second process claiming the rank while the first is connected): the session is
+// decided at the REP, so nothing is emptied: rank 1's held contribution to chunk 0, already
+// ACKed to it, still completes with rank 2's and reaches the root. (Deciding at the REQ, as
+// before, emptied the slot: the aggregate never came.)
+TEST_F(RoceS2sLearn, ARefusedRequestOfALiveRankEmptiesNothing) {
+    connect(1);
+    connect(2);
+    send(contribution(1, kRepPsn[1], 0, fill(1)));
+    ASSERT_EQ(to(kWorker1).size(), 1u) << "rank 1's contribution ACKed as the root";
+    send(req(2, 11, 1));
+    rc::cm::Message rej;
+    rej.header.attr_id = static_cast<uint16_t>(rc::cm::Attr::rej);
+    rej.header.transaction_id = 0x102;
+    rej.rej.local_comm_id = 0x2000 + 2 + 0x10;
+    rej.rej.remote_comm_id = 0x1000 + 2 + 0x10;
+    rej.rej.reason = 28;  // consumer reject: the root's rdma_reject
+    send(cm_frame(kRoot, kWorker2, rej));
+    drain();
+    EXPECT_EQ(job->counters.sessions, 0u);
+    EXPECT_EQ(job->table.in_use(), 1u) << "rank 1's held chunk kept";
+    send(contribution(2, kRepPsn[2], 0, fill(100)));
+    auto ack = to(kWorker2);  // the root shares rank 2's port: its frames land in `stray`
+    ASSERT_EQ(ack.size(), 1u);
+    EXPECT_EQ(ack[0].p.bth.dest_qp, kWorkerQpn[2]) << "rank 2's live connection, unchanged";
+    const std::vector<Seen> agg = stray;
+    ASSERT_EQ(agg.size(), 1u) << "the held chunk completes and reaches the root";
+    EXPECT_EQ(agg[0].dst, kRoot);
+    EXPECT_EQ(agg[0].p.imm, 0u << 8 | 2);
+    EXPECT_EQ(ints(agg[0].payload)[0], 1 + 100);
+    EXPECT_EQ(job->counters.connections_learned, 2u);
+    free_mbufs(take_tx(kR0));
+}
+
 // The learning job removed: its connections end by their DREQs (either way); when none is left
 // the job is over. A new job on the same root (here: the same id again, as a reload that
 // changed it would make) learns only connections whose REQ comes after the removal; the old

@@ -68,7 +68,8 @@ bool S2sControl::prepare(control::ControlPlane& cp, const config::Config& next,
         return nullptr;
     };
     // Leaving jobs that are over (every connection ended, or idle past the timeout: the home
-    // lcore set `left`) are released now; the others stay attached.
+    // lcore set `left`) and not yet released by `release` are released now; the others stay
+    // attached.
     for (const auto& l : leaving_) {
         if (l.state->left.load(std::memory_order_relaxed)) {
             plan_.states.detach.push_back({l.home, l.slot, job_state_id(l.id), l.state});
@@ -144,6 +145,27 @@ void S2sControl::commit(control::ControlPlane& cp) {
         l.state->leave_timeout_ns.store(plan_.leave_timeout_ns, std::memory_order_relaxed);
     }
     plan_ = Plan{};
+}
+
+bool S2sControl::release(control::ControlPlane& cp, size_t command_room) {
+    std::lock_guard lock(mu_);
+    control::FeatureStateChanges changes;
+    std::vector<Leaving> still;
+    for (auto& l : leaving_) {
+        // `left` is final: the home lcore passes the state's packets untouched from then on,
+        // so its detach and the snapshot without it change nothing on the wire.
+        if (changes.commands() < command_room && l.state->left.load(std::memory_order_relaxed)) {
+            changes.detach.push_back({l.home, l.slot, job_state_id(l.id), l.state});
+        } else {
+            still.push_back(std::move(l));
+        }
+    }
+    if (changes.detach.empty()) {
+        return false;
+    }
+    changes.commit(cp, kFeatureS2s);
+    leaving_ = std::move(still);
+    return true;
 }
 
 void S2sControl::decorate(dp::Snapshot& snap) {
@@ -229,6 +251,9 @@ control::FeatureControl S2sControl::hooks() {
         static_cast<S2sControl*>(s)->abandon(cp);
     };
     fc.decorate = [](void* s, dp::Snapshot& snap) { static_cast<S2sControl*>(s)->decorate(snap); };
+    fc.release = [](void* s, control::ControlPlane& cp, size_t command_room) {
+        return static_cast<S2sControl*>(s)->release(cp, command_room);
+    };
     fc.stats = [](void* s, const control::ControlPlane& cp, metrics::Stats& out) {
         static_cast<S2sControl*>(s)->stats(cp, out);
     };

@@ -49,6 +49,9 @@ private:
     void commit(control::ControlPlane& cp);
     void abandon(control::ControlPlane& cp);
     void decorate(dp::Snapshot& snap);
+    // Between config changes (ControlPlane::tick): detaches the leaving states that are over
+    // (`left`), true when one was, so the snapshot without them is published.
+    bool release(control::ControlPlane& cp, size_t command_room);
     void stats(const control::ControlPlane& cp, metrics::Stats& out);
 
     std::mutex mu_;  // jobs_ and plan_ (taken inside the control plane's lock)

@@ -821,6 +821,31 @@ uint16_t JobState::find_live(bool toward_root, uint32_t worker_ip, uint32_t dest
     return params.n_conns;
 }
 
+void JobState::start_session_if_new(uint16_t i) {
+    // A new session when nothing is live (every connection of the last one ended by DREQ),
+    // or when this rank already went live in the current one: its DREQ was lost (the workers
+    // of the next AllReduce connect before the root's CM retries it), and the chunk indices
+    // start over all the same. Decided at the REP, not the REQ: a REQ the root refuses (REJ:
+    // e.g. a rank it still has connected) changes nothing, so what the live ranks' held
+    // chunks hold, ACKed to them, still completes and reaches the root.
+    bool any_live = false;
+    for (uint16_t k = 0; k < params.n_conns; ++k) {
+        any_live = any_live || conns[k].live;
+    }
+    if (any_live && conns[i].session != session) {
+        return;
+    }
+    ++session;
+    if (any_key || table.in_use() != 0) {
+        // What the previous session left held was never going to be acknowledged by the root.
+        table.reset();
+        slot_count.fill(0);
+        any_key = false;
+        high_key = 0;
+        ++counters.sessions;
+    }
+}
+
 void JobState::go_live(uint16_t i, uint32_t worker_ip, uint32_t worker_qpn, uint32_t root_qpn,
                        uint32_t worker_psn) {
     Connection& c = conns[i];
@@ -906,45 +931,31 @@ void JobState::snoop_cm(uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, ui
             // roce-vm-s2s-allreduce).
             return;
         }
-        if (c.pending && c.params.worker_ip == src_ip && c.pending_qpn == msg.req.local_qpn) {
+        if (c.pending && c.pending_ip == src_ip && c.pending_qpn == msg.req.local_qpn) {
             return;  // a retransmitted REQ whose REP this switch has not seen yet
         }
-        // A new session when nothing is live (every connection of the last one ended by DREQ),
-        // or when this rank already connected in the current one: its DREQ was lost (the
-        // workers of the next AllReduce connect before the root's CM retries it), and the
-        // chunk indices start over all the same.
-        bool any_live = false;
-        for (uint16_t i = 0; i < params.n_conns; ++i) {
-            any_live = any_live || conns[i].live;
-        }
-        if (!any_live || c.session == session) {
-            ++session;
-            if (any_key || table.in_use() != 0) {
-                // What the previous session left held was never going to be acknowledged by
-                // the root.
-                table.reset();
-                slot_count.fill(0);
-                any_key = false;
-                high_key = 0;
-                ++counters.sessions;
-            }
-        }
+        // Only noted: the root may still refuse it (REJ), and until its REP nothing of the
+        // session or of a live connection of this rank changes.
         c.pending = true;
         c.pending_comm_id = msg.req.local_comm_id;
         c.pending_qpn = msg.req.local_qpn;
-        c.params.worker_ip = src_ip;
+        c.pending_ip = src_ip;
         // Replication: the root sends from the REQ's Starting PSN ("RDMA CM messages"), into
         // the result buffer the INAR request names (result_addr at byte 32, result_rkey at 40).
-        c.params.root_psn = msg.req.starting_psn & 0xFFFFFF;
-        c.params.result_addr = uint64_t{be32(inar + 32)} << 32 | be32(inar + 36);
-        c.params.result_rkey = be32(inar + 40);
+        c.pending_root_psn = msg.req.starting_psn & 0xFFFFFF;
+        c.pending_result_addr = uint64_t{be32(inar + 32)} << 32 | be32(inar + 36);
+        c.pending_result_rkey = be32(inar + 40);
         return;
     }
     if (attr == rc::cm::Attr::rep && src_ip == params.root_ip) {
         for (uint16_t i = 0; i < params.n_conns; ++i) {
             Connection& c = conns[i];
-            if (c.pending && c.params.worker_ip == dst_ip &&
+            if (c.pending && c.pending_ip == dst_ip &&
                 c.pending_comm_id == msg.rep.remote_comm_id) {
+                start_session_if_new(i);
+                c.params.root_psn = c.pending_root_psn;
+                c.params.result_addr = c.pending_result_addr;
+                c.params.result_rkey = c.pending_result_rkey;
                 // The active side (the worker) sends from the REP's starting PSN (docs/rdma.md
                 // "RDMA CM messages").
                 go_live(i, dst_ip, c.pending_qpn, msg.rep.local_qpn, msg.rep.starting_psn);

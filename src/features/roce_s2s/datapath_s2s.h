@@ -87,8 +87,14 @@ struct Connection {
     bool pending = false;    // learn: the REQ is seen, its REP not yet
     uint32_t pending_comm_id = 0;  // the REQ's local communication ID (the REP's remote one)
     uint32_t pending_qpn = 0;      // the REQ's local QPN: the worker's
+    // The rest of the pending REQ, applied only at its REP: a REQ the root refuses (REJ) must
+    // change nothing of a connection that is live (docs/rdma.md "Connections from the RDMA CM").
+    uint32_t pending_ip = 0;
+    uint32_t pending_root_psn = 0;
+    uint64_t pending_result_addr = 0;
+    uint32_t pending_result_rkey = 0;
     // Learn: the session (JobState::session) in which this rank's connection last went live;
-    // 0 = never. A REQ of a rank already live in the current session starts the next one.
+    // 0 = never. The REP of a rank already live in the current session starts the next one.
     uint32_t session = 0;
     // After the drain: root-side minus worker-side PSN and MSN (24 bits), fixed.
     uint32_t fwd_psn_delta = 0;
@@ -160,6 +166,9 @@ struct alignas(64) JobState {
     // leaving job learns nothing: a DREQ ends its connection, the rest is the new job's.
     void snoop_cm(uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, uint32_t len,
                   bool leaving_job = false);
+    // Learn: the root accepted connection i (its REP): starts a new session when nothing is
+    // live or the rank already went live in the current one (start_session_if_new).
+    void start_session_if_new(uint16_t i);
     // Learn: connection i goes live with what its REQ and REP said.
     void go_live(uint16_t i, uint32_t worker_ip, uint32_t worker_qpn, uint32_t root_qpn,
                  uint32_t worker_psn);
