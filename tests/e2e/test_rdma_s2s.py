@@ -129,8 +129,9 @@ def test(exe: str) -> None:
               "forwarded, not absorbed")
 
         cfg["rdma_s2s"]["jobs"][0]["window"] = 8
-        # The old state's idle limit (below: released without a config change once over).
-        cfg["rdma_s2s"]["leave_timeout_ms"] = 4000
+        # The old state's idle limit (below: released without a config change once over); h1's
+        # write below waits ~10 s for an ACK nobody sends, so well above that.
+        cfg["rdma_s2s"]["leave_timeout_ms"] = 20000
         status, text = tb.http("PUT", "/api/v1/config", to_yaml(cfg))
         check(status == 200, f"a changed job: {status} {text.strip()}")
         m = tb.metrics()
@@ -158,7 +159,7 @@ def test(exe: str) -> None:
         published = m.get("inaswitch_snapshots_published_total")
         wait_until(lambda: not tb.metrics().by_label("inaswitch_rdma_s2s_absorbed_total",
                                                      "leaving_job"),
-                   30, "the left state released without a config change")
+                   60, "the left state released without a config change")
         m = tb.metrics()
         check(m.get("inaswitch_snapshots_published_total") > published and
               m.get("inaswitch_rdma_s2s_jobs_leaving") == 0 and

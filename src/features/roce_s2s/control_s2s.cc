@@ -151,17 +151,17 @@ bool S2sControl::release(control::ControlPlane& cp, size_t command_room) {
     std::lock_guard lock(mu_);
     control::FeatureStateChanges changes;
     std::vector<Leaving> still;
-    for (auto& l : leaving_) {
+    for (const auto& l : leaving_) {
         // `left` is final: the home lcore passes the state's packets untouched from then on,
         // so its detach and the snapshot without it change nothing on the wire.
         if (changes.commands() < command_room && l.state->left.load(std::memory_order_relaxed)) {
             changes.detach.push_back({l.home, l.slot, job_state_id(l.id), l.state});
         } else {
-            still.push_back(std::move(l));
+            still.push_back(l);
         }
     }
     if (changes.detach.empty()) {
-        return false;
+        return false;  // leaving_ untouched
     }
     changes.commit(cp, kFeatureS2s);
     leaving_ = std::move(still);
