@@ -1033,7 +1033,31 @@ TEST_F(RoceS2sLearn, ARefusedRequestOfALiveRankEmptiesNothing) {
     EXPECT_EQ(agg[0].p.imm, 0u << 8 | 2);
     EXPECT_EQ(ints(agg[0].payload)[0], 1 + 100);
     EXPECT_EQ(job->counters.connections_learned, 2u);
+    EXPECT_EQ(job->counters.held_chunks_emptied_with_others_live, 0u);
     free_mbufs(take_tx(kR0));
+}
+
+// Not built yet (docs/rdma.md "A worker that reconnects alone"): rank 2 reconnects alone and
+// the root accepts it while rank 1 stays connected holding chunk 0 (ACKed to it). Today the
+// REP starts a new session over emptied slots; the loss of rank 1's ACKed contribution is
+// counted, and rank 2's new connection belongs to the new session.
+TEST_F(RoceS2sLearn, AWorkerReconnectingAloneEmptiesHeldChunksCounted) {
+    connect(1);
+    connect(2);
+    send(contribution(1, kRepPsn[1], 0, fill(1)));
+    drain();
+    ASSERT_EQ(job->table.in_use(), 1u);
+    connect(2, 1);
+    EXPECT_EQ(job->counters.sessions, 1u);
+    EXPECT_EQ(job->table.in_use(), 0u);
+    EXPECT_EQ(job->counters.held_chunks_emptied_with_others_live, 1u) << "rank 1's chunk 0";
+    EXPECT_EQ(job->counters.connections_replaced, 1u);
+    send(contribution(2, kRepPsn[2], 0, fill(100)));
+    auto ack = to(kWorker2);
+    ASSERT_EQ(ack.size(), 1u);
+    EXPECT_EQ(ack[0].p.bth.dest_qp, kWorkerQpn[2] + 100) << "the new connection";
+    EXPECT_EQ(job->table.in_use(), 1u) << "chunk 0 of the new session, held for rank 1";
+    EXPECT_TRUE(stray.empty()) << "nothing reaches the root yet";
 }
 
 // The learning job removed: its connections end by their DREQs (either way); when none is left

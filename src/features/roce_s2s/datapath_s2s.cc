@@ -836,6 +836,17 @@ void JobState::start_session_if_new(uint16_t i) {
         return;
     }
     ++session;
+    bool others_live = false;
+    for (uint16_t k = 0; k < params.n_conns; ++k) {
+        others_live = others_live || (k != i && conns[k].live);
+    }
+    if (others_live) {
+        // Either a DREQ lost at the end of the last AllReduce (nothing it holds would reach
+        // the root anyway) or a worker reconnecting alone while the others run on: then these
+        // chunks hold contributions the switch ACKed as the root (not built: docs/rdma.md
+        // "A worker that reconnects alone"). Counted so that the loss is visible.
+        counters.held_chunks_emptied_with_others_live += table.in_use();
+    }
     if (any_key || table.in_use() != 0) {
         // What the previous session left held was never going to be acknowledged by the root.
         table.reset();

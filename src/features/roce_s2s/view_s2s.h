@@ -117,7 +117,8 @@ constexpr uint32_t job_state_id(uint32_t job_id) { return 0x40000000u | job_id; 
     X(connections_learned, "Connections learned from an RDMA CM REQ/REP (learn: true)")       \
     X(connections_ended, "Learned connections ended by an RDMA CM DREQ")                      \
     X(connections_replaced, "Learned connections replaced by a new REQ of their rank (DREQ unseen)") \
-    X(sessions, "Sessions started over used slots: a REQ while no connection was live, or of a rank already connected in the session (slots emptied)") \
+    X(sessions, "Sessions started over used slots: the REP of a REQ while no connection was live, or of a rank already connected in the session (slots emptied)") \
+    X(held_chunks_emptied_with_others_live, "Held chunks emptied by a new session while another rank's connection was still live: ACKed contributions that may never reach the root (a worker reconnecting alone; docs/rdma.md)") \
     X(drain_refused, "Contributions to new chunks refused while draining (RNR NAK)")          \
     X(forwarded, "Packets forwarded with their PSN/MSN translated after the drain")            \
     X(leave_connections_translated, "Connections of a removed job forwarded translated by the switch after the removal") \
