@@ -185,9 +185,17 @@ INA_AVX2 void load(void* acc_v, const void* in_v, size_t n) {
     auto* acc = static_cast<typename T::Acc*>(acc_v);
     const auto* in = static_cast<const unsigned char*>(in_v);
     size_t i = 0;
-    for (; i + T::kLanes <= n; i += T::kLanes) {
-        T::store_acc(acc + i, T::canon(T::load_in(in + i * T::kWire)));
+    const auto one = [&](size_t at) INA_AVX2 {
+        T::store_acc(acc + at, T::canon(T::load_in(in + at * T::kWire)));
+    };
+    // Four vectors a step: at one, the loop's own instructions were a third of the work.
+    for (; i + 4 * T::kLanes <= n; i += 4 * T::kLanes) {
+        one(i);
+        one(i + T::kLanes);
+        one(i + 2 * T::kLanes);
+        one(i + 3 * T::kLanes);
     }
+    for (; i + T::kLanes <= n; i += T::kLanes) one(i);
     if (i < n) {
         const size_t r = n - i;
         alignas(32) unsigned char inbuf[T::kLanes * T::kWire] = {};
@@ -203,9 +211,16 @@ INA_AVX2 void accumulate(void* acc_v, const void* in_v, size_t n) {
     auto* acc = static_cast<typename T::Acc*>(acc_v);
     const auto* in = static_cast<const unsigned char*>(in_v);
     size_t i = 0;
-    for (; i + T::kLanes <= n; i += T::kLanes) {
-        T::store_acc(acc + i, apply<T, op>(T::load_acc(acc + i), T::load_in(in + i * T::kWire)));
+    const auto one = [&](size_t at) INA_AVX2 {
+        T::store_acc(acc + at, apply<T, op>(T::load_acc(acc + at), T::load_in(in + at * T::kWire)));
+    };
+    for (; i + 4 * T::kLanes <= n; i += 4 * T::kLanes) {  // four vectors a step, as load
+        one(i);
+        one(i + T::kLanes);
+        one(i + 2 * T::kLanes);
+        one(i + 3 * T::kLanes);
     }
+    for (; i + T::kLanes <= n; i += T::kLanes) one(i);
     if (i < n) {
         const size_t r = n - i;
         alignas(32) unsigned char inbuf[T::kLanes * T::kWire] = {};
