@@ -204,7 +204,8 @@ ChunkTable::~ChunkTable() = default;
     return nullptr;
 }
 
-const ChunkTable::Entry* ChunkTable::find(uint32_t index, uint32_t seq) const noexcept {
+[[gnu::always_inline]] inline const ChunkTable::Entry* ChunkTable::find(
+    uint32_t index, uint32_t seq) const noexcept {
     return const_cast<ChunkTable*>(this)->find(index, seq);
 }
 
