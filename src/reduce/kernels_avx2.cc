@@ -180,22 +180,28 @@ INA_AVX2 typename T::V apply(typename T::V a, typename T::V b) {
     if constexpr (op == Op::max) return T::max(a, b);
 }
 
+// Runs one(at) for every whole vector of n elements (kLanes each), four a step (at one, the
+// loop's own instructions were a third of the work); returns where the tail starts.
+template <size_t kLanes, class One>
+INA_AVX2 size_t each_vector(size_t n, One&& one) {
+    size_t i = 0;
+    for (; i + 4 * kLanes <= n; i += 4 * kLanes) {
+        one(i);
+        one(i + kLanes);
+        one(i + 2 * kLanes);
+        one(i + 3 * kLanes);
+    }
+    for (; i + kLanes <= n; i += kLanes) one(i);
+    return i;
+}
+
 template <class T>
 INA_AVX2 void load(void* acc_v, const void* in_v, size_t n) {
     auto* acc = static_cast<typename T::Acc*>(acc_v);
     const auto* in = static_cast<const unsigned char*>(in_v);
-    size_t i = 0;
-    const auto one = [&](size_t at) INA_AVX2 {
+    const size_t i = each_vector<T::kLanes>(n, [&](size_t at) INA_AVX2 {
         T::store_acc(acc + at, T::canon(T::load_in(in + at * T::kWire)));
-    };
-    // Four vectors a step: at one, the loop's own instructions were a third of the work.
-    for (; i + 4 * T::kLanes <= n; i += 4 * T::kLanes) {
-        one(i);
-        one(i + T::kLanes);
-        one(i + 2 * T::kLanes);
-        one(i + 3 * T::kLanes);
-    }
-    for (; i + T::kLanes <= n; i += T::kLanes) one(i);
+    });
     if (i < n) {
         const size_t r = n - i;
         alignas(32) unsigned char inbuf[T::kLanes * T::kWire] = {};
@@ -210,17 +216,9 @@ template <class T, Op op>
 INA_AVX2 void accumulate(void* acc_v, const void* in_v, size_t n) {
     auto* acc = static_cast<typename T::Acc*>(acc_v);
     const auto* in = static_cast<const unsigned char*>(in_v);
-    size_t i = 0;
-    const auto one = [&](size_t at) INA_AVX2 {
+    const size_t i = each_vector<T::kLanes>(n, [&](size_t at) INA_AVX2 {
         T::store_acc(acc + at, apply<T, op>(T::load_acc(acc + at), T::load_in(in + at * T::kWire)));
-    };
-    for (; i + 4 * T::kLanes <= n; i += 4 * T::kLanes) {  // four vectors a step, as load
-        one(i);
-        one(i + T::kLanes);
-        one(i + 2 * T::kLanes);
-        one(i + 3 * T::kLanes);
-    }
-    for (; i + T::kLanes <= n; i += T::kLanes) one(i);
+    });
     if (i < n) {
         const size_t r = n - i;
         alignas(32) unsigned char inbuf[T::kLanes * T::kWire] = {};
@@ -283,6 +281,18 @@ INA_AVX2 void add_words(WordSums& sums, const unsigned char* p) {
     sums.high = _mm256_add_epi64(sums.high, _mm256_srli_epi64(v, 32));
 }
 
+// The sums' lanes as one value congruent (mod 0xffff) to the words' one's-complement sum, for
+// add_words16 / fold_words16: each lane's lower halves (whole - (high << 32), exact) plus high.
+INA_AVX2 inline uint64_t unfolded(const WordSums& sums) {
+    alignas(32) uint64_t whole[4];
+    alignas(32) uint64_t high[4];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(whole), sums.whole);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(high), sums.high);
+    uint64_t sum = 0;
+    for (size_t l = 0; l < 4; ++l) sum += (whole[l] - (high[l] << 32)) + high[l];
+    return sum;
+}
+
 // store<T>, summing each vector's bytes right after storing them: the result's bytes are read
 // once, where store and a separate checksum pass read them twice. Four vectors a step (the loop's
 // own instructions are a third of the work at one). Lanes: no overflow below 2^30 vectors.
@@ -299,23 +309,11 @@ INA_AVX2 uint32_t store_sum(void* out_v, const void* acc_v, size_t n) {
             add_words<2 * kBytes>(sums, out + i * T::kWire);
         }
     }
-    const auto one = [&](size_t at) INA_AVX2 {
-        T::store_out(out + at * T::kWire, T::load_acc(acc + at));
-        add_words<kBytes>(sums, out + at * T::kWire);
-    };
-    for (; i + 4 * T::kLanes <= n; i += 4 * T::kLanes) {
-        one(i);
-        one(i + T::kLanes);
-        one(i + 2 * T::kLanes);
-        one(i + 3 * T::kLanes);
-    }
-    for (; i + T::kLanes <= n; i += T::kLanes) one(i);
-    alignas(32) uint64_t whole[4];
-    alignas(32) uint64_t high[4];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(whole), sums.whole);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(high), sums.high);
-    uint64_t sum = 0;
-    for (size_t l = 0; l < 4; ++l) sum += (whole[l] - (high[l] << 32)) + high[l];
+    i += each_vector<T::kLanes>(n - i, [&](size_t at) INA_AVX2 {
+        T::store_out(out + (i + at) * T::kWire, T::load_acc(acc + i + at));
+        add_words<kBytes>(sums, out + (i + at) * T::kWire);
+    });
+    uint64_t sum = unfolded(sums);
     if (i < n) {
         alignas(32) unsigned char outbuf[T::kLanes * T::kWire];
         store_tail<T>(out + i * T::kWire, acc + i, n - i, outbuf);
@@ -328,8 +326,7 @@ INA_AVX2 uint32_t store_sum(void* out_v, const void* acc_v, size_t n) {
 
 // The bytes' one's-complement sum by the store_sum scheme (WordSums): four 32-byte vectors a
 // step, each added whole and by its upper halves, then 16 bytes as four 32-bit lanes, then the
-// tail (< 16 bytes) word by word. One
-// vector load and three vector operations per 32 bytes, where the add-with-carry chain of
+// tail (< 16 bytes) word by word. One vector load and three vector operations per 32 bytes, where the add-with-carry chain of
 // net::ones_complement_sum takes eight. Lanes cannot overflow below 2^30 vectors.
 INA_AVX2 uint32_t avx2_sum_bytes(const void* p_v, size_t len) {
     const auto* p = static_cast<const unsigned char*>(p_v);
@@ -346,12 +343,7 @@ INA_AVX2 uint32_t avx2_sum_bytes(const void* p_v, size_t len) {
         add_words<16>(sums, p + i);  // four 32-bit words, each widened to a lane
         i += 16;
     }
-    alignas(32) uint64_t whole[4];
-    alignas(32) uint64_t high[4];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(whole), sums.whole);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(high), sums.high);
-    uint64_t sum = 0;
-    for (size_t l = 0; l < 4; ++l) sum += (whole[l] - (high[l] << 32)) + high[l];
+    const uint64_t sum = unfolded(sums);
     // i is a multiple of 16 (even): the tail's words pair as the buffer's do.
     return fold_words16(add_words16(sum, p + i, len - i));
 }
