@@ -39,6 +39,24 @@ struct F32 {
     INA_AVX2 static V nan() { return _mm256_castsi256_ps(_mm256_set1_epi32(0x7FC00000)); }
     INA_AVX2 static V canon(V v) { return _mm256_blendv_ps(v, nan(), _mm256_cmp_ps(v, v, _CMP_UNORD_Q)); }
     INA_AVX2 static V sum(V a, V b) { return canon(_mm256_add_ps(a, b)); }
+    // sum() of four vectors, canonicalising only when one of them holds a NaN (one unordered
+    // compare covers two vectors): exactly sum() per vector, since canon() is the identity on
+    // every lane that is not NaN.
+    static constexpr bool kSum4 = true;
+    INA_AVX2 static void sum4(V& a0, V b0, V& a1, V b1, V& a2, V b2, V& a3, V b3) {
+        a0 = _mm256_add_ps(a0, b0);
+        a1 = _mm256_add_ps(a1, b1);
+        a2 = _mm256_add_ps(a2, b2);
+        a3 = _mm256_add_ps(a3, b3);
+        const V nan = _mm256_or_ps(_mm256_cmp_ps(a0, a1, _CMP_UNORD_Q),
+                                   _mm256_cmp_ps(a2, a3, _CMP_UNORD_Q));
+        if (!_mm256_testz_ps(nan, nan)) [[unlikely]] {
+            a0 = canon(a0);
+            a1 = canon(a1);
+            a2 = canon(a2);
+            a3 = canon(a3);
+        }
+    }
     INA_AVX2 static V prod(V a, V b) { return canon(_mm256_mul_ps(a, b)); }
     // minps returns b when the operands compare equal (also -0 vs +0): OR in a's bits then.
     INA_AVX2 static V min(V a, V b) {
@@ -55,6 +73,7 @@ struct F32 {
 
 struct F64 {
     using Acc = double;
+    static constexpr bool kSum4 = false;  // (F32 has sum4)
     using V = __m256d;
     static constexpr size_t kLanes = 4;
     static constexpr size_t kWire = 8;
@@ -131,6 +150,7 @@ struct BF16 : F32 {
 
 struct I32 {
     using Acc = int32_t;
+    static constexpr bool kSum4 = false;  // (F32 has sum4)
     using V = __m256i;
     static constexpr size_t kLanes = 8;
     static constexpr size_t kWire = 4;
@@ -216,8 +236,24 @@ template <class T, Op op>
 INA_AVX2 void accumulate(void* acc_v, const void* in_v, size_t n) {
     auto* acc = static_cast<typename T::Acc*>(acc_v);
     const auto* in = static_cast<const unsigned char*>(in_v);
-    const size_t i = each_vector<T::kLanes>(n, [&](size_t at) INA_AVX2 {
-        T::store_acc(acc + at, apply<T, op>(T::load_acc(acc + at), T::load_in(in + at * T::kWire)));
+    size_t i = 0;
+    if constexpr (op == Op::sum && T::kSum4) {
+        constexpr size_t L = T::kLanes;
+        for (; i + 4 * L <= n; i += 4 * L) {
+            typename T::V a0 = T::load_acc(acc + i), a1 = T::load_acc(acc + i + L),
+                          a2 = T::load_acc(acc + i + 2 * L), a3 = T::load_acc(acc + i + 3 * L);
+            T::sum4(a0, T::load_in(in + i * T::kWire), a1, T::load_in(in + (i + L) * T::kWire),
+                    a2, T::load_in(in + (i + 2 * L) * T::kWire), a3,
+                    T::load_in(in + (i + 3 * L) * T::kWire));
+            T::store_acc(acc + i, a0);
+            T::store_acc(acc + i + L, a1);
+            T::store_acc(acc + i + 2 * L, a2);
+            T::store_acc(acc + i + 3 * L, a3);
+        }
+    }
+    i += each_vector<T::kLanes>(n - i, [&](size_t at) INA_AVX2 {
+        T::store_acc(acc + i + at,
+                     apply<T, op>(T::load_acc(acc + i + at), T::load_in(in + (i + at) * T::kWire)));
     });
     if (i < n) {
         const size_t r = n - i;
