@@ -268,7 +268,8 @@ uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
         }
         const uint32_t src = rte_be_to_cpu_32(ip->src_addr);
         const int ingress = job->ingress_violation(m->port, src);
-        const uint8_t mismatch = ina::header_mismatch(h, table->params());
+        const uint8_t mismatch =
+            table->header_matches(h) ? 0 : ina::header_mismatch(h, table->params());
         if (ingress != 0 || mismatch != 0) {
             table->count_reject(ingress == 1   ? ina::kRejectIngressPort
                                 : ingress == 2 ? ina::kRejectIngressSource

@@ -74,14 +74,8 @@ AggCore::AggCore(const CoreParams& p, const reduce::Kernels& k) : params_(p) {
 
 AggCore::~AggCore() = default;
 
-// Inlined into add_words: one call (the kernel's) per contribution instead of two.
-[[gnu::always_inline]] inline void AggCore::absorb(uint32_t s, const void* payload,
-                                                   uint32_t count, Encoding enc,
-                                                   bool first) noexcept {
-    if (!params_.deterministic) {
-        (first ? load_ : accumulate_)(acc(s), payload, count);
-        return;
-    }
+void AggCore::absorb_fixed(uint32_t s, const void* payload, uint32_t count, Encoding enc,
+                           bool first) noexcept {
     auto* a = static_cast<int64_t*>(acc(s));
     if (enc == Encoding::fixed_point) {
         (first ? reduce::fixed_load : reduce::fixed_add)(a, payload, count);
@@ -98,14 +92,11 @@ AddResult AggCore::add(uint32_t s, const uint8_t* from, uint32_t count, const vo
                            : add_words<false>(s, from, count, payload, enc);
 }
 
-// The set tests of add() done a 64-bit word at a time, each a fold over the words in one pass
-// (the order of the bytes inside a word does not matter for AND/OR/compare, see
-// wire/bitstring.h). kOneWord: the set is one word, so every loop runs once and unrolls away.
+// add()'s own checks, then add_checked (agg_core.h).
 template <bool kOneWord>
 AddResult AggCore::add_words(uint32_t s, const uint8_t* from, uint32_t count,
                              const void* payload, Encoding enc) noexcept {
     using wire::detail::load64;
-    using wire::detail::store64;
     const size_t words = kOneWord ? 1 : set_bytes_ / 8;
     const uint8_t* full = full_set();
     uint64_t named = 0;    // any contributor named
@@ -121,54 +112,7 @@ AddResult AggCore::add_words(uint32_t s, const uint8_t* from, uint32_t count,
     if (count == 0 || count > params_.max_elems) {
         return AddResult::bad_count;
     }
-    uint8_t* set = sets_.data() + size_t{s} * set_bytes_;
-    uint64_t missing = 0;  // after the add: contributors of the full set not in the slot yet
-    switch (state_[s]) {
-    case SlotState::empty:
-        absorb(s, payload, count, enc, true);
-        for (size_t w = 0; w < words; ++w) {
-            const uint64_t f = load64(from + 8 * w);
-            store64(set + 8 * w, f);
-            missing |= f ^ load64(full + 8 * w);
-        }
-        count_[s] = count;
-        ++in_use_;
-        break;
-    case SlotState::complete:
-        return count != count_[s] ? AddResult::count_mismatch : AddResult::complete;
-    case SlotState::aggregating: {
-        if (count != count_[s]) {
-            return AddResult::count_mismatch;
-        }
-        uint64_t fresh = 0;   // named and not added yet
-        uint64_t common = 0;  // named and added already
-        for (size_t w = 0; w < words; ++w) {
-            const uint64_t f = load64(from + 8 * w);
-            const uint64_t in = load64(set + 8 * w);
-            fresh |= f & ~in;
-            common |= f & in;
-        }
-        if (fresh == 0) {
-            return AddResult::duplicate;
-        }
-        if (common != 0) {
-            return AddResult::overlap;
-        }
-        absorb(s, payload, count, enc, false);
-        for (size_t w = 0; w < words; ++w) {
-            const uint64_t merged = load64(set + 8 * w) | load64(from + 8 * w);
-            store64(set + 8 * w, merged);
-            missing |= merged ^ load64(full + 8 * w);
-        }
-        break;
-    }
-    }
-    if (missing == 0) {
-        state_[s] = SlotState::complete;
-        return AddResult::completed;
-    }
-    state_[s] = SlotState::aggregating;
-    return AddResult::added;
+    return add_checked<kOneWord>(s, from, count, payload, enc);
 }
 
 uint32_t AggCore::store_result(uint32_t s, void* out, Encoding enc,

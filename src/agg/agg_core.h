@@ -85,6 +85,14 @@ public:
     // honoured by a deterministic core only (elsewhere the payload is read as native).
     AddResult add(uint32_t s, const uint8_t* from, uint32_t count, const void* payload,
                   Encoding enc = Encoding::native) noexcept;
+    // add() for a caller that has checked what add() checks first: `from` names at least one
+    // contributor and none outside the full set, and 1 <= count <= max_elems (a policy that
+    // tests them before its own bookkeeping, ina::ChunkTable). So it never returns outside or
+    // bad_count. kOneWord: the set is one 64-bit word (set_bytes() == 8, BSL 64). Inline: the
+    // policy's per-contribution path makes one call, the kernel's.
+    template <bool kOneWord>
+    AddResult add_checked(uint32_t s, const uint8_t* from, uint32_t count, const void* payload,
+                          Encoding enc = Encoding::native) noexcept;
 
     // Writes slot s's result (narrowed to the wire type, or, with `enc` fixed_point on a
     // deterministic core, the exact int64 sum) to `out` and returns its element count; 0
@@ -119,7 +127,15 @@ private:
                         Encoding enc) noexcept;
     // The accumulate step of add() for a contribution (first: load, else add).
     void absorb(uint32_t s, const void* payload, uint32_t count, Encoding enc,
-                bool first) noexcept;
+                bool first) noexcept {
+        if (!params_.deterministic) [[likely]] {
+            (first ? load_ : accumulate_)(acc(s), payload, count);
+            return;
+        }
+        absorb_fixed(s, payload, count, enc, first);
+    }
+    void absorb_fixed(uint32_t s, const void* payload, uint32_t count, Encoding enc,
+                      bool first) noexcept;
     void* acc(uint32_t s) const noexcept { return acc_base_ + size_t{s} * acc_bytes_; }
 
     CoreParams params_;
@@ -138,5 +154,65 @@ private:
     std::byte* acc_base_ = nullptr;
     size_t in_use_ = 0;
 };
+
+// The set tests of add() done a 64-bit word at a time, each a fold over the words in one pass
+// (the order of the bytes inside a word does not matter for AND/OR/compare, see
+// wire/bitstring.h). kOneWord: the set is one word, so every loop runs once and unrolls away.
+template <bool kOneWord>
+[[gnu::always_inline]] inline AddResult AggCore::add_checked(uint32_t s, const uint8_t* from, uint32_t count,
+                                      const void* payload, Encoding enc) noexcept {
+    using wire::detail::load64;
+    using wire::detail::store64;
+    const size_t words = kOneWord ? 1 : set_bytes_ / 8;
+    const uint8_t* full = full_set();
+    uint8_t* set = sets_.data() + size_t{s} * (kOneWord ? 8 : set_bytes_);
+    uint64_t missing = 0;  // after the add: contributors of the full set not in the slot yet
+    switch (state_[s]) {
+    case SlotState::empty:
+        absorb(s, payload, count, enc, true);
+        for (size_t w = 0; w < words; ++w) {
+            const uint64_t f = load64(from + 8 * w);
+            store64(set + 8 * w, f);
+            missing |= f ^ load64(full + 8 * w);
+        }
+        count_[s] = count;
+        ++in_use_;
+        break;
+    case SlotState::complete:
+        return count != count_[s] ? AddResult::count_mismatch : AddResult::complete;
+    case SlotState::aggregating: {
+        if (count != count_[s]) {
+            return AddResult::count_mismatch;
+        }
+        uint64_t fresh = 0;   // named and not added yet
+        uint64_t common = 0;  // named and added already
+        for (size_t w = 0; w < words; ++w) {
+            const uint64_t f = load64(from + 8 * w);
+            const uint64_t in = load64(set + 8 * w);
+            fresh |= f & ~in;
+            common |= f & in;
+        }
+        if (fresh == 0) {
+            return AddResult::duplicate;
+        }
+        if (common != 0) {
+            return AddResult::overlap;
+        }
+        absorb(s, payload, count, enc, false);
+        for (size_t w = 0; w < words; ++w) {
+            const uint64_t merged = load64(set + 8 * w) | load64(from + 8 * w);
+            store64(set + 8 * w, merged);
+            missing |= merged ^ load64(full + 8 * w);
+        }
+        break;
+    }
+    }
+    if (missing == 0) {
+        state_[s] = SlotState::complete;
+        return AddResult::completed;
+    }
+    state_[s] = SlotState::aggregating;
+    return AddResult::added;
+}
 
 }  // namespace ina::agg

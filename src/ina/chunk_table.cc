@@ -152,6 +152,7 @@ ChunkTable::ChunkTable(const JobParams& p) : ChunkTable(p, reduce::kernels()) {}
 ChunkTable::ChunkTable(const JobParams& p, const reduce::Kernels& k)
     : params_(checked(p)), core_(core_params(p), k) {
     bs_bytes_ = p.abm.size_bytes();
+    bsl_code_ = *wire::bsl_code_from_bits(p.abm.bsl_bits());  // valid: checked() above
     window_ = p.window;
     distance_ = p.worker_window != 0 ? p.worker_window : p.window;
     base_distance_ = distance_;
@@ -203,7 +204,8 @@ ChunkTable::~ChunkTable() = default;
     return nullptr;
 }
 
-const ChunkTable::Entry* ChunkTable::find(uint32_t index, uint32_t seq) const noexcept {
+[[gnu::always_inline]] inline const ChunkTable::Entry* ChunkTable::find(
+    uint32_t index, uint32_t seq) const noexcept {
     return const_cast<ChunkTable*>(this)->find(index, seq);
 }
 
@@ -308,7 +310,10 @@ bool ChunkTable::is_released(uint32_t index, uint32_t seq) const noexcept {
     return (ring_of(index)[bit / 64] >> (bit % 64) & 1u) != 0;
 }
 
-void ChunkTable::release(uint32_t index, Entry* e, const uint8_t* pbm, uint64_t now) noexcept {
+template <bool kOneWord>
+[[gnu::always_inline]] inline void ChunkTable::release(uint32_t index, Entry* e,
+                                                       const uint8_t* pbm,
+                                                       uint64_t now) noexcept {
     // A contribution for seq from the workers in pbm proves they hold the result of seq - D
     // (D = the workers' window), which lives at the same index (D is a multiple of W): `e` is
     // that chunk's entry, if it has one. Only complete entries are released: an aggregating
@@ -317,24 +322,26 @@ void ChunkTable::release(uint32_t index, Entry* e, const uint8_t* pbm, uint64_t 
     if (e == nullptr || state(*e) != State::complete) {
         return;
     }
-    bits_or_into(e->released, pbm, bs_bytes_);
+    bits_or_into(e->released, pbm, bs_len<kOneWord>());
     e->last_activity = now;
-    if (bits_equal(e->released, params_.abm.data(), bs_bytes_)) {
+    if (bits_equal(e->released, params_.abm.data(), bs_len<kOneWord>())) {
         // Every worker holds the result — or claims to: a sender beyond the window may not, and
         // a root then answers it from the result cache.
         retire(index, *e);
     }
 }
 
-Verdict ChunkTable::on_data(const uint8_t* pbm, uint32_t seq, uint32_t elem_count,
-                            const void* payload, uint8_t flags, uint64_t now,
-                            agg::Encoding enc, uint32_t lowest_missing) noexcept {
+template <bool kOneWord>
+Verdict ChunkTable::on_data_words(const uint8_t* pbm, uint32_t seq, uint32_t elem_count,
+                                  const void* payload, uint8_t flags, uint64_t now,
+                                  agg::Encoding enc, uint32_t lowest_missing) noexcept {
     const uint8_t* abm = params_.abm.data();
     // 1-2. Is it ours, and well formed? Nothing below runs for a packet that fails here.
-    if (!bits_intersect(pbm, abm, bs_bytes_)) {
+    // (These are the checks AggCore::add_checked relies on.)
+    if (!bits_intersect(pbm, abm, bs_len<kOneWord>())) {
         return finish(Verdict::not_mine);
     }
-    if (!bits_subset(pbm, abm, bs_bytes_)) {
+    if (!bits_subset(pbm, abm, bs_len<kOneWord>())) {
         return finish(Verdict::outside_abm);
     }
     if (elem_count == 0 || elem_count > params_.max_elems) {
@@ -346,8 +353,8 @@ Verdict ChunkTable::on_data(const uint8_t* pbm, uint32_t seq, uint32_t elem_coun
     const uint32_t index = index_of(seq);
     Entry* const pair = &entries_[size_t{2} * index];
     if ((flags & proto::kFlagLowestMissing) != 0) [[unlikely]] {
-        return on_data_exact(index, pair, pbm, seq, elem_count, payload, flags, now, enc,
-                             lowest_missing);
+        return on_data_exact<kOneWord>(index, pair, pbm, seq, elem_count, payload, flags, now,
+                                       enc, lowest_missing);
     }
     // One look at the index's two entries finds both the chunk's own entry and the entry of
     // seq - D that this packet's release proof is about (invariant: at most one non-empty entry
@@ -383,10 +390,12 @@ Verdict ChunkTable::on_data(const uint8_t* pbm, uint32_t seq, uint32_t elem_coun
         old = nullptr;
     }
     // 5. Release first: it may free the very entry this seq needs (seq - W's, at the same index).
-    release(index, old, pbm, now);
-    return place(index, pair, own, pbm, seq, elem_count, payload, flags, now, enc, false);
+    release<kOneWord>(index, old, pbm, now);
+    return place<kOneWord>(index, pair, own, pbm, seq, elem_count, payload, flags, now, enc,
+                           false);
 }
 
+template <bool kOneWord>
 Verdict ChunkTable::on_data_exact(uint32_t index, Entry* pair, const uint8_t* pbm, uint32_t seq,
                                   uint32_t elem_count, const void* payload, uint8_t flags,
                                   uint64_t now, agg::Encoding enc,
@@ -414,7 +423,7 @@ Verdict ChunkTable::on_data_exact(uint32_t index, Entry* pair, const uint8_t* pb
         if (c.seq == seq) {
             own = &c;
         } else if (seq_diff(c.seq, low) < 0) {
-            release(index, &c, pbm, now);
+            release<kOneWord>(index, &c, pbm, now);
         }
     }
     // Lead refusal: a contribution 2D or more beyond its sender's lowest missing result is never
@@ -434,17 +443,20 @@ Verdict ChunkTable::on_data_exact(uint32_t index, Entry* pair, const uint8_t* pb
         ++counters_.overrun_refusals;
         return finish(Verdict::no_slot);
     }
-    return place(index, pair, own, pbm, seq, elem_count, payload, flags, now, enc, true);
+    return place<kOneWord>(index, pair, own, pbm, seq, elem_count, payload, flags, now, enc,
+                           true);
 }
 
 // Inlined into both callers: the packet path's one function before the exact rules came.
+template <bool kOneWord>
 [[gnu::always_inline]] inline Verdict ChunkTable::place(
     uint32_t index, Entry* pair, Entry* own, const uint8_t* pbm, uint32_t seq,
     uint32_t elem_count, const void* payload, uint8_t flags, uint64_t now,
     agg::Encoding enc, bool stated) noexcept {
     // 3. The chunk's entry.
     if (Entry* e = own) {
-        const agg::AddResult r = core_.add(slot(*e), pbm, elem_count, payload, enc);
+        const agg::AddResult r =
+            core_.add_checked<kOneWord>(slot(*e), pbm, elem_count, payload, enc);
         if (r != agg::AddResult::count_mismatch) {
             e->last_activity = now;
             e->flags |= flags & proto::kFlagEcnEcho;
@@ -533,10 +545,11 @@ Verdict ChunkTable::on_data_exact(uint32_t index, Entry* pair, const uint8_t* pb
     free->last_activity = now;
     free->flags = flags & proto::kFlagEcnEcho;
     free->lowest_stated = stated;
-    std::memset(free->released, 0, bs_bytes_);
+    std::memset(free->released, 0, bs_len<kOneWord>());
     // An empty slot takes any well-formed contribution (checked above): absorbed, or completed
     // when one packet covers the whole A-BM (a single child whose A-BM equals ours).
-    return finish(verdict_of(core_.add(slot(*free), pbm, elem_count, payload, enc)));
+    return finish(
+        verdict_of(core_.add_checked<kOneWord>(slot(*free), pbm, elem_count, payload, enc)));
 }
 
 uint32_t ChunkTable::store_result(uint32_t seq, void* out, agg::Encoding enc,
@@ -637,5 +650,13 @@ void ChunkTable::reset() noexcept {
     // A new sequence space: a cached result of an old chunk must never answer a new one.
     std::fill(cached_.begin(), cached_.end(), Cached{});
 }
+
+// on_data() (chunk_table.h) calls these from other translation units.
+template Verdict ChunkTable::on_data_words<true>(const uint8_t*, uint32_t, uint32_t, const void*,
+                                                 uint8_t, uint64_t, agg::Encoding,
+                                                 uint32_t) noexcept;
+template Verdict ChunkTable::on_data_words<false>(const uint8_t*, uint32_t, uint32_t,
+                                                  const void*, uint8_t, uint64_t, agg::Encoding,
+                                                  uint32_t) noexcept;
 
 }  // namespace ina

@@ -305,7 +305,23 @@ public:
     Verdict on_data(const uint8_t* pbm, uint32_t seq, uint32_t elem_count, const void* payload,
                     uint8_t flags, uint64_t now,
                     agg::Encoding enc = agg::Encoding::native,
-                    uint32_t lowest_missing = 0) noexcept;
+                    uint32_t lowest_missing = 0) noexcept {
+        return bs_bytes_ == 8 ? on_data_words<true>(pbm, seq, elem_count, payload, flags, now,
+                                                    enc, lowest_missing)
+                              : on_data_words<false>(pbm, seq, elem_count, payload, flags, now,
+                                                     enc, lowest_missing);
+    }
+
+    // header_mismatch(h, params()) == 0, from fields kept ready at construction: the packet
+    // path's test per contribution (the out-of-line header_mismatch names the reason).
+    bool header_matches(const proto::Header& h) const noexcept {
+        return h.type == proto::PacketType::data && h.job_id == params_.job_id &&
+               h.op == static_cast<uint8_t>(params_.op) && h.bsl_code == bsl_code_ &&
+               h.set_id == params_.set_id &&
+               (h.elem_type == static_cast<uint8_t>(params_.elem_type) ||
+                (params_.deterministic &&
+                 h.elem_type == static_cast<uint8_t>(reduce::kFixedWireType)));
+    }
 
     // The encoding of a (header-checked) packet of this job with wire element type `elem_type`:
     // fixed_point for int64 in a deterministic job, else native.
@@ -419,15 +435,27 @@ private:
     // on_data() after the window proof, or at a root for a packet carrying its sender's lowest
     // missing result (on_data_exact: exact proofs and the lead refusal); place() finds or
     // allocates the chunk's entry.
+    // Each of the packet path's members is a template on kOneWord: the A-BM is one 64-bit word
+    // (BSL 64, the common case), so every BitString operation is one word, without a loop.
+    template <bool kOneWord>
+    Verdict on_data_words(const uint8_t* pbm, uint32_t seq, uint32_t elem_count,
+                          const void* payload, uint8_t flags, uint64_t now, agg::Encoding enc,
+                          uint32_t lowest_missing) noexcept;
+    template <bool kOneWord>
     Verdict on_data_exact(uint32_t index, Entry* pair, const uint8_t* pbm, uint32_t seq,
                           uint32_t elem_count, const void* payload, uint8_t flags, uint64_t now,
                           agg::Encoding enc, uint32_t lowest_missing) noexcept;
     // `stated`: the packet states its sender's lowest missing result.
+    template <bool kOneWord>
     Verdict place(uint32_t index, Entry* pair, Entry* own, const uint8_t* pbm, uint32_t seq,
                   uint32_t elem_count, const void* payload, uint8_t flags, uint64_t now,
                   agg::Encoding enc, bool stated) noexcept;
+    // The BitString length in bytes, a constant in the one-word instantiations.
+    template <bool kOneWord>
+    size_t bs_len() const noexcept { return kOneWord ? 8 : bs_bytes_; }
     Entry* find(uint32_t index, uint32_t seq) noexcept;
     const Entry* find(uint32_t index, uint32_t seq) const noexcept;
+    template <bool kOneWord>
     void release(uint32_t index, Entry* proven, const uint8_t* pbm, uint64_t now) noexcept;
     void free_entry(Entry& e) noexcept;
     // The released set of an index: record a released chunk / ask whether seq is released.
@@ -478,6 +506,7 @@ private:
     JobParams params_;
     agg::AggCore core_;
     size_t bs_bytes_ = 0;
+    uint8_t bsl_code_ = 0;  // the A-BM's BSL code point (RFC 8296), as a header carries it
     uint32_t window_ = 1;
     uint32_t distance_ = 1;  // release distance: the workers' window (>= window_)
     uint32_t base_distance_ = 1;  // the configured workers' window (distance_ before widening)

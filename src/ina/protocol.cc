@@ -14,9 +14,10 @@ namespace ina::proto {
 
 namespace {
 
-void store16(uint8_t* p, uint16_t v) {
-    p[0] = static_cast<uint8_t>(v >> 8);
-    p[1] = static_cast<uint8_t>(v);
+// v big-endian at p (any alignment; the host is little-endian, as parse() assumes).
+void store64(uint8_t* p, uint64_t v) {
+    v = __builtin_bswap64(v);
+    std::memcpy(p, &v, sizeof v);
 }
 void store32(uint8_t* p, uint32_t v) {
     p[0] = static_cast<uint8_t>(v >> 24);
@@ -44,21 +45,28 @@ std::string_view to_string(ParseError e) {
 }
 
 size_t write_header(uint8_t* p, const Header& h, const uint8_t* bitstring) {
-    p[0] = kMagic0;
-    p[1] = kMagic1;
-    p[2] = static_cast<uint8_t>(kVersion << 4 | (static_cast<uint8_t>(h.type) & 0x0f));
-    p[3] = h.flags;
-    p[4] = static_cast<uint8_t>((h.op & 0x0f) << 4 | (h.elem_type & 0x0f));
-    p[5] = static_cast<uint8_t>((h.bsl_code & 0x0f) << 4);
-    p[6] = h.set_id;
-    p[7] = 0;
-    store32(p + 8, h.job_id);
-    store32(p + 12, h.seq);
-    store16(p + 16, h.elem_count);
-    store16(p + 18, 0);
-    store32(p + 20, (h.flags & kFlagLowestMissing) != 0 ? h.lowest_missing : 0);
+    // Three big-endian words, as parse() reads them: octets 0..7, 8..15, 16..23.
+    const uint64_t w0 = uint64_t{kMagic0} << 56 | uint64_t{kMagic1} << 48 |
+                        uint64_t{static_cast<uint8_t>(kVersion << 4 |
+                                                      (static_cast<uint8_t>(h.type) & 0x0f))}
+                            << 40 |
+                        uint64_t{h.flags} << 32 |
+                        uint64_t{static_cast<uint8_t>((h.op & 0x0f) << 4 | (h.elem_type & 0x0f))}
+                            << 24 |
+                        uint64_t{static_cast<uint8_t>((h.bsl_code & 0x0f) << 4)} << 16 |
+                        uint64_t{h.set_id} << 8;
+    const uint64_t w1 = uint64_t{h.job_id} << 32 | h.seq;
+    const uint64_t w2 = uint64_t{h.elem_count} << 48 |
+                        ((h.flags & kFlagLowestMissing) != 0 ? h.lowest_missing : 0);
+    store64(p, w0);
+    store64(p + 8, w1);
+    store64(p + 16, w2);
     const uint16_t bs = h.bitstring_bytes();
-    std::memcpy(p + kFixedHeaderBytes, bitstring, bs);
+    if (bs == 8) {
+        std::memcpy(p + kFixedHeaderBytes, bitstring, 8);  // BSL 64: one word, no call
+    } else {
+        std::memcpy(p + kFixedHeaderBytes, bitstring, bs);
+    }
     return kFixedHeaderBytes + bs;
 }
 

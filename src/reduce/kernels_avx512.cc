@@ -285,7 +285,7 @@ INA_AVX512 uint32_t store_sum(void* out_v, const void* acc_v, size_t n) {
 
 }  // namespace
 
-INA_REDUCE_KERNEL_TABLE(avx512_kernels, Isa::avx512);
+INA_REDUCE_KERNEL_TABLE(avx512_kernels, Isa::avx512, &avx2_sum_bytes);
 
 }  // namespace ina::reduce::detail
 

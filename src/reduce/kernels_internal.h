@@ -20,7 +20,14 @@ extern const Kernels avx512_kernels;  // AVX512F + AVX512BW (+ AVX2, F16C)
 // accumulate<T, Op>, store<T> and store_sum<T> over its element types I32, F32, F16, BF16, I64, F64, then names
 // its table with this macro: one list, so the order of ElemType and Op cannot drift between ISAs
 // (the templates are file-local, so a function template here could not name them).
-#define INA_REDUCE_KERNEL_TABLE(table, isa_value)                                                \
+#if defined(__x86_64__)
+// The AVX2 byte sum (kernels_avx2.cc), also the AVX-512 table's: summing is load bound, wider
+// vectors would not read faster.
+uint32_t avx2_sum_bytes(const void* p, size_t len);
+#endif
+uint32_t scalar_sum_bytes(const void* p, size_t len);
+
+#define INA_REDUCE_KERNEL_TABLE(table, isa_value, sum_bytes_fn)                                  \
     namespace {                                                                                  \
     template <class T>                                                                           \
     constexpr TypeKernels make_type_kernels() {                                                  \
@@ -35,7 +42,7 @@ extern const Kernels avx512_kernels;  // AVX512F + AVX512BW (+ AVX2, F16C)
         isa_value, {                                                                             \
             make_type_kernels<I32>(), make_type_kernels<F32>(), make_type_kernels<F16>(),       \
                 make_type_kernels<BF16>(), make_type_kernels<I64>(), make_type_kernels<F64>()    \
-        }                                                                                        \
+        }, sum_bytes_fn                                                                          \
     }
 
 // The one's-complement sum (RFC 1071) of len bytes at p, as 16-bit words in memory order, plus

@@ -153,6 +153,11 @@ uint32_t store_sum(void* out_v, const void* acc_v, size_t n) {
 
 }  // namespace
 
-INA_REDUCE_KERNEL_TABLE(scalar_kernels, Isa::scalar);
+// The reference: 16-bit words in memory order, folded once.
+uint32_t scalar_sum_bytes(const void* p, size_t len) {
+    return fold_words16(add_words16(0, static_cast<const unsigned char*>(p), len));
+}
+
+INA_REDUCE_KERNEL_TABLE(scalar_kernels, Isa::scalar, &scalar_sum_bytes);
 
 }  // namespace ina::reduce::detail

@@ -139,6 +139,9 @@ using LoadFn = void (*)(void* acc, const void* in, size_t n);
 using AccumulateFn = void (*)(void* acc, const void* in, size_t n);
 using StoreFn = void (*)(void* out, const void* acc, size_t n);
 using StoreSumFn = uint32_t (*)(void* out, const void* acc, size_t n);
+// The RFC 1071 one's-complement sum (folded to 16 bits, not inverted) of `len` bytes at `p` (any
+// alignment), as 16-bit words in memory order: a received datagram's checksum verification.
+using SumBytesFn = uint32_t (*)(const void* p, size_t len);
 
 // The kernels for one element type.
 struct TypeKernels {
@@ -158,6 +161,8 @@ struct TypeKernels {
 struct Kernels {
     Isa isa = Isa::scalar;
     std::array<TypeKernels, kNumElemTypes> types{};  // indexed by ElemType
+    // Not per type: the bytes' one's-complement sum (AVX-512 tables use the AVX2 kernel).
+    SumBytesFn sum_bytes = nullptr;
 
     const TypeKernels& operator[](ElemType t) const { return types[static_cast<size_t>(t)]; }
     void load(ElemType t, void* acc, const void* in, size_t n) const { (*this)[t].load(acc, in, n); }

@@ -105,6 +105,43 @@ TEST(ChunkTableParams, HeaderMismatch) {
     EXPECT_EQ(mismatch_name(0x80), "unknown");
 }
 
+// The packet path's inline test agrees with header_mismatch on every field value that matters
+// (each field at its job's value, one off, and the BSL code points 0..15, valid or not), for a
+// plain and a deterministic job (which also takes int64 partials).
+TEST(ChunkTableParams, HeaderMatchesIsHeaderMismatchZero) {
+    for (const bool deterministic : {false, true}) {
+        JobParams p = make_job(Role::aggregator, 8);
+        if (deterministic) {
+            p.elem_type = ElemType::fp32;
+            p.deterministic = true;
+            p.fraction_bits = 20;
+        }
+        const ChunkTable t(p);
+        size_t matched = 0;
+        for (const auto type : {proto::PacketType::data, proto::PacketType::result})
+            for (const uint32_t job : {p.job_id, p.job_id + 1})
+                for (uint8_t op = 0; op < 4; ++op)
+                    for (uint8_t et = 0; et < 6; ++et)
+                        for (uint8_t bsl = 0; bsl < 16; ++bsl)
+                            for (const uint8_t set : {uint8_t{0}, uint8_t{1}}) {
+                                proto::Header h;
+                                h.type = type;
+                                h.job_id = job;
+                                h.op = op;
+                                h.elem_type = et;
+                                h.bsl_code = bsl;
+                                h.set_id = set;
+                                const bool expect = header_mismatch(h, p) == 0;
+                                ASSERT_EQ(t.header_matches(h), expect)
+                                    << "type " << int(type) << " job " << job << " op "
+                                    << int(op) << " elem " << int(et) << " bsl " << int(bsl)
+                                    << " set " << int(set);
+                                matched += expect;
+                            }
+        EXPECT_EQ(matched, deterministic ? 2u : 1u);
+    }
+}
+
 TEST(ChunkTableParams, VerdictNames) {
     for (size_t i = 0; i < kNumVerdicts; ++i) {
         EXPECT_NE(to_string(static_cast<Verdict>(i)), "unknown") << i;

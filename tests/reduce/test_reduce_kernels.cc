@@ -204,5 +204,34 @@ INSTANTIATE_TEST_SUITE_P(AllIsasTypes, StoreSum,
                                     std::string(to_string(std::get<1>(p.param)));
                          });
 
+// sum_bytes (a received datagram's checksum) against the naive RFC 1071 sum: every length up to
+// past four vectors and a 1 KiB datagram's, every start within a 64-byte line, random bytes and
+// all-ones bytes (whose words carry out of every lane), on every ISA the CPU runs.
+TEST(SumBytes, MatchesNaiveSumAtEveryLengthAndAlignment) {
+    std::mt19937_64 rng(0xC5C5u);
+    size_t checked = 0;
+    for (const Isa isa : all_isas()) {
+        if (!isa_supported(isa)) continue;
+        const Kernels& k = select_kernels(isa);
+        ASSERT_NE(k.sum_bytes, nullptr) << to_string(isa);
+        for (const bool ones : {false, true}) {
+            for (size_t len = 0; len <= 1100; len = len < 300 ? len + 1 : len + 37) {
+                AlignedBuf buf(len + 64);
+                for (size_t i = 0; i < len + 64; ++i) {
+                    buf.data()[i] = ones ? 0xff : static_cast<unsigned char>(rng());
+                }
+                for (size_t off = 0; off < 64; ++off) {
+                    ASSERT_EQ(k.sum_bytes(buf.data() + off, len),
+                              naive_ones_complement_sum(buf.data() + off, len))
+                        << to_string(isa) << " len " << len << " +" << off
+                        << (ones ? " all-ones" : "");
+                    ++checked;
+                }
+            }
+        }
+    }
+    EXPECT_GT(checked, 2u * 64 * 300);
+}
+
 }  // namespace
 }  // namespace ina::reduce::test
