@@ -77,6 +77,23 @@ inline void store_station_mac(rte_ether_addr& out, uint64_t w) {
     }
 }
 
+// Writes a routed frame's two MACs, 12 bytes from two stores: the destination from a station
+// word `w` (pack_station), the source from a port's PortView::mac_and_mtu word.
+inline void store_station_and_port_macs(rte_ether_hdr* eth, uint64_t w, uint64_t port_mac_mtu) {
+    if constexpr (std::endian::native == std::endian::little) {
+        const uint64_t first = (w & 0xffffffffffffULL) | port_mac_mtu << 48;  // dst, src[0..1]
+        const auto rest = static_cast<uint32_t>(port_mac_mtu >> 16);           // src[2..5]
+        auto* p = reinterpret_cast<uint8_t*>(eth);
+        std::memcpy(p, &first, sizeof first);
+        std::memcpy(p + sizeof first, &rest, sizeof rest);
+    } else {
+        eth->dst_addr = unpack_station(w).mac;
+        for (int i = 0; i < RTE_ETHER_ADDR_LEN; ++i) {
+            eth->src_addr.addr_bytes[i] = static_cast<uint8_t>(port_mac_mtu >> (8 * i));
+        }
+    }
+}
+
 inline FdbKey fdb_key(const rte_ether_addr& mac, uint16_t group) {
     FdbKey key{};
     std::memcpy(key.mac, mac.addr_bytes, 6);
