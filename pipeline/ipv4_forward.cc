@@ -33,11 +33,12 @@ constexpr std::array<uint8_t, 256> kMartianOctet = [] {
 }();
 
 // Never routed: a loopback, multicast, unspecified or limited-broadcast source, or a
-// this-network, loopback, multicast or reserved destination (host order). One table load per
-// address, no branch.
-inline bool martian(uint32_t src, uint32_t dst) {
-    const unsigned octets = (kMartianOctet[src >> 24] & 1u) | (kMartianOctet[dst >> 24] & 2u);
-    const bool whole_source = src + 1u <= 1u;  // 0.0.0.0 or 255.255.255.255
+// this-network, loopback, multicast or reserved destination (`dst` in host order). The
+// source's first octet straight from the header (no byte swap), one table load per address.
+inline bool martian(const rte_ipv4_hdr* ip, uint32_t dst) {
+    const uint8_t source_octet = reinterpret_cast<const uint8_t*>(&ip->src_addr)[0];
+    const unsigned octets = (kMartianOctet[source_octet] | kMartianOctet[dst >> 24] >> 1) & 1u;
+    const bool whole_source = ip->src_addr + 1u <= 1u;  // 0.0.0.0 or 255.255.255.255, any order
     return (octets | static_cast<unsigned>(whole_source)) != 0;
 }
 
@@ -157,7 +158,7 @@ void forward(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint1
             continue;
         }
         auto* ip = rte_pktmbuf_mtod_offset(m, rte_ipv4_hdr*, kL2);
-        if (martian(rte_be_to_cpu_32(ip->src_addr), dst[i])) [[unlikely]] {
+        if (martian(ip, dst[i])) [[unlikely]] {
             count_drop(ctx, dp::DropReason::ipv4_martian);
             out.push(Ipv4Edge::drop, m);
             continue;
