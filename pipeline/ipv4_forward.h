@@ -58,10 +58,9 @@ inline void ipv4_decrement_ttl(rte_ipv4_hdr* ip) {
     ip->hdr_checksum = static_cast<uint16_t>(~sum);
 }
 
-// The folded one's-complement sum (RFC 1071, not inverted) of a 20-byte IPv4 header (no
-// options) from three loads, no loop: the check of every routed header, and the checksum of
-// every header the switch writes (~15 instructions where the generic sum takes ~30).
-inline uint16_t ipv4_header_sum20(const void* ip) {
+// The sum of a 20-byte IPv4 header's five 32-bit halves (at most 35 bits) from three loads: its
+// residue mod 0xffff is that of the one's-complement sum of the header's 16-bit words.
+inline uint64_t ipv4_header_halves20(const void* ip) {
     const auto* p = static_cast<const uint8_t*>(ip);
     uint64_t a;
     uint64_t b;
@@ -69,7 +68,14 @@ inline uint16_t ipv4_header_sum20(const void* ip) {
     std::memcpy(&a, p, 8);
     std::memcpy(&b, p + 8, 8);
     std::memcpy(&c, p + 16, 4);
-    uint64_t s = (a & 0xffffffff) + (a >> 32) + (b & 0xffffffff) + (b >> 32) + c;
+    return (a & 0xffffffff) + (a >> 32) + (b & 0xffffffff) + (b >> 32) + c;
+}
+
+// The folded one's-complement sum (RFC 1071, not inverted) of a 20-byte IPv4 header (no
+// options) from three loads, no loop: the checksum of every header the switch writes (~15
+// instructions where the generic sum takes ~30).
+inline uint16_t ipv4_header_sum20(const void* ip) {
+    uint64_t s = ipv4_header_halves20(ip);
     s = (s & 0xffffffff) + (s >> 32);
     s = (s & 0xffff) + (s >> 16);
     s = (s & 0xffff) + (s >> 16);
@@ -77,24 +83,17 @@ inline uint16_t ipv4_header_sum20(const void* ip) {
     return static_cast<uint16_t>(s);
 }
 
-// RFC 1071 check of an IPv4 header: the one's-complement sum of a valid header is 0xffff. The
-// common 20-byte header is summed from three loads (no loop); options take the generic path.
+// RFC 1071 check of an IPv4 header whose IHL field gave `ihl` bytes: the one's-complement sum
+// of a valid header is 0xffff. The common 20-byte header is summed from three loads (no loop);
+// options take the generic path.
 inline bool ipv4_header_sum_ok(const rte_ipv4_hdr* ip, uint32_t ihl) {
     if (ihl == sizeof(rte_ipv4_hdr)) [[likely]] {
         // The folded sum is 0xffff exactly when the plain integer sum of the header's 16-bit
         // words is a non-zero multiple of 0xffff (2^16 = 1 mod 0xffff, so folding keeps the
-        // residue, and only a zero sum folds to 0). The sum of the header's five 32-bit halves
-        // has the same residue, and is non-zero (version/IHL is), so no folding is needed: one
-        // remainder by a constant, which the compiler makes a multiply and a compare.
-        const auto* p = reinterpret_cast<const uint8_t*>(ip);
-        uint64_t a;
-        uint64_t b;
-        uint32_t c;
-        std::memcpy(&a, p, 8);
-        std::memcpy(&b, p + 8, 8);
-        std::memcpy(&c, p + 16, 4);
-        const uint64_t s = (a & 0xffffffff) + (a >> 32) + (b & 0xffffffff) + (b >> 32) + c;
-        return s % 0xffff == 0;
+        // residue, and only a zero sum folds to 0). The halves' sum has the same residue and is
+        // non-zero (the IHL nibble is 5), so no folding is needed: one remainder by a constant,
+        // which the compiler makes a multiply and a compare.
+        return ipv4_header_halves20(ip) % 0xffff == 0;
     }
     return net::ones_complement_sum(ip, ihl) == 0xffff;
 }
