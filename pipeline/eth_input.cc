@@ -65,10 +65,10 @@ void eth_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uin
         // On an L2-group port a frame to any member's MAC is for the switch (one router per
         // segment); the check runs only for group ports and stops at the first match.
         const bool to_us =
-            rte_is_same_ether_addr(&eth->dst_addr, &pv.mac) ||
+            head_is_port_mac(head, pv.mac_and_mtu()) ||
             (in_group && rte_is_unicast_ether_addr(&eth->dst_addr) &&
              snap.find_in_segment(m->port, [&](uint16_t p) {
-                 return rte_is_same_ether_addr(&eth->dst_addr, &snap.ports[p].mac);
+                 return head_is_port_mac(head, snap.ports[p].mac_and_mtu());
              }) >= 0);
         if (to_us) [[likely]] {
             if (type == RTE_ETHER_TYPE_IPV4) [[likely]] {

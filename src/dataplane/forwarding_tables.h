@@ -132,6 +132,8 @@ public:
     uint32_t neighbour_version() const {
         return neighbour_version_.load(std::memory_order_acquire);
     }
+    // The same for the FDB: bumped after every set_fdb and remove_fdb (fdb_cache.h).
+    uint32_t fdb_version() const { return fdb_version_.load(std::memory_order_acquire); }
 
     // What an insert does when every free slot belongs to a deleted key still in its grace
     // period: refuse, or wait until every reader has passed a quiescent state (microseconds
@@ -166,6 +168,8 @@ private:
                 Room room);
     // After the hash shows a neighbour change (neighbour_version).
     void bump_neighbour_version();
+    // After the hash shows an FDB change (fdb_version).
+    void bump_fdb_version();
     rte_rcu_qsbr* qsbr_ = nullptr;
     rte_hash* neighbours_ = nullptr;  // uint32 ip (host order) -> pack_station word
     rte_hash* fdb_ = nullptr;         // FdbKey -> port << 32 | index
@@ -175,8 +179,9 @@ private:
     uint32_t fdb_capacity_ = 0;
     uint32_t neighbour_count_ = 0;
     uint32_t fdb_count_ = 0;
-    // Its own line: every worker loads it once per burst, the writer stores it per change.
+    // Their own line: every worker loads them once per burst, the writer stores one per change.
     alignas(64) std::atomic<uint32_t> neighbour_version_{0};
+    std::atomic<uint32_t> fdb_version_{0};
 };
 
 }  // namespace ina::dp
