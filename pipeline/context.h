@@ -12,6 +12,7 @@
 
 #include "dataplane/counters.h"
 #include "dataplane/events.h"
+#include "dataplane/fdb_cache.h"
 #include "dataplane/neighbour_cache.h"
 #include "dataplane/snapshot.h"
 #include "pipeline/timer_wheel.h"
@@ -86,6 +87,8 @@ struct alignas(64) LcoreContext {
 
     // Connected destinations' stations this lcore routed to lately (ipv4_forward).
     dp::NeighbourCache neighbours;
+    // FDB answers the bridge looked up lately (l2_bridge, l2_learn).
+    dp::FdbCache fdb_memo;
 
     // FDB last-seen TSC stamps indexed by FdbEntry::index (max_fdb_entries long).
     uint64_t* fdb_seen = nullptr;

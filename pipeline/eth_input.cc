@@ -3,6 +3,9 @@
 
 #include <rte_ether.h>
 
+#include <bit>
+#include <cstring>
+
 #include "pipeline/l2_bridge.h"
 #include "pipeline/mbuf_chain.h"
 #include "wire/bier_header.h"
@@ -15,6 +18,14 @@ namespace {
 bool is_ipv4_multicast_mac(const rte_ether_addr& a) {
     return a.addr_bytes[0] == 0x01 && a.addr_bytes[1] == 0x00 && a.addr_bytes[2] == 0x5e &&
            (a.addr_bytes[3] & 0x80) == 0;
+}
+
+// True when the frame's first eight bytes `head` start with the MAC of `port_mac_mtu`
+// (PortView::mac_and_mtu): one 48-bit compare on a little-endian host.
+inline bool head_is_port_mac(uint64_t head, uint64_t port_mac_mtu) {
+    static_assert(std::endian::native == std::endian::little,
+                  "PortView::mac_and_mtu puts the MAC in the low 48 bits only there");
+    return ((head ^ port_mac_mtu) << 16) == 0;
 }
 
 }  // namespace
@@ -37,6 +48,15 @@ void eth_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uin
         const auto* eth = rte_pktmbuf_mtod(m, const rte_ether_hdr*);
         const dp::PortView& pv = snap.ports[m->port];
         const bool in_group = pv.l2_group != dp::kNoGroup;
+        // The fast path: IPv4 to a routed port's own MAC (nothing to learn there). Everything
+        // else takes the general checks below, which give this case the same edge.
+        uint64_t head;
+        std::memcpy(&head, eth, sizeof head);  // the frame holds an Ethernet header (above)
+        if (!in_group && head_is_port_mac(head, pv.mac_and_mtu()) &&
+            eth->ether_type == rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4)) [[likely]] {
+            out.push(EthEdge::ipv4, m);
+            continue;
+        }
         if (in_group && rte_is_unicast_ether_addr(&eth->src_addr) &&
             !rte_is_zero_ether_addr(&eth->src_addr)) {
             l2_learn(ctx, snap, eth->src_addr, static_cast<uint16_t>(pv.l2_group), m->port);
@@ -45,10 +65,10 @@ void eth_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uin
         // On an L2-group port a frame to any member's MAC is for the switch (one router per
         // segment); the check runs only for group ports and stops at the first match.
         const bool to_us =
-            rte_is_same_ether_addr(&eth->dst_addr, &pv.mac) ||
+            head_is_port_mac(head, pv.mac_and_mtu()) ||
             (in_group && rte_is_unicast_ether_addr(&eth->dst_addr) &&
              snap.find_in_segment(m->port, [&](uint16_t p) {
-                 return rte_is_same_ether_addr(&eth->dst_addr, &snap.ports[p].mac);
+                 return head_is_port_mac(head, snap.ports[p].mac_and_mtu());
              }) >= 0);
         if (to_us) [[likely]] {
             if (type == RTE_ETHER_TYPE_IPV4) [[likely]] {

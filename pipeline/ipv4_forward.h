@@ -20,8 +20,15 @@ enum class Ipv4Edge : uint8_t {
     count
 };
 
+// What a burst handed to ipv4_forward may hold: any mix of packets with and without the
+// classifier's metadata (its header verdict is taken where present), or only packets the
+// classifier never saw (a ToR with no feature on the routed path): then every header is checked
+// here without the per-packet metadata test. Either is correct for any input, since the
+// metadata's verdict is the same check's; `unclassified` is only cheaper.
+enum class Ipv4Input : uint8_t { any, unclassified };
+
 void ipv4_forward(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n,
-                  EdgeBatches<Ipv4Edge>& out);
+                  EdgeBatches<Ipv4Edge>& out, Ipv4Input input = Ipv4Input::any);
 
 // A 16-bit header field in host order. DPDK's rte_be_to_cpu_16 is an asm volatile byte swap on
 // x86, which the compiler may neither merge nor drop; the builtin it can.
@@ -33,25 +40,27 @@ inline uint16_t ipv4_field16(uint16_t be) {
     }
 }
 
-// Decrements the TTL (the caller checked it is above 1) and patches the header checksum: TTL
-// shares a 16-bit checksum word with the protocol field (RFC 1624), read raw from the header
-// before and after (the update takes words in network order, as they sit there).
+// Decrements the TTL (the caller checked it is at least 1) and patches the header checksum by
+// RFC 1624 eqn. 3 on the 16-bit word TTL shares with the protocol, in the raw (memory) order
+// net::checksum_update16 takes: HC' = ~(~HC + ~m + m'). The new word is the old one less the
+// TTL's unit (no borrow: the TTL was at least 1), so ~m + m' is that constant's complement
+// whatever m is, and the update needs neither word: the same result as checksum_update16 with
+// one fold (~HC + 0xfffe or 0xfeff is at most 0x1fffd, whose fold fits 16 bits).
 inline void ipv4_decrement_ttl(rte_ipv4_hdr* ip) {
     constexpr size_t kTtlWord = offsetof(rte_ipv4_hdr, time_to_live);
     static_assert(offsetof(rte_ipv4_hdr, next_proto_id) == kTtlWord + 1);
-    const auto* word = reinterpret_cast<const uint8_t*>(ip) + kTtlWord;
-    uint16_t old_word;
-    std::memcpy(&old_word, word, sizeof old_word);
+    static_assert(offsetof(rte_ipv4_hdr, hdr_checksum) == kTtlWord + 2);
+    constexpr uint32_t kTtlUnit = std::endian::native == std::endian::little ? 0x0001 : 0x0100;
     --ip->time_to_live;
-    uint16_t new_word;
-    std::memcpy(&new_word, word, sizeof new_word);
-    ip->hdr_checksum = net::checksum_update16(ip->hdr_checksum, old_word, new_word);
+    uint32_t sum = static_cast<uint16_t>(~ip->hdr_checksum);
+    sum += 0xffff - kTtlUnit;
+    sum = (sum & 0xffff) + (sum >> 16);
+    ip->hdr_checksum = static_cast<uint16_t>(~sum);
 }
 
-// The folded one's-complement sum (RFC 1071, not inverted) of a 20-byte IPv4 header (no
-// options) from three loads, no loop: the check of every routed header, and the checksum of
-// every header the switch writes (~15 instructions where the generic sum takes ~30).
-inline uint16_t ipv4_header_sum20(const void* ip) {
+// The sum of a 20-byte IPv4 header's five 32-bit halves (at most 35 bits) from three loads: its
+// residue mod 0xffff is that of the one's-complement sum of the header's 16-bit words.
+inline uint64_t ipv4_header_halves20(const void* ip) {
     const auto* p = static_cast<const uint8_t*>(ip);
     uint64_t a;
     uint64_t b;
@@ -59,7 +68,14 @@ inline uint16_t ipv4_header_sum20(const void* ip) {
     std::memcpy(&a, p, 8);
     std::memcpy(&b, p + 8, 8);
     std::memcpy(&c, p + 16, 4);
-    uint64_t s = (a & 0xffffffff) + (a >> 32) + (b & 0xffffffff) + (b >> 32) + c;
+    return (a & 0xffffffff) + (a >> 32) + (b & 0xffffffff) + (b >> 32) + c;
+}
+
+// The folded one's-complement sum (RFC 1071, not inverted) of a 20-byte IPv4 header (no
+// options) from three loads, no loop: the checksum of every header the switch writes (~15
+// instructions where the generic sum takes ~30).
+inline uint16_t ipv4_header_sum20(const void* ip) {
+    uint64_t s = ipv4_header_halves20(ip);
     s = (s & 0xffffffff) + (s >> 32);
     s = (s & 0xffff) + (s >> 16);
     s = (s & 0xffff) + (s >> 16);
@@ -67,11 +83,17 @@ inline uint16_t ipv4_header_sum20(const void* ip) {
     return static_cast<uint16_t>(s);
 }
 
-// RFC 1071 check of an IPv4 header: the one's-complement sum of a valid header is 0xffff. The
-// common 20-byte header is summed from three loads (no loop); options take the generic path.
+// RFC 1071 check of an IPv4 header whose IHL field gave `ihl` bytes: the one's-complement sum
+// of a valid header is 0xffff. The common 20-byte header is summed from three loads (no loop);
+// options take the generic path.
 inline bool ipv4_header_sum_ok(const rte_ipv4_hdr* ip, uint32_t ihl) {
     if (ihl == sizeof(rte_ipv4_hdr)) [[likely]] {
-        return ipv4_header_sum20(ip) == 0xffff;
+        // The folded sum is 0xffff exactly when the plain integer sum of the header's 16-bit
+        // words is a non-zero multiple of 0xffff (2^16 = 1 mod 0xffff, so folding keeps the
+        // residue, and only a zero sum folds to 0). The halves' sum has the same residue and is
+        // non-zero (the IHL nibble is 5), so no folding is needed: one remainder by a constant,
+        // which the compiler makes a multiply and a compare.
+        return ipv4_header_halves20(ip) % 0xffff == 0;
     }
     return net::ones_complement_sum(ip, ihl) == 0xffff;
 }
@@ -86,11 +108,20 @@ inline bool ipv4_header_sum_ok(const rte_ipv4_hdr* ip, uint32_t ihl) {
     }
     constexpr uint32_t kL2 = sizeof(rte_ether_hdr);
     const auto* ip = rte_pktmbuf_mtod_offset(m, const rte_ipv4_hdr*, kL2);
-    const uint32_t ihl = (ip->version_ihl & 0x0f) * 4u;
     const uint32_t total = ipv4_field16(ip->total_length);
-    if ((ip->version_ihl >> 4) != 4 || ihl < sizeof(rte_ipv4_hdr) || total < ihl ||
-        kL2 + ihl > data_len || kL2 + total > rte_pktmbuf_pkt_len(m)) [[unlikely]] {
-        return dp::DropReason::ipv4_malformed;
+    uint32_t ihl = sizeof(rte_ipv4_hdr);
+    if (ip->version_ihl == 0x45) [[likely]] {
+        // Version 4 without options: the header is in the segment (checked above), so only the
+        // total length remains to check.
+        if (total < sizeof(rte_ipv4_hdr) || kL2 + total > rte_pktmbuf_pkt_len(m)) [[unlikely]] {
+            return dp::DropReason::ipv4_malformed;
+        }
+    } else {
+        ihl = (ip->version_ihl & 0x0f) * 4u;
+        if ((ip->version_ihl >> 4) != 4 || ihl < sizeof(rte_ipv4_hdr) || total < ihl ||
+            kL2 + ihl > data_len || kL2 + total > rte_pktmbuf_pkt_len(m)) [[unlikely]] {
+            return dp::DropReason::ipv4_malformed;
+        }
     }
     const uint64_t ck = m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK;
     if (ck == RTE_MBUF_F_RX_IP_CKSUM_GOOD) {

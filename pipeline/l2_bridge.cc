@@ -8,9 +8,19 @@
 
 namespace ina::pipeline {
 
+namespace {
+
+// The FDB's answer for (mac, group), through this lcore's memo of it.
+std::optional<dp::FdbEntry> fdb_of(LcoreContext& ctx, const dp::Snapshot& snap,
+                                   const rte_ether_addr& mac, uint16_t group) {
+    return ctx.fdb_memo.lookup(*snap.tables, mac, group);
+}
+
+}  // namespace
+
 void l2_learn(LcoreContext& ctx, const dp::Snapshot& snap, const rte_ether_addr& mac,
               uint16_t group, uint16_t port) {
-    const std::optional<dp::FdbEntry> e = snap.fdb(mac, group);
+    const std::optional<dp::FdbEntry> e = fdb_of(ctx, snap, mac, group);
     if (e && e->port == port) [[likely]] {
         if (e->index < ctx.fdb_seen_len) {
             ctx.fdb_seen[e->index] = ctx.now_tsc;
@@ -49,7 +59,7 @@ void l2_bridge(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uin
         const dp::L2Group& group = snap.groups[static_cast<size_t>(group_id)];
         if (!rte_is_multicast_ether_addr(&eth->dst_addr)) {
             const std::optional<dp::FdbEntry> e =
-                snap.fdb(eth->dst_addr, static_cast<uint16_t>(group_id));
+                fdb_of(ctx, snap, eth->dst_addr, static_cast<uint16_t>(group_id));
             if (e) {
                 if (e->port == in) {
                     count_drop(ctx, dp::DropReason::l2_same_port);

@@ -28,9 +28,10 @@ void free_drops(LcoreContext& ctx, EdgeBatches<Edge>& b) {
     }
 }
 
-void route(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n) {
+template <Ipv4Input kInput>
+void route_by(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n) {
     EdgeBatches<Ipv4Edge> ip;
-    ipv4_forward(ctx, snap, pkts, n, ip);
+    ipv4_forward(ctx, snap, pkts, n, ip, kInput);
     free_drops(ctx, ip);
     if (ip.size(Ipv4Edge::local) != 0) {
         EdgeBatches<LocalEdge> local;
@@ -38,6 +39,12 @@ void route(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_
         free_drops(ctx, local);
     }
 }
+
+// Routing of packets that may carry the classifier's metadata.
+constexpr auto route = route_by<Ipv4Input::any>;
+// Routing for the IPv4 frames eth_input found when no binding asks for routed packets: nobody
+// classified them, so ipv4_forward checks each header without the metadata test.
+constexpr auto route_unclassified = route_by<Ipv4Input::unclassified>;
 
 // IPv6 to the switch's MAC or its solicited-node groups: classified (no feature takes IPv6
 // yet), routed, or answered (ND, echo).
@@ -198,7 +205,7 @@ void process_burst(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
         } else {
             // Nothing is in the routed sink yet (it was made just above): the burst's IPv4
             // frames are routed where they stand, not copied into it first (~5 Ir a packet).
-            route(ctx, snap, eth.begin(EthEdge::ipv4), eth.size(EthEdge::ipv4));
+            route_unclassified(ctx, snap, eth.begin(EthEdge::ipv4), eth.size(EthEdge::ipv4));
         }
     }
     if (eth.size(EthEdge::ipv6) != 0) {

@@ -198,7 +198,10 @@ void ForwardingTables::bump_neighbour_version() {
 bool ForwardingTables::set_fdb(const rte_ether_addr& mac, uint16_t group, const FdbEntry& e,
                                Room room) {
     const FdbKey key = fdb_key(mac, group);
-    return insert(fdb_, &key, uint64_t{e.port} << 32 | e.index, fdb_count_, fdb_capacity_, room);
+    const bool done =
+        insert(fdb_, &key, uint64_t{e.port} << 32 | e.index, fdb_count_, fdb_capacity_, room);
+    bump_fdb_version();
+    return done;
 }
 
 void ForwardingTables::remove_fdb(const rte_ether_addr& mac, uint16_t group) {
@@ -206,6 +209,13 @@ void ForwardingTables::remove_fdb(const rte_ether_addr& mac, uint16_t group) {
     if (rte_hash_del_key(fdb_, &key) >= 0) {
         --fdb_count_;
     }
+    bump_fdb_version();
+}
+
+void ForwardingTables::bump_fdb_version() {
+    // One writer: a plain load and a release store, no read-modify-write.
+    fdb_version_.store(fdb_version_.load(std::memory_order_relaxed) + 1,
+                       std::memory_order_release);
 }
 
 }  // namespace ina::dp

@@ -77,6 +77,23 @@ inline void store_station_mac(rte_ether_addr& out, uint64_t w) {
     }
 }
 
+// Writes a routed frame's two MACs, 12 bytes from two stores: the destination from a station
+// word `w` (pack_station), the source from a port's PortView::mac_and_mtu word.
+inline void store_station_and_port_macs(rte_ether_hdr* eth, uint64_t w, uint64_t port_mac_mtu) {
+    if constexpr (std::endian::native == std::endian::little) {
+        const uint64_t first = (w & 0xffffffffffffULL) | port_mac_mtu << 48;  // dst, src[0..1]
+        const auto rest = static_cast<uint32_t>(port_mac_mtu >> 16);           // src[2..5]
+        auto* p = reinterpret_cast<uint8_t*>(eth);
+        std::memcpy(p, &first, sizeof first);
+        std::memcpy(p + sizeof first, &rest, sizeof rest);
+    } else {
+        eth->dst_addr = unpack_station(w).mac;
+        for (int i = 0; i < RTE_ETHER_ADDR_LEN; ++i) {
+            eth->src_addr.addr_bytes[i] = static_cast<uint8_t>(port_mac_mtu >> (8 * i));
+        }
+    }
+}
+
 inline FdbKey fdb_key(const rte_ether_addr& mac, uint16_t group) {
     FdbKey key{};
     std::memcpy(key.mac, mac.addr_bytes, 6);
@@ -115,6 +132,8 @@ public:
     uint32_t neighbour_version() const {
         return neighbour_version_.load(std::memory_order_acquire);
     }
+    // The same for the FDB: bumped after every set_fdb and remove_fdb (fdb_cache.h).
+    uint32_t fdb_version() const { return fdb_version_.load(std::memory_order_acquire); }
 
     // What an insert does when every free slot belongs to a deleted key still in its grace
     // period: refuse, or wait until every reader has passed a quiescent state (microseconds
@@ -149,6 +168,8 @@ private:
                 Room room);
     // After the hash shows a neighbour change (neighbour_version).
     void bump_neighbour_version();
+    // After the hash shows an FDB change (fdb_version).
+    void bump_fdb_version();
     rte_rcu_qsbr* qsbr_ = nullptr;
     rte_hash* neighbours_ = nullptr;  // uint32 ip (host order) -> pack_station word
     rte_hash* fdb_ = nullptr;         // FdbKey -> port << 32 | index
@@ -158,8 +179,9 @@ private:
     uint32_t fdb_capacity_ = 0;
     uint32_t neighbour_count_ = 0;
     uint32_t fdb_count_ = 0;
-    // Its own line: every worker loads it once per burst, the writer stores it per change.
+    // Their own line: every worker loads them once per burst, the writer stores one per change.
     alignas(64) std::atomic<uint32_t> neighbour_version_{0};
+    std::atomic<uint32_t> fdb_version_{0};
 };
 
 }  // namespace ina::dp

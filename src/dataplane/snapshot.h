@@ -12,8 +12,10 @@
 #include <rte_ether.h>
 
 #include <array>
-#include <cstring>
 #include <atomic>
+#include <bit>
+#include <cstddef>
+#include <cstring>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -50,6 +52,26 @@ struct PortView {
     int16_t l2_group = kNoGroup;
     uint8_t n_addrs = 0;
     std::array<net::Ipv4Prefix, kMaxAddrsPerPort> addrs{};
+
+    // The MAC (bits 0..47, in wire order on a little-endian host) and the MTU (bits 48..63) in
+    // one load: the routing fast path needs both for every packet (mtu_of, and
+    // store_station_and_port_macs for the MAC).
+    uint64_t mac_and_mtu() const {
+        if constexpr (std::endian::native == std::endian::little) {
+            uint64_t w;
+            std::memcpy(&w, &mac, sizeof w);  // mac, then mtu: the static_assert below
+            return w;
+        } else {
+            uint64_t w = uint64_t{mtu} << 48;
+            for (int i = 0; i < RTE_ETHER_ADDR_LEN; ++i) {
+                w |= uint64_t{mac.addr_bytes[i]} << (8 * i);
+            }
+            return w;
+        }
+    }
+    static constexpr uint16_t mtu_of(uint64_t mac_and_mtu) {
+        return static_cast<uint16_t>(mac_and_mtu >> 48);
+    }
 
     // The interface address on this port whose subnet contains `ip` (host order), or nullptr.
     const net::Ipv4Prefix* subnet_of(uint32_t ip) const {
@@ -119,6 +141,8 @@ struct PortView {
         return false;
     }
 };
+static_assert(offsetof(PortView, mtu) == offsetof(PortView, mac) + RTE_ETHER_ADDR_LEN,
+              "mac_and_mtu loads both in one word");
 
 enum class NextHopKind : uint8_t {
     connected,  // destination is on a connected subnet: resolve the destination itself

@@ -121,11 +121,15 @@ int worker_main(void* arg) {
             saturated |= n == ctx.burst_size;
             ++ctx.counters.rx_bursts;
             ++ctx.counters.burst_size[dp::burst_bucket(n)];
+            // Summed in a register and added once: the counter's store per packet could not
+            // be kept in a register (the mbufs might alias it, as far as the compiler knows).
+            uint64_t rx_bytes = 0;
+            for (uint16_t i = 0; i < n; ++i) {
+                rx_bytes += rte_pktmbuf_pkt_len(pkts[i]);
+            }
             auto& pc = ctx.counters.ports[port];
             pc.rx_packets += n;
-            for (uint16_t i = 0; i < n; ++i) {
-                pc.rx_bytes += rte_pktmbuf_pkt_len(pkts[i]);
-            }
+            pc.rx_bytes += rx_bytes;
             pipeline::process_burst(ctx, snap, pkts, n);
         }
         // Contributions other lcores received for chunks this lcore owns.

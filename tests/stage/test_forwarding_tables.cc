@@ -5,6 +5,8 @@
 // snapshot (a connected host is one neighbour insert, a gateway one next-hop word).
 #include "dataplane/forwarding_tables.h"
 
+#include "dataplane/fdb_cache.h"
+
 #include <rte_malloc.h>
 #include <rte_rcu_qsbr.h>
 
@@ -85,6 +87,45 @@ TEST(ForwardingTables, CountsAndRefusesWhenFull) {
     EXPECT_EQ(e->index, 5u);
     EXPECT_FALSE(t->fdb(mac_for(5, 9), 4).has_value()) << "the group is part of the key";
     EXPECT_EQ(t->neighbour_count(), 16u);
+}
+
+// The bridge's per-lcore FDB memo (fdb_cache.h) answers as the table does, absent pairs
+// included, and follows every insert, move and delete at its next lookup.
+TEST(ForwardingTables, FdbMemoFollowsEveryChange) {
+    Qsbr q(1);
+    ASSERT_NE(q.v, nullptr);
+    auto t = make_tables(q.v, 16, 64);
+    ASSERT_NE(t, nullptr);
+    dp::FdbCache memo;
+    const auto expect_same = [&](const rte_ether_addr& m, uint16_t group) {
+        for (int twice = 0; twice < 2; ++twice) {  // the second answer comes from the memo
+            const auto want = t->fdb(m, group);
+            const auto got = memo.lookup(*t, m, group);
+            ASSERT_EQ(got.has_value(), want.has_value()) << twice;
+            if (want) {
+                EXPECT_EQ(got->port, want->port);
+                EXPECT_EQ(got->index, want->index);
+            }
+        }
+    };
+    const rte_ether_addr a = mac_for(1, 9);
+    expect_same(a, 3);  // absent, memoised as absent
+    ASSERT_TRUE(t->set_fdb(a, 3, dp::FdbEntry{2, 7}));
+    expect_same(a, 3);  // learned
+    expect_same(a, 4);  // another group: still absent
+    ASSERT_TRUE(t->set_fdb(a, 3, dp::FdbEntry{5, 7}));
+    expect_same(a, 3);  // moved
+    // MACs that share a slot (256 slots) evict each other and still answer right.
+    for (uint32_t i = 0; i < 40; ++i) {
+        ASSERT_TRUE(t->set_fdb(mac_for(i * 256, 9), 3, dp::FdbEntry{1, i}));
+    }
+    for (uint32_t i = 0; i < 40; ++i) {
+        expect_same(mac_for(i * 256, 9), 3);
+        expect_same(mac_for(i * 256 + 1, 9), 3);
+    }
+    t->remove_fdb(a, 3);
+    expect_same(a, 3);  // gone
+    EXPECT_FALSE(memo.lookup(*t, a, 3).has_value());
 }
 
 // A reader that has not passed a quiescent state since a delete may still be reading the

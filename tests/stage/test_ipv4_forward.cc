@@ -4,6 +4,9 @@
 
 #include <rte_ip.h>
 
+#include <array>
+#include <cstring>
+
 #include "stage_util.h"
 
 namespace ina::test {
@@ -12,7 +15,10 @@ namespace {
 using pipeline::EdgeBatches;
 using pipeline::Ipv4Edge;
 
-class Ipv4Forward : public StageTest {
+// Every case runs through both entry points: ipv4_forward (packets that may carry the
+// classifier's metadata; these carry none) and its Ipv4Input::unclassified form (a burst
+// nobody classified), which must decide every packet the same way.
+class Ipv4Forward : public StageTest, public ::testing::WithParamInterface<bool> {
 protected:
     // An IPv4/UDP frame addressed to the ingress port's MAC.
     Bytes frame(uint16_t in, uint32_t src, uint32_t dst, uint8_t ttl = 64, size_t payload = 64,
@@ -23,7 +29,9 @@ protected:
                                      options));
     }
     void run(std::vector<rte_mbuf*> in) {
-        pipeline::ipv4_forward(*ctx, *snap, in.data(), static_cast<uint16_t>(in.size()), out);
+        pipeline::ipv4_forward(*ctx, *snap, in.data(), static_cast<uint16_t>(in.size()), out,
+                               GetParam() ? pipeline::Ipv4Input::unclassified
+                                          : pipeline::Ipv4Input::any);
     }
     // Forwards one frame and expects it routed to `egress` towards `next_mac`; returns the mbuf
     // (still in the TX buffer).
@@ -76,7 +84,7 @@ protected:
     EdgeBatches<Ipv4Edge> out;
 };
 
-TEST_F(Ipv4Forward, RoutesViaStaticGatewayNeighbour) {
+TEST_P(Ipv4Forward, RoutesViaStaticGatewayNeighbour) {
     expect_routed(frame(kR0, ip4("10.0.1.9"), ip4("192.168.1.9")), kR0, kR1, kNbR1Gw);
     EXPECT_EQ(total_drops(), 0u);
     EXPECT_TRUE(events().empty());
@@ -84,7 +92,7 @@ TEST_F(Ipv4Forward, RoutesViaStaticGatewayNeighbour) {
     EXPECT_EQ(out.size(Ipv4Edge::local), 0);
 }
 
-TEST_F(Ipv4Forward, ConnectedRouteResolvesTheDestinationItself) {
+TEST_P(Ipv4Forward, ConnectedRouteResolvesTheDestinationItself) {
     expect_routed(frame(kR0, ip4("10.0.1.9"), ip4("10.0.2.7")), kR0, kR1, kNbR1Host);
     expect_routed(frame(kR0, ip4("10.0.1.9"), ip4("10.0.2.2")), kR0, kR1, kNbR1Gw);
     // A learned neighbour on an L2 group member: egress is that member, with its MAC.
@@ -94,7 +102,7 @@ TEST_F(Ipv4Forward, ConnectedRouteResolvesTheDestinationItself) {
     EXPECT_EQ(total_drops(), 0u);
 }
 
-TEST_F(Ipv4Forward, GatewayRouteResolvesTheGateway) {
+TEST_P(Ipv4Forward, GatewayRouteResolvesTheGateway) {
     // 192.168.0.0/16 via 10.0.2.2: the next-hop MAC is the gateway's, not a lookup of the dst.
     expect_routed(frame(kR0, ip4("10.0.1.9"), ip4("192.168.200.1")), kR0, kR1, kNbR1Gw);
     // 10.99.0.0/16 via 10.0.2.50, which is not resolved: the request is for the gateway.
@@ -107,21 +115,21 @@ TEST_F(Ipv4Forward, GatewayRouteResolvesTheGateway) {
     EXPECT_EQ(ev[0].port, kR1);
 }
 
-TEST_F(Ipv4Forward, LongestPrefixWins) {
+TEST_P(Ipv4Forward, LongestPrefixWins) {
     expect_routed(frame(kR1, ip4("10.0.2.7"), ip4("192.168.5.77")), kR1, kR0, kNbR0Gw);
     expect_routed(frame(kR1, ip4("10.0.2.7"), ip4("192.168.6.77")), kR1, kR1, kNbR1Gw);
     expect_routed(frame(kR1, ip4("10.0.2.7"), ip4("192.168.4.255")), kR1, kR1, kNbR1Gw);
     expect_routed(frame(kR1, ip4("10.0.2.7"), ip4("192.168.5.0")), kR1, kR0, kNbR0Gw);
 }
 
-TEST_F(Ipv4Forward, ConnectedSubnetIsNotShadowedByAStaticRouteToIt) {
+TEST_P(Ipv4Forward, ConnectedSubnetIsNotShadowedByAStaticRouteToIt) {
     std::string yaml = kStageYaml;
     yaml.insert(yaml.find("neighbours:"), "  - prefix: 10.0.2.0/24\n    via: 10.0.1.2\n");
     build(yaml);
     expect_routed(frame(kR0, ip4("10.0.1.9"), ip4("10.0.2.7")), kR0, kR1, kNbR1Host);
 }
 
-TEST_F(Ipv4Forward, DefaultRoute) {
+TEST_P(Ipv4Forward, DefaultRoute) {
     std::string yaml = kStageYaml;
     // A /1 listed before the default route must still win over it.
     yaml.insert(yaml.find("neighbours:"),
@@ -138,7 +146,7 @@ TEST_F(Ipv4Forward, DefaultRoute) {
     EXPECT_EQ(total_drops(), 0u);
 }
 
-TEST_F(Ipv4Forward, DefaultRouteOnly) {
+TEST_P(Ipv4Forward, DefaultRouteOnly) {
     build(R"(version: 1
 ports:
   - {name: a, devargs: x0, ipv4: [10.1.0.1/24]}
@@ -155,7 +163,7 @@ neighbours:
                   rte_ether_addr{{0x02, 0xaa, 0, 0, 0, 0xfe}});
 }
 
-TEST_F(Ipv4Forward, TtlExpiry) {
+TEST_P(Ipv4Forward, TtlExpiry) {
     expect_dropped(frame(kR0, ip4("10.0.1.9"), ip4("192.168.1.9"), 1), kR0,
                    dp::DropReason::ttl_exceeded);
     expect_dropped(frame(kR0, ip4("10.0.1.9"), ip4("192.168.1.9"), 0), kR0,
@@ -168,7 +176,7 @@ TEST_F(Ipv4Forward, TtlExpiry) {
     expect_routed(frame(kR0, ip4("10.0.1.9"), ip4("192.168.1.9"), 255), kR0, kR1, kNbR1Gw);
 }
 
-TEST_F(Ipv4Forward, IncrementalChecksumHoldsForEveryTtlAndManyHeaders) {
+TEST_P(Ipv4Forward, IncrementalChecksumHoldsForEveryTtlAndManyHeaders) {
     uint32_t seed = 12345;
     for (int ttl = 2; ttl <= 255; ++ttl) {
         seed = seed * 1103515245u + 12345u;
@@ -189,14 +197,14 @@ TEST_F(Ipv4Forward, IncrementalChecksumHoldsForEveryTtlAndManyHeaders) {
     EXPECT_EQ(total_drops(), 0u);
 }
 
-TEST_F(Ipv4Forward, NoRoute) {
+TEST_P(Ipv4Forward, NoRoute) {
     expect_dropped(frame(kR0, ip4("10.0.1.9"), ip4("8.8.8.8")), kR0, dp::DropReason::no_route);
     expect_dropped(frame(kR0, ip4("10.0.1.9"), ip4("10.0.4.1")), kR0, dp::DropReason::no_route);
     expect_dropped(frame(kR0, ip4("10.0.1.9"), ip4("192.169.0.1")), kR0, dp::DropReason::no_route);
     EXPECT_TRUE(events().empty());
 }
 
-TEST_F(Ipv4Forward, BadHeaderChecksum) {
+TEST_P(Ipv4Forward, BadHeaderChecksum) {
     Bytes f = frame(kR0, ip4("10.0.1.9"), ip4("192.168.1.9"));
     f[kEthLen + 10] ^= 0x01;
     expect_dropped(f, kR0, dp::DropReason::ipv4_bad_checksum);
@@ -217,7 +225,7 @@ TEST_F(Ipv4Forward, BadHeaderChecksum) {
     EXPECT_EQ(pipeline::ipv4_check(n), dp::DropReason::count);
 }
 
-TEST_F(Ipv4Forward, MalformedHeaders) {
+TEST_P(Ipv4Forward, MalformedHeaders) {
     const Bytes good = frame(kR0, ip4("10.0.1.9"), ip4("192.168.1.9"));
     {
         Bytes f = good;
@@ -258,7 +266,7 @@ TEST_F(Ipv4Forward, MalformedHeaders) {
     EXPECT_EQ(total_drops(), 6u);
 }
 
-TEST_F(Ipv4Forward, EthernetPaddingAfterTheDatagramIsAllowed) {
+TEST_P(Ipv4Forward, EthernetPaddingAfterTheDatagramIsAllowed) {
     // A small datagram padded to the 60-byte Ethernet minimum.
     Bytes f = frame(kR0, ip4("10.0.1.9"), ip4("192.168.1.9"), 64, 0);
     ASSERT_LT(f.size(), 60u);
@@ -269,13 +277,13 @@ TEST_F(Ipv4Forward, EthernetPaddingAfterTheDatagramIsAllowed) {
     EXPECT_EQ(rte_pktmbuf_pkt_len(m), 60u);
 }
 
-TEST_F(Ipv4Forward, HeaderWithOptions) {
+TEST_P(Ipv4Forward, HeaderWithOptions) {
     const Bytes options = {0x94, 0x04, 0x00, 0x00};  // Router Alert
     expect_routed(frame(kR0, ip4("10.0.1.9"), ip4("192.168.1.9"), 64, 32, options), kR0, kR1,
                   kNbR1Gw);
 }
 
-TEST_F(Ipv4Forward, Martians) {
+TEST_P(Ipv4Forward, Martians) {
     const std::vector<const char*> bad_sources = {"0.0.0.0", "127.0.0.1", "224.0.0.1",
                                                   "239.255.255.250", "255.255.255.255"};
     for (const char* s : bad_sources) {
@@ -290,7 +298,7 @@ TEST_F(Ipv4Forward, Martians) {
     EXPECT_EQ(total_drops(), 10u);
 }
 
-TEST_F(Ipv4Forward, DirectedBroadcastIsNotForwardedNorResolved) {
+TEST_P(Ipv4Forward, DirectedBroadcastIsNotForwardedNorResolved) {
     // RFC 2644: a connected subnet's broadcast address is never routed into it, and the switch
     // must not ARP for it.
     expect_dropped(frame(kR0, ip4("10.0.1.9"), ip4("10.0.2.255")), kR0,
@@ -305,7 +313,7 @@ TEST_F(Ipv4Forward, DirectedBroadcastIsNotForwardedNorResolved) {
     EXPECT_NE(rte_ring_sc_dequeue_elem(ctx->events, &ev, sizeof ev), 0) << "no event expected";
 }
 
-TEST_F(Ipv4Forward, UnresolvedNeighbourRequestsResolutionOncePerInterval) {
+TEST_P(Ipv4Forward, UnresolvedNeighbourRequestsResolutionOncePerInterval) {
     // 10.0.2.99 is on r1's connected subnet with no neighbour entry.
     expect_dropped(frame(kR0, ip4("10.0.1.9"), ip4("10.0.2.99")), kR0,
                    dp::DropReason::neighbour_unresolved);
@@ -339,7 +347,7 @@ TEST_F(Ipv4Forward, UnresolvedNeighbourRequestsResolutionOncePerInterval) {
     EXPECT_EQ(ctx->counters.events_lost, 0u);
 }
 
-TEST_F(Ipv4Forward, ResolutionIntervalComesFromTheConfig) {
+TEST_P(Ipv4Forward, ResolutionIntervalComesFromTheConfig) {
     std::string yaml = kStageYaml;
     yaml.replace(yaml.find("request_interval_ms: 1000"), 25, "request_interval_ms: 10");
     build(yaml);
@@ -359,7 +367,7 @@ TEST_F(Ipv4Forward, ResolutionIntervalComesFromTheConfig) {
     EXPECT_EQ(events().size(), 1u);
 }
 
-TEST_F(Ipv4Forward, UnresolvedBurstPostsOneEvent) {
+TEST_P(Ipv4Forward, UnresolvedBurstPostsOneEvent) {
     std::vector<rte_mbuf*> in;
     for (int i = 0; i < 20; ++i) {
         in.push_back(mbuf(frame(kR0, ip4("10.0.1.9"), ip4("10.99.0.1") + static_cast<uint32_t>(i)),
@@ -372,7 +380,7 @@ TEST_F(Ipv4Forward, UnresolvedBurstPostsOneEvent) {
     EXPECT_EQ(ev[0].ip, ip4("10.0.2.50"));
 }
 
-TEST_F(Ipv4Forward, MtuExceeded) {
+TEST_P(Ipv4Forward, MtuExceeded) {
     // r1 has mtu 1000: an IPv4 total length of 1000 fits, 1001 does not.
     const size_t udp_payload_1000 = 1000 - kIpLen - 8;
     expect_routed(frame(kR0, ip4("10.0.1.9"), ip4("192.168.1.9"), 64, udp_payload_1000), kR0, kR1,
@@ -388,7 +396,7 @@ TEST_F(Ipv4Forward, MtuExceeded) {
                    dp::DropReason::mtu_exceeded);
 }
 
-TEST_F(Ipv4Forward, OwnAddressesGoToLocal) {
+TEST_P(Ipv4Forward, OwnAddressesGoToLocal) {
     struct Case {
         uint16_t in;
         const char* dst;
@@ -415,7 +423,7 @@ TEST_F(Ipv4Forward, OwnAddressesGoToLocal) {
     EXPECT_EQ(ctx->counters.routed, 0u);
 }
 
-TEST_F(Ipv4Forward, MixedBurstUsesTheRightLookupForEachPacket) {
+TEST_P(Ipv4Forward, MixedBurstUsesTheRightLookupForEachPacket) {
     std::vector<rte_mbuf*> in = {
         mbuf(frame(kR0, ip4("10.0.1.9"), ip4("192.168.5.1")), kR0),   // -> r0
         mbuf(frame(kR0, ip4("10.0.1.9"), ip4("8.8.8.8")), kR0),       // no route
@@ -446,6 +454,86 @@ TEST_F(Ipv4Forward, MixedBurstUsesTheRightLookupForEachPacket) {
     EXPECT_EQ(drops(dp::DropReason::ipv4_bad_checksum), 1u);
     EXPECT_EQ(ctx->counters.routed, 3u);
 }
+
+// A connected destination this lcore has not memoised is looked up with every later one of
+// the burst at once, and the burst still leaves in arrival order, as it does once memoised.
+TEST_P(Ipv4Forward, UnmemoisedNeighboursKeepArrivalOrder) {
+    const auto burst = [&] {
+        return std::vector<rte_mbuf*>{
+            mbuf(frame(kR0, ip4("10.0.1.9"), ip4("192.168.1.1")), kR0),    // gateway, r1
+            mbuf(frame(kR0, ip4("10.0.1.9"), ip4("10.0.2.7")), kR0),       // connected, r1
+            mbuf(frame(kR0, ip4("10.0.1.9"), ip4("192.168.1.2")), kR0),    // gateway, r1
+            mbuf(frame(kR0, ip4("10.0.1.9"), ip4("10.0.2.200")), kR0),     // unresolved
+            mbuf(frame(kR0, ip4("10.0.1.9"), ip4("10.0.2.2"), 9), kR0),    // connected, r1
+        };
+    };
+    for (uint64_t round = 1; round <= 2; ++round) {
+        const auto in = burst();
+        run(in);
+        ASSERT_EQ(tx_count(kR1), 4);
+        EXPECT_EQ(ctx->tx[kR1].pkts[0], in[0]);
+        EXPECT_EQ(ctx->tx[kR1].pkts[1], in[1]);
+        EXPECT_EQ(ctx->tx[kR1].pkts[2], in[2]);
+        EXPECT_EQ(ctx->tx[kR1].pkts[3], in[4]);
+        ASSERT_EQ(out.size(Ipv4Edge::drop), round);
+        EXPECT_EQ(out.at(Ipv4Edge::drop, static_cast<uint16_t>(round - 1)), in[3]);
+        EXPECT_EQ(drops(dp::DropReason::neighbour_unresolved), round);
+        EXPECT_EQ(ctx->counters.routed, 4 * round);
+        free_mbufs(take_tx(kR1));
+    }
+}
+
+// The 20-byte header check without folding (a remainder by 0xffff) and the TTL update without
+// reading the old word agree with the generic RFC 1071 sum and RFC 1624 update on every
+// checksum value, for random headers.
+TEST(Ipv4HeaderArithmetic, ShortcutsMatchTheGenericSumAndUpdate) {
+    uint64_t seed = 0x9e3779b97f4a7c15ULL;
+    const auto next = [&] {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        return seed;
+    };
+    std::array<uint8_t, 20> h{};
+    for (uint32_t checksum = 0; checksum <= 0xffff; ++checksum) {
+        for (auto& b : h) {
+            b = static_cast<uint8_t>(next());
+        }
+        h[0] = 0x45;
+        h[8] = static_cast<uint8_t>(1 + next() % 255);  // a TTL of at least 1
+        std::memcpy(&h[10], &checksum, 2);
+        const auto* ip = reinterpret_cast<const rte_ipv4_hdr*>(h.data());
+        ASSERT_EQ(pipeline::ipv4_header_sum_ok(ip, 20), net::ones_complement_sum(h.data(), 20) == 0xffff)
+            << checksum;
+        std::array<uint8_t, 20> updated = h;
+        pipeline::ipv4_decrement_ttl(reinterpret_cast<rte_ipv4_hdr*>(updated.data()));
+        uint16_t old_word;
+        uint16_t new_word;
+        std::memcpy(&old_word, &h[8], 2);
+        std::memcpy(&new_word, &updated[8], 2);
+        uint16_t old_checksum;
+        uint16_t new_checksum;
+        std::memcpy(&old_checksum, &h[10], 2);
+        std::memcpy(&new_checksum, &updated[10], 2);
+        ASSERT_EQ(updated[8], h[8] - 1);
+        ASSERT_EQ(new_checksum, net::checksum_update16(old_checksum, old_word, new_word))
+            << checksum;
+        // A header made sound stays sound through the update.
+        std::memset(&h[10], 0, 2);
+        const auto sound = static_cast<uint16_t>(~net::ones_complement_sum(h.data(), 20));
+        std::memcpy(&h[10], &sound, 2);
+        ASSERT_TRUE(pipeline::ipv4_header_sum_ok(ip, 20));
+        if (h[8] > 1) {
+            pipeline::ipv4_decrement_ttl(reinterpret_cast<rte_ipv4_hdr*>(h.data()));
+            ASSERT_TRUE(pipeline::ipv4_header_sum_ok(ip, 20));
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Entries, Ipv4Forward, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                             return p.param ? "Unclassified" : "Any";
+                         });
 
 }  // namespace
 }  // namespace ina::test
