@@ -155,14 +155,19 @@ def test(exe: str) -> None:
         # Over (leave_timeout_ms without a packet: its connection's CM does not cross the
         # switch here), the state is released WITHOUT a config change: the control plane's
         # tick detaches it (the feature's `release` hook) and publishes the running config
-        # again, without its entries; its series leave the scrape.
+        # again, without its entries; its `leaving_job` series keep their final values (a
+        # scrape after the release still reads what the leaving state did).
         published = m.get("inaswitch_snapshots_published_total")
-        wait_until(lambda: not tb.metrics().by_label("inaswitch_rdma_s2s_absorbed_total",
-                                                     "leaving_job"),
+        wait_until(lambda: tb.metrics().get("inaswitch_snapshots_published_total") > published,
                    60, "the left state released without a config change")
         m = tb.metrics()
-        check(m.get("inaswitch_snapshots_published_total") > published and
-              m.get("inaswitch_rdma_s2s_jobs_leaving") == 0 and
+        check(m.get("inaswitch_rdma_s2s_absorbed_total", leaving_job="9") == 1 and
+              m.get("inaswitch_rdma_s2s_forwarded_total", leaving_job="9") == 2 and
+              m.get("inaswitch_rdma_s2s_leave_ended_timeout_total", leaving_job="9") == 1 and
+              m.get("inaswitch_rdma_s2s_slots_in_use", leaving_job="9") == 0,
+              "the released state's counters outlive it: absorbed 1, forwarded 2, ended by "
+              "the timeout, no slot held")
+        check(m.get("inaswitch_rdma_s2s_jobs_leaving") == 0 and
               m.get("inaswitch_rdma_s2s_absorbed_total", job="9") == 0 and
               tb.api_json("GET", "/api/v1/config") == cfg,
               "a snapshot published for the release, the running config and the new job "

@@ -147,6 +147,16 @@ void S2sControl::commit(control::ControlPlane& cp) {
     plan_ = Plan{};
 }
 
+namespace {
+
+void add_counters(JobCounters& into, const JobCounters& from) {
+#define INA_S2S_ADD(field, help) into.field += from.field;
+    INA_S2S_JOB_COUNTERS(INA_S2S_ADD)
+#undef INA_S2S_ADD
+}
+
+}  // namespace
+
 bool S2sControl::release(control::ControlPlane& cp, size_t command_room) {
     std::lock_guard lock(mu_);
     control::FeatureStateChanges changes;
@@ -155,6 +165,7 @@ bool S2sControl::release(control::ControlPlane& cp, size_t command_room) {
         // `left` is final: the home lcore passes the state's packets untouched from then on,
         // so its detach and the snapshot without it change nothing on the wire.
         if (changes.commands() < command_room && l.state->left.load(std::memory_order_relaxed)) {
+            add_counters(released_[l.id], l.state->counters);
             changes.detach.push_back({l.home, l.slot, job_state_id(l.id), l.state});
         } else {
             still.push_back(l);
@@ -212,7 +223,7 @@ void S2sControl::stats(const control::ControlPlane& cp, metrics::Stats& out) {
     uint64_t leaving = 0;
     {
         std::lock_guard lock(mu_);
-        if (jobs_.empty() && leaving_.empty()) {
+        if (jobs_.empty() && leaving_.empty() && released_.empty()) {
             return;
         }
         // Plain reads of the home lcore's words: each is written by that lcore only.
@@ -222,6 +233,16 @@ void S2sControl::stats(const control::ControlPlane& cp, metrics::Stats& out) {
         for (const auto& l : leaving_) {
             jobs.push_back(JobSample{l.id, l.state->table.in_use(), l.state->counters, true});
             leaving += l.state->left.load(std::memory_order_relaxed) ? 0 : 1;
+        }
+        for (const auto& [id, counters] : released_) {
+            auto it = std::find_if(jobs.begin(), jobs.end(), [id = id](const JobSample& j) {
+                return j.leaving && j.job_id == id;
+            });
+            if (it == jobs.end()) {
+                jobs.push_back(JobSample{id, 0, counters, true});
+            } else {
+                add_counters(it->counters, counters);
+            }
         }
     }
     LcoreTotals lcore{};

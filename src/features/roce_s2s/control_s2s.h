@@ -57,6 +57,10 @@ private:
     std::mutex mu_;  // jobs_ and plan_ (taken inside the control plane's lock)
     std::map<uint32_t, Job> jobs_;
     std::vector<Leaving> leaving_;
+    // The counters of leaving states already released, by job id (summed when an id left
+    // more than once): a leaving job's `leaving_job` series outlive its state, so a scrape
+    // after its connections ended still reads what it did (as the RDMA job totals do).
+    std::map<uint32_t, JobCounters> released_;
     Plan plan_;
 };
 
