@@ -85,7 +85,12 @@ MAX_VMS = int(os.environ.get("INA_ROCE_VM_MAX", "3"))
 SLOT_DIR = "/run/inaswitch-roce-vm"
 API_PORT = fig1.API_PORT     # inaswitch's control API, on 127.0.0.1 inside the namespace
 QEMU = "qemu-system-x86_64"
-CAPTURE_BUFFER_KIB = 32768  # per tap: bursts toward a slow guest outrun tcpdump's default 2 MiB
+# Per tap: bursts toward a slow guest outrun tcpdump's default 2 MiB. No --immediate-mode: with
+# it libpcap takes TPACKET_V2 with one 64 KiB slot per frame (512 frames in 32 MiB: a tcpdump
+# starved for a moment on a loaded machine dropped thousands, roce-vm-forward failed on it);
+# TPACKET_V3 packs frames into blocks (~30,000 RoCE frames), and -U still writes each one
+# once its block is handed over (within the block timeout, which Capture's drain waits out).
+CAPTURE_BUFFER_KIB = 32768
 PERFTEST_PORT = 18515        # perftest's and ibv_*_pingpong's out-of-band TCP port
 GUEST_API_IP = "10.0.2.100"  # guest_api: where a guest reaches the switch's control API
 GUEST_API_NET = "10.0.2.15/24"  # guest_api: the guests' eth1 (qemu user-mode network)
@@ -565,7 +570,7 @@ class Capture:
                 self.paths[vm.name] = path
                 self._errs[vm.name] = err
                 cmd = ["ip", "netns", "exec", lab.ns, "tcpdump", "-i", vm.tap, "-U", "-n",
-                       "--immediate-mode", "-B", str(CAPTURE_BUFFER_KIB), "-Z", "root", "-s", str(snaplen), "-w", path] + \
+                       "-B", str(CAPTURE_BUFFER_KIB), "-Z", "root", "-s", str(snaplen), "-w", path] + \
                     (bpf.split() if bpf else [])
                 with open(err, "w") as f:
                     self._procs[vm.name] = _popen(cmd, stdout=subprocess.DEVNULL, stderr=f)
