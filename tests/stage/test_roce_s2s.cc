@@ -1156,6 +1156,7 @@ TEST_F(RoceS2sLearn, AWorkerReconnectingAloneLeavesTheHeldChunksToTheRoot) {
     EXPECT_EQ(job->counters.rejoins, 1u);
     EXPECT_EQ(job->counters.rejoin_partial_chunks, 2u);
     EXPECT_EQ(job->counters.sessions, 0u);
+    EXPECT_EQ(job->counters.connections_replaced, 1u) << "rank 2's old connection";
     ASSERT_EQ(agg.size(), 2u) << "chunks 1 and 2 sent now, with rank 1's contributions";
     for (uint32_t c = 1; c <= 2; ++c) {
         const Seen& a = agg[c - 1];

@@ -917,6 +917,9 @@ void JobState::supersede(uint16_t i, uint32_t src_ip, uint32_t dst_ip, const uin
     note(src_ip, dst_ip, mad, len);  // the successor learns the connection from this REP
     // The rank's old connection: the root replaced it (it accepted the new one), so it carries
     // nothing more. Its contributions already held stay in their chunks (ACKed to it).
+    if (c.live) {
+        ++counters.connections_replaced;  // its DREQ never passed this switch
+    }
     c.live = false;
     const size_t elem = reduce::elem_size(params.dtype);
     if (i == carrier && !forwarding && params.n_conns > 1) {
