@@ -1264,6 +1264,39 @@ TEST_F(RoceS2sLearn, TheNextSessionIsHeldBackUntilItsStateIsAttached) {
     EXPECT_TRUE(job->left.load());
 }
 
+// The job removed by a config change before the fresh state was made: control_s2s marks the
+// rejoin abandoned (commit) and the old state leaves as any removed job. Nobody takes the next
+// session: its packets pass untouched (the switch absorbed and ACKed none of them, so the
+// endpoints' PSNs agree), and the old state is over once its own connections ended.
+TEST_F(RoceS2sLearn, ARejoinAbandonedByARemovalPassesTheNextSession) {
+    config::LoadResult keep;
+    const fs::JobConfig& cfg = job_config(yaml(), keep);
+    connect(1);
+    connect(2);
+    send(contribution(1, kRepPsn[1], 0, fill(1)));
+    drain();
+    reconnect(2, 1);
+    send(contribution(2, kRepPsn[2], 0, fill(100)));
+    held_back_with_rnr(1);
+    // What commit does for a leaving state that still wanted a successor.
+    ASSERT_TRUE(job->wants_successor.exchange(false));
+    job->successor_abandoned.store(true);
+    leave(*static_cast<fs::S2sView*>(snap->feature_views[fs::kFeatureS2s].get()), cfg, *job,
+          kSlot, 10000);
+    send(contribution(2, kRepPsn[2], 0, fill(100)));
+    EXPECT_TRUE(to(kWorker2).empty()) << "no RNR NAK, no ACK from the switch";
+    ASSERT_EQ(stray.size(), 1u);
+    EXPECT_EQ(stray[0].dst, kRoot);
+    EXPECT_EQ(stray[0].p.bth.psn, kRepPsn[2]) << "untouched: the worker's own first PSN";
+    EXPECT_EQ(stray[0].p.bth.dest_qp, kRootQpn[2]);
+    EXPECT_TRUE(stray[0].icrc_ok);
+    stray.clear();
+    send(dreq(1));
+    drain();
+    advance_ms(1);
+    EXPECT_TRUE(job->left.load()) << "its own connections ended: over";
+}
+
 // The carrier (rank 1) reconnects alone: its old connection carried the aggregates, and the
 // root closed it. The old state's aggregate leg moves to rank 2's connection, from the PSN the
 // root expects there (it saw nothing on it), with rank 2's RETH: the chunk rank 2 holds goes
