@@ -168,6 +168,11 @@ bool S2sControl::release(control::ControlPlane& cp, size_t command_room) {
     control::FeatureStateChanges changes;
     std::vector<Leaving> still;
     for (const auto& l : leaving_) {
+        if (l.state->wants_successor.exchange(false, std::memory_order_acq_rel)) {
+            // A rejoin seen by a state already leaving (the snapshot that still named it as
+            // the job's, just before the one marking it leaving): as in commit, abandoned.
+            l.state->successor_abandoned.store(true, std::memory_order_relaxed);
+        }
         // `left` is final: the home lcore passes the state's packets untouched from then on,
         // so its detach and the snapshot without it change nothing on the wire.
         if (changes.commands() < command_room && l.state->left.load(std::memory_order_relaxed)) {
