@@ -165,6 +165,23 @@ size_t AckTable::collect_due(uint64_t now, uint32_t* keys, size_t max, size_t bu
     return n;
 }
 
+size_t AckTable::exclude(const uint8_t* who, uint32_t* completed, size_t max,
+                         uint64_t now) noexcept {
+    size_t n = 0;
+    for (uint32_t s = 0; s < core_.slots(); ++s) {
+        if (core_.state(s) != SlotState::aggregating) {
+            continue;
+        }
+        if (core_.mark_added(s, who)) {
+            meta_[s].last_sent = now;  // the caller sends it now
+            if (n < max) {
+                completed[n++] = meta_[s].key;
+            }
+        }
+    }
+    return n;
+}
+
 bool AckTable::holds(uint32_t key) const noexcept { return held_by(slot_of(key), key); }
 
 void AckTable::reset() noexcept {

@@ -93,6 +93,15 @@ public:
     // `budget` slots. Each one's clock restarts at `now` (counted as a retransmit).
     size_t collect_due(uint64_t now, uint32_t* keys, size_t max, size_t budget) noexcept;
 
+    // Partial-aggregate flush: `who` (contributor bytes, the core's set size)
+    // left the units held now for good (e.g. a worker whose connection was replaced, its
+    // contributions so far kept): each aggregating unit counts them as added, so a unit every
+    // other contributor is in completes now, and one still waiting completes with the others'
+    // contributions. The keys that completed here go to `completed` (up to `max`; the caller
+    // sends each one's result, as for `completed` from contribute: its clock restarts at
+    // `now`); how many. Units started later still need the full set (the caller starts none:
+    // this is for a table being left). No allocation.
+    size_t exclude(const uint8_t* who, uint32_t* completed, size_t max, uint64_t now) noexcept;
     // Empties every slot and forgets the released marks: a new session whose keys start over
     // (a job whose connections all ended). No allocation.
     void reset() noexcept;

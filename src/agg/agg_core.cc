@@ -142,6 +142,24 @@ uint32_t AggCore::store_result(uint32_t s, void* out, Encoding enc,
     return count_[s];
 }
 
+bool AggCore::mark_added(uint32_t s, const uint8_t* who) noexcept {
+    if (state_[s] != SlotState::aggregating) {
+        return false;
+    }
+    uint8_t* set = sets_.data() + size_t{s} * set_bytes_;
+    const uint8_t* full = full_set();
+    bool covered = true;
+    for (size_t i = 0; i < set_bytes_; ++i) {
+        // Only members of the full set: the slot's set stays a subset of it (add's invariant).
+        set[i] = static_cast<uint8_t>(set[i] | (who[i] & full[i]));
+        covered = covered && set[i] == full[i];
+    }
+    if (covered) {
+        state_[s] = SlotState::complete;
+    }
+    return covered;
+}
+
 void AggCore::release(uint32_t s) noexcept {
     if (state_[s] != SlotState::empty) {
         state_[s] = SlotState::empty;

@@ -103,6 +103,11 @@ public:
     uint32_t store_result(uint32_t s, void* out, Encoding enc = Encoding::native,
                           uint32_t* sum = nullptr) const noexcept;
 
+    // Counts `who` (set_bytes() long) as added to the aggregating slot s without adding data:
+    // contributors that left the unit for good (a policy's decision: agg::AckTable::exclude).
+    // True when the slot is complete afterwards (then its result is the sum of the others').
+    // Nothing changes unless the slot is aggregating.
+    bool mark_added(uint32_t s, const uint8_t* who) noexcept;
     // Empties slot s (its result and contributors are forgotten). The policy's decision.
     void release(uint32_t s) noexcept;
     // Empties every slot (control plane).

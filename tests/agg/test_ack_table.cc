@@ -130,6 +130,36 @@ TEST(AckTable, ResetStartsANewSessionWhoseKeysStartOver) {
     EXPECT_EQ(r, 10);
 }
 
+// A contributor that left for good (exclude): units every other contributor is in complete at
+// once with the others' sum (its own earlier contribution kept), a unit still waiting for
+// another completes when that one comes, and the left contributor cannot add any more.
+TEST(AckTable, ExcludedContributorFlushesPartialUnits) {
+    AckParams p = params(4);
+    p.core.contributors = set_of({1, 2, 3});
+    AckTable t(p);
+    ASSERT_EQ(t.contribute(0, set_of({1}).data(), 1, one(1).data(), 0), AckVerdict::absorbed);
+    ASSERT_EQ(t.contribute(0, set_of({2}).data(), 1, one(2).data(), 0), AckVerdict::absorbed);
+    ASSERT_EQ(t.contribute(1, set_of({1}).data(), 1, one(10).data(), 0), AckVerdict::absorbed);
+    ASSERT_EQ(t.contribute(2, set_of({1}).data(), 1, one(100).data(), 0), AckVerdict::absorbed);
+    ASSERT_EQ(t.contribute(2, set_of({3}).data(), 1, one(300).data(), 0), AckVerdict::absorbed);
+    uint32_t keys[4] = {};
+    ASSERT_EQ(t.exclude(set_of({3}).data(), keys, 4, 7), 1u) << "only unit 0 had 1 and 2";
+    EXPECT_EQ(keys[0], 0u);
+    int32_t r = 0;
+    ASSERT_EQ(t.store_result(0, &r), 1u);
+    EXPECT_EQ(r, 3) << "the others' sum";
+    EXPECT_EQ(t.store_result(1, &r), 0u) << "unit 1 still waits for contributor 2";
+    EXPECT_EQ(t.contribute(1, set_of({2}).data(), 1, one(20).data(), 0), AckVerdict::completed);
+    ASSERT_EQ(t.store_result(1, &r), 1u);
+    EXPECT_EQ(r, 30);
+    EXPECT_EQ(t.contribute(1, set_of({3}).data(), 1, one(5).data(), 0), AckVerdict::duplicate);
+    EXPECT_EQ(t.contribute(2, set_of({2}).data(), 1, one(200).data(), 0), AckVerdict::completed);
+    ASSERT_EQ(t.store_result(2, &r), 1u);
+    EXPECT_EQ(r, 600) << "3's contribution from before it left is kept";
+    EXPECT_EQ(t.exclude(set_of({3}).data(), keys, 4, 8), 0u) << "nothing aggregating";
+    EXPECT_EQ(t.ack(0, set_of({1, 2, 3}).data()), AckResult::released);
+}
+
 TEST(AckTable, UnacknowledgedResultsComeBackForRetransmission) {
     AckTable t(params(4, 10));
     t.contribute(0, set_of({1, 2}).data(), 1, one(1).data(), 100);  // completes at 100

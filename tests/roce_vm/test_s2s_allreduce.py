@@ -188,16 +188,26 @@ def rxe_counters(vm) -> dict[str, int]:
 
 
 def s2s(lab) -> dict[str, float]:
-    """The job's inaswitch_rdma_s2s_<name>_total counters and its slots gauge."""
+    """The job's inaswitch_rdma_s2s_<name>_total counters and its slots gauge, over its states:
+    the configured one (label job) and those leaving (leaving_job: replaced by a reload, or
+    superseded when a rank reconnected while another's connection was live, e.g. a DREQ lost
+    for good under loss: docs/rdma.md "A worker that reconnects alone")."""
     m = lab.switch.metrics()
     names = ("absorbed", "acks_synthesized", "naks_sent", "rnr_naks_sent", "duplicates",
              "aggregates_sent", "retransmits", "root_acks_consumed", "root_naks_consumed",
              "aggregates_acked", "icrc_errors", "not_contribution", "bad_contributions",
              "connections_learned", "connections_ended", "connections_replaced", "sessions",
-             "forwarded", "results_replicated", "replicate_failed", "result_acks_consumed",
-             "result_acks_forwarded", "result_naks_forwarded")
-    out = {n: m.get(f"inaswitch_rdma_s2s_{n}_total", job=JOB) for n in names}
-    out["slots_in_use"] = m.get("inaswitch_rdma_s2s_slots_in_use", job=JOB)
+             "rejoins", "leave_ended_timeout", "forwarded", "results_replicated",
+             "replicate_failed", "result_acks_consumed", "result_acks_forwarded",
+             "result_naks_forwarded")
+    def leaving_part(name: str) -> float:  # absent while no state of the job left
+        return sum(v for n, labels, v in m.series
+                   if n == name and labels.get("leaving_job") == str(JOB))
+
+    out = {n: m.get(f"inaswitch_rdma_s2s_{n}_total", job=JOB) +
+           leaving_part(f"inaswitch_rdma_s2s_{n}_total") for n in names}
+    out["slots_in_use"] = (m.get("inaswitch_rdma_s2s_slots_in_use", job=JOB) +
+                           leaving_part("inaswitch_rdma_s2s_slots_in_use"))
     out["fallback"] = m.by_label("inaswitch_rdma_s2s_packets_total", "reason").get("fallback", 0)
     return out
 
@@ -225,9 +235,9 @@ def round_checks(tag: str, root_round: dict, sw: dict, res: list[dict], sessions
           f"chunk ({CHUNKS})")
     check(root_round["contributions"] == CHUNKS,
           f"{tag}: every chunk reached the root as one aggregate (root WRITEs == {CHUNKS})")
-    check(sw["connections_learned"] == WORLD and sw["sessions"] == sessions,
+    check(sw["connections_learned"] == WORLD and sw["sessions"] + sw["rejoins"] == sessions,
           f"{tag}: the switch learned {WORLD} connections from the CM REQ/REP; sessions started "
-          f"over a used table: {sessions}")
+          f"over a used table (or on a fresh state, another rank's DREQ lost): {sessions}")
     if not lossy:
         # Under loss a DREQ can be lost for good (the next AllReduce connects first): that
         # connection ends by the next REQ of its rank instead, checked over all rounds.
@@ -474,11 +484,12 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
             check(drained["icrc_errors"] == 0 and drained["fallback"] == 0,
                   "drain: no ICRC error, no fallback")
             check(final["slots_in_use"] == 0, "every slot released at the end")
-            check(final["connections_ended"] + final["connections_replaced"] ==
-                  final["connections_learned"],
+            check(final["connections_ended"] + final["connections_replaced"] +
+                  final["leave_ended_timeout"] == final["connections_learned"],
                   f"every learned connection ended, by DREQ "
-                  f"({final['connections_ended']:.0f}) or by the next REQ of its rank "
-                  f"({final['connections_replaced']:.0f}), of "
+                  f"({final['connections_ended']:.0f}), by the next REQ of its rank "
+                  f"({final['connections_replaced']:.0f}) or, left with a superseded state, "
+                  f"by its timeout ({final['leave_ended_timeout']:.0f}), of "
                   f"{final['connections_learned']:.0f}")
 
             # 6. Result replication: the root writes each result once (on the carrier), the

@@ -860,6 +860,78 @@ protected:
         msg.dreq.remote_qpn = kWorkerQpn[rank] + 100 * generation;
         return cm_frame(kRoot, worker_ip(rank), msg);
     }
+    void TearDown() override {
+        if (next_state != nullptr) {
+            pipeline::apply_command(*ctx, dp::Command{dp::CommandType::detach, fs::kFeatureS2s,
+                                                      kNextSlot, fs::job_state_id(job_id),
+                                                      nullptr});
+        }
+        RoceS2s::TearDown();
+    }
+    // What control_s2s's release hook does when the home lcore asked for a fresh state (a
+    // worker reconnected alone): the state made off the packet path with the old one as its
+    // predecessor, attached in another slot (`attach`), and the snapshot naming it as the
+    // job's state and the old one as leaving (`publish`). Either may come first.
+    static constexpr uint16_t kNextSlot = kSlot + 1;
+    void successor_made(const fs::JobConfig& cfg) {
+        ASSERT_TRUE(job->wants_successor.load()) << "the home lcore asked for a fresh state";
+        job->wants_successor.store(false);
+        next_state = std::make_unique<fs::JobState>(fs::job_params(cfg));
+        next_state->predecessor = job.get();
+    }
+    void successor_attached() {
+        ASSERT_TRUE(pipeline::apply_command(
+            *ctx, dp::Command{dp::CommandType::attach, fs::kFeatureS2s, kNextSlot,
+                              fs::job_state_id(job_id), next_state.get()}));
+    }
+    void successor_published(const fs::JobConfig& cfg) {
+        auto& view = *static_cast<fs::S2sView*>(snap->feature_views[fs::kFeatureS2s].get());
+        leave(view, cfg, *job, kSlot, 10000);
+        fs::append_job(view, cfg, false, 0, kNextSlot);
+    }
+    // An RNR NAK to rank 2's connection `generation` at its first PSN (the window before the
+    // next session's state is attached); nothing toward the root.
+    void held_back_with_rnr(uint32_t generation) {
+        auto out = to(kWorker2);
+        ASSERT_EQ(out.size(), 1u);
+        EXPECT_EQ(out[0].src, kRoot);
+        EXPECT_EQ(out[0].p.bth.dest_qp, kWorkerQpn[2] + 100 * generation);
+        EXPECT_EQ(rc::aeth::kind(out[0].p.aeth.syndrome), rc::aeth::Kind::rnr_nak);
+        EXPECT_EQ(out[0].p.bth.psn, kRepPsn[2]);
+        EXPECT_EQ(out[0].p.aeth.msn, 0u);
+        EXPECT_TRUE(out[0].icrc_ok);
+        EXPECT_TRUE(stray.empty()) << "nothing reaches the root";
+        stray.clear();
+    }
+    std::unique_ptr<fs::JobState> next_state;
+    // A connection of `rank` (REQ, REP) that may make the switch send something: the REQ and
+    // the REP pass untouched, the rest (e.g. a rejoin's partial aggregates) is returned.
+    std::vector<Seen> reconnect(int rank, uint32_t generation) {
+        send(req(rank, 11, generation));
+        send(rep(rank, generation));
+        std::vector<Seen> rest;
+        int cm = 0;
+        for (const uint16_t port : {kR0, kR1}) {
+            for (auto& x : seen(port)) {
+                if (x.p.bth.dest_qp == rc::cm::kCmQpn) {
+                    ++cm;
+                    EXPECT_TRUE(x.icrc_ok);
+                } else {
+                    rest.push_back(x);
+                }
+            }
+        }
+        EXPECT_EQ(cm, 2) << "the REQ and the REP pass untouched";
+        return rest;
+    }
+    // Chunk 0 from both ranks at their REPs' PSNs: its aggregate goes out (drained).
+    void complete_chunk_learned() {
+        send(contribution(1, kRepPsn[1], 0, fill(1)));
+        send(contribution(2, kRepPsn[2], 0, fill(100)));
+        ASSERT_EQ(job->counters.aggregates_sent, 1u);
+        drain();
+    }
+
     void connect(int rank, uint32_t generation = 0) {
         send(req(rank, 11, generation));
         send(rep(rank, generation));
@@ -960,46 +1032,72 @@ TEST_F(RoceS2sLearn, DisconnectEndsAndTheNextSessionStartsWithEmptySlots) {
     free_mbufs(take_tx(kR0));
 }
 
-// A DREQ lost on the way (the next AllReduce's workers connect before the CM retries it): the
-// rank's next REQ still starts a new session over emptied slots, whichever rank comes first,
-// and replaces the connection that never ended.
+// A DREQ lost on the way (the next AllReduce's workers connect before the CM retries it), and
+// the rank whose DREQ was lost reconnects first: no other rank is live, so its REP starts the
+// next session in place over emptied slots and replaces the connection that never ended.
 TEST_F(RoceS2sLearn, ALostDisconnectStillStartsTheNextSession) {
-    for (const int first : {1, 2}) {
-        SCOPED_TRACE(first == 1 ? "the rank whose DREQ was lost reconnects first"
-                                : "the rank whose DREQ was seen reconnects first");
-        const uint32_t gen = static_cast<uint32_t>(first);  // fresh QPNs in each pass
-        connect(1, gen - 1);
-        connect(2, gen - 1);
-        send(contribution(1, kRepPsn[1], 0, fill(1)));  // chunk 0 half done, never finished
-        drain();
-        EXPECT_EQ(job->table.in_use(), 1u);
-        const uint64_t sessions = job->counters.sessions;
-        const uint64_t replaced = job->counters.connections_replaced;
-        send(dreq(2));  // rank 1's DREQ never arrives
-        drain();
-        const int second = 3 - first;
-        connect(first, gen);
-        EXPECT_EQ(job->counters.sessions, sessions + 1);
-        EXPECT_EQ(job->table.in_use(), 0u) << "the old session's slots emptied";
-        connect(second, gen);
-        EXPECT_EQ(job->counters.sessions, sessions + 1) << "one session, not two";
-        EXPECT_EQ(job->counters.connections_replaced, replaced + 1) << "rank 1's old one";
-        send(contribution(1, kRepPsn[1], 0, fill(5)));
-        auto ack = to(kWorker1);
-        ASSERT_EQ(ack.size(), 1u);
-        EXPECT_EQ(ack[0].p.bth.dest_qp, kWorkerQpn[1] + 100 * gen) << "the new connection's QPN";
-        send(contribution(2, kRepPsn[2], 0, fill(5)));
-        auto agg = to(kRoot);
-        ASSERT_EQ(agg.size(), 1u) << "chunk 0 again, not refused as stale";
-        EXPECT_EQ(ints(agg[0].payload)[0], 10);
-        free_mbufs(take_tx(kR0));
-        free_mbufs(take_tx(kR1));
-        // End this pass's session cleanly (both DREQs) so the next pass starts from nothing
-        // live, as the first did.
-        send(dreq(1));
-        send(dreq(2));
-        drain();
-    }
+    connect(1);
+    connect(2);
+    send(contribution(1, kRepPsn[1], 0, fill(1)));  // chunk 0 half done, never finished
+    drain();
+    EXPECT_EQ(job->table.in_use(), 1u);
+    send(dreq(2));  // rank 1's DREQ never arrives
+    drain();
+    connect(1, 1);
+    EXPECT_EQ(job->counters.sessions, 1u);
+    EXPECT_EQ(job->table.in_use(), 0u) << "the old session's slots emptied";
+    EXPECT_EQ(job->counters.rejoins, 0u) << "no other rank was live";
+    connect(2, 1);
+    EXPECT_EQ(job->counters.sessions, 1u) << "one session, not two";
+    EXPECT_EQ(job->counters.connections_replaced, 1u) << "rank 1's old one";
+    send(contribution(1, kRepPsn[1], 0, fill(5)));
+    auto ack = to(kWorker1);
+    ASSERT_EQ(ack.size(), 1u);
+    EXPECT_EQ(ack[0].p.bth.dest_qp, kWorkerQpn[1] + 100) << "the new connection's QPN";
+    send(contribution(2, kRepPsn[2], 0, fill(5)));
+    auto agg = to(kRoot);
+    ASSERT_EQ(agg.size(), 1u) << "chunk 0 again, not refused as stale";
+    EXPECT_EQ(ints(agg[0].payload)[0], 10);
+    EXPECT_FALSE(job->wants_successor.load());
+    free_mbufs(take_tx(kR0));
+}
+
+// The other order: the rank whose DREQ was seen reconnects first while the other's connection
+// (its DREQ lost) is still live. The switch cannot tell this from a rank still running, so the
+// old state leaves with that connection (translated until its DREQ) and the next session runs
+// on a fresh state; the old session's half-done chunk goes to the root with what it holds.
+TEST_F(RoceS2sLearn, ALostDisconnectOfAnotherRankLeavesWithTheOldState) {
+    config::LoadResult keep;
+    const fs::JobConfig& cfg = job_config(yaml(), keep);
+    connect(1);
+    connect(2);
+    send(contribution(1, kRepPsn[1], 0, fill(1)));
+    drain();
+    send(dreq(2));  // rank 1's DREQ never arrives
+    drain();
+    auto agg = reconnect(2, 1);
+    EXPECT_EQ(job->counters.rejoins, 1u);
+    EXPECT_EQ(job->counters.sessions, 0u) << "nothing emptied";
+    ASSERT_EQ(agg.size(), 1u) << "chunk 0 with rank 1's contribution, k = 1";
+    EXPECT_EQ(agg[0].p.imm, 0u << 8 | 1);
+    EXPECT_EQ(ints(agg[0].payload)[0], 1);
+    drain();
+    successor_made(cfg);
+    successor_attached();
+    successor_published(cfg);
+    send(dreq_from_root(1));  // the CM's retry of rank 1's old DREQ: the old state's
+    drain();
+    EXPECT_EQ(job->counters.leave_ended_dreq, 1u);
+    connect(1, 1);
+    EXPECT_EQ(next_state->counters.connections_learned, 2u) << "rank 2's REP, then rank 1";
+    send(contribution(1, kRepPsn[1], 0, fill(5)));
+    send(contribution(2, kRepPsn[2], 0, fill(5)));
+    free_mbufs(take_tx(kR0));
+    agg = to(kRoot);
+    ASSERT_EQ(agg.size(), 1u) << "chunk 0 of the new session";
+    EXPECT_EQ(agg[0].p.imm, 0u << 8 | 2);
+    EXPECT_EQ(ints(agg[0].payload)[0], 10);
+    EXPECT_EQ(next_state->counters.absorbed, 2u);
 }
 
 // A REQ of a rank whose connection is live in the current session, which the root refuses
@@ -1033,31 +1131,207 @@ TEST_F(RoceS2sLearn, ARefusedRequestOfALiveRankEmptiesNothing) {
     EXPECT_EQ(agg[0].p.imm, 0u << 8 | 2);
     EXPECT_EQ(ints(agg[0].payload)[0], 1 + 100);
     EXPECT_EQ(job->counters.connections_learned, 2u);
-    EXPECT_EQ(job->counters.held_chunks_emptied_with_others_live, 0u);
+    EXPECT_EQ(job->counters.rejoins, 0u);
     free_mbufs(take_tx(kR0));
 }
 
-// Not built yet (docs/rdma.md "A worker that reconnects alone"): rank 2 reconnects alone and
-// the root accepts it while rank 1 stays connected holding chunk 0 (ACKed to it). Today the
-// REP starts a new session over emptied slots; the loss of rank 1's ACKed contribution is
-// counted, and rank 2's new connection belongs to the new session.
-TEST_F(RoceS2sLearn, AWorkerReconnectingAloneEmptiesHeldChunksCounted) {
+// A worker that reconnects alone (docs/rdma.md "A worker that reconnects alone"): rank 2's new
+// connection is accepted by the root while rank 1 stays connected, holding chunks the switch
+// ACKed to it. The old state leaves: rank 2's old connection is taken out of the held chunks,
+// which go to the root at once as partial aggregates (k = 1 < world), nothing is emptied; rank
+// 1's connection goes on translated after them. The next session runs on a fresh state that
+// learns rank 2's new connection and absorbs on it, and completes nothing before rank 1 joins.
+// (The old rule emptied the held chunks: no aggregate of chunks 1 and 2 ever came.)
+TEST_F(RoceS2sLearn, AWorkerReconnectingAloneLeavesTheHeldChunksToTheRoot) {
+    config::LoadResult keep;
+    const fs::JobConfig& cfg = job_config(yaml(), keep);
+    connect(1);
+    connect(2);
+    complete_chunk_learned();  // chunk 0: its aggregate out, not acknowledged yet
+    send(contribution(1, kRepPsn[1] + 1, 1, fill(10)));
+    send(contribution(1, kRepPsn[1] + 2, 2, fill(20)));
+    ASSERT_EQ(to(kWorker1).size(), 2u) << "rank 1's chunks 1 and 2 ACKed as the root";
+    ASSERT_EQ(job->table.in_use(), 3u);
+    auto agg = reconnect(2, 1);
+    EXPECT_EQ(job->counters.rejoins, 1u);
+    EXPECT_EQ(job->counters.rejoin_partial_chunks, 2u);
+    EXPECT_EQ(job->counters.sessions, 0u);
+    EXPECT_EQ(job->counters.connections_replaced, 1u) << "rank 2's old connection";
+    ASSERT_EQ(agg.size(), 2u) << "chunks 1 and 2 sent now, with rank 1's contributions";
+    for (uint32_t c = 1; c <= 2; ++c) {
+        const Seen& a = agg[c - 1];
+        EXPECT_EQ(a.src, kWorker1);
+        EXPECT_EQ(a.p.bth.dest_qp, kRootQpn[1]);
+        EXPECT_EQ(a.p.bth.psn, kRepPsn[1] + c) << "after chunk 0's on the carrier";
+        EXPECT_EQ(a.p.imm, c << 8 | 1) << "k = 1: rank 2's part is not in it";
+        EXPECT_EQ(a.p.reth.va, kAreaVa[1] + c * kChunk);
+        EXPECT_EQ(ints(a.payload)[3], static_cast<int32_t>(10 * c + 3));
+        EXPECT_TRUE(a.icrc_ok);
+    }
+    // Rank 1's next chunk waits (the old state drains) until the root acknowledged them all.
+    send(contribution(1, kRepPsn[1] + 3, 3, fill(30)));
+    auto out = to(kWorker1);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(rc::aeth::kind(out[0].p.aeth.syndrome), rc::aeth::Kind::rnr_nak);
+    send(root_ack(1, kRepPsn[1] + 2));
+    drain();
+    EXPECT_EQ(job->counters.aggregates_acked, 3u) << "nothing lost: 0, 1 and 2 reached the root";
+    EXPECT_EQ(job->table.in_use(), 0u);
+    send(contribution(1, kRepPsn[1] + 3, 3, fill(30)));
+    out = to(kRoot);
+    ASSERT_EQ(out.size(), 1u) << "then rank 1 is forwarded to the root";
+    EXPECT_EQ(out[0].p.bth.psn, kRepPsn[1] + 3) << "3 aggregates = 3 PSNs on the carrier";
+    EXPECT_TRUE(out[0].icrc_ok);
+    EXPECT_EQ(job->counters.forwarded, 1u);
+    // Meanwhile the control plane made the fresh state: it learns rank 2's new connection from
+    // the REP the old state kept, and absorbs its chunk 0 (held: rank 1 is not in the session).
+    successor_made(cfg);
+    successor_attached();
+    successor_published(cfg);
+    send(contribution(2, kRepPsn[2], 0, fill(100)));
+    out = to(kWorker2);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].p.bth.dest_qp, kWorkerQpn[2] + 100) << "the new connection";
+    EXPECT_EQ(out[0].p.aeth.syndrome, rc::aeth::kAckUnlimited);
+    EXPECT_EQ(out[0].p.bth.psn, kRepPsn[2]);
+    EXPECT_TRUE(stray.empty()) << "nothing of the new session reaches the root yet";
+    EXPECT_EQ(next_state->counters.connections_learned, 1u);
+    EXPECT_EQ(next_state->table.in_use(), 1u);
+    EXPECT_EQ(job->counters.absorbed, 4u) << "the old state absorbed nothing new";
+    // Rank 1's old connection still leaves with the old state (its WRITE is translated).
+    send(contribution(1, kRepPsn[1] + 4, 4, fill(40)));
+    EXPECT_EQ(to(kRoot).size(), 1u);
+    EXPECT_EQ(job->counters.forwarded, 2u);
+    EXPECT_EQ(next_state->counters.absorbed, 1u);
+}
+
+// Between the REP and the fresh state's attach, the next session's packets are held back: the
+// reconnecting rank's request at its first PSN gets an RNR NAK (it retries), a later one is
+// dropped, nothing reaches the root or is ACKed; a CM exchange in that window (rank 1
+// reconnecting too) is kept and learned by the fresh state, whether the snapshot naming it or
+// its attach comes first. Then both new connections are absorbed from their REPs' PSNs and
+// chunk 0 of the new session completes on rank 1's new connection.
+TEST_F(RoceS2sLearn, TheNextSessionIsHeldBackUntilItsStateIsAttached) {
+    config::LoadResult keep;
+    const fs::JobConfig& cfg = job_config(yaml(), keep);
     connect(1);
     connect(2);
     send(contribution(1, kRepPsn[1], 0, fill(1)));
     drain();
-    ASSERT_EQ(job->table.in_use(), 1u);
-    connect(2, 1);
-    EXPECT_EQ(job->counters.sessions, 1u);
-    EXPECT_EQ(job->table.in_use(), 0u);
-    EXPECT_EQ(job->counters.held_chunks_emptied_with_others_live, 1u) << "rank 1's chunk 0";
-    EXPECT_EQ(job->counters.connections_replaced, 1u);
+    auto agg = reconnect(2, 1);
+    ASSERT_EQ(agg.size(), 1u) << "rank 1's held chunk 0 as a partial aggregate";
+    EXPECT_EQ(agg[0].p.imm, 0u << 8 | 1);
+    drain();
     send(contribution(2, kRepPsn[2], 0, fill(100)));
-    auto ack = to(kWorker2);
-    ASSERT_EQ(ack.size(), 1u);
-    EXPECT_EQ(ack[0].p.bth.dest_qp, kWorkerQpn[2] + 100) << "the new connection";
-    EXPECT_EQ(job->table.in_use(), 1u) << "chunk 0 of the new session, held for rank 1";
-    EXPECT_TRUE(stray.empty()) << "nothing reaches the root yet";
+    held_back_with_rnr(1);
+    send(contribution(2, kRepPsn[2] + 1, 1, fill(100)));
+    EXPECT_TRUE(to(kWorker2).empty()) << "a later PSN: dropped, no NAK, no ACK";
+    EXPECT_TRUE(stray.empty());
+    // Rank 1 reconnects too, inside the window (its old connection ended first).
+    send(dreq(1));
+    drain();
+    connect(1, 1);
+    EXPECT_EQ(job->counters.connections_learned, 2u) << "the old state learns nothing";
+    // The snapshot naming the fresh state comes before its attach: still held back.
+    successor_made(cfg);
+    successor_published(cfg);
+    send(contribution(2, kRepPsn[2], 0, fill(100)));
+    held_back_with_rnr(1);
+    EXPECT_EQ(lcore(fs::LcoreCounter::fallback), 0u) << "never passed to the root";
+    send(contribution(1, kRepPsn[1], 0, fill(1)));
+    EXPECT_TRUE(to(kWorker1).empty() && stray.empty()) << "rank 1's new one too: dropped";
+    EXPECT_EQ(job->counters.rejoin_held, 4u);
+    successor_attached();
+    send(contribution(2, kRepPsn[2], 0, fill(100)));
+    auto out = to(kWorker2);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].p.aeth.syndrome, rc::aeth::kAckUnlimited);
+    EXPECT_EQ(out[0].p.bth.dest_qp, kWorkerQpn[2] + 100);
+    EXPECT_EQ(next_state->counters.connections_learned, 2u) << "both REPs, replayed";
+    send(contribution(1, kRepPsn[1], 0, fill(1)));
+    out = to(kWorker1);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].p.bth.dest_qp, kWorkerQpn[1] + 100);
+    EXPECT_EQ(out[0].p.aeth.syndrome, rc::aeth::kAckUnlimited);
+    agg = to(kRoot);
+    ASSERT_EQ(agg.size(), 1u);
+    EXPECT_EQ(agg[0].src, kWorker1);
+    EXPECT_EQ(agg[0].p.bth.psn, kRepPsn[1]) << "the new carrier connection, from its REP";
+    EXPECT_EQ(agg[0].p.imm, 0u << 8 | 2);
+    EXPECT_EQ(ints(agg[0].payload)[0], 101);
+    // The old state is over once its connections ended and the successor took what it kept.
+    advance_ms(1);
+    EXPECT_TRUE(job->left.load());
+}
+
+// The job removed by a config change before the fresh state was made: control_s2s marks the
+// rejoin abandoned (commit) and the old state leaves as any removed job. Nobody takes the next
+// session: its packets pass untouched (the switch absorbed and ACKed none of them, so the
+// endpoints' PSNs agree), and the old state is over once its own connections ended.
+TEST_F(RoceS2sLearn, ARejoinAbandonedByARemovalPassesTheNextSession) {
+    config::LoadResult keep;
+    const fs::JobConfig& cfg = job_config(yaml(), keep);
+    connect(1);
+    connect(2);
+    send(contribution(1, kRepPsn[1], 0, fill(1)));
+    drain();
+    reconnect(2, 1);
+    send(contribution(2, kRepPsn[2], 0, fill(100)));
+    held_back_with_rnr(1);
+    // What commit does for a leaving state that still wanted a successor.
+    ASSERT_TRUE(job->wants_successor.exchange(false));
+    job->successor_abandoned.store(true);
+    leave(*static_cast<fs::S2sView*>(snap->feature_views[fs::kFeatureS2s].get()), cfg, *job,
+          kSlot, 10000);
+    send(contribution(2, kRepPsn[2], 0, fill(100)));
+    EXPECT_TRUE(to(kWorker2).empty()) << "no RNR NAK, no ACK from the switch";
+    ASSERT_EQ(stray.size(), 1u);
+    EXPECT_EQ(stray[0].dst, kRoot);
+    EXPECT_EQ(stray[0].p.bth.psn, kRepPsn[2]) << "untouched: the worker's own first PSN";
+    EXPECT_EQ(stray[0].p.bth.dest_qp, kRootQpn[2]);
+    EXPECT_TRUE(stray[0].icrc_ok);
+    stray.clear();
+    send(dreq(1));
+    drain();
+    advance_ms(1);
+    EXPECT_TRUE(job->left.load()) << "its own connections ended: over";
+}
+
+// The carrier (rank 1) reconnects alone: its old connection carried the aggregates, and the
+// root closed it. The old state's aggregate leg moves to rank 2's connection, from the PSN the
+// root expects there (it saw nothing on it), with rank 2's RETH: the chunk rank 2 holds goes
+// there. Chunk 0's aggregate, sent on the old connection and unacknowledged, is not sent a
+// second time (the root may hold it). Then rank 2 is forwarded with the PSN moved past it.
+TEST_F(RoceS2sLearn, ACarrierReconnectingAloneMovesTheAggregatesToTheNextRank) {
+    connect(1);
+    connect(2);
+    complete_chunk_learned();
+    send(contribution(2, kRepPsn[2] + 1, 1, fill(50)));
+    drain();
+    auto agg = reconnect(1, 1);
+    EXPECT_EQ(job->counters.rejoin_carrier_moved, 1u);
+    EXPECT_EQ(job->counters.rejoin_carrier_unacked, 1u);
+    EXPECT_EQ(job->counters.rejoin_partial_chunks, 1u);
+    ASSERT_EQ(agg.size(), 1u);
+    EXPECT_EQ(agg[0].src, kWorker2);
+    EXPECT_EQ(agg[0].p.bth.dest_qp, kRootQpn[2]);
+    EXPECT_EQ(agg[0].p.bth.psn, kRepPsn[2]) << "the root's first ePSN on rank 2's connection";
+    EXPECT_EQ(agg[0].p.reth.va, kAreaVa[2] + 1 * kChunk);
+    EXPECT_EQ(agg[0].p.reth.rkey, kAreaRkey[2]);
+    EXPECT_EQ(agg[0].p.imm, 1u << 8 | 1);
+    EXPECT_EQ(ints(agg[0].payload)[0], 50);
+    EXPECT_TRUE(agg[0].icrc_ok);
+    drain();
+    send(root_ack(2, kRepPsn[2]));
+    drain();
+    EXPECT_EQ(job->table.in_use(), 0u);
+    send(contribution(2, kRepPsn[2] + 2, 2, fill(60)));
+    std::vector<Seen> out = to(kWorker2);
+    EXPECT_TRUE(out.empty()) << "no ACK from the switch: the root answers now";
+    ASSERT_EQ(stray.size(), 1u);
+    EXPECT_EQ(stray[0].dst, kRoot);
+    EXPECT_EQ(stray[0].p.bth.psn, kRepPsn[2] + 1) << "the root saw one packet there";
+    EXPECT_TRUE(stray[0].icrc_ok);
 }
 
 // The learning job removed: its connections end by their DREQs (either way); when none is left

@@ -143,7 +143,13 @@ void S2sControl::commit(control::ControlPlane& cp) {
         // From now on the home lcore treats the state as leaving (its idle clock starts); the
         // snapshot published next sends it only its own connections' packets.
         l.state->leave_timeout_ns.store(plan_.leave_timeout_ns, std::memory_order_relaxed);
+        if (l.state->wants_successor.exchange(false, std::memory_order_acq_rel)) {
+            // A rejoin asked for a fresh state, but the job left first: nobody takes the next
+            // session, whose packets then pass untouched (the switch ACKed none of them).
+            l.state->successor_abandoned.store(true, std::memory_order_relaxed);
+        }
     }
+    leave_timeout_ns_ = plan_.leave_timeout_ns;
     plan_ = Plan{};
 }
 
@@ -162,6 +168,11 @@ bool S2sControl::release(control::ControlPlane& cp, size_t command_room) {
     control::FeatureStateChanges changes;
     std::vector<Leaving> still;
     for (const auto& l : leaving_) {
+        if (l.state->wants_successor.exchange(false, std::memory_order_acq_rel)) {
+            // A rejoin seen by a state already leaving (the snapshot that still named it as
+            // the job's, just before the one marking it leaving): as in commit, abandoned.
+            l.state->successor_abandoned.store(true, std::memory_order_relaxed);
+        }
         // `left` is final: the home lcore passes the state's packets untouched from then on,
         // so its detach and the snapshot without it change nothing on the wire.
         if (changes.commands() < command_room && l.state->left.load(std::memory_order_relaxed)) {
@@ -171,12 +182,45 @@ bool S2sControl::release(control::ControlPlane& cp, size_t command_room) {
             still.push_back(l);
         }
     }
-    if (changes.detach.empty()) {
-        return false;  // leaving_ untouched
+    leaving_ = std::move(still);
+    attach_successors(cp, command_room, changes);
+    if (changes.commands() == 0) {
+        return false;  // nothing changed
     }
     changes.commit(cp, kFeatureS2s);
-    leaving_ = std::move(still);
     return true;
+}
+
+void S2sControl::attach_successors(control::ControlPlane& cp, size_t command_room,
+                                   control::FeatureStateChanges& changes) {
+    for (auto& [id, j] : jobs_) {
+        if (changes.commands() >= command_room ||
+            !j.state->wants_successor.load(std::memory_order_acquire)) {
+            continue;
+        }
+        std::shared_ptr<JobState> fresh;
+        try {
+            fresh = std::make_shared<JobState>(job_params(j.cfg));
+        } catch (const std::exception&) {
+            continue;  // as the running job's own params: cannot fail; asked again next tick
+        }
+        const uint16_t slot = cp.acquire_state_slot_locked();
+        if (slot == dp::kNoStateSlot) {
+            // Every slot taken: the old state holds the next session back (RNR NAKs, drops:
+            // nothing ACKed) until a slot frees; asked again every tick.
+            continue;
+        }
+        // Before the attach: the home lcore reads it at the fresh state's first packet or
+        // tick, and the old state is not released before (it stays `superseded` without a
+        // successor until then).
+        fresh->predecessor = j.state.get();
+        j.state->wants_successor.store(false, std::memory_order_relaxed);
+        j.state->leave_timeout_ns.store(leave_timeout_ns_, std::memory_order_relaxed);
+        leaving_.push_back(Leaving{id, j.cfg, j.home, j.slot, j.state});
+        changes.attach.push_back({j.home, slot, job_state_id(id), fresh.get()});
+        j.state = std::move(fresh);
+        j.slot = slot;
+    }
 }
 
 void S2sControl::decorate(dp::Snapshot& snap) {

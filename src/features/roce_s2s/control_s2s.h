@@ -50,8 +50,14 @@ private:
     void abandon(control::ControlPlane& cp);
     void decorate(dp::Snapshot& snap);
     // Between config changes (ControlPlane::tick): detaches the leaving states that are over
-    // (`left`), true when one was, so the snapshot without them is published.
+    // (`left`), and gives a fresh state to every learning job whose home lcore asked for one (a
+    // worker reconnected alone: the old state leaves). True when either happened, so the
+    // snapshot naming the states as they are now is published.
     bool release(control::ControlPlane& cp, size_t command_room);
+    // Part of release: the fresh states for rejoins (docs/rdma.md "A worker that reconnects
+    // alone"), into `changes`.
+    void attach_successors(control::ControlPlane& cp, size_t command_room,
+                           control::FeatureStateChanges& changes);
     void stats(const control::ControlPlane& cp, metrics::Stats& out);
 
     std::mutex mu_;  // jobs_ and plan_ (taken inside the control plane's lock)
@@ -62,6 +68,8 @@ private:
     // after its connections ended still reads what it did (as the RDMA job totals do).
     std::map<uint32_t, JobCounters> released_;
     Plan plan_;
+    // The running config's leave timeout (for states a rejoin makes leave between changes).
+    uint64_t leave_timeout_ns_ = uint64_t{kDefaultLeaveTimeoutMs} * 1000000;
 };
 
 S2sControl& s2s_control();  // the one instance src/app registers

@@ -381,6 +381,9 @@ struct Burst {
                 job.slot_va[slot] = p.reth.va;
                 job.slot_rkey[slot] = p.reth.rkey;
             }
+            // Every connection's RETH: the carrier may move to it (a carrier that rejoins).
+            job.conn_va[size_t{i} * job.params.window + slot] = p.reth.va;
+            job.conn_rkey[size_t{i} * job.params.window + slot] = p.reth.rkey;
             ++job.counters.absorbed;
             // Stored in a held slot: only now may the worker hear "received".
             commit(job, c, p);
@@ -404,6 +407,32 @@ struct Burst {
         }
     }
 
+    // A packet of the next session while its state is not attached (`old` superseded, no
+    // successor yet). Nothing of it may reach the root or be ACKed: the successor learns the
+    // connection with the worker at its REP's PSN, so the root must not have seen a request of
+    // it, nor the worker heard one acknowledged. A request of the reconnecting rank at its
+    // first PSN gets an RNR NAK (the worker retries it after the timer: rnr_retry 7 is
+    // unlimited), any other request toward the root is dropped unACKed (the worker's RC timer
+    // resends it; the switch cannot answer without the connection's QPNs). The root's packets
+    // pass: it has received nothing of the new connections to answer.
+    void hold(JobState& old, rte_mbuf* m, const pipeline::PacketMeta& pm, const rc::Packet& p,
+              bool to_root, uint32_t worker, FeatureEdge pass) {
+        if (!to_root || !rc_request(p.bth.opcode)) {
+            ++lcore_counter(ctx, LcoreCounter::passed);
+            out.push(pass, m);
+            return;
+        }
+        ++old.counters.rejoin_held;
+        Connection& h = old.held;
+        if (old.held_known && worker == h.params.worker_ip &&
+            p.bth.dest_qp == h.params.root_qpn && p.bth.psn == h.leg.epsn &&
+            rc::icrc(m, pm.l3_offset) == p.icrc) {
+            h.last_port = m->port;
+            reply(old, h, rc::Reply{static_cast<uint8_t>(rc::aeth::kRnrNak | 1), p.bth.psn, 0});
+        }
+        out.push(FeatureEdge::drop, m);
+    }
+
     void commit(JobState& job, Connection& c, const rc::Packet& p) {
         c.leg.epsn = rc::psn_add(c.leg.epsn, 1);
         c.leg.msn = (c.leg.msn + 1) & 0xFFFFFF;
@@ -414,25 +443,9 @@ struct Burst {
         }
     }
 
-    // Chunk `key` is complete: ONE WRITE toward the root on the carrier, with the carrier's RETH
-    // of this chunk and immediate chunk << 8 | k.
+    // Chunk `key` is complete: ONE WRITE toward the root on the carrier (JobState::post_aggregate).
     void post_aggregate(JobState& job, uint32_t key, uint32_t length) {
-        const uint32_t slot = key & (job.params.window - 1);
-        rc::WriteRequest w;
-        w.remote_va = job.slot_va[slot];
-        w.rkey = job.slot_rkey[slot];
-        w.length = length;
-        w.has_imm = true;
-        w.imm = (key & 0xFFFFFF) << 8 | std::min<uint32_t>(job.slot_count[slot], 0xFF);
-        w.cookie = key;
-        uint64_t seq = 0;
-        if (job.root_leg.post(w, seq)) {
-            ++job.root_messages;
-            job.message_key[seq % job.message_key.size()] = key;
-            job.table.mark_sent(key, t_ns);
-        } else {
-            ++job.counters.bad_contributions;  // the leg is in error: nothing more goes out
-        }
+        job.post_aggregate(key, length, t_ns);
         touch(job);
     }
 
@@ -443,7 +456,7 @@ struct Burst {
         } else {
             ++job.counters.root_naks_consumed;
         }
-        if (i != 0) {
+        if (i != job.carrier) {
             return;  // the root saw nothing on this connection since the switch absorbs it
         }
         const rc::ResponseOutcome o = job.root_leg.on_response(p, t_ns);
@@ -635,7 +648,9 @@ struct Burst {
 JobState::JobState(const JobParams& p)
     : params(p),
       table(ack_params(p)),
-      root_leg(root_leg_config(p, p.conns[0].psn)) {
+      root_leg(root_leg_config(p, p.conns[0].psn)),
+      conn_va(size_t{p.n_conns} * p.window, 0),
+      conn_rkey(size_t{p.n_conns} * p.window, 0) {
     for (uint16_t i = 0; i < p.n_conns; ++i) {
         const ConnParams& cp = p.conns[i];
         Connection& c = conns[i];
@@ -682,7 +697,7 @@ int32_t JobState::psn_delta(uint16_t i) const {
     }
     // The root's ePSN on the connection: the carrier's advances by one per aggregate, the
     // others' stays where the worker started (the switch absorbs everything they send).
-    const uint32_t root_next = i == 0 ? root_leg.next_psn() : c.first_psn;
+    const uint32_t root_next = i == carrier ? root_leg.next_psn() : c.first_psn;
     return rc::psn_diff(root_next, c.leg.epsn);
 }
 
@@ -768,7 +783,9 @@ bool JobState::departed_floor(uint32_t& psn) const {
 
 void JobState::leave_tick(uint64_t t_ns) {
     const uint64_t timeout = leave_timeout_ns.load(std::memory_order_relaxed);
-    if (timeout == 0 || left.load(std::memory_order_relaxed)) {
+    if (timeout == 0 || left.load(std::memory_order_relaxed) || awaiting_successor()) {
+        // (A superseded state is not over before its successor adopted what it noted: the
+        // successor reads it once, at its first packet or tick.)
         return;
     }
     if (!leave_clock) {
@@ -803,7 +820,7 @@ bool JobState::try_forwarding() {
         Connection& c = conns[i];
         c.fwd_psn_delta = static_cast<uint32_t>(psn_delta(i)) & 0xFFFFFF;
         // The root completed one message per aggregate on the carrier, none on the others.
-        const uint32_t root_msn = i == 0 ? root_messages : 0;
+        const uint32_t root_msn = i == carrier ? root_messages : 0;
         c.fwd_msn_delta = (root_msn - c.leg.msn) & 0xFFFFFF;
     }
     forwarding = true;
@@ -821,40 +838,183 @@ uint16_t JobState::find_live(bool toward_root, uint32_t worker_ip, uint32_t dest
     return params.n_conns;
 }
 
-void JobState::start_session_if_new(uint16_t i) {
+bool JobState::start_session_if_new(uint16_t i) {
     // A new session when nothing is live (every connection of the last one ended by DREQ),
     // or when this rank already went live in the current one: its DREQ was lost (the workers
-    // of the next AllReduce connect before the root's CM retries it), and the chunk indices
-    // start over all the same. Decided at the REP, not the REQ: a REQ the root refuses (REJ:
-    // e.g. a rank it still has connected) changes nothing, so what the live ranks' held
-    // chunks hold, ACKed to them, still completes and reaches the root.
+    // of the next AllReduce connect before the root's CM retries it) or the worker reconnects
+    // alone, and the chunk indices start over all the same. Decided at the REP, not the REQ: a
+    // REQ the root refuses (REJ: e.g. a rank it still has connected) changes nothing, so what
+    // the live ranks' held chunks hold, ACKed to them, still completes and reaches the root.
     bool any_live = false;
-    for (uint16_t k = 0; k < params.n_conns; ++k) {
-        any_live = any_live || conns[k].live;
-    }
-    if (any_live && conns[i].session != session) {
-        return;
-    }
-    ++session;
     bool others_live = false;
     for (uint16_t k = 0; k < params.n_conns; ++k) {
+        any_live = any_live || conns[k].live;
         others_live = others_live || (k != i && conns[k].live);
     }
-    if (others_live) {
-        // Either a DREQ lost at the end of the last AllReduce (nothing it holds would reach
-        // the root anyway) or a worker reconnecting alone while the others run on: then these
-        // chunks hold contributions the switch ACKed as the root (not built: docs/rdma.md
-        // "A worker that reconnects alone"). Counted so that the loss is visible.
-        counters.held_chunks_emptied_with_others_live += table.in_use();
+    if (any_live && conns[i].session != session) {
+        return true;
     }
+    if (others_live) {
+        // Another rank's connection is live: it may be mid-AllReduce (the switch cannot tell a
+        // lost DREQ from a rank still running), its contributions held and ACKed as the root.
+        // Emptying them broke "ACKed only once it will reach the root"; this state leaves
+        // instead and a fresh one takes the session (supersede).
+        return false;
+    }
+    ++session;
     if (any_key || table.in_use() != 0) {
-        // What the previous session left held was never going to be acknowledged by the root.
+        // What the previous session left held was never going to be acknowledged by the root:
+        // no connection of it is live but this rank's own, which its REP replaces.
         table.reset();
         slot_count.fill(0);
         any_key = false;
         high_key = 0;
         ++counters.sessions;
     }
+    return true;
+}
+
+bool JobState::post_aggregate(uint32_t key, uint32_t length, uint64_t t_ns) {
+    const uint32_t slot = key & (params.window - 1);
+    rc::WriteRequest w;
+    // The carrier's RETH of this chunk (its contribution lands in its own area at the root).
+    const size_t at = size_t{carrier} * params.window + slot;
+    w.remote_va = carrier == 0 ? slot_va[slot] : conn_va[at];
+    w.rkey = carrier == 0 ? slot_rkey[slot] : conn_rkey[at];
+    w.length = length;
+    w.has_imm = true;
+    w.imm = (key & 0xFFFFFF) << 8 | std::min<uint32_t>(slot_count[slot], 0xFF);
+    w.cookie = key;
+    uint64_t seq = 0;
+    if (!root_leg.post(w, seq)) {
+        ++counters.bad_contributions;  // the leg is in error: nothing more goes out
+        return false;
+    }
+    ++root_messages;
+    message_key[seq % message_key.size()] = key;
+    table.mark_sent(key, t_ns);
+    return true;
+}
+
+void JobState::supersede(uint16_t i, uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad,
+                         uint32_t len, uint32_t rep_root_qpn, uint32_t rep_psn, uint64_t t_ns) {
+    superseded = true;
+    ++counters.rejoins;
+    Connection& c = conns[i];
+    // The rank's new connection, held back (RNR NAK from its first PSN) until the successor
+    // takes it: the root expects its first request at the REP's PSN and has seen none.
+    held.params.rank = c.params.rank;
+    held.params.worker_ip = c.pending_ip;
+    held.params.worker_qpn = c.pending_qpn;
+    held.params.root_qpn = rep_root_qpn;
+    held.leg.epsn = rep_psn & 0xFFFFFF;
+    held.to_worker.src_ip = params.root_ip;
+    held.to_worker.dst_ip = c.pending_ip;
+    held.to_worker.src_port = rc::source_port_for_qp(rep_root_qpn);
+    held.to_worker.dest_qp = c.pending_qpn;
+    held_known = true;
+    n_notes = 0;
+    note(src_ip, dst_ip, mad, len);  // the successor learns the connection from this REP
+    // The rank's old connection: the root replaced it (it accepted the new one), so it carries
+    // nothing more. Its contributions already held stay in their chunks (ACKed to it).
+    if (c.live) {
+        ++counters.connections_replaced;  // its DREQ never passed this switch
+    }
+    c.live = false;
+    const size_t elem = reduce::elem_size(params.dtype);
+    if (i == carrier && !forwarding && params.n_conns > 1) {
+        // The aggregates rode the old connection, which the root closed: they go on the lowest
+        // rank still live, from the PSN the root expects there (it saw nothing on it: the
+        // switch absorbed everything), with that rank's RETH of each chunk.
+        uint16_t k = 0;
+        while (k < params.n_conns && (k == i || !conns[k].live)) {
+            ++k;
+        }
+        if (k < params.n_conns) {
+            // Complete chunks already sent on the old connection and not acknowledged: the
+            // root may hold them (its ACK lost), so a second copy on another connection could
+            // be a wrong sum. Released (counted); the root stalls visibly if it lacks them.
+            const uint32_t w = params.window;
+            for (uint32_t d = 0; any_key && d < w; ++d) {
+                const uint32_t key = high_key - d;
+                if (table.holds(key) &&
+                    table.core().state(key & (w - 1)) == agg::SlotState::complete &&
+                    table.ack(key, conns[0].bit.data()) == agg::AckResult::released) {
+                    ++counters.rejoin_carrier_unacked;
+                    slot_count[key & (w - 1)] = 0;
+                }
+            }
+            carrier = k;
+            const Connection& n = conns[k];
+            root_leg = rc::Requester(root_leg_config(params, n.first_psn));
+            root_messages = 0;
+            to_root.src_ip = n.params.worker_ip;
+            to_root.src_port = rc::source_port_for_qp(n.params.worker_qpn);
+            to_root.dest_qp = n.params.root_qpn;
+            root_port = n.last_port;
+            ++counters.rejoin_carrier_moved;
+        }
+    }
+    // Partial-aggregate flush: the old connection is out of every held chunk. Those it had not
+    // contributed to go with the others' contributions (k < world); the ones every other rank
+    // is in go now.
+    for (uint32_t s = 0; s < params.window; ++s) {
+        if (table.core().state(s) == agg::SlotState::aggregating &&
+            !wire::bits_intersect(table.core().added(s), c.bit.data(),
+                                  table.core().set_bytes())) {
+            ++counters.rejoin_partial_chunks;
+        }
+    }
+    uint32_t keys[kMaxSlots];
+    const size_t n = table.exclude(c.bit.data(), keys, kMaxSlots, t_ns);
+    for (size_t k = 0; k < n; ++k) {
+        const uint32_t slot = keys[k] & (params.window - 1);
+        post_aggregate(keys[k], table.core().count(slot) * static_cast<uint32_t>(elem), t_ns);
+    }
+    wants_successor.store(true, std::memory_order_release);
+}
+
+void JobState::note(uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, uint32_t len) {
+    if (n_notes == notes.size() || len > kCmNoteBytes) {
+        ++counters.rejoin_cm_lost;
+        return;
+    }
+    CmNote& x = notes[n_notes++];
+    x.src_ip = src_ip;
+    x.dst_ip = dst_ip;
+    x.len = static_cast<uint16_t>(len);
+    std::memcpy(x.mad.data(), mad, len);
+}
+
+void JobState::adopt_predecessor() {
+    JobState* old = predecessor;
+    if (old == nullptr) {
+        return;
+    }
+    predecessor = nullptr;
+    old->successor = this;
+    // REQs the old state noted (the reconnecting rank's, and any other rank's seen before its
+    // REP): their REPs are among the notes.
+    for (uint16_t k = 0; k < params.n_conns && k < old->params.n_conns; ++k) {
+        const Connection& o = old->conns[k];
+        if (!o.pending) {
+            continue;
+        }
+        Connection& c = conns[k];
+        c.pending = true;
+        c.pending_comm_id = o.pending_comm_id;
+        c.pending_qpn = o.pending_qpn;
+        c.pending_ip = o.pending_ip;
+        c.pending_root_psn = o.pending_root_psn;
+        c.pending_result_addr = o.pending_result_addr;
+        c.pending_result_rkey = o.pending_result_rkey;
+    }
+    for (uint16_t k = 0; k < old->n_notes; ++k) {
+        const CmNote& x = old->notes[k];
+        snoop_cm(x.src_ip, x.dst_ip, x.mad.data(), x.len);
+    }
+    old->n_notes = 0;
+    old->held_known = false;
 }
 
 void JobState::go_live(uint16_t i, uint32_t worker_ip, uint32_t worker_qpn, uint32_t root_qpn,
@@ -894,13 +1054,24 @@ void JobState::go_live(uint16_t i, uint32_t worker_ip, uint32_t worker_qpn, uint
 }
 
 void JobState::snoop_cm(uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, uint32_t len,
-                        bool leaving_job) {
+                        bool leaving_job, uint64_t t_ns) {
     rc::cm::Message msg;
     rc::cm::CmError error{};
     if (!rc::cm::parse(mad, len, msg, error)) {
         return;  // MRA, LAP, SIDR ...: nothing this mode learns from
     }
     const auto attr = static_cast<rc::cm::Attr>(msg.header.attr_id);
+    if (superseded && !leaving_job) {
+        // The configured job's packet reached this state (the snapshot still names it): its own
+        // connections' DREQs are its, everything else is the next session's.
+        snoop_cm(src_ip, dst_ip, mad, len, true);
+        if (successor != nullptr) {
+            successor->snoop_cm(src_ip, dst_ip, mad, len, false, t_ns);
+        } else if (awaiting_successor()) {
+            note(src_ip, dst_ip, mad, len);
+        }
+        return;
+    }
     if (leaving_job) {
         // Removed: it keeps the connections it knew until their DREQ; a REQ or REP is a new
         // connection, the configured job's (or nobody's).
@@ -963,7 +1134,11 @@ void JobState::snoop_cm(uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, ui
             Connection& c = conns[i];
             if (c.pending && c.pending_ip == dst_ip &&
                 c.pending_comm_id == msg.rep.remote_comm_id) {
-                start_session_if_new(i);
+                if (!start_session_if_new(i)) {
+                    supersede(i, src_ip, dst_ip, mad, len, msg.rep.local_qpn,
+                              msg.rep.starting_psn, t_ns);
+                    return;
+                }
                 c.params.root_psn = c.pending_root_psn;
                 c.params.result_addr = c.pending_result_addr;
                 c.params.result_rkey = c.pending_result_rkey;
@@ -1092,18 +1267,29 @@ uint16_t s2s_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
         };
         if (cm) {
             // The CM exchange passes untouched; a valid one teaches the job its connection (a
-            // leaving job only hears its connections' DREQs).
+            // leaving job only hears its connections' DREQs; a superseded one keeps the rest for
+            // its successor until that is attached).
             if (opcode == rc::op::kUdSendOnly && rc::icrc(m, pm->l3_offset) == p.icrc) {
                 const uint8_t* mad = bytes + p.header_bytes;
+                JobState* learner = lv != nullptr ? state_of(lv->slot, lv->job_id) : nullptr;
+                if (learner != nullptr) {
+                    learner->adopt_predecessor();
+                }
+                JobState* waiting = nullptr;
                 for (uint16_t g = 0; g < n_gone; ++g) {
                     if (JobState* st = state_of(gone[g]->slot, gone[g]->job_id);
                         st != nullptr && !st->left.load(std::memory_order_relaxed)) {
                         st->leave_last_ns = b.t_ns;
                         st->snoop_cm(src, dst, mad, p.payload_bytes, true);
+                        waiting = st->awaiting_successor() ? st : waiting;
                     }
                 }
-                if (JobState* st = lv != nullptr ? state_of(lv->slot, lv->job_id) : nullptr) {
-                    st->snoop_cm(src, dst, mad, p.payload_bytes);
+                if (learner != nullptr) {
+                    learner->snoop_cm(src, dst, mad, p.payload_bytes, false, b.t_ns);
+                    b.touch(*learner);  // a rejoin's partial aggregates go at the burst's end
+                } else if (waiting != nullptr) {
+                    // The snapshot names the successor, whose attach has not arrived yet.
+                    waiting->note(src, dst, mad, p.payload_bytes);
                 }
             }
             ++lcore_counter(ctx, LcoreCounter::passed);
@@ -1116,6 +1302,13 @@ uint16_t s2s_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
         bool result_path = false;
         bool leaving = false;
         bool draining = false;
+        // A superseded state whose successor is not attached yet: the next session's packets
+        // are held back (docs/rdma.md "A worker that reconnects alone").
+        JobState* waiting = nullptr;
+        const auto find_conn = [&](const JobState& st, bool res) {
+            return res ? st.find_in_results(to_root, worker, p.bth.dest_qp)
+                       : st.find_live(to_root, worker, p.bth.dest_qp);
+        };
         if (cv != nullptr) {
             job = state_of(cv->slot, cv->job_id);
             conn = cv->conn;
@@ -1130,9 +1323,9 @@ uint16_t s2s_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
                 if (st == nullptr) {
                     continue;
                 }
+                waiting = st->awaiting_successor() ? st : waiting;
                 const bool res = is_result(gone[g]->replicate);
-                const uint16_t at = res ? st->find_in_results(to_root, worker, p.bth.dest_qp)
-                                        : st->find_live(to_root, worker, p.bth.dest_qp);
+                const uint16_t at = find_conn(*st, res);
                 if (at < st->params.n_conns) {
                     job = st;
                     conn = at;
@@ -1145,14 +1338,31 @@ uint16_t s2s_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
                 result_path = is_result(lv->replicate);
                 draining = lv->drain;
                 if (job != nullptr) {
-                    conn = result_path ? job->find_in_results(to_root, worker, p.bth.dest_qp)
-                                       : job->find_live(to_root, worker, p.bth.dest_qp);
+                    job->adopt_predecessor();
+                    conn = find_conn(*job, result_path);
                 }
-            } else if (job == nullptr) {
+                if (job != nullptr && job->superseded && conn < job->params.n_conns) {
+                    // The snapshot still names the superseded state: its own connections
+                    // leave with it.
+                    leaving = draining = true;
+                } else if (job != nullptr && job->superseded) {
+                    // Any other is the next session's: the successor's once attached.
+                    JobState* next = job->successor;
+                    waiting = job->awaiting_successor() ? job : waiting;
+                    job = next;
+                    if (next != nullptr) {
+                        conn = find_conn(*next, result_path);
+                    }
+                }
+            } else if (job == nullptr && waiting == nullptr) {
                 ++lcore_counter(ctx, LcoreCounter::passed);  // no connection of a leaving job
                 out.push(pass, m);
                 continue;
             }
+        }
+        if (job == nullptr && waiting != nullptr) {
+            b.hold(*waiting, m, *pm, p, to_root, worker, pass);
+            continue;
         }
         if (job == nullptr || (cv != nullptr && conn >= job->params.n_conns)) {
             // No state (not attached yet, or lost): the endpoints' own transport carries on.
@@ -1248,14 +1458,14 @@ uint16_t s2s_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
         }
         if (to_root) {
             c.last_port = m->port;
-            if (conn == 0) {
+            if (conn == job->carrier) {
                 job->root_port = m->port;
             }
             b.on_worker_request(*job, conn, p, bytes + p.header_bytes,
                                 rc::ce_marked(ip->type_of_service), draining);
         } else if (opcode == rc::op::kAcknowledge) {
             b.on_root_response(*job, conn, p);
-        } else if (conn == 0) {
+        } else if (conn == job->carrier) {
             b.fan_out_cnp(*job);
         } else {
             // A root CNP on a connection that carries nothing to it: not ours after all.
@@ -1271,6 +1481,7 @@ uint16_t s2s_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
 void s2s_tick(LcoreContext& ctx, const dp::Snapshot& snap, void* state, uint64_t) {
     JobState& job = *static_cast<JobState*>(state);
     const uint64_t t = now_ns(ctx);
+    job.adopt_predecessor();  // a fresh state for a rejoin: what its predecessor noted
     job.leave_tick(t);
     job.root_leg.tick(t);
     rte_mbuf* frames[pipeline::kMaxBurst];

@@ -17,6 +17,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <vector>
 
 #include "agg/ack_table.h"
 #include "features/roce_s2s/view_s2s.h"
@@ -33,6 +34,10 @@ inline constexpr uint32_t kMaxSlots = 256;  // = config kMaxWindow
 inline constexpr uint16_t kContributorBsl = 64;
 // Leaving jobs one root's packets are matched against (more on one root: not matched).
 inline constexpr uint16_t kMaxLeavingPerRoot = 4;
+// A rejoin: the CM packets a superseded state keeps for its successor until it is attached
+// (every rank's REQ and REP, with room for retransmissions), and the bytes of one (a CM MAD).
+inline constexpr uint16_t kMaxCmNotes = 2 * kMaxConns + 16;
+inline constexpr uint16_t kCmNoteBytes = 256;
 
 struct ConnParams {
     uint16_t rank = 0;
@@ -108,6 +113,15 @@ struct Connection {
     uint32_t res_nak_round = 0;  // the forwarded NAK it last reported (job.res_nak_round)
 };
 
+// A CM packet (its MAD) a superseded state keeps for its successor (docs/rdma.md "A worker that
+// reconnects alone").
+struct CmNote {
+    uint32_t src_ip = 0;
+    uint32_t dst_ip = 0;
+    uint16_t len = 0;
+    std::array<uint8_t, kCmNoteBytes> mad{};
+};
+
 struct alignas(64) JobState {
     explicit JobState(const JobParams& p);  // throws on bad params (control plane only)
     JobParams params;
@@ -130,6 +144,13 @@ struct alignas(64) JobState {
     uint32_t session = 0;
     bool touched = false;  // in the burst's list of jobs whose aggregate leg is pumped
     uint32_t root_messages = 0;  // aggregates posted on the carrier (the root's MSN there)
+    // The connection whose root side carries the aggregates: 0 (the lowest rank), or, after the
+    // carrier reconnected alone, the lowest rank still live in this (superseded) state.
+    uint16_t carrier = 0;
+    // Per connection and slot (i * window + slot): the RETH of i's contribution to the slot's
+    // chunk, for an aggregate on a carrier other than 0. Sized once (n_conns * window).
+    std::vector<uint64_t> conn_va;
+    std::vector<uint32_t> conn_rkey;
     // Drain (config drain: true): no new chunk is absorbed; once every held one is
     // acknowledged by the root, `forwarding`: packets pass with PSN/MSN translated.
     bool forwarding = false;
@@ -154,6 +175,33 @@ struct alignas(64) JobState {
     bool leave_clock = false;   // leave_last_ns runs
     uint64_t leave_last_ns = 0;  // the last packet the leaving job handled
 
+    // A worker that reconnects alone (docs/rdma.md "A worker that reconnects alone"): the REP
+    // of a rank already connected in this session, while other ranks' connections are live.
+    // This state's session goes on as a leaving one (held chunks finish without the rank's old
+    // connection, the live connections are translated until their DREQs), and the next session
+    // starts on a fresh state the control plane makes off the packet path.
+    // Home lcore: set at that REP; the state is handled as leaving from then on.
+    bool superseded = false;
+    // Set by the home lcore at that REP: a fresh state is wanted. The control plane clears it
+    // when it attaches one (its `predecessor` set to this state) and moves this one to its
+    // leaving states.
+    std::atomic<bool> wants_successor{false};
+    // Set by the control plane when the job left by a config change before a successor was
+    // attached: nobody takes the next session, its packets pass untouched.
+    std::atomic<bool> successor_abandoned{false};
+    // The fresh state: set by the control plane before its attach; read and cleared by the home
+    // lcore, which adopts from it (adopt_predecessor) at the state's first packet or tick.
+    JobState* predecessor = nullptr;
+    // Home lcore, on the superseded state: its successor, once adopted.
+    JobState* successor = nullptr;
+    // Superseded, no successor yet: the reconnecting rank's new connection (learned from its REQ
+    // and REP), whose requests get RNR NAKs from its starting PSN until the successor takes it.
+    Connection held;
+    bool held_known = false;
+    // Superseded, no successor yet: the CM packets since the REP, replayed by the successor.
+    std::array<CmNote, kMaxCmNotes> notes{};
+    uint16_t n_notes = 0;
+
     bool leaving() const { return leave_timeout_ns.load(std::memory_order_relaxed) != 0; }
     // Leaving: the home lcore's timer work (idle timeout, nothing live any more).
     void leave_tick(uint64_t t_ns);
@@ -164,11 +212,31 @@ struct alignas(64) JobState {
     uint16_t find_live(bool toward_root, uint32_t worker_ip, uint32_t dest_qp) const;
     // Learn: a CM MAD between a worker and the root (UD to QP1), already ICRC-checked. A
     // leaving job learns nothing: a DREQ ends its connection, the rest is the new job's.
+    // `t_ns`: the burst's time (a partial aggregate a rejoin sends is stamped with it).
     void snoop_cm(uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, uint32_t len,
-                  bool leaving_job = false);
+                  bool leaving_job = false, uint64_t t_ns = 0);
     // Learn: the root accepted connection i (its REP): starts a new session when nothing is
-    // live or the rank already went live in the current one (start_session_if_new).
-    void start_session_if_new(uint16_t i);
+    // live or the rank already went live in the current one (start_session_if_new). False when
+    // another rank's connection is live then: the caller supersedes this state instead.
+    bool start_session_if_new(uint16_t i);
+    // Learn: rank i reconnected alone (its REP `mad` from the root, while others are live):
+    // this state leaves (rank i's old connection ended and taken out of the held chunks, those
+    // every other rank contributed to sent now as partial aggregates), a successor is wanted,
+    // and the REP is noted for it. `t_ns`: the burst's time.
+    void supersede(uint16_t i, uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, uint32_t len,
+                   uint32_t rep_root_qpn, uint32_t rep_psn, uint64_t t_ns);
+    // Superseded, no successor yet: a CM packet for the successor (counted when out of room).
+    void note(uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, uint32_t len);
+    // On a fresh state attached for a superseded one (`predecessor`): takes over the pending
+    // REQs and replays the noted CM packets, so it learns what the old state saw since the REP.
+    void adopt_predecessor();
+    // A superseded state still waiting for its successor (its next session is held back).
+    bool awaiting_successor() const {
+        return superseded && successor == nullptr &&
+               !successor_abandoned.load(std::memory_order_relaxed);
+    }
+    // The aggregate of complete chunk `key` (`length` bytes) posted on the carrier's root leg.
+    bool post_aggregate(uint32_t key, uint32_t length, uint64_t t_ns);
     // Learn: connection i goes live with what its REQ and REP said.
     void go_live(uint16_t i, uint32_t worker_ip, uint32_t worker_qpn, uint32_t root_qpn,
                  uint32_t worker_psn);

@@ -38,8 +38,9 @@ std::string render_metrics(const std::vector<JobSample>& jobs, const LcoreTotals
         os << "inaswitch_rdma_s2s_slots_in_use" << labels(j) << ' ' << j.slots_in_use << '\n';
     }
     family(os, "inaswitch_rdma_s2s_jobs_leaving", "gauge",
-           "Jobs removed or replaced by a config change whose connections the switch still "
-           "translates (docs/rdma.md \"Leaving a job\")");
+           "Jobs removed or replaced by a config change, or states superseded by a worker that "
+           "reconnected alone, whose connections the switch still translates (docs/rdma.md "
+           "\"Leaving a job\")");
     os << "inaswitch_rdma_s2s_jobs_leaving " << jobs_leaving << '\n';
     family(os, "inaswitch_rdma_s2s_packets_total", "counter",
            "RoCEv2 packets the server-to-server stage did not take part in, by reason "

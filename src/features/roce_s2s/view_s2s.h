@@ -118,7 +118,12 @@ constexpr uint32_t job_state_id(uint32_t job_id) { return 0x40000000u | job_id; 
     X(connections_ended, "Learned connections ended by an RDMA CM DREQ")                      \
     X(connections_replaced, "Learned connections replaced by a new REQ of their rank (DREQ unseen)") \
     X(sessions, "Sessions started over used slots: the REP of a REQ while no connection was live, or of a rank already connected in the session (slots emptied)") \
-    X(held_chunks_emptied_with_others_live, "Held chunks emptied by a new session while another rank's connection was still live: ACKed contributions that may never reach the root (a worker reconnecting alone; docs/rdma.md)") \
+    X(rejoins, "Sessions handed to a fresh state: a rank's REP while it was connected in the session and other ranks' connections were live (this state leaves)") \
+    X(rejoin_partial_chunks, "Held chunks the reconnecting rank's old connection had not contributed to: sent with the others' contributions (k < world)") \
+    X(rejoin_carrier_moved, "Aggregate legs moved to the lowest live rank's connection: the carrier reconnected alone") \
+    X(rejoin_carrier_unacked, "Aggregates sent on a reconnecting carrier's old connection, unacknowledged: released, not sent again (the root may hold them; a second copy would be a wrong sum)") \
+    X(rejoin_held, "Requests toward the root of the next session held back before its state was attached (RNR NAK or dropped unACKed)") \
+    X(rejoin_cm_lost, "CM packets of the next session not kept for its state (notes full)") \
     X(drain_refused, "Contributions to new chunks refused while draining (RNR NAK)")          \
     X(forwarded, "Packets forwarded with their PSN/MSN translated after the drain")            \
     X(leave_connections_translated, "Connections of a removed job forwarded translated by the switch after the removal") \
