@@ -142,6 +142,23 @@ uint32_t AggCore::store_result(uint32_t s, void* out, Encoding enc,
     return count_[s];
 }
 
+uint32_t AggCore::store_range(uint32_t s, uint32_t first, uint32_t n,
+                              void* out) const noexcept {
+    if (state_[s] != SlotState::complete || n == 0 || first > count_[s] ||
+        n > count_[s] - first) {
+        return 0;
+    }
+    const size_t acc_elem =
+        reduce::acc_elem_size(params_.deterministic ? reduce::kFixedWireType : params_.elem_type);
+    const void* from = static_cast<const std::byte*>(acc(s)) + size_t{first} * acc_elem;
+    if (!params_.deterministic) {
+        store_(out, from, n);
+    } else {
+        fixed_.dequantize(out, static_cast<const int64_t*>(from), n, params_.fraction_bits);
+    }
+    return n;
+}
+
 void AggCore::release(uint32_t s) noexcept {
     if (state_[s] != SlotState::empty) {
         state_[s] = SlotState::empty;

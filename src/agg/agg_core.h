@@ -103,6 +103,13 @@ public:
     uint32_t store_result(uint32_t s, void* out, Encoding enc = Encoding::native,
                           uint32_t* sum = nullptr) const noexcept;
 
+    // store_result() of elements [first, first + n) of slot s only (native encoding; a
+    // deterministic core dequantizes just those): one packet of a result sent in several.
+    // Returns n, or 0 (nothing written) unless the slot is complete and the range inside its
+    // count. reduce.h's kernels want the accumulator 64-byte aligned: `first` times the
+    // accumulator element is then a multiple of 64 (a PMTU segment's start always is).
+    uint32_t store_range(uint32_t s, uint32_t first, uint32_t n, void* out) const noexcept;
+
     // Empties slot s (its result and contributors are forgotten). The policy's decision.
     void release(uint32_t s) noexcept;
     // Empties every slot (control plane).
