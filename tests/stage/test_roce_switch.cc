@@ -524,8 +524,13 @@ constexpr uint32_t kSegments = kBigChunk / kPmtu;
 
 class RoceMultiPacket : public RoceSwitch {
 protected:
+    // r1's MTU (1000 in kStageYaml) raised to 1500, as on the rxe links: a result packet of
+    // PMTU 1024 with DF is 1024 + 60 bytes of IP.
     std::string config_yaml() const override {
-        return roce_yaml("int32", kBigChunk, kBigChunk * kWindow);
+        std::string y = roce_yaml("int32", kBigChunk, kBigChunk * kWindow);
+        const std::string mtu = "    mtu: 1000\n";
+        y.replace(y.find(mtu), mtu.size(), "    mtu: 1500\n");
+        return y;
     }
     fr::JobParams job_params() const override {
         return fr::JobParams{7, 2, reduce::Op::sum, reduce::ElemType::int32, kBigChunk, kWindow,
@@ -719,8 +724,8 @@ TEST_F(RoceMultiPacket, LostResultMiddleIsResentGoBackNFromTheNakedPsn) {
 }
 
 TEST_F(RoceMultiPacket, SequenceErrorsGetNakInvalidRequestCounted) {
-    // Rank 1: a MIDDLE with no FIRST before it.
-    send(segment(1, kPsn1, 0, ints(1), 1), kR0);
+    // Rank 1: a MIDDLE with no FIRST before it, at the expected PSN.
+    send(segment(1, kPsn1 - 1, 0, ints(1), 1), kR0);
     std::vector<Seen> acks;
     results(kR0, &acks);
     ASSERT_EQ(acks.size(), 1u);
