@@ -101,6 +101,13 @@ public:
     void reset() noexcept;
 
     bool holds(uint32_t key) const noexcept;  // a unit with this key occupies its slot
+    // Slot `slot` (< slots()) holds a complete unit, kept until its receivers acknowledge: a
+    // contributor to that unit has contributed, so what it sends for this slot now is a later
+    // key, which would get no_slot (a caller that knows the slot before the key: back-pressure
+    // early).
+    bool slot_complete(uint32_t slot) const noexcept {
+        return core_.state(slot & (core_.slots() - 1)) == SlotState::complete;
+    }
     size_t in_use() const noexcept { return core_.in_use(); }
     uint32_t slots() const noexcept { return core_.slots(); }
     const AckCounters& counters() const noexcept { return counters_; }

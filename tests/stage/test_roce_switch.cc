@@ -769,7 +769,7 @@ TEST_F(RoceMultiPacket, ChainedSegmentsAggregate) {
     free_mbufs(take_tx(kR0));
 }
 
-TEST_F(RoceMultiPacket, RefusedLastKeepsTheStagedPacketsUntilItComesAgain) {
+TEST_F(RoceMultiPacket, BusySlotRefusesTheFirstOfALaterChunk) {
     send_all(message(1, kPsn1, 0, ints(1)), kR0);
     send_all(message(2, kPsn2, 0, ints(1)), kR1);  // complete, held until acknowledged
     for (uint32_t s = 1; s < kWindow; ++s) {
@@ -777,8 +777,9 @@ TEST_F(RoceMultiPacket, RefusedLastKeepsTheStagedPacketsUntilItComesAgain) {
     }
     free_mbufs(take_tx(kR0));
     free_mbufs(take_tx(kR1));
-    // Chunk kWindow maps to chunk 0's slot: FIRST and MIDDLEs are staged and ACKable, the
-    // LAST is refused with an RNR NAK for its own PSN.
+    // Chunk kWindow maps to chunk 0's slot, complete and unacknowledged: rank 1 contributed to
+    // it, so this is a later chunk. Its FIRST gets the RNR NAK (rxe would resend the whole
+    // WRITE after a refused LAST anyway); the MIDDLEs and LAST pipelined behind it are dropped.
     const uint32_t base = kPsn1 + kWindow * kSegments;
     const auto m = message(1, base, kWindow, ints(9));
     send_all(m, kR0);
@@ -786,16 +787,16 @@ TEST_F(RoceMultiPacket, RefusedLastKeepsTheStagedPacketsUntilItComesAgain) {
     results(kR0, &acks);
     ASSERT_EQ(acks.size(), 1u);
     EXPECT_EQ(rc::aeth::kind(acks[0].p.aeth.syndrome), rc::aeth::Kind::rnr_nak);
-    EXPECT_EQ(acks[0].p.bth.psn, base + kSegments - 1);
-    EXPECT_EQ(qp1->responder.expected_psn(), base + kSegments - 1);
-    // Both ranks acknowledge chunk 0: its slot frees; the LAST again completes the chunk from
-    // what was staged (rank 2's chunk kWindow comes whole).
+    EXPECT_EQ(acks[0].p.bth.psn, base);
+    EXPECT_EQ(qp1->responder.expected_psn(), base) << "nothing advanced";
+    EXPECT_EQ(qp1->counters.segments, kWindow * kSegments) << "nothing of chunk kWindow taken";
+    // Both ranks acknowledge chunk 0: its slot frees and the WRITE again is taken whole.
     send(ack_of(1, kSwitchPsn + kSegments - 1), kR0);
     send(ack_of(2, kSwitchPsn + kSegments - 1), kR1);
-    send(m[kSegments - 1], kR0);
-    send_all(message(2, kPsn2 + kSegments, 1, ints(2)), kR1);
-    send_all(message(2, kPsn2 + 2 * kSegments, 2, ints(2)), kR1);
-    send_all(message(2, kPsn2 + 3 * kSegments, 3, ints(2)), kR1);
+    send_all(m, kR0);
+    for (uint32_t s = 1; s < kWindow; ++s) {
+        send_all(message(2, kPsn2 + s * kSegments, s, ints(2)), kR1);
+    }
     free_mbufs(take_tx(kR0));
     free_mbufs(take_tx(kR1));
     send_all(message(2, kPsn2 + kWindow * kSegments, kWindow, ints(10)), kR1);
@@ -803,7 +804,27 @@ TEST_F(RoceMultiPacket, RefusedLastKeepsTheStagedPacketsUntilItComesAgain) {
     ASSERT_EQ(w.size(), kSegments);
     expect_message(w, 0, kSwitchPsn + kWindow * kSegments, kWindow, sum(ints(9), ints(10)));
     EXPECT_EQ(qp1->counters.contributions, kWindow + 1);
+    EXPECT_EQ(qp1->counters.rnr_naks_sent, 1u);
     free_mbufs(take_tx(kR0));
+}
+
+TEST_F(RoceMultiPacket, LastForASlotHeldByAnotherChunkIsRefusedAtItsPsn) {
+    // Rank 2 runs a window ahead (no worker does: it would need chunk 0's result first), so
+    // chunk 0's slot holds chunk kWindow, incomplete, when rank 1's chunk 0 arrives: its FIRST
+    // and MIDDLEs are taken (the slot holds no complete result), its LAST is refused with an
+    // RNR NAK for the LAST's own PSN and nothing is added.
+    send_all(message(2, kPsn2, kWindow, ints(5)), kR1);
+    free_mbufs(take_tx(kR1));
+    send_all(message(1, kPsn1, 0, ints(1)), kR0);
+    std::vector<Seen> acks;
+    results(kR0, &acks);
+    ASSERT_EQ(acks.size(), 1u);
+    EXPECT_EQ(rc::aeth::kind(acks[0].p.aeth.syndrome), rc::aeth::Kind::rnr_nak);
+    EXPECT_EQ(acks[0].p.bth.psn, kPsn1 + kSegments - 1);
+    EXPECT_EQ(qp1->responder.expected_psn(), kPsn1 + kSegments - 1) << "the LAST is owed";
+    EXPECT_EQ(qp1->counters.contributions, 0u);
+    EXPECT_EQ(qp1->counters.segments, kSegments - 1) << "FIRST and MIDDLEs staged";
+    EXPECT_EQ(job->table.counters()[agg::AckVerdict::no_slot], 1u);
 }
 
 TEST_F(RoceMultiPacket, MultiPacketWriteToASinglePacketJobIsNoContribution) {

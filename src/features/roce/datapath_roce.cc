@@ -344,6 +344,14 @@ struct Burst {
         touch(q);
     }
 
+    // The packet of q's last execute verdict cannot be taken now: its RNR NAK, nothing
+    // advances.
+    void refuse(QpState& q) {
+        const rc::Reply r = q.responder.refuse();
+        count_reply(q, r);
+        emit(ack_frame(ctx, q, r));
+    }
+
     // Whether w, a whole WRITE message of `length` bytes from region offset `start` with w's
     // immediate, is one contribution of this job: the chunk s of its immediate, into s's slot
     // of the area, a whole number of elements, at most one chunk.
@@ -364,6 +372,17 @@ struct Burst {
         JobState& job = *q.job;
         if (w.first) {
             q.message_bad = false;
+            // The slot the RETH names holds a complete result some rank has not acknowledged:
+            // this rank contributed to it, so this message is a later chunk of that slot, whose
+            // LAST would be refused. Refused here instead (RNR NAK for the FIRST): rxe resends
+            // a refused LAST's whole WRITE from its FIRST, so refusing the LAST costs the
+            // message's packets again each time.
+            if (q.staging != nullptr && w.write && w.region_offset % job.params.chunk_bytes == 0 &&
+                job.table.slot_complete(
+                    static_cast<uint32_t>(w.region_offset / job.params.chunk_bytes))) {
+                refuse(q);
+                return;
+            }
         }
         const uint64_t end = w.message_offset + w.length;
         if (q.staging == nullptr || !w.write || end > job.params.chunk_bytes) {
@@ -429,9 +448,7 @@ struct Burst {
         case agg::AckVerdict::no_slot: {
             // The slot still holds an older result some rank has not acknowledged:
             // back-pressure, the worker comes back with the same PSN after the RNR timer.
-            const rc::Reply r = q.responder.refuse();
-            count_reply(q, r);
-            emit(ack_frame(ctx, q, r));
+            refuse(q);
             return false;
         }
         default:
