@@ -148,6 +148,7 @@ private:
     CoreParams params_;
     size_t set_bytes_ = 0;
     size_t acc_bytes_ = 0;
+    size_t acc_elem_ = 0;  // bytes of one accumulator element (store_range's offset)
     reduce::LoadFn load_ = nullptr;
     reduce::AccumulateFn accumulate_ = nullptr;
     reduce::StoreFn store_ = nullptr;

@@ -126,20 +126,24 @@ class QpCounters:
         return {k: v - self.before.get(k, 0.0) for k, v in self.read().items()}
 
 
-def multi_packet_round(lab, inputs: list[str], sha: str, tag: str, lossy_vm=None) -> float:
+def multi_packet_round(lab, inputs: list[str], sha: str, tag: str, lossy_vm=None,
+                       cmd=None) -> float:
     """Round 5: job 11's 4096-byte chunks at PMTU 1024 (multi-packet WRITEs both ways), the
     int32 `inputs` bit-exact (`sha`) on every worker; with `lossy_vm`, 2 % loss both ways on its
-    link. Returns the wall time."""
+    link. `cmd(vm, rank, args)`: the worker's command line (default: connected through the
+    API). Returns the wall time."""
+    if cmd is None:
+        def cmd(vm, rank, args):
+            return worker_cmd(lab, vm, rank, JOB_MULTI, args, chunk=MULTI_CHUNK,
+                              window=MULTI_WINDOW)
     vms = lab.vms
     if lossy_vm is not None:
         lossy_vm.netem("loss 2%", direction="both")
     t0 = time.monotonic()
     counters = QpCounters(lab, JOB_MULTI)
-    jobs = [vm.start(worker_cmd(
-        lab, vm, rank, JOB_MULTI,
-        f"--type int32 --input /root/{os.path.basename(p)} --output /tmp/multi.out",
-        chunk=MULTI_CHUNK, window=MULTI_WINDOW))
-        for rank, (vm, p) in enumerate(zip(vms, inputs), start=1)]
+    jobs = [vm.start(cmd(vm, rank, f"--type int32 --input /root/{os.path.basename(p)} "
+                                   "--output /tmp/multi.out"))
+            for rank, (vm, p) in enumerate(zip(vms, inputs), start=1)]
     counters.watch(jobs, f"the {tag} AllReduce")
     res = wait_results(jobs, tag)
     wall = time.monotonic() - t0

@@ -11,8 +11,8 @@ the switch's address, port 7471; docs/rdma.md "RDMA CM on the switch"), not thro
      the CM through the API's own connect); at the end each worker's rdma_disconnect (DREQ ->
      the switch's DREP) tears its QP down; the switch counted the REQs, REPs, RTUs, DREQs.
   2. The same over CM with chunks larger than the PMTU (job 11: 4096-byte chunks at the path
-     MTU 1024 the REQ carries): multi-packet WRITEs both ways, bit-exact, exactly one
-     contribution per chunk and rank at the switch.
+     MTU 1024 the REQ carries; test_switch_allreduce.py's round 5): multi-packet WRITEs both
+     ways, bit-exact, exactly one contribution per chunk and rank at the switch.
 
 usage: test_switch_allreduce_cm.py build/src/worker/rdma/ina-rdma-worker build/src/app/inaswitch
 """
@@ -31,8 +31,8 @@ sys.path.insert(0, HERE)
 from lab import Lab, run_test, check, log, wait_until  # noqa: E402
 from test_rdma_allreduce import int32_inputs, stripped  # noqa: E402
 from test_switch_allreduce import (CHUNK, ELEMENTS, JOB_INT32, JOB_MULTI, MULTI_CHUNK,  # noqa: E402
-                                   MULTI_WINDOW, TIMEOUT_S, WINDOW, WORLD, QpCounters, job_qps,
-                                   switch_config, wait_results)
+                                   MULTI_WINDOW, TIMEOUT_S, WINDOW, WORLD, job_qps,
+                                   multi_packet_round, switch_config, wait_results)
 
 
 def worker_cmd(vm, rank: int, job: int, args: str, timeout_s: int = TIMEOUT_S,
@@ -105,28 +105,10 @@ def test(worker_exe: str, switch_exe: str) -> None:
                   "the switch's CM counted the REPs, RTUs, DREQs/DREPs and the REJ")
 
             # 2. chunks larger than the PMTU over CM connections.
-            t0 = time.monotonic()
-            counters = QpCounters(lab, JOB_MULTI)
-            jobs = [vm.start(worker_cmd(
-                vm, rank, JOB_MULTI,
-                f"--type int32 --input /root/{os.path.basename(p)} --output /tmp/multi.out",
-                chunk=MULTI_CHUNK, window=MULTI_WINDOW))
-                for rank, (vm, p) in enumerate(zip(vms, multi_inputs), start=1)]
-            counters.watch(jobs, "the 4 KiB-chunk AllReduce over CM")
-            res = wait_results(jobs, "int32 4 KiB chunks over CM")
-            multi_wall = time.monotonic() - t0
-            for vm in vms:
-                rc, out = vm.run("sha256sum /tmp/multi.out", check=True)
-                check(out.split()[0] == multi_sha,
-                      f"{vm.name}: int32 with 4 KiB chunks over a CM connection bit-exact")
-            chunks = ELEMENTS * 4 // MULTI_CHUNK
-            t = counters.totals()
-            log("switch QP counters, 4 KiB chunks over CM: " + json.dumps(t))
-            check(all(r[0]["chunks"] == chunks and r[0]["results"] == chunks for r in res) and
-                  t.get("contributions") == WORLD * chunks and t.get("bad_contributions", 0) == 0
-                  and t.get("invalid_requests", 0) == 0,
-                  f"4 KiB chunks over CM: {chunks} results on every worker, exactly "
-                  f"{WORLD * chunks} contributions added at the switch")
+            multi_wall = multi_packet_round(
+                lab, multi_inputs, multi_sha, "int32 4 KiB chunks over CM",
+                cmd=lambda vm, rank, args: worker_cmd(vm, rank, JOB_MULTI, args,
+                                                      chunk=MULTI_CHUNK, window=MULTI_WINDOW))
             log(f"timings: boot {lab.timings.get('boot_s', 0):.1f}s; int32 1 MiB x {WORLD} over "
                 f"CM: {wall:.2f}s wall; with 4 KiB chunks: {multi_wall:.2f}s")
     finally:

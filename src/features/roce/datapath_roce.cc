@@ -6,6 +6,7 @@
 #include <rte_udp.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <stdexcept>
 
@@ -143,7 +144,9 @@ void count_result(QpState& q, const rc::Transmit& tx, size_t l3) {
 uint32_t result_write_icrc(JobState& job, uint8_t* l3, size_t headers, size_t l3_bytes,
                            const rc::Transmit& tx) {
     const size_t payload = l3_bytes - headers - rc::kIcrcBytes;  // with its pad
-    const uint32_t segment = static_cast<uint32_t>(tx.offset / job.segment_bytes);
+    // A whole chunk's result (every packet of a one-packet job) is segment 0: no division.
+    const uint32_t segment =
+        tx.offset == 0 ? 0 : static_cast<uint32_t>(tx.offset / job.segment_bytes);
     if (payload != job.result_icrc.payload_bytes() || segment >= job.segment_crc.size()) {
         return rc::icrc_in_frame(l3, l3_bytes);  // the Ethernet header before
     }
@@ -161,12 +164,13 @@ uint32_t result_write_icrc(JobState& job, uint8_t* l3, size_t headers, size_t l3
 // `payload`; false (counted) when the result is not there: it left the table, which cannot be
 // while the rank has not acknowledged it. The packet is then skipped, the worker's timeout or a
 // later NAK brings the requester back.
-bool result_bytes(QpState& q, const rc::Transmit& tx, uint8_t* payload) {
-    const auto elem = static_cast<uint32_t>(reduce::elem_size(q.job->params.dtype));
-    const uint32_t n = tx.length / elem;
-    if (tx.length % elem != 0 ||
-        rank_result(*q.job, static_cast<uint32_t>(tx.cookie),
-                    static_cast<uint32_t>(tx.offset / elem), n, payload) != n) [[unlikely]] {
+[[gnu::always_inline]] inline bool result_bytes(QpState& q, const rc::Transmit& tx,
+                                                uint8_t* payload) {
+    const uint32_t shift = q.job->elem_shift;
+    const uint32_t n = tx.length >> shift;
+    if ((tx.length & ((1u << shift) - 1)) != 0 ||
+        rank_result(*q.job, static_cast<uint32_t>(tx.cookie), tx.offset >> shift, n, payload) !=
+            n) [[unlikely]] {
         ++q.counters.bad_contributions;
         return false;
     }
@@ -368,7 +372,9 @@ struct Burst {
     // packet but the LAST exactly one PMTU, in PSN order). Staged at its message offset; the
     // LAST adds the staged chunk. Every packet but the LAST is committed at once: it is stored
     // (in the staging), so the ACK that may cover it says the truth.
-    void execute_segment(QpState& q, const rc::Placement& w, const uint8_t* payload) {
+    // Out of line: the one-packet path (execute) stays inlined into roce_input.
+    [[gnu::noinline]] void execute_segment(QpState& q, const rc::Placement& w,
+                                           const uint8_t* payload) {
         JobState& job = *q.job;
         if (w.first) {
             q.message_bad = false;
@@ -424,7 +430,8 @@ struct Burst {
 
     // The chunk of w's immediate, `length` bytes at `payload`, added under its key; commits, or
     // refuses (RNR NAK) when its slot is busy. False when refused.
-    bool contribute(QpState& q, const rc::Placement& w, uint32_t length, const uint8_t* payload) {
+    [[gnu::always_inline]] bool contribute(QpState& q, const rc::Placement& w, uint32_t length,
+                                           const uint8_t* payload) {
         JobState& job = *q.job;
         const uint32_t elem = static_cast<uint32_t>(reduce::elem_size(job.params.dtype));
         const uint32_t key = job.extend(w.imm >> 8);
@@ -514,6 +521,7 @@ JobState::JobState(const JobParams& p, const ParentParams& up)
     : StateTag(StateKind::job),
       params(p),
       table(ack_params(p, up)),
+      elem_shift(static_cast<uint8_t>(std::countr_zero(reduce::elem_size(p.dtype)))),
       segment_bytes(p.pmtu != 0 && p.chunk_bytes > p.pmtu ? p.pmtu : p.chunk_bytes),
       result_icrc(segment_bytes + rc::write_request_pad_bytes(segment_bytes)),
       segment_crc((p.chunk_bytes + segment_bytes - 1) / segment_bytes) {

@@ -71,6 +71,7 @@ struct alignas(64) JobState : StateTag {
     uint64_t results_completed = 0;
     uint64_t results_released = 0;
     uint64_t post_failures = 0;  // a result that could not be posted on some rank's QP
+    uint8_t elem_shift = 0;  // log2 of the element's bytes (1, 2, 4, 8)
     // A result packet's payload: min(chunk_bytes, pmtu); a chunk is chunk_bytes / this many
     // packets (the last of a short final chunk shorter).
     uint32_t segment_bytes = 0;
