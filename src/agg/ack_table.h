@@ -85,6 +85,9 @@ public:
 
     // Writes key's result to `out`, returns its element count; 0 unless key is complete here.
     uint32_t store_result(uint32_t key, void* out) const noexcept;
+    // store_result() of elements [first, first + n) only (one packet of a multi-packet result);
+    // n, or 0 unless key is complete here and the range inside its count.
+    uint32_t store_range(uint32_t key, uint32_t first, uint32_t n, void* out) const noexcept;
     // The receivers that have not acknowledged key (receivers' bytes, written to `out`);
     // false (nothing written) unless key is complete here.
     bool missing(uint32_t key, uint8_t* out) const noexcept;
@@ -107,6 +110,13 @@ public:
     void reset() noexcept;
 
     bool holds(uint32_t key) const noexcept;  // a unit with this key occupies its slot
+    // Slot `slot` (< slots()) holds a complete unit, kept until its receivers acknowledge: a
+    // contributor to that unit has contributed, so what it sends for this slot now is a later
+    // key, which would get no_slot (a caller that knows the slot before the key: back-pressure
+    // early).
+    bool slot_complete(uint32_t slot) const noexcept {
+        return core_.state(slot & (core_.slots() - 1)) == SlotState::complete;
+    }
     size_t in_use() const noexcept { return core_.in_use(); }
     uint32_t slots() const noexcept { return core_.slots(); }
     const AckCounters& counters() const noexcept { return counters_; }

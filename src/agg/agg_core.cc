@@ -51,6 +51,8 @@ AggCore::AggCore(const CoreParams& p, const reduce::Kernels& k) : params_(p) {
     // A deterministic core's accumulators are int64 fixed point, whatever the float type.
     acc_bytes_ = reduce::acc_bytes(p.deterministic ? reduce::kFixedWireType : p.elem_type,
                                    p.max_elems);
+    acc_elem_ =
+        reduce::acc_elem_size(p.deterministic ? reduce::kFixedWireType : p.elem_type);
     const reduce::TypeKernels& tk = k[p.elem_type];
     load_ = tk.load;
     accumulate_ = tk.accumulator(p.op);
@@ -158,6 +160,21 @@ bool AggCore::mark_added(uint32_t s, const uint8_t* who) noexcept {
         state_[s] = SlotState::complete;
     }
     return covered;
+}
+
+uint32_t AggCore::store_range(uint32_t s, uint32_t first, uint32_t n,
+                              void* out) const noexcept {
+    if (state_[s] != SlotState::complete || n == 0 || first > count_[s] ||
+        n > count_[s] - first) {
+        return 0;
+    }
+    const void* from = static_cast<const std::byte*>(acc(s)) + size_t{first} * acc_elem_;
+    if (!params_.deterministic) {
+        store_(out, from, n);
+    } else {
+        fixed_.dequantize(out, static_cast<const int64_t*>(from), n, params_.fraction_bits);
+    }
+    return n;
 }
 
 void AggCore::release(uint32_t s) noexcept {

@@ -108,6 +108,13 @@ public:
     // True when the slot is complete afterwards (then its result is the sum of the others').
     // Nothing changes unless the slot is aggregating.
     bool mark_added(uint32_t s, const uint8_t* who) noexcept;
+    // store_result() of elements [first, first + n) of slot s only (native encoding; a
+    // deterministic core dequantizes just those): one packet of a result sent in several.
+    // Returns n, or 0 (nothing written) unless the slot is complete and the range inside its
+    // count. reduce.h's kernels want the accumulator 64-byte aligned: `first` times the
+    // accumulator element is then a multiple of 64 (a PMTU segment's start always is).
+    uint32_t store_range(uint32_t s, uint32_t first, uint32_t n, void* out) const noexcept;
+
     // Empties slot s (its result and contributors are forgotten). The policy's decision.
     void release(uint32_t s) noexcept;
     // Empties every slot (control plane).
@@ -146,6 +153,7 @@ private:
     CoreParams params_;
     size_t set_bytes_ = 0;
     size_t acc_bytes_ = 0;
+    size_t acc_elem_ = 0;  // bytes of one accumulator element (store_range's offset)
     reduce::LoadFn load_ = nullptr;
     reduce::AccumulateFn accumulate_ = nullptr;
     reduce::StoreFn store_ = nullptr;

@@ -76,6 +76,32 @@ TEST(AckTable, ReleasedOnlyWhenEveryReceiverAcknowledged) {
     EXPECT_EQ(t.counters().released, 1u);
 }
 
+// One packet of a result sent in several: exactly the elements asked for, nothing outside the
+// unit's count, nothing for an incomplete or unknown key.
+TEST(AckTable, StoreRangeWritesOnlyThatRange) {
+    AckParams p = params();
+    p.core.max_elems = 64;
+    AckTable t(p);
+    std::vector<int32_t> a(40), b(40);
+    for (int32_t i = 0; i < 40; ++i) {
+        a[i] = i;
+        b[i] = 1000 * i;
+    }
+    ASSERT_EQ(t.contribute(9, set_of({1}).data(), 40, a.data(), 0), AckVerdict::absorbed);
+    std::vector<int32_t> out(40, -1);
+    EXPECT_EQ(t.store_range(9, 16, 16, out.data()), 0u) << "not complete yet";
+    ASSERT_EQ(t.contribute(9, set_of({2}).data(), 40, b.data(), 0), AckVerdict::completed);
+    ASSERT_EQ(t.store_range(9, 16, 16, out.data()), 16u);
+    for (int32_t i = 0; i < 16; ++i) {
+        EXPECT_EQ(out[i], 1001 * (16 + i));
+    }
+    EXPECT_EQ(out[16], -1) << "nothing written past the range";
+    EXPECT_EQ(t.store_range(9, 32, 8, out.data()), 8u);
+    EXPECT_EQ(out[7], 1001 * 39);
+    EXPECT_EQ(t.store_range(9, 32, 9, out.data()), 0u) << "past the unit's count";
+    EXPECT_EQ(t.store_range(13, 0, 1, out.data()), 0u) << "another key of the slot";
+}
+
 TEST(AckTable, BusySlotAnswersNoSlotAndTouchesNothing) {
     AckTable t(params(4));
     ASSERT_EQ(t.contribute(1, set_of({1}).data(), 1, one(1).data(), 0), AckVerdict::absorbed);

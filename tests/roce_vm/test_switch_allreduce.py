@@ -17,6 +17,13 @@ job in its config; each VM's ina-rdma-worker holds one RC connection to the swit
   4. Ordinary RoCE between two of the VMs (ibv_rc_pingpong, 200 round trips) completes while rank 1
      of a job is connected with its window of WRITEs at the switch; then ranks 2 and 3 complete it:
      the switch routes RoCE that is not addressed to it untouched.
+  5. Chunks larger than the PMTU (job 11: 4096-byte int32 chunks at PMTU 1024): every
+     contribution is a 4-packet WRITE FIRST/MIDDLE/MIDDLE/LAST_WITH_IMM that rxe segments, every
+     result a 4-packet WRITE from the switch; 1 MiB per worker bit-exact, the switch counted
+     exactly one contribution per chunk and rank and four result packets per result; then the
+     same under 2 % netem loss both ways on vm1's link (go-back-N inside messages both ways),
+     still bit-exact and still exactly one contribution per chunk and rank.
+     INA_SWITCH_MULTI_ONLY=1 runs this round alone.
   The switch's per-QP counters (sampled while the workers run: a QP's series goes with its
   DELETE) show the contributions, result WRITEs, ACKs, and the recovery under loss.
 
@@ -46,12 +53,16 @@ TIMEOUT_S = 150
 # starts its next session (sequences from 0 again) with fresh slots.
 JOB_INT32, JOB_FP32, JOB_BESIDE = 7, 8, 10
 JOB_LOSSY = JOB_INT32
+# Round 5: a chunk is four packets at the rxe link's PMTU 1024.
+JOB_MULTI, MULTI_CHUNK, MULTI_WINDOW, PMTU = 11, 4096, 16, 1024
 
 
 def rdma_jobs() -> list[dict]:
     return [{"id": job, "mode": "server-to-switch", "world": WORLD, "op": "sum", "dtype": dtype,
-             "chunk_bytes": CHUNK, "window": WINDOW, "pmtu": 1024}
-            for job, dtype in ((JOB_INT32, "int32"), (JOB_FP32, "fp32"), (JOB_BESIDE, "fp32"))]
+             "chunk_bytes": CHUNK, "window": WINDOW, "pmtu": PMTU}
+            for job, dtype in ((JOB_INT32, "int32"), (JOB_FP32, "fp32"), (JOB_BESIDE, "fp32"))] + [
+        {"id": JOB_MULTI, "mode": "server-to-switch", "world": WORLD, "op": "sum",
+         "dtype": "int32", "chunk_bytes": MULTI_CHUNK, "window": MULTI_WINDOW, "pmtu": PMTU}]
 
 
 def switch_config(cfg: dict, lab) -> dict:
@@ -60,10 +71,10 @@ def switch_config(cfg: dict, lab) -> dict:
 
 
 def worker_cmd(lab, vm, rank: int, job: int, args: str, world: int = WORLD,
-               timeout_s: int = TIMEOUT_S) -> str:
+               timeout_s: int = TIMEOUT_S, chunk: int = CHUNK, window: int = WINDOW) -> str:
     return (f"ina-rdma-worker --mode server-to-switch --switch-api {lab.guest_api_url} "
             f"--job {job} --rank {rank} --world {world} --ip {vm.ip} --gid-index {vm.gid_index} "
-            f"--chunk-bytes {CHUNK} --window {WINDOW} --timeout-ms {timeout_s * 1000} {args}")
+            f"--chunk-bytes {chunk} --window {window} --timeout-ms {timeout_s * 1000} {args}")
 
 
 def rdma_job(lab, job: int) -> dict:
@@ -115,17 +126,82 @@ class QpCounters:
         return {k: v - self.before.get(k, 0.0) for k, v in self.read().items()}
 
 
+def multi_packet_round(lab, inputs: list[str], sha: str, tag: str, lossy_vm=None,
+                       cmd=None) -> float:
+    """Round 5: job 11's 4096-byte chunks at PMTU 1024 (multi-packet WRITEs both ways), the
+    int32 `inputs` bit-exact (`sha`) on every worker; with `lossy_vm`, 2 % loss both ways on its
+    link. `cmd(vm, rank, args)`: the worker's command line (default: connected through the
+    API). Returns the wall time."""
+    if cmd is None:
+        def cmd(vm, rank, args):
+            return worker_cmd(lab, vm, rank, JOB_MULTI, args, chunk=MULTI_CHUNK,
+                              window=MULTI_WINDOW)
+    vms = lab.vms
+    if lossy_vm is not None:
+        lossy_vm.netem("loss 2%", direction="both")
+    t0 = time.monotonic()
+    counters = QpCounters(lab, JOB_MULTI)
+    jobs = [vm.start(cmd(vm, rank, f"--type int32 --input /root/{os.path.basename(p)} "
+                                   "--output /tmp/multi.out"))
+            for rank, (vm, p) in enumerate(zip(vms, inputs), start=1)]
+    counters.watch(jobs, f"the {tag} AllReduce")
+    res = wait_results(jobs, tag)
+    wall = time.monotonic() - t0
+    if lossy_vm is not None:
+        lossy_vm.netem(None, direction="both")
+    for vm in vms:
+        rc, out = vm.run("sha256sum /tmp/multi.out", check=True)
+        check(out.split()[0] == sha, f"{vm.name}: {tag} bit-exact (sha256 {sha[:16]}...)")
+    chunks = ELEMENTS * 4 // MULTI_CHUNK
+    packets = MULTI_CHUNK // PMTU
+    check(all(r[0]["chunks"] == chunks and r[0]["results"] == chunks for r in res),
+          f"{tag}: {chunks} chunks of {MULTI_CHUNK} bytes, one result each, on every worker")
+    t = counters.totals()
+    log(f"switch QP counters, {tag}: " + json.dumps(t))
+    n = WORLD * chunks
+    check(t.get("contributions") == n and t.get("bad_contributions", 0) == 0 and
+          t.get("invalid_requests", 0) == 0 and t.get("icrc_errors", 0) == 0,
+          f"{tag}: the switch added exactly {n} contributions (one per chunk and rank, "
+          "none twice), no sequence error, no bad ICRC")
+    check(t.get("segments") == n * packets,
+          f"{tag}: each contribution arrived as {packets} packets taken once "
+          f"({n * packets} segments)")
+    if lossy_vm is None:
+        check(t.get("results_sent") == n * packets and t.get("retransmissions", 0) == 0,
+              f"{tag}: each result left as one {packets}-packet WRITE per rank "
+              f"({n * packets} result packets)")
+    else:
+        check(t.get("results_sent") == n * packets and
+              t.get("retransmissions", 0) + t.get("duplicates", 0) + t.get("naks_sent", 0) > 0,
+              f"{tag}: {n * packets} result packets first sent, and the recovery counted "
+              "(retransmissions, duplicates or NAKs)")
+    return wall
+
+
 def test(worker_exe: str, switch_exe: str) -> None:
     scratch = tempfile.mkdtemp(prefix="switch-allreduce-")
     try:
         inputs, int32_sha = int32_inputs(scratch, WORLD, 20261124, ELEMENTS)
         lossy_inputs, lossy_sha = int32_inputs(scratch, WORLD, 7, ELEMENTS)
+        # Files are named by seed, so every round's inputs are apart.
+        multi_inputs, multi_sha = int32_inputs(scratch, WORLD, 4096, ELEMENTS)
+        multi_lossy_inputs, multi_lossy_sha = int32_inputs(scratch, WORLD, 4097, ELEMENTS)
         extra = [stripped(worker_exe, scratch)]
-        extra += [(p, f"/root/{os.path.basename(p)}") for p in inputs + lossy_inputs]
+        extra += [(p, f"/root/{os.path.basename(p)}")
+                  for p in inputs + lossy_inputs + multi_inputs + multi_lossy_inputs]
         with Lab(WORLD, fabric="inaswitch", switch_exe=switch_exe, routed=True, guest_api=True,
                  switch_config=switch_config, extra_files=extra) as lab:
             vms = lab.vms
             lab.reach_all()
+            multi_guest, multi_lossy_guest = multi_inputs, multi_lossy_inputs
+            if os.environ.get("INA_SWITCH_MULTI_ONLY"):
+                multi_wall = multi_packet_round(lab, multi_guest, multi_sha, "int32 4 KiB chunks")
+                lossy_multi_wall = multi_packet_round(lab, multi_lossy_guest, multi_lossy_sha,
+                                                      "int32 4 KiB chunks under 2 % loss",
+                                                      lossy_vm=vms[1])
+                log(f"timings: int32 4 KiB chunks {multi_wall:.2f}s; under loss "
+                    f"{lossy_multi_wall:.2f}s")
+                return
 
             # 0. refusals carry the switch's text; nothing stays connected.
             rc, out = vms[0].run(worker_cmd(lab, vms[0], 1, 99, "--elements 1024",
@@ -245,9 +321,16 @@ def test(worker_exe: str, switch_exe: str) -> None:
             log(f"RoCE packets not for the switch passed on: {passed:.0f}")
             check(passed >= 400, "the switch passed the pingpong's RoCE packets on untouched "
                   "(inaswitch_rdma_packets_total{reason=passed})")
+
+            # 5. chunks larger than the PMTU, clean and under loss.
+            multi_wall = multi_packet_round(lab, multi_guest, multi_sha, "int32 4 KiB chunks")
+            lossy_multi_wall = multi_packet_round(lab, multi_lossy_guest, multi_lossy_sha,
+                                                  "int32 4 KiB chunks under 2 % loss",
+                                                  lossy_vm=vms[1])
             log(f"timings: boot {lab.timings.get('boot_s', 0):.1f}s; int32 1 MiB x {WORLD}: "
                 f"{int32_wall:.2f}s wall; fp32 x 3: {fp32_wall:.2f}s; int32 under 2 % loss: "
-                f"{lossy_wall:.2f}s")
+                f"{lossy_wall:.2f}s; int32 4 KiB chunks: {multi_wall:.2f}s; under loss: "
+                f"{lossy_multi_wall:.2f}s")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

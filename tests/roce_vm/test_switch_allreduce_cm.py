@@ -10,6 +10,9 @@ the switch's address, port 7471; docs/rdma.md "RDMA CM on the switch"), not thro
      worker; while rank 1 waits for the others, GET /api/v1/rdma/jobs/7 shows its QP (made by
      the CM through the API's own connect); at the end each worker's rdma_disconnect (DREQ ->
      the switch's DREP) tears its QP down; the switch counted the REQs, REPs, RTUs, DREQs.
+  2. The same over CM with chunks larger than the PMTU (job 11: 4096-byte chunks at the path
+     MTU 1024 the REQ carries; test_switch_allreduce.py's round 5): multi-packet WRITEs both
+     ways, bit-exact, exactly one contribution per chunk and rank at the switch.
 
 usage: test_switch_allreduce_cm.py build/src/worker/rdma/ina-rdma-worker build/src/app/inaswitch
 """
@@ -27,14 +30,16 @@ sys.path.insert(0, HERE)
 
 from lab import Lab, run_test, check, log, wait_until  # noqa: E402
 from test_rdma_allreduce import int32_inputs, stripped  # noqa: E402
-from test_switch_allreduce import (CHUNK, ELEMENTS, JOB_INT32, TIMEOUT_S, WINDOW, WORLD,  # noqa: E402
-                                   job_qps, switch_config, wait_results)
+from test_switch_allreduce import (CHUNK, ELEMENTS, JOB_INT32, JOB_MULTI, MULTI_CHUNK,  # noqa: E402
+                                   MULTI_WINDOW, TIMEOUT_S, WINDOW, WORLD, job_qps,
+                                   multi_packet_round, switch_config, wait_results)
 
 
-def worker_cmd(vm, rank: int, job: int, args: str, timeout_s: int = TIMEOUT_S) -> str:
+def worker_cmd(vm, rank: int, job: int, args: str, timeout_s: int = TIMEOUT_S,
+               chunk: int = CHUNK, window: int = WINDOW) -> str:
     return (f"ina-rdma-worker --mode server-to-switch --switch-cm {vm.gw}:7471 "
             f"--job {job} --rank {rank} --world {WORLD} --ip {vm.ip} --gid-index {vm.gid_index} "
-            f"--chunk-bytes {CHUNK} --window {WINDOW} --timeout-ms {timeout_s * 1000} {args}")
+            f"--chunk-bytes {chunk} --window {window} --timeout-ms {timeout_s * 1000} {args}")
 
 
 def cm_events(lab) -> dict[str, float]:
@@ -50,8 +55,9 @@ def test(worker_exe: str, switch_exe: str) -> None:
     scratch = tempfile.mkdtemp(prefix="switch-allreduce-cm-")
     try:
         inputs, int32_sha = int32_inputs(scratch, WORLD, 20261124, ELEMENTS)
+        multi_inputs, multi_sha = int32_inputs(scratch, WORLD, 4098, ELEMENTS)
         extra = [stripped(worker_exe, scratch)]
-        extra += [(p, f"/root/{os.path.basename(p)}") for p in inputs]
+        extra += [(p, f"/root/{os.path.basename(p)}") for p in inputs + multi_inputs]
         with Lab(WORLD, fabric="inaswitch", switch_exe=switch_exe, routed=True, guest_api=True,
                  switch_config=switch_config, extra_files=extra) as lab:
             vms = lab.vms
@@ -97,8 +103,14 @@ def test(worker_exe: str, switch_exe: str) -> None:
                   ev.get("dreqs", 0) >= WORLD and ev.get("dreps_sent", 0) >= WORLD and
                   ev.get("rejs_sent", 0) >= 1,
                   "the switch's CM counted the REPs, RTUs, DREQs/DREPs and the REJ")
+
+            # 2. chunks larger than the PMTU over CM connections.
+            multi_wall = multi_packet_round(
+                lab, multi_inputs, multi_sha, "int32 4 KiB chunks over CM",
+                cmd=lambda vm, rank, args: worker_cmd(vm, rank, JOB_MULTI, args,
+                                                      chunk=MULTI_CHUNK, window=MULTI_WINDOW))
             log(f"timings: boot {lab.timings.get('boot_s', 0):.1f}s; int32 1 MiB x {WORLD} over "
-                f"CM: {wall:.2f}s wall")
+                f"CM: {wall:.2f}s wall; with 4 KiB chunks: {multi_wall:.2f}s")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

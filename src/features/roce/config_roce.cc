@@ -65,10 +65,17 @@ void check_job(Reader& r, const JobConfig& j, const YAML::Node& n) {
         r.error(n, "expected pmtu of rdma job " + std::to_string(j.id) +
                        ": 256, 512, 1024, 2048 or 4096");
     }
-    if (j.chunk_bytes > j.pmtu) {
+    if (j.chunk_bytes > j.pmtu && j.chunk_bytes % j.pmtu != 0) {
         r.error(n, "rdma job " + std::to_string(j.id) + ": chunk_bytes " +
                        std::to_string(j.chunk_bytes) + " is above pmtu " + std::to_string(j.pmtu) +
-                       "; expected one chunk per WRITE ONLY packet (chunk_bytes <= pmtu)");
+                       " and no multiple of it; expected chunk_bytes <= pmtu (one WRITE ONLY "
+                       "packet) or a multiple of pmtu (FIRST, MIDDLE..., LAST)");
+    }
+    if (j.chunk_bytes > j.pmtu && j.role == Role::aggregator) {
+        r.error(n, "rdma job " + std::to_string(j.id) + ": chunk_bytes " +
+                       std::to_string(j.chunk_bytes) + " is above pmtu " + std::to_string(j.pmtu) +
+                       "; expected chunk_bytes <= pmtu with role aggregator (its partial is one "
+                       "INA packet)");
     }
     if (j.chunk_bytes % reduce::elem_size(j.dtype) != 0) {
         r.error(n, "rdma job " + std::to_string(j.id) + ": expected chunk_bytes a multiple of " +
@@ -164,7 +171,7 @@ void read_job(Reader& r, const YAML::Node& n, JobConfig& j) {
     uint_field(r, n, "world", where, j.world, 1, kMaxWorld, true);
     reduce_enum_field(r, n, "op", where, kReduceOps, j.op);
     reduce_enum_field(r, n, "dtype", where, kReduceTypes, j.dtype);
-    uint_field(r, n, "chunk_bytes", where, j.chunk_bytes, 4, 4096, false);
+    uint_field(r, n, "chunk_bytes", where, j.chunk_bytes, 4, kMaxChunkBytes, false);
     uint_field(r, n, "window", where, j.window, 1, kMaxWindow, false);
     uint_field(r, n, "pmtu", where, j.pmtu, 256, 4096, false);
     r.optional(n, "qps", [&](const YAML::Node& v) {
@@ -340,7 +347,7 @@ ConnectParse parse_connect(const std::string& text, const std::string& source_na
     q.from_api = true;
     read_worker_side(r, n, where, q);
     uint_field(r, n, "pmtu", where, c.pmtu, 256, 4096, true);
-    uint_field(r, n, "chunk_bytes", where, c.chunk_bytes, 4, 4096, true);
+    uint_field(r, n, "chunk_bytes", where, c.chunk_bytes, 4, kMaxChunkBytes, true);
     uint_field(r, n, "window", where, c.window, 1, kMaxWindow, true);
     uint_field(r, n, "world", where, c.world, 1, kMaxWorld, true);
     r.required(n, "dtype", where, [](const YAML::Node&) {});

@@ -20,6 +20,9 @@ namespace ina::features::roce {
 inline constexpr const char* kSectionKey = "rdma";
 inline constexpr uint16_t kMaxWorld = 64;        // ranks of a job (one contributor bit each)
 inline constexpr uint32_t kMaxWindow = 256;      // = roce::Requester::kMaxMessages
+// A chunk above the pmtu is a multi-packet WRITE both ways (a multiple of the pmtu; the switch
+// stages a rank's message per QP, so this bounds that memory: 64 QPs x 64 KiB).
+inline constexpr uint32_t kMaxChunkBytes = 65536;
 inline constexpr uint32_t kMaxRdmaJobs = 16;
 // The switch's contribution area is virtual: every QP is told the same address and key.
 inline constexpr uint64_t kAreaAddr = 4096;

@@ -21,8 +21,10 @@ namespace ina::features::roce {
 
 using json = nlohmann::json;
 
+static_assert(kMaxChunkBytes == kMaxStagedBytes);
+
 JobParams job_params(const JobConfig& j) {
-    return JobParams{j.id, j.world, j.op, j.dtype, j.chunk_bytes, j.window};
+    return JobParams{j.id, j.world, j.op, j.dtype, j.chunk_bytes, j.window, j.pmtu};
 }
 
 namespace {
@@ -520,9 +522,12 @@ ConnectOutcome RoceControl::connect_qp(control::ControlPlane& cp, uint32_t job_i
                                             std::to_string(job_id) +
                                             " (chunk_bytes, window, dtype, op and world must match)");
     }
-    if (r.chunk_bytes > r.pmtu || r.chunk_bytes > job->pmtu) {
+    if (r.chunk_bytes > r.pmtu && r.pmtu < job->pmtu) {
+        // The worker's NIC would cut its WRITEs at its own MTU: MIDDLE packets shorter than
+        // the job's pmtu, which RC's rules refuse.
         return refuse(Refusal::differs,
-                      "chunk_bytes is above the pmtu: one chunk must fit one packet");
+                      "pmtu " + std::to_string(r.pmtu) + " is below the job's " +
+                          std::to_string(job->pmtu) + " while chunk_bytes is above it");
     }
     if (r.qp.rank == 0 || r.qp.rank > job->world) {
         return refuse(Refusal::bad_rank, "rank is outside 1..the job's world");

@@ -6,6 +6,7 @@
 #include <rte_udp.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <stdexcept>
 
@@ -26,8 +27,8 @@ using pipeline::LcoreContext;
 
 namespace {
 
-// Where a result's payload and its frame are built in the lcore's scratch (a chunk is at most
-// 4096 bytes, a frame at most 14 + 20 + 8 + 12 + 16 + 4 + 4096 + 4).
+// Where a result packet's payload and its frame are built in the lcore's scratch (a packet's
+// payload is at most the PMTU, 4096 bytes, a frame at most 14 + 20 + 8 + 12 + 16 + 4 + 4096 + 4).
 constexpr size_t kFrameAt = 0;
 constexpr size_t kPayloadAt = 8192;
 static_assert(kPayloadAt + 4096 <= LcoreContext::kScratchBytes);
@@ -136,30 +137,51 @@ void count_result(QpState& q, const rc::Transmit& tx, size_t l3) {
     q.counters.bytes_out += l3;
 }
 
-// The ICRC of result WRITE tx, whose packet of l3_bytes with `headers` header bytes is at l3
-// behind an Ethernet header (its payload and pad in place). A whole chunk's: the rank's headers
-// summed and joined to the payload's CRC, summed once per key for all ranks; any other length:
-// one pass over the frame.
+// The ICRC of result WRITE packet tx, of l3_bytes with `headers` header bytes at l3 behind an
+// Ethernet header (its payload and pad in place). A whole segment's (every packet but the last
+// of a short final chunk): the rank's headers summed and joined to the segment payload's CRC,
+// summed once per (key, segment) for all ranks; any other length: one pass over the frame.
 uint32_t result_write_icrc(JobState& job, uint8_t* l3, size_t headers, size_t l3_bytes,
                            const rc::Transmit& tx) {
     const size_t payload = l3_bytes - headers - rc::kIcrcBytes;  // with its pad
-    if (payload != job.result_icrc.payload_bytes()) {
+    // A whole chunk's result (every packet of a one-packet job) is segment 0: no division.
+    const uint32_t segment =
+        tx.offset == 0 ? 0 : static_cast<uint32_t>(tx.offset / job.segment_bytes);
+    if (payload != job.result_icrc.payload_bytes() || segment >= job.segment_crc.size()) {
         return rc::icrc_in_frame(l3, l3_bytes);  // the Ethernet header before
     }
     const auto key = static_cast<uint32_t>(tx.cookie);
-    if (!job.payload_crc_valid || job.payload_crc_key != key) {
-        job.payload_crc = rc::icrc_payload(l3 + headers, payload);
-        job.payload_crc_key = key;
-        job.payload_crc_valid = true;
+    JobState::SegmentCrc& c = job.segment_crc[segment];
+    if (!c.valid || c.key != key) {
+        c.crc = rc::icrc_payload(l3 + headers, payload);
+        c.key = key;
+        c.valid = true;
     }
-    return job.result_icrc.join(rc::icrc_headers_in_frame(l3, headers), job.payload_crc);
+    return job.result_icrc.join(rc::icrc_headers_in_frame(l3, headers), c.crc);
 }
 
-// Result packet `tx` (a whole message: offset 0) built in one fresh mbuf: headers written in
-// place, the rank's result (the slot's, or the parent's for an aggregator) stored straight
-// behind them (its one copy), pad, ICRC in one
-// pass in place. False when the frame does not fit one mbuf (the caller builds it in scratch); true
-// otherwise, with `out` the frame or nullptr (no mbuf, or no result: counted).
+// The result bytes of packet tx (the slot's, or the parent's for an aggregator) written to
+// `payload`; false (counted) when the result is not there: it left the table, which cannot be
+// while the rank has not acknowledged it. The packet is then skipped, the worker's timeout or a
+// later NAK brings the requester back.
+[[gnu::always_inline]] inline bool result_bytes(QpState& q, const rc::Transmit& tx,
+                                                uint8_t* payload) {
+    const uint32_t shift = q.job->elem_shift;
+    const uint32_t n = tx.length >> shift;
+    if ((tx.length & ((1u << shift) - 1)) != 0 ||
+        rank_result(*q.job, static_cast<uint32_t>(tx.cookie), tx.offset >> shift, n, payload) !=
+            n) [[unlikely]] {
+        ++q.counters.bad_contributions;
+        return false;
+    }
+    return true;
+}
+
+// Result packet `tx` (any packet of the message: its offset and length) built in one fresh
+// mbuf: headers written in place, its part of the rank's result stored straight behind them
+// (its one copy), pad, ICRC in place. False when the frame does not fit one mbuf (the caller
+// builds it in scratch); true otherwise, with `out` the frame or nullptr (no mbuf, or no
+// result: counted).
 bool result_in_place(LcoreContext& ctx, QpState& q, const rc::Transmit& tx, rte_mbuf*& out) {
     rte_mbuf* m = fresh_mbuf(ctx);
     if (m == nullptr) [[unlikely]] {
@@ -172,20 +194,13 @@ bool result_in_place(LcoreContext& ctx, QpState& q, const rc::Transmit& tx, rte_
                                                                  q.ip_id, tx);
     const uint32_t pad = rc::write_request_pad_bytes(tx.length);
     const size_t l3 = headers + tx.length + pad + rc::kIcrcBytes;
-    // The result (rank_result) is at most chunk_bytes.
-    if (headers == 0 || l2 + headers + std::max<size_t>(q.job->params.chunk_bytes, tx.length) +
-                                pad + rc::kIcrcBytes > room) {
+    if (headers == 0 || l2 + l3 > room) {
         rte_pktmbuf_free(m);
         return false;
     }
     uint8_t* payload = d + l2 + headers;
-    const uint32_t count = rank_result(*q.job, static_cast<uint32_t>(tx.cookie), payload);
-    if (count * static_cast<uint32_t>(reduce::elem_size(q.job->params.dtype)) != tx.length)
-        [[unlikely]] {
-        // The result left the table (cannot be while the rank has not acknowledged it): the
-        // packet is skipped, the worker's timeout or a later NAK brings the requester back.
+    if (!result_bytes(q, tx, payload)) [[unlikely]] {
         rte_pktmbuf_free(m);
-        ++q.counters.bad_contributions;
         return true;
     }
     std::memset(payload + tx.length, 0, pad);
@@ -203,23 +218,19 @@ bool next_result(LcoreContext& ctx, QpState& q, uint64_t t_ns, rte_mbuf*& out) {
         return false;
     }
     out = nullptr;
-    if (tx.offset == 0 && result_in_place(ctx, q, tx, out)) {
+    if (result_in_place(ctx, q, tx, out)) {
         return true;
     }
-    // A packet of a longer message, or a frame larger than one mbuf: the result in scratch,
-    // the frame built behind it and copied into a chain.
+    // A frame larger than one mbuf: its part of the result in scratch, the frame built behind
+    // it and copied into a chain.
     uint8_t* payload = ctx.scratch.data() + kPayloadAt;
-    const uint32_t count = rank_result(*q.job, static_cast<uint32_t>(tx.cookie), payload);
-    const uint32_t bytes = count * static_cast<uint32_t>(reduce::elem_size(q.job->params.dtype));
-    if (tx.offset + tx.length > bytes) [[unlikely]] {
-        // As in result_in_place.
-        ++q.counters.bad_contributions;
+    if (!result_bytes(q, tx, payload)) [[unlikely]] {
         return true;
     }
     uint8_t* frame = ctx.scratch.data() + kFrameAt;
     const size_t l2 = rc::write_ethernet(frame, kPayloadAt, kZeroMac, kZeroMac);
     const size_t l3 = rc::encode_write(frame + l2, kPayloadAt - l2, q.path, q.ip_id++, tx,
-                                       payload + tx.offset);
+                                       payload);
     count_result(q, tx, l3);
     out = frame_of(ctx, frame, l2 + l3, q.last_port);
     return true;
@@ -319,33 +330,112 @@ struct Burst {
                 ++q.counters.duplicates;
             } else if (v.fatal) {
                 ++q.counters.refused;
+                if (v.reply.syndrome == rc::aeth::kNakInvalidRequest) {
+                    ++q.counters.invalid_requests;
+                } else if (v.reply.syndrome == rc::aeth::kNakRemoteAccess) {
+                    ++q.counters.access_errors;
+                }
             }
             count_reply(q, v.reply);
             emit(ack_frame(ctx, q, v.reply));
             return;
         }
-        execute(q, v.where, payload);
+        if (v.where.first && v.where.last) {
+            execute(q, v.where, payload);
+        } else {
+            execute_segment(q, v.where, payload);
+        }
         touch(q);
     }
 
-    void execute(QpState& q, const rc::Placement& w, const uint8_t* payload) {
-        JobState& job = *q.job;
+    // The packet of q's last execute verdict cannot be taken now: its RNR NAK, nothing
+    // advances.
+    void refuse(QpState& q) {
+        const rc::Reply r = q.responder.refuse();
+        count_reply(q, r);
+        emit(ack_frame(ctx, q, r));
+    }
+
+    // Whether w, a whole WRITE message of `length` bytes from region offset `start` with w's
+    // immediate, is one contribution of this job: the chunk s of its immediate, into s's slot
+    // of the area, a whole number of elements, at most one chunk.
+    static bool shaped(const JobState& job, const rc::Placement& w, uint64_t start,
+                       uint64_t length) {
         const uint32_t elem = static_cast<uint32_t>(reduce::elem_size(job.params.dtype));
         const uint32_t s = w.imm >> 8;
-        const bool shaped = w.write && w.first && w.last && w.has_imm && (w.imm & 0xFF) == 1 &&
-                            w.length != 0 && w.length <= job.params.chunk_bytes &&
-                            w.length % elem == 0 &&
-                            w.region_offset ==
-                                uint64_t{s % job.params.window} * job.params.chunk_bytes;
-        if (!shaped) {
+        return w.write && w.last && w.has_imm && (w.imm & 0xFF) == 1 && length != 0 &&
+               length <= job.params.chunk_bytes && length % elem == 0 &&
+               start == uint64_t{s % job.params.window} * job.params.chunk_bytes;
+    }
+
+    // A packet of a multi-packet WRITE (the responder checked its place in the message: every
+    // packet but the LAST exactly one PMTU, in PSN order). Staged at its message offset; the
+    // LAST adds the staged chunk. Every packet but the LAST is committed at once: it is stored
+    // (in the staging), so the ACK that may cover it says the truth.
+    // Out of line: the one-packet path (execute) stays inlined into roce_input.
+    [[gnu::noinline]] void execute_segment(QpState& q, const rc::Placement& w,
+                                           const uint8_t* payload) {
+        JobState& job = *q.job;
+        if (w.first) {
+            q.message_bad = false;
+            // The slot the RETH names holds a complete result some rank has not acknowledged:
+            // this rank contributed to it, so this message is a later chunk of that slot, whose
+            // LAST would be refused. Refused here instead (RNR NAK for the FIRST): rxe resends
+            // a refused LAST's whole WRITE from its FIRST, so refusing the LAST costs the
+            // message's packets again each time.
+            if (q.staging != nullptr && w.write && w.region_offset % job.params.chunk_bytes == 0 &&
+                job.table.slot_complete(
+                    static_cast<uint32_t>(w.region_offset / job.params.chunk_bytes))) {
+                refuse(q);
+                return;
+            }
+        }
+        const uint64_t end = w.message_offset + w.length;
+        if (q.staging == nullptr || !w.write || end > job.params.chunk_bytes) {
+            q.message_bad = true;  // no multi-packet chunks in this job, a SEND, or too long
+        }
+        if (q.message_bad) {
+            if (w.last) {
+                ++q.counters.bad_contributions;  // once per message
+            }
+            q.responder.commit();
+            return;
+        }
+        std::memcpy(q.staging.get() + w.message_offset, payload, w.length);
+        if (!w.last) {
+            ++q.counters.segments;
+            q.responder.commit();
+            return;
+        }
+        if (!shaped(job, w, w.region_offset - w.message_offset, end)) {
+            ++q.counters.bad_contributions;
+            q.responder.commit();
+            return;
+        }
+        if (contribute(q, w, static_cast<uint32_t>(end), q.staging.get())) {
+            ++q.counters.segments;  // a refused LAST comes again: counted when taken
+        }
+    }
+
+    void execute(QpState& q, const rc::Placement& w, const uint8_t* payload) {
+        if (!shaped(*q.job, w, w.region_offset, w.length)) {
             // Executed by RC rules (inside the area, in order) but no contribution: consumed
             // and counted, so the connection goes on.
             ++q.counters.bad_contributions;
             q.responder.commit();
             return;
         }
-        const uint32_t key = job.extend(s);
-        const agg::AckVerdict a = job.table.contribute(key, q.rank_bits.data(), w.length / elem,
+        contribute(q, w, w.length, payload);
+    }
+
+    // The chunk of w's immediate, `length` bytes at `payload`, added under its key; commits, or
+    // refuses (RNR NAK) when its slot is busy. False when refused.
+    [[gnu::always_inline]] bool contribute(QpState& q, const rc::Placement& w, uint32_t length,
+                                           const uint8_t* payload) {
+        JobState& job = *q.job;
+        const uint32_t elem = static_cast<uint32_t>(reduce::elem_size(job.params.dtype));
+        const uint32_t key = job.extend(w.imm >> 8);
+        const agg::AckVerdict a = job.table.contribute(key, q.rank_bits.data(), length / elem,
                                                        payload, t_ns);
         switch (a) {
         case agg::AckVerdict::absorbed:
@@ -359,16 +449,14 @@ struct Burst {
                 send_partial(ctx, *snap, job, key, t_ns, out);  // the result comes from above
                 break;
             }
-            post_results(job, key, w.length, t_ns);
+            post_results(job, key, length, t_ns);
             touch_ranks(job);
             break;
         case agg::AckVerdict::no_slot: {
             // The slot still holds an older result some rank has not acknowledged:
             // back-pressure, the worker comes back with the same PSN after the RNR timer.
-            const rc::Reply r = q.responder.refuse();
-            count_reply(q, r);
-            emit(ack_frame(ctx, q, r));
-            break;
+            refuse(q);
+            return false;
         }
         default:
             // duplicate/overlap/stale/count_mismatch/...: nothing added; the packet is part
@@ -377,6 +465,7 @@ struct Burst {
             q.responder.commit();
             break;
         }
+        return true;
     }
 
     // End of the burst: one coalesced ACK per touched QP, then as many result packets as the
@@ -432,7 +521,13 @@ JobState::JobState(const JobParams& p, const ParentParams& up)
     : StateTag(StateKind::job),
       params(p),
       table(ack_params(p, up)),
-      result_icrc(p.chunk_bytes + rc::write_request_pad_bytes(p.chunk_bytes)) {
+      elem_shift(static_cast<uint8_t>(std::countr_zero(reduce::elem_size(p.dtype)))),
+      segment_bytes(p.pmtu != 0 && p.chunk_bytes > p.pmtu ? p.pmtu : p.chunk_bytes),
+      result_icrc(segment_bytes + rc::write_request_pad_bytes(segment_bytes)),
+      segment_crc((p.chunk_bytes + segment_bytes - 1) / segment_bytes) {
+    if (p.chunk_bytes == 0 || p.chunk_bytes > kMaxStagedBytes) {
+        throw std::invalid_argument("rdma job: chunk_bytes out of range");
+    }
     if (up.parent_ip != 0) {
         parent = std::make_unique<ParentLink>(up, p.window, p.chunk_bytes);
     }
@@ -489,6 +584,9 @@ QpState::QpState(const QpParams& p, JobState* j)
     path.src_port = rc::source_port_for_qp(p.switch_qpn);
     path.dest_qp = p.worker_qpn;
     responder.post_receives(1u << 30);
+    if (j->params.chunk_bytes > p.pmtu) {
+        staging = std::make_unique<uint8_t[]>(j->params.chunk_bytes);
+    }
 }
 
 namespace {

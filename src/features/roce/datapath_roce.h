@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The RoCEv2 server-to-switch stage (docs/rdma.md "Server-to-switch mode"): the switch
-// terminates one RC QP per worker, aggregates the WRITE_ONLY_WITH_IMM contributions a job's
-// ranks make and WRITEs the result back to every rank, releasing it once every rank's ACK
-// covers it. Per-lcore state: one JobState per job and one QpState per QP, all on the job's
+// terminates one RC QP per worker, aggregates the contributions a job's ranks WRITE with
+// immediate (one WRITE_ONLY packet, or FIRST/MIDDLE.../LAST when a chunk is larger than the
+// PMTU: staged per QP, added whole at the LAST) and WRITEs the result back to every rank (as
+// many packets as the PMTU needs), releasing it once every rank's ACK covers it. Per-lcore state: one JobState per job and one QpState per QP, all on the job's
 // home lcore, allocated by the control plane (control_roce) and attached through the command
 // ring; the stage finds a QP by the snapshot's RoceView (switch QPN -> slot) and hands packets
 // that arrive on another lcore to the home lcore. Nothing here allocates per packet: emitted
@@ -12,6 +13,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "agg/ack_table.h"
 #include "features/roce/datapath_roce_parent.h"
@@ -36,7 +38,13 @@ struct JobParams {
     reduce::ElemType dtype = reduce::ElemType::fp32;
     uint32_t chunk_bytes = 0;
     uint32_t window = 0;  // power of two: the aggregation's slots
+    // Every QP's path MTU (0: chunk_bytes). A chunk above it travels as a multi-packet WRITE
+    // both ways; config keeps chunk_bytes then a multiple of it, at most kMaxChunkBytes.
+    uint32_t pmtu = 0;
 };
+
+// The largest chunk (= config kMaxChunkBytes): a multi-packet contribution is staged per QP.
+inline constexpr uint32_t kMaxStagedBytes = 65536;
 
 struct QpState;
 
@@ -63,13 +71,22 @@ struct alignas(64) JobState : StateTag {
     uint64_t results_completed = 0;
     uint64_t results_released = 0;
     uint64_t post_failures = 0;  // a result that could not be posted on some rank's QP
-    // A whole chunk's result WRITE: its ICRC joined from the rank's headers and the payload's
-    // CRC, which the first rank's WRITE of a key sums and the others reuse (a key's result
-    // never changes while it is held; keys are never reused).
+    uint8_t elem_shift = 0;  // log2 of the element's bytes (1, 2, 4, 8)
+    // A result packet's payload: min(chunk_bytes, pmtu); a chunk is chunk_bytes / this many
+    // packets (the last of a short final chunk shorter).
+    uint32_t segment_bytes = 0;
+    // A whole segment's result packet: its ICRC joined from the rank's headers and the
+    // segment payload's CRC, which the first rank's packet of a (key, segment) sums and the
+    // others reuse (a key's result never changes while it is held; keys are never reused).
+    // Indexed by segment: every rank sends a message's packets in order, so a rank's FIRST
+    // must not evict the CRC another rank's LAST still needs.
     ina::roce::IcrcJoin result_icrc;
-    uint32_t payload_crc_key = 0;
-    uint32_t payload_crc = 0;
-    bool payload_crc_valid = false;
+    struct SegmentCrc {
+        uint32_t key = 0;
+        uint32_t crc = 0;
+        bool valid = false;
+    };
+    std::vector<SegmentCrc> segment_crc;
 
     // The 32-bit key of 24-bit session sequence `s` (serial arithmetic around high_key).
     uint32_t extend(uint32_t s);
@@ -105,6 +122,13 @@ struct alignas(64) QpState : StateTag {
     wire::BitString rank_bits;
     // The key of each posted result message, by message sequence mod kMaxMessages.
     std::array<uint32_t, ina::roce::Requester::kMaxMessages> message_key{};
+    // The multi-packet contribution in progress (FIRST..LAST, in PSN order: the responder's
+    // rules): its bytes at their message offset, added to the table whole at the LAST, which is
+    // the only packet carrying the chunk's sequence (the immediate). Empty for a job whose
+    // chunks fit one packet. A refused LAST (no slot) keeps it: the retransmitted LAST finds
+    // every earlier packet still here, and nothing before the LAST was added anywhere.
+    std::unique_ptr<uint8_t[]> staging;
+    bool message_bad = false;  // a packet of this message was no contribution: not added
     uint16_t ip_id = 0;
     uint16_t last_port = 0;  // where the worker's packets last came in (emitted frames' m->port)
     bool touched = false;    // in the current burst's list of QPs to ACK and pump

@@ -85,9 +85,10 @@ ParentLink::ParentLink(const ParentParams& p, uint32_t window, uint32_t chunk)
       result_key(window),
       result_elems(window) {}
 
-uint32_t rank_result(const JobState& job, uint32_t key, uint8_t* out) {
+uint32_t rank_result(const JobState& job, uint32_t key, uint32_t first, uint32_t n,
+                     uint8_t* out) {
     if (job.parent == nullptr) {
-        return job.table.store_result(key, out);
+        return job.table.store_range(key, first, n, out);
     }
     const ParentLink& up = *job.parent;
     if (!up.has_result(key)) {
@@ -95,9 +96,12 @@ uint32_t rank_result(const JobState& job, uint32_t key, uint8_t* out) {
     }
     const uint32_t s = slot_of(up, key);
     const uint32_t elems = up.result_elems[s];
-    std::memcpy(out, up.results.data() + size_t{s} * up.chunk_bytes,
-                elems * reduce::elem_size(job.params.dtype));
-    return elems;
+    if (n == 0 || first > elems || n > elems - first) {
+        return 0;
+    }
+    const size_t esize = reduce::elem_size(job.params.dtype);
+    std::memcpy(out, up.results.data() + size_t{s} * up.chunk_bytes + first * esize, n * esize);
+    return n;
 }
 
 void send_partial(LcoreContext& ctx, const dp::Snapshot& snap, JobState& job, uint32_t key,

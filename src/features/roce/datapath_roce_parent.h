@@ -61,9 +61,11 @@ struct ParentLink {
     }
 };
 
-// Key's result as the ranks get it: the parent's (aggregator) or the table's own (root).
-// Writes it to `out` (chunk_bytes of room), returns its element count; 0 when there is none.
-uint32_t rank_result(const JobState& job, uint32_t key, uint8_t* out);
+// Elements [first, first + n) of key's result as the ranks get it: the parent's (aggregator)
+// or the table's own (root); one packet of a result WRITE. Writes them to `out`, returns n;
+// 0 (nothing written) when there is no such result or the range is not inside it.
+uint32_t rank_result(const JobState& job, uint32_t key, uint32_t first, uint32_t n,
+                     uint8_t* out);
 
 // A chunk is complete at an aggregator: its partial goes up (frame on `out` when there is
 // room and an mbuf; else counted, the tick sends it). The slot's clock starts.

@@ -73,7 +73,10 @@ struct RoceView {
     X(cnps_received, "CNPs received (the result requester slows down)")                       \
     X(contributions, "Contributions added to the aggregation")                                 \
     X(refused, "Packets the QP's responder dropped or refused (bad opcode, key, length)")      \
-    X(bad_contributions, "Executed WRITEs that are no contribution (offset, immediate, size)")
+    X(bad_contributions, "Executed WRITE messages that are no contribution (offset, immediate, size)") \
+    X(invalid_requests, "NAKs invalid request sent (opcode sequence, length, unsupported opcode)") \
+    X(access_errors, "NAKs remote access error sent (R_Key, VA or length outside the area)")   \
+    X(segments, "Packets of multi-packet contributions staged (FIRST, MIDDLE, LAST)")
 
 struct QpCounters {
 #define INA_ROCE_FIELD(name, help) uint64_t name = 0;

@@ -34,6 +34,8 @@ inline constexpr uint32_t kMagic = 0x494E4152;  // "INAR"
 inline constexpr uint8_t kVersion = 1;
 inline constexpr uint32_t kMaxChunks = 1u << 24;    // chunk index: 24 bits of the immediate
 inline constexpr uint32_t kMaxWorld = 255;          // contribution count: 8 bits
+// Server-to-switch: the switch's largest chunk (its rdma jobs' chunk_bytes limit).
+inline constexpr uint32_t kMaxSwitchChunkBytes = 65536;
 // rdma_cm over InfiniBand/RoCE carries at most 56 bytes of private data in a connect request
 // (the CM REQ's 92 minus rdma_cm's own 36-byte header) and 196 in an accept.
 inline constexpr size_t kMaxConnectPrivateData = 56;

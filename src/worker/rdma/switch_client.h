@@ -51,7 +51,7 @@ struct SwitchClientOptions {
     uint16_t world = 1;
     reduce::ElemType elem_type = reduce::ElemType::fp32;
     reduce::Op op = reduce::Op::sum;
-    uint32_t chunk_bytes = 1024;  // one WRITE ONLY packet: <= pmtu
+    uint32_t chunk_bytes = 1024;  // <= pmtu: one WRITE ONLY packet; above: a multi-packet WRITE
     uint32_t window = 64;         // the switch job's window
     uint32_t pmtu = 1024;
     std::string device;                  // RDMA device name; empty: the first one
