@@ -15,6 +15,9 @@ enum class FeatureEdge : uint8_t {
     route,   // to ipv4_forward: routed input passed on, and every packet the feature emits
     bridge,  // to l2_bridge: bridged input passed on unmodified inside its L2 group
     bier,    // to bier_encap_results: an INA root's result to go out over BIER
+    next,    // to the next feature bound to the packet's (protocol, port) on its path, else on
+             // to where it was going; given as `pass` when bindings share a port
+             // (dp::FeatureBinding::shared), never chosen by a stage itself
     drop,    // consumed or dropped; any drop reason already counted
     count
 };
@@ -22,7 +25,8 @@ enum class FeatureEdge : uint8_t {
 // A feature's stage. Takes packets from the front of `pkts` while out.room_for(max_emit) holds
 // and returns how many it took (the pipeline drains `out` and calls again with the rest). Every
 // packet it takes ends on an edge; one it does not handle goes to `pass`, where it was going
-// (FeatureEdge::route for routed input, FeatureEdge::bridge for bridged input). Inputs are
+// (FeatureEdge::route for routed input, FeatureEdge::bridge for bridged input; FeatureEdge::next
+// when another feature shares the port: the pipeline hands it on, unmodified). Inputs are
 // classified (pipeline/packet_meta.h) with a sound IPv4 header and this feature's handle.
 using FeatureInputFn = uint16_t (*)(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
                                     uint16_t n, FeatureEdge pass, EdgeBatches<FeatureEdge>& out);

@@ -91,9 +91,28 @@ struct Sink {
     }
 };
 
+void dispatch(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n,
+              FeatureEdge pass, Sink& routed, Sink& bridged);
+
+// What `feature` passed on `next`: each packet re-handled by the feature bound after it to its
+// (protocol, port) on this path, or sent where it was going. The chain only moves forward in
+// the binding table, so this recursion is at most FeatureTable::kMaxBindings deep.
+void hand_to_next(LcoreContext& ctx, const dp::Snapshot& snap, uint8_t feature, rte_mbuf** pkts,
+                  uint16_t n, FeatureEdge pass, Sink& routed, Sink& bridged) {
+    const uint8_t scope = pass == FeatureEdge::route ? dp::kScopeRouted : dp::kScopeBridged;
+    for (uint16_t i = 0; i < n; ++i) {
+        if (classified(pkts[i]) != nullptr) {  // else it goes where it was going (no feature)
+            PacketMeta& pm = meta_of(pkts[i]);
+            pm.feature = snap.features.next_after(pm.proto, pm.udp_dport, scope, feature);
+        }
+    }
+    dispatch(ctx, snap, pkts, n, pass, routed, bridged);
+}
+
 // Runs `feature`'s stage on `pkts` (all classified to it), as often as its emission limit
 // requires: each call takes what its edges have room for, the edges are drained, and the stage
-// runs again on the rest. `pass` is where packets it leaves alone continue.
+// runs again on the rest. `pass` is where packets it leaves alone continue; when features share
+// a port the stage passes to `next` instead, and the pipeline hands those packets on.
 void run_feature(LcoreContext& ctx, const dp::Snapshot& snap, uint8_t feature, rte_mbuf** pkts,
                  uint16_t n, FeatureEdge pass, Sink& routed, Sink& bridged) {
     const FeatureStage& stage = feature_stage(feature);
@@ -101,12 +120,17 @@ void run_feature(LcoreContext& ctx, const dp::Snapshot& snap, uint8_t feature, r
         (pass == FeatureEdge::route ? routed : bridged).add(ctx, snap, pkts, n);
         return;  // bound in the snapshot, no stage registered: the packets go on untouched
     }
+    const FeatureEdge stage_pass = snap.features.chained ? FeatureEdge::next : pass;
     for (uint16_t done = 0; done < n;) {
         EdgeBatches<FeatureEdge> out;
         const uint16_t took = stage.input(ctx, snap, pkts + done, static_cast<uint16_t>(n - done),
-                                          pass, out);
+                                          stage_pass, out);
         routed.add(ctx, snap, out.begin(FeatureEdge::route), out.size(FeatureEdge::route));
         bridged.add(ctx, snap, out.begin(FeatureEdge::bridge), out.size(FeatureEdge::bridge));
+        if (out.size(FeatureEdge::next) != 0) {
+            hand_to_next(ctx, snap, feature, out.begin(FeatureEdge::next),
+                         out.size(FeatureEdge::next), pass, routed, bridged);
+        }
         if (out.size(FeatureEdge::bier) != 0) {
             EdgeBatches<BierEncapEdge> enc;
             bier_encap_results(ctx, snap, out.begin(FeatureEdge::bier),

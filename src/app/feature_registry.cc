@@ -21,6 +21,8 @@ bool register_features() {
     static const bool ok = [] {
         namespace roce = features::roce;
         namespace s2s = features::roce_s2s;
+        // Order matters where features share UDP 4791 (dp::FeatureBinding::shared): the
+        // endpoint binds first, as it passes whole flows (every destination not the switch).
         return config::register_section(roce::section_hooks()) &&
                compile::register_extension(roce::compile_roce) &&
                pipeline::register_feature(roce::kFeatureRoce, roce::stage()) &&

@@ -300,6 +300,13 @@ struct FeatureBinding {
     uint8_t feature = 0;  // kFeature*, below kMaxFeatures
     uint8_t scopes = 0;   // kScope* bits
     uint16_t port = 0;    // L4 destination port, host order
+    // Shares (proto, port) with other sharing bindings (the two RoCEv2 modes on UDP 4791): a
+    // packet goes to the first of them bound for its path, and what that feature passes goes to
+    // the next one (pipeline::FeatureEdge::next), in binding order. A binding that does not
+    // share owns its (proto, port) alone. What a feature passes leaves after what it took in the
+    // same run, so a feature with another after it passes whole flows (the RoCE endpoint: all
+    // of a destination that is not the switch) and a flow keeps its order.
+    bool shared = false;
 };
 
 // The registration table: (protocol, destination port) -> feature, filled when the snapshot is
@@ -309,16 +316,29 @@ struct FeatureTable {
     static constexpr size_t kMaxBindings = 8;
     uint8_t n = 0;
     uint8_t scopes = 0;
+    bool chained = false;  // some (proto, port) has more than one binding: stages pass to `next`
     std::array<FeatureBinding, kMaxBindings> bindings{};
 
-    // False when the table is full, the feature is out of range, or (proto, port) is taken.
+    // False when the table is full, the feature is out of range, or (proto, port) is taken:
+    // bound already by a binding that does not share it (or by this one), or this one does not
+    // share.
     bool bind(const FeatureBinding& b) {
-        if (n >= kMaxBindings || b.feature == kFeatureNone || b.feature >= kMaxFeatures ||
-            lookup(b.proto, b.port, kScopeRouted | kScopeBridged) != kFeatureNone) {
+        if (n >= kMaxBindings || b.feature == kFeatureNone || b.feature >= kMaxFeatures) {
             return false;
+        }
+        bool shares = false;
+        for (size_t i = 0; i < n; ++i) {
+            const FeatureBinding& o = bindings[i];
+            if (o.proto == b.proto && o.port == b.port) {
+                if (!o.shared || !b.shared || o.feature == b.feature) {
+                    return false;
+                }
+                shares = true;
+            }
         }
         bindings[n++] = b;
         scopes = static_cast<uint8_t>(scopes | b.scopes);
+        chained = chained || shares;
         return true;
     }
     uint8_t lookup(uint8_t proto, uint16_t port, uint8_t scope) const {
@@ -327,6 +347,22 @@ struct FeatureTable {
             if (b.port == port && b.proto == proto && (b.scopes & scope) != 0) {
                 return b.feature;
             }
+        }
+        return kFeatureNone;
+    }
+    // The feature bound to (proto, port) for `scope` after `feature` (what `feature` passed
+    // goes there), or kFeatureNone.
+    uint8_t next_after(uint8_t proto, uint16_t port, uint8_t scope, uint8_t feature) const {
+        bool after = false;
+        for (size_t i = 0; i < n && i < kMaxBindings; ++i) {
+            const FeatureBinding& b = bindings[i];
+            if (b.port != port || b.proto != proto || (b.scopes & scope) == 0) {
+                continue;
+            }
+            if (after) {
+                return b.feature;
+            }
+            after = b.feature == feature;
         }
         return kFeatureNone;
     }

@@ -7,9 +7,9 @@ rdma_s2s job 9 with world 1. h1 sends one WRITE_ONLY_WITH_IMM of chunk 0 (PSN 10
 the switch toward h2: h1 gets the ACK from h2's address (PSN 1000, DestQP 17) and h2 gets ONE
 WRITE toward its QP 0x40 (PSN 1000, immediate 0 << 8 | 1, the same values), both with a valid
 ICRC, and /metrics counts it. The running config's rdma_s2s section round-trips through
-GET/PUT /api/v1/config (the job's state is kept: same counters); a PUT that changes the job
-replaces its state (counters start over); a PUT with an rdma section beside it is refused with
-the reason and changes nothing. With drain: true (state kept) and the root's ACK of the
+GET/PUT /api/v1/config (the job's state is kept: same counters); a server-to-switch `rdma`
+section is added beside it (both modes share UDP 4791): RoCE to the switch's own address
+reaches the endpoint, and everything below runs with both bound. With drain: true (state kept) and the root's ACK of the
 aggregate, h1's next WRITE is forwarded to h2 as h1 sent it (the carrier's PSNs agree). The
 job then changed (window): the new state starts from 0 while the old one is kept, leaving
 (`leaving_job` series, the jobs_leaving gauge), and still forwards h1's next WRITE translated;
@@ -105,13 +105,22 @@ def test(exe: str) -> None:
         check(tb.metrics().get("inaswitch_rdma_s2s_absorbed_total", job="9") == 1,
               "an unchanged job keeps its state")
 
-        refused = dict(cfg)
-        refused["rdma"] = {"jobs": [{"id": 7, "world": 2}]}
-        status, text = tb.http("PUT", "/api/v1/config", to_yaml(refused))
-        check(status == 422 and "cannot be on one switch yet" in text,
-              f"rdma beside rdma_s2s refused: {status} {text.strip()[:200]}")
-        check(tb.metrics().get("inaswitch_rdma_s2s_absorbed_total", job="9") == 1,
-              "the refused change changed nothing")
+        # Both RoCE modes on one switch (they share UDP 4791): a server-to-switch job beside
+        # the server-to-server one, kept for the rest of the test, so everything below runs
+        # with the endpoint bound first and this job's packets passed on to rdma_s2s.
+        cfg["rdma"] = {"jobs": [{"id": 7, "world": 2}]}
+        status, text = tb.http("PUT", "/api/v1/config", to_yaml(cfg))
+        check(status == 200, f"rdma beside rdma_s2s: {status} {text.strip()[:200]}")
+        cfg = tb.api_json("GET", "/api/v1/config")
+        check(cfg["rdma"]["jobs"][0]["id"] == 7 and
+              tb.metrics().get("inaswitch_rdma_s2s_absorbed_total", job="9") == 1,
+              "both sections run; the server-to-server job keeps its state")
+        unknown = tb.metrics().by_label("inaswitch_rdma_packets_total", "reason") \
+            .get("unknown_qp", 0)
+        h1.run([PY, "-B", HOST, "ack", h1.ip, h1.gw, "0x99", "5", "1"], timeout=30)
+        wait_until(lambda: tb.metrics().by_label("inaswitch_rdma_packets_total", "reason")
+                   .get("unknown_qp", 0) == unknown + 1, 10,
+                   "RoCE to the switch's own address reaching the endpoint (unknown QP 0x99)")
 
         cfg["rdma_s2s"]["jobs"][0]["drain"] = True
         status, text = tb.http("PUT", "/api/v1/config", to_yaml(cfg))

@@ -153,6 +153,107 @@ TEST_F(Classify, RoutedFrameReachesTheBoundFeatureWithItsMetadata) {
     free_mbufs(out);
 }
 
+// A second feature sharing kTestPort with the dummy (as the two RoCEv2 modes share UDP 4791):
+// the first bound takes datagrams from UDP source port kOwnSport (routes them) and passes the
+// rest; the second records what reaches it and passes everything.
+constexpr uint8_t kSharingFeature = dp::kMaxFeatures - 2;
+constexpr uint16_t kOwnSport = 1111;
+struct SharingProbe {
+    std::vector<uint16_t> first_sports, second_sports;
+    std::vector<FeatureEdge> first_passes, second_passes;
+} g_sharing;
+
+uint16_t udp_sport(const rte_mbuf* m) {
+    const PacketMeta* pm = pipeline::classified(m);
+    return get16(rte_pktmbuf_mtod_offset(m, const uint8_t*, pm->l4_offset));
+}
+
+uint16_t first_sharing_stage(pipeline::LcoreContext&, const dp::Snapshot&, rte_mbuf** pkts,
+                             uint16_t n, FeatureEdge pass, EdgeBatches<FeatureEdge>& out) {
+    uint16_t i = 0;
+    for (; i < n && out.room_for(1); ++i) {
+        g_sharing.first_sports.push_back(udp_sport(pkts[i]));
+        g_sharing.first_passes.push_back(pass);
+        out.push(udp_sport(pkts[i]) == kOwnSport ? FeatureEdge::route : pass, pkts[i]);
+    }
+    return i;
+}
+
+uint16_t second_sharing_stage(pipeline::LcoreContext&, const dp::Snapshot&, rte_mbuf** pkts,
+                              uint16_t n, FeatureEdge pass, EdgeBatches<FeatureEdge>& out) {
+    uint16_t i = 0;
+    for (; i < n && out.room_for(1); ++i) {
+        g_sharing.second_sports.push_back(udp_sport(pkts[i]));
+        g_sharing.second_passes.push_back(pass);
+        out.push(pass, pkts[i]);
+    }
+    return i;
+}
+
+TEST_F(Classify, OnlySharingBindingsShareAPort) {
+    dp::FeatureTable t;
+    EXPECT_TRUE(t.bind({dp::kIpProtoUdp, 3, dp::kScopeRouted, 100, true}));
+    EXPECT_FALSE(t.chained);
+    EXPECT_FALSE(t.bind({dp::kIpProtoUdp, 4, dp::kScopeRouted, 100})) << "4 does not share";
+    EXPECT_FALSE(t.bind({dp::kIpProtoUdp, 3, dp::kScopeBridged, 100, true})) << "3 is bound";
+    EXPECT_TRUE(t.bind({dp::kIpProtoUdp, 4, dp::kScopeRouted | dp::kScopeBridged, 100, true}));
+    EXPECT_TRUE(t.chained);
+    EXPECT_TRUE(t.bind({dp::kIpProtoUdp, 5, dp::kScopeRouted, 101}));
+    EXPECT_FALSE(t.bind({dp::kIpProtoUdp, 6, dp::kScopeRouted, 101, true}))
+        << "101 is 5's alone";
+    EXPECT_EQ(t.lookup(dp::kIpProtoUdp, 100, dp::kScopeRouted), 3) << "the first bound";
+    EXPECT_EQ(t.lookup(dp::kIpProtoUdp, 100, dp::kScopeBridged), 4) << "3 is routed only";
+    EXPECT_EQ(t.next_after(dp::kIpProtoUdp, 100, dp::kScopeRouted, 3), 4);
+    EXPECT_EQ(t.next_after(dp::kIpProtoUdp, 100, dp::kScopeRouted, 4), dp::kFeatureNone);
+    EXPECT_EQ(t.next_after(dp::kIpProtoUdp, 100, dp::kScopeBridged, 4), dp::kFeatureNone);
+    EXPECT_EQ(t.next_after(dp::kIpProtoUdp, 101, dp::kScopeRouted, 5), dp::kFeatureNone);
+}
+
+TEST_F(Classify, FeaturesSharingAPortEachSeeWhatTheOtherPassed) {
+    g_sharing = SharingProbe{};
+    ASSERT_TRUE(pipeline::register_feature(
+        kTestFeature, pipeline::FeatureStage{"first", first_sharing_stage, 1, nullptr, 0}));
+    ASSERT_TRUE(pipeline::register_feature(
+        kSharingFeature,
+        pipeline::FeatureStage{"second", second_sharing_stage, 1, nullptr, 0}));
+    ASSERT_TRUE(snap->features.bind(
+        {dp::kIpProtoUdp, kTestFeature, dp::kScopeRouted, kTestPort, true}));
+    ASSERT_TRUE(snap->features.bind({dp::kIpProtoUdp, kSharingFeature,
+                                     dp::kScopeRouted | dp::kScopeBridged, kTestPort, true}));
+    const uint32_t src = ip4("10.0.1.9"), dst = ip4("192.168.1.9");
+    auto routed_from = [&](uint16_t sport, uint16_t dport) {
+        return eth_frame(port_mac(kR0), kClient, RTE_ETHER_TYPE_IPV4,
+                         ipv4_packet(src, dst, IPPROTO_UDP,
+                                     udp_datagram(src, dst, sport, dport, payload_of(40))));
+    };
+    run({mbuf(routed_from(kOwnSport, kTestPort), kR0), mbuf(routed_from(2222, kTestPort), kR0),
+         mbuf(routed_from(kOwnSport, kTestPort), kR0), mbuf(routed_from(3333, kTestPort + 1), kR0),
+         mbuf(bridged_udp(kTestPort), kG0)});
+    EXPECT_EQ(g_sharing.first_sports, (std::vector<uint16_t>{kOwnSport, 2222, kOwnSport}))
+        << "the first bound sees every routed datagram to the port";
+    EXPECT_EQ(g_sharing.first_passes,
+              std::vector<FeatureEdge>(3, FeatureEdge::next)) << "and passes to the next";
+    EXPECT_EQ(g_sharing.second_sports, (std::vector<uint16_t>{2222, 5000}))
+        << "the second sees what the first passed, and the bridged datagram it alone is bound for";
+    EXPECT_EQ(g_sharing.second_passes,
+              (std::vector<FeatureEdge>{FeatureEdge::route, FeatureEdge::bridge}))
+        << "the last in the chain passes where the packet was going";
+    EXPECT_EQ(ctx->counters.routed, 4u);
+    auto out = take_tx(kR1);
+    ASSERT_EQ(out.size(), 4u) << "taken, passed by both, taken, no feature: all routed";
+    // A flow keeps its order (the first passes whole flows, as the RoCE endpoint does by
+    // destination); what the first took leaves before what it passed in the same run.
+    const std::vector<uint16_t> sports = {kOwnSport, kOwnSport, 2222, 3333};
+    for (size_t i = 0; i < out.size(); ++i) {
+        EXPECT_EQ(get16(bytes_of(out[i]).data() + kEthLen + kIpLen), sports[i]) << i;
+    }
+    free_mbufs(out);
+    auto bridged = take_tx(kG1);
+    EXPECT_EQ(bridged.size(), 1u);
+    free_mbufs(bridged);
+    pipeline::register_feature(kSharingFeature, pipeline::FeatureStage{"none", nullptr, 1});
+}
+
 TEST_F(Classify, ChainedFrameIsClassifiedFromItsGatheredHeaders) {
     bind(dp::kScopeRouted);
     // The IPv4 header straddles the first two segments, UDP sits in the third.

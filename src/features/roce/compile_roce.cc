@@ -26,9 +26,11 @@ bool compile_roce(const config::Config& cfg, dp::Snapshot& snap, std::string& er
               [](const QpView& a, const QpView& b) { return a.switch_qpn < b.switch_qpn; });
     // RoCE to the switch's own addresses arrives routed. Bridged RoCE (between two servers of
     // one L2 group) is never for the switch: frames to its MAC are routed, so only the routed
-    // path is bound and bridged RDMA never meets the stage.
+    // path is bound and bridged RDMA never meets the stage. Shared with the server-to-server
+    // mode: each passes what is not its own (not to the switch; not a job connection) to the
+    // other.
     if (!snap.features.bind({dp::kIpProtoUdp, kFeatureRoce, dp::kScopeRouted,
-                             ina::roce::kUdpPort})) {
+                             ina::roce::kUdpPort, true})) {
         error = "rdma: cannot bind UDP 4791 (the port is taken, or the feature table is full)";
         return false;
     }

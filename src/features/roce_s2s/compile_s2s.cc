@@ -46,13 +46,13 @@ bool compile_s2s(const config::Config& cfg, dp::Snapshot& snap, std::string& err
         append_job(*view, j, false);
     }
     sort_view(*view);
-    // One feature per (protocol, port): the server-to-switch feature binds UDP 4791 on the
-    // routed path too, so the two modes do not run on one switch yet (docs/rdma.md).
+    // Shared with the server-to-switch feature (routed RoCE to the switch's own addresses):
+    // what is not a job connection's is passed on to it (dp::FeatureBinding::shared).
     if (!snap.features.bind({dp::kIpProtoUdp, kFeatureS2s,
                              static_cast<uint8_t>(dp::kScopeRouted | dp::kScopeBridged),
-                             ina::roce::kUdpPort})) {
-        error = "rdma_s2s: cannot bind UDP 4791 (taken: server-to-switch `rdma` jobs and "
-                "server-to-server `rdma_s2s` jobs cannot run on one switch yet)";
+                             ina::roce::kUdpPort, true})) {
+        error = "rdma_s2s: cannot bind UDP 4791 (the port is taken, or the feature table is "
+                "full)";
         return false;
     }
     snap.feature_views[kFeatureS2s] = std::move(view);

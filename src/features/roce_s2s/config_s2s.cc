@@ -177,15 +177,8 @@ std::shared_ptr<const void> parse_section(Reader& r, const YAML::Node& v) {
 
 // Cross-references: job ids unique; per job ranks within the world and once each, at most
 // kMaxConnections; every connection's two directions belong to one job only.
-void validate_section(Reader& r, const config::Config& cfg, const void* section) {
+void validate_section(Reader& r, const config::Config& /*cfg*/, const void* section) {
     const auto& s2s = *static_cast<const S2sConfig*>(section);
-    // Both modes bind UDP 4791 and the classifier holds one feature per port (docs/rdma.md):
-    // refused here, so that --check-config says it too.
-    if (!s2s.jobs.empty() && cfg.sections.count("rdma") != 0) {
-        r.error(s2s.jobs.front().mark,
-                "rdma_s2s jobs and an rdma section cannot be on one switch yet (both modes "
-                "take UDP 4791); expected one of them");
-    }
     std::set<uint32_t> ids;
     std::set<std::tuple<uint32_t, uint32_t, uint32_t>> keys;
     for (const auto& j : s2s.jobs) {

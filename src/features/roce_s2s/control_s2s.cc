@@ -227,11 +227,12 @@ void S2sControl::decorate(dp::Snapshot& snap) {
     std::lock_guard lock(mu_);
     auto* view = static_cast<S2sView*>(snap.feature_views[kFeatureS2s].get());
     if (view == nullptr && !leaving_.empty()) {
-        // Every job removed: the leaving ones still need UDP 4791. Taken by the server-to-switch
-        // feature (a config that swapped the modes), they get no packets and end by timeout.
+        // Every job removed: the leaving ones still need UDP 4791 (shared with server-to-switch
+        // jobs, after them). Only a full feature table refuses it: then they get no packets and
+        // end by timeout.
         if (!snap.features.bind({dp::kIpProtoUdp, kFeatureS2s,
                                  static_cast<uint8_t>(dp::kScopeRouted | dp::kScopeBridged),
-                                 ina::roce::kUdpPort})) {
+                                 ina::roce::kUdpPort, true})) {
             return;
         }
         auto made = std::make_shared<S2sView>();
