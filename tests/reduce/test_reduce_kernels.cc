@@ -100,6 +100,10 @@ INSTANTIATE_TEST_SUITE_P(AllIsasTypesOps, KernelVsScalar,
                          param_name);
 
 using RoundTripParam = std::tuple<Isa, ElemType>;
+std::string isa_type_name(const ::testing::TestParamInfo<RoundTripParam>& p) {
+    return std::string(to_string(std::get<0>(p.param))) + "_" +
+           std::string(to_string(std::get<1>(p.param)));
+}
 class LoadStore : public ::testing::TestWithParam<RoundTripParam> {};
 
 // A store of what load wrote gives the input back, for every non-NaN value (the widening is
@@ -136,13 +140,9 @@ TEST_P(LoadStore, RoundTrip) {
 
 INSTANTIATE_TEST_SUITE_P(AllIsasTypes, LoadStore,
                          ::testing::Combine(::testing::ValuesIn(all_isas()), ::testing::ValuesIn(all_types())),
-                         [](const ::testing::TestParamInfo<RoundTripParam>& p) {
-                             return std::string(to_string(std::get<0>(p.param))) + "_" +
-                                    std::string(to_string(std::get<1>(p.param)));
-                         });
+                         isa_type_name);
 
-using NanParam = std::tuple<Isa, ElemType>;
-class SingleNan : public ::testing::TestWithParam<NanParam> {};
+class SingleNan : public ::testing::TestWithParam<RoundTripParam> {};
 
 // AVX2's fp32 sum tests four vectors at a time for a NaN and canonicalises only then: a single
 // NaN (signalling or quiet, either sign) at any position of the loaded or of the added
@@ -199,10 +199,7 @@ INSTANTIATE_TEST_SUITE_P(AllIsasFloatTypes, SingleNan,
                          ::testing::Combine(::testing::ValuesIn(all_isas()),
                                             ::testing::Values(ElemType::fp32, ElemType::fp64,
                                                               ElemType::fp16, ElemType::bf16)),
-                         [](const ::testing::TestParamInfo<NanParam>& p) {
-                             return std::string(to_string(std::get<0>(p.param))) + "_" +
-                                    std::string(to_string(std::get<1>(p.param)));
-                         });
+                         isa_type_name);
 
 // RFC 1071 written out: 16-bit words of the bytes in memory order (little-endian host), an odd
 // last byte as a word's first byte, end-around carries folded one at a time.
@@ -262,10 +259,7 @@ TEST_P(StoreSum, WritesWhatStoreWritesAndSumsItAtEveryLengthAndAlignment) {
 
 INSTANTIATE_TEST_SUITE_P(AllIsasTypes, StoreSum,
                          ::testing::Combine(::testing::ValuesIn(all_isas()), ::testing::ValuesIn(all_types())),
-                         [](const ::testing::TestParamInfo<RoundTripParam>& p) {
-                             return std::string(to_string(std::get<0>(p.param))) + "_" +
-                                    std::string(to_string(std::get<1>(p.param)));
-                         });
+                         isa_type_name);
 
 // sum_bytes (a received datagram's checksum) against the naive RFC 1071 sum: every length up to
 // past four vectors and a 1 KiB datagram's, every start within a 64-byte line, random bytes and
