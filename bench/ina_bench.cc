@@ -3,7 +3,9 @@
 // contributions (chunk after chunk, so sequence numbers never repeat) into mbufs and runs them
 // through the real pipeline (process_burst: eth_input, ina_input with its chunk table and SIMD
 // kernels, ipv4_forward, port_tx). Completed chunks leave as partial results to the parent
-// through port_tx to a net_null port (the sink, as testpmd's). Prints one JSON line.
+// through port_tx to a net_null port (the sink, as testpmd's). Prints one JSON line: `mpps` per
+// wall-clock second and (INA and --l3) `cpu_mpps` per second of the lanes' own CPU time, the
+// figure to A/B two builds with on a machine others load (bench/notes.md, ina-rate).
 //
 // With --lcores 2 each lcore has its own context and chunk table, as in the switch:
 //   --steer chunk    each lcore's generator produces whole chunks it owns (seq % 2 == lcore):
