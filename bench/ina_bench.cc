@@ -3,7 +3,9 @@
 // contributions (chunk after chunk, so sequence numbers never repeat) into mbufs and runs them
 // through the real pipeline (process_burst: eth_input, ina_input with its chunk table and SIMD
 // kernels, ipv4_forward, port_tx). Completed chunks leave as partial results to the parent
-// through port_tx to a net_null port (the sink, as testpmd's). Prints one JSON line.
+// through port_tx to a net_null port (the sink, as testpmd's). Prints one JSON line: `mpps` per
+// wall-clock second and (INA and --l3) `cpu_mpps` per second of the lanes' own CPU time, the
+// figure to A/B two builds with on a machine others load (bench/notes.md, ina-rate).
 //
 // With --lcores 2 each lcore has its own context and chunk table, as in the switch:
 //   --steer chunk    each lcore's generator produces whole chunks it owns (seq % 2 == lcore):
@@ -45,8 +47,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
+#include <ctime>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -108,8 +112,19 @@ struct Lane {
     uint32_t seq_first = 0;
     uint32_t seq_step = 1;
     uint64_t packets = 0;
+    uint64_t cpu_ns = 0;  // the lane thread's own CPU time over the measured loop
     bool failed = false;
 };
+
+// The calling thread's CPU time (ns): what the kernel gave it, not the wall clock. On this shared
+// 2-vCPU machine a busy-polling lane is switched out for whole scheduler slices, which divide the
+// wall-clock rate by the load; the rate per CPU second does not move with it (the VM's steal
+// time aside), so A/B runs of two builds compare code, not the neighbours' builds.
+uint64_t thread_cpu_ns() {
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return static_cast<uint64_t>(t.tv_sec) * 1000000000u + static_cast<uint64_t>(t.tv_nsec);
+}
 
 struct Shared {
     const dp::Snapshot* snap = nullptr;
@@ -133,7 +148,10 @@ constexpr uint32_t kLockstep = 256;  // chunks one lane may run ahead of the oth
 
 Shared g;
 
-int run_lane(void* arg) {
+// Flattened: the generator's mbuf allocation (rte_pktmbuf_alloc_bulk and its per-mbuf reset) is
+// inlined here, as it was before the RoCE and checksum modes grew this file and GCC outlined it
+// (+18 instructions per packet in the generator, which the rate includes).
+[[gnu::flatten]] int run_lane(void* arg) {
     Lane& lane = *static_cast<Lane*>(arg);
     auto& ctx = *lane.ctx;
     const auto& templates = *g.templates;
@@ -145,6 +163,7 @@ int run_lane(void* arg) {
     while (!g.go.load(std::memory_order_acquire)) {
     }
     uint64_t now = rte_rdtsc();
+    const uint64_t cpu_start = thread_cpu_ns();
     while (now < g.end_tsc) {
         if (lane.in != nullptr) {
             g.progress[lane.index].store(seq, std::memory_order_relaxed);
@@ -209,6 +228,7 @@ int run_lane(void* arg) {
             }
         }
     }
+    lane.cpu_ns = thread_cpu_ns() - cpu_start;
     pipeline::tx_flush_all(ctx);
     return 0;
 }
@@ -1080,8 +1100,10 @@ int main(int argc, char** argv) {
     uint64_t completed = 0;
     uint64_t sent = 0;
     bool failed = false;
+    uint64_t cpu_ns = 1;  // the busiest lane's CPU time
     for (const Lane& lane : all) {
         packets += lane.packets;
+        cpu_ns = std::max(cpu_ns, lane.cpu_ns);
         const auto& c = lane.table->counters();
         absorbed += c[ina::Verdict::absorbed] + c[ina::Verdict::completed];
         completed += c[ina::Verdict::completed];
@@ -1093,7 +1115,7 @@ int main(int argc, char** argv) {
                 "\"udp_checksum\": %s, "
                 "\"mpps\": %.3f, \"payload_gbit_s\": %.2f, \"gelem_s\": %.3f, "
                 "\"absorbed\": %lu, \"completed\": %lu, \"frames_out\": %lu, "
-                "\"packets\": %lu, \"seconds\": %.3f}\n",
+                "\"packets\": %lu, \"seconds\": %.3f, \"cpu_mpps\": %.3f}\n",
                 l3 ? "l3" : "ina", l3 ? "none" : role.c_str(), workers, elems * static_cast<unsigned>(esize), type.c_str(),
                 std::string(reduce::to_string(reduce::kernels().isa)).c_str(), lanes,
                 lanes > 1 ? steer.c_str() : "none",
@@ -1102,7 +1124,8 @@ int main(int argc, char** argv) {
                 static_cast<double>(packets) * elems * static_cast<double>(esize) * 8 / elapsed / 1e9,
                 static_cast<double>(absorbed) * elems / elapsed / 1e9,
                 static_cast<unsigned long>(absorbed), static_cast<unsigned long>(completed),
-                static_cast<unsigned long>(sent), static_cast<unsigned long>(packets), elapsed);
+                static_cast<unsigned long>(sent), static_cast<unsigned long>(packets), elapsed,
+                static_cast<double>(packets) / static_cast<double>(cpu_ns) * 1e3);
     std::fflush(stdout);
     // Every generated contribution is absorbed (those still in a hand-off ring at the end aside),
     // and every completed chunk left through the sink port (a root's as one copy per worker).

@@ -146,11 +146,8 @@ void seal_ina_datagram(uint8_t* d) {
                       0);
 }
 
-bool ina_udp_checksum_ok(const rte_mbuf* m, const rte_ipv4_hdr* ip, const rte_udp_hdr* udp,
-                         size_t udp_off, size_t udp_len) {
-    if (udp->dgram_cksum == 0) {
-        return true;
-    }
+bool ina_udp_checksum_verified(const rte_mbuf* m, const rte_ipv4_hdr* ip, const rte_udp_hdr* udp,
+                               size_t udp_off, size_t udp_len) {
     const uint64_t nic = m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK;
     if (nic == RTE_MBUF_F_RX_L4_CKSUM_GOOD) {
         return true;

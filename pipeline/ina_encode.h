@@ -48,8 +48,14 @@ void seal_ina_datagram(uint8_t* d);
 void seal_ina_datagram(uint8_t* d, const uint8_t* elements, uint32_t elements_sum);
 
 // A received INA datagram's UDP checksum holds (absent, 0, is allowed in IPv4; a NIC's verdict
-// is taken when it gave one; else summed across segments).
-bool ina_udp_checksum_ok(const rte_mbuf* m, const rte_ipv4_hdr* ip, const rte_udp_hdr* udp,
-                         size_t udp_off, size_t udp_len);
+// is taken when it gave one; else summed across segments). The absent case is tested inline:
+// a call that only finds 0 cost ~19 instructions per contribution (prologue and epilogue of the
+// summing function).
+bool ina_udp_checksum_verified(const rte_mbuf* m, const rte_ipv4_hdr* ip, const rte_udp_hdr* udp,
+                               size_t udp_off, size_t udp_len);
+inline bool ina_udp_checksum_ok(const rte_mbuf* m, const rte_ipv4_hdr* ip, const rte_udp_hdr* udp,
+                                size_t udp_off, size_t udp_len) {
+    return udp->dgram_cksum == 0 || ina_udp_checksum_verified(m, ip, udp, udp_off, udp_len);
+}
 
 }  // namespace ina::pipeline

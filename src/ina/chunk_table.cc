@@ -164,6 +164,7 @@ ChunkTable::ChunkTable(const JobParams& p, const reduce::Kernels& k)
     span_ = max_distance_ / window_;
     ring_words_ = (span_ + 63) / 64;
     lanes_ = p.lanes;
+    lane_div_ = LaneDivider(p.lanes);
     const uint32_t indices = lane_indices(window_, p.lanes);
     const size_t n = size_t{2} * indices;
     entries_.resize(n);

@@ -182,6 +182,23 @@ constexpr ChunkPlace chunk_place(uint32_t seq, uint32_t window, uint16_t lanes) 
     const uint32_t global = seq & (window - 1);
     return {static_cast<uint16_t>(global % lanes), global / lanes};
 }
+// global / lanes for every global < kMaxWindow (2^20) and lanes >= 1, as one multiply and shift:
+// a 32-bit division is ~10-14 cycles on the packet path's critical chain (the slot index every
+// later load of the chunk's entry waits for). Exact: m = ceil(2^36 / lanes) exceeds 2^36 / lanes
+// by less than 1, so global x m / 2^36 exceeds global / lanes by less than global / 2^36 < 1 / lanes
+// (the Granlund-Montgomery bound, N = 20 numerator bits, lanes <= 2^16); global x m < 2^56.
+class LaneDivider {
+public:
+    constexpr explicit LaneDivider(uint16_t lanes = 1)
+        : mul_(((uint64_t{1} << kShift) + lanes - 1) / lanes) {}
+    constexpr uint32_t operator()(uint32_t global) const {
+        return static_cast<uint32_t>((uint64_t{global} * mul_) >> kShift);
+    }
+
+private:
+    static constexpr unsigned kShift = 36;
+    uint64_t mul_;
+};
 // Slot indices of one lane's table (the same for every lane: the first lanes may own one more).
 constexpr uint32_t lane_indices(uint32_t window, uint16_t lanes) {
     return (window + lanes - 1) / lanes;
@@ -197,6 +214,7 @@ inline constexpr uint32_t kMaxResultCache = 2;
 // W is bounded so that seq - 2W comparisons stay far inside the serial-arithmetic range and the
 // table stays a sane size (2 entries per index).
 inline constexpr uint32_t kMaxWindow = 1u << 20;
+static_assert(kMaxWindow <= 1u << 20, "LaneDivider is exact for slot indices below 2^20 only");
 
 // Why JobParams are unusable, or "" when they are valid.
 std::string_view validate(const JobParams& p);
@@ -386,7 +404,8 @@ public:
     size_t results_cached() const noexcept;
     // The lane (worker lcore) that owns chunk seq: chunk_place(seq, window, lanes).lane.
     uint16_t lane_of(uint32_t seq) const noexcept {
-        return chunk_place(seq, window_, static_cast<uint16_t>(lanes_)).lane;
+        const uint32_t global = seq & (window_ - 1);
+        return static_cast<uint16_t>(global - lane_div_(global) * lanes_);
     }
     // A copy: the quantizers' counts live in the aggregation core and are merged in here.
     ChunkCounters counters() const noexcept {
@@ -501,7 +520,7 @@ private:
         return released_ring_.data() + index * ring_words_;
     }
     uint32_t ring_bit(uint32_t seq) const noexcept { return (seq >> window_shift_) & (span_ - 1); }
-    uint32_t index_of(uint32_t seq) const noexcept { return (seq & (window_ - 1)) / lanes_; }
+    uint32_t index_of(uint32_t seq) const noexcept { return lane_div_(seq & (window_ - 1)); }
 
     JobParams params_;
     agg::AggCore core_;
@@ -516,6 +535,7 @@ private:
     uint32_t span_ = 1;          // max_distance_ / window_: released chunks tracked above the floor
     size_t ring_words_ = 1;      // 64-bit words of one index's ring
     uint32_t lanes_ = 1;
+    LaneDivider lane_div_;  // x / lanes_
 
     std::vector<Entry> entries_;      // entries_[2i], entries_[2i + 1] belong to (local) index i
     std::vector<IndexState> index_;   // this lane's indices

@@ -954,6 +954,24 @@ TEST(ChunkPlace, DealsTheWindowOverTheLanes) {
     }
 }
 
+// The tables' slot index is chunk_place()'s division done as a multiply: equal for every global
+// index a window can have (< kMaxWindow) and every lane count (uint16_t), the largest included.
+TEST(ChunkPlace, LaneDividerIsTheDivisionForEveryIndexAndLaneCount) {
+    std::vector<uint32_t> lane_counts;
+    for (uint32_t l = 1; l <= 70; ++l) lane_counts.push_back(l);
+    for (uint32_t l : {127u, 255u, 256u, 1000u, 4095u, 32767u, 65521u, 65535u}) {
+        lane_counts.push_back(l);
+    }
+    for (const uint32_t lanes : lane_counts) {
+        const LaneDivider div(static_cast<uint16_t>(lanes));
+        uint64_t wrong = 0;
+        for (uint32_t g = 0; g < kMaxWindow; ++g) {
+            wrong += div(g) != g / lanes;
+        }
+        EXPECT_EQ(wrong, 0u) << lanes << " lanes";
+    }
+}
+
 }  // namespace
 }  // namespace ina::test
 
