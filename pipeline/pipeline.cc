@@ -120,7 +120,9 @@ void run_feature(LcoreContext& ctx, const dp::Snapshot& snap, uint8_t feature, r
         (pass == FeatureEdge::route ? routed : bridged).add(ctx, snap, pkts, n);
         return;  // bound in the snapshot, no stage registered: the packets go on untouched
     }
-    const FeatureEdge stage_pass = snap.features.chained ? FeatureEdge::next : pass;
+    const uint8_t scope = pass == FeatureEdge::route ? dp::kScopeRouted : dp::kScopeBridged;
+    const FeatureEdge stage_pass =
+        (snap.features.followed[feature] & scope) != 0 ? FeatureEdge::next : pass;
     for (uint16_t done = 0; done < n;) {
         EdgeBatches<FeatureEdge> out;
         const uint16_t took = stage.input(ctx, snap, pkts + done, static_cast<uint16_t>(n - done),

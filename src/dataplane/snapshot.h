@@ -316,7 +316,9 @@ struct FeatureTable {
     static constexpr size_t kMaxBindings = 8;
     uint8_t n = 0;
     uint8_t scopes = 0;
-    bool chained = false;  // some (proto, port) has more than one binding: stages pass to `next`
+    // Per feature, the scopes on which a port it shares has a binding after it: its stage then
+    // passes to `next` on that path (the last of a chain passes where the packet was going).
+    std::array<uint8_t, kMaxFeatures> followed{};
     std::array<FeatureBinding, kMaxBindings> bindings{};
 
     // False when the table is full, the feature is out of range, or (proto, port) is taken:
@@ -326,19 +328,22 @@ struct FeatureTable {
         if (n >= kMaxBindings || b.feature == kFeatureNone || b.feature >= kMaxFeatures) {
             return false;
         }
-        bool shares = false;
+        for (size_t i = 0; i < n; ++i) {
+            const FeatureBinding& o = bindings[i];
+            if (o.proto == b.proto && o.port == b.port &&
+                (!o.shared || !b.shared || o.feature == b.feature)) {
+                return false;
+            }
+        }
         for (size_t i = 0; i < n; ++i) {
             const FeatureBinding& o = bindings[i];
             if (o.proto == b.proto && o.port == b.port) {
-                if (!o.shared || !b.shared || o.feature == b.feature) {
-                    return false;
-                }
-                shares = true;
+                followed[o.feature] = static_cast<uint8_t>(followed[o.feature] |
+                                                           (o.scopes & b.scopes));
             }
         }
         bindings[n++] = b;
         scopes = static_cast<uint8_t>(scopes | b.scopes);
-        chained = chained || shares;
         return true;
     }
     uint8_t lookup(uint8_t proto, uint16_t port, uint8_t scope) const {

@@ -120,11 +120,18 @@ def test(exe: str) -> None:
         r = json.loads(ranks.stdout.strip().splitlines()[-1])
         check("stuck_at" not in r and r["results"] == 2 * CHUNKS and not r["wrong"],
               f"under ina-ps both ranks got every chunk's sum ({r})")
-        m = tb.metrics()
-        result_in = m.get("inaswitch_rdma_job_parent_total", job="7", event="result_in")
-        dup = m.get("inaswitch_rdma_job_parent_total", job="7", event="result_duplicate")
-        check(result_in == CHUNKS and dup == CHUNKS,
-              f"one result in and one duplicate copy per chunk ({result_in}, {dup})")
+        # ina-ps sends each result once per BFR-id, both to this switch: the first becomes the
+        # ranks' WRITEs, the second is a duplicate while the chunk is held, or late
+        # (`result_not_held`) once both ranks' ACKs released it first — a race the load decides.
+        def parent(event: str) -> float:
+            return tb.metrics().get("inaswitch_rdma_job_parent_total", job="7", event=event)
+        wait_until(lambda: parent("result_duplicate") + parent("result_not_held") >= CHUNKS,
+                   10, "every chunk's second result copy seen")
+        result_in, dup, late = (parent(e) for e in ("result_in", "result_duplicate",
+                                                     "result_not_held"))
+        check(result_in == CHUNKS and dup + late == CHUNKS,
+              f"one result in and one more copy per chunk, a duplicate or late ({result_in}, "
+              f"{dup}, {late})")
 
     under_root_switch(exe, rdma)
 

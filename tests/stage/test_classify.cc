@@ -193,11 +193,12 @@ uint16_t second_sharing_stage(pipeline::LcoreContext&, const dp::Snapshot&, rte_
 TEST_F(Classify, OnlySharingBindingsShareAPort) {
     dp::FeatureTable t;
     EXPECT_TRUE(t.bind({dp::kIpProtoUdp, 3, dp::kScopeRouted, 100, true}));
-    EXPECT_FALSE(t.chained);
+    EXPECT_EQ(t.followed[3], 0);
     EXPECT_FALSE(t.bind({dp::kIpProtoUdp, 4, dp::kScopeRouted, 100})) << "4 does not share";
     EXPECT_FALSE(t.bind({dp::kIpProtoUdp, 3, dp::kScopeBridged, 100, true})) << "3 is bound";
     EXPECT_TRUE(t.bind({dp::kIpProtoUdp, 4, dp::kScopeRouted | dp::kScopeBridged, 100, true}));
-    EXPECT_TRUE(t.chained);
+    EXPECT_EQ(t.followed[3], dp::kScopeRouted) << "4 after 3 on the routed path";
+    EXPECT_EQ(t.followed[4], 0) << "nothing after 4";
     EXPECT_TRUE(t.bind({dp::kIpProtoUdp, 5, dp::kScopeRouted, 101}));
     EXPECT_FALSE(t.bind({dp::kIpProtoUdp, 6, dp::kScopeRouted, 101, true}))
         << "101 is 5's alone";
