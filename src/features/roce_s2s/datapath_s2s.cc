@@ -904,14 +904,14 @@ void JobState::supersede(uint16_t i, uint32_t src_ip, uint32_t dst_ip, const uin
     // The rank's new connection, held back (RNR NAK from its first PSN) until the successor
     // takes it: the root expects its first request at the REP's PSN and has seen none.
     held.params.rank = c.params.rank;
-    held.params.worker_ip = c.pending_ip;
-    held.params.worker_qpn = c.pending_qpn;
+    held.params.worker_ip = c.req.ip;
+    held.params.worker_qpn = c.req.qpn;
     held.params.root_qpn = rep_root_qpn;
     held.leg.epsn = rep_psn & 0xFFFFFF;
     held.to_worker.src_ip = params.root_ip;
-    held.to_worker.dst_ip = c.pending_ip;
+    held.to_worker.dst_ip = c.req.ip;
     held.to_worker.src_port = rc::source_port_for_qp(rep_root_qpn);
-    held.to_worker.dest_qp = c.pending_qpn;
+    held.to_worker.dest_qp = c.req.qpn;
     held_known = true;
     n_notes = 0;
     note(src_ip, dst_ip, mad, len);  // the successor learns the connection from this REP
@@ -1000,14 +1000,8 @@ void JobState::adopt_predecessor() {
         if (!o.pending) {
             continue;
         }
-        Connection& c = conns[k];
-        c.pending = true;
-        c.pending_comm_id = o.pending_comm_id;
-        c.pending_qpn = o.pending_qpn;
-        c.pending_ip = o.pending_ip;
-        c.pending_root_psn = o.pending_root_psn;
-        c.pending_result_addr = o.pending_result_addr;
-        c.pending_result_rkey = o.pending_result_rkey;
+        conns[k].pending = true;
+        conns[k].req = o.req;
     }
     for (uint16_t k = 0; k < old->n_notes; ++k) {
         const CmNote& x = old->notes[k];
@@ -1113,38 +1107,38 @@ void JobState::snoop_cm(uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, ui
             // roce-vm-s2s-allreduce).
             return;
         }
-        if (c.pending && c.pending_ip == src_ip && c.pending_qpn == msg.req.local_qpn) {
+        if (c.pending && c.req.ip == src_ip && c.req.qpn == msg.req.local_qpn) {
             return;  // a retransmitted REQ whose REP this switch has not seen yet
         }
         // Only noted: the root may still refuse it (REJ), and until its REP nothing of the
         // session or of a live connection of this rank changes.
         c.pending = true;
-        c.pending_comm_id = msg.req.local_comm_id;
-        c.pending_qpn = msg.req.local_qpn;
-        c.pending_ip = src_ip;
+        c.req.comm_id = msg.req.local_comm_id;
+        c.req.qpn = msg.req.local_qpn;
+        c.req.ip = src_ip;
         // Replication: the root sends from the REQ's Starting PSN ("RDMA CM messages"), into
         // the result buffer the INAR request names (result_addr at byte 32, result_rkey at 40).
-        c.pending_root_psn = msg.req.starting_psn & 0xFFFFFF;
-        c.pending_result_addr = uint64_t{be32(inar + 32)} << 32 | be32(inar + 36);
-        c.pending_result_rkey = be32(inar + 40);
+        c.req.root_psn = msg.req.starting_psn & 0xFFFFFF;
+        c.req.result_addr = uint64_t{be32(inar + 32)} << 32 | be32(inar + 36);
+        c.req.result_rkey = be32(inar + 40);
         return;
     }
     if (attr == rc::cm::Attr::rep && src_ip == params.root_ip) {
         for (uint16_t i = 0; i < params.n_conns; ++i) {
             Connection& c = conns[i];
-            if (c.pending && c.pending_ip == dst_ip &&
-                c.pending_comm_id == msg.rep.remote_comm_id) {
+            if (c.pending && c.req.ip == dst_ip &&
+                c.req.comm_id == msg.rep.remote_comm_id) {
                 if (!start_session_if_new(i)) {
                     supersede(i, src_ip, dst_ip, mad, len, msg.rep.local_qpn,
                               msg.rep.starting_psn, t_ns);
                     return;
                 }
-                c.params.root_psn = c.pending_root_psn;
-                c.params.result_addr = c.pending_result_addr;
-                c.params.result_rkey = c.pending_result_rkey;
+                c.params.root_psn = c.req.root_psn;
+                c.params.result_addr = c.req.result_addr;
+                c.params.result_rkey = c.req.result_rkey;
                 // The active side (the worker) sends from the REP's starting PSN (docs/rdma.md
                 // "RDMA CM messages").
-                go_live(i, dst_ip, c.pending_qpn, msg.rep.local_qpn, msg.rep.starting_psn);
+                go_live(i, dst_ip, c.req.qpn, msg.rep.local_qpn, msg.rep.starting_psn);
                 return;
             }
         }
@@ -1153,8 +1147,8 @@ void JobState::snoop_cm(uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, ui
     if (attr == rc::cm::Attr::rej) {
         for (uint16_t i = 0; i < params.n_conns; ++i) {
             Connection& c = conns[i];
-            if (c.pending && (c.pending_comm_id == msg.rej.remote_comm_id ||
-                              c.pending_comm_id == msg.rej.local_comm_id)) {
+            if (c.pending && (c.req.comm_id == msg.rej.remote_comm_id ||
+                              c.req.comm_id == msg.rej.local_comm_id)) {
                 c.pending = false;
             }
         }

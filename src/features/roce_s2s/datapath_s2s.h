@@ -90,14 +90,16 @@ struct Connection {
     uint32_t first_psn = 0;  // the worker's starting PSN (= the root's first ePSN), once known
     bool live = false;       // static, or learned (its REP seen) and not ended
     bool pending = false;    // learn: the REQ is seen, its REP not yet
-    uint32_t pending_comm_id = 0;  // the REQ's local communication ID (the REP's remote one)
-    uint32_t pending_qpn = 0;      // the REQ's local QPN: the worker's
-    // The rest of the pending REQ, applied only at its REP: a REQ the root refuses (REJ) must
-    // change nothing of a connection that is live (docs/rdma.md "Connections from the RDMA CM").
-    uint32_t pending_ip = 0;
-    uint32_t pending_root_psn = 0;
-    uint64_t pending_result_addr = 0;
-    uint32_t pending_result_rkey = 0;
+    // The pending REQ, applied only at its REP: a REQ the root refuses (REJ) must change
+    // nothing of a connection that is live (docs/rdma.md "Connections from the RDMA CM").
+    struct PendingReq {
+        uint32_t comm_id = 0;  // the REQ's local communication ID (the REP's remote one)
+        uint32_t qpn = 0;      // the REQ's local QPN: the worker's
+        uint32_t ip = 0;
+        uint32_t root_psn = 0;
+        uint64_t result_addr = 0;
+        uint32_t result_rkey = 0;
+    } req;
     // Learn: the session (JobState::session) in which this rank's connection last went live;
     // 0 = never. The REP of a rank already live in the current session starts the next one.
     uint32_t session = 0;
