@@ -962,6 +962,11 @@ ApplyResult ControlPlane::apply_loaded(config::LoadResult loaded) {
     }
     // The file stays the source of later reloads, whoever supplied this config.
     loaded.config->source = running_.source;
+    for (const auto& fc : feature_controls()) {
+        if (fc.carry != nullptr) {
+            fc.carry(fc.self, running_, *loaded.config);
+        }
+    }
     return apply_locked(std::move(*loaded.config));
 }
 

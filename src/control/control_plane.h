@@ -91,6 +91,12 @@ struct FeatureControl {
     // config (every `decorate` runs again). A detached state is freed once its worker counted
     // the detach, as after a config change.
     bool (*release)(void* self, ControlPlane& cp, size_t command_room) = nullptr;
+    // Optional: a whole config was loaded (the file on a reload, PUT /api/v1/config) and is
+    // about to be validated and applied in place of `running`. The feature carries into `next`
+    // what belongs to live connections rather than to a file (e.g. RDMA QPs connected through
+    // the API or the RDMA CM) where `next` can hold it. It must never make `next` invalid: what
+    // it cannot carry ends with the change, as before.
+    void (*carry)(void* self, const config::Config& running, config::Config& next) = nullptr;
 };
 // False when a hook is missing.
 bool register_feature_control(const FeatureControl& fc);

@@ -8,8 +8,9 @@ contribution area and the PMTU; the same rank again is 409, differing job parame
 chunk above the PMTU 409, an unknown job 404, a malformed body 400, a connect beyond the QP
 resources 503. GET /api/v1/rdma/jobs/7 lists the QPs; DELETE tears a rank's QP down (204, then
 404) and the rank connects again. Connecting never touches job 8's QPs; GET /api/v1/config
-shows the rdma section and PUT back keeps it; /metrics has per-QP series with labels job and
-rank.
+shows the rdma section and PUT back keeps it; a reload of the file keeps the API's QPs while
+their job stays the same (the file's own QP for a rank wins; a changed job ends them); /metrics
+has per-QP series with labels job and rank.
 """
 
 import json
@@ -96,8 +97,48 @@ def test(exe: str) -> None:
         check(sorted(q["qpn"] for q in again["qps"]) == sorted([r1["qpn"], r2["qpn"]]),
               "the QPs survive the PUT of the same config")
 
+        check(all(q["source"] == "api" for q in again["qps"]),
+              f"the same QPs put back stay connected through the API ({again['qps']})")
+
+        # A reload of the file (which names no QP of job 7) keeps the QPs the API connected:
+        # they belong to live connections. The file's change (a route) is applied too.
+        def reload_with(job7: dict, routes: list[dict]) -> None:
+            jobs = [job7, full]
+            tb.extra["rdma"] = {"jobs": jobs}
+            tb.write_config(tb.config_yaml(routes=routes))
+            r = tb.api_json("POST", "/api/v1/reload")
+            check(r["ok"], f"reload applied ({r})")
+
+        job7 = dict(rdma["jobs"][0])
+        reload_with(job7, [{"prefix": "198.51.100.0/24", "via": "10.0.2.2"}])
+        kept = tb.api_json("GET", "/api/v1/rdma/jobs/7")["qps"]
+        check(sorted((q["rank"], q["qpn"], q["source"], q["state"]) for q in kept) ==
+              [(1, r1["qpn"], "api", "ready"), (2, r2["qpn"], "api", "ready")],
+              f"the API's QPs survive a reload of the file ({kept})")
+        check(any(r["prefix"] == "198.51.100.0/24" for r in tb.api_json("GET", "/api/v1/routes")),
+              "the file's own change applied with them")
+
+        # The file names rank 1 itself: its QP replaces the API's; rank 2's stays.
+        job7["qps"] = [{"rank": 1, "ip": h1.ip, "qpn": 77, "psn": 7, "switch_qpn": 0x2000,
+                        "switch_psn": 9, "result_addr": 0, "result_rkey": 1,
+                        "result_length": 65536}]
+        reload_with(job7, [])
+        kept = tb.api_json("GET", "/api/v1/rdma/jobs/7")["qps"]
+        check(sorted((q["rank"], q["qpn"], q["source"]) for q in kept) ==
+              [(1, 0x2000, "config"), (2, r2["qpn"], "api")],
+              f"the file's rank 1 replaces the API's, rank 2 kept ({kept})")
+
+        # Job 7's parameters change: the API's QPs end with the job they were made for.
+        job7 = {**job7, "window": 32}
+        reload_with(job7, [])
+        kept = tb.api_json("GET", "/api/v1/rdma/jobs/7")["qps"]
+        check([(q["rank"], q["source"]) for q in kept] == [(1, "config")],
+              f"a changed job keeps only what the file names ({kept})")
+        check(len(tb.api_json("GET", "/api/v1/rdma/jobs/8")["qps"]) == 60,
+              "job 8's static QPs untouched by every reload")
+
         m = tb.metrics()
-        check(m.get("inaswitch_rdma_qp_state", job="7", rank="2", qpn=str(r2["qpn"])) == 0,
+        check(m.get("inaswitch_rdma_qp_state", job="7", rank="1", qpn=str(0x2000)) == 0,
               "per-QP state series, ready")
         check(m.get("inaswitch_rdma_qp_packets_in_total", job="8", rank="5") == 0,
               "per-QP counters of the static QPs")

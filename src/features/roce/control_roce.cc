@@ -124,6 +124,75 @@ private:
     control::ControlPlane& cp_;
 };
 
+void carry_connected_qps(const config::Config& running, config::Config& next,
+                         std::vector<std::string>& ended) {
+    const RdmaConfig* was = rdma_of(running);
+    if (was == nullptr) {
+        return;
+    }
+    const RdmaConfig* will = rdma_of(next);
+    auto changed = std::make_shared<RdmaConfig>(will != nullptr ? *will : RdmaConfig{});
+    size_t held = 0;
+    std::set<uint32_t> qpns;
+    for (const auto& j : changed->jobs) {
+        held += 1 + j.qps.size();
+        for (const auto& q : j.qps) {
+            qpns.insert(q.switch_qpn);
+        }
+    }
+    bool touched = false;
+    for (const auto& old : was->jobs) {
+        JobConfig* job = nullptr;
+        for (auto& j : changed->jobs) {
+            if (j.id == old.id) {
+                job = &j;
+            }
+        }
+        for (const auto& q : old.qps) {
+            if (!q.from_api) {
+                continue;
+            }
+            const char* why = nullptr;
+            QpConfig* named = nullptr;
+            if (job != nullptr) {
+                auto it = std::find_if(job->qps.begin(), job->qps.end(),
+                                       [&](const QpConfig& n) { return n.rank == q.rank; });
+                named = it != job->qps.end() ? &*it : nullptr;
+            }
+            if (job == nullptr) {
+                why = "its job is not in the new config";
+            } else if (!same_job(*job, old)) {
+                why = "its job's parameters changed";
+            } else if (named != nullptr) {
+                if (same_qp(*named, q)) {
+                    named->from_api = true;
+                    touched = true;
+                    continue;
+                }
+                why = "the new config names another QP for its rank";
+            } else if (qpns.count(q.switch_qpn) != 0) {
+                why = "the new config gives its switch QPN to another QP";
+            } else if (switch_address_for(next, q.ip) == 0) {
+                why = "its worker is on no subnet of the new config's ports";
+            } else if (held + 1 > kMaxRoceStates) {
+                why = "no QP resources left by the new config";
+            }
+            if (why != nullptr) {
+                ended.push_back("job " + std::to_string(old.id) + " rank " +
+                                std::to_string(q.rank) + ": " + why);
+                continue;
+            }
+            job->qps.push_back(q);
+            qpns.insert(q.switch_qpn);
+            ++held;
+            touched = true;
+        }
+    }
+    if (touched) {
+        next.sections[kSectionKey] = changed;
+    }
+}
+
 RoceControl::RoceControl() = default;
 RoceControl::~RoceControl() = default;
 
@@ -462,6 +531,14 @@ control::FeatureControl RoceControl::hooks() {
         static_cast<RoceControl*>(s)->stats(cp, out);
     };
     fc.tick = [](void* s, control::ControlPlane& cp) { static_cast<RoceControl*>(s)->tick(cp); };
+    fc.carry = [](void*, const config::Config& running, config::Config& next) {
+        std::vector<std::string> ended;
+        carry_connected_qps(running, next, ended);
+        for (const auto& e : ended) {
+            RTE_LOG(NOTICE, USER1, "rdma: a QP connected through the API or the CM ends: %s\n",
+                    e.c_str());
+        }
+    };
     return fc;
 }
 

@@ -29,6 +29,15 @@ namespace ina::features::roce {
 // Feature-state slots the feature may hold at once (the rest stay for INA's job limit).
 inline constexpr size_t kMaxRoceStates = dp::kMaxFeatureStates - dp::kMaxInaJobs;
 
+// QPs connected through the API or the RDMA CM belong to their connections, not to a file: a
+// loaded config (a reload of the file, PUT /api/v1/config) keeps each one whose job it keeps
+// unchanged (same_job), whose rank and switch QPN it leaves free and whose worker it still
+// reaches, within kMaxRoceStates; it is the same QP, so its state goes on untouched. A QP the
+// loaded config names itself, identically, stays marked as connected. What cannot be kept ends
+// with the change, as one line each in `ended` ("job 7 rank 2: <why>").
+void carry_connected_qps(const config::Config& running, config::Config& next,
+                         std::vector<std::string>& ended);
+
 class RoceControl {
 public:
     // The hooks to register with control::register_feature_control (self = this).
