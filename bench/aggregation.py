@@ -50,7 +50,7 @@ def run_bench(cmd, timeout=60):
 
 def ina_bench(binary, workers, payload, etype, seconds, lcores=1, steer="chunk",
               deterministic=False, roce=False, role="aggregator", s2s=False,
-              udp_checksum=False):
+              udp_checksum=False, pmtu=None):
     """One ina_bench run's JSON line; roce: the RoCEv2 server-to-switch stage instead (8 ranks,
     `workers` is ignored); s2s: the server-to-server stage (8 connections to a root, `workers`
     and `role` ignored); role: the job's place in the tree (aggregator or root)."""
@@ -60,6 +60,7 @@ def ina_bench(binary, workers, payload, etype, seconds, lcores=1, steer="chunk",
                          + (["--deterministic"] if deterministic else [])
                          + (["--roce"] if roce else []) + (["--s2s"] if s2s else [])
                          + (["--udp-checksum"] if udp_checksum else [])
+                         + (["--pmtu", str(pmtu)] if pmtu else [])
                          + ["--role", role],
                          capture_output=True, text=True, timeout=seconds + 30)
     if out.returncode != 0:
@@ -247,6 +248,43 @@ def measure_roce(binary, payloads, seconds, repeat, log=print):
                 row["csum_ratio"],
                 " (goal >= %.1f: %s)" % (ROCE_GOAL, "met" if row["met"] else "not met")
                 if goal_row else "", statistics.median(runs[k]["load"])))
+    return rows
+
+
+# Multi-packet chunks (docs/rdma.md "Multi-packet chunks"): a 4 KiB chunk at PMTU 1024 as FIRST,
+# MIDDLE, MIDDLE, LAST_WITH_IMM, beside the same 4 KiB in one packet (PMTU 4096) and 1 KiB chunks
+# in one packet (the same bytes per packet as the segments).
+MULTIPACKET_CASES = [("4 KiB chunk, 4 × 1 KiB packets", 4096, 1024),
+                     ("4 KiB chunk, 1 packet", 4096, 4096),
+                     ("1 KiB chunk, 1 packet", 1024, 1024)]
+
+
+def measure_roce_multipacket(binary, seconds, repeat, log=print):
+    """The RoCE server-to-switch root job (ina_bench --roce --role root, 8 ranks, fp32) with
+    chunks of several packets (staged per QP, reduced once the LAST arrives) against one-packet
+    chunks, alternating run by run: packets and chunks per second of switch time, payload
+    Gbit/s. No goal: issue 11's bench row for multi-packet chunks."""
+    runs = {c[0]: [] for c in MULTIPACKET_CASES}
+    load = []
+    for _ in range(repeat):
+        load.append(os.getloadavg()[0])
+        for name, payload, pmtu in MULTIPACKET_CASES:
+            runs[name].append(ina_bench(binary, ROCE_RANKS, payload, "fp32", seconds, roce=True,
+                                        role="root", pmtu=pmtu))
+    rows = []
+    for name, payload, pmtu in MULTIPACKET_CASES:
+        rs = runs[name]
+        packets = rs[0]["packets_per_chunk"]
+        row = {"case": name, "chunk_bytes": payload, "pmtu": pmtu, "packets_per_chunk": packets,
+               "ranks": ROCE_RANKS, "isa": rs[0]["isa"], "mpps": mmm([r["mpps"] for r in rs]),
+               # A chunk per rank is one contribution: packets / packets_per_chunk.
+               "contributions_mpps": mmm([r["mpps"] / packets for r in rs]),
+               "payload_gbit_s": mmm([r["payload_gbit_s"] for r in rs]),
+               "loadavg": mmm([round(x, 2) for x in load])}
+        rows.append(row)
+        log("roce root %-32s: %6.2f Mpps packets, %6.2f M contributions/s, %6.2f Gbit/s payload "
+            "| load %.1f" % (name, row["mpps"]["median"], row["contributions_mpps"]["median"],
+                             row["payload_gbit_s"]["median"], statistics.median(load)))
     return rows
 
 

@@ -314,8 +314,10 @@ static_assert(kBurst % kRanks == 0 && kRing % kChunksPerBurst == 0);
 constexpr uint8_t kUpMac[6] = {0x02, 0, 0, 0, 0, 0x02};
 constexpr uint32_t kParentIp = 0x0A000202;  // 10.0.2.2: the INA parent of --role aggregator
 constexpr uint32_t kUpIp = 0x0A000201;      // 10.0.2.1: the switch's address on "up"
-std::string roce_yaml(unsigned payload, const std::string& type, bool aggregator) {
-    const unsigned pmtu = payload <= 1024 ? 1024 : 4096;
+// pmtu 0: the smallest that carries a chunk in one packet.
+std::string roce_yaml(unsigned payload, const std::string& type, bool aggregator,
+                      unsigned pmtu) {
+    pmtu = pmtu != 0 ? pmtu : payload <= 1024 ? 1024 : 4096;
     std::string neighbours =
         aggregator ? "  - {ip: 10.0.2.2, mac: \"02:00:00:00:02:02\", port: up}\n" : "";
     std::string qps;
@@ -410,33 +412,39 @@ uint16_t build_acks(const RoceStates& st, const std::vector<bench::RoceWorker>& 
 }
 
 // The ranks' contribution frames of kRing chunks (a segment, rebuilt in place as the run moves
-// on) and the element bytes they carry: any pattern, floats kept finite (as
-// bench::ina_contribution's).
+// on), `packets` frames per chunk and rank, and the element bytes they carry: any pattern,
+// floats kept finite (as bench::ina_contribution's). A chunk's packet i has the same length
+// for every chunk and rank (length[i]).
 struct RoceFrameRing {
-    RoceFrameRing(unsigned payload, size_t esize)
-        : values(payload), stride(bench::roce_contribution_bytes(payload)),
-          ring(size_t{kRing} * kRanks * stride) {
+    RoceFrameRing(unsigned payload, size_t esize, unsigned packets_per_chunk = 1)
+        : values(payload), packets(packets_per_chunk),
+          stride(bench::roce_contribution_bytes(payload / packets_per_chunk)),
+          length(packets_per_chunk, stride),
+          ring(size_t{kRing} * kRanks * packets_per_chunk * stride) {
         for (size_t i = 0; i < values.size(); ++i) {
             values[i] = static_cast<uint8_t>(i % esize == esize - 1 ? 0x3F : i * 7);
         }
     }
-    uint8_t* at(uint32_t s, unsigned r) {
-        return ring.data() + (size_t{s % kRing} * kRanks + r) * stride;
+    uint8_t* at(uint32_t s, unsigned r, unsigned i = 0) {
+        return ring.data() + ((size_t{s % kRing} * kRanks + r) * packets + i) * stride;
     }
     std::vector<uint8_t> values;
+    unsigned packets;
     size_t stride;
+    std::vector<size_t> length;
     std::vector<uint8_t> ring;
 };
 
-// n fresh mbufs in `ms`, each a copy of frame_of(k) (len bytes) arriving on the sink port, as a
-// NIC's RX would give them; false when the pool is empty.
-template <typename FrameOf>
-bool frames_in(rte_mbuf** ms, unsigned n, size_t len, FrameOf frame_of) {
+// n fresh mbufs in `ms`, each a copy of frame_of(k) (len_of(k) bytes) arriving on the sink
+// port, as a NIC's RX would give them; false when the pool is empty.
+template <typename FrameOf, typename LenOf>
+bool frames_in(rte_mbuf** ms, unsigned n, FrameOf frame_of, LenOf len_of) {
     if (rte_pktmbuf_alloc_bulk(g.pool, ms, n) != 0) {
         std::fprintf(stderr, "mempool exhausted\n");
         return false;
     }
     for (unsigned k = 0; k < n; ++k) {
+        const size_t len = len_of(k);
         std::memcpy(rte_pktmbuf_mtod(ms[k], uint8_t*), frame_of(k), len);
         ms[k]->data_len = static_cast<uint16_t>(len);
         ms[k]->pkt_len = static_cast<uint32_t>(len);
@@ -445,9 +453,21 @@ bool frames_in(rte_mbuf** ms, unsigned n, size_t len, FrameOf frame_of) {
     return true;
 }
 
+template <typename FrameOf>
+bool frames_in(rte_mbuf** ms, unsigned n, size_t len, FrameOf frame_of) {
+    return frames_in(ms, n, frame_of, [len](unsigned) { return len; });
+}
+
 int run_roce(unsigned payload, const std::string& type, double seconds, rte_rcu_qsbr* qsbr,
-             bool aggregator) {
-    auto bench = build_bench_snapshot(roce_yaml(payload, type, aggregator), qsbr);
+             bool aggregator, unsigned pmtu) {
+    // A chunk above the PMTU goes as `packets` WRITE packets (FIRST, MIDDLE.., LAST_WITH_IMM).
+    const unsigned packets = pmtu != 0 && payload > pmtu ? payload / pmtu : 1;
+    if (packets > 1 && (aggregator || payload % pmtu != 0 || kBurst % (kRanks * packets) != 0)) {
+        std::fprintf(stderr, "--pmtu below the payload: --role root, payload = 1, 2 or 4 x pmtu\n");
+        return 2;
+    }
+    const uint32_t chunks_per_burst = kBurst / (kRanks * packets);
+    auto bench = build_bench_snapshot(roce_yaml(payload, type, aggregator, pmtu), qsbr);
     auto& cfg = bench.cfg;
     auto& snap = bench.built.snapshot;
     if (!snap) {
@@ -467,10 +487,9 @@ int run_roce(unsigned payload, const std::string& type, double seconds, rte_rcu_
         const uint8_t worker_mac[6] = {0x02, 0, 0, 0, 0x02, static_cast<uint8_t>(11 + r)};
         workers.push_back(bench::roce_worker(st.qps[r]->params, kUpMac, worker_mac));
     }
-    RoceFrameRing frames(payload, esize);
+    RoceFrameRing frames(payload, esize, packets);
     const std::vector<uint8_t>& values = frames.values;
     const size_t stride = frames.stride;
-    auto frame_at = [&](uint32_t s, unsigned r) { return frames.at(s, r); };
     // --role aggregator: the parent's answer to each chunk's partial (P-BM: the ranks' BFR-ids).
     const auto pbm = *wire::BitString::from_bfr_ids(64, 0, std::vector<uint16_t>{1, 2, 3, 4, 5, 6, 7, 8});
     const size_t result_stride = bench::parent_result_bytes(payload, 64);
@@ -485,9 +504,14 @@ int run_roce(unsigned payload, const std::string& type, double seconds, rte_rcu_
                 return false;
             }
             for (unsigned r = 0; r < kRanks; ++r) {
-                if (bench::roce_contribution(frame_at(s, r), stride, workers[r], s, jp,
-                                             fr::kAreaAddr, fr::kAreaRkey, values.data()) != stride) {
-                    return false;
+                for (unsigned i = 0; i < packets; ++i) {
+                    const size_t len = bench::roce_contribution_packet(
+                        frames.at(s, r, i), stride, workers[r], s, i, packets, jp, fr::kAreaAddr,
+                        fr::kAreaRkey, values.data());
+                    if (len == 0 || (s != 0 && len != frames.length[i])) {
+                        return false;
+                    }
+                    frames.length[i] = len;
                 }
             }
         }
@@ -511,6 +535,12 @@ int run_roce(unsigned payload, const std::string& type, double seconds, rte_rcu_
     rte_mbuf* burst[kBurst];
     rte_mbuf* acks[kRanks];
     rte_mbuf* results[kChunksPerBurst];
+    // Burst frame k: chunk next_s + k / (ranks x packets), rank (k / packets) % ranks, packet
+    // k % packets (each rank's packets of a chunk in order, as its QP sends them).
+    auto burst_frame = [&](unsigned k) {
+        return frames.at(next_s + k / (kRanks * packets), (k / packets) % kRanks, k % packets);
+    };
+    auto burst_length = [&](unsigned k) { return frames.length[k % packets]; };
     while (switch_tsc < budget && !failed) {
         if (next_s == built_to) {
             if (!build_segment(built_to)) {
@@ -522,11 +552,10 @@ int run_roce(unsigned payload, const std::string& type, double seconds, rte_rcu_
         }
         // A chunk's slot is free once every rank acknowledged its result: never ask for more
         // than the window holds (the switch would answer RNR NAK).
-        if (next_s + kChunksPerBurst <= st.job->results_released + kRoceWindow) {
+        if (next_s + chunks_per_burst <= st.job->results_released + kRoceWindow) {
             stalled_since = 0;
             const uint64_t t0 = rte_rdtsc();
-            if (!frames_in(burst, kBurst, stride,
-                           [&](unsigned k) { return frame_at(next_s + k / kRanks, k % kRanks); })) {
+            if (!frames_in(burst, kBurst, burst_frame, burst_length)) {
                 failed = true;
                 break;
             }
@@ -547,7 +576,7 @@ int run_roce(unsigned payload, const std::string& type, double seconds, rte_rcu_
                 down_tsc += rte_rdtsc() - t1;
             }
             switch_tsc += rte_rdtsc() - t0;
-            next_s += kChunksPerBurst;
+            next_s += chunks_per_burst;
             generated += kBurst;
         } else if (stalled_since == 0) {
             stalled_since = rte_rdtsc();
@@ -589,18 +618,19 @@ int run_roce(unsigned payload, const std::string& type, double seconds, rte_rcu_
     const uint64_t elems = payload / esize;
     const fr::ParentCounters up = st.job->parent ? st.job->parent->counters : fr::ParentCounters{};
     std::printf("{\"traffic\": \"roce\", \"role\": \"%s\", \"workers\": %u, \"payload_bytes\": %u, "
-                "\"type\": \"%s\", "
+                "\"packets_per_chunk\": %u, \"segments\": %lu, \"type\": \"%s\", "
                 "\"isa\": \"%s\", \"lcores\": 1, \"steer\": \"none\", \"deterministic\": false, "
                 "\"mpps\": %.3f, \"up_mpps\": %.3f, \"payload_gbit_s\": %.2f, \"gelem_s\": %.3f, "
                 "\"absorbed\": %lu, \"completed\": %lu, \"released\": %lu, \"results_sent\": %lu, "
                 "\"acks_sent\": %lu, \"acks_in\": %lu, \"partials_sent\": %lu, "
                 "\"parent_results_in\": %lu, \"frames_out\": %lu, \"packets\": %lu, "
                 "\"seconds\": %.3f, \"excluded_seconds\": %.3f}\n",
-                aggregator ? "aggregator" : "root", kRanks, payload, type.c_str(),
+                aggregator ? "aggregator" : "root", kRanks, payload, packets,
+                static_cast<unsigned long>(sum.segments), type.c_str(),
                 std::string(reduce::to_string(reduce::kernels().isa)).c_str(),
                 static_cast<double>(generated) / elapsed / 1e6,
                 static_cast<double>(generated) / up_elapsed / 1e6,
-                static_cast<double>(generated) * static_cast<double>(payload) * 8 / elapsed / 1e9,
+                static_cast<double>(generated) * static_cast<double>(payload / packets) * 8 / elapsed / 1e9,
                 static_cast<double>(sum.contributions) * static_cast<double>(elems) / elapsed / 1e9,
                 static_cast<unsigned long>(sum.contributions),
                 static_cast<unsigned long>(st.job->results_completed),
@@ -614,7 +644,9 @@ int run_roce(unsigned payload, const std::string& type, double seconds, rte_rcu_
     // Every contribution was added, every chunk completed, nothing refused, NAKed, resent or
     // bad, every slot but the window's last released, and every frame the stage made left;
     // an aggregator sent every chunk up once and took every answer.
-    const bool ok = !failed && generated > 0 && sum.contributions == generated &&
+    // (generated counts packets: `packets` per contribution; multi-packet ones staged each.)
+    const bool ok = !failed && generated > 0 && sum.contributions * packets == generated &&
+                    sum.segments == (packets > 1 ? generated : 0) &&
                     st.job->results_completed == next_s &&
                     st.job->results_released + kRoceWindow >= next_s &&
                     sum.naks_sent + sum.rnr_naks_sent + sum.refused + sum.bad_contributions +
@@ -898,6 +930,12 @@ int main(int argc, char** argv) {
     app.add_option("--role", role, "the job's place in the tree: aggregator (one partial per "
                                    "chunk to the parent) or root (the result to every worker)")
         ->check(CLI::IsMember({"aggregator", "root"}));
+    unsigned pmtu = 0;
+    app.add_option("--pmtu", pmtu, "with --roce --role root: the rdma job's path MTU; a payload "
+                                   "above it goes as multi-packet WRITEs (FIRST, MIDDLE.., "
+                                   "LAST_WITH_IMM; payload 2 or 4 x pmtu)")
+        ->check(CLI::IsMember({256u, 512u, 1024u, 2048u, 4096u}))
+        ->needs("--roce");
     CLI11_PARSE(app, argc, argv);
     const bool root = role == "root";
     if (root && (lanes != 1 || l3)) {
@@ -956,7 +994,7 @@ int main(int argc, char** argv) {
         return 1;
     }
     if (roce) {
-        return run_roce(payload, type, seconds, qsbr, !root);
+        return run_roce(payload, type, seconds, qsbr, !root, pmtu);
     }
     if (s2s) {
         return run_s2s(payload, type, seconds, qsbr);

@@ -364,6 +364,24 @@ def write(res, doc, result_path):
                     r["ratio"], mmm_txt(r["pair_ratio"]), r["acks_per_contribution"],
                     r["aggregates_per_contribution"], f(r["loadavg"]["median"], 1)))
             L.append("")
+        if ro.get("multipacket_rows"):
+            rows = ro["multipacket_rows"]
+            L += ["### Multi-packet chunks (server-to-switch root)", "",
+                  "`bench/ina_bench --roce --role root --pmtu P`: the root job of %d ranks with "
+                  "chunks above the job's PMTU, each rank's contribution a multi-packet WRITE "
+                  "(FIRST with the RETH, MIDDLE, LAST_WITH_IMM; every packet's ICRC verified, "
+                  "the payload staged per QP and reduced once the LAST arrives) and each result "
+                  "a multi-packet WRITE back; beside it the same chunk in one packet and 1 KiB "
+                  "chunks in one packet (the segments' size). Runs alternate; %d each of %.1f s; "
+                  "rates per second of switch time." % (
+                      rows[0]["ranks"], rows[0]["mpps"]["n"], ro["seconds"]), "",
+                  "| case | PMTU | packets Mpps | contributions M/s | payload Gbit/s | load |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+            for r in rows:
+                L.append("| %s | %d | %s | %s | %s | %s |" % (
+                    r["case"], r["pmtu"], mmm_txt(r["mpps"]), mmm_txt(r["contributions_mpps"]),
+                    mmm_txt(r["payload_gbit_s"]), f(r["loadavg"]["median"], 1)))
+            L.append("")
     elif ro:
         L += ["## RoCEv2 aggregation", "", "Not measured: %s" % ro.get("error"), ""]
 

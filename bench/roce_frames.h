@@ -3,7 +3,8 @@
 // for the RoCEv2 modes (docs/rdma.md), built with the switch's own encoders
 // (src/roce/encode.h: IPv4 checksum and ICRC computed), Ethernet to the switch port's MAC.
 //   contribution  WRITE_ONLY_WITH_IMM of one chunk into the switch's area at slot s % window,
-//                 immediate s << 8 | 1 (session sequence, one contribution);
+//                 immediate s << 8 | 1 (session sequence, one contribution); a chunk larger
+//                 than the PMTU as FIRST, MIDDLE.., LAST_WITH_IMM;
 //   ack           the worker's ACK of the switch's result WRITEs up to a PSN (or, server-to-
 //                 server, the root's ACK of the switch's aggregates: a path from the root);
 //   parent result the INA parent's result of chunk s (role: aggregator), unicast to the switch,
@@ -76,6 +77,42 @@ inline size_t roce_contribution(uint8_t* out, size_t capacity, const RoceWorker&
                                 uint32_t area_rkey, const uint8_t* payload) {
     return roce_contribution(out, capacity, w, s, job.chunk_bytes, job.window, area_addr,
                              area_rkey, payload);
+}
+
+// Packet `i` of the `n` a chunk larger than the PMTU takes (chunk_bytes = n x pmtu): FIRST (RETH
+// for the whole chunk), MIDDLE, LAST_WITH_IMM (AckReq, the immediate), PSN first_psn + s x n + i:
+// the multi-packet WRITE a worker's NIC sends for session sequence `s`. n = 1 is the
+// WRITE_ONLY_WITH_IMM above. Its length, 0 when `capacity` is too small.
+inline size_t roce_contribution_packet(uint8_t* out, size_t capacity, const RoceWorker& w,
+                                       uint32_t s, uint32_t i, uint32_t n,
+                                       const features::roce::JobParams& job, uint64_t area_addr,
+                                       uint32_t area_rkey, const uint8_t* chunk) {
+    namespace rc = ina::roce;
+    if (n == 1) {
+        return roce_contribution(out, capacity, w, s, job, area_addr, area_rkey, chunk);
+    }
+    const size_t l2 = rc::write_ethernet(out, capacity, w.switch_mac, w.worker_mac);
+    const uint32_t segment = job.chunk_bytes / n;
+    rc::Transmit tx;
+    tx.psn = (w.first_psn + s * n + i) & 0xFFFFFF;
+    tx.length = segment;
+    if (i == 0) {
+        tx.opcode = rc::op::kWriteFirst;
+        tx.has_reth = true;
+        tx.reth = {area_addr + uint64_t{s % job.window} * job.chunk_bytes, area_rkey,
+                   job.chunk_bytes};
+    } else if (i + 1 < n) {
+        tx.opcode = rc::op::kWriteMiddle;
+    } else {
+        tx.opcode = rc::op::kWriteLastImm;
+        tx.ack_req = true;
+        tx.has_imm = true;
+        tx.imm = (s & 0xFFFFFF) << 8 | 1;
+    }
+    const size_t l3 = l2 == 0 ? 0
+                              : rc::encode_write(out + l2, capacity - l2, w.path, 1, tx,
+                                                 chunk + size_t{i} * segment);
+    return l3 == 0 ? 0 : l2 + l3;
 }
 
 // The worker's ACK of every result PSN up to and including `psn`; its length (0: no room).

@@ -103,7 +103,8 @@ def scenario_roce(a):
     repeat = max(a.repeat, 1) if a.smoke else max(a.repeat, 3)
     rows = aggregation.measure_roce(exe, payloads, seconds, repeat, log=log)
     s2s = aggregation.measure_s2s(exe, payloads, seconds, repeat, log=log)
-    return {"seconds": seconds, "rows": rows, "s2s_rows": s2s}
+    multi = aggregation.measure_roce_multipacket(exe, seconds, repeat, log=log)
+    return {"seconds": seconds, "rows": rows, "s2s_rows": s2s, "multipacket_rows": multi}
 
 
 def scenario_scaling(a):
