@@ -190,7 +190,7 @@ def write(res, doc, result_path):
                   rr.get("loadavg_at_end", 0)), ""]
     if env.get("smoke"):
         L += ["**SMOKE RUN: these figures only show that the scenarios run.**", ""]
-    L += ["## Goals (issue 5)", ""] + section_goals(res) + [""]
+    L += ["## Goals", ""] + section_goals(res) + [""]
 
     fw = res.get("forwarding")
     if fw and "rows" in fw:
