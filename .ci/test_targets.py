@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Prints the ninja targets the tests of the given suites depend on, relative to the build dir.
+"""What the sanitizer tier builds and runs, from meson's own test list.
 
-meson 1.0's `meson test` rebuilds every target; the sanitizer tier runs only the unit, stage and
-golden suites, so building the worker programs and benchmarks under ASan too would cost CI time
-for nothing. Usage: test_targets.py BUILDDIR SUITE [SUITE ...]
+  test_targets.py targets BUILDDIR SUITE...  the ninja targets the suites' tests depend on
+  test_targets.py tests BUILDDIR SUITE...    the names of the suites' tests that run something
+                                             built (a test of pure Python or of the sources
+                                             gives the same answer in every build: run once)
+
+meson 1.0's `meson test` rebuilds every target; the sanitizer tier needs only what its tests
+run, and the worker programs and benchmarks are not among them.
 """
 import json
 import os
@@ -13,22 +17,26 @@ import sys
 
 
 def main() -> int:
-    builddir, suites = sys.argv[1], {"inaswitch:" + s for s in sys.argv[2:]}
-    def introspect(what: str) -> list:
-        return json.loads(subprocess.check_output(["meson", "introspect", builddir, what]))
+    if len(sys.argv) < 4 or sys.argv[1] not in ("targets", "tests"):
+        print(__doc__, file=sys.stderr)
+        return 2
+    what, builddir, suites = sys.argv[1], sys.argv[2], {"inaswitch:" + s for s in sys.argv[3:]}
+
+    def introspect(option: str) -> list:
+        return json.loads(subprocess.check_output(["meson", "introspect", builddir, option]))
+
     targets = {t["id"]: t for t in introspect("--targets")}
-    outputs = set()
-    selected = 0
-    for test in introspect("--tests"):
-        if suites & set(test["suite"]):
-            selected += 1
-            for dep in test["depends"]:
-                outputs.update(targets[dep]["filename"])
+    selected = [t for t in introspect("--tests") if suites & set(t["suite"]) and t["depends"]]
     if not selected:
-        print(f"no test in suites {sorted(suites)}", file=sys.stderr)
+        print(f"no test of suites {sorted(suites)} runs anything built", file=sys.stderr)
         return 1
+    if what == "tests":
+        print(" ".join(t["name"] for t in selected))
+        return 0
     root = os.path.abspath(builddir)
-    print(" ".join(sorted(os.path.relpath(f, root) for f in outputs)))
+    outputs = {os.path.relpath(f, root)
+               for t in selected for dep in t["depends"] for f in targets[dep]["filename"]}
+    print(" ".join(sorted(outputs)))
     return 0
 
 

@@ -8,6 +8,7 @@ output, or a stale pcap no gen.py writes any more, fails here.
 
 usage: regen_check.py [GOLDEN_DIR]   (default: the folder of this script)"""
 
+import concurrent.futures
 import filecmp
 import os
 import shutil
@@ -41,13 +42,20 @@ def main() -> int:
         data = os.path.join(os.path.dirname(root), "data")
         if os.path.isdir(data):
             shutil.copytree(data, os.path.join(tmp, "data"))
-        for case in cases:
+        def regenerate(case: str) -> subprocess.CompletedProcess:
             work = os.path.join(copy, case)
             for f in os.listdir(work):
                 if f.endswith(".pcap"):
                     os.unlink(os.path.join(work, f))
-            run = subprocess.run([PYTHON, "-B", "gen.py"], cwd=work, capture_output=True,
-                                 text=True, timeout=300)
+            return subprocess.run([PYTHON, "-B", "gen.py"], cwd=work, capture_output=True,
+                                  text=True, timeout=300)
+
+        # Each gen.py is a process of its own in its own folder: as many at once as there are
+        # CPUs (scapy's start-up is most of each one's time).
+        with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+            runs = list(pool.map(regenerate, cases))
+        for case, run in zip(cases, runs):
+            work = os.path.join(copy, case)
             if run.returncode != 0:
                 failures.append(f"{case}: gen.py exited {run.returncode}\n{run.stderr[-2000:]}")
                 continue
