@@ -41,16 +41,36 @@ uint32_t switch_address_for(const config::Config& c, uint32_t ip) {
     return 0;
 }
 
+// The same for an IPv6 worker: the port's IPv6 address whose prefix holds `ip6`.
+std::optional<net::Ipv6Addr> switch_address6_for(const config::Config& c,
+                                                 const net::Ipv6Addr& ip6) {
+    for (const auto& p : c.ports) {
+        for (const auto& a : p.ipv6) {
+            if (a.contains(ip6)) {
+                return a.addr;
+            }
+        }
+    }
+    return std::nullopt;
+}
+
 }  // namespace
 
 QpParams qp_params(const config::Config& c, const JobConfig& j, const QpConfig& q) {
     QpParams p;
     p.switch_qpn = q.switch_qpn;
     p.switch_psn = q.switch_psn;
-    p.switch_ip = switch_address_for(c, q.ip);
     p.worker_qpn = q.qpn;
     p.worker_psn = q.psn;
-    p.worker_ip = q.ip;
+    if (q.ip6) {
+        // Validation put the worker on some port's IPv6 prefix.
+        p.ipv6 = true;
+        p.worker_ip6 = q.ip6->bytes;
+        p.switch_ip6 = switch_address6_for(c, *q.ip6).value_or(net::Ipv6Addr{}).bytes;
+    } else {
+        p.switch_ip = switch_address_for(c, q.ip);
+        p.worker_ip = q.ip;
+    }
     p.rank = q.rank;
     p.pmtu = j.pmtu;
     p.result_addr = q.result_addr;
@@ -483,10 +503,12 @@ RoceControl::Reply RoceControl::connect(control::ControlPlane& cp, uint32_t job_
     if (!out.ok()) {
         return {http_status(out.refusal), error_json(out.error)};
     }
+    // The switch's GID: its IPv6 address itself, or the IPv4-mapped form of its IPv4 one.
+    const std::string ip = out.switch_ip6 ? out.switch_ip6->str() : net::Ipv4Addr{out.switch_ip}.str();
     const json answer = {{"qpn", out.switch_qpn},
                          {"psn", out.switch_psn},
-                         {"ip", net::Ipv4Addr{out.switch_ip}.str()},
-                         {"gid", "::ffff:" + net::Ipv4Addr{out.switch_ip}.str()},
+                         {"ip", ip},
+                         {"gid", out.switch_ip6 ? ip : "::ffff:" + ip},
                          {"area_addr", kAreaAddr},
                          {"area_rkey", kAreaRkey},
                          {"area_length", out.area_length},
@@ -539,9 +561,11 @@ ConnectOutcome RoceControl::connect_qp(control::ControlPlane& cp, uint32_t job_i
     if (r.qp.result_length < job->chunk_bytes) {
         return refuse(Refusal::malformed, "result_length is below chunk_bytes");
     }
-    const uint32_t switch_ip = switch_address_for(cfg, r.qp.ip);
-    if (switch_ip == 0) {
-        return refuse(Refusal::malformed, "ip " + net::Ipv4Addr{r.qp.ip}.str() +
+    const uint32_t switch_ip = r.qp.ip6 ? 0 : switch_address_for(cfg, r.qp.ip);
+    const auto switch_ip6 =
+        r.qp.ip6 ? switch_address6_for(cfg, *r.qp.ip6) : std::optional<net::Ipv6Addr>{};
+    if (r.qp.ip6 ? !switch_ip6 : switch_ip == 0) {
+        return refuse(Refusal::malformed, "ip " + worker_ip_text(r.qp) +
                                               " is on no subnet of the switch's ports");
     }
     if (states() + 1 > kMaxRoceStates) {
@@ -565,6 +589,7 @@ ConnectOutcome RoceControl::connect_qp(control::ControlPlane& cp, uint32_t job_i
     out.switch_qpn = qpn;
     out.switch_psn = q.switch_psn;
     out.switch_ip = switch_ip;
+    out.switch_ip6 = switch_ip6;
     out.area_length = uint64_t{job->window} * job->chunk_bytes;
     out.pmtu = job->pmtu;
     // `rdma` and `job` point into the running config, which the apply below replaces.
@@ -647,7 +672,7 @@ RoceControl::Reply RoceControl::describe(uint32_t job_id) const {
         qps.push_back({{"rank", rank},
                        {"qpn", q.cfg.switch_qpn},
                        {"worker_qpn", q.cfg.qpn},
-                       {"ip", net::Ipv4Addr{q.cfg.ip}.str()},
+                       {"ip", worker_ip_text(q.cfg)},
                        {"source", q.cfg.from_api ? "api" : "config"},
                        {"state", state_name(qp_state_code(*q.state))},
                        {"counters", counters}});

@@ -51,6 +51,7 @@ struct ConnectOutcome {
     uint32_t switch_qpn = 0;
     uint32_t switch_psn = 0;
     uint32_t switch_ip = 0;  // host order: the port address on the worker's subnet
+    std::optional<net::Ipv6Addr> switch_ip6;  // instead, for an IPv6 worker: on its prefix
     uint64_t area_length = 0;
     uint32_t pmtu = 0;
     bool ok() const { return refusal == Refusal::none; }
