@@ -211,6 +211,10 @@ void dispatch(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint
 }  // namespace
 
 void route_emitted(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n) {
+    if ((snap.features.scopes & dp::kScopeRouted6) == 0) [[likely]] {
+        route(ctx, snap, pkts, n);  // no feature holds IPv6: all of it is IPv4
+        return;
+    }
     Sink routed6(route6);
     Sink routed(route, &routed6);
     routed.route(ctx, snap, pkts, n);

@@ -166,10 +166,20 @@ Bytes roce6(const rte_ether_addr& eth_dst, const rte_ether_addr& eth_src, const 
     return eth_frame(eth_dst, eth_src, RTE_ETHER_TYPE_IPV6, l3);
 }
 
-Bytes floats_bytes(const std::vector<float>& v) {
-    Bytes b(v.size() * 4);
-    std::memcpy(b.data(), v.data(), b.size());
-    return b;
+// A WRITE_ONLY_WITH_IMM's transport: BTH (AckReq), RETH, ImmDt, the values (no pad: whole
+// floats).
+Bytes write_only_imm(uint32_t dest_qp, uint32_t psn, uint64_t va, uint32_t rkey, uint32_t imm,
+                     const std::vector<float>& values) {
+    Bytes t = bth(rc::op::kWriteOnlyImm, dest_qp, psn, true);
+    const auto length = static_cast<uint32_t>(values.size() * 4);
+    for (const uint32_t word : {static_cast<uint32_t>(va >> 32), static_cast<uint32_t>(va), rkey,
+                                length, imm}) {
+        const Bytes b = be32(word);
+        t.insert(t.end(), b.begin(), b.end());
+    }
+    const auto* p = reinterpret_cast<const uint8_t*>(values.data());
+    t.insert(t.end(), p, p + length);
+    return t;
 }
 
 std::vector<float> fill(float base) {
@@ -273,17 +283,8 @@ protected:
     // Rank 1's WRITE_ONLY_WITH_IMM of chunk s over IPv6, as a worker sends it.
     static Bytes contribution6(uint32_t psn, uint32_t s, const std::vector<float>& values,
                                uint8_t tc = 0x02) {
-        Bytes t = bth(rc::op::kWriteOnlyImm, kSwitchQpn1, psn, true);
-        Bytes reth(16);
-        put32(&reth[0], static_cast<uint32_t>((fr::kAreaAddr + s % 4 * kChunk) >> 32));
-        put32(&reth[4], static_cast<uint32_t>(fr::kAreaAddr + s % 4 * kChunk));
-        put32(&reth[8], fr::kAreaRkey);
-        put32(&reth[12], static_cast<uint32_t>(values.size() * 4));
-        t.insert(t.end(), reth.begin(), reth.end());
-        const Bytes imm = be32(s << 8 | 1);
-        t.insert(t.end(), imm.begin(), imm.end());
-        const Bytes payload = floats_bytes(values);
-        t.insert(t.end(), payload.begin(), payload.end());
+        const Bytes t = write_only_imm(kSwitchQpn1, psn, fr::kAreaAddr + s % 4 * kChunk,
+                                       fr::kAreaRkey, s << 8 | 1, values);
         return roce6(own_mac(kV0), kW1Mac, kW1, kSw0, 0xC001, t, tc);
     }
     // Rank 2's contribution over IPv4 (src/roce's encoder: the IPv4 path is tested elsewhere).
@@ -318,17 +319,8 @@ protected:
     }
     // ...and the k-th result WRITE (chunk s, the sum `values`).
     static Bytes expected_result6(uint32_t k, uint32_t s, const std::vector<float>& values) {
-        Bytes t = bth(rc::op::kWriteOnlyImm, kWorkerQpn1, kSwitchPsn + k, true);
-        Bytes reth(16);
-        put32(&reth[0], static_cast<uint32_t>((kResultAddr + s * kChunk) >> 32));
-        put32(&reth[4], static_cast<uint32_t>(kResultAddr + s * kChunk));
-        put32(&reth[8], 0x1234);
-        put32(&reth[12], static_cast<uint32_t>(values.size() * 4));
-        t.insert(t.end(), reth.begin(), reth.end());
-        const Bytes imm = be32(s << 8 | 2);
-        t.insert(t.end(), imm.begin(), imm.end());
-        const Bytes payload = floats_bytes(values);
-        t.insert(t.end(), payload.begin(), payload.end());
+        const Bytes t = write_only_imm(kWorkerQpn1, kSwitchPsn + k, kResultAddr + s * kChunk,
+                                       0x1234, s << 8 | 2, values);
         return roce6(kW1Mac, own_mac(kV0), kSw0, kW1, source_port(kSwitchQpn1), t);
     }
     static std::vector<float> sum(const std::vector<float>& a, const std::vector<float>& b) {
@@ -538,6 +530,93 @@ TEST_F(RoceIpv6, AnIpv4OnlyFeatureSharingThePortNeverSeesIpv6) {
     EXPECT_EQ(sent(kV1).size(), 1u) << "the IPv6 frame, routed past both features";
     EXPECT_EQ(lcore(fr::LcoreCounter::passed), 2u);
     free_mbufs(take_tx(kV0));
+}
+
+}  // namespace
+}  // namespace ina::test
+
+namespace ina::test {
+namespace {
+
+// The YAML of a one-QP job whose worker is `ip`, and a neighbour entry, on ports v0 and v1.
+std::string one_qp_yaml(const std::string& ip, const std::string& neighbour_ip = "10.0.2.2") {
+    return std::string(R"(version: 1
+ports:
+  - name: v0
+    devargs: net_null0
+    ipv4: [10.0.1.1/24]
+    ipv6: [2001:db8:1::1/64]
+  - name: v1
+    devargs: net_null1
+    ipv4: [10.0.2.1/24]
+neighbours:
+  - {ip: ")") + neighbour_ip + R"(", mac: "02:aa:00:00:02:02", port: v1}
+rdma:
+  jobs:
+    - id: 7
+      world: 2
+      qps:
+        - {rank: 1, ip: ")" + ip + R"(", qpn: 17, psn: 0, switch_qpn: 0x100, switch_psn: 0,
+           result_addr: 0, result_rkey: 1, result_length: 4096}
+)";
+}
+
+TEST(RoceIpv6Config, WorkerAddressesAndTheirErrors) {
+    static const bool registered = config::register_section(fr::section_hooks());
+    (void)registered;
+    auto r = config::load_string(one_qp_yaml("2001:db8:1::2"), "t.yaml");
+    ASSERT_TRUE(r.ok()) << r.error_text();
+    const fr::QpConfig& q = fr::rdma_of(*r.config)->jobs.at(0).qps.at(0);
+    ASSERT_TRUE(q.ip6.has_value());
+    EXPECT_EQ(q.ip6->str(), "2001:db8:1::2");
+    EXPECT_EQ(q.ip, 0u);
+    const fr::QpParams p = fr::qp_params(*r.config, fr::rdma_of(*r.config)->jobs.at(0), q);
+    EXPECT_TRUE(p.ipv6);
+    EXPECT_EQ(net::Ipv6Addr{p.switch_ip6}.str(), "2001:db8:1::1") << "v0's address on the prefix";
+
+    r = config::load_string(one_qp_yaml("::ffff:10.0.1.2"), "t.yaml");
+    ASSERT_TRUE(r.ok()) << r.error_text();
+    EXPECT_EQ(fr::rdma_of(*r.config)->jobs.at(0).qps.at(0).ip, 0x0A000102u)
+        << "an IPv4-mapped GID is its IPv4 address";
+    EXPECT_FALSE(fr::rdma_of(*r.config)->jobs.at(0).qps.at(0).ip6.has_value());
+
+    // The qps entry is line 17 from column 11, its ip's value at column 25; the neighbour's ip
+    // value is line 11, column 10.
+    r = config::load_string(one_qp_yaml("2001:db8:9::2"), "t.yaml");
+    EXPECT_NE(r.error_text().find("t.yaml:17:11: worker 2001:db8:9::2 is on no port's ipv6 "
+                                  "prefix"),
+              std::string::npos)
+        << r.error_text();
+    r = config::load_string(one_qp_yaml("fe80::2"), "t.yaml");
+    EXPECT_NE(r.error_text().find("t.yaml:17:25: expected ip: a unicast IPv6 address"),
+              std::string::npos)
+        << r.error_text();
+    r = config::load_string(one_qp_yaml("2001:db8:1::zz"), "t.yaml");
+    EXPECT_NE(r.error_text().find("t.yaml:17:25: expected ip: an IPv4 address like 10.77.1.2 or "
+                                  "an IPv6 address"),
+              std::string::npos)
+        << r.error_text();
+
+    // Static IPv6 neighbours: on a prefix of their port.
+    r = config::load_string(one_qp_yaml("10.0.2.5", "2001:db8:1::7"), "t.yaml");
+    EXPECT_NE(r.error_text().find("t.yaml:11:5: neighbour 2001:db8:1::7 is on no ipv6 prefix of "
+                                  "port 'v1'"),
+              std::string::npos)
+        << r.error_text();
+    r = config::load_string(one_qp_yaml("10.0.2.5", "ff02::1"), "t.yaml");
+    EXPECT_NE(r.error_text().find("t.yaml:11:10: expected a unicast IPv6 neighbour address"),
+              std::string::npos)
+        << r.error_text();
+
+    // The API's connect body takes an IPv6 worker too.
+    const fr::ConnectParse c = fr::parse_connect(
+        R"({"rank": 1, "qpn": 17, "psn": 5, "ip": "2001:db8:1::2", "pmtu": 1024,
+            "result_addr": 0, "result_rkey": 1, "result_length": 4096, "chunk_bytes": 1024,
+            "window": 64, "dtype": "fp32", "op": "sum", "world": 2})",
+        "request");
+    ASSERT_TRUE(c.request.has_value());
+    ASSERT_TRUE(c.request->qp.ip6.has_value());
+    EXPECT_EQ(c.request->qp.ip6->str(), "2001:db8:1::2");
 }
 
 }  // namespace

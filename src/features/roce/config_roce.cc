@@ -28,7 +28,7 @@ using config::uint_field;
 void read_ip(Reader& r, const YAML::Node& map, const std::string& where, QpConfig& q) {
     r.required(map, "ip", where, [&](const YAML::Node& v) {
         std::string text;
-        if (!r.string_value(v, "ip", text)) {
+        if (!r.string_value(v, "ip: an IPv4 or IPv6 address", text)) {
             return;
         }
         if (const auto a4 = net::Ipv4Addr::parse(text)) {

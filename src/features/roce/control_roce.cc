@@ -202,7 +202,7 @@ void RoceControl::tick(control::ControlPlane& cp) {
 // its answer goes back out of the port it came in on, to the MAC it came from (the worker or
 // its gateway), with the L2 header it came with (VLAN tags included) and the addresses swapped.
 void RoceControl::answer_cm(control::ControlPlane& cp, rte_mbuf* m) {
-    constexpr size_t kFrameMax = 512;  // a CM frame is 14 + 20 + 8 + 12 + 8 + 256 + 4 bytes
+    constexpr size_t kFrameMax = 512;  // a CM frame is 14 + 20 (IPv6: 40) + 8 + 12 + 8 + 256 + 4
     std::array<uint8_t, kFrameMax> copy;
     const pipeline::PacketMeta* pm = pipeline::classified(m);
     const uint32_t len = rte_pktmbuf_pkt_len(m);
@@ -216,19 +216,30 @@ void RoceControl::answer_cm(control::ControlPlane& cp, rte_mbuf* m) {
         rte_pktmbuf_free(m);  // the datapath checked the shape: not reached
         return;
     }
-    const uint32_t worker_ip = ina::roce::detail::be32(f + pm->l3_offset + 12);
-    const uint32_t switch_ip = ina::roce::detail::be32(f + pm->l3_offset + 16);
-    const auto answer = cm_->on_mad(f + mad_at, ina::roce::cm::kMadBytes, worker_ip);
+    // The worker's and the switch's addresses: IPv4, or IPv6 (a worker whose GID is IPv6).
+    const uint8_t* l3 = f + pm->l3_offset;
+    const bool v6 = (pm->flags & pipeline::kMetaIpv6) != 0;
+    ina::roce::cm::Gid worker{};
+    ina::roce::cm::Gid own{};
+    if (v6) {
+        std::memcpy(worker.data(), l3 + 8, 16);
+        std::memcpy(own.data(), l3 + 24, 16);
+    } else {
+        worker = ina::roce::cm::ipv4_gid(ina::roce::detail::be32(l3 + 12));
+        own = ina::roce::cm::ipv4_gid(ina::roce::detail::be32(l3 + 16));
+    }
+    const auto answer = cm_->on_mad(f + mad_at, ina::roce::cm::kMadBytes, worker);
     if (!answer) {
         rte_pktmbuf_free(m);
         return;
     }
     rte_mbuf* out = rte_pktmbuf_alloc(m->pool);
     const size_t l2 = pm->l3_offset;
-    constexpr size_t kAnswerL3 = 20 + 8 + ina::roce::kBthBytes + ina::roce::kDethBytes +
-                                 ina::roce::cm::kMadBytes + ina::roce::kIcrcBytes;
+    const size_t answer_l3 = (v6 ? ina::roce::kIpv6Bytes : ina::roce::kIpv4Bytes) + 8 +
+                             ina::roce::kBthBytes + ina::roce::kDethBytes +
+                             ina::roce::cm::kMadBytes + ina::roce::kIcrcBytes;
     auto* d = out != nullptr
-                  ? reinterpret_cast<uint8_t*>(rte_pktmbuf_append(out, uint16_t(l2 + kAnswerL3)))
+                  ? reinterpret_cast<uint8_t*>(rte_pktmbuf_append(out, uint16_t(l2 + answer_l3)))
                   : nullptr;
     if (d == nullptr) {
         rte_pktmbuf_free(out);
@@ -238,18 +249,28 @@ void RoceControl::answer_cm(control::ControlPlane& cp, rte_mbuf* m) {
     std::memcpy(d, f + 6, 6);  // to where it came from
     std::memcpy(d + 6, f, 6);  // from the switch port's MAC it was sent to
     std::memcpy(d + 12, f + 12, l2 - 12);
-    ina::roce::Ipv4Path path;
-    path.src_ip = switch_ip;
-    path.dst_ip = worker_ip;
-    path.src_port = ina::roce::source_port_for_qp(ina::roce::cm::kCmQpn);
-    path.dest_qp = ina::roce::cm::kCmQpn;
-    path.tos = 0;
-    const size_t n = ina::roce::cm::encode_packet(d + l2, kAnswerL3, path, cm_ip_id_++, cm_psn_,
-                                                  *answer);
+    size_t n = 0;
+    if (v6) {
+        ina::roce::Ipv6Path path;
+        path.src_ip = own;
+        path.dst_ip = worker;
+        path.src_port = ina::roce::source_port_for_qp(ina::roce::cm::kCmQpn);
+        path.dest_qp = ina::roce::cm::kCmQpn;
+        path.traffic_class = 0;
+        n = ina::roce::cm::encode_packet(d + l2, answer_l3, path, cm_psn_, *answer);
+    } else {
+        ina::roce::Ipv4Path path;
+        path.src_ip = ina::roce::cm::gid_ipv4(own);
+        path.dst_ip = ina::roce::cm::gid_ipv4(worker);
+        path.src_port = ina::roce::source_port_for_qp(ina::roce::cm::kCmQpn);
+        path.dest_qp = ina::roce::cm::kCmQpn;
+        path.tos = 0;
+        n = ina::roce::cm::encode_packet(d + l2, answer_l3, path, cm_ip_id_++, cm_psn_, *answer);
+    }
     cm_psn_ = (cm_psn_ + 1) & 0xFFFFFF;
     out->port = m->port;
     rte_pktmbuf_free(m);
-    if (n != kAnswerL3 || !cp.transmit(out)) {
+    if (n != answer_l3 || !cp.transmit(out)) {
         rte_pktmbuf_free(out);
     }
 }

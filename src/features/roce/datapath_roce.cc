@@ -689,12 +689,6 @@ uint16_t roce_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts
             continue;
         }
         if (p.bth.dest_qp == kCmQpn) {
-            if (v6) {
-                // The switch's RDMA CM answers IPv4 GIDs only (docs/rdma.md "What remains").
-                ++lcore_counter(ctx, LcoreCounter::cm_unsupported);
-                drop(out, m);
-                continue;
-            }
             to_cm(ctx, *view, m, p, pm->l3_offset, out);
             continue;
         }
