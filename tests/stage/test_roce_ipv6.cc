@@ -26,6 +26,7 @@
 #include "pipeline/feature_stages.h"
 #include "pipeline/pipeline.h"
 #include "roce/wire.h"
+#include "roce_states.h"
 #include "stage_util.h"
 
 namespace ina::test {
@@ -56,9 +57,8 @@ constexpr uint32_t kChunk = 64;
 constexpr uint8_t kIpv4OnlyFeature = 6;  // a stand-in for the server-to-server mode's binding
 constexpr uint16_t kInaPort = 9470;
 
-// Rank 1 is IPv6 (its GID 2001:db8:1::2 on v0), rank 2 IPv4 (10.0.2.2 on v1); an INA job makes
-// INA bind its port (IPv4 only).
-const char* const kYaml = R"(version: 1
+// Two ports, each with an IPv4 subnet and an IPv6 prefix.
+const std::string kPortsYaml = R"(version: 1
 ports:
   - name: v0
     devargs: net_null0
@@ -68,7 +68,11 @@ ports:
     devargs: net_null1
     ipv4: [10.0.2.1/24]
     ipv6: [2001:db8:2::1/64]
-neighbours:
+)";
+
+// Rank 1 is IPv6 (its GID 2001:db8:1::2 on v0), rank 2 IPv4 (10.0.2.2 on v1); an INA job makes
+// INA bind its port (IPv4 only).
+const std::string kYaml = kPortsYaml + R"(neighbours:
   - {ip: 10.0.2.2, mac: "02:aa:00:00:02:02", port: v1}
   - {ip: "2001:db8:1::2", mac: "02:66:00:00:01:02", port: v0}
 ina:
@@ -243,27 +247,12 @@ protected:
                                             job.get());
         qp2 = std::make_unique<fr::QpState>(fr::qp_params(*loaded.config, jc, jc.qps.at(1)),
                                             job.get());
-        attach(job.get(), 10, fr::job_state_id(7));
-        attach(qp1.get(), 11, fr::qp_state_id(kSwitchQpn1));
-        attach(qp2.get(), 12, fr::qp_state_id(kSwitchQpn2));
-        auto* view = static_cast<fr::RoceView*>(snap->feature_views[fr::kFeatureRoce].get());
-        ASSERT_NE(view, nullptr);
-        ASSERT_EQ(view->qps.size(), 2u);
-        view->qps[0].slot = 11;
-        view->qps[1].slot = 12;
-        view->jobs[0].slot = 10;
+        attach_roce_job(*ctx, *snap, *job, *qp1, *qp2);
     }
     void TearDown() override {
-        for (uint16_t s : {12, 11, 10}) {
-            pipeline::apply_command(*ctx, dp::Command{dp::CommandType::detach, fr::kFeatureRoce,
-                                                      s, ctx->feature_slots[s].id, nullptr});
-        }
+        detach_roce_job(*ctx);
         pipeline::register_feature(kIpv4OnlyFeature, pipeline::FeatureStage{"none", nullptr, 1});
         StageTest::TearDown();
-    }
-    void attach(fr::StateTag* state, uint16_t slot, uint32_t id) {
-        ASSERT_TRUE(pipeline::apply_command(
-            *ctx, dp::Command{dp::CommandType::attach, fr::kFeatureRoce, slot, id, state}));
     }
     void run(std::vector<rte_mbuf*> in) {
         pipeline::process_burst(*ctx, *snap, in.data(), static_cast<uint16_t>(in.size()));
@@ -540,17 +529,8 @@ namespace {
 
 // The YAML of a one-QP job whose worker is `ip`, and a neighbour entry, on ports v0 and v1.
 std::string one_qp_yaml(const std::string& ip, const std::string& neighbour_ip = "10.0.2.2") {
-    return std::string(R"(version: 1
-ports:
-  - name: v0
-    devargs: net_null0
-    ipv4: [10.0.1.1/24]
-    ipv6: [2001:db8:1::1/64]
-  - name: v1
-    devargs: net_null1
-    ipv4: [10.0.2.1/24]
-neighbours:
-  - {ip: ")") + neighbour_ip + R"(", mac: "02:aa:00:00:02:02", port: v1}
+    return kPortsYaml + R"(neighbours:
+  - {ip: ")" + neighbour_ip + R"(", mac: "02:aa:00:00:02:02", port: v1}
 rdma:
   jobs:
     - id: 7
@@ -580,31 +560,31 @@ TEST(RoceIpv6Config, WorkerAddressesAndTheirErrors) {
         << "an IPv4-mapped GID is its IPv4 address";
     EXPECT_FALSE(fr::rdma_of(*r.config)->jobs.at(0).qps.at(0).ip6.has_value());
 
-    // The qps entry is line 17 from column 11, its ip's value at column 25; the neighbour's ip
-    // value is line 11, column 10.
+    // The qps entry is line 18 from column 11, its ip's value at column 25; the neighbour's ip
+    // value is line 12, column 10.
     r = config::load_string(one_qp_yaml("2001:db8:9::2"), "t.yaml");
-    EXPECT_NE(r.error_text().find("t.yaml:17:11: worker 2001:db8:9::2 is on no port's ipv6 "
+    EXPECT_NE(r.error_text().find("t.yaml:18:11: worker 2001:db8:9::2 is on no port's ipv6 "
                                   "prefix"),
               std::string::npos)
         << r.error_text();
     r = config::load_string(one_qp_yaml("fe80::2"), "t.yaml");
-    EXPECT_NE(r.error_text().find("t.yaml:17:25: expected ip: a unicast IPv6 address"),
+    EXPECT_NE(r.error_text().find("t.yaml:18:25: expected ip: a unicast IPv6 address"),
               std::string::npos)
         << r.error_text();
     r = config::load_string(one_qp_yaml("2001:db8:1::zz"), "t.yaml");
-    EXPECT_NE(r.error_text().find("t.yaml:17:25: expected ip: an IPv4 address like 10.77.1.2 or "
+    EXPECT_NE(r.error_text().find("t.yaml:18:25: expected ip: an IPv4 address like 10.77.1.2 or "
                                   "an IPv6 address"),
               std::string::npos)
         << r.error_text();
 
     // Static IPv6 neighbours: on a prefix of their port.
     r = config::load_string(one_qp_yaml("10.0.2.5", "2001:db8:1::7"), "t.yaml");
-    EXPECT_NE(r.error_text().find("t.yaml:11:5: neighbour 2001:db8:1::7 is on no ipv6 prefix of "
+    EXPECT_NE(r.error_text().find("t.yaml:12:5: neighbour 2001:db8:1::7 is on no ipv6 prefix of "
                                   "port 'v1'"),
               std::string::npos)
         << r.error_text();
     r = config::load_string(one_qp_yaml("10.0.2.5", "ff02::1"), "t.yaml");
-    EXPECT_NE(r.error_text().find("t.yaml:11:10: expected a unicast IPv6 neighbour address"),
+    EXPECT_NE(r.error_text().find("t.yaml:12:10: expected a unicast IPv6 neighbour address"),
               std::string::npos)
         << r.error_text();
 
