@@ -45,9 +45,11 @@ void count_udp_malformed(LcoreContext& ctx, dp::UdpMalformed reason) {
 }
 
 // IPv6: the fused header check, and UDP right after the fixed header (extension headers are
-// not walked: such a packet has no L4 fields here). No feature takes IPv6 yet, so the feature
-// handle stays kFeatureNone and every path passes IPv6 UDP on untouched.
-void classify_ipv6(LcoreContext& ctx, PacketMeta& pm, const rte_mbuf* m) {
+// not walked: such a packet has no L4 fields here). IPv6 UDP to the switch's MAC gets the
+// feature bound to its port for IPv6 (dp::kScopeRouted6), by the same table as IPv4; a feature
+// whose binding lacks that scope never sees IPv6, and bridged IPv6 gets none (`lookup` false).
+void classify_ipv6(LcoreContext& ctx, const dp::FeatureTable& table, bool lookup, PacketMeta& pm,
+                   const rte_mbuf* m) {
     pm.flags = kMetaIpv6;
     const dp::DropReason verdict = ipv6_check(m);
     pm.l3_verdict = static_cast<uint8_t>(verdict);
@@ -60,7 +62,9 @@ void classify_ipv6(LcoreContext& ctx, PacketMeta& pm, const rte_mbuf* m) {
         return;
     }
     pm.l4_offset = static_cast<uint16_t>(kL2 + sizeof(rte_ipv6_hdr));
-    classify_udp(ctx, pm, m, rte_be_to_cpu_16(ip->payload_len));
+    if (classify_udp(ctx, pm, m, rte_be_to_cpu_16(ip->payload_len)) && lookup) {
+        pm.feature = table.lookup(dp::kIpProtoUdp, pm.udp_dport, dp::kScopeRouted6);
+    }
 }
 
 [[gnu::always_inline]] inline void classify_one(LcoreContext& ctx, const dp::FeatureTable& table,
@@ -71,7 +75,7 @@ void classify_ipv6(LcoreContext& ctx, PacketMeta& pm, const rte_mbuf* m) {
     m->ol_flags |= g_classified_flag;
     const uint16_t ether_type = rte_pktmbuf_mtod(m, const rte_ether_hdr*)->ether_type;
     if (ether_type == rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV6)) {
-        classify_ipv6(ctx, pm, m);
+        classify_ipv6(ctx, table, scope == dp::kScopeRouted6 && lookup, pm, m);
         return;
     }
     if (scope == dp::kScopeBridged && ether_type != rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4)) {

@@ -11,9 +11,10 @@
 
 namespace ina::pipeline {
 
-// `scope` is dp::kScopeRouted for IP frames to the switch (eth_input's ipv4 and ipv6 edges), or
-// dp::kScopeBridged for frames the switch bridges (any ethertype; only IPv4 gets a feature).
-// IPv6 frames (either scope) get the IPv6 verdict, offsets and UDP fields, and no feature.
+// `scope` is dp::kScopeRouted for IPv4 frames to the switch (eth_input's ipv4 edge),
+// dp::kScopeRouted6 for IPv6 ones (its ipv6 edge), or dp::kScopeBridged for frames the switch
+// bridges (any ethertype; only IPv4 gets a feature there). IPv6 frames (any scope) get the IPv6
+// verdict, offsets and UDP fields; a feature only with dp::kScopeRouted6.
 // Frames passed here must have their first kHeadBytes in the first segment (eth_input did it).
 void classify(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n,
               uint8_t scope);

@@ -12,7 +12,8 @@
 namespace ina::pipeline {
 
 enum class FeatureEdge : uint8_t {
-    route,   // to ipv4_forward: routed input passed on, and every packet the feature emits
+    route,   // to routing (ipv4_forward; ipv6_forward for IPv6): routed input passed on, and
+             // every packet the feature emits
     bridge,  // to l2_bridge: bridged input passed on unmodified inside its L2 group
     bier,    // to bier_encap_results: an INA root's result to go out over BIER
     next,    // to the next feature bound to the packet's (protocol, port) on its path, else on
@@ -27,7 +28,8 @@ enum class FeatureEdge : uint8_t {
 // packet it takes ends on an edge; one it does not handle goes to `pass`, where it was going
 // (FeatureEdge::route for routed input, FeatureEdge::bridge for bridged input; FeatureEdge::next
 // when another feature shares the port: the pipeline hands it on, unmodified). Inputs are
-// classified (pipeline/packet_meta.h) with a sound IPv4 header and this feature's handle.
+// classified (pipeline/packet_meta.h) with a sound IP header and this feature's handle: IPv4,
+// or IPv6 (kMetaIpv6) when the feature's binding takes it (dp::kScopeRouted6).
 using FeatureInputFn = uint16_t (*)(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
                                     uint16_t n, FeatureEdge pass, EdgeBatches<FeatureEdge>& out);
 // Periodic work on one attached state (chunk-table expiry, RoCE retransmission), run from the

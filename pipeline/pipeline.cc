@@ -46,10 +46,9 @@ constexpr auto route = route_by<Ipv4Input::any>;
 // classified them, so ipv4_forward checks each header without the metadata test.
 constexpr auto route_unclassified = route_by<Ipv4Input::unclassified>;
 
-// IPv6 to the switch's MAC or its solicited-node groups: classified (no feature takes IPv6
-// yet), routed, or answered (ND, echo).
+// IPv6 to the switch's MAC or its solicited-node groups (classified by process_burst), what
+// features passed on or emitted over IPv6: routed, or answered (ND, echo).
 void route6(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n) {
-    classify(ctx, snap, pkts, n, dp::kScopeRouted);
     EdgeBatches<Ipv6Edge> ip;
     ipv6_forward(ctx, snap, pkts, n, ip);
     free_drops(ctx, ip);
@@ -70,8 +69,13 @@ void bridge(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16
 // sink runs its stage first, so any number of packets can pass through it.
 struct Sink {
     using Run = void (*)(LcoreContext&, const dp::Snapshot&, rte_mbuf**, uint16_t);
-    explicit Sink(Run r) : run(r) {}
+    explicit Sink(Run r, Sink* ipv6 = nullptr) : run(r), six(ipv6) {}
     Run run;
+    // The routed sink's IPv6 sibling: while some binding takes IPv6 (dp::kScopeRouted6), what a
+    // feature puts on `route` is either family (an IPv4 contribution completes a chunk whose
+    // result goes to IPv6 ranks too), so route() splits it by ethertype. Without such a
+    // binding no feature holds IPv6 and nothing is looked at.
+    Sink* six;
     uint16_t n = 0;
     rte_mbuf* pkts[kMaxBurst];
 
@@ -89,7 +93,29 @@ struct Sink {
             n = 0;
         }
     }
+    // A feature's `route` output: to this sink, or IPv6 to its sibling.
+    void route(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf* const* ms, uint16_t k) {
+        if (six == nullptr || (snap.features.scopes & dp::kScopeRouted6) == 0) [[likely]] {
+            add(ctx, snap, ms, k);
+            return;
+        }
+        for (uint16_t i = 0; i < k; ++i) {
+            (is_ipv6(ms[i]) ? *six : *this).add(ctx, snap, ms + i, 1);
+        }
+    }
+    static bool is_ipv6(const rte_mbuf* m) {
+        return rte_pktmbuf_mtod(m, const rte_ether_hdr*)->ether_type ==
+               rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV6);
+    }
 };
+
+// The scope of a classified packet passed on `pass`: bridged, or routed of its family.
+uint8_t scope_of(const PacketMeta& pm, FeatureEdge pass) {
+    if (pass != FeatureEdge::route) {
+        return dp::kScopeBridged;
+    }
+    return (pm.flags & kMetaIpv6) != 0 ? dp::kScopeRouted6 : dp::kScopeRouted;
+}
 
 void dispatch(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n,
               FeatureEdge pass, Sink& routed, Sink& bridged);
@@ -99,11 +125,11 @@ void dispatch(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint
 // the binding table, so this recursion is at most FeatureTable::kMaxBindings deep.
 void hand_to_next(LcoreContext& ctx, const dp::Snapshot& snap, uint8_t feature, rte_mbuf** pkts,
                   uint16_t n, FeatureEdge pass, Sink& routed, Sink& bridged) {
-    const uint8_t scope = pass == FeatureEdge::route ? dp::kScopeRouted : dp::kScopeBridged;
     for (uint16_t i = 0; i < n; ++i) {
         if (classified(pkts[i]) != nullptr) {  // else it goes where it was going (no feature)
             PacketMeta& pm = meta_of(pkts[i]);
-            pm.feature = snap.features.next_after(pm.proto, pm.udp_dport, scope, feature);
+            pm.feature =
+                snap.features.next_after(pm.proto, pm.udp_dport, scope_of(pm, pass), feature);
         }
     }
     dispatch(ctx, snap, pkts, n, pass, routed, bridged);
@@ -117,17 +143,22 @@ void run_feature(LcoreContext& ctx, const dp::Snapshot& snap, uint8_t feature, r
                  uint16_t n, FeatureEdge pass, Sink& routed, Sink& bridged) {
     const FeatureStage& stage = feature_stage(feature);
     if (stage.input == nullptr) [[unlikely]] {
-        (pass == FeatureEdge::route ? routed : bridged).add(ctx, snap, pkts, n);
+        if (pass == FeatureEdge::route) {
+            routed.route(ctx, snap, pkts, n);
+        } else {
+            bridged.add(ctx, snap, pkts, n);
+        }
         return;  // bound in the snapshot, no stage registered: the packets go on untouched
     }
-    const uint8_t scope = pass == FeatureEdge::route ? dp::kScopeRouted : dp::kScopeBridged;
+    // A run is of one family: dispatch walks one edge's packets (IPv4 or IPv6) at a time.
+    const uint8_t scope = scope_of(meta_of(pkts[0]), pass);
     const FeatureEdge stage_pass =
         (snap.features.followed[feature] & scope) != 0 ? FeatureEdge::next : pass;
     for (uint16_t done = 0; done < n;) {
         EdgeBatches<FeatureEdge> out;
         const uint16_t took = stage.input(ctx, snap, pkts + done, static_cast<uint16_t>(n - done),
                                           stage_pass, out);
-        routed.add(ctx, snap, out.begin(FeatureEdge::route), out.size(FeatureEdge::route));
+        routed.route(ctx, snap, out.begin(FeatureEdge::route), out.size(FeatureEdge::route));
         bridged.add(ctx, snap, out.begin(FeatureEdge::bridge), out.size(FeatureEdge::bridge));
         if (out.size(FeatureEdge::next) != 0) {
             hand_to_next(ctx, snap, feature, out.begin(FeatureEdge::next),
@@ -157,7 +188,6 @@ void run_feature(LcoreContext& ctx, const dp::Snapshot& snap, uint8_t feature, r
 // output joins its sink in order, so a path's packets keep their arrival order.
 void dispatch(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n,
               FeatureEdge pass, Sink& routed, Sink& bridged) {
-    Sink& plain = pass == FeatureEdge::route ? routed : bridged;
     for (uint16_t i = 0; i < n;) {
         const uint8_t feature = feature_of(pkts[i]);
         uint16_t j = static_cast<uint16_t>(i + 1);
@@ -165,7 +195,11 @@ void dispatch(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint
             ++j;
         }
         if (feature == dp::kFeatureNone) [[likely]] {
-            plain.add(ctx, snap, pkts + i, static_cast<uint16_t>(j - i));
+            if (pass == FeatureEdge::route) {
+                routed.route(ctx, snap, pkts + i, static_cast<uint16_t>(j - i));
+            } else {
+                bridged.add(ctx, snap, pkts + i, static_cast<uint16_t>(j - i));
+            }
         } else {
             run_feature(ctx, snap, feature, pkts + i, static_cast<uint16_t>(j - i), pass, routed,
                         bridged);
@@ -177,7 +211,15 @@ void dispatch(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint
 }  // namespace
 
 void route_emitted(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n) {
-    route(ctx, snap, pkts, n);
+    if ((snap.features.scopes & dp::kScopeRouted6) == 0) [[likely]] {
+        route(ctx, snap, pkts, n);  // no feature holds IPv6: all of it is IPv4
+        return;
+    }
+    Sink routed6(route6);
+    Sink routed(route, &routed6);
+    routed.route(ctx, snap, pkts, n);
+    routed.flush(ctx, snap);
+    routed6.flush(ctx, snap);
 }
 
 void process_burst(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n) {
@@ -215,7 +257,8 @@ void process_burst(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
             }
         }
     }
-    Sink routed(route);
+    Sink routed6(route6);
+    Sink routed(route, &routed6);
     Sink bridged(bridge);
     // Routed IPv4: classified once, then features (INA absorbs contributions and emits partials
     // and results) and routing, in arrival order. With no binding for routed packets (a plain
@@ -234,8 +277,19 @@ void process_burst(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
             route_unclassified(ctx, snap, eth.begin(EthEdge::ipv4), eth.size(EthEdge::ipv4));
         }
     }
+    // Routed IPv6: classified, then the features that take IPv6 (RoCEv2 to the switch) and
+    // routing, in arrival order. The routed sink is empty here (flushed above).
     if (eth.size(EthEdge::ipv6) != 0) {
-        route6(ctx, snap, eth.begin(EthEdge::ipv6), eth.size(EthEdge::ipv6));
+        classify(ctx, snap, eth.begin(EthEdge::ipv6), eth.size(EthEdge::ipv6),
+                 dp::kScopeRouted6);
+        if ((snap.features.scopes & dp::kScopeRouted6) != 0) {
+            dispatch(ctx, snap, eth.begin(EthEdge::ipv6), eth.size(EthEdge::ipv6),
+                     FeatureEdge::route, routed, bridged);
+            routed.flush(ctx, snap);
+            routed6.flush(ctx, snap);
+        } else {
+            route6(ctx, snap, eth.begin(EthEdge::ipv6), eth.size(EthEdge::ipv6));
+        }
     }
     if (eth.size(EthEdge::bier) != 0) {
         EdgeBatches<BierEdge> bier;
@@ -257,9 +311,10 @@ void process_burst(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
             bridged.add(ctx, snap, to_bridge, n_bridge);
         }
     }
-    // What bridged features sent to routing, then the bridge (which may also hold what a routed
-    // feature passed to it).
+    // What bridged features sent to routing (and what any feature emitted over IPv6), then the
+    // bridge (which may also hold what a routed feature passed to it).
     routed.flush(ctx, snap);
+    routed6.flush(ctx, snap);
     bridged.flush(ctx, snap);
 }
 

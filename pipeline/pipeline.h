@@ -39,8 +39,9 @@ namespace ina::pipeline {
 // TX or freed.
 void process_burst(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n);
 
-// Packets a feature originates outside a burst (a timer's retransmissions): complete IPv4
-// frames, routed like a stage's `route` edge. On return every mbuf was enqueued for TX or freed.
+// Packets a feature originates outside a burst (a timer's retransmissions): complete IPv4 or
+// IPv6 frames (IPv6 only from a feature whose binding takes it, dp::kScopeRouted6), routed like
+// a stage's `route` edge. On return every mbuf was enqueued for TX or freed.
 void route_emitted(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n);
 
 }  // namespace ina::pipeline

@@ -452,6 +452,15 @@ StandaloneSnapshot build_standalone(const config::Config& cfg,
             return {};
         }
     }
+    for (const auto& nb : cfg.neighbours6) {
+        const int i = cfg.port_index(nb.port);
+        if (i >= 0 && static_cast<size_t>(i) < bindings.size() &&
+            !out.tables->set_neighbour6(nb.ip.bytes.data(), to_ether(nb.mac),
+                                        bindings[static_cast<size_t>(i)].port_id)) {
+            error = "IPv6 neighbour table full";
+            return {};
+        }
+    }
     for (const auto& e : fdb) {
         if (!out.tables->set_fdb(e.mac, e.group, FdbEntry{e.port, e.index})) {
             error = "FDB full";

@@ -281,14 +281,30 @@ void read_route6(Reader& r, const YAML::Node& n, Route6Config& rt) {
     }
 }
 
-void read_neighbour(Reader& r, const YAML::Node& n, NeighbourConfig& nb) {
+// A `neighbours` entry; `ip6` is set instead of nb.ip when its address is IPv6.
+void read_neighbour(Reader& r, const YAML::Node& n, NeighbourConfig& nb,
+                    std::optional<net::Ipv6Addr>& ip6) {
     nb.mark = mark_of(n);
     if (!r.expect_map(n, "a neighbour")) {
         return;
     }
     r.check_keys(n, {"ip", "mac", "port"}, "a neighbour");
     r.required(n, "ip", "a neighbour", [&](const YAML::Node& v) {
-        r.parsed(v, "an IPv4 address", nb.ip, net::Ipv4Addr::parse);
+        std::string text;
+        if (!r.string_value(v, "an IPv4 or IPv6 address", text)) {
+            return;
+        }
+        if (text.find(':') == std::string::npos) {
+            r.parsed(v, "an IPv4 address", nb.ip, net::Ipv4Addr::parse);
+            return;
+        }
+        net::Ipv6Addr a;
+        if (r.parsed(v, "an IPv6 address like 2001:db8:1::2", a, net::Ipv6Addr::parse)) {
+            if (a.is_multicast() || a.is_unspecified()) {
+                r.error(v, "expected a unicast IPv6 neighbour address, got '" + a.str() + "'");
+            }
+            ip6 = a;
+        }
     });
     r.required(n, "mac", "a neighbour", [&](const YAML::Node& v) {
         if (r.parsed(v, "a MAC address like 02:00:00:00:00:01", nb.mac, net::MacAddr::parse) &&
@@ -941,8 +957,13 @@ void read_document(Reader& r, const YAML::Node& root, Config& c) {
         }
         for (const auto& x : v) {
             NeighbourConfig nb;
-            read_neighbour(r, x, nb);
-            c.neighbours.push_back(std::move(nb));
+            std::optional<net::Ipv6Addr> ip6;
+            read_neighbour(r, x, nb, ip6);
+            if (ip6) {
+                c.neighbours6.push_back({*ip6, nb.mac, std::move(nb.port), nb.mark});
+            } else {
+                c.neighbours.push_back(std::move(nb));
+            }
         }
     });
     r.optional(root, "l2", [&](const YAML::Node& v) {
@@ -1401,6 +1422,25 @@ void validate(Reader& r, const Config& c) {
         // The neighbour table holds exactly arp.max_neighbours (static and learned together).
         if (neighbour_ips.size() == size_t{c.arp.max_neighbours} + 1) {
             r.error(nb.mark, "more static neighbours than arp.max_neighbours (" +
+                                 std::to_string(c.arp.max_neighbours) + ")");
+        }
+    }
+    // IPv6 entries: on a prefix of their port (where ND would have learned them).
+    std::set<net::Ipv6Addr> neighbour6_ips;
+    for (const auto& nb : c.neighbours6) {
+        const PortConfig* p = c.find_port(nb.port);
+        if (p == nullptr) {
+            r.error(nb.mark, "unknown port '" + nb.port + "' for neighbour " + nb.ip.str());
+        } else if (std::none_of(p->ipv6.begin(), p->ipv6.end(),
+                                [&](const auto& a) { return a.contains(nb.ip); })) {
+            r.error(nb.mark, "neighbour " + nb.ip.str() + " is on no ipv6 prefix of port '" +
+                                 nb.port + "'; expected an address on the port's link");
+        }
+        if (!neighbour6_ips.insert(nb.ip).second) {
+            r.error(nb.mark, "duplicate neighbour " + nb.ip.str());
+        }
+        if (neighbour6_ips.size() == size_t{c.arp.max_neighbours} + 1) {
+            r.error(nb.mark, "more static IPv6 neighbours than arp.max_neighbours (" +
                                  std::to_string(c.arp.max_neighbours) + ")");
         }
     }

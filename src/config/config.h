@@ -94,6 +94,15 @@ struct NeighbourConfig {
     Mark mark;
 };
 
+// A `neighbours` entry whose `ip` is IPv6: installed in the IPv6 neighbour table as if Neighbor
+// Discovery had learned it, and never replaced by what ND learns.
+struct Neighbour6Config {
+    net::Ipv6Addr ip;
+    net::MacAddr mac;
+    std::string port;
+    Mark mark;
+};
+
 struct L2Config {
     uint32_t mac_ageing_s = 300;
     uint32_t max_fdb_entries = 4096;
@@ -291,6 +300,7 @@ struct Config {
     std::vector<RouteConfig> routes;
     std::vector<Route6Config> ipv6_routes;
     std::vector<NeighbourConfig> neighbours;
+    std::vector<Neighbour6Config> neighbours6;  // the IPv6 entries of `neighbours`
     L2Config l2;
     ArpConfig arp;
     InaConfig ina;

@@ -181,6 +181,9 @@ json to_json(const config::Config& c) {
     for (const auto& n : c.neighbours) {
         neighbours.push_back({{"ip", n.ip.str()}, {"mac", n.mac.str()}, {"port", n.port}});
     }
+    for (const auto& n : c.neighbours6) {
+        neighbours.push_back({{"ip", n.ip.str()}, {"mac", n.mac.str()}, {"port", n.port}});
+    }
     json lcores = json::array();
     for (const auto& l : c.lcores) {
         json rx = json::array();

@@ -317,6 +317,7 @@ bool ControlPlane::install_config_locked(config::Config next, std::string& error
         running_ = std::move(next);
         index_routes_locked();
         sync_neighbours_locked(neighbours);
+        sync_neighbours6_locked();
         purge_fdb_locked(*pub->snapshot);
         install_locked(std::move(pub));
         return true;
@@ -399,6 +400,30 @@ void ControlPlane::sync_neighbours_locked(const std::vector<dp::DynamicNeighbour
             ++counters_.neighbour_table_full;
         }
     }
+}
+
+void ControlPlane::sync_neighbours6_locked() {
+    std::set<net::Ipv6Addr> next;
+    for (const auto& nb : running_.neighbours6) {
+        const int i = running_.port_index(nb.port);
+        if (i < 0 || static_cast<size_t>(i) >= ports_.size()) {
+            continue;  // validation names the port
+        }
+        rte_ether_addr mac;
+        std::memcpy(mac.addr_bytes, nb.mac.bytes.data(), 6);
+        if (!tables_->set_neighbour6(nb.ip.bytes.data(), mac, ports_[static_cast<size_t>(i)].port_id,
+                                     dp::ForwardingTables::Room::wait_for_readers)) {
+            ++counters_.neighbour6_table_full;
+            continue;
+        }
+        next.insert(nb.ip);
+    }
+    for (const auto& ip : static6_) {
+        if (next.count(ip) == 0) {
+            tables_->remove_neighbour6(ip.bytes.data());
+        }
+    }
+    static6_ = std::move(next);
 }
 
 bool ControlPlane::put_neighbour_locked(uint32_t ip, uint64_t word, bool& rebuild) {
@@ -662,6 +687,11 @@ void ControlPlane::handle_event(const dp::Event& ev, bool& dirty) {
         // neighbours are not aged yet: an entry changes when the host advertises a new MAC.
         if (snapshot().ports[ev.port].subnet6_of(ev.ip6) == nullptr) {
             return;
+        }
+        net::Ipv6Addr seen;
+        std::memcpy(seen.bytes.data(), ev.ip6, 16);
+        if (static6_.count(seen) != 0) {
+            return;  // a static entry is never replaced by what ND learns
         }
         rte_ether_addr mac;
         std::memcpy(mac.addr_bytes, ev.mac, 6);

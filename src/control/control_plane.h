@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -248,6 +249,9 @@ private:
                                                      std::string& error);
     // Makes the neighbour table hold exactly `neighbours` (a config change).
     void sync_neighbours_locked(const std::vector<dp::DynamicNeighbour>& neighbours);
+    // Puts the running config's static IPv6 neighbours into the IPv6 neighbour table and takes
+    // out those the previous config listed and this one does not (learned ones stay).
+    void sync_neighbours6_locked();
     // Stores neighbour `ip` as `word` (pack_station; 0 removes it) in the neighbour table and
     // in every gateway next hop of the published snapshot that names it. False when the table
     // is full (nothing changed). `rebuild` is set when a table resolved only at build time
@@ -304,6 +308,7 @@ private:
     // The learned neighbours and the FDB as workers read them; created by start().
     std::unique_ptr<dp::ForwardingTables> tables_;
     std::map<uint32_t, uint64_t> table_neighbours_;  // what tables_ holds: ip -> station word
+    std::set<net::Ipv6Addr> static6_;  // the static IPv6 neighbours tables_ holds
     std::map<std::pair<uint64_t, uint16_t>, FdbState> fdb_;  // (mac, group) -> entry
     std::vector<uint32_t> free_fdb_indices_;
     metrics::ControlCounters counters_;

@@ -291,9 +291,13 @@ inline constexpr uint8_t kMaxFeatures = 8;
 inline constexpr uint8_t kIpProtoUdp = 17;
 
 // Which frames a binding applies to: IPv4 this switch routes (or terminates), and IPv4 it
-// bridges inside an L2 group (RDMA between two servers of one group must reach its feature too).
+// bridges inside an L2 group (RDMA between two servers of one group must reach its feature too);
+// IPv6 to the switch's MAC (routed or terminated). The address family is part of the scope, so a
+// binding takes IPv6 only when it says so: a feature that parses IPv4 headers (INA, the RoCE
+// server-to-server mode) never sees IPv6, which goes on untouched. Bridged IPv6 takes no feature.
 inline constexpr uint8_t kScopeRouted = 1;
 inline constexpr uint8_t kScopeBridged = 2;
+inline constexpr uint8_t kScopeRouted6 = 4;
 
 struct FeatureBinding {
     uint8_t proto = 0;    // IP protocol

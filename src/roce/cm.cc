@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 namespace ina::roce::cm {
 
@@ -369,9 +370,13 @@ void write_cma_header(std::array<uint8_t, 92>& p, const CmaHeader& h) {
     std::memcpy(p.data() + 20, h.dst.data(), 16);
 }
 
-size_t encode_packet(uint8_t* out, size_t capacity, const Ipv4Path& path, uint16_t ip_id,
-                     uint32_t psn, const Message& message) {
-    const size_t headers = kIpv4Bytes + kUdpBytes + kBthBytes + kDethBytes;
+namespace {
+
+template <class Path>
+size_t packet_of(uint8_t* out, size_t capacity, const Path& path, uint16_t ip_id, uint32_t psn,
+                 const Message& message) {
+    constexpr bool v6 = std::is_same_v<Path, Ipv6Path>;
+    const size_t headers = (v6 ? kIpv6Bytes : kIpv4Bytes) + kUdpBytes + kBthBytes + kDethBytes;
     const size_t total = headers + kMadBytes + kIcrcBytes;
     if (capacity < total || build(message, out + headers, capacity - headers) != kMadBytes) {
         return 0;
@@ -381,12 +386,27 @@ size_t encode_packet(uint8_t* out, size_t capacity, const Ipv4Path& path, uint16
     tx.psn = psn;
     tx.ack_req = true;
     tx.length = kMadBytes + kDethBytes;  // the DETH rides where a payload would start
-    write_request_headers(out, capacity, path, ip_id, tx);
+    if constexpr (v6) {
+        write_request_headers(out, capacity, path, tx);
+    } else {
+        write_request_headers(out, capacity, path, ip_id, tx);
+    }
     put32(out + headers - kDethBytes, kQp1Qkey);
     out[headers - kDethBytes + 4] = 0;
     put24(out + headers - kDethBytes + 5, kCmQpn);
     finish_icrc(out, total);
     return total;
+}
+
+}  // namespace
+
+size_t encode_packet(uint8_t* out, size_t capacity, const Ipv4Path& path, uint16_t ip_id,
+                     uint32_t psn, const Message& message) {
+    return packet_of(out, capacity, path, ip_id, psn, message);
+}
+size_t encode_packet(uint8_t* out, size_t capacity, const Ipv6Path& path, uint32_t psn,
+                     const Message& message) {
+    return packet_of(out, capacity, path, 0, psn, message);
 }
 
 }  // namespace ina::roce::cm

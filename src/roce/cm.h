@@ -206,10 +206,13 @@ inline constexpr size_t kCmaHeaderBytes = 36;
 CmaHeader parse_cma_header(const std::array<uint8_t, 92>& private_data);
 void write_cma_header(std::array<uint8_t, 92>& private_data, const CmaHeader& h);
 
-// The whole UD SEND ONLY packet carrying a CM MAD, from the IPv4 header on (path.dest_qp is
+// The whole UD SEND ONLY packet carrying a CM MAD, from the IP header on (path.dest_qp is
 // the destination QP, 1 for CM): BTH (AckReq as Linux sets it), DETH Q_Key 0x80010000 source
 // QP 1, the MAD, the ICRC. 0 when capacity is too small or the message cannot be built.
 size_t encode_packet(uint8_t* out, size_t capacity, const Ipv4Path& path, uint16_t ip_id,
                      uint32_t psn, const Message& message);
+// The same over IPv6 (a worker whose GID is an IPv6 address).
+size_t encode_packet(uint8_t* out, size_t capacity, const Ipv6Path& path, uint32_t psn,
+                     const Message& message);
 
 }  // namespace ina::roce::cm

@@ -189,25 +189,46 @@ size_t encode_cnp(uint8_t* out, size_t capacity, const Ipv6Path& path) {
     return cnp_of(out, capacity, path, 0, IcrcPass::separate);
 }
 
+namespace {
+
+constexpr uint16_t ethertype_of(const Ipv4Path&) { return kEthertypeIpv4; }
+constexpr uint16_t ethertype_of(const Ipv6Path&) { return kEthertypeIpv6; }
+
+// An ACK or CNP as a whole frame: the Ethernet header, then the packet summed in one pass with
+// the header's last 8 bytes standing in for the ICRC's ones.
+template <class Path>
+size_t ack_frame_of(uint8_t* frame, size_t capacity, const uint8_t dst_mac[6],
+                    const uint8_t src_mac[6], const Path& path, uint16_t ip_id,
+                    const Reply* reply) {
+    if (write_ethernet(frame, capacity, dst_mac, src_mac, ethertype_of(path)) == 0) {
+        return 0;
+    }
+    uint8_t* l3 = frame + kEthernetBytes;
+    const size_t room = capacity - kEthernetBytes;
+    const size_t n = reply != nullptr ? ack_of(l3, room, path, ip_id, *reply, IcrcPass::in_frame)
+                                      : cnp_of(l3, room, path, ip_id, IcrcPass::in_frame);
+    return n == 0 ? 0 : kEthernetBytes + n;
+}
+
+}  // namespace
+
 size_t encode_ack_frame(uint8_t* frame, size_t capacity, const uint8_t dst_mac[6],
                         const uint8_t src_mac[6], const Ipv4Path& path, uint16_t ip_id,
                         const Reply& reply) {
-    if (write_ethernet(frame, capacity, dst_mac, src_mac) == 0) {
-        return 0;
-    }
-    const size_t l3 = ack_of(frame + kEthernetBytes, capacity - kEthernetBytes, path, ip_id, reply,
-                             IcrcPass::in_frame);
-    return l3 == 0 ? 0 : kEthernetBytes + l3;
+    return ack_frame_of(frame, capacity, dst_mac, src_mac, path, ip_id, &reply);
+}
+size_t encode_ack_frame(uint8_t* frame, size_t capacity, const uint8_t dst_mac[6],
+                        const uint8_t src_mac[6], const Ipv6Path& path, const Reply& reply) {
+    return ack_frame_of(frame, capacity, dst_mac, src_mac, path, 0, &reply);
 }
 
 size_t encode_cnp_frame(uint8_t* frame, size_t capacity, const uint8_t dst_mac[6],
                         const uint8_t src_mac[6], const Ipv4Path& path, uint16_t ip_id) {
-    if (write_ethernet(frame, capacity, dst_mac, src_mac) == 0) {
-        return 0;
-    }
-    const size_t l3 = cnp_of(frame + kEthernetBytes, capacity - kEthernetBytes, path, ip_id,
-                             IcrcPass::in_frame);
-    return l3 == 0 ? 0 : kEthernetBytes + l3;
+    return ack_frame_of(frame, capacity, dst_mac, src_mac, path, ip_id, nullptr);
+}
+size_t encode_cnp_frame(uint8_t* frame, size_t capacity, const uint8_t dst_mac[6],
+                        const uint8_t src_mac[6], const Ipv6Path& path) {
+    return ack_frame_of(frame, capacity, dst_mac, src_mac, path, 0, nullptr);
 }
 
 size_t write_request_headers(uint8_t* out, size_t capacity, const Ipv4Path& path, uint16_t ip_id,

@@ -70,8 +70,8 @@ size_t encode_ack(uint8_t* out, size_t capacity, const Ipv6Path& path, const Rep
 size_t encode_cnp(uint8_t* out, size_t capacity, const Ipv4Path& path, uint16_t ip_id);
 size_t encode_cnp(uint8_t* out, size_t capacity, const Ipv6Path& path);
 
-// The same two as whole IPv4 frames for the packet path, which builds them straight into an
-// mbuf: the Ethernet header (IPv4 ethertype) then the packet, its ICRC summed in one pass over
+// The same two as whole frames for the packet path, which builds them straight into an
+// mbuf: the Ethernet header (the path's ethertype) then the packet, its ICRC summed in one pass over
 // the frame (icrc_in_frame: the Ethernet header's last 8 bytes stand in for the 8 bytes of ones
 // and are put back), so no header copy and one CRC call where encode_ack makes two. Returns the
 // frame's bytes (Ethernet header included), or 0. Byte for byte write_ethernet + encode_ack.
@@ -80,6 +80,11 @@ size_t encode_ack_frame(uint8_t* frame, size_t capacity, const uint8_t dst_mac[6
                         const Reply& reply);
 size_t encode_cnp_frame(uint8_t* frame, size_t capacity, const uint8_t dst_mac[6],
                         const uint8_t src_mac[6], const Ipv4Path& path, uint16_t ip_id);
+// The IPv6 frames (ethertype 0x86DD): byte for byte write_ethernet + encode_ack / encode_cnp.
+size_t encode_ack_frame(uint8_t* frame, size_t capacity, const uint8_t dst_mac[6],
+                        const uint8_t src_mac[6], const Ipv6Path& path, const Reply& reply);
+size_t encode_cnp_frame(uint8_t* frame, size_t capacity, const uint8_t dst_mac[6],
+                        const uint8_t src_mac[6], const Ipv6Path& path);
 
 // The headers of an RDMA WRITE packet (IPv4 .. BTH, RETH, ImmDt) for `tx`, with the IP and
 // UDP lengths already counting tx.length payload bytes, pad and ICRC: the caller appends the

@@ -5,6 +5,11 @@ CNP padding and computes the ICRC; RETH, ImmDt and DETH (which upstream scapy la
 here as raw big-endian bytes.
 
     Ether | IPv4 (DF) | UDP dport 4791, checksum 0 | BTH | ext headers | payload | pad | ICRC
+    Ether | IPv6      | UDP dport 4791, checksum 0 | BTH | ...      (an endpoint with an IPv6 ip)
+
+Over IPv6 the ICRC is this file's own (`compute_icrc`, rocev2.md §2: the traffic class, flow label and
+hop limit masked), since Debian's scapy 2.5 computes it for IPv4 only; the self-test checks
+`compute_icrc` against scapy's on IPv4 frames first.
 
 The cases it serves: in-order WRITEs into the switch, a PSN gap answered by one NAK-sequence, a
 duplicate answered by a re-ACK, a bad ICRC, an unknown QP, a CE-marked packet answered by a CNP.
@@ -22,7 +27,10 @@ import struct
 import sys
 
 from scapy.contrib.roce import AETH, BTH, CNPPadding
+import zlib
+
 from scapy.layers.inet import IP, UDP
+from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
@@ -90,8 +98,28 @@ def pad_bytes(payload_len):
     return (-payload_len) & 3
 
 
+def compute_icrc(l3):
+    """The ICRC of the RoCEv2 packet `l3` (IPv4 or IPv6 header first, its own 4 ICRC bytes last,
+    not covered), from rocev2.md §2: CRC-32 over 8 bytes of 0xFF and the packet with the
+    variant fields set to ones (IPv4: TOS, TTL, header checksum; IPv6: traffic class, flow
+    label, hop limit), the UDP checksum and BTH byte 4 too."""
+    b = bytearray(l3[:-4])
+    if b[0] >> 4 == 4:
+        ihl = (b[0] & 0x0F) * 4
+        b[1], b[8], b[10], b[11] = 0xFF, 0xFF, 0xFF, 0xFF
+    else:
+        ihl = 40
+        b[0] |= 0x0F
+        b[1:4] = b"\xff\xff\xff"
+        b[7] = 0xFF
+    b[ihl + 6:ihl + 8] = b"\xff\xff"
+    b[ihl + 8 + 4] = 0xFF
+    return zlib.crc32(b"\xff" * 8 + bytes(b)) & 0xFFFFFFFF
+
+
 class Endpoint:
-    """One side of a connection: its MAC, IPv4 address and QPN."""
+    """One side of a connection: its MAC, IP address (IPv4, or IPv6 when it has a colon) and
+    QPN."""
 
     def __init__(self, mac, ip, qpn):
         self.mac, self.ip, self.qpn = mac, ip, qpn
@@ -107,18 +135,27 @@ def roce(src, dst, opcode, psn, ext=b"", payload=b"", *, dqpn=None, ackreq=False
     scapy compute it; RoCEv2 senders put 0."""
     if pad is None:
         pad = pad_bytes(len(payload))
+    v6 = ":" in src.ip
+    given = icrc
     bth = BTH(opcode=opcode, solicited=int(se), migreq=int(migreq), padcount=pad, pkey=pkey,
               fecn=int(fecn), becn=int(becn), dqpn=dst.qpn if dqpn is None else dqpn,
-              ackreq=int(ackreq), psn=psn & 0xFFFFFF, icrc=icrc)
-    frame = (Ether(src=src.mac, dst=dst.mac)
-             / IP(src=src.ip, dst=dst.ip, tos=tos, ttl=ttl, id=ip_id, flags=ip_flags)
-             / UDP(sport=sport, dport=ROCE_PORT, chksum=udp_checksum))
+              ackreq=int(ackreq), psn=psn & 0xFFFFFF, icrc=0 if v6 else icrc)
+    # IPv6: `tos` is the traffic class and `ttl` the hop limit (ip_id and ip_flags have none).
+    ip = (IPv6(src=src.ip, dst=dst.ip, tc=tos, hlim=ttl) if v6
+          else IP(src=src.ip, dst=dst.ip, tos=tos, ttl=ttl, id=ip_id, flags=ip_flags))
+    frame = Ether(src=src.mac, dst=dst.mac) / ip / UDP(sport=sport, dport=ROCE_PORT,
+                                                       chksum=udp_checksum)
     if opcode == ACKNOWLEDGE and len(ext) == 4 and not payload and not pad:
         syndrome, msn = ext[0], int.from_bytes(ext[1:], "big")
-        return bytes(frame / bth / AETH(syndrome=syndrome, msn=msn))
-    if opcode == CNP and not ext and not payload:
-        return bytes(frame / bth / CNPPadding())
-    return bytes(frame / bth / Raw(ext + payload + b"\x00" * pad))
+        out = bytes(frame / bth / AETH(syndrome=syndrome, msn=msn))
+    elif opcode == CNP and not ext and not payload:
+        out = bytes(frame / bth / CNPPadding())
+    else:
+        out = bytes(frame / bth / Raw(ext + payload + b"\x00" * pad))
+    if v6:
+        value = compute_icrc(out[14:]) if given is None else given
+        out = out[:-4] + struct.pack("<I", value & 0xFFFFFFFF)
+    return out
 
 
 def ack(src, dst, psn, msn, syndrome=ACK_UNLIMITED, **kw):
@@ -243,6 +280,21 @@ def _selftest(rxe_pcap):
     assert [fields(f)["ackreq"] for f in frames] == [False, False, True]
     assert fields(frames[2])["pad"] == 1 and fields(frames[2])["payload"] == b"xyz"
     assert with_icrc(frames[0], 0) != frames[0] and icrc_of(with_icrc(frames[0], 0x1234)) == 0x1234
+
+    # This file's ICRC (what IPv6 frames get) equals scapy's on IPv4 frames; over IPv6 the
+    # variant fields (traffic class, flow label, hop limit) do not change it, anything else does.
+    for f in (got, frames[0], frames[2], ack(two, one, 0x100, 5, sport=0xC001)):
+        assert compute_icrc(f[14:]) == icrc_of(f), f.hex()
+    s6 = Endpoint("02:00:00:00:00:01", "2001:db8::1", 0x11)
+    d6 = Endpoint("02:00:00:00:00:02", "2001:db8::2", 0x22)
+    f6 = write(s6, d6, 0x200, WRITE_ONLY, floats, va=0x1000, rkey=7, sport=0xC002)
+    assert f6[12:14] == b"\x86\xdd" and compute_icrc(f6[14:]) == icrc_of(f6)
+    marked = bytearray(f6)
+    marked[14:18] = bytes.fromhex("6e312345")  # traffic class 0xE3, a flow label
+    marked[14 + 7] = 1
+    assert compute_icrc(bytes(marked[14:])) == icrc_of(f6)
+    assert compute_icrc(f6[14:].replace(bytes.fromhex("20010db8000000000000000000000002"),
+                                bytes.fromhex("20010db8000000000000000000000003"))) != icrc_of(f6)
 
     # Every frame Linux rdma_rxe sent, rebuilt from its dissected fields.
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -396,6 +396,63 @@ TEST(RoceCmPassive, TheCapturedReqWithInarDataConnects) {
     EXPECT_EQ(qps.connects[0].request.pmtu, 1024u);
 }
 
+// A worker whose GID is an IPv6 address (RoCEv2 over an IPv6 underlay): rdma_cm's header says
+// IPv6 and carries the addresses whole; the path's GIDs are the addresses themselves.
+cm::Message make_req6(uint32_t comm_id, const cm::Gid& worker, const cm::Gid& own,
+                      const rdma::ConnectRequest& inar) {
+    cm::Message m = make_req(comm_id, kPort, inar);
+    m.req.primary.local_gid = worker;
+    m.req.primary.remote_gid = own;
+    cm::CmaHeader cma;
+    cma.ip_version = 6;
+    cma.port = 40001;
+    cma.src = worker;
+    cma.dst = own;
+    cm::write_cma_header(m.req.private_data, cma);
+    put_inar(m.req, inar);
+    return m;
+}
+
+TEST(RoceCmPassive, Ipv6ReqConnectsAnIpv6QpAndIsTrackedByItsAddress) {
+    const cm::Gid w6 = {0x20, 0x01, 0x0d, 0xb8, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2};
+    const cm::Gid sw6 = {0x20, 0x01, 0x0d, 0xb8, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+    FakeQps qps;
+    CmPassive cmp(qps, kPort);
+    const cm::Message req = make_req6(0x4242, w6, sw6, inar_request(1));
+    const Bytes mad = mad_of(req);
+    const cm::Message rep = on_wire(cmp.on_mad(mad.data(), mad.size(), w6));
+    ASSERT_EQ(qps.connects.size(), 1u);
+    const ConnectRequest& r = qps.connects[0].request;
+    ASSERT_TRUE(r.qp.ip6.has_value()) << "the QP runs over IPv6";
+    EXPECT_EQ(r.qp.ip6->bytes, w6);
+    EXPECT_EQ(r.qp.ip, 0u);
+    EXPECT_EQ(rep.header.attr_id, static_cast<uint16_t>(cm::Attr::rep));
+    EXPECT_EQ(rep.rep.local_qpn, 0x100u);
+    // RTU from the same address establishes it; the same ID from the IPv4-mapped form of
+    // another address is another worker.
+    const Bytes rtu = mad_of(rtu_for(rep));
+    EXPECT_FALSE(cmp.on_mad(rtu.data(), rtu.size(), w6).has_value());
+    EXPECT_TRUE(cmp.established(w6, 0x4242));
+    EXPECT_FALSE(cmp.established(kWorkerIp, 0x4242));
+    // A REQ whose path GID is not the address it came from, or whose rdma_cm header says IPv4
+    // while it came over IPv6, is refused before any connect.
+    cm::Gid other = w6;
+    other[15] = 9;
+    const Bytes spoofed = mad_of(make_req6(0x4343, other, sw6, inar_request(2)));
+    auto rej = cmp.on_mad(spoofed.data(), spoofed.size(), w6);
+    ASSERT_TRUE(rej.has_value());
+    EXPECT_EQ(rej->header.attr_id, static_cast<uint16_t>(cm::Attr::rej));
+    cm::Message v4_header = make_req6(0x4444, w6, sw6, inar_request(2));
+    cm::CmaHeader cma = cm::parse_cma_header(v4_header.req.private_data);
+    cma.ip_version = 4;
+    cm::write_cma_header(v4_header.req.private_data, cma);
+    const Bytes mixed = mad_of(v4_header);
+    rej = cmp.on_mad(mixed.data(), mixed.size(), w6);
+    ASSERT_TRUE(rej.has_value());
+    EXPECT_EQ(rej->header.attr_id, static_cast<uint16_t>(cm::Attr::rej));
+    EXPECT_EQ(qps.connects.size(), 1u);
+}
+
 TEST(RoceCmPassive, RefusalsMapToTheApisStatuses) {
     EXPECT_EQ(http_status(Refusal::none), 200);
     EXPECT_EQ(http_status(Refusal::malformed), 400);

@@ -23,6 +23,7 @@
 #include "roce/cm.h"
 #include "roce/encode.h"
 #include "roce/icrc.h"
+#include "roce_states.h"
 #include "stage_util.h"
 
 namespace ina::test {
@@ -92,21 +93,10 @@ protected:
         job = std::make_unique<fr::JobState>(job_params(), parent_params());
         qp1 = make_qp(1, kWorker1, kSwitch1, kWorkerQpn1, kPsn1, kQpn1);
         qp2 = make_qp(2, kWorker2, kSwitch2, kWorkerQpn2, kPsn2, kQpn2);
-        attach(job.get(), 10, fr::job_state_id(7));
-        attach(qp1.get(), 11, fr::qp_state_id(kQpn1));
-        attach(qp2.get(), 12, fr::qp_state_id(kQpn2));
-        auto* view = static_cast<fr::RoceView*>(snap->feature_views[fr::kFeatureRoce].get());
-        ASSERT_NE(view, nullptr);
-        ASSERT_EQ(view->qps.size(), 2u);
-        view->qps[0].slot = 11;
-        view->qps[1].slot = 12;
-        view->jobs[0].slot = 10;
+        attach_roce_job(*ctx, *snap, *job, *qp1, *qp2);
     }
     void TearDown() override {
-        for (uint16_t s : {12, 11, 10}) {
-            pipeline::apply_command(*ctx, dp::Command{dp::CommandType::detach, fr::kFeatureRoce,
-                                                      s, ctx->feature_slots[s].id, nullptr});
-        }
+        detach_roce_job(*ctx);
         StageTest::TearDown();
     }
 
@@ -128,10 +118,6 @@ protected:
         p.area_addr = fr::kAreaAddr;
         p.area_rkey = fr::kAreaRkey;
         return std::make_unique<fr::QpState>(p, job.get());
-    }
-    void attach(fr::StateTag* state, uint16_t slot, uint32_t id) {
-        ASSERT_TRUE(pipeline::apply_command(
-            *ctx, dp::Command{dp::CommandType::attach, fr::kFeatureRoce, slot, id, state}));
     }
 
     // A worker's contribution: WRITE_ONLY_WITH_IMM of `values` for session sequence s.

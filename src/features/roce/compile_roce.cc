@@ -28,9 +28,12 @@ bool compile_roce(const config::Config& cfg, dp::Snapshot& snap, std::string& er
     // one L2 group) is never for the switch: frames to its MAC are routed, so only the routed
     // path is bound and bridged RDMA never meets the stage. Shared with the server-to-server
     // mode: each passes what is not its own (not to the switch; not a job connection) to the
-    // other.
-    if (!snap.features.bind({dp::kIpProtoUdp, kFeatureRoce, dp::kScopeRouted,
-                             ina::roce::kUdpPort, true})) {
+    // other. IPv6 too when the switch has an IPv6 address (a worker's GID may be IPv6): the
+    // server-to-server mode takes no IPv6, so what the endpoint passes of it is routed.
+    const bool ipv6 = std::any_of(cfg.ports.begin(), cfg.ports.end(),
+                                  [](const auto& p) { return !p.ipv6.empty(); });
+    const auto scopes = static_cast<uint8_t>(dp::kScopeRouted | (ipv6 ? dp::kScopeRouted6 : 0));
+    if (!snap.features.bind({dp::kIpProtoUdp, kFeatureRoce, scopes, ina::roce::kUdpPort, true})) {
         error = "rdma: cannot bind UDP 4791 (the port is taken, or the feature table is full)";
         return false;
     }

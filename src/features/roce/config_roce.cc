@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <array>
 #include <set>
 
 #include "config/reader.h"
@@ -21,19 +23,46 @@ using config::kReduceTypes;
 using config::reduce_enum_field;
 using config::uint_field;
 
-void read_ip(Reader& r, const YAML::Node& map, const std::string& where, uint32_t& out) {
+// The worker's address: IPv4, or IPv6 (a global or unique-local unicast address: the GID of a
+// RoCEv2 port on an IPv6 underlay); an IPv4-mapped IPv6 address is its IPv4 address.
+void read_ip(Reader& r, const YAML::Node& map, const std::string& where, QpConfig& q) {
     r.required(map, "ip", where, [&](const YAML::Node& v) {
-        net::Ipv4Addr a;
-        if (r.parsed(v, "an IPv4 address like 10.77.1.2", a, net::Ipv4Addr::parse)) {
-            out = a.value;
+        std::string text;
+        if (!r.string_value(v, "ip: an IPv4 or IPv6 address", text)) {
+            return;
         }
+        if (const auto a4 = net::Ipv4Addr::parse(text)) {
+            q.ip = a4->value;
+            return;
+        }
+        const auto a6 = net::Ipv6Addr::parse(text);
+        if (!a6) {
+            r.error(v, "expected ip: an IPv4 address like 10.77.1.2 or an IPv6 address like "
+                       "2001:db8:1::2, got '" + text + "'");
+            return;
+        }
+        static constexpr uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+        if (std::equal(kMapped, kMapped + 12, a6->bytes.begin())) {
+            q.ip = uint32_t{a6->bytes[12]} << 24 | uint32_t{a6->bytes[13]} << 16 |
+                   uint32_t{a6->bytes[14]} << 8 | a6->bytes[15];
+            return;
+        }
+        static constexpr std::array<uint8_t, 16> kLoopback = {0, 0, 0, 0, 0, 0, 0, 0,
+                                                              0, 0, 0, 0, 0, 0, 0, 1};
+        if (a6->is_multicast() || a6->is_unspecified() || a6->is_link_local() ||
+            a6->bytes == kLoopback) {
+            r.error(v, "expected ip: a unicast IPv6 address the switch routes (not multicast, "
+                       "unspecified, loopback or link-local), got '" + text + "'");
+            return;
+        }
+        q.ip6 = *a6;
     });
 }
 
 // The worker's side of a QP, as a static `qps` entry and a connect request both give it.
 void read_worker_side(Reader& r, const YAML::Node& n, const std::string& where, QpConfig& q) {
     uint_field(r, n, "rank", where, q.rank, 1, kMaxWorld, true);
-    read_ip(r, n, where, q.ip);
+    read_ip(r, n, where, q);
     uint_field(r, n, "qpn", where, q.qpn, 2, 0xFFFFFF, true);
     uint_field(r, n, "psn", where, q.psn, 0, 0xFFFFFF, true);
     uint_field(r, n, "result_addr", where, q.result_addr, 0, UINT64_MAX, true);
@@ -250,13 +279,18 @@ void validate_section(Reader& r, const config::Config& c, const void* section) {
                 r.error(q.mark, "result_length is below the job's chunk_bytes");
             }
             const bool reachable = std::any_of(c.ports.begin(), c.ports.end(), [&](const auto& p) {
+                if (q.ip6) {
+                    return std::any_of(p.ipv6.begin(), p.ipv6.end(),
+                                       [&](const auto& a) { return a.contains(*q.ip6); });
+                }
                 return std::any_of(p.ipv4.begin(), p.ipv4.end(),
                                    [&](const auto& a) { return a.contains(net::Ipv4Addr{q.ip}); });
             });
             if (!reachable) {
-                r.error(q.mark, "worker " + net::Ipv4Addr{q.ip}.str() +
-                                    " is on no port's subnet; expected an address the switch "
-                                    "reaches directly (its port address is the QP's address)");
+                r.error(q.mark, "worker " + worker_ip_text(q) + " is on no port's " +
+                                    (q.ip6 ? "ipv6 prefix" : "subnet") +
+                                    "; expected an address the switch reaches directly (its "
+                                    "port address is the QP's address)");
             }
         }
     }
@@ -268,7 +302,7 @@ std::string section_json(const void* section) {
     for (const auto& j : rdma.jobs) {
         nlohmann::json qps = nlohmann::json::array();
         for (const auto& q : j.qps) {
-            qps.push_back({{"rank", q.rank}, {"ip", net::Ipv4Addr{q.ip}.str()}, {"qpn", q.qpn},
+            qps.push_back({{"rank", q.rank}, {"ip", worker_ip_text(q)}, {"qpn", q.qpn},
                            {"psn", q.psn}, {"switch_qpn", q.switch_qpn},
                            {"switch_psn", q.switch_psn}, {"result_addr", q.result_addr},
                            {"result_rkey", q.result_rkey}, {"result_length", q.result_length},
@@ -302,6 +336,10 @@ std::string section_json(const void* section) {
 
 }  // namespace
 
+std::string worker_ip_text(const QpConfig& q) {
+    return q.ip6 ? q.ip6->str() : net::Ipv4Addr{q.ip}.str();
+}
+
 config::SectionHooks section_hooks() {
     return config::SectionHooks{kSectionKey, parse_section, validate_section, section_json};
 }
@@ -315,7 +353,7 @@ bool same_job(const JobConfig& a, const JobConfig& b) {
 }
 
 bool same_qp(const QpConfig& a, const QpConfig& b) {
-    return a.rank == b.rank && a.ip == b.ip && a.qpn == b.qpn && a.psn == b.psn &&
+    return a.rank == b.rank && a.ip == b.ip && a.ip6 == b.ip6 && a.qpn == b.qpn && a.psn == b.psn &&
            a.switch_qpn == b.switch_qpn && a.switch_psn == b.switch_psn &&
            a.result_addr == b.result_addr && a.result_rkey == b.result_rkey &&
            a.result_length == b.result_length && a.timeout == b.timeout &&

@@ -31,7 +31,9 @@ inline constexpr uint32_t kFirstSwitchQpn = 0x100;
 
 struct QpConfig {
     uint16_t rank = 0;
-    uint32_t ip = 0;            // the worker's IPv4 address, host order
+    uint32_t ip = 0;            // the worker's IPv4 address, host order (0 when ip6 is set)
+    // The worker's IPv6 address when it is an IPv6 one (its RoCEv2 GID): the QP runs over IPv6.
+    std::optional<net::Ipv6Addr> ip6;
     uint32_t qpn = 0;           // the worker's QPN
     uint32_t psn = 0;           // the worker's initial send PSN
     uint32_t switch_qpn = 0;
@@ -79,6 +81,9 @@ struct JobConfig {
         return nullptr;
     }
 };
+
+// The worker's address as text (IPv4 or IPv6), for errors and JSON.
+std::string worker_ip_text(const QpConfig& q);
 
 // The RDMA CM's listener port when the section names none (ina-rdma-root's default).
 inline constexpr uint16_t kDefaultCmPort = 7471;

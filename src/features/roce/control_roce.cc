@@ -41,16 +41,36 @@ uint32_t switch_address_for(const config::Config& c, uint32_t ip) {
     return 0;
 }
 
+// The same for an IPv6 worker: the port's IPv6 address whose prefix holds `ip6`.
+std::optional<net::Ipv6Addr> switch_address6_for(const config::Config& c,
+                                                 const net::Ipv6Addr& ip6) {
+    for (const auto& p : c.ports) {
+        for (const auto& a : p.ipv6) {
+            if (a.contains(ip6)) {
+                return a.addr;
+            }
+        }
+    }
+    return std::nullopt;
+}
+
 }  // namespace
 
 QpParams qp_params(const config::Config& c, const JobConfig& j, const QpConfig& q) {
     QpParams p;
     p.switch_qpn = q.switch_qpn;
     p.switch_psn = q.switch_psn;
-    p.switch_ip = switch_address_for(c, q.ip);
     p.worker_qpn = q.qpn;
     p.worker_psn = q.psn;
-    p.worker_ip = q.ip;
+    if (q.ip6) {
+        // Validation put the worker on some port's IPv6 prefix.
+        p.ipv6 = true;
+        p.worker_ip6 = q.ip6->bytes;
+        p.switch_ip6 = switch_address6_for(c, *q.ip6).value_or(net::Ipv6Addr{}).bytes;
+    } else {
+        p.switch_ip = switch_address_for(c, q.ip);
+        p.worker_ip = q.ip;
+    }
     p.rank = q.rank;
     p.pmtu = j.pmtu;
     p.result_addr = q.result_addr;
@@ -251,7 +271,7 @@ void RoceControl::tick(control::ControlPlane& cp) {
 // its answer goes back out of the port it came in on, to the MAC it came from (the worker or
 // its gateway), with the L2 header it came with (VLAN tags included) and the addresses swapped.
 void RoceControl::answer_cm(control::ControlPlane& cp, rte_mbuf* m) {
-    constexpr size_t kFrameMax = 512;  // a CM frame is 14 + 20 + 8 + 12 + 8 + 256 + 4 bytes
+    constexpr size_t kFrameMax = 512;  // a CM frame is 14 + 20 (IPv6: 40) + 8 + 12 + 8 + 256 + 4
     std::array<uint8_t, kFrameMax> copy;
     const pipeline::PacketMeta* pm = pipeline::classified(m);
     const uint32_t len = rte_pktmbuf_pkt_len(m);
@@ -265,19 +285,30 @@ void RoceControl::answer_cm(control::ControlPlane& cp, rte_mbuf* m) {
         rte_pktmbuf_free(m);  // the datapath checked the shape: not reached
         return;
     }
-    const uint32_t worker_ip = ina::roce::detail::be32(f + pm->l3_offset + 12);
-    const uint32_t switch_ip = ina::roce::detail::be32(f + pm->l3_offset + 16);
-    const auto answer = cm_->on_mad(f + mad_at, ina::roce::cm::kMadBytes, worker_ip);
+    // The worker's and the switch's addresses: IPv4, or IPv6 (a worker whose GID is IPv6).
+    const uint8_t* l3 = f + pm->l3_offset;
+    const bool v6 = (pm->flags & pipeline::kMetaIpv6) != 0;
+    ina::roce::cm::Gid worker{};
+    ina::roce::cm::Gid own{};
+    if (v6) {
+        std::memcpy(worker.data(), l3 + 8, 16);
+        std::memcpy(own.data(), l3 + 24, 16);
+    } else {
+        worker = ina::roce::cm::ipv4_gid(ina::roce::detail::be32(l3 + 12));
+        own = ina::roce::cm::ipv4_gid(ina::roce::detail::be32(l3 + 16));
+    }
+    const auto answer = cm_->on_mad(f + mad_at, ina::roce::cm::kMadBytes, worker);
     if (!answer) {
         rte_pktmbuf_free(m);
         return;
     }
     rte_mbuf* out = rte_pktmbuf_alloc(m->pool);
     const size_t l2 = pm->l3_offset;
-    constexpr size_t kAnswerL3 = 20 + 8 + ina::roce::kBthBytes + ina::roce::kDethBytes +
-                                 ina::roce::cm::kMadBytes + ina::roce::kIcrcBytes;
+    const size_t answer_l3 = (v6 ? ina::roce::kIpv6Bytes : ina::roce::kIpv4Bytes) + 8 +
+                             ina::roce::kBthBytes + ina::roce::kDethBytes +
+                             ina::roce::cm::kMadBytes + ina::roce::kIcrcBytes;
     auto* d = out != nullptr
-                  ? reinterpret_cast<uint8_t*>(rte_pktmbuf_append(out, uint16_t(l2 + kAnswerL3)))
+                  ? reinterpret_cast<uint8_t*>(rte_pktmbuf_append(out, uint16_t(l2 + answer_l3)))
                   : nullptr;
     if (d == nullptr) {
         rte_pktmbuf_free(out);
@@ -287,18 +318,28 @@ void RoceControl::answer_cm(control::ControlPlane& cp, rte_mbuf* m) {
     std::memcpy(d, f + 6, 6);  // to where it came from
     std::memcpy(d + 6, f, 6);  // from the switch port's MAC it was sent to
     std::memcpy(d + 12, f + 12, l2 - 12);
-    ina::roce::Ipv4Path path;
-    path.src_ip = switch_ip;
-    path.dst_ip = worker_ip;
-    path.src_port = ina::roce::source_port_for_qp(ina::roce::cm::kCmQpn);
-    path.dest_qp = ina::roce::cm::kCmQpn;
-    path.tos = 0;
-    const size_t n = ina::roce::cm::encode_packet(d + l2, kAnswerL3, path, cm_ip_id_++, cm_psn_,
-                                                  *answer);
+    size_t n = 0;
+    if (v6) {
+        ina::roce::Ipv6Path path;
+        path.src_ip = own;
+        path.dst_ip = worker;
+        path.src_port = ina::roce::source_port_for_qp(ina::roce::cm::kCmQpn);
+        path.dest_qp = ina::roce::cm::kCmQpn;
+        path.traffic_class = 0;
+        n = ina::roce::cm::encode_packet(d + l2, answer_l3, path, cm_psn_, *answer);
+    } else {
+        ina::roce::Ipv4Path path;
+        path.src_ip = ina::roce::cm::gid_ipv4(own);
+        path.dst_ip = ina::roce::cm::gid_ipv4(worker);
+        path.src_port = ina::roce::source_port_for_qp(ina::roce::cm::kCmQpn);
+        path.dest_qp = ina::roce::cm::kCmQpn;
+        path.tos = 0;
+        n = ina::roce::cm::encode_packet(d + l2, answer_l3, path, cm_ip_id_++, cm_psn_, *answer);
+    }
     cm_psn_ = (cm_psn_ + 1) & 0xFFFFFF;
     out->port = m->port;
     rte_pktmbuf_free(m);
-    if (n != kAnswerL3 || !cp.transmit(out)) {
+    if (n != answer_l3 || !cp.transmit(out)) {
         rte_pktmbuf_free(out);
     }
 }
@@ -560,10 +601,12 @@ RoceControl::Reply RoceControl::connect(control::ControlPlane& cp, uint32_t job_
     if (!out.ok()) {
         return {http_status(out.refusal), error_json(out.error)};
     }
+    // The switch's GID: its IPv6 address itself, or the IPv4-mapped form of its IPv4 one.
+    const std::string ip = out.switch_ip6 ? out.switch_ip6->str() : net::Ipv4Addr{out.switch_ip}.str();
     const json answer = {{"qpn", out.switch_qpn},
                          {"psn", out.switch_psn},
-                         {"ip", net::Ipv4Addr{out.switch_ip}.str()},
-                         {"gid", "::ffff:" + net::Ipv4Addr{out.switch_ip}.str()},
+                         {"ip", ip},
+                         {"gid", out.switch_ip6 ? ip : "::ffff:" + ip},
                          {"area_addr", kAreaAddr},
                          {"area_rkey", kAreaRkey},
                          {"area_length", out.area_length},
@@ -616,9 +659,11 @@ ConnectOutcome RoceControl::connect_qp(control::ControlPlane& cp, uint32_t job_i
     if (r.qp.result_length < job->chunk_bytes) {
         return refuse(Refusal::malformed, "result_length is below chunk_bytes");
     }
-    const uint32_t switch_ip = switch_address_for(cfg, r.qp.ip);
-    if (switch_ip == 0) {
-        return refuse(Refusal::malformed, "ip " + net::Ipv4Addr{r.qp.ip}.str() +
+    const uint32_t switch_ip = r.qp.ip6 ? 0 : switch_address_for(cfg, r.qp.ip);
+    const auto switch_ip6 =
+        r.qp.ip6 ? switch_address6_for(cfg, *r.qp.ip6) : std::optional<net::Ipv6Addr>{};
+    if (r.qp.ip6 ? !switch_ip6 : switch_ip == 0) {
+        return refuse(Refusal::malformed, "ip " + worker_ip_text(r.qp) +
                                               " is on no subnet of the switch's ports");
     }
     if (states() + 1 > kMaxRoceStates) {
@@ -642,6 +687,7 @@ ConnectOutcome RoceControl::connect_qp(control::ControlPlane& cp, uint32_t job_i
     out.switch_qpn = qpn;
     out.switch_psn = q.switch_psn;
     out.switch_ip = switch_ip;
+    out.switch_ip6 = switch_ip6;
     out.area_length = uint64_t{job->window} * job->chunk_bytes;
     out.pmtu = job->pmtu;
     // `rdma` and `job` point into the running config, which the apply below replaces.
@@ -724,7 +770,7 @@ RoceControl::Reply RoceControl::describe(uint32_t job_id) const {
         qps.push_back({{"rank", rank},
                        {"qpn", q.cfg.switch_qpn},
                        {"worker_qpn", q.cfg.qpn},
-                       {"ip", net::Ipv4Addr{q.cfg.ip}.str()},
+                       {"ip", worker_ip_text(q.cfg)},
                        {"source", q.cfg.from_api ? "api" : "config"},
                        {"state", state_name(qp_state_code(*q.state))},
                        {"counters", counters}});

@@ -57,7 +57,8 @@ void put_reply(std::array<uint8_t, N>& private_data, const rdma::ConnectReply& r
 
 }  // namespace
 
-std::optional<cm::Message> CmPassive::on_mad(const uint8_t* mad, size_t len, uint32_t worker_ip) {
+std::optional<cm::Message> CmPassive::on_mad(const uint8_t* mad, size_t len,
+                                             const cm::Gid& worker) {
     cm::Message m;
     cm::CmError error{};
     if (!cm::parse(mad, len, m, error)) {
@@ -69,9 +70,9 @@ std::optional<cm::Message> CmPassive::on_mad(const uint8_t* mad, size_t len, uin
         return std::nullopt;
     }
     switch (static_cast<cm::Attr>(m.header.attr_id)) {
-    case cm::Attr::req: return on_req(m, worker_ip);
+    case cm::Attr::req: return on_req(m, worker);
     case cm::Attr::rtu: {
-        auto it = find_local(worker_ip, m.rtu.remote_comm_id);
+        auto it = find_local(worker, m.rtu.remote_comm_id);
         if (it == connections_.end() || it->first.second != m.rtu.local_comm_id) {
             ++counters_.stray;
             return std::nullopt;
@@ -82,7 +83,7 @@ std::optional<cm::Message> CmPassive::on_mad(const uint8_t* mad, size_t len, uin
     }
     case cm::Attr::dreq: {
         ++counters_.dreqs;
-        auto it = find_local(worker_ip, m.dreq.remote_comm_id);
+        auto it = find_local(worker, m.dreq.remote_comm_id);
         if (it != connections_.end()) {
             qps_.disconnect_qp(it->second.job_id, it->second.rank);
             connections_.erase(it);
@@ -91,7 +92,7 @@ std::optional<cm::Message> CmPassive::on_mad(const uint8_t* mad, size_t len, uin
         return cm::make_drep(m);
     }
     case cm::Attr::rej: {
-        auto it = find_local(worker_ip, m.rej.remote_comm_id);
+        auto it = find_local(worker, m.rej.remote_comm_id);
         if (it == connections_.end()) {
             ++counters_.stray;
             return std::nullopt;
@@ -107,10 +108,10 @@ std::optional<cm::Message> CmPassive::on_mad(const uint8_t* mad, size_t len, uin
     }
 }
 
-std::optional<cm::Message> CmPassive::on_req(const cm::Message& m, uint32_t worker_ip) {
+std::optional<cm::Message> CmPassive::on_req(const cm::Message& m, const cm::Gid& worker) {
     ++counters_.reqs;
     const cm::Req& req = m.req;
-    if (auto it = connections_.find({worker_ip, req.local_comm_id}); it != connections_.end()) {
+    if (auto it = connections_.find({worker, req.local_comm_id}); it != connections_.end()) {
         ++counters_.reqs_retransmitted;
         ++counters_.reps_sent;
         return it->second.rep;
@@ -126,10 +127,12 @@ std::optional<cm::Message> CmPassive::on_req(const cm::Message& m, uint32_t work
         return reject(m, cm::kRejConsumerReject, rdma::RejectReason::malformed, 0);
     }
     const uint32_t pmtu = mtu_bytes(req.path_mtu);
-    const bool rc_ipv4 = req.transport_service_type == 0 && cma.ip_version == 4 &&
-                         cm::is_ipv4_gid(req.primary.local_gid) &&
-                         cm::gid_ipv4(req.primary.local_gid) == worker_ip;
-    if (inar->mode != rdma::Mode::server_to_switch || !rc_ipv4) {
+    // RC, rdma_cm's header of the worker's family, and the path's GID the packet's source (an
+    // IPv4-mapped GID for IPv4, the IPv6 address itself otherwise).
+    const bool ipv4 = cm::is_ipv4_gid(worker);
+    const bool rc_own_gid = req.transport_service_type == 0 &&
+                            cma.ip_version == (ipv4 ? 4 : 6) && req.primary.local_gid == worker;
+    if (inar->mode != rdma::Mode::server_to_switch || !rc_own_gid) {
         return reject(m, cm::kRejConsumerReject, rdma::RejectReason::unsupported, inar->job_id);
     }
     if (pmtu == 0 || req.local_qpn == 0) {
@@ -137,7 +140,11 @@ std::optional<cm::Message> CmPassive::on_req(const cm::Message& m, uint32_t work
     }
     ConnectRequest r;
     r.qp.rank = inar->rank;
-    r.qp.ip = worker_ip;
+    if (ipv4) {
+        r.qp.ip = cm::gid_ipv4(worker);
+    } else {
+        r.qp.ip6 = net::Ipv6Addr{worker};
+    }
     r.qp.qpn = req.local_qpn;
     r.qp.psn = worker_psn_for(req.local_comm_id);
     r.qp.result_addr = inar->result_addr;
@@ -165,7 +172,11 @@ std::optional<cm::Message> CmPassive::on_req(const cm::Message& m, uint32_t work
     p.local_comm_id = next_comm_id_++;
     p.local_qpn = out.switch_qpn;
     p.starting_psn = r.qp.psn;
-    p.local_ca_guid = uint64_t{0x020000fffe} << 24 | (out.switch_ip & 0xFFFFFF);
+    const uint32_t low24 = out.switch_ip6 ? uint32_t{out.switch_ip6->bytes[13]} << 16 |
+                                                uint32_t{out.switch_ip6->bytes[14]} << 8 |
+                                                out.switch_ip6->bytes[15]
+                                          : out.switch_ip & 0xFFFFFF;
+    p.local_ca_guid = uint64_t{0x020000fffe} << 24 | low24;
     // The switch executes no RDMA READ and issues none.
     p.responder_resources = 0;
     p.initiator_depth = 0;
@@ -177,7 +188,7 @@ std::optional<cm::Message> CmPassive::on_req(const cm::Message& m, uint32_t work
     accept.contribution_addr = kAreaAddr;
     accept.contribution_rkey = kAreaRkey;
     put_reply(rep.rep.private_data, accept);
-    connections_[{worker_ip, req.local_comm_id}] =
+    connections_[{worker, req.local_comm_id}] =
         Connection{inar->job_id, inar->rank, p.local_comm_id, false, rep};
     ++counters_.reps_sent;
     return rep;
@@ -197,14 +208,14 @@ cm::Message CmPassive::reject(const cm::Message& req, uint16_t cm_reason,
 }
 
 std::map<CmPassive::Key, CmPassive::Connection>::iterator CmPassive::find_local(
-    uint32_t worker_ip, uint32_t local_comm_id) {
+    const cm::Gid& worker, uint32_t local_comm_id) {
     return std::find_if(connections_.begin(), connections_.end(), [&](const auto& kv) {
-        return kv.first.first == worker_ip && kv.second.local_comm_id == local_comm_id;
+        return kv.first.first == worker && kv.second.local_comm_id == local_comm_id;
     });
 }
 
-bool CmPassive::established(uint32_t worker_ip, uint32_t worker_comm_id) const {
-    auto it = connections_.find({worker_ip, worker_comm_id});
+bool CmPassive::established(const cm::Gid& worker, uint32_t worker_comm_id) const {
+    auto it = connections_.find({worker, worker_comm_id});
     return it != connections_.end() && it->second.established;
 }
 

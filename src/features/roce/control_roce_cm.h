@@ -51,6 +51,7 @@ struct ConnectOutcome {
     uint32_t switch_qpn = 0;
     uint32_t switch_psn = 0;
     uint32_t switch_ip = 0;  // host order: the port address on the worker's subnet
+    std::optional<net::Ipv6Addr> switch_ip6;  // instead, for an IPv6 worker: on its prefix
     uint64_t area_length = 0;
     uint32_t pmtu = 0;
     bool ok() const { return refusal == Refusal::none; }
@@ -77,14 +78,23 @@ public:
     // already made stay.
     void set_port(uint16_t port) { port_ = port; }
 
-    // One MAD that arrived on QP1 from IPv4 `worker_ip` (host order). The answer to send back
-    // to it (a REP, REJ or DREP), if any.
-    std::optional<ina::roce::cm::Message> on_mad(const uint8_t* mad, size_t len, uint32_t worker_ip);
+    // One MAD that arrived on QP1 from the worker whose address is `worker` as a GID (an IPv6
+    // address; IPv4 as ::ffff:a.b.c.d). The answer to send back to it (a REP, REJ or DREP),
+    // if any.
+    std::optional<ina::roce::cm::Message> on_mad(const uint8_t* mad, size_t len,
+                                                 const ina::roce::cm::Gid& worker);
+    // The same from IPv4 `worker_ip` (host order).
+    std::optional<ina::roce::cm::Message> on_mad(const uint8_t* mad, size_t len, uint32_t worker_ip) {
+        return on_mad(mad, len, ina::roce::cm::ipv4_gid(worker_ip));
+    }
 
     const CmCounters& counters() const { return counters_; }
     size_t connections() const { return connections_.size(); }
     // Whether the connection of (worker address, worker's communication ID) saw its RTU.
-    bool established(uint32_t worker_ip, uint32_t worker_comm_id) const;
+    bool established(const ina::roce::cm::Gid& worker, uint32_t worker_comm_id) const;
+    bool established(uint32_t worker_ip, uint32_t worker_comm_id) const {
+        return established(ina::roce::cm::ipv4_gid(worker_ip), worker_comm_id);
+    }
 
 private:
     struct Connection {
@@ -94,13 +104,16 @@ private:
         bool established = false;
         ina::roce::cm::Message rep;       // answered again to a retransmitted REQ
     };
-    using Key = std::pair<uint32_t, uint32_t>;  // worker address, worker's communication ID
+    // Worker address (as a GID), worker's communication ID.
+    using Key = std::pair<ina::roce::cm::Gid, uint32_t>;
 
-    std::optional<ina::roce::cm::Message> on_req(const ina::roce::cm::Message& m, uint32_t worker_ip);
+    std::optional<ina::roce::cm::Message> on_req(const ina::roce::cm::Message& m,
+                                                 const ina::roce::cm::Gid& worker);
     ina::roce::cm::Message reject(const ina::roce::cm::Message& req, uint16_t cm_reason,
                              std::optional<rdma::RejectReason> reason, uint32_t job_id);
-    // The connection whose switch-side communication ID is `local_comm_id`, from `worker_ip`.
-    std::map<Key, Connection>::iterator find_local(uint32_t worker_ip, uint32_t local_comm_id);
+    // The connection whose switch-side communication ID is `local_comm_id`, from `worker`.
+    std::map<Key, Connection>::iterator find_local(const ina::roce::cm::Gid& worker,
+                                                   uint32_t local_comm_id);
 
     CmQpControl& qps_;
     uint16_t port_;

@@ -113,14 +113,29 @@ rte_mbuf* small_frame(LcoreContext& ctx, QpState& q, Encode encode) {
 
 rte_mbuf* ack_frame(LcoreContext& ctx, QpState& q, const rc::Reply& reply) {
     return small_frame(ctx, q, [&](uint8_t* d, size_t room) {
-        return rc::encode_ack_frame(d, room, kZeroMac, kZeroMac, q.path, q.ip_id, reply);
+        return q.params.ipv6
+                   ? rc::encode_ack_frame(d, room, kZeroMac, kZeroMac, q.path6, reply)
+                   : rc::encode_ack_frame(d, room, kZeroMac, kZeroMac, q.path, q.ip_id, reply);
     });
 }
 
 rte_mbuf* cnp_frame(LcoreContext& ctx, QpState& q) {
     return small_frame(ctx, q, [&](uint8_t* d, size_t room) {
-        return rc::encode_cnp_frame(d, room, kZeroMac, kZeroMac, q.path, q.ip_id);
+        return q.params.ipv6 ? rc::encode_cnp_frame(d, room, kZeroMac, kZeroMac, q.path6)
+                             : rc::encode_cnp_frame(d, room, kZeroMac, kZeroMac, q.path, q.ip_id);
     });
+}
+
+// The Ethernet header and a result WRITE's headers for q's family; 0 when they do not fit.
+size_t result_headers(uint8_t* d, size_t room, const QpState& q, const rc::Transmit& tx,
+                      size_t& l2) {
+    l2 = rc::write_ethernet(d, room, kZeroMac, kZeroMac,
+                            q.params.ipv6 ? rc::kEthertypeIpv6 : rc::kEthertypeIpv4);
+    if (l2 == 0) {
+        return 0;
+    }
+    return q.params.ipv6 ? rc::write_request_headers(d + l2, room - l2, q.path6, tx)
+                         : rc::write_request_headers(d + l2, room - l2, q.path, q.ip_id, tx);
 }
 
 void count_reply(QpState& q, const rc::Reply& r) {
@@ -189,9 +204,8 @@ bool result_in_place(LcoreContext& ctx, QpState& q, const rc::Transmit& tx, rte_
     }
     const size_t room = rte_pktmbuf_tailroom(m);
     auto* d = rte_pktmbuf_mtod(m, uint8_t*);
-    const size_t l2 = rc::write_ethernet(d, room, kZeroMac, kZeroMac);
-    const size_t headers = l2 == 0 ? 0 : rc::write_request_headers(d + l2, room - l2, q.path,
-                                                                 q.ip_id, tx);
+    size_t l2 = 0;
+    const size_t headers = result_headers(d, room, q, tx, l2);
     const uint32_t pad = rc::write_request_pad_bytes(tx.length);
     const size_t l3 = headers + tx.length + pad + rc::kIcrcBytes;
     if (headers == 0 || l2 + l3 > room) {
@@ -228,9 +242,13 @@ bool next_result(LcoreContext& ctx, QpState& q, uint64_t t_ns, rte_mbuf*& out) {
         return true;
     }
     uint8_t* frame = ctx.scratch.data() + kFrameAt;
-    const size_t l2 = rc::write_ethernet(frame, kPayloadAt, kZeroMac, kZeroMac);
-    const size_t l3 = rc::encode_write(frame + l2, kPayloadAt - l2, q.path, q.ip_id++, tx,
-                                       payload);
+    const size_t l2 = rc::write_ethernet(frame, kPayloadAt, kZeroMac, kZeroMac,
+                                         q.params.ipv6 ? rc::kEthertypeIpv6 : rc::kEthertypeIpv4);
+    const size_t l3 =
+        q.params.ipv6
+            ? rc::encode_write(frame + l2, kPayloadAt - l2, q.path6, tx, payload)
+            : rc::encode_write(frame + l2, kPayloadAt - l2, q.path, q.ip_id, tx, payload);
+    ++q.ip_id;
     count_result(q, tx, l3);
     out = frame_of(ctx, frame, l2 + l3, q.last_port);
     return true;
@@ -501,6 +519,11 @@ bool for_switch(const dp::Snapshot& snap, uint32_t dst) {
     return nh != nullptr && nh->kind == dp::NextHopKind::local;
 }
 
+bool for_switch6(const dp::Snapshot& snap, const uint8_t* dst6) {
+    const dp::NextHop6* nh = snap.route6(dst6);
+    return nh != nullptr && nh->kind == dp::NextHopKind::local;
+}
+
 bool away_from_home(LcoreContext& ctx, rte_mbuf* m, uint16_t home, EdgeBatches<FeatureEdge>& out) {
     if (ctx.n_workers <= 1 || home == ctx.worker_index) {
         return false;
@@ -583,6 +606,10 @@ QpState::QpState(const QpParams& p, JobState* j)
     path.dst_ip = p.worker_ip;
     path.src_port = rc::source_port_for_qp(p.switch_qpn);
     path.dest_qp = p.worker_qpn;
+    path6.src_ip = p.switch_ip6;
+    path6.dst_ip = p.worker_ip6;
+    path6.src_port = path.src_port;
+    path6.dest_qp = p.worker_qpn;
     responder.post_receives(1u << 30);
     if (j->params.chunk_bytes > p.pmtu) {
         staging = std::make_unique<uint8_t[]>(j->params.chunk_bytes);
@@ -634,8 +661,12 @@ uint16_t roce_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts
             out.push(pass, m);
             continue;
         }
+        // The IP fields the stage reads: RoCE over IPv4 or IPv6 (the classifier's flag).
+        const bool v6 = (pm->flags & pipeline::kMetaIpv6) != 0;
         const auto* ip = rte_pktmbuf_mtod_offset(m, const rte_ipv4_hdr*, pm->l3_offset);
-        if (!for_switch(snap, rte_be_to_cpu_32(ip->dst_addr))) {
+        const auto* ip6 = rte_pktmbuf_mtod_offset(m, const rte_ipv6_hdr*, pm->l3_offset);
+        if (v6 ? !for_switch6(snap, ip6->dst_addr)
+               : !for_switch(snap, rte_be_to_cpu_32(ip->dst_addr))) {
             ++lcore_counter(ctx, LcoreCounter::passed);  // RoCE between other hosts
             out.push(pass, m);
             continue;
@@ -679,7 +710,8 @@ uint16_t roce_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts
         }
         QpState& q = *static_cast<QpState*>(tag);
         ++q.counters.packets_in;
-        q.counters.bytes_in += rte_be_to_cpu_16(ip->total_length);
+        q.counters.bytes_in += v6 ? sizeof(rte_ipv6_hdr) + rte_be_to_cpu_16(ip6->payload_len)
+                                  : rte_be_to_cpu_16(ip->total_length);
         if (rc::icrc_writable(m, pm->l3_offset) != p.icrc) {
             ++q.counters.icrc_errors;
             ++lcore_counter(ctx, LcoreCounter::icrc_error);
@@ -693,7 +725,11 @@ uint16_t roce_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts
             ++q.counters.cnps_received;
             q.requester.on_cnp(b.t_ns);
         } else {
-            b.on_request(q, p, bytes + p.header_bytes, rc::ce_marked(ip->type_of_service));
+            // The ECN bits: the IPv4 TOS byte's, or the IPv6 traffic class's (bits 20..27).
+            const uint8_t tos =
+                v6 ? static_cast<uint8_t>(rte_be_to_cpu_32(ip6->vtc_flow) >> 20)
+                   : ip->type_of_service;
+            b.on_request(q, p, bytes + p.header_bytes, rc::ce_marked(tos));
         }
         drop(out, m);  // consumed: what it causes was emitted or is owed
     }

@@ -99,6 +99,11 @@ struct QpParams {
     uint32_t worker_qpn = 0;
     uint32_t worker_psn = 0;
     uint32_t worker_ip = 0;
+    // An IPv6 worker (its GID is a global IPv6 address): the two addresses below, network order,
+    // replace switch_ip and worker_ip (then 0), and the QP's frames are IPv6.
+    bool ipv6 = false;
+    std::array<uint8_t, 16> switch_ip6{};
+    std::array<uint8_t, 16> worker_ip6{};
     uint16_t rank = 0;
     uint32_t pmtu = 1024;
     uint64_t result_addr = 0;
@@ -118,7 +123,9 @@ struct alignas(64) QpState : StateTag {
     ina::roce::Responder responder;
     ina::roce::Requester requester;
     ina::roce::CnpLimiter cnp;
+    // The QP's addressing: path for an IPv4 worker, path6 for an IPv6 one (params.ipv6).
     ina::roce::Ipv4Path path;
+    ina::roce::Ipv6Path path6;
     wire::BitString rank_bits;
     // The key of each posted result message, by message sequence mod kMaxMessages.
     std::array<uint32_t, ina::roce::Requester::kMaxMessages> message_key{};
@@ -167,6 +174,8 @@ void deliver_result(pipeline::LcoreContext& ctx, const dp::Snapshot& snap, JobSt
 rte_mbuf* frame_of(pipeline::LcoreContext& ctx, const uint8_t* bytes, size_t len, uint16_t port);
 // Whether IPv4 `dst` (host order) is one of the switch's own addresses.
 bool for_switch(const dp::Snapshot& snap, uint32_t dst);
+// The same for IPv6 `dst6` (16 bytes, network order).
+bool for_switch6(const dp::Snapshot& snap, const uint8_t* dst6);
 // Hands `m` to lcore `home` (the job's) when this is not it: true when m left this lcore's
 // path (enqueued on the hand-off ring, or dropped when it is full; counted either way).
 bool away_from_home(pipeline::LcoreContext& ctx, rte_mbuf* m, uint16_t home,

@@ -13,8 +13,8 @@ dropped and counted before the CM sees it.
 The switch's CM frames: back to the MAC they came from out of the port they came in on, UD SEND
 ONLY with AckReq to QP1, DETH Q_Key 0x80010000 source QP 1, QP1's PSN and the IPv4
 identification counting from 0, TOS 0, TTL 64, DF, UDP source port that of QPN 1.
-scapy has no CM MAD layer (contrib.roce stops at the BTH/AETH): the MADs are packed here from
-the IBA vol. 1 ch. 12.6 layouts, independently of src/roce/cm.cc."""
+scapy has no CM MAD layer (contrib.roce stops at the BTH/AETH): the MADs are packed by
+cmpkt.py from the IBA vol. 1 ch. 12.6 layouts, independently of src/roce/cm.cc."""
 
 import os
 import struct
@@ -23,79 +23,30 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(HERE))
-import rocepkt  # noqa: E402
 from pcapio import write_case_pcaps  # noqa: E402
-from roceswitch import AREA_ADDR, AREA_RKEY, SW_IP, SW_MAC, WORKER, source_port  # noqa: E402
+from roceswitch import AREA_ADDR, AREA_RKEY, SW_IP, SW_MAC, WORKER  # noqa: E402
 from rocepkt import Endpoint  # noqa: E402
 
-PORT = 7471
+from cmpkt import DREP, DREQ, REJ, REP, REQ, RTU, reply_bytes, req_body  # noqa: E402
+import cmpkt  # noqa: E402
+
 SWITCH_QP1 = Endpoint(SW_MAC, SW_IP, 1)
 W1 = Endpoint(WORKER[1].mac, WORKER[1].ip, 1)
 W2 = Endpoint(WORKER[2].mac, WORKER[2].ip, 1)
-REQ, REJ, REP, RTU, DREQ, DREP = 0x10, 0x12, 0x13, 0x14, 0x15, 0x16
-INAR = 0x494E4152
 W1_COMM, W2_COMM, SWITCH_COMM = 0x7D67A7F4, 0x2222, 0x1C0A0001
 W1_QPN, W1_PSN = 0x11, 0x5D50B2
 
 
-def ip4(text):
-    return bytes(int(x) for x in text.split("."))
-
-
-def gid(text):
-    return bytes(10) + b"\xff\xff" + ip4(text)
-
-
-def mad(attr, tid, body):
-    """A 256-byte CM MAD: common header (base 1, class 7, version 2, method Send) + body."""
-    header = struct.pack(">BBBBHHQHHI", 1, 0x07, 2, 0x03, 0, 0, tid, attr, 0, 0)
-    data = header + body
-    assert len(data) <= 256
-    return data + bytes(256 - len(data))
-
-
-def req_body(comm, job, rank, src_ip, dst_ip, qpn, psn):
-    inar = struct.pack(">IBBBBIHHQIIQI", INAR, 1, 2, 0, 0, job, rank, 2, 1 << 18, 64, 4,
-                       0x7F0000000000, 0x1234)  # int32 sum, world 2, chunk 64, window 4
-    cma = struct.pack(">BBH", 0, 0x40, 40001) + bytes(12) + ip4(src_ip) + bytes(12) + ip4(dst_ip)
-    private = (cma + inar).ljust(92, b"\x00")
-    path = (struct.pack(">HH", 0xFFFF, 0xFFFF) + gid(src_ip) + gid(dst_ip)
-            + struct.pack(">IBBBB", 0, 0, 64, 0, 19 << 3))
-    return (struct.pack(">II", comm, 0)
-            + struct.pack(">Q", 0x0106 << 16 | PORT)    # service ID
-            + struct.pack(">Q", 0x505400FFFE770002)     # CA GUID
-            + bytes(4) + struct.pack(">I", 0)           # reserved, Q_Key
-            + struct.pack(">I", qpn << 8 | 1)           # QPN, responder resources
-            + struct.pack(">I", 0 << 8 | 1)             # EECN, initiator depth
-            + struct.pack(">I", 0 << 8 | 20 << 3)       # remote EECN, CM timeout, RC, no E2E
-            + struct.pack(">I", psn << 8 | 20 << 3 | 7)  # Starting PSN, CM timeout, retry 7
-            + struct.pack(">HBB", 0xFFFF, 3 << 4 | 7, 15 << 4)  # P_Key, MTU 1024 / RNR 7, retries
-            + path + bytes(44) + private)
-
-
-def reply_bytes(status, job, addr, rkey):
-    return struct.pack(">IBBHIQI", INAR, 1, status, 0, job, addr, rkey)
-
-
 def rep_body():
-    psn = (W1_COMM * 2654435761) & 0xFFFFFF
-    guid = 0x020000FFFE << 24 | (int.from_bytes(ip4(SW_IP), "big") & 0xFFFFFF)
-    return (struct.pack(">IIIIII", SWITCH_COMM, W1_COMM, 0, 0x100 << 8, 0, psn << 8)
-            + struct.pack(">BBBB", 0, 0, 15 << 3, 7 << 5) + struct.pack(">Q", guid)
-            + reply_bytes(0, 7, AREA_ADDR, AREA_RKEY))
+    return cmpkt.rep_body(SWITCH_COMM, W1_COMM, SW_IP, AREA_ADDR, AREA_RKEY)
 
 
-def from_worker(w, body_attr, tid, body, **kw):
-    return rocepkt.roce(w, SWITCH_QP1, rocepkt.UD_SEND_ONLY, 0,
-                        rocepkt.deth(rocepkt.CM_QKEY, 1), mad(body_attr, tid, body),
-                        ackreq=True, tos=0, sport=0xD000, **kw)
+def from_worker(w, attr, tid, body, **kw):
+    return cmpkt.from_worker(w, SWITCH_QP1, attr, tid, body, **kw)
 
 
-def from_switch(w, body_attr, tid, body, k):
-    """The switch's k-th CM frame."""
-    return rocepkt.roce(SWITCH_QP1, w, rocepkt.UD_SEND_ONLY, k,
-                        rocepkt.deth(rocepkt.CM_QKEY, 1), mad(body_attr, tid, body),
-                        ackreq=True, tos=0, sport=source_port(1), ip_id=k)
+def from_switch(w, attr, tid, body, k):
+    return cmpkt.from_switch(SWITCH_QP1, w, attr, tid, body, k)
 
 
 W1_TID, W2_TID, DREQ_TID = 0x2F4A7677D, 0x2000000AB, 0x2F4A7677E
