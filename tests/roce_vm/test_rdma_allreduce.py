@@ -87,10 +87,16 @@ def root_cmd(root_vm, args: str) -> str:
     return f"ina-rdma-root --bind {root_vm.ip} --port {PORT} --world {WORLD} {args}"
 
 
-def allreduce(root_vm, workers, worker_args: list[str], tag: str) -> list[dict]:
-    """Runs one AllReduce on the listening root; returns the workers' JSON results."""
-    jobs = [vm.start(worker_cmd(root_vm, rank, worker_args[rank - 1]))
-            for rank, vm in enumerate(workers, start=1)]
+def allreduce(root_vm, workers, worker_args: list[str], tag: str,
+              before_rank=None) -> list[dict]:
+    """Runs one AllReduce on the listening root; returns the workers' JSON results.
+    `before_rank(rank)`, when given, runs before each rank after the first starts (it waits for
+    an observable event)."""
+    jobs = []
+    for rank, vm in enumerate(workers, start=1):
+        if before_rank is not None and rank > 1:
+            before_rank(rank)
+        jobs.append(vm.start(worker_cmd(root_vm, rank, worker_args[rank - 1])))
     results = []
     for rank, job in enumerate(jobs, start=1):
         rc, out = job.wait(TIMEOUT_S + 30)

@@ -1,0 +1,227 @@
+# SPDX-License-Identifier: Apache-2.0
+"""A worker that reconnects alone mid-AllReduce, against Linux rxe (docs/rdma.md "A worker that
+reconnects alone"): ina-rdma-root in one qemu VM, ina-rdma-worker ranks 1 and 2 in two others,
+inaswitch on the host routing between them with an `rdma_s2s` job learning its connections from
+the RDMA CM (`learn: true`). Rank 2 runs with `--reconnect-after N`: once its first N chunks are
+written and acknowledged it disconnects and connects again as a RESUMING worker; the root takes
+the rank back into the running round and answers (in the CM accept) from which chunk to write
+again; rank 1 stays connected throughout.
+
+  1. Through the aggregating switch: rank 1 starts alone and fills its window (WINDOW chunks
+     absorbed by the switch, held for rank 2: the test waits for that counter), then rank 2
+     starts and reconnects after RESUME_AT chunks. The switch's rule ran: the REP said
+     `resumed` (rejoin_resumed 1), the old state left (rejoins 1) and sent the chunks rank 2's
+     old connection had not contributed to as partial aggregates (at least WINDOW - RESUME_AT:
+     rank 1's chunks RESUME_AT..WINDOW-1), rank 1 was forwarded translated after them, rank
+     2's new connection passed untouched. Both results bit-exact (sha256 against the host's
+     sum), rank 2 resumed at RESUME_AT, the root reduced exactly world x chunks contributions,
+     every result acknowledged once per worker.
+  2. The next AllReduce (both ranks at once, no reconnect) runs on the FRESH state the rejoin
+     asked for: its `job` series absorbs every contribution and the root gets one aggregate
+     per chunk; the old state's series (leaving_job) do not move.
+  3. The same reconnect without the switch aggregating (the job removed by a reload: plain
+     routing): the root sums the workers' own WRITEs, rank 2 resumes where it said, bit-exact.
+  In each the programs exit 0, every worker's disconnect is clean, and no guest's rxe counted a
+  retry-exceeded or RNR-retry-exceeded error (no QP gave up).
+
+usage: test_s2s_rejoin.py build/src/worker/rdma/ina-rdma-worker \
+           build/src/worker/rdma/ina-rdma-root build/src/app/inaswitch
+"""
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from lab import Lab, run_test, check, log, wait_until  # noqa: E402
+from test_rdma_allreduce import (ELEMENTS, TIMEOUT_S, WORLD, allreduce,  # noqa: E402
+                                 int32_inputs, root_cmd, stripped)
+from test_s2s_allreduce import check_rxe_counters, rxe_counters  # noqa: E402
+
+JOB = 7
+CHUNK = 1024
+WINDOW = 64
+CHUNKS = ELEMENTS * 4 // CHUNK
+RESUME_AT = 16      # through the switch: inside rank 1's first window
+RESUME_PLAIN = 300  # without aggregation
+
+NAMES = ("absorbed", "aggregates_sent", "aggregates_acked", "forwarded", "rejoins",
+         "rejoin_resumed", "rejoin_partial_chunks", "rejoin_held", "connections_learned",
+         "icrc_errors", "not_contribution", "bad_contributions")
+
+
+def switch_config(cfg: dict, lab) -> dict:
+    cfg["rdma_s2s"] = {"jobs": [{"id": JOB, "root": lab.vms[0].ip, "world": WORLD, "op": "sum",
+                                 "dtype": "int32", "chunk_bytes": CHUNK, "window": WINDOW,
+                                 "learn": True}]}
+    return cfg
+
+
+def plain_config(cfg: dict, _lab) -> dict:
+    return cfg  # no rdma_s2s section: RoCE is routed untouched
+
+
+def counters(lab) -> dict[str, dict[str, float]]:
+    """Per label (job: the configured state; leaving_job: states that left, a superseded one
+    among them) the job's inaswitch_rdma_s2s_<name>_total, and the lcore fallback count."""
+    m = lab.switch.metrics()
+    out = {}
+    for label in ("job", "leaving_job"):
+        out[label] = {n: sum(v for name, labels, v in m.series
+                             if name == f"inaswitch_rdma_s2s_{n}_total" and
+                             labels.get(label) == str(JOB)) for n in NAMES}
+    out["fallback"] = m.by_label("inaswitch_rdma_s2s_packets_total", "reason").get("fallback", 0)
+    return out
+
+
+def diff(after: dict, before: dict, label: str) -> dict[str, float]:
+    return {n: after[label][n] - before[label][n] for n in NAMES}
+
+
+def both(d_job: dict, d_leaving: dict) -> dict[str, float]:
+    return {n: d_job[n] + d_leaving[n] for n in NAMES}
+
+
+def run_workers(lab, data, tag: str, rank2_extra: str, wait_before_rank2=None) -> list[dict]:
+    """Ranks 1 and 2 on the listening root (rank 2 with `rank2_extra`; it starts once
+    `wait_before_rank2()` returned, when given); both results checked bit-exact."""
+    root_vm, workers = lab.vms[0], lab.vms[1:]
+    paths, sha = data
+    args = [f"--type int32 --chunk-bytes {CHUNK} --window {WINDOW} "
+            f"--input /root/{os.path.basename(p)} --output /tmp/{tag}.out" for p in paths]
+    args[1] += f" {rank2_extra}"
+    res = allreduce(root_vm, workers, args, tag,
+                    None if wait_before_rank2 is None else lambda _rank: wait_before_rank2())
+    for vm in workers:
+        _rc, out = vm.run(f"sha256sum /tmp/{tag}.out", check=True)
+        check(out.split()[0] == sha, f"{tag}: {vm.name}'s int32 result bit-exact (sha256 "
+              f"{sha[:16]}...)")
+    check(all(r["results"] == CHUNKS and r["disconnect_error"] == "" for r in res),
+          f"{tag}: every result in on both workers, their disconnects clean")
+    return res
+
+
+def root_round_checks(tag: str, r: dict, resumes: int) -> None:
+    n = WORLD * CHUNKS
+    check(r["ok"] and r["chunks"] == CHUNKS and r["contribution_count"] == n and
+          r["results_written"] == n and r["resumes"] == resumes and r["resent_discarded"] == 0,
+          f"{tag}: the root reduced {n} contributions (no resent one discarded), {n} results "
+          f"acknowledged, {resumes} rank(s) resumed ({r})")
+
+
+def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
+    scratch = tempfile.mkdtemp(prefix="s2s-rejoin-")
+    try:
+        data = [int32_inputs(scratch, seed=20261128 + n) for n in range(3)]
+        extra = [stripped(worker_exe, scratch), stripped(root_exe, scratch)]
+        extra += [(p, f"/root/{os.path.basename(p)}") for paths, _sha in data for p in paths]
+        with Lab(1 + WORLD, fabric="inaswitch", switch_exe=switch_exe, routed=True,
+                 switch_config=switch_config, extra_files=extra) as lab:
+            root_vm, workers = lab.vms[0], lab.vms[1:]
+            lab.reach_all()
+            rxe_before = [rxe_counters(vm) for vm in lab.vms]
+            root = root_vm.start(root_cmd(root_vm, f"--rounds 3 --timeout-ms {TIMEOUT_S * 1000}"))
+            root_vm.wait_rdma_cm_listen(timeout=60)
+
+            # 1. Rank 2 reconnects alone through the aggregating switch.
+            before = counters(lab)
+            t0 = time.monotonic()
+            res = run_workers(
+                lab, data[0], "rejoin", f"--reconnect-after {RESUME_AT}",
+                lambda: wait_until(lambda: counters(lab)["job"]["absorbed"] -
+                                   before["job"]["absorbed"] >= WINDOW, TIMEOUT_S,
+                                   f"rank 1's first {WINDOW} chunks absorbed, held for rank 2"))
+            wall = time.monotonic() - t0
+            check(not res[0]["reconnected"] and res[1]["reconnected"] and
+                  res[1]["resume_chunk"] == RESUME_AT,
+                  f"rejoin: rank 2 reconnected and the root resumed it at chunk {RESUME_AT}")
+            # The root's ACK of the last partial aggregates may trail the workers' results.
+            def total() -> dict[str, float]:
+                now = counters(lab)
+                return both(diff(now, before, "job"), diff(now, before, "leaving_job"))
+
+            wait_until(lambda: total()["aggregates_acked"] >= total()["aggregates_sent"] > 0,
+                       10, "rejoin: the root's ACK of every aggregate the old state sent")
+            after = counters(lab)
+            # Sums over both labels: the state of the job moved from `job` to `leaving_job`.
+            d = both(diff(after, before, "job"), diff(after, before, "leaving_job"))
+            log(f"switch, rejoin: {d}; fallback {after['fallback']:.0f}")
+            partial = d["rejoin_partial_chunks"]
+            check(d["rejoin_resumed"] == 1 and d["rejoins"] == 1,
+                  "rejoin: the switch saw the root's REP take rank 2 back (resumed) and the old "
+                  "state leave")
+            check(WINDOW - RESUME_AT <= partial <= WINDOW,
+                  f"rejoin: {partial:.0f} held chunks went to the root as partial aggregates "
+                  f"(rank 1's chunks {RESUME_AT}..{WINDOW - 1} at least)")
+            check(d["aggregates_sent"] == d["aggregates_acked"] == RESUME_AT + partial,
+                  f"rejoin: {RESUME_AT} complete aggregates before the rejoin and the "
+                  f"{partial:.0f} partial ones, each acknowledged by the root")
+            check(d["absorbed"] == 2 * RESUME_AT + partial,
+                  f"rejoin: {d['absorbed']:.0f} contributions absorbed: both ranks' first "
+                  f"{RESUME_AT} chunks and rank 1's partial ones, nothing of rank 2's resumed "
+                  f"connection")
+            check(d["forwarded"] > 0,
+                  f"rejoin: then {d['forwarded']:.0f} of rank 1's packets forwarded translated")
+            check(d["connections_learned"] == WORLD,
+                  "rejoin: both first connections learned, the resumed one by no state")
+            check(d["rejoin_held"] == 0 and d["icrc_errors"] == 0 and
+                  d["not_contribution"] == 0 and d["bad_contributions"] == 0 and
+                  after["fallback"] == before["fallback"],
+                  "rejoin: rank 2's resumed connection was never held back; no ICRC error, "
+                  "non-contribution, bad contribution or fallback")
+            log(f"rejoin: {wall:.1f}s wall")
+
+            # 2. The next AllReduce on the fresh state.
+            before = after
+            run_workers(lab, data[1], "fresh", "")
+            wait_until(lambda: counters(lab)["job"]["aggregates_acked"] -
+                       before["job"]["aggregates_acked"] >= CHUNKS, 10,
+                       "fresh: the root's ACK of every aggregate")
+            after = counters(lab)
+            dj, dl = diff(after, before, "job"), diff(after, before, "leaving_job")
+            log(f"switch, fresh: job {dj}; leaving_job {dl}")
+            check(dj["absorbed"] == WORLD * CHUNKS and dj["aggregates_acked"] == CHUNKS and
+                  dj["connections_learned"] == WORLD,
+                  f"fresh: the fresh state learned both connections and absorbed all "
+                  f"{WORLD * CHUNKS} contributions, one aggregate per chunk acknowledged")
+            check(dl["absorbed"] == 0 and dl["forwarded"] == 0,
+                  "fresh: the old state (leaving_job) took no part")
+
+            # 3. Without aggregation: the job removed, RoCE routed untouched.
+            lab.reload_switch(plain_config)
+            before = counters(lab)
+            res = run_workers(lab, data[2], "plain", f"--reconnect-after {RESUME_PLAIN}")
+            check(res[1]["reconnected"] and res[1]["resume_chunk"] == RESUME_PLAIN,
+                  f"plain: rank 2 reconnected and resumed at chunk {RESUME_PLAIN}")
+            after = counters(lab)
+            d = both(diff(after, before, "job"), diff(after, before, "leaving_job"))
+            check(d["absorbed"] == 0 and d["rejoins"] == 0,
+                  "plain: the switch aggregated nothing")
+
+            rc, out = root.wait(60)
+            log(f"root: {out.strip()}")
+            check(rc == 0, f"ina-rdma-root served the three rounds (exit {rc})")
+            rounds = [json.loads(line) for line in out.splitlines()
+                      if line.startswith("{") and '"round"' in line]
+            check(len(rounds) == 3, "the root reports three rounds")
+            root_round_checks("rejoin", rounds[0], 1)
+            check(rounds[0]["contributions"] < WORLD * CHUNKS,
+                  f"rejoin: {rounds[0]['contributions']} WRITEs at the root, fewer than "
+                  f"{WORLD * CHUNKS}: aggregates before the rejoin")
+            root_round_checks("fresh", rounds[1], 0)
+            check(rounds[1]["contributions"] == CHUNKS, "fresh: one aggregate per chunk")
+            root_round_checks("plain", rounds[2], 1)
+            check(rounds[2]["contributions"] == WORLD * CHUNKS,
+                  "plain: the root received every worker's own WRITE")
+            check_rxe_counters(lab, rxe_before)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(run_test("roce-vm-s2s-rejoin", __doc__, test, (3,)))
