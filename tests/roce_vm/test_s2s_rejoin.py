@@ -19,7 +19,12 @@ again; rank 1 stays connected throughout.
   2. The next AllReduce (both ranks at once, no reconnect) runs on the FRESH state the rejoin
      asked for: its `job` series absorbs every contribution and the root gets one aggregate
      per chunk; the old state's series (leaving_job) do not move.
-  3. The same reconnect without the switch aggregating (the job removed by a reload: plain
+  3. The CARRIER (rank 1, whose connection carries the aggregates) reconnects alone the same
+     way, rank 2 filling its window first: the old state's aggregate leg moves to rank 2's
+     connection (rejoin_carrier_moved), rank 2's held chunks go there as partial aggregates,
+     the complete ones sent on rank 1's old connection and not seen acknowledged there are
+     released, not resent (rejoin_carrier_unacked: the root holds them); bit-exact.
+  4. The same reconnect without the switch aggregating (the job removed by a reload: plain
      routing): the root sums the workers' own WRITEs, rank 2 resumes where it said, bit-exact.
   In each the programs exit 0, every worker's disconnect is clean, and no guest's rxe counted a
   retry-exceeded or RNR-retry-exceeded error (no QP gave up).
@@ -51,8 +56,9 @@ RESUME_AT = 16      # through the switch: inside rank 1's first window
 RESUME_PLAIN = 300  # without aggregation
 
 NAMES = ("absorbed", "aggregates_sent", "aggregates_acked", "forwarded", "rejoins",
-         "rejoin_resumed", "rejoin_partial_chunks", "rejoin_held", "connections_learned",
-         "icrc_errors", "not_contribution", "bad_contributions")
+         "rejoin_resumed", "rejoin_partial_chunks", "rejoin_held", "rejoin_carrier_moved",
+         "rejoin_carrier_unacked", "connections_learned", "icrc_errors", "not_contribution",
+         "bad_contributions")
 
 
 def switch_config(cfg: dict, lab) -> dict:
@@ -87,16 +93,18 @@ def both(d_job: dict, d_leaving: dict) -> dict[str, float]:
     return {n: d_job[n] + d_leaving[n] for n in NAMES}
 
 
-def run_workers(lab, data, tag: str, rank2_extra: str, wait_before_rank2=None) -> list[dict]:
-    """Ranks 1 and 2 on the listening root (rank 2 with `rank2_extra`; it starts once
-    `wait_before_rank2()` returned, when given); both results checked bit-exact."""
+def run_workers(lab, data, tag: str, extra: str, wait_before_second=None,
+                rejoining: int = 2) -> list[dict]:
+    """Ranks 1 and 2 on the listening root, rank `rejoining` with `extra` and started second,
+    once `wait_before_second()` returned (when given); both results checked bit-exact."""
     root_vm, workers = lab.vms[0], lab.vms[1:]
     paths, sha = data
     args = [f"--type int32 --chunk-bytes {CHUNK} --window {WINDOW} "
             f"--input /root/{os.path.basename(p)} --output /tmp/{tag}.out" for p in paths]
-    args[1] += f" {rank2_extra}"
+    args[rejoining - 1] += f" {extra}"
     res = allreduce(root_vm, workers, args, tag,
-                    None if wait_before_rank2 is None else lambda _rank: wait_before_rank2())
+                    None if wait_before_second is None else lambda _rank: wait_before_second(),
+                    order=[3 - rejoining, rejoining])
     for vm in workers:
         _rc, out = vm.run(f"sha256sum /tmp/{tag}.out", check=True)
         check(out.split()[0] == sha, f"{tag}: {vm.name}'s int32 result bit-exact (sha256 "
@@ -117,7 +125,7 @@ def root_round_checks(tag: str, r: dict, resumes: int) -> None:
 def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
     scratch = tempfile.mkdtemp(prefix="s2s-rejoin-")
     try:
-        data = [int32_inputs(scratch, seed=20261128 + n) for n in range(3)]
+        data = [int32_inputs(scratch, seed=20261128 + n) for n in range(4)]
         extra = [stripped(worker_exe, scratch), stripped(root_exe, scratch)]
         extra += [(p, f"/root/{os.path.basename(p)}") for paths, _sha in data for p in paths]
         with Lab(1 + WORLD, fabric="inaswitch", switch_exe=switch_exe, routed=True,
@@ -125,7 +133,7 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
             root_vm, workers = lab.vms[0], lab.vms[1:]
             lab.reach_all()
             rxe_before = [rxe_counters(vm) for vm in lab.vms]
-            root = root_vm.start(root_cmd(root_vm, f"--rounds 3 --timeout-ms {TIMEOUT_S * 1000}"))
+            root = root_vm.start(root_cmd(root_vm, f"--rounds 4 --timeout-ms {TIMEOUT_S * 1000}"))
             root_vm.wait_rdma_cm_listen(timeout=60)
 
             # 1. Rank 2 reconnects alone through the aggregating switch.
@@ -192,10 +200,48 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
             check(dl["absorbed"] == 0 and dl["forwarded"] == 0,
                   "fresh: the old state (leaving_job) took no part")
 
-            # 3. Without aggregation: the job removed, RoCE routed untouched.
+            # 3. The carrier (rank 1) reconnects alone: rank 2 fills its window first.
+            before = after
+            res = run_workers(
+                lab, data[2], "carrier", f"--reconnect-after {RESUME_AT}",
+                lambda: wait_until(lambda: counters(lab)["job"]["absorbed"] -
+                                   before["job"]["absorbed"] >= WINDOW, TIMEOUT_S,
+                                   f"rank 2's first {WINDOW} chunks absorbed, held for rank 1"),
+                rejoining=1)
+            check(res[0]["reconnected"] and res[0]["resume_chunk"] == RESUME_AT and
+                  not res[1]["reconnected"],
+                  f"carrier: rank 1 reconnected and the root resumed it at chunk {RESUME_AT}")
+
+            def settled() -> bool:
+                t = total()
+                return t["aggregates_acked"] + t["rejoin_carrier_unacked"] >= \
+                    t["aggregates_sent"] > 0
+
+            wait_until(settled, 10, "carrier: every aggregate acknowledged or released")
+            after = counters(lab)
+            d = both(diff(after, before, "job"), diff(after, before, "leaving_job"))
+            log(f"switch, carrier: {d}; fallback {after['fallback']:.0f}")
+            partial = d["rejoin_partial_chunks"]
+            check(d["rejoin_resumed"] == 1 and d["rejoins"] == 1 and
+                  d["rejoin_carrier_moved"] == 1,
+                  "carrier: the REP took rank 1 back (resumed), the old state left and moved "
+                  "its aggregate leg to rank 2's connection")
+            check(WINDOW - RESUME_AT <= partial <= WINDOW and
+                  d["aggregates_sent"] == RESUME_AT + partial and
+                  d["aggregates_acked"] + d["rejoin_carrier_unacked"] == d["aggregates_sent"],
+                  f"carrier: {partial:.0f} partial aggregates (rank 2's chunks) on rank 2's "
+                  f"connection; of the {RESUME_AT} complete ones on the old carrier "
+                  f"{d['rejoin_carrier_unacked']:.0f} not seen acknowledged there (released)")
+            check(d["absorbed"] == 2 * RESUME_AT + partial and d["forwarded"] > 0 and
+                  d["rejoin_held"] == 0 and d["icrc_errors"] == 0 and
+                  d["bad_contributions"] == 0 and after["fallback"] == before["fallback"],
+                  f"carrier: {d['absorbed']:.0f} absorbed, then {d['forwarded']:.0f} of rank "
+                  f"2's packets translated; nothing held back, no error")
+
+            # 4. Without aggregation: the job removed, RoCE routed untouched.
             lab.reload_switch(plain_config)
             before = counters(lab)
-            res = run_workers(lab, data[2], "plain", f"--reconnect-after {RESUME_PLAIN}")
+            res = run_workers(lab, data[3], "plain", f"--reconnect-after {RESUME_PLAIN}")
             check(res[1]["reconnected"] and res[1]["resume_chunk"] == RESUME_PLAIN,
                   f"plain: rank 2 reconnected and resumed at chunk {RESUME_PLAIN}")
             after = counters(lab)
@@ -205,18 +251,19 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
 
             rc, out = root.wait(60)
             log(f"root: {out.strip()}")
-            check(rc == 0, f"ina-rdma-root served the three rounds (exit {rc})")
+            check(rc == 0, f"ina-rdma-root served the four rounds (exit {rc})")
             rounds = [json.loads(line) for line in out.splitlines()
                       if line.startswith("{") and '"round"' in line]
-            check(len(rounds) == 3, "the root reports three rounds")
+            check(len(rounds) == 4, "the root reports four rounds")
             root_round_checks("rejoin", rounds[0], 1)
             check(rounds[0]["contributions"] < WORLD * CHUNKS,
                   f"rejoin: {rounds[0]['contributions']} WRITEs at the root, fewer than "
                   f"{WORLD * CHUNKS}: aggregates before the rejoin")
             root_round_checks("fresh", rounds[1], 0)
             check(rounds[1]["contributions"] == CHUNKS, "fresh: one aggregate per chunk")
-            root_round_checks("plain", rounds[2], 1)
-            check(rounds[2]["contributions"] == WORLD * CHUNKS,
+            root_round_checks("carrier", rounds[2], 1)
+            root_round_checks("plain", rounds[3], 1)
+            check(rounds[3]["contributions"] == WORLD * CHUNKS,
                   "plain: the root received every worker's own WRITE")
             check_rxe_counters(lab, rxe_before)
     finally:
