@@ -24,7 +24,10 @@ again; rank 1 stays connected throughout.
      connection (rejoin_carrier_moved), rank 2's held chunks go there as partial aggregates,
      the complete ones sent on rank 1's old connection and not seen acknowledged there are
      released, not resent (rejoin_carrier_unacked: the root holds them); bit-exact.
-  4. The same reconnect without the switch aggregating (the job removed by a reload: plain
+  4. Rank 2 again with netem `loss 2%` both ways on its link: the CM exchange, the quiesce, the
+     partial aggregates and the resumed connection recover (rxe's go-back-N end to end on the
+     resumed connection, the switch's NAKs on the old one); bit-exact.
+  5. The same reconnect without the switch aggregating (the job removed by a reload: plain
      routing): the root sums the workers' own WRITEs, rank 2 resumes where it said, bit-exact.
   In each the programs exit 0, every worker's disconnect is clean, and no guest's rxe counted a
   retry-exceeded or RNR-retry-exceeded error (no QP gave up).
@@ -54,6 +57,7 @@ WINDOW = 64
 CHUNKS = ELEMENTS * 4 // CHUNK
 RESUME_AT = 16      # through the switch: inside rank 1's first window
 RESUME_PLAIN = 300  # without aggregation
+LOSS = "loss 2%"
 
 NAMES = ("absorbed", "aggregates_sent", "aggregates_acked", "forwarded", "rejoins",
          "rejoin_resumed", "rejoin_partial_chunks", "rejoin_held", "rejoin_carrier_moved",
@@ -122,70 +126,95 @@ def root_round_checks(tag: str, r: dict, resumes: int) -> None:
           f"acknowledged, {resumes} rank(s) resumed ({r})")
 
 
+def rejoin_round(lab, data, tag: str, rejoining: int, loss: str | None = None) -> dict:
+    """Rank `rejoining` reconnects after RESUME_AT chunks through the aggregating switch, the
+    other rank having filled its window first (WINDOW chunks absorbed and held: the test waits
+    for that counter), `loss` (netem, both ways) on the rejoining rank's link; both results
+    bit-exact and the switch's counters of the rule checked. Returns the counters' delta."""
+    other = 3 - rejoining
+    before = counters(lab)
+
+    def total() -> dict[str, float]:
+        # Sums over both labels: the job's state moves from `job` to `leaving_job`.
+        now = counters(lab)
+        return both(diff(now, before, "job"), diff(now, before, "leaving_job"))
+
+    if loss:
+        lab.vms[rejoining].netem(loss, direction="both")
+    t0 = time.monotonic()
+    try:
+        res = run_workers(
+            lab, data, tag.split()[0], f"--reconnect-after {RESUME_AT}",
+            lambda: wait_until(lambda: total()["absorbed"] >= WINDOW, TIMEOUT_S,
+                               f"{tag}: rank {other}'s first {WINDOW} chunks absorbed, held "
+                               f"for rank {rejoining}"),
+            rejoining=rejoining)
+    finally:
+        if loss:
+            lab.vms[rejoining].netem(None)
+    wall = time.monotonic() - t0
+    check(res[rejoining - 1]["reconnected"] and
+          res[rejoining - 1]["resume_chunk"] == RESUME_AT and not res[other - 1]["reconnected"],
+          f"{tag}: rank {rejoining} reconnected and the root resumed it at chunk {RESUME_AT}")
+    # The root's ACK of the last partial aggregates may trail the workers' results; a carrier's
+    # old aggregates not seen acknowledged are released instead.
+    wait_until(lambda: total()["aggregates_acked"] + total()["rejoin_carrier_unacked"] >=
+               total()["aggregates_sent"] > 0, 10,
+               f"{tag}: every aggregate the old state sent acknowledged or released")
+    after = counters(lab)
+    d = total()
+    log(f"switch, {tag}: {d}; fallback {after['fallback']:.0f}; {wall:.1f}s wall")
+    partial = d["rejoin_partial_chunks"]
+    # Under loss the REQ and its REP may be retransmitted: the fresh state hears the REP again.
+    check(d["rejoins"] == 1 and (d["rejoin_resumed"] == 1 or loss and d["rejoin_resumed"] >= 1),
+          f"{tag}: the switch saw the root's REP take rank {rejoining} back (resumed) and the "
+          f"old state leave")
+    check(d["rejoin_carrier_moved"] == (1 if rejoining == 1 else 0),
+          f"{tag}: the aggregate leg moved to rank 2's connection iff the carrier rejoined")
+    check(WINDOW - RESUME_AT <= partial <= WINDOW,
+          f"{tag}: {partial:.0f} held chunks went to the root as partial aggregates (rank "
+          f"{other}'s chunks {RESUME_AT}..{WINDOW - 1} at least)")
+    check(d["aggregates_sent"] == RESUME_AT + partial and
+          d["aggregates_acked"] + d["rejoin_carrier_unacked"] == d["aggregates_sent"],
+          f"{tag}: {RESUME_AT} complete aggregates before the rejoin and the {partial:.0f} "
+          f"partial ones, acknowledged by the root ({d['rejoin_carrier_unacked']:.0f} on the "
+          f"carrier's old connection not seen acknowledged there: released, not resent)")
+    check(d["absorbed"] == 2 * RESUME_AT + partial,
+          f"{tag}: {d['absorbed']:.0f} contributions absorbed: both ranks' first {RESUME_AT} "
+          f"chunks and rank {other}'s partial ones, nothing of the resumed connection")
+    check(d["forwarded"] > 0,
+          f"{tag}: then {d['forwarded']:.0f} of rank {other}'s packets forwarded translated")
+    check(d["connections_learned"] == WORLD,
+          f"{tag}: both first connections learned, the resumed one by no state")
+    check(d["rejoin_held"] == 0 and d["icrc_errors"] == 0 and d["not_contribution"] == 0 and
+          d["bad_contributions"] == 0 and after["fallback"] == before["fallback"],
+          f"{tag}: the resumed connection was never held back; no ICRC error, "
+          f"non-contribution, bad contribution or fallback")
+    return d
+
+
 def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
     scratch = tempfile.mkdtemp(prefix="s2s-rejoin-")
+    plan = [("rejoin", 2, None), ("carrier", 1, None), (f"rejoin {LOSS}", 2, LOSS)]
+    rounds_n = len(plan) + 2  # and the fresh state's round, and the plain one
     try:
-        data = [int32_inputs(scratch, seed=20261128 + n) for n in range(4)]
+        data = [int32_inputs(scratch, seed=20261128 + n) for n in range(rounds_n)]
         extra = [stripped(worker_exe, scratch), stripped(root_exe, scratch)]
         extra += [(p, f"/root/{os.path.basename(p)}") for paths, _sha in data for p in paths]
         with Lab(1 + WORLD, fabric="inaswitch", switch_exe=switch_exe, routed=True,
                  switch_config=switch_config, extra_files=extra) as lab:
-            root_vm, workers = lab.vms[0], lab.vms[1:]
+            root_vm = lab.vms[0]
             lab.reach_all()
             rxe_before = [rxe_counters(vm) for vm in lab.vms]
-            root = root_vm.start(root_cmd(root_vm, f"--rounds 4 --timeout-ms {TIMEOUT_S * 1000}"))
+            root = root_vm.start(root_cmd(root_vm, f"--rounds {rounds_n} "
+                                                   f"--timeout-ms {TIMEOUT_S * 1000}"))
             root_vm.wait_rdma_cm_listen(timeout=60)
 
             # 1. Rank 2 reconnects alone through the aggregating switch.
-            before = counters(lab)
-            t0 = time.monotonic()
-            res = run_workers(
-                lab, data[0], "rejoin", f"--reconnect-after {RESUME_AT}",
-                lambda: wait_until(lambda: counters(lab)["job"]["absorbed"] -
-                                   before["job"]["absorbed"] >= WINDOW, TIMEOUT_S,
-                                   f"rank 1's first {WINDOW} chunks absorbed, held for rank 2"))
-            wall = time.monotonic() - t0
-            check(not res[0]["reconnected"] and res[1]["reconnected"] and
-                  res[1]["resume_chunk"] == RESUME_AT,
-                  f"rejoin: rank 2 reconnected and the root resumed it at chunk {RESUME_AT}")
-            # The root's ACK of the last partial aggregates may trail the workers' results.
-            def total() -> dict[str, float]:
-                now = counters(lab)
-                return both(diff(now, before, "job"), diff(now, before, "leaving_job"))
-
-            wait_until(lambda: total()["aggregates_acked"] >= total()["aggregates_sent"] > 0,
-                       10, "rejoin: the root's ACK of every aggregate the old state sent")
-            after = counters(lab)
-            # Sums over both labels: the state of the job moved from `job` to `leaving_job`.
-            d = both(diff(after, before, "job"), diff(after, before, "leaving_job"))
-            log(f"switch, rejoin: {d}; fallback {after['fallback']:.0f}")
-            partial = d["rejoin_partial_chunks"]
-            check(d["rejoin_resumed"] == 1 and d["rejoins"] == 1,
-                  "rejoin: the switch saw the root's REP take rank 2 back (resumed) and the old "
-                  "state leave")
-            check(WINDOW - RESUME_AT <= partial <= WINDOW,
-                  f"rejoin: {partial:.0f} held chunks went to the root as partial aggregates "
-                  f"(rank 1's chunks {RESUME_AT}..{WINDOW - 1} at least)")
-            check(d["aggregates_sent"] == d["aggregates_acked"] == RESUME_AT + partial,
-                  f"rejoin: {RESUME_AT} complete aggregates before the rejoin and the "
-                  f"{partial:.0f} partial ones, each acknowledged by the root")
-            check(d["absorbed"] == 2 * RESUME_AT + partial,
-                  f"rejoin: {d['absorbed']:.0f} contributions absorbed: both ranks' first "
-                  f"{RESUME_AT} chunks and rank 1's partial ones, nothing of rank 2's resumed "
-                  f"connection")
-            check(d["forwarded"] > 0,
-                  f"rejoin: then {d['forwarded']:.0f} of rank 1's packets forwarded translated")
-            check(d["connections_learned"] == WORLD,
-                  "rejoin: both first connections learned, the resumed one by no state")
-            check(d["rejoin_held"] == 0 and d["icrc_errors"] == 0 and
-                  d["not_contribution"] == 0 and d["bad_contributions"] == 0 and
-                  after["fallback"] == before["fallback"],
-                  "rejoin: rank 2's resumed connection was never held back; no ICRC error, "
-                  "non-contribution, bad contribution or fallback")
-            log(f"rejoin: {wall:.1f}s wall")
+            rejoin_round(lab, data[0], plan[0][0], plan[0][1], plan[0][2])
 
             # 2. The next AllReduce on the fresh state.
-            before = after
+            before = counters(lab)
             run_workers(lab, data[1], "fresh", "")
             wait_until(lambda: counters(lab)["job"]["aggregates_acked"] -
                        before["job"]["aggregates_acked"] >= CHUNKS, 10,
@@ -200,48 +229,14 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
             check(dl["absorbed"] == 0 and dl["forwarded"] == 0,
                   "fresh: the old state (leaving_job) took no part")
 
-            # 3. The carrier (rank 1) reconnects alone: rank 2 fills its window first.
-            before = after
-            res = run_workers(
-                lab, data[2], "carrier", f"--reconnect-after {RESUME_AT}",
-                lambda: wait_until(lambda: counters(lab)["job"]["absorbed"] -
-                                   before["job"]["absorbed"] >= WINDOW, TIMEOUT_S,
-                                   f"rank 2's first {WINDOW} chunks absorbed, held for rank 1"),
-                rejoining=1)
-            check(res[0]["reconnected"] and res[0]["resume_chunk"] == RESUME_AT and
-                  not res[1]["reconnected"],
-                  f"carrier: rank 1 reconnected and the root resumed it at chunk {RESUME_AT}")
+            # 3. The carrier (rank 1) reconnects alone; 4. rank 2 again, its link lossy.
+            for (tag, rank, loss), d in zip(plan[1:], data[2:]):
+                rejoin_round(lab, d, tag, rank, loss)
 
-            def settled() -> bool:
-                t = total()
-                return t["aggregates_acked"] + t["rejoin_carrier_unacked"] >= \
-                    t["aggregates_sent"] > 0
-
-            wait_until(settled, 10, "carrier: every aggregate acknowledged or released")
-            after = counters(lab)
-            d = both(diff(after, before, "job"), diff(after, before, "leaving_job"))
-            log(f"switch, carrier: {d}; fallback {after['fallback']:.0f}")
-            partial = d["rejoin_partial_chunks"]
-            check(d["rejoin_resumed"] == 1 and d["rejoins"] == 1 and
-                  d["rejoin_carrier_moved"] == 1,
-                  "carrier: the REP took rank 1 back (resumed), the old state left and moved "
-                  "its aggregate leg to rank 2's connection")
-            check(WINDOW - RESUME_AT <= partial <= WINDOW and
-                  d["aggregates_sent"] == RESUME_AT + partial and
-                  d["aggregates_acked"] + d["rejoin_carrier_unacked"] == d["aggregates_sent"],
-                  f"carrier: {partial:.0f} partial aggregates (rank 2's chunks) on rank 2's "
-                  f"connection; of the {RESUME_AT} complete ones on the old carrier "
-                  f"{d['rejoin_carrier_unacked']:.0f} not seen acknowledged there (released)")
-            check(d["absorbed"] == 2 * RESUME_AT + partial and d["forwarded"] > 0 and
-                  d["rejoin_held"] == 0 and d["icrc_errors"] == 0 and
-                  d["bad_contributions"] == 0 and after["fallback"] == before["fallback"],
-                  f"carrier: {d['absorbed']:.0f} absorbed, then {d['forwarded']:.0f} of rank "
-                  f"2's packets translated; nothing held back, no error")
-
-            # 4. Without aggregation: the job removed, RoCE routed untouched.
+            # 5. Without aggregation: the job removed, RoCE routed untouched.
             lab.reload_switch(plain_config)
             before = counters(lab)
-            res = run_workers(lab, data[3], "plain", f"--reconnect-after {RESUME_PLAIN}")
+            res = run_workers(lab, data[-1], "plain", f"--reconnect-after {RESUME_PLAIN}")
             check(res[1]["reconnected"] and res[1]["resume_chunk"] == RESUME_PLAIN,
                   f"plain: rank 2 reconnected and resumed at chunk {RESUME_PLAIN}")
             after = counters(lab)
@@ -251,21 +246,26 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
 
             rc, out = root.wait(60)
             log(f"root: {out.strip()}")
-            check(rc == 0, f"ina-rdma-root served the four rounds (exit {rc})")
+            check(rc == 0, f"ina-rdma-root served the {rounds_n} rounds (exit {rc})")
             rounds = [json.loads(line) for line in out.splitlines()
                       if line.startswith("{") and '"round"' in line]
-            check(len(rounds) == 4, "the root reports four rounds")
-            root_round_checks("rejoin", rounds[0], 1)
-            check(rounds[0]["contributions"] < WORLD * CHUNKS,
-                  f"rejoin: {rounds[0]['contributions']} WRITEs at the root, fewer than "
-                  f"{WORLD * CHUNKS}: aggregates before the rejoin")
-            root_round_checks("fresh", rounds[1], 0)
-            check(rounds[1]["contributions"] == CHUNKS, "fresh: one aggregate per chunk")
-            root_round_checks("carrier", rounds[2], 1)
-            root_round_checks("plain", rounds[3], 1)
-            check(rounds[3]["contributions"] == WORLD * CHUNKS,
-                  "plain: the root received every worker's own WRITE")
+            check(len(rounds) == rounds_n, f"the root reports {rounds_n} rounds")
+            tags = [plan[0][0], "fresh"] + [t for t, _r, _l in plan[1:]] + ["plain"]
+            for tag, r in zip(tags, rounds):
+                root_round_checks(tag, r, 0 if tag == "fresh" else 1)
+                if tag == "fresh":
+                    check(r["contributions"] == CHUNKS, "fresh: one aggregate per chunk")
+                elif tag == "plain":
+                    check(r["contributions"] == WORLD * CHUNKS,
+                          "plain: the root received every worker's own WRITE")
+                else:
+                    check(r["contributions"] < WORLD * CHUNKS,
+                          f"{tag}: {r['contributions']} WRITEs at the root, fewer than "
+                          f"{WORLD * CHUNKS}: aggregates before the rejoin")
             check_rxe_counters(lab, rxe_before)
+            log("timings: boot {:.1f}s; root seconds per round: {}".format(
+                lab.timings.get("boot_s", 0),
+                ", ".join(f"{t} {r['seconds']:.2f}" for t, r in zip(tags, rounds))))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
