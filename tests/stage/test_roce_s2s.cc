@@ -1449,6 +1449,54 @@ TEST_F(RoceS2sLearn, AResumedRepOutsideTheSessionStartsNothing) {
     EXPECT_EQ(job->counters.connections_learned, 2u);
 }
 
+// The carrier reconnects alone while rank 2 is a window ahead: chunk 3's aggregate on the old
+// carrier connection is unacknowledged and rank 2 has already sent chunk 7 (slot 3: RNR-NAKed,
+// but its key is the highest seen). The unacknowledged aggregate is still released (found by
+// the old leg's outstanding messages, not by keys within a window of the highest), so the old
+// state drains once rank 2's partial aggregates are acknowledged and rank 2's chunk 7 goes on
+// translated. (Searching keys high_key - window + 1 .. high_key missed chunk 3: its slot stayed
+// complete for good and rank 2 was RNR-NAKed for ever; roce-vm-s2s-rejoin's carrier round.)
+TEST_F(RoceS2sLearn, ACarrierRejoiningBehindAWorkerAWindowAheadReleasesItsUnackedAggregate) {
+    connect(1);
+    connect(2);
+    for (uint32_t c = 0; c < kWindow; ++c) {
+        send(contribution(1, kRepPsn[1] + c, c, fill(static_cast<int32_t>(c))));
+        send(contribution(2, kRepPsn[2] + c, c, fill(static_cast<int32_t>(100 + c))));
+    }
+    ASSERT_EQ(job->counters.aggregates_sent, kWindow);
+    drain();
+    send(root_ack(1, kRepPsn[1] + 2));  // chunks 0..2 acknowledged, 3 not
+    drain();
+    for (uint32_t c = kWindow; c < kWindow + 3; ++c) {
+        send(contribution(2, kRepPsn[2] + c, c, fill(static_cast<int32_t>(100 + c))));
+    }
+    send(contribution(2, kRepPsn[2] + 7, 7, fill(107)));
+    auto out = to(kWorker2);
+    ASSERT_FALSE(out.empty());
+    EXPECT_EQ(rc::aeth::kind(out.back().p.aeth.syndrome), rc::aeth::Kind::rnr_nak)
+        << "chunk 7: its slot still holds chunk 3";
+    drain();
+    auto agg = reconnect(1, 1, true, 4);
+    EXPECT_EQ(job->counters.rejoin_carrier_moved, 1u);
+    EXPECT_EQ(job->counters.rejoin_carrier_unacked, 1u) << "chunk 3, not sent again";
+    ASSERT_EQ(agg.size(), 3u) << "chunks 4..6 with rank 2's contributions, on its connection";
+    for (uint32_t n = 0; n < 3; ++n) {
+        EXPECT_EQ(agg[n].src, kWorker2);
+        EXPECT_EQ(agg[n].p.bth.psn, kRepPsn[2] + n);
+        EXPECT_EQ(agg[n].p.imm, (kWindow + n) << 8 | 1);
+    }
+    send(root_ack(2, kRepPsn[2] + 2));
+    drain();
+    EXPECT_EQ(job->table.in_use(), 0u) << "nothing held: chunk 3 released";
+    send(contribution(2, kRepPsn[2] + 7, 7, fill(107)));
+    EXPECT_TRUE(to(kWorker2).empty()) << "no RNR NAK any more";
+    ASSERT_EQ(stray.size(), 1u);
+    EXPECT_EQ(stray[0].dst, kRoot);
+    EXPECT_EQ(stray[0].p.bth.psn, kRepPsn[2] + 3) << "translated past the 3 partial aggregates";
+    EXPECT_TRUE(stray[0].icrc_ok);
+    EXPECT_EQ(job->counters.forwarded, 1u);
+}
+
 // The learning job removed: its connections end by their DREQs (either way); when none is left
 // the job is over. A new job on the same root (here: the same id again, as a reload that
 // changed it would make) learns only connections whose REQ comes after the removal; the old

@@ -956,11 +956,16 @@ void JobState::supersede(uint16_t i, uint32_t src_ip, uint32_t dst_ip, const uin
         }
         if (k < params.n_conns) {
             // Complete chunks already sent on the old connection and not acknowledged: the
-            // root may hold them (its ACK lost), so a second copy on another connection could
-            // be a wrong sum. Released (counted); the root stalls visibly if it lacks them.
+            // root may hold them (its ACK lost, or passed after the DREQ ended the
+            // connection here), so a second copy on another connection could be a wrong sum.
+            // Released (counted); the root stalls visibly if it lacks them. Found by the
+            // messages the old leg has outstanding, not by keys below the highest seen: a
+            // worker ahead may have sent (RNR-NAKed) chunk k + window while k is unacknowledged,
+            // and k stayed held for good (roce-vm-s2s-rejoin, the carrier round).
             const uint32_t w = params.window;
-            for (uint32_t d = 0; any_key && d < w; ++d) {
-                const uint32_t key = high_key - d;
+            for (uint64_t seq = root_leg.completed_messages(); seq < root_leg.posted_messages();
+                 ++seq) {
+                const uint32_t key = message_key[seq % message_key.size()];
                 if (table.holds(key) &&
                     table.core().state(key & (w - 1)) == agg::SlotState::complete &&
                     table.ack(key, conns[0].bit.data()) == agg::AckResult::released) {
