@@ -62,14 +62,18 @@ LOSS = "loss 2%"
 NAMES = ("absorbed", "aggregates_sent", "aggregates_acked", "forwarded", "rejoins",
          "rejoin_resumed", "rejoin_partial_chunks", "rejoin_held", "rejoin_carrier_moved",
          "rejoin_carrier_unacked", "connections_learned", "icrc_errors", "not_contribution",
-         "bad_contributions")
+         "bad_contributions", "results_replicated", "replicate_failed")
 
 
-def switch_config(cfg: dict, lab) -> dict:
+def switch_config(cfg: dict, lab, replicate: bool = False) -> dict:
     cfg["rdma_s2s"] = {"jobs": [{"id": JOB, "root": lab.vms[0].ip, "world": WORLD, "op": "sum",
                                  "dtype": "int32", "chunk_bytes": CHUNK, "window": WINDOW,
-                                 "learn": True}]}
+                                 "learn": True, "replicate": replicate}]}
     return cfg
+
+
+def replicating_config(cfg: dict, lab) -> dict:
+    return switch_config(cfg, lab, replicate=True)
 
 
 def plain_config(cfg: dict, _lab) -> dict:
@@ -193,12 +197,22 @@ def rejoin_round(lab, data, tag: str, rejoining: int, loss: str | None = None) -
     return d
 
 
+def served(tag: str, root, rounds_n: int) -> list[dict]:
+    """The root's JSON round lines once it ended (exit 0, `rounds_n` rounds)."""
+    rc, out = root.wait(60)
+    log(f"root, {tag}: {out.strip()}")
+    check(rc == 0, f"{tag}: ina-rdma-root served its {rounds_n} round(s) (exit {rc})")
+    rounds = [json.loads(line) for line in out.splitlines()
+              if line.startswith("{") and '"round"' in line]
+    check(len(rounds) == rounds_n, f"{tag}: the root reports {rounds_n} round(s)")
+    return rounds
+
+
 def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
     scratch = tempfile.mkdtemp(prefix="s2s-rejoin-")
     plan = [("rejoin", 2, None), ("carrier", 1, None), (f"rejoin {LOSS}", 2, LOSS)]
-    rounds_n = len(plan) + 2  # and the fresh state's round, and the plain one
     try:
-        data = [int32_inputs(scratch, seed=20261128 + n) for n in range(rounds_n)]
+        data = [int32_inputs(scratch, seed=20261128 + n) for n in range(len(plan) + 3)]
         extra = [stripped(worker_exe, scratch), stripped(root_exe, scratch)]
         extra += [(p, f"/root/{os.path.basename(p)}") for paths, _sha in data for p in paths]
         with Lab(1 + WORLD, fabric="inaswitch", switch_exe=switch_exe, routed=True,
@@ -206,9 +220,13 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
             root_vm = lab.vms[0]
             lab.reach_all()
             rxe_before = [rxe_counters(vm) for vm in lab.vms]
-            root = root_vm.start(root_cmd(root_vm, f"--rounds {rounds_n} "
-                                                   f"--timeout-ms {TIMEOUT_S * 1000}"))
-            root_vm.wait_rdma_cm_listen(timeout=60)
+
+            def start_root(args: str = "") -> object:
+                job = root_vm.start(root_cmd(root_vm, f"{args} --timeout-ms {TIMEOUT_S * 1000}"))
+                root_vm.wait_rdma_cm_listen(timeout=60)
+                return job
+
+            root = start_root(f"--rounds {len(plan) + 1}")
 
             # 1. Rank 2 reconnects alone through the aggregating switch.
             rejoin_round(lab, data[0], plan[0][0], plan[0][1], plan[0][2])
@@ -233,8 +251,34 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
             for (tag, rank, loss), d in zip(plan[1:], data[2:]):
                 rejoin_round(lab, d, tag, rank, loss)
 
-            # 5. Without aggregation: the job removed, RoCE routed untouched.
+            tags = [plan[0][0], "fresh"] + [t for t, _r, _l in plan[1:]]
+            rounds = served("aggregating", root, len(tags))
+            for tag, r in zip(tags, rounds):
+                root_round_checks(tag, r, 0 if tag == "fresh" else 1)
+                if tag == "fresh":
+                    check(r["contributions"] == CHUNKS, "fresh: one aggregate per chunk")
+                else:
+                    check(r["contributions"] < WORLD * CHUNKS,
+                          f"{tag}: {r['contributions']} WRITEs at the root, fewer than "
+                          f"{WORLD * CHUNKS}: aggregates before the rejoin")
+
+            # 5. Result replication (root --results once, replicate: true): rank 2 resumes; the
+            # switch copies the carrier's results to the connections it learned and passes the
+            # resumed one, on which the root writes rank 2 every result itself.
+            lab.reload_switch(replicating_config)
+            root = start_root("--rounds 1 --results once")
+            d = rejoin_round(lab, data[-2], "replicate", 2)
+            check(d["results_replicated"] > 0 and d["replicate_failed"] == 0,
+                  f"replicate: the switch copied {d['results_replicated']:.0f} of the carrier's "
+                  f"results to rank 2's first connection, none failed")
+            r = served("replicate", root, 1)[0]
+            root_round_checks("replicate", r, 1)
+            tags.append("replicate")
+            rounds.append(r)
+
+            # 6. Without aggregation: the job removed, RoCE routed untouched.
             lab.reload_switch(plain_config)
+            root = start_root("--rounds 1")
             before = counters(lab)
             res = run_workers(lab, data[-1], "plain", f"--reconnect-after {RESUME_PLAIN}")
             check(res[1]["reconnected"] and res[1]["resume_chunk"] == RESUME_PLAIN,
@@ -243,25 +287,13 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
             d = both(diff(after, before, "job"), diff(after, before, "leaving_job"))
             check(d["absorbed"] == 0 and d["rejoins"] == 0,
                   "plain: the switch aggregated nothing")
+            r = served("plain", root, 1)[0]
+            root_round_checks("plain", r, 1)
+            check(r["contributions"] == WORLD * CHUNKS,
+                  "plain: the root received every worker's own WRITE")
+            tags.append("plain")
+            rounds.append(r)
 
-            rc, out = root.wait(60)
-            log(f"root: {out.strip()}")
-            check(rc == 0, f"ina-rdma-root served the {rounds_n} rounds (exit {rc})")
-            rounds = [json.loads(line) for line in out.splitlines()
-                      if line.startswith("{") and '"round"' in line]
-            check(len(rounds) == rounds_n, f"the root reports {rounds_n} rounds")
-            tags = [plan[0][0], "fresh"] + [t for t, _r, _l in plan[1:]] + ["plain"]
-            for tag, r in zip(tags, rounds):
-                root_round_checks(tag, r, 0 if tag == "fresh" else 1)
-                if tag == "fresh":
-                    check(r["contributions"] == CHUNKS, "fresh: one aggregate per chunk")
-                elif tag == "plain":
-                    check(r["contributions"] == WORLD * CHUNKS,
-                          "plain: the root received every worker's own WRITE")
-                else:
-                    check(r["contributions"] < WORLD * CHUNKS,
-                          f"{tag}: {r['contributions']} WRITEs at the root, fewer than "
-                          f"{WORLD * CHUNKS}: aggregates before the rejoin")
             check_rxe_counters(lab, rxe_before)
             log("timings: boot {:.1f}s; root seconds per round: {}".format(
                 lab.timings.get("boot_s", 0),

@@ -45,6 +45,9 @@ private:
         uint32_t generation = 0;  // the rank's connections in this round before this one
         bool established = false;
         bool disconnected = false;
+        uint32_t sends = 0;      // result WRITEs posted and not completed (<= kSendDepth)
+        bool owes = false;       // results left owed for want of send queue room
+        uint32_t owed_scan = 0;  // the lowest chunk that may still be owed (with owes)
     };
 
     void on_cm_event(CmEvent ev);
@@ -53,14 +56,20 @@ private:
     void setup_job(const ConnectRequest& q, ibv_context* ctx);
     void on_completion(const ibv_wc& wc);
     void send_ready_results();
-    // Writes result `chunk` to rank `index`'s current connection.
+    // Writes result `chunk` to rank `index`'s current connection if its send queue has room;
+    // else the result stays owed (Conn::owes).
     void post_result(uint32_t index, uint32_t chunk);
-    // A resumed connection is established: every staged result the rank lacks goes on it.
+    // Every staged result the rank lacks, on its current connection, as far as its send queue
+    // has room (a resumed connection once established; any connection that was full).
     void post_owed_results(uint32_t index);
+    uint32_t send_depth() const { return 2 * job_->window + 2; }
     // The chunk a resuming rank WRITEs again from (ConnectReply::resume_chunk).
     uint32_t resume_chunk(uint32_t index, const ConnectRequest& q) const;
+    // once: the carrier (rank 1) alone, and a rank that resumed (the switch replicates onto
+    // the connections it learned; it passes a resumed one, so the root writes that one itself).
     bool writes_results(uint32_t index) const {
-        return opt_.results == ResultMode::per_worker || index == 0;
+        return opt_.results == ResultMode::per_worker || index == 0 ||
+               (conns_[index] && conns_[index]->generation > 0);
     }
     uint8_t& result_state(uint32_t index, uint32_t chunk) {
         return result_state_[size_t{index} * st_.chunks + chunk];
@@ -209,9 +218,10 @@ std::optional<RejectReason> Round::on_connect_request(const CmEvent& ev, std::st
         *why = "rank " + std::to_string(q->rank) + " resumes but never connected in this round";
         return RejectReason::bad_rank;
     }
-    if (q->resuming && opt_.results == ResultMode::once) {
-        // The switch's copies ride the connections it learned; a resumed one it passes.
-        *why = "a rank cannot resume with --results once";
+    if (q->resuming && opt_.results == ResultMode::once && index == 0) {
+        // The switch copies what the root writes on the carrier's connection it learned; a
+        // resumed one it passes, so the other ranks would get no result any more.
+        *why = "the carrier (rank 1) cannot resume with --results once";
         return RejectReason::unsupported;
     }
     auto conn = std::make_unique<Conn>();
@@ -227,7 +237,7 @@ std::optional<RejectReason> Round::on_connect_request(const CmEvent& ev, std::st
         reply.resume_chunk = resume_chunk(index, *q);
     }
     try {
-        conn->qp = create_rc_qp(conn->id, *pd_, *cq_, 2 * job_->window + 2, job_->window);
+        conn->qp = create_rc_qp(conn->id, *pd_, *cq_, send_depth(), job_->window);
         for (uint32_t i = 0; i < job_->window; ++i) {
             post_recv(conn->qp.get(), index);
         }
@@ -340,6 +350,9 @@ void Round::on_completion(const ibv_wc& wc) {
     const uint32_t index = it->second;
     const Conn* cur = conns_[index].get();
     const bool current = cur != nullptr && cur->qp.get()->qp_num == wc.qp_num;
+    if (current && (wc.wr_id & kResultWrite) && cur->sends > 0) {
+        --conns_[index]->sends;
+    }
     if (wc.status != IBV_WC_SUCCESS) {
         if (!current || cur->disconnected) {
             // A connection that ended (or was replaced) flushes what it still had posted: a
@@ -405,17 +418,26 @@ void Round::on_completion(const ibv_wc& wc) {
 }
 
 void Round::post_result(uint32_t index, uint32_t chunk) {
-    const Conn& c = *conns_[index];
+    Conn& c = *conns_[index];
+    if (c.sends >= send_depth()) {
+        c.owed_scan = c.owes ? std::min(c.owed_scan, chunk) : chunk;
+        c.owes = true;
+        return;
+    }
     post_write_imm(c.qp.get(), result_wr_id(index, chunk), *result_mr_, chunking_->offset(chunk),
                    chunking_->length(chunk), c.req.result_addr + chunking_->offset(chunk),
                    c.req.result_rkey, make_imm(chunk, static_cast<uint8_t>(job_->world)));
     result_state(index, chunk) = kPosted;
+    ++c.sends;
 }
 
 void Round::post_owed_results(uint32_t index) {
-    for (uint32_t chunk = 0; chunk < st_.chunks; ++chunk) {
+    Conn& c = *conns_[index];
+    uint32_t chunk = c.owes ? c.owed_scan : 0;
+    c.owes = false;
+    for (; chunk < st_.chunks && !c.owes; ++chunk) {
         if (staged_[chunk] && result_state(index, chunk) == kOwed) {
-            post_result(index, chunk);
+            post_result(index, chunk);  // sets owes (from this chunk) when the queue is full
         }
     }
 }
@@ -431,9 +453,10 @@ void Round::send_ready_results() {
                 throw Error("chunk " + std::to_string(chunk) + " complete while not every "
                             "rank is connected (contribution counts exceed the senders)");
             }
-            // once: the carrier (rank 1) alone; the switch replicates the WRITE to every
-            // worker. A rank that is away, or whose resumed connection is not established
-            // yet, is owed the result (post_owed_results).
+            // once: the carrier (rank 1) and resumed ranks (writes_results); the switch
+            // replicates the carrier's WRITE to every worker it learned. A rank that is away,
+            // or whose resumed connection is not established yet, is owed the result
+            // (post_owed_results).
             if (writes_results(w) && !c->disconnected &&
                 (c->generation == 0 || c->established)) {
                 post_result(w, chunk);
@@ -441,6 +464,14 @@ void Round::send_ready_results() {
         }
     }
     ready_.clear();
+    // Results left owed for want of room: as far as the completions made some.
+    for (uint32_t w = 0; w < conns_.size(); ++w) {
+        const auto& c = conns_[w];
+        if (c && c->owes && !c->disconnected && c->sends < send_depth() &&
+            (c->generation == 0 || c->established)) {
+            post_owed_results(w);
+        }
+    }
 }
 
 bool Round::work_done() const {

@@ -58,7 +58,8 @@ struct RoundStats {
     uint32_t chunks = 0;
     uint64_t contributions = 0;       // WRITE-with-immediate completions
     uint64_t contribution_count = 0;  // the sum of their immediates' counts (chunks x world)
-    // (rank, chunk) results acknowledged, each once: chunks x world, or chunks with once.
+    // (rank, chunk) results acknowledged, each once: chunks x world, or chunks with once (plus
+    // chunks per rank that resumed: the root writes a resumed rank every result itself).
     uint64_t results_written = 0;
     uint64_t rejected = 0;            // connect requests refused
     uint64_t resumes = 0;             // ranks taken back mid-round (resuming requests accepted)
