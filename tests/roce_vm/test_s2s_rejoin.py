@@ -27,8 +27,12 @@ again; rank 1 stays connected throughout.
   4. Rank 2 again with netem `loss 2%` both ways on its link: the CM exchange, the quiesce, the
      partial aggregates and the resumed connection recover (rxe's go-back-N end to end on the
      resumed connection, the switch's NAKs on the old one); bit-exact.
-  5. The same reconnect without the switch aggregating (the job removed by a reload: plain
-     routing): the root sums the workers' own WRITEs, rank 2 resumes where it said, bit-exact.
+  5. Result replication (a second root with --results once, the job reloaded with replicate:
+     true): rank 2 resumes as in 1; the switch copies the carrier's results onto the
+     connections it learned, the root writes rank 2 every result on its resumed connection.
+  6. The same reconnect without the switch aggregating (the job removed by a reload: plain
+     routing, a third root): the root sums the workers' own WRITEs, rank 2 resumes where it
+     said, bit-exact.
   In each the programs exit 0, every worker's disconnect is clean, and no guest's rxe counted a
   retry-exceeded or RNR-retry-exceeded error (no QP gave up).
 
@@ -268,10 +272,13 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
             lab.reload_switch(replicating_config)
             root = start_root("--rounds 1 --results once")
             d = rejoin_round(lab, data[-2], "replicate", 2)
-            check(d["results_replicated"] > 0 and d["replicate_failed"] == 0,
-                  f"replicate: the switch copied {d['results_replicated']:.0f} of the carrier's "
-                  f"results to rank 2's first connection, none failed")
+            # How many copies rank 2's first connection got before it left is a race (it
+            # leaves once its WRITEs are ACKed, its results come later): not counted on.
+            check(d["replicate_failed"] == 0,
+                  f"replicate: {d['results_replicated']:.0f} copies of the carrier's results "
+                  f"made before rank 2 left, none failed")
             r = served("replicate", root, 1)[0]
+            # The root wrote the carrier every result, and rank 2 every result again.
             root_round_checks("replicate", r, 1)
             tags.append("replicate")
             rounds.append(r)
