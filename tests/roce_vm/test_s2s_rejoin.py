@@ -212,7 +212,32 @@ def served(tag: str, root, rounds_n: int) -> list[dict]:
     return rounds
 
 
+def loss_alone(exes: tuple[str, str, str], times: int) -> None:
+    """INA_S2S_REJOIN_LOSS_ONLY=N: the lossy rejoin round alone, N times in one lab (each with
+    new data), for chasing it against rxe."""
+    worker_exe, root_exe, switch_exe = exes
+    scratch = tempfile.mkdtemp(prefix="s2s-rejoin-loss-")
+    try:
+        data = [int32_inputs(scratch, seed=20261200 + n) for n in range(times)]
+        extra = [stripped(worker_exe, scratch), stripped(root_exe, scratch)]
+        extra += [(p, f"/root/{os.path.basename(p)}") for paths, _sha in data for p in paths]
+        with Lab(1 + WORLD, fabric="inaswitch", switch_exe=switch_exe, routed=True,
+                 switch_config=switch_config, extra_files=extra) as lab:
+            lab.reach_all()
+            root = lab.vms[0].start(root_cmd(lab.vms[0], f"--rounds {times} "
+                                                         f"--timeout-ms {TIMEOUT_S * 1000}"))
+            lab.vms[0].wait_rdma_cm_listen(timeout=60)
+            for n, d in enumerate(data):
+                rejoin_round(lab, d, f"rejoin {LOSS} {n + 1} of {times}", 2, LOSS)
+            served("loss", root, times)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
 def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
+    if os.environ.get("INA_S2S_REJOIN_LOSS_ONLY"):
+        loss_alone((worker_exe, root_exe, switch_exe), int(os.environ["INA_S2S_REJOIN_LOSS_ONLY"]))
+        return
     scratch = tempfile.mkdtemp(prefix="s2s-rejoin-")
     plan = [("rejoin", 2, None), ("carrier", 1, None), (f"rejoin {LOSS}", 2, LOSS)]
     try:

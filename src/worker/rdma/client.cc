@@ -180,6 +180,7 @@ ClientStats Client::allreduce(std::span<const std::byte> input, std::span<std::b
         if (reconnect_due && sends_outstanding == 0) {
             // Every WRITE so far acknowledged: chunks [0, next) are in (at the root, or held by
             // a switch that ACKed them as the root), none beyond. Leave, and come back saying so.
+            const auto t_leave = Clock::now();
             static_cast<void>(rdma_disconnect(conn->id.get()));
             while (true) {
                 CmEvent ev = channel.next(deadline, "the disconnect before reconnecting");
@@ -195,7 +196,10 @@ ClientStats Client::allreduce(std::span<const std::byte> input, std::span<std::b
             conn.reset();
             req.resuming = true;
             req.resume_from = next;
+            const auto t_rejoin = Clock::now();
+            st.leave_seconds = std::chrono::duration<double>(t_rejoin - t_leave).count();
             conn = open();
+            st.rejoin_seconds = since(t_rejoin);
             st.reconnected = true;
             st.resume_chunk = conn->reply.resume_chunk;
             if (st.resume_chunk < next) {

@@ -62,6 +62,8 @@ struct ClientStats {
     bool reconnected = false;
     uint32_t resume_chunk = 0;
     uint64_t duplicate_results = 0;
+    double leave_seconds = 0;     // rdma_disconnect until DISCONNECTED (the old connection)
+    double rejoin_seconds = 0;    // resolve + connect of the resuming connection
 };
 
 // A connect refused by the peer: throws Error with the refusal and, when the reject carried an

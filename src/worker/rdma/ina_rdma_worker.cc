@@ -255,7 +255,8 @@ int main(int argc, char** argv) {
                 "\"elements\": %llu, \"chunks\": %u, \"writes\": %llu, \"results\": %llu, "
                 "\"mismatches\": %zu, \"max_abs_err\": %g, \"connect_seconds\": %.6f, "
                 "\"seconds\": %.6f, \"gbit_per_s\": %.6f, \"reconnected\": %s, "
-                "\"resume_chunk\": %u, \"duplicate_results\": %llu, "
+                "\"resume_chunk\": %u, \"duplicate_results\": %llu, \"leave_seconds\": %.6f, "
+                "\"rejoin_seconds\": %.6f, "
                 "\"disconnect_error\": \"%s\"}\n",
                 v.ok ? "true" : "false", input_path.empty() ? "true" : "false", mode.c_str(), it,
                 first_seq, unsigned{o.rank}, unsigned{o.world}, type_name.c_str(),
@@ -264,7 +265,8 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(st.results), v.mismatches, v.max_abs_err,
                 st.connect_seconds, st.seconds, st.goodput_gbit_per_s,
                 st.reconnected ? "true" : "false", st.resume_chunk,
-                static_cast<unsigned long long>(st.duplicate_results),
+                static_cast<unsigned long long>(st.duplicate_results), st.leave_seconds,
+                st.rejoin_seconds,
                 json_escape(st.disconnect_error).c_str());
             if (!v.ok) {
                 std::fprintf(stderr, "ina-rdma-worker: verification failed (%zu mismatches): %s\n",

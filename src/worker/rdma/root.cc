@@ -60,7 +60,8 @@ private:
     // else the result stays owed (Conn::owes).
     void post_result(uint32_t index, uint32_t chunk);
     // Every staged result the rank lacks, on its current connection, as far as its send queue
-    // has room (a resumed connection once established; any connection that was full).
+    // has room (a resumed connection once established, or its first WRITE came; any
+    // connection that was full).
     void post_owed_results(uint32_t index);
     uint32_t send_depth() const { return 2 * job_->window + 2; }
     // The chunk a resuming rank WRITEs again from (ConnectReply::resume_chunk).
@@ -307,10 +308,11 @@ void Round::on_cm_event(CmEvent ev) {
                 continue;
             }
             if (ev.type() == RDMA_CM_EVENT_ESTABLISHED) {
-                c->established = true;
-                if (c->generation > 0) {
+                if (!c->established && c->generation > 0) {
+                    c->established = true;
                     post_owed_results(index);
                 }
+                c->established = true;
                 return;
             }
             c->disconnected = true;
@@ -414,6 +416,12 @@ void Round::on_completion(const ibv_wc& wc) {
     }
     if (current && !cur->disconnected) {
         post_recv(cur->qp.get(), index);
+        if (!cur->established && cur->generation > 0) {
+            // The worker's WRITE proves its QP ready: its RTU may be lost (rdma_cm reports
+            // ESTABLISHED only after the CM's retries), the results it is owed go now.
+            conns_[index]->established = true;
+            post_owed_results(index);
+        }
     }
 }
 
