@@ -45,7 +45,7 @@ private:
         uint32_t generation = 0;  // the rank's connections in this round before this one
         bool established = false;
         bool disconnected = false;
-        uint32_t sends = 0;      // result WRITEs posted and not completed (<= kSendDepth)
+        uint32_t sends = 0;      // result WRITEs posted and not completed (<= send_depth())
         bool owes = false;       // results left owed for want of send queue room
         uint32_t owed_scan = 0;  // the lowest chunk that may still be owed (with owes)
     };
