@@ -87,10 +87,18 @@ def root_cmd(root_vm, args: str) -> str:
     return f"ina-rdma-root --bind {root_vm.ip} --port {PORT} --world {WORLD} {args}"
 
 
-def allreduce(root_vm, workers, worker_args: list[str], tag: str) -> list[dict]:
-    """Runs one AllReduce on the listening root; returns the workers' JSON results."""
-    jobs = [vm.start(worker_cmd(root_vm, rank, worker_args[rank - 1]))
-            for rank, vm in enumerate(workers, start=1)]
+def allreduce(root_vm, workers, worker_args: list[str], tag: str,
+              before_rank=None, order: list[int] | None = None) -> list[dict]:
+    """Runs one AllReduce on the listening root; returns the workers' JSON results (by rank).
+    The ranks start in `order` (default 1..world); `before_rank(rank)`, when given, runs before
+    each rank after the first starts (it waits for an observable event)."""
+    order = order or list(range(1, len(workers) + 1))
+    started = {}
+    for n, rank in enumerate(order):
+        if before_rank is not None and n > 0:
+            before_rank(rank)
+        started[rank] = workers[rank - 1].start(worker_cmd(root_vm, rank, worker_args[rank - 1]))
+    jobs = [started[rank] for rank in sorted(started)]
     results = []
     for rank, job in enumerate(jobs, start=1):
         rc, out = job.wait(TIMEOUT_S + 30)

@@ -841,7 +841,10 @@ protected:
         std::memcpy(msg.req.private_data.data() + rc::cm::kCmaHeaderBytes, enc.data(), enc.size());
         return cm_frame(worker_ip(rank), kRoot, msg);
     }
-    Bytes rep(int rank, uint32_t generation = 0) {
+    // The root's REP; `resumed`: its INAR reply (ConnectReply::encode) takes the rank back
+    // into the running AllReduce from chunk `resume_chunk`.
+    Bytes rep(int rank, uint32_t generation = 0, bool resumed = false, uint32_t resume_chunk = 0,
+              uint32_t inar_job = 11) {
         rc::cm::Message msg;
         msg.header.attr_id = static_cast<uint16_t>(rc::cm::Attr::rep);
         msg.header.transaction_id = 0x100 + static_cast<uint64_t>(rank);
@@ -849,6 +852,14 @@ protected:
         msg.rep.remote_comm_id = 0x1000 + static_cast<uint32_t>(rank) + 0x10 * generation;
         msg.rep.local_qpn = kRootQpn[rank];
         msg.rep.starting_psn = kRepPsn[rank];
+        ina::rdma::ConnectReply r;
+        r.job_id = inar_job;
+        r.contribution_addr = kAreaVa[rank];
+        r.contribution_rkey = kAreaRkey[rank];
+        r.resumed = resumed;
+        r.resume_chunk = resume_chunk;
+        const auto enc = r.encode();
+        std::memcpy(msg.rep.private_data.data(), enc.data(), enc.size());
         return cm_frame(kRoot, worker_ip(rank), msg);
     }
     // The root's DREQ of rank's connection `generation` (it names the worker's QPN).
@@ -906,9 +917,12 @@ protected:
     std::unique_ptr<fs::JobState> next_state;
     // A connection of `rank` (REQ, REP) that may make the switch send something: the REQ and
     // the REP pass untouched, the rest (e.g. a rejoin's partial aggregates) is returned.
-    std::vector<Seen> reconnect(int rank, uint32_t generation) {
+    // `resumed`: the root's REP takes the rank back into the running AllReduce at chunk
+    // `resume_chunk`.
+    std::vector<Seen> reconnect(int rank, uint32_t generation, bool resumed = false,
+                                uint32_t resume_chunk = 0) {
         send(req(rank, 11, generation));
-        send(rep(rank, generation));
+        send(rep(rank, generation, resumed, resume_chunk));
         std::vector<Seen> rest;
         int cm = 0;
         for (const uint16_t port : {kR0, kR1}) {
@@ -1332,6 +1346,155 @@ TEST_F(RoceS2sLearn, ACarrierReconnectingAloneMovesTheAggregatesToTheNextRank) {
     EXPECT_EQ(stray[0].dst, kRoot);
     EXPECT_EQ(stray[0].p.bth.psn, kRepPsn[2] + 1) << "the root saw one packet there";
     EXPECT_TRUE(stray[0].icrc_ok);
+}
+
+// Rank 2 leaves mid-AllReduce and comes back RESUMING (ina-rdma-worker --reconnect-after):
+// the root's REP says `resumed` (ConnectReply, docs/rdma.md "A worker that reconnects
+// alone"). The old state leaves as for any rejoin (rank 1's held chunks 1 and 2 go to the root
+// as k = 1 partial aggregates, rank 1 then drains and is translated), but nobody aggregates on
+// the new connection: it is not held back (no RNR NAK, nothing dropped), not learned by the
+// fresh state, and its WRITEs and the root's ACKs pass untouched, the root summing them with
+// the partial aggregates. Without the rule the fresh state absorbed rank 2's chunks into a
+// session rank 1 never joins: ACKed as the root, never sent (the AllReduce hung).
+TEST_F(RoceS2sLearn, AResumedRankPassesStraightToTheRootWhileTheOldStateLeaves) {
+    config::LoadResult keep;
+    const fs::JobConfig& cfg = job_config(yaml(), keep);
+    connect(1);
+    connect(2);
+    complete_chunk_learned();
+    send(contribution(1, kRepPsn[1] + 1, 1, fill(10)));
+    send(contribution(1, kRepPsn[1] + 2, 2, fill(20)));
+    drain();
+    send(dreq(2));  // the worker ends its old connection first
+    drain();
+    auto agg = reconnect(2, 1, true, 1);
+    EXPECT_EQ(job->counters.rejoin_resumed, 1u);
+    EXPECT_EQ(job->counters.rejoins, 1u);
+    EXPECT_EQ(job->counters.rejoin_partial_chunks, 2u);
+    EXPECT_EQ(job->counters.connections_replaced, 0u) << "its DREQ was seen";
+    ASSERT_EQ(agg.size(), 2u) << "chunks 1 and 2 with rank 1's contributions only";
+    for (uint32_t c = 1; c <= 2; ++c) {
+        EXPECT_EQ(agg[c - 1].p.bth.dest_qp, kRootQpn[1]);
+        EXPECT_EQ(agg[c - 1].p.imm, c << 8 | 1);
+        EXPECT_TRUE(agg[c - 1].icrc_ok);
+    }
+    // Before the fresh state exists: rank 2's resumed WRITE of chunk 1 at the REP's PSN goes to
+    // the root as it is (not RNR-NAKed, not dropped).
+    const auto resumed_write = [&](uint32_t psn, uint32_t c) {
+        send(contribution(2, psn, c, fill(static_cast<int32_t>(100 * c))));
+        EXPECT_TRUE(to(kWorker2).empty()) << "the switch answers nothing on it";
+        ASSERT_EQ(stray.size(), 1u);
+        EXPECT_EQ(stray[0].dst, kRoot);
+        EXPECT_EQ(stray[0].p.bth.psn, psn) << "untouched";
+        EXPECT_EQ(stray[0].p.imm, c << 8 | 1);
+        EXPECT_TRUE(stray[0].icrc_ok);
+        stray.clear();
+    };
+    resumed_write(kRepPsn[2], 1);
+    EXPECT_EQ(job->counters.rejoin_held, 0u);
+    // The root's ACK of it, toward the new connection's QP: passes too.
+    rc::Ipv4Path back;
+    back.src_ip = kRoot;
+    back.dst_ip = kWorker2;
+    back.dest_qp = kWorkerQpn[2] + 100;
+    send(frame(kRoot, [&](uint8_t* out, size_t cap) {
+        return rc::encode_ack(out, cap, back, 1,
+                              rc::Reply{rc::aeth::kAckUnlimited, kRepPsn[2], 1});
+    }));
+    auto out = to(kWorker2);
+    ASSERT_EQ(out.size(), 1u) << "the root's own ACK reaches the worker";
+    EXPECT_EQ(out[0].src, kRoot);
+    EXPECT_EQ(out[0].p.aeth.msn, 1u);
+    // The fresh state made and published: it learned nothing of the resumed connection.
+    successor_made(cfg);
+    successor_attached();
+    successor_published(cfg);
+    resumed_write(kRepPsn[2] + 1, 2);
+    EXPECT_EQ(next_state->counters.connections_learned, 0u);
+    EXPECT_EQ(next_state->counters.absorbed, 0u);
+    EXPECT_EQ(next_state->table.in_use(), 0u);
+    // Rank 1 leaves with the old state: held chunks acknowledged, then translated.
+    send(root_ack(1, kRepPsn[1] + 2));
+    drain();
+    EXPECT_EQ(job->counters.aggregates_acked, 3u);
+    send(contribution(1, kRepPsn[1] + 3, 3, fill(30)));
+    out = to(kRoot);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].src, kWorker1);
+    EXPECT_EQ(out[0].p.bth.psn, kRepPsn[1] + 3);
+    EXPECT_EQ(job->counters.forwarded, 1u);
+    EXPECT_EQ(lcore(fs::LcoreCounter::fallback), 0u);
+}
+
+// A resumed REP of a rank the state never had live in this session (e.g. the fresh state
+// hearing a second resume) starts nothing: no session, no rejoin, and the connection passes.
+TEST_F(RoceS2sLearn, AResumedRepOutsideTheSessionStartsNothing) {
+    connect(1);
+    send(req(2, 11, 1));
+    send(rep(2, 1, true, 5));
+    drain();
+    EXPECT_EQ(job->counters.rejoin_resumed, 1u);
+    EXPECT_EQ(job->counters.rejoins, 0u);
+    EXPECT_EQ(job->counters.connections_learned, 1u) << "rank 1 only";
+    EXPECT_FALSE(job->superseded);
+    send(contribution(2, kRepPsn[2], 5, fill(5)));
+    EXPECT_TRUE(to(kWorker2).empty());
+    ASSERT_EQ(stray.size(), 1u);
+    EXPECT_EQ(stray[0].p.bth.psn, kRepPsn[2]);
+    stray.clear();
+    // Another job's resumed reply is not this job's: the REP is learned as usual.
+    send(req(2, 11, 2));
+    send(rep(2, 2, true, 5, 12));
+    drain();
+    EXPECT_EQ(job->counters.connections_learned, 2u);
+}
+
+// The carrier reconnects alone while rank 2 is a window ahead: chunk 3's aggregate on the old
+// carrier connection is unacknowledged and rank 2 has already sent chunk 7 (slot 3: RNR-NAKed,
+// but its key is the highest seen). The unacknowledged aggregate is still released (found by
+// the old leg's outstanding messages, not by keys within a window of the highest), so the old
+// state drains once rank 2's partial aggregates are acknowledged and rank 2's chunk 7 goes on
+// translated. (Searching keys high_key - window + 1 .. high_key missed chunk 3: its slot stayed
+// complete for good and rank 2 was RNR-NAKed for ever; roce-vm-s2s-rejoin's carrier round.)
+TEST_F(RoceS2sLearn, ACarrierRejoiningBehindAWorkerAWindowAheadReleasesItsUnackedAggregate) {
+    connect(1);
+    connect(2);
+    for (uint32_t c = 0; c < kWindow; ++c) {
+        send(contribution(1, kRepPsn[1] + c, c, fill(static_cast<int32_t>(c))));
+        send(contribution(2, kRepPsn[2] + c, c, fill(static_cast<int32_t>(100 + c))));
+    }
+    ASSERT_EQ(job->counters.aggregates_sent, kWindow);
+    drain();
+    send(root_ack(1, kRepPsn[1] + 2));  // chunks 0..2 acknowledged, 3 not
+    drain();
+    for (uint32_t c = kWindow; c < kWindow + 3; ++c) {
+        send(contribution(2, kRepPsn[2] + c, c, fill(static_cast<int32_t>(100 + c))));
+    }
+    send(contribution(2, kRepPsn[2] + 7, 7, fill(107)));
+    auto out = to(kWorker2);
+    ASSERT_FALSE(out.empty());
+    EXPECT_EQ(rc::aeth::kind(out.back().p.aeth.syndrome), rc::aeth::Kind::rnr_nak)
+        << "chunk 7: its slot still holds chunk 3";
+    drain();
+    auto agg = reconnect(1, 1, true, 4);
+    EXPECT_EQ(job->counters.rejoin_carrier_moved, 1u);
+    EXPECT_EQ(job->counters.rejoin_carrier_unacked, 1u) << "chunk 3, not sent again";
+    ASSERT_EQ(agg.size(), 3u) << "chunks 4..6 with rank 2's contributions, on its connection";
+    for (uint32_t n = 0; n < 3; ++n) {
+        EXPECT_EQ(agg[n].src, kWorker2);
+        EXPECT_EQ(agg[n].p.bth.psn, kRepPsn[2] + n);
+        EXPECT_EQ(agg[n].p.imm, (kWindow + n) << 8 | 1);
+    }
+    send(root_ack(2, kRepPsn[2] + 2));
+    drain();
+    EXPECT_EQ(job->table.in_use(), 0u) << "nothing held: chunk 3 released";
+    send(contribution(2, kRepPsn[2] + 7, 7, fill(107)));
+    EXPECT_TRUE(to(kWorker2).empty()) << "no RNR NAK any more";
+    ASSERT_EQ(stray.size(), 1u);
+    EXPECT_EQ(stray[0].dst, kRoot);
+    EXPECT_EQ(stray[0].p.bth.psn, kRepPsn[2] + 3) << "translated past the 3 partial aggregates";
+    EXPECT_TRUE(stray[0].icrc_ok);
+    EXPECT_EQ(job->counters.forwarded, 1u);
 }
 
 // The learning job removed: its connections end by their DREQs (either way); when none is left

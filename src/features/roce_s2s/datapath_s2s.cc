@@ -167,6 +167,24 @@ bool translate(rte_mbuf* m, uint32_t l3_offset, uint32_t l4_offset, uint32_t psn
 }
 
 // The RDMA WRITE opcodes a result travels in (FIRST/MIDDLE/LAST[_IMM]/ONLY[_IMM]).
+// The INAR private data of the CM exchange (src/worker/rdma/protocol.h, fixed big-endian
+// layouts), read in place: no allocation on the packet path. The stage test builds its REQs and
+// REPs with ConnectRequest::encode and ConnectReply::encode, so a layout change fails it.
+constexpr uint32_t kInarMagic = 0x494E4152;  // "INAR"
+constexpr uint8_t kInarVersion = 1;
+
+uint32_t be32(const uint8_t* b) {
+    return uint32_t{b[0]} << 24 | uint32_t{b[1]} << 16 | uint32_t{b[2]} << 8 | b[3];
+}
+
+// The root's REP private data (rdma_accept's own, no rdma_cm header before it): an accepting
+// ConnectReply of job `job_id` (magic, version, status 0 at byte 5, job id at 8) whose flags
+// (byte 24) say `resumed`: the rank is taken back into the running AllReduce.
+bool rep_resumes(const uint8_t* inar, uint32_t job_id) {
+    return be32(inar) == kInarMagic && inar[4] == kInarVersion && inar[5] == 0 &&
+           be32(inar + 8) == job_id && (inar[24] & 1) != 0;
+}
+
 bool write_request(uint8_t opcode) {
     return opcode >= rc::op::kWriteFirst && opcode <= rc::op::kWriteOnlyImm;
 }
@@ -414,10 +432,12 @@ struct Burst {
     // first PSN gets an RNR NAK (the worker retries it after the timer: rnr_retry 7 is
     // unlimited), any other request toward the root is dropped unACKed (the worker's RC timer
     // resends it; the switch cannot answer without the connection's QPNs). The root's packets
-    // pass: it has received nothing of the new connections to answer.
+    // pass: it has received nothing of the new connections to answer. A connection the root
+    // took back into this session (resumed) is nobody's: it passes.
     void hold(JobState& old, rte_mbuf* m, const pipeline::PacketMeta& pm, const rc::Packet& p,
               bool to_root, uint32_t worker, FeatureEdge pass) {
-        if (!to_root || !rc_request(p.bth.opcode)) {
+        if (!to_root || !rc_request(p.bth.opcode) ||
+            old.is_resumed(to_root, worker, p.bth.dest_qp)) {
             ++lcore_counter(ctx, LcoreCounter::passed);
             out.push(pass, m);
             return;
@@ -862,6 +882,7 @@ bool JobState::start_session_if_new(uint16_t i) {
         return false;
     }
     ++session;
+    resumed.fill(Resumed{});  // connections taken back into the last session are over
     if (any_key || table.in_use() != 0) {
         // What the previous session left held was never going to be acknowledged by the root:
         // no connection of it is live but this rank's own, which its REP replaces.
@@ -897,24 +918,27 @@ bool JobState::post_aggregate(uint32_t key, uint32_t length, uint64_t t_ns) {
 }
 
 void JobState::supersede(uint16_t i, uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad,
-                         uint32_t len, uint32_t rep_root_qpn, uint32_t rep_psn, uint64_t t_ns) {
+                         uint32_t len, uint32_t rep_root_qpn, uint32_t rep_psn, uint64_t t_ns,
+                         bool resume) {
     superseded = true;
     ++counters.rejoins;
     Connection& c = conns[i];
-    // The rank's new connection, held back (RNR NAK from its first PSN) until the successor
-    // takes it: the root expects its first request at the REP's PSN and has seen none.
-    held.params.rank = c.params.rank;
-    held.params.worker_ip = c.req.ip;
-    held.params.worker_qpn = c.req.qpn;
-    held.params.root_qpn = rep_root_qpn;
-    held.leg.epsn = rep_psn & 0xFFFFFF;
-    held.to_worker.src_ip = params.root_ip;
-    held.to_worker.dst_ip = c.req.ip;
-    held.to_worker.src_port = rc::source_port_for_qp(rep_root_qpn);
-    held.to_worker.dest_qp = c.req.qpn;
-    held_known = true;
     n_notes = 0;
-    note(src_ip, dst_ip, mad, len);  // the successor learns the connection from this REP
+    if (!resume) {
+        // The rank's new connection, held back (RNR NAK from its first PSN) until the successor
+        // takes it: the root expects its first request at the REP's PSN and has seen none.
+        held.params.rank = c.params.rank;
+        held.params.worker_ip = c.req.ip;
+        held.params.worker_qpn = c.req.qpn;
+        held.params.root_qpn = rep_root_qpn;
+        held.leg.epsn = rep_psn & 0xFFFFFF;
+        held.to_worker.src_ip = params.root_ip;
+        held.to_worker.dst_ip = c.req.ip;
+        held.to_worker.src_port = rc::source_port_for_qp(rep_root_qpn);
+        held.to_worker.dest_qp = c.req.qpn;
+        held_known = true;
+        note(src_ip, dst_ip, mad, len);  // the successor learns the connection from this REP
+    }
     // The rank's old connection: the root replaced it (it accepted the new one), so it carries
     // nothing more. Its contributions already held stay in their chunks (ACKed to it).
     if (c.live) {
@@ -932,11 +956,16 @@ void JobState::supersede(uint16_t i, uint32_t src_ip, uint32_t dst_ip, const uin
         }
         if (k < params.n_conns) {
             // Complete chunks already sent on the old connection and not acknowledged: the
-            // root may hold them (its ACK lost), so a second copy on another connection could
-            // be a wrong sum. Released (counted); the root stalls visibly if it lacks them.
+            // root may hold them (its ACK lost, or passed after the DREQ ended the
+            // connection here), so a second copy on another connection could be a wrong sum.
+            // Released (counted); the root stalls visibly if it lacks them. Found by the
+            // messages the old leg has outstanding, not by keys below the highest seen: a
+            // worker ahead may have sent (RNR-NAKed) chunk k + window while k is unacknowledged,
+            // and k stayed held for good (roce-vm-s2s-rejoin, the carrier round).
             const uint32_t w = params.window;
-            for (uint32_t d = 0; any_key && d < w; ++d) {
-                const uint32_t key = high_key - d;
+            for (uint64_t seq = root_leg.completed_messages(); seq < root_leg.posted_messages();
+                 ++seq) {
+                const uint32_t key = message_key[seq % message_key.size()];
                 if (table.holds(key) &&
                     table.core().state(key & (w - 1)) == agg::SlotState::complete &&
                     table.ack(key, conns[0].bit.data()) == agg::AckResult::released) {
@@ -972,6 +1001,17 @@ void JobState::supersede(uint16_t i, uint32_t src_ip, uint32_t dst_ip, const uin
         post_aggregate(keys[k], table.core().count(slot) * static_cast<uint32_t>(elem), t_ns);
     }
     wants_successor.store(true, std::memory_order_release);
+}
+
+bool JobState::is_resumed(bool toward_root, uint32_t worker_ip, uint32_t dest_qp) const {
+    for (uint16_t k = 0; k < params.n_conns; ++k) {
+        const Resumed& r = resumed[k];
+        if (r.worker_qpn != 0 && r.worker_ip == worker_ip &&
+            dest_qp == (toward_root ? r.root_qpn : r.worker_qpn)) {
+            return true;
+        }
+    }
+    return false;
 }
 
 void JobState::note(uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, uint32_t len) {
@@ -1082,15 +1122,10 @@ void JobState::snoop_cm(uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, ui
         return;
     }
     if (attr == rc::cm::Attr::req && dst_ip == params.root_ip) {
-        // The INAR connect request after rdma_cm's header, read in place (no allocation):
-        // magic, version, mode, then job id and rank (src/worker/rdma/protocol.h, the fixed
-        // big-endian layout ConnectRequest::encode writes; the stage test builds REQs with it).
+        // The INAR connect request after rdma_cm's header: magic, version, mode, then job id
+        // and rank.
         const uint8_t* inar = msg.req.private_data.data() + rc::cm::kCmaHeaderBytes;
-        const auto be32 = [](const uint8_t* b) {
-            return uint32_t{b[0]} << 24 | uint32_t{b[1]} << 16 | uint32_t{b[2]} << 8 | b[3];
-        };
-        constexpr uint32_t kInarMagic = 0x494E4152;  // "INAR"
-        constexpr uint8_t kInarVersion = 1, kModeServerToServer = 1;
+        constexpr uint8_t kModeServerToServer = 1;
         const uint32_t job_id = be32(inar + 8);
         const uint32_t rank = uint32_t{inar[12]} << 8 | inar[13];
         if (be32(inar) != kInarMagic || inar[4] != kInarVersion ||
@@ -1128,6 +1163,22 @@ void JobState::snoop_cm(uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, ui
             Connection& c = conns[i];
             if (c.pending && c.req.ip == dst_ip &&
                 c.req.comm_id == msg.rep.remote_comm_id) {
+                if (rep_resumes(msg.rep.private_data.data(), params.job_id)) {
+                    // The root took the rank back into the running AllReduce: the worker
+                    // WRITEs on from a chunk the root chose, straight to the root. Nobody
+                    // aggregates on the new connection (no state could complete a chunk with
+                    // it: the other ranks stay on their connections); the rank's old one
+                    // leaves this session, which drains and is translated (supersede). A
+                    // fresh state takes the job's next session.
+                    c.pending = false;
+                    ++counters.rejoin_resumed;
+                    resumed[i] = Resumed{dst_ip, c.req.qpn, msg.rep.local_qpn};
+                    if (session != 0 && c.session == session) {
+                        supersede(i, src_ip, dst_ip, mad, len, msg.rep.local_qpn,
+                                  msg.rep.starting_psn, t_ns, true);
+                    }
+                    return;
+                }
                 if (!start_session_if_new(i)) {
                     supersede(i, src_ip, dst_ip, mad, len, msg.rep.local_qpn,
                               msg.rep.starting_psn, t_ns);

@@ -200,6 +200,16 @@ struct alignas(64) JobState {
     // and REP), whose requests get RNR NAKs from its starting PSN until the successor takes it.
     Connection held;
     bool held_known = false;
+    // Connections the root took back into this session (a resumed REP, docs/rdma.md "A worker
+    // that reconnects alone"), by rank index: nobody aggregates on them, their packets pass
+    // (also while the successor is awaited). qpn 0: none.
+    struct Resumed {
+        uint32_t worker_ip = 0;
+        uint32_t worker_qpn = 0;
+        uint32_t root_qpn = 0;
+    };
+    std::array<Resumed, kMaxConns> resumed{};
+    bool is_resumed(bool toward_root, uint32_t worker_ip, uint32_t dest_qp) const;
     // Superseded, no successor yet: the CM packets since the REP, replayed by the successor.
     std::array<CmNote, kMaxCmNotes> notes{};
     uint16_t n_notes = 0;
@@ -224,9 +234,11 @@ struct alignas(64) JobState {
     // Learn: rank i reconnected alone (its REP `mad` from the root, while others are live):
     // this state leaves (rank i's old connection ended and taken out of the held chunks, those
     // every other rank contributed to sent now as partial aggregates), a successor is wanted,
-    // and the REP is noted for it. `t_ns`: the burst's time.
+    // and the REP is noted for it. `resume`: the root took the rank back into this session
+    // (its REP says so): the new connection is nobody's, it passes (not held, not noted).
+    // `t_ns`: the burst's time.
     void supersede(uint16_t i, uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, uint32_t len,
-                   uint32_t rep_root_qpn, uint32_t rep_psn, uint64_t t_ns);
+                   uint32_t rep_root_qpn, uint32_t rep_psn, uint64_t t_ns, bool resume = false);
     // Superseded, no successor yet: a CM packet for the successor (counted when out of room).
     void note(uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, uint32_t len);
     // On a fresh state attached for a superseded one (`predecessor`): takes over the pending

@@ -124,6 +124,7 @@ constexpr uint32_t job_state_id(uint32_t job_id) { return 0x40000000u | job_id; 
     X(rejoin_carrier_unacked, "Aggregates sent on a reconnecting carrier's old connection, unacknowledged: released, not sent again (the root may hold them; a second copy would be a wrong sum)") \
     X(rejoin_held, "Requests toward the root of the next session held back before its state was attached (RNR NAK or dropped unACKed)") \
     X(rejoin_cm_lost, "CM packets of the next session not kept for its state (notes full)") \
+    X(rejoin_resumed, "REPs that took a rank back into the running AllReduce (INAR reply resumed): its new connection passes untouched, this state leaves") \
     X(drain_refused, "Contributions to new chunks refused while draining (RNR NAK)")          \
     X(forwarded, "Packets forwarded with their PSN/MSN translated after the drain")            \
     X(leave_connections_translated, "Connections of a removed job forwarded translated by the switch after the removal") \

@@ -43,6 +43,7 @@ public:
     bool take(uint32_t chunk, std::span<std::byte> out);
 
     uint32_t chunks_completed() const { return completed_; }
+    bool complete(uint32_t chunk) const { return chunk < done_.size() && done_[chunk]; }
     bool all_complete() const { return completed_ == chunking_.chunks(); }
 
 private:

@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 
 #include <array>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -34,6 +35,20 @@ Client::Client(ClientOptions options) : opt_(std::move(options)) {
     parse_address(opt_.root, opt_.port);
 }
 
+namespace {
+
+// One rdma_cm connection to the root: its id, completion queue and QP (destroyed in that
+// order's reverse: QP, CQ, id). The protection domain and memory regions outlive it, so a
+// reconnect keeps the tensors registered (the same result rkey).
+struct Connection {
+    CmId id;
+    std::unique_ptr<CompletionQueue> cq;
+    QueuePair qp;
+    ConnectReply reply;
+};
+
+}  // namespace
+
 ClientStats Client::allreduce(std::span<const std::byte> input, std::span<std::byte> output) {
     const auto t_start = Clock::now();
     const Deadline deadline = t_start + opt_.timeout;
@@ -46,17 +61,11 @@ ClientStats Client::allreduce(std::span<const std::byte> input, std::span<std::b
     const uint32_t send_depth = 2 * window;
 
     EventChannel channel;
-    CmId id = resolve(channel, opt_.root, opt_.port, deadline);
-    ProtectionDomain pd(id->verbs);
-    CompletionQueue cq(id->verbs, static_cast<int>(send_depth + window + 1));
-    // The HCA only reads the input (access 0); ibv_reg_mr takes a non-const pointer.
-    MemoryRegion input_mr(pd,
-                          std::span(const_cast<std::byte*>(input.data()), input.size()), 0);
-    MemoryRegion output_mr(pd, output, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-    QueuePair qp = create_rc_qp(id, pd, cq, send_depth, window);
-    for (uint32_t i = 0; i < window; ++i) {
-        post_recv(qp.get(), kResultRecv);
-    }
+    std::unique_ptr<ProtectionDomain> pd;
+    std::unique_ptr<MemoryRegion> input_mr;
+    std::unique_ptr<MemoryRegion> output_mr;
+    // The connection after the memory it uses: destroyed first.
+    std::unique_ptr<Connection> conn;
 
     ConnectRequest req;
     req.mode = Mode::server_to_server;
@@ -68,24 +77,52 @@ ClientStats Client::allreduce(std::span<const std::byte> input, std::span<std::b
     req.elements = input.size() / reduce::elem_size(opt_.elem_type);
     req.chunk_bytes = opt_.chunk_bytes;
     req.window = window;
-    req.result_addr = output_mr.addr();
-    req.result_rkey = output_mr.rkey();
-    const auto req_bytes = req.encode();
-    std::vector<std::byte> reply_bytes;
-    try {
-        reply_bytes = connect(channel, id, req_bytes, deadline);
-    } catch (const Rejected& r) {
-        throw_refusal(r);
-    }
-    std::string why;
-    const auto reply = ConnectReply::decode(reply_bytes, &why);
-    if (!reply) {
-        throw Error("the root's accept: " + why);
-    }
-    if (reply->status != 0 || reply->job_id != opt_.job_id) {
-        throw Error("the root accepted with status " + std::to_string(reply->status) +
-                    " for job " + std::to_string(reply->job_id));
-    }
+
+    // Resolves, creates the QP with its receives posted, and connects with `req`.
+    const auto open = [&]() {
+        auto c = std::make_unique<Connection>();
+        c->id = resolve(channel, opt_.root, opt_.port, deadline);
+        if (!pd) {
+            pd = std::make_unique<ProtectionDomain>(c->id->verbs);
+            // The HCA only reads the input (access 0); ibv_reg_mr takes a non-const pointer.
+            input_mr = std::make_unique<MemoryRegion>(
+                *pd, std::span(const_cast<std::byte*>(input.data()), input.size()), 0);
+            output_mr = std::make_unique<MemoryRegion>(
+                *pd, output, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+        } else if (c->id->verbs != pd->context()) {
+            throw Error("the reconnection resolved to another RDMA device");
+        }
+        c->cq = std::make_unique<CompletionQueue>(c->id->verbs,
+                                                  static_cast<int>(send_depth + window + 1));
+        c->qp = create_rc_qp(c->id, *pd, *c->cq, send_depth, window);
+        for (uint32_t i = 0; i < window; ++i) {
+            post_recv(c->qp.get(), kResultRecv);
+        }
+        req.result_addr = output_mr->addr();
+        req.result_rkey = output_mr->rkey();
+        const auto req_bytes = req.encode();
+        std::vector<std::byte> reply_bytes;
+        try {
+            reply_bytes = connect(channel, c->id, req_bytes, deadline);
+        } catch (const Rejected& r) {
+            throw_refusal(r);
+        }
+        std::string why;
+        const auto reply = ConnectReply::decode(reply_bytes, &why);
+        if (!reply) {
+            throw Error("the root's accept: " + why);
+        }
+        if (reply->status != 0 || reply->job_id != opt_.job_id) {
+            throw Error("the root accepted with status " + std::to_string(reply->status) +
+                        " for job " + std::to_string(reply->job_id));
+        }
+        if (req.resuming && !reply->resumed) {
+            throw Error("the root accepted the resuming connection as a new one");
+        }
+        c->reply = *reply;
+        return c;
+    };
+    conn = open();
 
     ClientStats st;
     st.chunks = chunks;
@@ -99,49 +136,107 @@ ClientStats Client::allreduce(std::span<const std::byte> input, std::span<std::b
     const std::array<int, 1> cm_fd{channel.fd()};
     const auto t0 = Clock::now();
     auto t_last = t0;
-    while (st.results < chunks || sends_outstanding > 0) {
-        while (next < chunks && next < base + window && sends_outstanding < send_depth) {
-            post_write_imm(qp.get(), next, input_mr, chunking.offset(next),
-                           chunking.length(next),
-                           reply->contribution_addr + uint64_t{chunking.slot(next)} *
-                                                          opt_.chunk_bytes,
-                           reply->contribution_rkey, make_imm(next, 1));
-            ++next;
-            ++st.writes;
-            ++sends_outstanding;
-        }
-        const size_t n = cq.wait(wcs, deadline, cm_fd);
-        // Completions first: the root disconnects once its result WRITEs completed, which can
-        // be before this process has polled the last results.
-        std::optional<CmEvent> cm_event = channel.try_next();
-        if (n == 0 && Clock::now() >= deadline) {
-            throw Error("timed out: " + std::to_string(st.results) + " of " +
-                        std::to_string(chunks) + " results in, " +
-                        std::to_string(sends_outstanding) + " WRITEs unacknowledged");
-        }
-        for (size_t i = 0; i < n; ++i) {
-            const ibv_wc& wc = wcs[i];
+    // The results a completion batch holds (also the old connection's last ones).
+    const auto take_results = [&](std::span<const ibv_wc> batch, bool closing) {
+        for (const ibv_wc& wc : batch) {
+            if (closing && wc.status == IBV_WC_WR_FLUSH_ERR) {
+                continue;  // receives flushed by this side's own disconnect
+            }
             if (classify_client_completion(wc, kResultRecv) == ClientCompletion::write_done) {
                 --sends_outstanding;
                 continue;
             }
             const Imm imm = parse_imm(ntohl(wc.imm_data));
-            if (imm.chunk >= chunks || have[imm.chunk] || imm.contributions != opt_.world ||
-                wc.byte_len != chunking.length(imm.chunk)) {
+            if (imm.chunk >= chunks || imm.contributions != opt_.world ||
+                wc.byte_len != chunking.length(imm.chunk) ||
+                (have[imm.chunk] && !st.reconnected)) {
                 throw Error("protocol error: result for chunk " + std::to_string(imm.chunk) +
                             " with " + std::to_string(imm.contributions) + " contributions and " +
                             std::to_string(wc.byte_len) + " bytes (tensor of " +
                             std::to_string(chunks) + " chunks, world " +
                             std::to_string(opt_.world) + ")");
             }
+            if (!closing) {
+                post_recv(conn->qp.get(), kResultRecv);
+            }
+            if (have[imm.chunk]) {
+                // Written again after a reconnect: this side had it, its ACK went with the old
+                // connection. The same bytes.
+                ++st.duplicate_results;
+                continue;
+            }
             have[imm.chunk] = true;
             ++st.results;
             t_last = Clock::now();
-            post_recv(qp.get(), kResultRecv);
             while (base < chunks && have[base]) {
                 ++base;
             }
         }
+    };
+    while (st.results < chunks || sends_outstanding > 0) {
+        const bool reconnect_due = opt_.reconnect_after != 0 && !st.reconnected &&
+                                   opt_.reconnect_after < chunks &&
+                                   next >= opt_.reconnect_after && st.results < chunks;
+        if (reconnect_due && sends_outstanding == 0) {
+            // Every WRITE so far acknowledged: chunks [0, next) are in (at the root, or held by
+            // a switch that ACKed them as the root), none beyond. Leave, and come back saying so.
+            const auto t_leave = Clock::now();
+            static_cast<void>(rdma_disconnect(conn->id.get()));
+            while (true) {
+                CmEvent ev = channel.next(deadline, "the disconnect before reconnecting");
+                if (ev.type() == RDMA_CM_EVENT_DISCONNECTED) {
+                    break;
+                }
+            }
+            // Results the old connection received before it ended.
+            size_t n = 0;
+            while ((n = conn->cq->poll(wcs)) > 0) {
+                take_results(std::span(wcs).first(n), true);
+            }
+            conn.reset();
+            req.resuming = true;
+            req.resume_from = next;
+            const auto t_rejoin = Clock::now();
+            st.leave_seconds = std::chrono::duration<double>(t_rejoin - t_leave).count();
+            conn = open();
+            st.rejoin_seconds = since(t_rejoin);
+            st.reconnected = true;
+            st.resume_chunk = conn->reply.resume_chunk;
+            if (st.resume_chunk < next) {
+                throw Error("the root resumes this rank at chunk " +
+                            std::to_string(st.resume_chunk) + ", below the " +
+                            std::to_string(next) + " it has acknowledged");
+            }
+            next = st.resume_chunk;
+            continue;
+        }
+        while (!reconnect_due && next < chunks && next < base + window &&
+               sends_outstanding < send_depth) {
+            post_write_imm(conn->qp.get(), next, *input_mr, chunking.offset(next),
+                           chunking.length(next),
+                           conn->reply.contribution_addr +
+                               uint64_t{chunking.slot(next)} * opt_.chunk_bytes,
+                           conn->reply.contribution_rkey, make_imm(next, 1));
+            ++next;
+            ++st.writes;
+            ++sends_outstanding;
+            if (opt_.reconnect_after != 0 && !st.reconnected && next >= opt_.reconnect_after) {
+                break;
+            }
+        }
+        const size_t n = conn->cq->wait(wcs, deadline, cm_fd);
+        // Completions first: the root disconnects once its result WRITEs completed, which can
+        // be before this process has polled the last results.
+        std::optional<CmEvent> cm_event = channel.try_next();
+        if (cm_event && cm_event->id() != conn->id.get()) {
+            cm_event.reset();  // a late event of a connection this side already replaced
+        }
+        if (n == 0 && Clock::now() >= deadline) {
+            throw Error("timed out: " + std::to_string(st.results) + " of " +
+                        std::to_string(chunks) + " results in, " +
+                        std::to_string(sends_outstanding) + " WRITEs unacknowledged");
+        }
+        take_results(std::span(wcs).first(n), false);
         if (cm_event) {
             if (st.results < chunks) {
                 // The root went away (or its CM gave up on us): no result can come any more.
@@ -172,7 +267,8 @@ ClientStats Client::allreduce(std::span<const std::byte> input, std::span<std::b
         }
     }
     if (!root_disconnected) {
-        st.disconnect_error = disconnect(channel, id, Clock::now() + std::chrono::seconds(5));
+        st.disconnect_error =
+            disconnect(channel, conn->id, Clock::now() + std::chrono::seconds(5));
     }
     return st;
 }

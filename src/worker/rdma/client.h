@@ -44,6 +44,9 @@ struct ClientOptions {
     // first cannot re-ACK a result whose ACK was lost, and the root would retry for ever. More
     // than a few of the root's RC retransmission timeouts (rxe: ~2.3 s observed).
     std::chrono::milliseconds linger{10000};
+    // Once this many chunks are WRITTEN and acknowledged, drop the connection and connect
+    // again as a resuming worker (docs/rdma.md "A worker that reconnects alone"); 0: never.
+    uint32_t reconnect_after = 0;
 };
 
 struct ClientStats {
@@ -54,6 +57,13 @@ struct ClientStats {
     double seconds = 0;          // first WRITE posted to last result received
     double goodput_gbit_per_s = 0;
     std::string disconnect_error;  // empty when the teardown was clean
+    // reconnect_after: the chunk the root said to WRITE again from, and the results it wrote
+    // again that this worker already had (on the old connection, their ACK lost with it).
+    bool reconnected = false;
+    uint32_t resume_chunk = 0;
+    uint64_t duplicate_results = 0;
+    double leave_seconds = 0;     // rdma_disconnect until DISCONNECTED (the old connection)
+    double rejoin_seconds = 0;    // resolve + connect of the resuming connection
 };
 
 // A connect refused by the peer: throws Error with the refusal and, when the reject carried an

@@ -57,14 +57,16 @@ int main(int argc, char** argv) {
                 "\"world\": %u, \"elements\": %llu, \"chunk_bytes\": %u, \"window\": %u, "
                 "\"chunks\": %u, \"contributions\": %llu, \"contribution_count\": %llu, "
                 "\"results\": \"%s\", \"results_written\": %llu, \"rejected\": %llu, "
-                "\"seconds\": %.6f}\n",
+                "\"resumes\": %llu, \"resent_discarded\": %llu, \"seconds\": %.6f}\n",
                 r, st.job.job_id, std::string(reduce::to_string(st.job.elem_type)).c_str(),
                 std::string(reduce::to_string(st.job.op)).c_str(), unsigned{st.job.world},
                 static_cast<unsigned long long>(st.job.elements), st.job.chunk_bytes,
                 st.job.window, st.chunks, static_cast<unsigned long long>(st.contributions),
                 static_cast<unsigned long long>(st.contribution_count), results.c_str(),
                 static_cast<unsigned long long>(st.results_written),
-                static_cast<unsigned long long>(st.rejected), st.seconds);
+                static_cast<unsigned long long>(st.rejected),
+                static_cast<unsigned long long>(st.resumes),
+                static_cast<unsigned long long>(st.resent_discarded), st.seconds);
             std::fflush(stdout);
         }
         return 0;

@@ -112,6 +112,10 @@ int main(int argc, char** argv) {
                    "server-to-server: every result in, how long to wait for the root to "
                    "disconnect before disconnecting (0: at once)")
         ->default_val(10000);
+    app.add_option("--reconnect-after", o.reconnect_after,
+                   "server-to-server: once this many chunks are written and acknowledged, drop "
+                   "the connection and connect again as a resuming worker (0: never)")
+        ->default_val(0);
     app.add_option("--input", input_path,
                    "reduce this file (raw little-endian elements of --type) instead of generated "
                    "data; nothing is verified then");
@@ -147,6 +151,10 @@ int main(int argc, char** argv) {
             }
             so.cm_port = static_cast<uint16_t>(port);
         }
+    }
+    if (to_switch && o.reconnect_after != 0) {
+        std::fprintf(stderr, "ina-rdma-worker: --reconnect-after is for server-to-server\n");
+        return 2;
     }
     if (iterations == 0 || (!to_switch && iterations != 1)) {
         std::fprintf(stderr, "ina-rdma-worker: --iterations must be 1 (server-to-server) or "
@@ -246,13 +254,19 @@ int main(int argc, char** argv) {
                 "\"first_seq\": %u, \"rank\": %u, \"world\": %u, \"type\": \"%s\", "
                 "\"elements\": %llu, \"chunks\": %u, \"writes\": %llu, \"results\": %llu, "
                 "\"mismatches\": %zu, \"max_abs_err\": %g, \"connect_seconds\": %.6f, "
-                "\"seconds\": %.6f, \"gbit_per_s\": %.6f, \"disconnect_error\": \"%s\"}\n",
+                "\"seconds\": %.6f, \"gbit_per_s\": %.6f, \"reconnected\": %s, "
+                "\"resume_chunk\": %u, \"duplicate_results\": %llu, \"leave_seconds\": %.6f, "
+                "\"rejoin_seconds\": %.6f, "
+                "\"disconnect_error\": \"%s\"}\n",
                 v.ok ? "true" : "false", input_path.empty() ? "true" : "false", mode.c_str(), it,
                 first_seq, unsigned{o.rank}, unsigned{o.world}, type_name.c_str(),
                 static_cast<unsigned long long>(elements), st.chunks,
                 static_cast<unsigned long long>(st.writes),
                 static_cast<unsigned long long>(st.results), v.mismatches, v.max_abs_err,
                 st.connect_seconds, st.seconds, st.goodput_gbit_per_s,
+                st.reconnected ? "true" : "false", st.resume_chunk,
+                static_cast<unsigned long long>(st.duplicate_results), st.leave_seconds,
+                st.rejoin_seconds,
                 json_escape(st.disconnect_error).c_str());
             if (!v.ok) {
                 std::fprintf(stderr, "ina-rdma-worker: verification failed (%zu mismatches): %s\n",

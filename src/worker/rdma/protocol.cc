@@ -142,6 +142,10 @@ std::array<std::byte, ConnectRequest::kEncodedSize> ConnectRequest::encode() con
     w.u32(window);
     w.u64(result_addr);
     w.u32(result_rkey);
+    w.u8(resuming ? 1 : 0);
+    w.u8(0);
+    w.u16(0);
+    w.u32(resume_from);
     return out;
 }
 
@@ -149,7 +153,7 @@ std::optional<ConnectRequest> ConnectRequest::decode(std::span<const std::byte> 
                                                      std::string* why) {
     Reader r(data);
     ConnectRequest q;
-    if (!check_header(r, data.size(), kEncodedSize, why, &q.version)) {
+    if (!check_header(r, data.size(), kBaseSize, why, &q.version)) {
         return std::nullopt;
     }
     const uint8_t mode = r.u8();
@@ -177,6 +181,12 @@ std::optional<ConnectRequest> ConnectRequest::decode(std::span<const std::byte> 
     q.window = r.u32();
     q.result_addr = r.u64();
     q.result_rkey = r.u32();
+    if (data.size() >= kEncodedSize) {
+        q.resuming = (r.u8() & 1) != 0;
+        r.u8();
+        r.u16();
+        q.resume_from = r.u32();
+    }
     return q;
 }
 
@@ -207,6 +217,10 @@ std::array<std::byte, ConnectReply::kEncodedSize> ConnectReply::encode() const {
     w.u32(job_id);
     w.u64(contribution_addr);
     w.u32(contribution_rkey);
+    w.u8(resumed ? 1 : 0);
+    w.u8(0);
+    w.u16(0);
+    w.u32(resume_chunk);
     return out;
 }
 
@@ -214,7 +228,7 @@ std::optional<ConnectReply> ConnectReply::decode(std::span<const std::byte> data
                                                  std::string* why) {
     Reader r(data);
     ConnectReply p;
-    if (!check_header(r, data.size(), kEncodedSize, why, &p.version)) {
+    if (!check_header(r, data.size(), kBaseSize, why, &p.version)) {
         return std::nullopt;
     }
     p.status = r.u8();
@@ -222,6 +236,12 @@ std::optional<ConnectReply> ConnectReply::decode(std::span<const std::byte> data
     p.job_id = r.u32();
     p.contribution_addr = r.u64();
     p.contribution_rkey = r.u32();
+    if (data.size() >= kEncodedSize) {
+        p.resumed = (r.u8() & 1) != 0;
+        r.u8();
+        r.u16();
+        p.resume_chunk = r.u32();
+    }
     return p;
 }
 

@@ -105,8 +105,17 @@ struct ConnectRequest {
     uint32_t window = 0;
     uint64_t result_addr = 0;  // where the root WRITEs results (the worker's output tensor)
     uint32_t result_rkey = 0;
+    // A worker that comes back into the AllReduce it left (docs/rdma.md "A worker that
+    // reconnects alone"): every chunk below `resume_from` it WROTE and saw acknowledged (its
+    // contribution is at the root, or in a switch that ACKed it as the root), none from there
+    // on. Absent (false, 0) in a first connection and in an older worker's shorter request.
+    bool resuming = false;
+    uint32_t resume_from = 0;
 
-    static constexpr size_t kEncodedSize = 44;
+    // Bytes 44..51: flags (bit 0 resuming), 3 reserved, resume_from. A decoder accepts the
+    // 44-byte base layout (an older worker: not resuming).
+    static constexpr size_t kBaseSize = 44;
+    static constexpr size_t kEncodedSize = 52;
     std::array<std::byte, kEncodedSize> encode() const;
     // nullopt with *why set on a short buffer, bad magic/version or unknown enum values.
     static std::optional<ConnectRequest> decode(std::span<const std::byte> data, std::string* why);
@@ -131,8 +140,17 @@ struct ConnectReply {
     uint32_t job_id = 0;
     uint64_t contribution_addr = 0;  // this worker's area: window slots of chunk_bytes
     uint32_t contribution_rkey = 0;
+    // The answer to a resuming request: the root took the rank back into the running AllReduce
+    // (`resumed`), and the worker WRITEs again from chunk `resume_chunk`; the root WRITEs it
+    // every result it has not seen acknowledged on one of the rank's connections. A switch on
+    // the path reads `resumed` in the CM REP: the connection continues the session it knows.
+    bool resumed = false;
+    uint32_t resume_chunk = 0;
 
-    static constexpr size_t kEncodedSize = 24;
+    // Bytes 24..31: flags (bit 0 resumed), 3 reserved, resume_chunk. A decoder accepts the
+    // 24-byte base layout (an older root: not resumed).
+    static constexpr size_t kBaseSize = 24;
+    static constexpr size_t kEncodedSize = 32;
     std::array<std::byte, kEncodedSize> encode() const;
     static std::optional<ConnectReply> decode(std::span<const std::byte> data, std::string* why);
 };

@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <deque>
@@ -17,9 +18,17 @@ namespace ina::rdma {
 
 namespace {
 
-// wr_id: receives carry the worker index, result WRITEs the result slot; the top bit tells them
-// apart.
+// wr_id: receives carry the rank index; result WRITEs the top bit, the rank index (bits 32..47)
+// and the chunk (bits 0..31).
 constexpr uint64_t kResultWrite = uint64_t{1} << 63;
+
+uint64_t result_wr_id(uint32_t index, uint32_t chunk) {
+    return kResultWrite | uint64_t{index} << 32 | chunk;
+}
+
+// Per (rank, chunk) result: not posted on the rank's current connection, posted on it, or
+// acknowledged on one of the rank's connections (then never written again).
+enum ResultState : uint8_t { kOwed = 0, kPosted = 1, kDelivered = 2 };
 
 class Round {
 public:
@@ -33,8 +42,12 @@ private:
         CmId id;
         QueuePair qp;  // after id: destroyed first
         ConnectRequest req;
+        uint32_t generation = 0;  // the rank's connections in this round before this one
         bool established = false;
         bool disconnected = false;
+        uint32_t sends = 0;      // result WRITEs posted and not completed (<= send_depth())
+        bool owes = false;       // results left owed for want of send queue room
+        uint32_t owed_scan = 0;  // the lowest chunk that may still be owed (with owes)
     };
 
     void on_cm_event(CmEvent ev);
@@ -43,17 +56,32 @@ private:
     void setup_job(const ConnectRequest& q, ibv_context* ctx);
     void on_completion(const ibv_wc& wc);
     void send_ready_results();
-    // Every chunk reduced and every result WRITE completed: the workers have the result.
+    // Writes result `chunk` to rank `index`'s current connection if its send queue has room;
+    // else the result stays owed (Conn::owes).
+    void post_result(uint32_t index, uint32_t chunk);
+    // Every staged result the rank lacks, on its current connection, as far as its send queue
+    // has room (a resumed connection once established, or its first WRITE came; any
+    // connection that was full).
+    void post_owed_results(uint32_t index);
+    uint32_t send_depth() const { return 2 * job_->window + 2; }
+    // The chunk a resuming rank WRITEs again from (ConnectReply::resume_chunk).
+    uint32_t resume_chunk(uint32_t index, const ConnectRequest& q) const;
+    // once: the carrier (rank 1) alone, and a rank that resumed (the switch replicates onto
+    // the connections it learned; it passes a resumed one, so the root writes that one itself).
+    bool writes_results(uint32_t index) const {
+        return opt_.results == ResultMode::per_worker || index == 0 ||
+               (conns_[index] && conns_[index]->generation > 0);
+    }
+    uint8_t& result_state(uint32_t index, uint32_t chunk) {
+        return result_state_[size_t{index} * st_.chunks + chunk];
+    }
+    // Every chunk reduced and every result acknowledged: the workers have the result.
     bool work_done() const;
     bool finished() const;
     RoundStats finish_stats();
     // Ends the connections whose worker has not disconnected (its DREQ lost, or still to come).
     void disconnect_stragglers();
     std::string progress() const;
-    uint64_t result_writes_per_chunk() const {
-        return opt_.results == ResultMode::once ? 1 : job_->world;
-    }
-
     EventChannel& channel_;
     const RootOptions& opt_;
     // A connect request of the next round that arrived once this one's work was done.
@@ -69,14 +97,21 @@ private:
     std::unique_ptr<ProtectionDomain> pd_;
     std::unique_ptr<CompletionQueue> cq_;
     std::vector<std::byte> contrib_mem_;
-    std::vector<std::byte> result_mem_;
+    std::vector<std::byte> result_mem_;  // the whole reduced tensor
     std::unique_ptr<MemoryRegion> contrib_mr_;
     std::unique_ptr<MemoryRegion> result_mr_;
     std::unique_ptr<ChunkReducer> reducer_;
-    std::deque<uint32_t> ready_;              // complete chunks waiting for their result slot
-    std::vector<uint32_t> result_pending_;    // per result slot: WRITEs not yet completed
+    std::deque<uint32_t> ready_;            // complete chunks not staged yet
+    std::vector<bool> staged_;              // per chunk: its result is in result_mem_
+    std::vector<uint8_t> result_state_;     // per (rank index, chunk): ResultState
+    std::vector<uint32_t> delivered_;       // per rank index: results acknowledged
+    // Per rank index: one past the highest chunk the rank's own WRITEs (count 1, on one of its
+    // connections) brought; a worker WRITEs its chunks in order.
+    std::vector<uint32_t> direct_next_;
+    // Every QP of the round (current and replaced) -> rank index.
     std::unordered_map<uint32_t, uint32_t> qpn_index_;
-    std::vector<std::unique_ptr<Conn>> conns_;  // by rank - 1
+    std::vector<std::unique_ptr<Conn>> conns_;    // by rank - 1: the current connection
+    std::vector<std::unique_ptr<Conn>> retired_;  // replaced by a resuming request
 };
 
 void Round::setup_job(const ConnectRequest& q, ibv_context* ctx) {
@@ -85,16 +120,20 @@ void Round::setup_job(const ConnectRequest& q, ibv_context* ctx) {
     if (!chunking_) {
         throw Error(why);
     }
-    const uint64_t bytes = chunking_->area_bytes() * (q.world + 1ull);
+    const uint64_t bytes = chunking_->area_bytes() * q.world + chunking_->tensor_bytes +
+                           uint64_t{chunking_->chunks()} * q.world;
     if (bytes > uint64_t{opt_.max_memory_mb} << 20) {
         throw Error("needs " + std::to_string(bytes >> 20) + " MiB, over --max-memory-mb");
     }
     try {
         pd_ = std::make_unique<ProtectionDomain>(ctx);
-        const uint32_t per_conn = 2 * q.window + 2;
-        cq_ = std::make_unique<CompletionQueue>(ctx, static_cast<int>(per_conn * q.world + 16));
+        // Per connection: a window of receives, up to two windows of result WRITEs (the results
+        // a resumed rank is owed plus the new ones); room for connections replaced mid-round.
+        const uint32_t per_conn = 3 * q.window + 4;
+        cq_ = std::make_unique<CompletionQueue>(ctx,
+                                                static_cast<int>(per_conn * 2 * q.world + 16));
         contrib_mem_.assign(chunking_->area_bytes() * q.world, std::byte{0});
-        result_mem_.assign(chunking_->area_bytes(), std::byte{0});
+        result_mem_.assign(chunking_->tensor_bytes, std::byte{0});
         contrib_mr_ = std::make_unique<MemoryRegion>(
             *pd_, contrib_mem_, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
         result_mr_ = std::make_unique<MemoryRegion>(*pd_, result_mem_, IBV_ACCESS_LOCAL_WRITE);
@@ -110,11 +149,25 @@ void Round::setup_job(const ConnectRequest& q, ibv_context* ctx) {
         throw;
     }
     ctx_ = ctx;
-    result_pending_.assign(q.window, 0);
     conns_.resize(q.world);
     job_ = q;
     st_.job = q;
     st_.chunks = chunking_->chunks();
+    staged_.assign(st_.chunks, false);
+    result_state_.assign(size_t{st_.chunks} * q.world, kOwed);
+    delivered_.assign(q.world, 0);
+    direct_next_.assign(q.world, 0);
+}
+
+uint32_t Round::resume_chunk(uint32_t index, const ConnectRequest& q) const {
+    // Below the worker's acknowledged prefix everything of it is in (at the root, or held by a
+    // switch that ACKed it as the root and delivers it in an aggregate); the rank's own WRITEs
+    // the root received say the same of theirs; a complete chunk holds every rank.
+    uint32_t c = std::max(q.resume_from, direct_next_[index]);
+    while (c < st_.chunks && reducer_->complete(c)) {
+        ++c;
+    }
+    return c;
 }
 
 std::optional<RejectReason> Round::on_connect_request(const CmEvent& ev, std::string* why) {
@@ -127,6 +180,10 @@ std::optional<RejectReason> Round::on_connect_request(const CmEvent& ev, std::st
         return RejectReason::unsupported;
     }
     if (!job_) {
+        if (q->resuming) {
+            *why = "rank " + std::to_string(q->rank) + " resumes a round this root does not serve";
+            return RejectReason::bad_rank;
+        }
         if (q->world == 0 || q->world > kMaxWorld ||
             (opt_.expected_world && q->world != opt_.expected_world)) {
             *why = "world " + std::to_string(q->world) + " (expected " +
@@ -147,22 +204,44 @@ std::optional<RejectReason> Round::on_connect_request(const CmEvent& ev, std::st
         *why = "arrived on another RDMA device than the first worker";
         return RejectReason::no_resources;
     }
-    if (q->rank == 0 || q->rank > job_->world || conns_[q->rank - 1]) {
+    if (q->rank == 0 || q->rank > job_->world) {
         *why = "rank " + std::to_string(q->rank);
         return RejectReason::bad_rank;
+    }
+    const uint32_t index = q->rank - 1u;
+    // A rank already connected (or gone mid-round) comes back only when it says it resumes: a
+    // second process claiming a live rank is refused, never swapped in.
+    if (conns_[index] && !q->resuming) {
+        *why = "rank " + std::to_string(q->rank) + " is already connected";
+        return RejectReason::bad_rank;
+    }
+    if (!conns_[index] && q->resuming) {
+        *why = "rank " + std::to_string(q->rank) + " resumes but never connected in this round";
+        return RejectReason::bad_rank;
+    }
+    if (q->resuming && opt_.results == ResultMode::once && index == 0) {
+        // The switch copies what the root writes on the carrier's connection it learned; a
+        // resumed one it passes, so the other ranks would get no result any more.
+        *why = "the carrier (rank 1) cannot resume with --results once";
+        return RejectReason::unsupported;
     }
     auto conn = std::make_unique<Conn>();
     conn->id = CmId(ev.id());
     conn->req = *q;
+    conn->generation = conns_[index] ? conns_[index]->generation + 1 : 0;
+    ConnectReply reply;
+    reply.job_id = q->job_id;
+    reply.contribution_addr = contrib_mr_->addr() + index * chunking_->area_bytes();
+    reply.contribution_rkey = contrib_mr_->rkey();
+    if (q->resuming) {
+        reply.resumed = true;
+        reply.resume_chunk = resume_chunk(index, *q);
+    }
     try {
-        conn->qp = create_rc_qp(conn->id, *pd_, *cq_, job_->window + 1, job_->window);
+        conn->qp = create_rc_qp(conn->id, *pd_, *cq_, send_depth(), job_->window);
         for (uint32_t i = 0; i < job_->window; ++i) {
-            post_recv(conn->qp.get(), q->rank - 1u);
+            post_recv(conn->qp.get(), index);
         }
-        ConnectReply reply;
-        reply.job_id = q->job_id;
-        reply.contribution_addr = contrib_mr_->addr() + (q->rank - 1u) * chunking_->area_bytes();
-        reply.contribution_rkey = contrib_mr_->rkey();
         const auto bytes = reply.encode();
         rdma_conn_param p = conn_param(bytes);
         if (rdma_accept(ev.id(), &p) != 0) {
@@ -174,11 +253,29 @@ std::optional<RejectReason> Round::on_connect_request(const CmEvent& ev, std::st
         *why = e.what();
         return RejectReason::no_resources;
     }
-    qpn_index_[conn->qp.get()->qp_num] = q->rank - 1u;
-    conns_[q->rank - 1] = std::move(conn);
-    std::fprintf(stderr, "ina-rdma-root: rank %u connected (job %u, %u of %u workers)\n",
-                 unsigned{q->rank}, q->job_id, static_cast<unsigned>(qpn_index_.size()),
-                 unsigned{job_->world});
+    qpn_index_[conn->qp.get()->qp_num] = index;
+    if (auto& old = conns_[index]) {
+        // The rank's old connection is over: ended here if its DREQ has not come (its flushed
+        // work requests are ignored); results posted on it and not acknowledged are owed to
+        // the new one.
+        if (!old->disconnected) {
+            static_cast<void>(rdma_disconnect(old->id.get()));
+            old->disconnected = true;
+        }
+        for (uint32_t c = 0; c < st_.chunks; ++c) {
+            if (result_state(index, c) == kPosted) {
+                result_state(index, c) = kOwed;
+            }
+        }
+        retired_.push_back(std::move(old));
+        ++st_.resumes;
+        std::fprintf(stderr, "ina-rdma-root: rank %u resumes from chunk %u (it said %u; %s)\n",
+                     unsigned{q->rank}, reply.resume_chunk, q->resume_from,
+                     progress().c_str());
+    }
+    conns_[index] = std::move(conn);
+    std::fprintf(stderr, "ina-rdma-root: rank %u connected (job %u, of %u workers)\n",
+                 unsigned{q->rank}, q->job_id, unsigned{job_->world});
     return std::nullopt;
 }
 
@@ -205,19 +302,36 @@ void Round::on_cm_event(CmEvent ev) {
     }
     case RDMA_CM_EVENT_ESTABLISHED:
     case RDMA_CM_EVENT_DISCONNECTED: {
-        for (auto& c : conns_) {
-            if (c && c->id.get() == ev.id()) {
-                if (ev.type() == RDMA_CM_EVENT_ESTABLISHED) {
+        for (uint32_t index = 0; index < conns_.size(); ++index) {
+            Conn* c = conns_[index].get();
+            if (c == nullptr || c->id.get() != ev.id()) {
+                continue;
+            }
+            if (ev.type() == RDMA_CM_EVENT_ESTABLISHED) {
+                if (!c->established && c->generation > 0) {
                     c->established = true;
-                    return;
+                    post_owed_results(index);
                 }
-                c->disconnected = true;
-                if (!reducer_->all_complete()) {
-                    throw Error("rank " + std::to_string(c->req.rank) +
-                                " disconnected before the AllReduce completed (" + progress() +
-                                ")");
-                }
+                c->established = true;
                 return;
+            }
+            c->disconnected = true;
+            if (!reducer_->all_complete()) {
+                // The worker left mid-round. Its QP here is still ready to send (the kernel
+                // moves only its own QPs to error at a DREQ): rdma_disconnect moves it, so
+                // what it still had posted flushes at once instead of retrying into a QP
+                // that is gone until the retry count runs out. The worker may come back (a
+                // resuming request); until the round's deadline.
+                static_cast<void>(rdma_disconnect(c->id.get()));
+                std::fprintf(stderr, "ina-rdma-root: rank %u disconnected mid-round (%s): "
+                             "waiting for it to resume\n", unsigned{c->req.rank},
+                             progress().c_str());
+            }
+            return;
+        }
+        for (auto& c : retired_) {
+            if (c->id.get() == ev.id()) {
+                c->disconnected = true;
             }
         }
         return;
@@ -231,32 +345,47 @@ void Round::on_cm_event(CmEvent ev) {
 }
 
 void Round::on_completion(const ibv_wc& wc) {
+    const auto it = qpn_index_.find(wc.qp_num);
+    if (it == qpn_index_.end()) {
+        throw Error("completion on unknown QP " + std::to_string(wc.qp_num));
+    }
+    const uint32_t index = it->second;
+    const Conn* cur = conns_[index].get();
+    const bool current = cur != nullptr && cur->qp.get()->qp_num == wc.qp_num;
+    if (current && (wc.wr_id & kResultWrite) && cur->sends > 0) {
+        --conns_[index]->sends;
+    }
     if (wc.status != IBV_WC_SUCCESS) {
+        if (!current || cur->disconnected) {
+            // A connection that ended (or was replaced) flushes what it still had posted: a
+            // result not acknowledged is owed to the rank's next connection.
+            return;
+        }
         throw_completion_error(wc, (wc.wr_id & kResultWrite) ? "writing a result"
                                                              : "receiving a contribution");
     }
     if (wc.opcode == IBV_WC_RDMA_WRITE) {
-        --result_pending_[wc.wr_id & ~kResultWrite];
-        ++st_.results_written;
+        const uint32_t to = static_cast<uint32_t>(wc.wr_id >> 32) & 0xFFFF;
+        const uint32_t chunk = static_cast<uint32_t>(wc.wr_id);
+        if (to < delivered_.size() && chunk < st_.chunks &&
+            result_state(to, chunk) != kDelivered) {
+            result_state(to, chunk) = kDelivered;
+            ++delivered_[to];
+            ++st_.results_written;
+        }
         t_last_ = Clock::now();
         return;
     }
     if (wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM || !(wc.wc_flags & IBV_WC_WITH_IMM)) {
         throw Error("unexpected completion opcode " + std::to_string(wc.opcode));
     }
-    const auto it = qpn_index_.find(wc.qp_num);
-    if (it == qpn_index_.end()) {
-        throw Error("completion on unknown QP " + std::to_string(wc.qp_num));
-    }
-    const uint32_t index = it->second;
     if (!started_) {
         started_ = true;
         t_first_ = Clock::now();
     }
     const Imm imm = parse_imm(ntohl(wc.imm_data));
     ++st_.contributions;
-    st_.contribution_count += imm.contributions;
-    // The data sits in the slot of the connection that delivered it, whoever's data it is.
+    // The data sits in the slot of the rank that delivered it, whoever's data it is.
     const uint32_t slot = imm.chunk < chunking_->chunks() ? chunking_->slot(imm.chunk) : 0;
     const std::byte* data = contrib_mem_.data() + index * chunking_->area_bytes() +
                             uint64_t{slot} * chunking_->chunk_bytes;
@@ -265,51 +394,104 @@ void Round::on_completion(const ibv_wc& wc) {
                     std::to_string(wc.byte_len) + " bytes overran its " +
                     std::to_string(chunking_->chunk_bytes) + "-byte slot");
     }
-    std::string why;
-    const auto verdict =
-        reducer_->add(imm.chunk, imm.contributions, std::span(data, wc.byte_len), &why);
-    if (verdict == ChunkReducer::Verdict::refused) {
-        throw Error("protocol error from rank " + std::to_string(index + 1) + ": " + why);
+    const bool resumed_own = current && cur->generation > 0 && imm.contributions == 1;
+    if (resumed_own && reducer_->complete(imm.chunk)) {
+        // A resumed worker WRITEs on from its resume chunk; a later chunk may have completed
+        // with its earlier contribution (delivered by a switch): the same data, not added.
+        ++st_.resent_discarded;
+    } else {
+        std::string why;
+        const auto verdict =
+            reducer_->add(imm.chunk, imm.contributions, std::span(data, wc.byte_len), &why);
+        if (verdict == ChunkReducer::Verdict::refused) {
+            throw Error("protocol error from rank " + std::to_string(index + 1) + ": " + why);
+        }
+        st_.contribution_count += imm.contributions;
+        if (imm.contributions == 1) {
+            direct_next_[index] = std::max(direct_next_[index], imm.chunk + 1);
+        }
+        if (verdict == ChunkReducer::Verdict::complete) {
+            ready_.push_back(imm.chunk);
+        }
     }
-    post_recv(conns_[index]->qp.get(), index);
-    if (verdict == ChunkReducer::Verdict::complete) {
-        ready_.push_back(imm.chunk);
+    if (current && !cur->disconnected) {
+        post_recv(cur->qp.get(), index);
+        if (!cur->established && cur->generation > 0) {
+            // The worker's WRITE proves its QP ready: its RTU may be lost (rdma_cm reports
+            // ESTABLISHED only after the CM's retries), the results it is owed go now.
+            conns_[index]->established = true;
+            post_owed_results(index);
+        }
+    }
+}
+
+void Round::post_result(uint32_t index, uint32_t chunk) {
+    Conn& c = *conns_[index];
+    if (c.sends >= send_depth()) {
+        c.owed_scan = c.owes ? std::min(c.owed_scan, chunk) : chunk;
+        c.owes = true;
+        return;
+    }
+    post_write_imm(c.qp.get(), result_wr_id(index, chunk), *result_mr_, chunking_->offset(chunk),
+                   chunking_->length(chunk), c.req.result_addr + chunking_->offset(chunk),
+                   c.req.result_rkey, make_imm(chunk, static_cast<uint8_t>(job_->world)));
+    result_state(index, chunk) = kPosted;
+    ++c.sends;
+}
+
+void Round::post_owed_results(uint32_t index) {
+    Conn& c = *conns_[index];
+    uint32_t chunk = c.owes ? c.owed_scan : 0;
+    c.owes = false;
+    for (; chunk < st_.chunks && !c.owes; ++chunk) {
+        if (staged_[chunk] && result_state(index, chunk) == kOwed) {
+            post_result(index, chunk);  // sets owes (from this chunk) when the queue is full
+        }
     }
 }
 
 void Round::send_ready_results() {
-    for (auto it = ready_.begin(); it != ready_.end();) {
-        const uint32_t chunk = *it;
-        const uint32_t slot = chunking_->slot(chunk);
-        if (result_pending_[slot] != 0) {
-            ++it;
-            continue;
-        }
-        const uint64_t offset = uint64_t{slot} * chunking_->chunk_bytes;
-        const uint32_t length = chunking_->length(chunk);
-        reducer_->take(chunk, std::span(result_mem_.data() + offset, length));
-        for (const auto& c : conns_) {
+    for (const uint32_t chunk : ready_) {
+        reducer_->take(chunk, std::span(result_mem_.data() + chunking_->offset(chunk),
+                                        chunking_->length(chunk)));
+        staged_[chunk] = true;
+        for (uint32_t w = 0; w < conns_.size(); ++w) {
+            const auto& c = conns_[w];
             if (!c) {  // counts reached world with a rank never connected: a peer lied
                 throw Error("chunk " + std::to_string(chunk) + " complete while not every "
                             "rank is connected (contribution counts exceed the senders)");
             }
+            // once: the carrier (rank 1) and resumed ranks (writes_results); the switch
+            // replicates the carrier's WRITE to every worker it learned. A rank that is away,
+            // or whose resumed connection is not established yet, is owed the result
+            // (post_owed_results).
+            if (writes_results(w) && !c->disconnected &&
+                (c->generation == 0 || c->established)) {
+                post_result(w, chunk);
+            }
         }
-        // once: the carrier (rank 1) alone; the switch replicates the WRITE to every worker.
-        const size_t writers = opt_.results == ResultMode::once ? 1 : conns_.size();
-        for (size_t w = 0; w < writers; ++w) {
-            const auto& c = conns_[w];
-            post_write_imm(c->qp.get(), kResultWrite | slot, *result_mr_, offset, length,
-                           c->req.result_addr + chunking_->offset(chunk), c->req.result_rkey,
-                           make_imm(chunk, static_cast<uint8_t>(job_->world)));
-            ++result_pending_[slot];
+    }
+    ready_.clear();
+    // Results left owed for want of room: as far as the completions made some.
+    for (uint32_t w = 0; w < conns_.size(); ++w) {
+        const auto& c = conns_[w];
+        if (c && c->owes && !c->disconnected && c->sends < send_depth() &&
+            (c->generation == 0 || c->established)) {
+            post_owed_results(w);
         }
-        it = ready_.erase(it);
     }
 }
 
 bool Round::work_done() const {
-    return reducer_ && reducer_->all_complete() && ready_.empty() &&
-           st_.results_written == uint64_t{st_.chunks} * result_writes_per_chunk();
+    if (!reducer_ || !reducer_->all_complete() || !ready_.empty()) {
+        return false;
+    }
+    for (uint32_t w = 0; w < delivered_.size(); ++w) {
+        if (writes_results(w) && delivered_[w] != st_.chunks) {
+            return false;
+        }
+    }
+    return true;
 }
 
 bool Round::finished() const {
@@ -328,10 +510,14 @@ std::string Round::progress() const {
     if (!job_) {
         return "no worker connected";
     }
-    return std::to_string(qpn_index_.size()) + " of " + std::to_string(job_->world) +
+    uint32_t connected = 0;
+    for (const auto& c : conns_) {
+        connected += c && !c->disconnected ? 1 : 0;
+    }
+    return std::to_string(connected) + " of " + std::to_string(job_->world) +
            " workers connected, " + std::to_string(reducer_->chunks_completed()) + " of " +
            std::to_string(st_.chunks) + " chunks reduced, " + std::to_string(st_.results_written) +
-           " result WRITEs completed";
+           " results acknowledged";
 }
 
 void Round::disconnect_stragglers() {

@@ -11,10 +11,20 @@
 // slot's previous result WRITEs have all completed; the workers' window rule guarantees the
 // contribution slot a WRITE lands in has been reduced already.
 //
+// Results are staged in a buffer of the whole tensor (a chunk's result stays there for the
+// round), so a rank that comes back can be given every result it has not acknowledged.
+//
 // The first valid connect request fixes the job (mode, job id, world, type, op, elements,
 // chunk_bytes, window; `expected_world` if set must match); every later request must agree and
 // use a free rank, or is rejected with a RejectReason in the reject's private data and the
-// root keeps serving the others. Once every chunk's result WRITEs completed the root
+// root keeps serving the others. A request that says it is RESUMING (ConnectRequest::resuming)
+// takes its rank back mid-round (docs/rdma.md "A worker that reconnects alone"): the rank's old
+// connection is ended (its DREQ may come before or after), what the root reduced of it stays,
+// the accept says from which chunk the worker WRITEs again (the first chunk at or after both
+// the worker's acknowledged prefix and the rank's own WRITEs the root received, not complete
+// yet), and every result the rank has not acknowledged is written on the new connection. A
+// rank whose connection ends before the results is waited for (until the round's deadline)
+// rather than failing the round. Once every chunk's result WRITEs completed the root
 // disconnects every worker (each waits for that, so that a result whose ACK was lost is still
 // re-ACKed to the root's retransmission); the round ends when every worker is disconnected, or
 // when the disconnect grace runs out or the next round's first connect request arrives (a DREQ
@@ -48,8 +58,12 @@ struct RoundStats {
     uint32_t chunks = 0;
     uint64_t contributions = 0;       // WRITE-with-immediate completions
     uint64_t contribution_count = 0;  // the sum of their immediates' counts (chunks x world)
-    uint64_t results_written = 0;     // result WRITEs completed (chunks x world, or chunks once)
+    // (rank, chunk) results acknowledged, each once: chunks x world, or chunks with once (plus
+    // chunks per rank that resumed: the root writes a resumed rank every result itself).
+    uint64_t results_written = 0;
     uint64_t rejected = 0;            // connect requests refused
+    uint64_t resumes = 0;             // ranks taken back mid-round (resuming requests accepted)
+    uint64_t resent_discarded = 0;    // a resumed rank's WRITEs to chunks already complete
     double seconds = 0;               // first contribution to last result WRITE completed
 };
 

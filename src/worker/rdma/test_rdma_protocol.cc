@@ -110,6 +110,8 @@ TEST(ConnectRequest, FixedBigEndianLayoutWithinRdmaCmLimit) {
         0x00, 0x00, 0x00, 0x20,  // window
         0x00, 0x00, 0x7F, 0x00, 0x12, 0x34, 0x56, 0x78,  // result_addr
         0xCA, 0xFE, 0xBA, 0xBE,  // result_rkey
+        0x00, 0x00, 0x00, 0x00,  // flags (not resuming), reserved
+        0x00, 0x00, 0x00, 0x00,  // resume_from
     };
     ASSERT_EQ(b.size(), expect.size());
     for (size_t i = 0; i < b.size(); ++i) {
@@ -132,7 +134,8 @@ TEST(ConnectRequest, RoundTripsAndAcceptsPadding) {
 TEST(ConnectRequest, RefusesWhatItCannotTrust) {
     const auto good = sample_request().encode();
     std::string why;
-    EXPECT_FALSE(ConnectRequest::decode(std::span(good).first(good.size() - 1), &why));
+    EXPECT_FALSE(
+        ConnectRequest::decode(std::span(good).first(ConnectRequest::kBaseSize - 1), &why));
     EXPECT_NE(why.find("at least 44"), std::string::npos) << why;
     EXPECT_FALSE(ConnectRequest::decode({}, &why));
 
@@ -158,6 +161,28 @@ TEST(ConnectRequest, RefusesWhatItCannotTrust) {
     bad[7] = std::byte{4};
     EXPECT_FALSE(ConnectRequest::decode(bad, &why));
     EXPECT_NE(why.find("op 4"), std::string::npos);
+}
+
+TEST(ConnectRequest, ResumeFieldsRoundTripAndAreAbsentFromTheBaseLayout) {
+    ConnectRequest q = sample_request();
+    q.resuming = true;
+    q.resume_from = 0x00ABCDEF;
+    const auto b = q.encode();
+    EXPECT_EQ(std::to_integer<uint8_t>(b[44]), 1);
+    EXPECT_EQ(std::to_integer<uint8_t>(b[48]), 0x00);
+    EXPECT_EQ(std::to_integer<uint8_t>(b[49]), 0xAB);
+    EXPECT_EQ(std::to_integer<uint8_t>(b[51]), 0xEF);
+    std::string why;
+    const auto d = ConnectRequest::decode(b, &why);
+    ASSERT_TRUE(d) << why;
+    EXPECT_TRUE(d->resuming);
+    EXPECT_EQ(d->resume_from, 0x00ABCDEFu);
+    // An older worker's 44 bytes: the same job, not resuming.
+    const auto base = ConnectRequest::decode(std::span(b).first(ConnectRequest::kBaseSize), &why);
+    ASSERT_TRUE(base) << why;
+    EXPECT_FALSE(base->resuming);
+    EXPECT_EQ(base->resume_from, 0u);
+    EXPECT_TRUE(base->same_job(q));
 }
 
 TEST(ConnectRequest, SameJobIgnoresRankAndResultBuffer) {
@@ -195,8 +220,29 @@ TEST(ConnectReply, RoundTripsWithStatus) {
     EXPECT_EQ(d->job_id, 7u);
     EXPECT_EQ(d->contribution_addr, r.contribution_addr);
     EXPECT_EQ(d->contribution_rkey, 0x42u);
+    EXPECT_FALSE(d->resumed);
     EXPECT_FALSE(ConnectReply::decode(std::span(b).first(10), &why));
     EXPECT_EQ(to_string(RejectReason::bad_rank), "rank outside 1..world or already connected");
+}
+
+TEST(ConnectReply, ResumedAnswerRoundTripsAndIsAbsentFromTheBaseLayout) {
+    ConnectReply r;
+    r.job_id = 7;
+    r.resumed = true;
+    r.resume_chunk = 300;
+    const auto b = r.encode();
+    EXPECT_EQ(std::to_integer<uint8_t>(b[24]), 1);
+    EXPECT_EQ(std::to_integer<uint8_t>(b[30]), 0x01);
+    EXPECT_EQ(std::to_integer<uint8_t>(b[31]), 0x2C);
+    std::string why;
+    const auto d = ConnectReply::decode(b, &why);
+    ASSERT_TRUE(d) << why;
+    EXPECT_TRUE(d->resumed);
+    EXPECT_EQ(d->resume_chunk, 300u);
+    const auto base = ConnectReply::decode(std::span(b).first(ConnectReply::kBaseSize), &why);
+    ASSERT_TRUE(base) << why;
+    EXPECT_FALSE(base->resumed);
+    EXPECT_EQ(base->resume_chunk, 0u);
 }
 
 std::vector<std::byte> int32s(std::initializer_list<int32_t> v) {

@@ -1,0 +1,338 @@
+# SPDX-License-Identifier: Apache-2.0
+"""A worker that reconnects alone mid-AllReduce, against Linux rxe (docs/rdma.md "A worker that
+reconnects alone"): ina-rdma-root in one qemu VM, ina-rdma-worker ranks 1 and 2 in two others,
+inaswitch on the host routing between them with an `rdma_s2s` job learning its connections from
+the RDMA CM (`learn: true`). Rank 2 runs with `--reconnect-after N`: once its first N chunks are
+written and acknowledged it disconnects and connects again as a RESUMING worker; the root takes
+the rank back into the running round and answers (in the CM accept) from which chunk to write
+again; rank 1 stays connected throughout.
+
+  1. Through the aggregating switch: rank 1 starts alone and fills its window (WINDOW chunks
+     absorbed by the switch, held for rank 2: the test waits for that counter), then rank 2
+     starts and reconnects after RESUME_AT chunks. The switch's rule ran: the REP said
+     `resumed` (rejoin_resumed 1), the old state left (rejoins 1) and sent the chunks rank 2's
+     old connection had not contributed to as partial aggregates (at least WINDOW - RESUME_AT:
+     rank 1's chunks RESUME_AT..WINDOW-1), rank 1 was forwarded translated after them, rank
+     2's new connection passed untouched. Both results bit-exact (sha256 against the host's
+     sum), rank 2 resumed at RESUME_AT, the root reduced exactly world x chunks contributions,
+     every result acknowledged once per worker.
+  2. The next AllReduce (both ranks at once, no reconnect) runs on the FRESH state the rejoin
+     asked for: its `job` series absorbs every contribution and the root gets one aggregate
+     per chunk; the old state's series (leaving_job) do not move.
+  3. The CARRIER (rank 1, whose connection carries the aggregates) reconnects alone the same
+     way, rank 2 filling its window first: the old state's aggregate leg moves to rank 2's
+     connection (rejoin_carrier_moved), rank 2's held chunks go there as partial aggregates,
+     the complete ones sent on rank 1's old connection and not seen acknowledged there are
+     released, not resent (rejoin_carrier_unacked: the root holds them); bit-exact.
+  4. Rank 2 again with netem `loss 2%` both ways on its link: the CM exchange, the quiesce, the
+     partial aggregates and the resumed connection recover (rxe's go-back-N end to end on the
+     resumed connection, the switch's NAKs on the old one); bit-exact.
+  5. Result replication (a second root with --results once, the job reloaded with replicate:
+     true): rank 2 resumes as in 1; the switch copies the carrier's results onto the
+     connections it learned, the root writes rank 2 every result on its resumed connection.
+  6. The same reconnect without the switch aggregating (the job removed by a reload: plain
+     routing, a third root): the root sums the workers' own WRITEs, rank 2 resumes where it
+     said, bit-exact.
+  In each the programs exit 0, every worker's disconnect is clean, and no guest's rxe counted a
+  retry-exceeded or RNR-retry-exceeded error (no QP gave up).
+
+usage: test_s2s_rejoin.py build/src/worker/rdma/ina-rdma-worker \
+           build/src/worker/rdma/ina-rdma-root build/src/app/inaswitch
+"""
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from lab import Lab, run_test, check, log, wait_until  # noqa: E402
+from test_rdma_allreduce import (ELEMENTS, TIMEOUT_S, WORLD, allreduce,  # noqa: E402
+                                 int32_inputs, root_cmd, stripped)
+from test_s2s_allreduce import check_rxe_counters, rxe_counters  # noqa: E402
+
+JOB = 7
+CHUNK = 1024
+WINDOW = 64
+CHUNKS = ELEMENTS * 4 // CHUNK
+RESUME_AT = 16      # through the switch: inside rank 1's first window
+RESUME_PLAIN = 300  # without aggregation
+LOSS = "loss 2%"
+
+NAMES = ("absorbed", "aggregates_sent", "aggregates_acked", "forwarded", "rejoins",
+         "rejoin_resumed", "rejoin_partial_chunks", "rejoin_held", "rejoin_carrier_moved",
+         "rejoin_carrier_unacked", "connections_learned", "icrc_errors", "not_contribution",
+         "bad_contributions", "results_replicated", "replicate_failed")
+
+
+def switch_config(cfg: dict, lab, replicate: bool = False) -> dict:
+    cfg["rdma_s2s"] = {"jobs": [{"id": JOB, "root": lab.vms[0].ip, "world": WORLD, "op": "sum",
+                                 "dtype": "int32", "chunk_bytes": CHUNK, "window": WINDOW,
+                                 "learn": True, "replicate": replicate}]}
+    return cfg
+
+
+def replicating_config(cfg: dict, lab) -> dict:
+    return switch_config(cfg, lab, replicate=True)
+
+
+def plain_config(cfg: dict, _lab) -> dict:
+    return cfg  # no rdma_s2s section: RoCE is routed untouched
+
+
+def counters(lab) -> dict[str, dict[str, float]]:
+    """Per label (job: the configured state; leaving_job: states that left, a superseded one
+    among them) the job's inaswitch_rdma_s2s_<name>_total, and the lcore fallback count."""
+    m = lab.switch.metrics()
+    out = {}
+    for label in ("job", "leaving_job"):
+        out[label] = {n: sum(v for name, labels, v in m.series
+                             if name == f"inaswitch_rdma_s2s_{n}_total" and
+                             labels.get(label) == str(JOB)) for n in NAMES}
+    out["fallback"] = m.by_label("inaswitch_rdma_s2s_packets_total", "reason").get("fallback", 0)
+    return out
+
+
+def diff(after: dict, before: dict, label: str) -> dict[str, float]:
+    return {n: after[label][n] - before[label][n] for n in NAMES}
+
+
+def both(d_job: dict, d_leaving: dict) -> dict[str, float]:
+    return {n: d_job[n] + d_leaving[n] for n in NAMES}
+
+
+def run_workers(lab, data, tag: str, extra: str, wait_before_second=None,
+                rejoining: int = 2) -> list[dict]:
+    """Ranks 1 and 2 on the listening root, rank `rejoining` with `extra` and started second,
+    once `wait_before_second()` returned (when given); both results checked bit-exact."""
+    root_vm, workers = lab.vms[0], lab.vms[1:]
+    paths, sha = data
+    args = [f"--type int32 --chunk-bytes {CHUNK} --window {WINDOW} "
+            f"--input /root/{os.path.basename(p)} --output /tmp/{tag}.out" for p in paths]
+    args[rejoining - 1] += f" {extra}"
+    res = allreduce(root_vm, workers, args, tag,
+                    None if wait_before_second is None else lambda _rank: wait_before_second(),
+                    order=[3 - rejoining, rejoining])
+    for vm in workers:
+        _rc, out = vm.run(f"sha256sum /tmp/{tag}.out", check=True)
+        check(out.split()[0] == sha, f"{tag}: {vm.name}'s int32 result bit-exact (sha256 "
+              f"{sha[:16]}...)")
+    check(all(r["results"] == CHUNKS and r["disconnect_error"] == "" for r in res),
+          f"{tag}: every result in on both workers, their disconnects clean")
+    return res
+
+
+def root_round_checks(tag: str, r: dict, resumes: int) -> None:
+    n = WORLD * CHUNKS
+    check(r["ok"] and r["chunks"] == CHUNKS and r["contribution_count"] == n and
+          r["results_written"] == n and r["resumes"] == resumes and r["resent_discarded"] == 0,
+          f"{tag}: the root reduced {n} contributions (no resent one discarded), {n} results "
+          f"acknowledged, {resumes} rank(s) resumed ({r})")
+
+
+def rejoin_round(lab, data, tag: str, rejoining: int, loss: str | None = None) -> dict:
+    """Rank `rejoining` reconnects after RESUME_AT chunks through the aggregating switch, the
+    other rank having filled its window first (WINDOW chunks absorbed and held: the test waits
+    for that counter), `loss` (netem, both ways) on the rejoining rank's link; both results
+    bit-exact and the switch's counters of the rule checked. Returns the counters' delta."""
+    other = 3 - rejoining
+    before = counters(lab)
+
+    def total() -> dict[str, float]:
+        # Sums over both labels: the job's state moves from `job` to `leaving_job`.
+        now = counters(lab)
+        return both(diff(now, before, "job"), diff(now, before, "leaving_job"))
+
+    if loss:
+        lab.vms[rejoining].netem(loss, direction="both")
+    t0 = time.monotonic()
+    try:
+        res = run_workers(
+            lab, data, tag.split()[0], f"--reconnect-after {RESUME_AT}",
+            lambda: wait_until(lambda: total()["absorbed"] >= WINDOW, TIMEOUT_S,
+                               f"{tag}: rank {other}'s first {WINDOW} chunks absorbed, held "
+                               f"for rank {rejoining}"),
+            rejoining=rejoining)
+    finally:
+        if loss:
+            lab.vms[rejoining].netem(None)
+    wall = time.monotonic() - t0
+    check(res[rejoining - 1]["reconnected"] and
+          res[rejoining - 1]["resume_chunk"] == RESUME_AT and not res[other - 1]["reconnected"],
+          f"{tag}: rank {rejoining} reconnected and the root resumed it at chunk {RESUME_AT}")
+    # The root's ACK of the last partial aggregates may trail the workers' results; a carrier's
+    # old aggregates not seen acknowledged are released instead.
+    wait_until(lambda: total()["aggregates_acked"] + total()["rejoin_carrier_unacked"] >=
+               total()["aggregates_sent"] > 0, 10,
+               f"{tag}: every aggregate the old state sent acknowledged or released")
+    after = counters(lab)
+    d = total()
+    log(f"switch, {tag}: {d}; fallback {after['fallback']:.0f}; {wall:.1f}s wall")
+    partial = d["rejoin_partial_chunks"]
+    # Under loss the REQ and its REP may be retransmitted: the fresh state hears the REP again.
+    check(d["rejoins"] == 1 and (d["rejoin_resumed"] == 1 or loss and d["rejoin_resumed"] >= 1),
+          f"{tag}: the switch saw the root's REP take rank {rejoining} back (resumed) and the "
+          f"old state leave")
+    check(d["rejoin_carrier_moved"] == (1 if rejoining == 1 else 0),
+          f"{tag}: the aggregate leg moved to rank 2's connection iff the carrier rejoined")
+    check(WINDOW - RESUME_AT <= partial <= WINDOW,
+          f"{tag}: {partial:.0f} held chunks went to the root as partial aggregates (rank "
+          f"{other}'s chunks {RESUME_AT}..{WINDOW - 1} at least)")
+    check(d["aggregates_sent"] == RESUME_AT + partial and
+          d["aggregates_acked"] + d["rejoin_carrier_unacked"] == d["aggregates_sent"],
+          f"{tag}: {RESUME_AT} complete aggregates before the rejoin and the {partial:.0f} "
+          f"partial ones, acknowledged by the root ({d['rejoin_carrier_unacked']:.0f} on the "
+          f"carrier's old connection not seen acknowledged there: released, not resent)")
+    check(d["absorbed"] == 2 * RESUME_AT + partial,
+          f"{tag}: {d['absorbed']:.0f} contributions absorbed: both ranks' first {RESUME_AT} "
+          f"chunks and rank {other}'s partial ones, nothing of the resumed connection")
+    check(d["forwarded"] > 0,
+          f"{tag}: then {d['forwarded']:.0f} of rank {other}'s packets forwarded translated")
+    check(d["connections_learned"] == WORLD,
+          f"{tag}: both first connections learned, the resumed one by no state")
+    check(d["rejoin_held"] == 0 and d["icrc_errors"] == 0 and d["not_contribution"] == 0 and
+          d["bad_contributions"] == 0 and after["fallback"] == before["fallback"],
+          f"{tag}: the resumed connection was never held back; no ICRC error, "
+          f"non-contribution, bad contribution or fallback")
+    return d
+
+
+def served(tag: str, root, rounds_n: int) -> list[dict]:
+    """The root's JSON round lines once it ended (exit 0, `rounds_n` rounds)."""
+    rc, out = root.wait(60)
+    log(f"root, {tag}: {out.strip()}")
+    check(rc == 0, f"{tag}: ina-rdma-root served its {rounds_n} round(s) (exit {rc})")
+    rounds = [json.loads(line) for line in out.splitlines()
+              if line.startswith("{") and '"round"' in line]
+    check(len(rounds) == rounds_n, f"{tag}: the root reports {rounds_n} round(s)")
+    return rounds
+
+
+def loss_alone(exes: tuple[str, str, str], times: int) -> None:
+    """INA_S2S_REJOIN_LOSS_ONLY=N: the lossy rejoin round alone, N times in one lab (each with
+    new data), for chasing it against rxe."""
+    worker_exe, root_exe, switch_exe = exes
+    scratch = tempfile.mkdtemp(prefix="s2s-rejoin-loss-")
+    try:
+        data = [int32_inputs(scratch, seed=20261200 + n) for n in range(times)]
+        extra = [stripped(worker_exe, scratch), stripped(root_exe, scratch)]
+        extra += [(p, f"/root/{os.path.basename(p)}") for paths, _sha in data for p in paths]
+        with Lab(1 + WORLD, fabric="inaswitch", switch_exe=switch_exe, routed=True,
+                 switch_config=switch_config, extra_files=extra) as lab:
+            lab.reach_all()
+            root = lab.vms[0].start(root_cmd(lab.vms[0], f"--rounds {times} "
+                                                         f"--timeout-ms {TIMEOUT_S * 1000}"))
+            lab.vms[0].wait_rdma_cm_listen(timeout=60)
+            for n, d in enumerate(data):
+                rejoin_round(lab, d, f"rejoin {LOSS} {n + 1} of {times}", 2, LOSS)
+            served("loss", root, times)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
+    if os.environ.get("INA_S2S_REJOIN_LOSS_ONLY"):
+        loss_alone((worker_exe, root_exe, switch_exe), int(os.environ["INA_S2S_REJOIN_LOSS_ONLY"]))
+        return
+    scratch = tempfile.mkdtemp(prefix="s2s-rejoin-")
+    plan = [("rejoin", 2, None), ("carrier", 1, None), (f"rejoin {LOSS}", 2, LOSS)]
+    try:
+        data = [int32_inputs(scratch, seed=20261128 + n) for n in range(len(plan) + 3)]
+        extra = [stripped(worker_exe, scratch), stripped(root_exe, scratch)]
+        extra += [(p, f"/root/{os.path.basename(p)}") for paths, _sha in data for p in paths]
+        with Lab(1 + WORLD, fabric="inaswitch", switch_exe=switch_exe, routed=True,
+                 switch_config=switch_config, extra_files=extra) as lab:
+            root_vm = lab.vms[0]
+            lab.reach_all()
+            rxe_before = [rxe_counters(vm) for vm in lab.vms]
+
+            def start_root(args: str = "") -> object:
+                job = root_vm.start(root_cmd(root_vm, f"{args} --timeout-ms {TIMEOUT_S * 1000}"))
+                root_vm.wait_rdma_cm_listen(timeout=60)
+                return job
+
+            root = start_root(f"--rounds {len(plan) + 1}")
+
+            # 1. Rank 2 reconnects alone through the aggregating switch.
+            rejoin_round(lab, data[0], plan[0][0], plan[0][1], plan[0][2])
+
+            # 2. The next AllReduce on the fresh state.
+            before = counters(lab)
+            run_workers(lab, data[1], "fresh", "")
+            wait_until(lambda: counters(lab)["job"]["aggregates_acked"] -
+                       before["job"]["aggregates_acked"] >= CHUNKS, 10,
+                       "fresh: the root's ACK of every aggregate")
+            after = counters(lab)
+            dj, dl = diff(after, before, "job"), diff(after, before, "leaving_job")
+            log(f"switch, fresh: job {dj}; leaving_job {dl}")
+            check(dj["absorbed"] == WORLD * CHUNKS and dj["aggregates_acked"] == CHUNKS and
+                  dj["connections_learned"] == WORLD,
+                  f"fresh: the fresh state learned both connections and absorbed all "
+                  f"{WORLD * CHUNKS} contributions, one aggregate per chunk acknowledged")
+            check(dl["absorbed"] == 0 and dl["forwarded"] == 0,
+                  "fresh: the old state (leaving_job) took no part")
+
+            # 3. The carrier (rank 1) reconnects alone; 4. rank 2 again, its link lossy.
+            for (tag, rank, loss), d in zip(plan[1:], data[2:]):
+                rejoin_round(lab, d, tag, rank, loss)
+
+            tags = [plan[0][0], "fresh"] + [t for t, _r, _l in plan[1:]]
+            rounds = served("aggregating", root, len(tags))
+            for tag, r in zip(tags, rounds):
+                root_round_checks(tag, r, 0 if tag == "fresh" else 1)
+                if tag == "fresh":
+                    check(r["contributions"] == CHUNKS, "fresh: one aggregate per chunk")
+                else:
+                    check(r["contributions"] < WORLD * CHUNKS,
+                          f"{tag}: {r['contributions']} WRITEs at the root, fewer than "
+                          f"{WORLD * CHUNKS}: aggregates before the rejoin")
+
+            # 5. Result replication (root --results once, replicate: true): rank 2 resumes; the
+            # switch copies the carrier's results to the connections it learned and passes the
+            # resumed one, on which the root writes rank 2 every result itself.
+            lab.reload_switch(replicating_config)
+            root = start_root("--rounds 1 --results once")
+            d = rejoin_round(lab, data[-2], "replicate", 2)
+            # How many copies rank 2's first connection got before it left is a race (it
+            # leaves once its WRITEs are ACKed, its results come later): not counted on.
+            check(d["replicate_failed"] == 0,
+                  f"replicate: {d['results_replicated']:.0f} copies of the carrier's results "
+                  f"made before rank 2 left, none failed")
+            r = served("replicate", root, 1)[0]
+            # The root wrote the carrier every result, and rank 2 every result again.
+            root_round_checks("replicate", r, 1)
+            tags.append("replicate")
+            rounds.append(r)
+
+            # 6. Without aggregation: the job removed, RoCE routed untouched.
+            lab.reload_switch(plain_config)
+            root = start_root("--rounds 1")
+            before = counters(lab)
+            res = run_workers(lab, data[-1], "plain", f"--reconnect-after {RESUME_PLAIN}")
+            check(res[1]["reconnected"] and res[1]["resume_chunk"] == RESUME_PLAIN,
+                  f"plain: rank 2 reconnected and resumed at chunk {RESUME_PLAIN}")
+            after = counters(lab)
+            d = both(diff(after, before, "job"), diff(after, before, "leaving_job"))
+            check(d["absorbed"] == 0 and d["rejoins"] == 0,
+                  "plain: the switch aggregated nothing")
+            r = served("plain", root, 1)[0]
+            root_round_checks("plain", r, 1)
+            check(r["contributions"] == WORLD * CHUNKS,
+                  "plain: the root received every worker's own WRITE")
+            tags.append("plain")
+            rounds.append(r)
+
+            check_rxe_counters(lab, rxe_before)
+            log("timings: boot {:.1f}s; root seconds per round: {}".format(
+                lab.timings.get("boot_s", 0),
+                ", ".join(f"{t} {r['seconds']:.2f}" for t, r in zip(tags, rounds))))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(run_test("roce-vm-s2s-rejoin", __doc__, test, (3,)))
