@@ -103,6 +103,9 @@ void retarget(rte_mbuf* m, uint32_t dst) {
         ~net::checksum_update32(udp->dgram_cksum, old_dst, ip->dst_addr)));
 }
 
+// Takes the contribution's header by value (and the stage copies it for header_mismatch):
+// the parsed header's own address is never taken, so the stage keeps its fields in registers
+// instead of a stack copy on every contribution.
 struct Emitter {
     LcoreContext& ctx;
     const dp::Snapshot& snap;
@@ -110,15 +113,14 @@ struct Emitter {
 
     // Aggregator: the chunk's partial result to the parent, P-BM = A-BM.
     void partial(rte_mbuf* m, const dp::InaJobView& job, const ina::ChunkTable& table,
-                 const proto::Header& in, bool resend) {
-        proto::Header h = in;
+                 proto::Header h, bool resend) {
         h.type = proto::PacketType::data;
         h.elem_type = table.partial_elem_type();  // int64 fixed point in a deterministic job
-        h.flags = static_cast<uint8_t>(table.result_flags(in.seq) |
+        h.flags = static_cast<uint8_t>(table.result_flags(h.seq) |
                                        (resend ? proto::kFlagRetransmit : 0));
         // The least lowest missing result of its contributions, when every one stated it.
         h.lowest_missing = 0;
-        if (table.partial_lowest_missing(in.seq, &h.lowest_missing)) {
+        if (table.partial_lowest_missing(h.seq, &h.lowest_missing)) {
             h.flags |= proto::kFlagLowestMissing;
         }
         const uint32_t src = ina_source_for(snap, ctx.neighbours, job.source, job.parent);
@@ -134,12 +136,11 @@ struct Emitter {
     // Root: the result to every worker, or (a retransmission) to the one that asked.
     // `resend`: a re-send of a complete chunk (counted apart from first results).
     void result(rte_mbuf* m, const dp::InaJobView& job, const ina::ChunkTable& table,
-                const proto::Header& in, uint32_t requester, bool resend = false) {
-        proto::Header h = in;
+                proto::Header h, uint32_t requester, bool resend = false) {
         h.type = proto::PacketType::result;
         // The job's type, also when the last contribution was a fixed-point partial.
         h.elem_type = static_cast<uint8_t>(table.params().elem_type);
-        h.flags = table.result_flags(in.seq);
+        h.flags = table.result_flags(h.seq);
         // Over BIER the result leaves from the root's own address (no single egress interface);
         // a unicast re-send of such a job uses the same source, so workers see one sender.
         const uint32_t bier_src = job.source != 0 ? job.source : job.parent;
@@ -285,7 +286,7 @@ uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
         const uint32_t src = rte_be_to_cpu_32(ip->src_addr);
         const int ingress = job->ingress_violation(m->port, src);
         const uint8_t mismatch =
-            table->header_matches(h) ? 0 : ina::header_mismatch(h, table->params());
+            table->header_matches(h) ? 0 : ina::header_mismatch(proto::Header{h}, table->params());
         if (ingress != 0 || mismatch != 0) {
             table->count_reject(ingress == 1   ? ina::kRejectIngressPort
                                 : ingress == 2 ? ina::kRejectIngressSource
