@@ -65,15 +65,30 @@ void classify_ipv6(LcoreContext& ctx, PacketMeta& pm, const rte_mbuf* m) {
     classify_udp(ctx, pm, m, rte_be_to_cpu_16(ip->payload_len));
 }
 
+// What one classify call keeps across its frames, in registers: the metadata's place and flag
+// (read once: the byte stores into the metadata may alias any global, so the compiler would
+// read them again per frame), and the binding the last UDP port found (the table does not
+// change within a call, and a burst's datagrams mostly share a port: the scan is skipped).
+struct Pass {
+    const dp::FeatureTable& table;
+    bool lookup;
+    uint8_t scope;
+    int meta_offset;
+    uint64_t classified_flag;
+    uint32_t memo_port = 0x10000;  // no port: the first lookup scans
+    uint8_t memo_feature = dp::kFeatureNone;
+};
+
 // Fills m's metadata in place and returns its feature handle. (Field by field into the mbuf:
 // the 16 bytes built in registers and stored once took ~30 more instructions a packet.)
-[[gnu::always_inline]] inline uint8_t classify_one(LcoreContext& ctx,
-                                                   const dp::FeatureTable& table, bool lookup,
-                                                   rte_mbuf* m, uint8_t scope) {
-    PacketMeta& pm = meta_of(m);
+[[gnu::always_inline]] inline uint8_t classify_one(LcoreContext& ctx, Pass& pass, rte_mbuf* m) {
+    const dp::FeatureTable& table = pass.table;
+    const bool lookup = pass.lookup;
+    const uint8_t scope = pass.scope;
+    m->ol_flags |= pass.classified_flag;
+    PacketMeta& pm = *RTE_MBUF_DYNFIELD(m, pass.meta_offset, PacketMeta*);
     pm = PacketMeta{};
     pm.l3_offset = kL2;
-    m->ol_flags |= g_classified_flag;
     const uint16_t ether_type = rte_pktmbuf_mtod(m, const rte_ether_hdr*)->ether_type;
     if (ether_type == rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV6)) {
         classify_ipv6(ctx, pm, m);
@@ -110,16 +125,20 @@ void classify_ipv6(LcoreContext& ctx, PacketMeta& pm, const rte_mbuf* m) {
     // An unsound datagram still reaches the feature bound to its port, flagged: the feature
     // counts it as its own kind of garbage and passes it on unmodified.
     if (lookup) {
-        pm.feature = table.lookup(dp::kIpProtoUdp, pm.udp_dport, scope);
+        const uint16_t port = pm.udp_dport;
+        if (port != pass.memo_port) {
+            pass.memo_port = port;
+            pass.memo_feature = table.lookup(dp::kIpProtoUdp, port, scope);
+        }
+        pm.feature = pass.memo_feature;
     }
     return pm.feature;
 }
 
 template <bool kRecord>
-void classify_all(LcoreContext& ctx, const dp::FeatureTable& table, bool lookup, rte_mbuf** pkts,
-                  uint16_t n, uint8_t scope, uint8_t* features) {
+void classify_all(LcoreContext& ctx, Pass pass, rte_mbuf** pkts, uint16_t n, uint8_t* features) {
     for (uint16_t i = 0; i < n; ++i) {
-        const uint8_t feature = classify_one(ctx, table, lookup, pkts[i], scope);
+        const uint8_t feature = classify_one(ctx, pass, pkts[i]);
         if constexpr (kRecord) {
             features[i] = feature;
         }
@@ -137,11 +156,11 @@ void classify(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint
         return;  // metadata not registered: stages parse for themselves
     }
     const dp::FeatureTable& table = snap.features;
-    const bool lookup = (table.scopes & scope) != 0;
+    const Pass pass{table, (table.scopes & scope) != 0, scope, g_meta_offset, g_classified_flag};
     if (features != nullptr) {
-        classify_all<true>(ctx, table, lookup, pkts, n, scope, features);
+        classify_all<true>(ctx, pass, pkts, n, features);
     } else {
-        classify_all<false>(ctx, table, lookup, pkts, n, scope, nullptr);
+        classify_all<false>(ctx, pass, pkts, n, nullptr);
     }
 }
 

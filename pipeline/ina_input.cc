@@ -209,6 +209,10 @@ uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
     uint32_t memo_id = 0;
     const dp::InaJobView* memo_job = nullptr;
     ina::ChunkTable* memo_table = nullptr;
+    // The metadata's flag and place, read once: the counter increments below may alias any
+    // global, so classified() would read both again per contribution.
+    const uint64_t classified_flag = g_classified_flag;
+    const int meta_offset = g_meta_offset;
     uint16_t i = 0;
     for (; i < n; ++i) {
         if (!out.room_for(kInaEmitReserve)) {
@@ -219,12 +223,11 @@ uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
         // datagram to INA by its port; the offsets and length come from its metadata. The IPv4,
         // UDP and INA fixed headers are in the first segment (eth_input gathered them); the
         // BitString and elements may span segments.
-        const PacketMeta* classified_meta = classified(m);
-        if (classified_meta == nullptr) [[unlikely]] {
+        if ((m->ol_flags & classified_flag) == 0) [[unlikely]] {  // as classified(m) == nullptr
             out.push(pass, m);
             continue;
         }
-        const PacketMeta& pm = *classified_meta;
+        const PacketMeta& pm = *RTE_MBUF_DYNFIELD(m, meta_offset, const PacketMeta*);
         if ((pm.flags & kMetaUdpSound) == 0) [[unlikely]] {
             ++ctx.counters.ina_not_ina;  // its UDP length disagrees with IPv4 (udp_malformed)
             out.push(pass, m);
