@@ -62,4 +62,10 @@ inline const PacketMeta* classified(const rte_mbuf* m) {
     return RTE_MBUF_DYNFIELD(m, g_meta_offset, const PacketMeta*);
 }
 
+// The feature handle of a classified packet; kFeatureNone (0) for any other.
+inline uint8_t feature_of(const rte_mbuf* m) {
+    const PacketMeta* pm = classified(m);
+    return pm != nullptr ? pm->feature : 0;
+}
+
 }  // namespace ina::pipeline
