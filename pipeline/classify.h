@@ -16,7 +16,10 @@ namespace ina::pipeline {
 // bridges (any ethertype; only IPv4 gets a feature there). IPv6 frames (any scope) get the IPv6
 // verdict, offsets and UDP fields; a feature only with dp::kScopeRouted6.
 // Frames passed here must have their first kHeadBytes in the first segment (eth_input did it).
+// `features`, when given (n entries), gets each frame's feature handle as it is stored in the
+// metadata: the dispatcher groups runs from it without reading the mbufs back (kFeatureNone for
+// all when the metadata is not registered).
 void classify(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n,
-              uint8_t scope);
+              uint8_t scope, uint8_t* features = nullptr);
 
 }  // namespace ina::pipeline

@@ -103,6 +103,9 @@ void retarget(rte_mbuf* m, uint32_t dst) {
         ~net::checksum_update32(udp->dgram_cksum, old_dst, ip->dst_addr)));
 }
 
+// Takes the contribution's header by value (and the stage copies it for header_mismatch):
+// the parsed header's own address is never taken, so the stage keeps its fields in registers
+// instead of a stack copy on every contribution.
 struct Emitter {
     LcoreContext& ctx;
     const dp::Snapshot& snap;
@@ -110,15 +113,14 @@ struct Emitter {
 
     // Aggregator: the chunk's partial result to the parent, P-BM = A-BM.
     void partial(rte_mbuf* m, const dp::InaJobView& job, const ina::ChunkTable& table,
-                 const proto::Header& in, bool resend) {
-        proto::Header h = in;
+                 proto::Header h, bool resend) {
         h.type = proto::PacketType::data;
         h.elem_type = table.partial_elem_type();  // int64 fixed point in a deterministic job
-        h.flags = static_cast<uint8_t>(table.result_flags(in.seq) |
+        h.flags = static_cast<uint8_t>(table.result_flags(h.seq) |
                                        (resend ? proto::kFlagRetransmit : 0));
         // The least lowest missing result of its contributions, when every one stated it.
         h.lowest_missing = 0;
-        if (table.partial_lowest_missing(in.seq, &h.lowest_missing)) {
+        if (table.partial_lowest_missing(h.seq, &h.lowest_missing)) {
             h.flags |= proto::kFlagLowestMissing;
         }
         const uint32_t src = ina_source_for(snap, ctx.neighbours, job.source, job.parent);
@@ -134,12 +136,11 @@ struct Emitter {
     // Root: the result to every worker, or (a retransmission) to the one that asked.
     // `resend`: a re-send of a complete chunk (counted apart from first results).
     void result(rte_mbuf* m, const dp::InaJobView& job, const ina::ChunkTable& table,
-                const proto::Header& in, uint32_t requester, bool resend = false) {
-        proto::Header h = in;
+                proto::Header h, uint32_t requester, bool resend = false) {
         h.type = proto::PacketType::result;
         // The job's type, also when the last contribution was a fixed-point partial.
         h.elem_type = static_cast<uint8_t>(table.params().elem_type);
-        h.flags = table.result_flags(in.seq);
+        h.flags = table.result_flags(h.seq);
         // Over BIER the result leaves from the root's own address (no single egress interface);
         // a unicast re-send of such a job uses the same source, so workers see one sender.
         const uint32_t bier_src = job.source != 0 ? job.source : job.parent;
@@ -202,6 +203,16 @@ void reject(LcoreContext& ctx, const dp::InaJobView& job, rte_mbuf* m, FeatureEd
 uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n,
                    FeatureEdge pass, EdgeBatches<FeatureEdge>& out) {
     Emitter emit{ctx, snap, out};
+    // The job and attached table of the previous contribution: a burst's contributions are
+    // mostly one job's, and neither the snapshot nor the lcore's attachments change within
+    // this call, so a repeat of the job id skips both lookups.
+    uint32_t memo_id = 0;
+    const dp::InaJobView* memo_job = nullptr;
+    ina::ChunkTable* memo_table = nullptr;
+    // The metadata's flag and place, read once: the counter increments below may alias any
+    // global, so classified() would read both again per contribution.
+    const uint64_t classified_flag = g_classified_flag;
+    const int meta_offset = g_meta_offset;
     uint16_t i = 0;
     for (; i < n; ++i) {
         if (!out.room_for(kInaEmitReserve)) {
@@ -212,19 +223,20 @@ uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
         // datagram to INA by its port; the offsets and length come from its metadata. The IPv4,
         // UDP and INA fixed headers are in the first segment (eth_input gathered them); the
         // BitString and elements may span segments.
-        const PacketMeta* pm = classified(m);
-        if (pm == nullptr) [[unlikely]] {
+        if ((m->ol_flags & classified_flag) == 0) [[unlikely]] {  // as classified(m) == nullptr
             out.push(pass, m);
             continue;
         }
-        if ((pm->flags & kMetaUdpSound) == 0) {
+        const PacketMeta& pm = *RTE_MBUF_DYNFIELD(m, meta_offset, const PacketMeta*);
+        if ((pm.flags & kMetaUdpSound) == 0) [[unlikely]] {
             ++ctx.counters.ina_not_ina;  // its UDP length disagrees with IPv4 (udp_malformed)
             out.push(pass, m);
             continue;
         }
-        const auto* ip = rte_pktmbuf_mtod_offset(m, const rte_ipv4_hdr*, pm->l3_offset);
-        const auto* udp = rte_pktmbuf_mtod_offset(m, const rte_udp_hdr*, pm->l4_offset);
-        const size_t udp_len = pm->l4_length;
+        const auto* frame = rte_pktmbuf_mtod(m, const uint8_t*);
+        const auto* ip = reinterpret_cast<const rte_ipv4_hdr*>(frame + pm.l3_offset);
+        const auto* udp = reinterpret_cast<const rte_udp_hdr*>(frame + pm.l4_offset);
+        const size_t udp_len = pm.l4_length;
         if (udp_len - kL4 > ctx.scratch.size()) {
             ++ctx.counters.ina_not_ina;
             out.push(pass, m);
@@ -232,21 +244,29 @@ uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
         }
         // In place when the datagram sits in the first segment, else gathered into scratch.
         const auto* ina_bytes = static_cast<const uint8_t*>(rte_pktmbuf_read(
-            m, static_cast<uint32_t>(pm->l4_offset + kL4), static_cast<uint32_t>(udp_len - kL4),
+            m, static_cast<uint32_t>(pm.l4_offset + kL4), static_cast<uint32_t>(udp_len - kL4),
             ctx.scratch.data()));
-        const auto parsed = proto::parse(ina_bytes, udp_len - kL4);
-        if (!parsed.packet) {
+        proto::Parsed packet;
+        if (!proto::parse_into(ina_bytes, udp_len - kL4, packet)) [[unlikely]] {
             ++ctx.counters.ina_not_ina;
-            ++ctx.counters.ina_malformed[static_cast<size_t>(parsed.error)];
+            ++ctx.counters.ina_malformed[static_cast<size_t>(
+                proto::parse_error(ina_bytes, udp_len - kL4))];
             out.push(pass, m);
             continue;
         }
         ++ctx.counters.ina_packets;
-        const proto::Header& h = parsed.packet->header;
-        const dp::InaJobView* job = snap.ina_job(h.job_id);
-        auto* table = job != nullptr ? static_cast<ina::ChunkTable*>(ctx.feature_state(
-                                           job->state_slot, dp::kFeatureIna, h.job_id))
-                                     : nullptr;
+        const proto::Header& h = packet.header;
+        const dp::InaJobView* job = memo_job;
+        ina::ChunkTable* table = memo_table;
+        if (h.job_id != memo_id || table == nullptr) {
+            job = snap.ina_job(h.job_id);
+            table = job != nullptr ? static_cast<ina::ChunkTable*>(ctx.feature_state(
+                                         job->state_slot, dp::kFeatureIna, h.job_id))
+                                   : nullptr;
+            memo_id = h.job_id;
+            memo_job = job;
+            memo_table = table;
+        }
         if (table == nullptr) {
             const uint8_t handler = job == nullptr && h.type == proto::PacketType::result
                                         ? snap.ina_job_handler(h.job_id)
@@ -269,7 +289,7 @@ uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
         const uint32_t src = rte_be_to_cpu_32(ip->src_addr);
         const int ingress = job->ingress_violation(m->port, src);
         const uint8_t mismatch =
-            table->header_matches(h) ? 0 : ina::header_mismatch(h, table->params());
+            table->header_matches(h) ? 0 : ina::header_mismatch(proto::Header{h}, table->params());
         if (ingress != 0 || mismatch != 0) {
             table->count_reject(ingress == 1   ? ina::kRejectIngressPort
                                 : ingress == 2 ? ina::kRejectIngressSource
@@ -294,7 +314,7 @@ uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
                 continue;
             }
         }
-        if (!ina_udp_checksum_ok(m, ip, udp, pm->l4_offset, udp_len)) [[unlikely]] {
+        if (!ina_udp_checksum_ok(m, ip, udp, pm.l4_offset, udp_len)) [[unlikely]] {
             count_drop(ctx, dp::DropReason::ina_bad_checksum);
             out.push(FeatureEdge::drop, m);
             continue;
@@ -303,8 +323,8 @@ uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
         // workers' senders learn of the congestion on the way up.
         const bool ce = (ip->type_of_service & 0x03) == 0x03;
         const uint8_t flags = static_cast<uint8_t>(h.flags | (ce ? proto::kFlagEcnEcho : 0));
-        const ina::Verdict v = table->on_data(parsed.packet->bitstring, h.seq, h.elem_count,
-                                              parsed.packet->payload, flags, ctx.now_tsc,
+        const ina::Verdict v = table->on_data(packet.bitstring, h.seq, h.elem_count,
+                                              packet.payload, flags, ctx.now_tsc,
                                               table->encoding_of(h.elem_type), h.lowest_missing);
         switch (v) {
         case ina::Verdict::not_mine:
@@ -365,7 +385,7 @@ uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
                 // one-bit P-BM stands for a worker.
                 const bool from_worker =
                     job->results_bier
-                        ? wire::bits_popcount(parsed.packet->bitstring, h.bitstring_bytes()) == 1
+                        ? wire::bits_popcount(packet.bitstring, h.bitstring_bytes()) == 1
                         : job->is_worker(src);
                 emit.result(m, *job, *table, h, from_worker ? src : 0, true);
             } else {

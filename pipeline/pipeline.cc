@@ -117,22 +117,26 @@ uint8_t scope_of(const PacketMeta& pm, FeatureEdge pass) {
     return (pm.flags & kMetaIpv6) != 0 ? dp::kScopeRouted6 : dp::kScopeRouted;
 }
 
-void dispatch(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n,
-              FeatureEdge pass, Sink& routed, Sink& bridged);
+void dispatch(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
+              const uint8_t* features, uint16_t n, FeatureEdge pass, Sink& routed,
+              Sink& bridged);
 
 // What `feature` passed on `next`: each packet re-handled by the feature bound after it to its
 // (protocol, port) on this path, or sent where it was going. The chain only moves forward in
 // the binding table, so this recursion is at most FeatureTable::kMaxBindings deep.
 void hand_to_next(LcoreContext& ctx, const dp::Snapshot& snap, uint8_t feature, rte_mbuf** pkts,
                   uint16_t n, FeatureEdge pass, Sink& routed, Sink& bridged) {
+    uint8_t next[EdgeBatches<FeatureEdge>::kCapacity];
     for (uint16_t i = 0; i < n; ++i) {
-        if (classified(pkts[i]) != nullptr) {  // else it goes where it was going (no feature)
+        next[i] = dp::kFeatureNone;  // unclassified: it goes where it was going (no feature)
+        if (classified(pkts[i]) != nullptr) {
             PacketMeta& pm = meta_of(pkts[i]);
             pm.feature =
                 snap.features.next_after(pm.proto, pm.udp_dport, scope_of(pm, pass), feature);
+            next[i] = pm.feature;
         }
     }
-    dispatch(ctx, snap, pkts, n, pass, routed, bridged);
+    dispatch(ctx, snap, pkts, next, n, pass, routed, bridged);
 }
 
 // Runs `feature`'s stage on `pkts` (all classified to it), as often as its emission limit
@@ -185,13 +189,15 @@ void run_feature(LcoreContext& ctx, const dp::Snapshot& snap, uint8_t feature, r
 
 // Walks classified packets in arrival order, one run of equal feature handles at a time: runs
 // without a feature go straight to `plain`, the others through their feature's stage. Every
-// output joins its sink in order, so a path's packets keep their arrival order.
-void dispatch(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n,
-              FeatureEdge pass, Sink& routed, Sink& bridged) {
+// output joins its sink in order, so a path's packets keep their arrival order. `features[i]`
+// is pkts[i]'s handle as classify stored it (read from this array, not the mbufs again).
+void dispatch(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
+              const uint8_t* features, uint16_t n, FeatureEdge pass, Sink& routed,
+              Sink& bridged) {
     for (uint16_t i = 0; i < n;) {
-        const uint8_t feature = feature_of(pkts[i]);
+        const uint8_t feature = features[i];
         uint16_t j = static_cast<uint16_t>(i + 1);
-        while (j < n && feature_of(pkts[j]) == feature) {
+        while (j < n && features[j] == feature) {
             ++j;
         }
         if (feature == dp::kFeatureNone) [[likely]] {
@@ -266,9 +272,10 @@ void process_burst(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
     // does for packets nobody classified, and the metadata's cache line is never touched.
     if (eth.size(EthEdge::ipv4) != 0) {
         if ((snap.features.scopes & dp::kScopeRouted) != 0) {
+            uint8_t features[kMaxBurst];
             classify(ctx, snap, eth.begin(EthEdge::ipv4), eth.size(EthEdge::ipv4),
-                     dp::kScopeRouted);
-            dispatch(ctx, snap, eth.begin(EthEdge::ipv4), eth.size(EthEdge::ipv4),
+                     dp::kScopeRouted, features);
+            dispatch(ctx, snap, eth.begin(EthEdge::ipv4), features, eth.size(EthEdge::ipv4),
                      FeatureEdge::route, routed, bridged);
             routed.flush(ctx, snap);
         } else {
@@ -280,10 +287,11 @@ void process_burst(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
     // Routed IPv6: classified, then the features that take IPv6 (RoCEv2 to the switch) and
     // routing, in arrival order. The routed sink is empty here (flushed above).
     if (eth.size(EthEdge::ipv6) != 0) {
+        uint8_t features[kMaxBurst];
         classify(ctx, snap, eth.begin(EthEdge::ipv6), eth.size(EthEdge::ipv6),
-                 dp::kScopeRouted6);
+                 dp::kScopeRouted6, features);
         if ((snap.features.scopes & dp::kScopeRouted6) != 0) {
-            dispatch(ctx, snap, eth.begin(EthEdge::ipv6), eth.size(EthEdge::ipv6),
+            dispatch(ctx, snap, eth.begin(EthEdge::ipv6), features, eth.size(EthEdge::ipv6),
                      FeatureEdge::route, routed, bridged);
             routed.flush(ctx, snap);
             routed6.flush(ctx, snap);
@@ -305,8 +313,10 @@ void process_burst(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
         // Bridged frames meet a feature only when some binding asks for the bridged path (RoCE
         // between two servers of one group); otherwise they are not even classified.
         if ((snap.features.scopes & dp::kScopeBridged) != 0) {
-            classify(ctx, snap, to_bridge, n_bridge, dp::kScopeBridged);
-            dispatch(ctx, snap, to_bridge, n_bridge, FeatureEdge::bridge, routed, bridged);
+            uint8_t features[kMaxBurst];
+            classify(ctx, snap, to_bridge, n_bridge, dp::kScopeBridged, features);
+            dispatch(ctx, snap, to_bridge, features, n_bridge, FeatureEdge::bridge, routed,
+                     bridged);
         } else {
             bridged.add(ctx, snap, to_bridge, n_bridge);
         }

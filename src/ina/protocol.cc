@@ -44,6 +44,53 @@ std::string_view to_string(ParseError e) {
     return "unknown";
 }
 
+ParseError parse_error(const uint8_t* p, size_t len) {
+    if (len < kFixedHeaderBytes) {
+        return ParseError::truncated;
+    }
+    uint64_t w0;
+    uint64_t w2;
+    std::memcpy(&w0, p, sizeof w0);
+    std::memcpy(&w2, p + 16, sizeof w2);
+    w0 = __builtin_bswap64(w0);
+    w2 = __builtin_bswap64(w2);
+    const auto octet = [w0](int i) { return static_cast<uint8_t>(w0 >> (56 - 8 * i)); };
+    if ((w0 >> 48) != (uint64_t{kMagic0} << 8 | kMagic1)) {
+        return ParseError::bad_magic;
+    }
+    if ((octet(2) >> 4) != kVersion) {
+        return ParseError::bad_version;
+    }
+    const uint8_t type = octet(2) & 0x0f;
+    if (type != static_cast<uint8_t>(PacketType::data) &&
+        type != static_cast<uint8_t>(PacketType::result)) {
+        return ParseError::bad_type;
+    }
+    const uint8_t flags = octet(3);
+    if ((flags & ~kKnownFlags) != 0 ||
+        ((flags & kFlagLowestMissing) != 0 && type != static_cast<uint8_t>(PacketType::data))) {
+        return ParseError::unknown_flags;
+    }
+    if ((octet(4) >> 4) > kMaxOp) {
+        return ParseError::bad_op;
+    }
+    const uint8_t elem_type = octet(4) & 0x0f;
+    if (elem_type > kMaxElemType) {
+        return ParseError::bad_elem_type;
+    }
+    const uint16_t bs_bytes = bsl_code_to_bytes(octet(5) >> 4);
+    if (bs_bytes == 0) {
+        return ParseError::bad_bsl;
+    }
+    const uint64_t reserved_w2 =
+        (flags & kFlagLowestMissing) != 0 ? 0xFFFF00000000ull : 0xFFFFFFFFFFFFull;
+    if ((octet(5) & 0x0f) != 0 || octet(7) != 0 || (w2 & reserved_w2) != 0) {
+        return ParseError::reserved_nonzero;
+    }
+    // Every field is sound: what parse_into refused is the length.
+    return ParseError::length_mismatch;
+}
+
 size_t write_header(uint8_t* p, const Header& h, const uint8_t* bitstring) {
     // Three big-endian words, as parse() reads them: octets 0..7, 8..15, 16..23.
     const uint64_t w0 = uint64_t{kMagic0} << 56 | uint64_t{kMagic1} << 48 |

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <optional>
 #include <vector>
 
 namespace ina::proto {
@@ -216,6 +217,74 @@ TEST(InaProtocol, InPlaceEdits) {
     EXPECT_EQ(r.packet->header.type, PacketType::result);
     EXPECT_EQ(r.packet->header.flags, kFlagEcnEcho);
     EXPECT_EQ(bitstring_at(v.data()), v.data() + 24);
+}
+
+// parse_into folds every check of the fixed header into one test; parse_error names the first
+// failing one. Against a reference that checks field by field, byte by byte, as the protocol
+// text states them: every value of every header octet, on the vector with and without the
+// lowest missing flag (and as a result), so each field's accepted set is exactly the protocol's.
+std::optional<ParseError> reference_error(const std::vector<uint8_t>& v) {
+    if (v.size() < 24) return ParseError::truncated;
+    if (v[0] != 'I' || v[1] != 'N') return ParseError::bad_magic;
+    if ((v[2] >> 4) != 1) return ParseError::bad_version;
+    const int type = v[2] & 0x0f;
+    if (type != 1 && type != 2) return ParseError::bad_type;
+    if ((v[3] & ~0x0f) != 0 || ((v[3] & 0x08) != 0 && type != 1)) {
+        return ParseError::unknown_flags;
+    }
+    if ((v[4] >> 4) > 3) return ParseError::bad_op;
+    if ((v[4] & 0x0f) > 5) return ParseError::bad_elem_type;
+    const int bsl = v[5] >> 4;
+    if (bsl < 1 || bsl > 7) return ParseError::bad_bsl;
+    bool reserved = (v[5] & 0x0f) != 0 || v[7] != 0 || v[18] != 0 || v[19] != 0;
+    if ((v[3] & 0x08) == 0) {
+        reserved = reserved || v[20] != 0 || v[21] != 0 || v[22] != 0 || v[23] != 0;
+    }
+    if (reserved) return ParseError::reserved_nonzero;
+    const size_t sizes[] = {4, 4, 2, 2, 8, 8};
+    const size_t want =
+        24 + (size_t{8} << (bsl - 1)) + sizes[v[4] & 0x0f] * (size_t{v[16]} << 8 | v[17]);
+    if (want != v.size()) return ParseError::length_mismatch;
+    return std::nullopt;
+}
+
+TEST(InaProtocol, TheFoldedTestAgreesWithTheFieldByFieldReferenceOnEveryOctetValue) {
+    auto stated = kVector;
+    stated[3] = kFlagLowestMissing;
+    stated[23] = 0x07;  // lowest missing result 7
+    auto result = kVector;
+    result[2] = 0x12;
+    for (const auto& base : {kVector, stated, result}) {
+        for (size_t at = 0; at < kFixedHeaderBytes; ++at) {
+            for (int value = 0; value < 256; ++value) {
+                auto v = base;
+                v[at] = static_cast<uint8_t>(value);
+                const auto want = reference_error(v);
+                const ParseResult r = parse(v.data(), v.size());
+                ASSERT_EQ(r.packet.has_value(), !want.has_value()) << at << " " << value;
+                if (want) {
+                    ASSERT_EQ(r.error, *want) << at << " " << value;
+                    continue;
+                }
+                const Header& h = r.packet->header;
+                EXPECT_EQ(static_cast<int>(h.type), v[2] & 0x0f);
+                EXPECT_EQ(h.flags, v[3]);
+                EXPECT_EQ(h.op, v[4] >> 4);
+                EXPECT_EQ(h.elem_type, v[4] & 0x0f);
+                EXPECT_EQ(h.bsl_code, v[5] >> 4);
+                EXPECT_EQ(h.set_id, v[6]);
+                EXPECT_EQ(h.job_id, uint32_t{v[8]} << 24 | uint32_t{v[9]} << 16 |
+                                        uint32_t{v[10]} << 8 | v[11]);
+                EXPECT_EQ(h.seq, uint32_t{v[12]} << 24 | uint32_t{v[13]} << 16 |
+                                     uint32_t{v[14]} << 8 | v[15]);
+                EXPECT_EQ(h.elem_count, v[16] << 8 | v[17]);
+                EXPECT_EQ(h.lowest_missing, uint32_t{v[20]} << 24 | uint32_t{v[21]} << 16 |
+                                                uint32_t{v[22]} << 8 | v[23]);
+                EXPECT_EQ(r.packet->bitstring, v.data() + 24);
+                EXPECT_EQ(r.packet->payload, v.data() + 24 + h.bitstring_bytes());
+            }
+        }
+    }
 }
 
 TEST(InaProtocol, ErrorNamesAreDistinct) {
