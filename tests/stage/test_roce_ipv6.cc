@@ -541,6 +541,65 @@ rdma:
 )";
 }
 
+// A QP the API (or the CM) connected is carried into a reloaded file that names no QP of its
+// job, IPv6 worker or IPv4 alike, while its job stays the same and a port still holds its
+// worker; otherwise it ends, with the reason.
+TEST(RoceIpv6Config, ConnectedQpsOfEitherFamilyAreCarriedAcrossAReload) {
+    static const bool registered = config::register_section(fr::section_hooks());
+    (void)registered;
+    auto running = config::load_string(one_qp_yaml("2001:db8:1::2"), "run.yaml");
+    ASSERT_TRUE(running.ok()) << running.error_text();
+    {
+        // Rank 1 as the API made it, and an IPv4 rank 2 beside it.
+        auto rdma = std::make_shared<fr::RdmaConfig>(*fr::rdma_of(*running.config));
+        fr::JobConfig& job = rdma->jobs.at(0);
+        job.qps.at(0).from_api = true;
+        fr::QpConfig v4 = job.qps.at(0);
+        v4.rank = 2;
+        v4.ip6.reset();
+        v4.ip = 0x0A000205;  // 10.0.2.5, on v1
+        v4.switch_qpn = 0x101;
+        job.qps.push_back(v4);
+        running.config->sections[fr::kSectionKey] = rdma;
+    }
+    const std::string job_only = R"(rdma:
+  jobs:
+    - id: 7
+      world: 2
+)";
+    auto file = config::load_string(kPortsYaml + job_only, "file.yaml");
+    ASSERT_TRUE(file.ok()) << file.error_text();
+    std::vector<std::string> ended;
+    fr::carry_connected_qps(*running.config, *file.config, ended);
+    EXPECT_TRUE(ended.empty()) << ended.front();
+    const fr::JobConfig& kept = fr::rdma_of(*file.config)->jobs.at(0);
+    ASSERT_EQ(kept.qps.size(), 2u);
+    EXPECT_TRUE(fr::same_qp(kept.qps.at(0), fr::rdma_of(*running.config)->jobs.at(0).qps.at(0)));
+    EXPECT_TRUE(kept.qps.at(0).ip6.has_value() && kept.qps.at(1).from_api);
+    EXPECT_TRUE(config::validate(*file.config).empty()) << "the carried QPs keep it valid";
+
+    // v0 loses its IPv6 prefix: the IPv6 worker ends, the IPv4 one is kept.
+    std::string no_v0_prefix = kPortsYaml;
+    no_v0_prefix.replace(no_v0_prefix.find("    ipv6: [2001:db8:1::1/64]\n"),
+                         std::string("    ipv6: [2001:db8:1::1/64]\n").size(), "");
+    auto moved = config::load_string(no_v0_prefix + job_only, "file.yaml");
+    ASSERT_TRUE(moved.ok()) << moved.error_text();
+    ended.clear();
+    fr::carry_connected_qps(*running.config, *moved.config, ended);
+    ASSERT_EQ(ended.size(), 1u);
+    EXPECT_EQ(ended[0], "job 7 rank 1: its worker is on no subnet of the new config's ports");
+    ASSERT_EQ(fr::rdma_of(*moved.config)->jobs.at(0).qps.size(), 1u);
+    EXPECT_EQ(fr::rdma_of(*moved.config)->jobs.at(0).qps.at(0).rank, 2);
+
+    // The job's window changes: both end with it.
+    auto changed = config::load_string(kPortsYaml + job_only + "      window: 32\n", "file.yaml");
+    ASSERT_TRUE(changed.ok()) << changed.error_text();
+    ended.clear();
+    fr::carry_connected_qps(*running.config, *changed.config, ended);
+    EXPECT_EQ(ended.size(), 2u);
+    EXPECT_TRUE(fr::rdma_of(*changed.config)->jobs.at(0).qps.empty());
+}
+
 TEST(RoceIpv6Config, WorkerAddressesAndTheirErrors) {
     static const bool registered = config::register_section(fr::section_hooks());
     (void)registered;

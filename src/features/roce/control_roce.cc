@@ -192,7 +192,8 @@ void carry_connected_qps(const config::Config& running, config::Config& next,
                 why = "the new config names another QP for its rank";
             } else if (qpns.count(q.switch_qpn) != 0) {
                 why = "the new config gives its switch QPN to another QP";
-            } else if (switch_address_for(next, q.ip) == 0) {
+            } else if (q.ip6 ? !switch_address6_for(next, *q.ip6).has_value()
+                             : switch_address_for(next, q.ip) == 0) {
                 why = "its worker is on no subnet of the new config's ports";
             } else if (held + 1 > kMaxRoceStates) {
                 why = "no QP resources left by the new config";
