@@ -119,7 +119,9 @@ uint32_t ref_icrc6(const Bytes& l3) {
     ip[1] = ip[2] = ip[3] = 0xFF;
     ip[7] = 0xFF;
     ip[40 + 6] = ip[40 + 7] = 0xFF;
-    ip[48 + 4] = 0xFF;
+    if (b.size() > 8 + 48 + 4) {  // a BTH cut short (a malformed case) has no byte 4 to mask
+        ip[48 + 4] = 0xFF;
+    }
     return ref_crc32(b.data(), b.size());
 }
 
