@@ -166,7 +166,6 @@ bool translate(rte_mbuf* m, uint32_t l3_offset, uint32_t l4_offset, uint32_t psn
     return true;
 }
 
-// The RDMA WRITE opcodes a result travels in (FIRST/MIDDLE/LAST[_IMM]/ONLY[_IMM]).
 // The INAR private data of the CM exchange (src/worker/rdma/protocol.h, fixed big-endian
 // layouts), read in place: no allocation on the packet path. The stage test builds its REQs and
 // REPs with ConnectRequest::encode and ConnectReply::encode, so a layout change fails it.
@@ -185,6 +184,7 @@ bool rep_resumes(const uint8_t* inar, uint32_t job_id) {
            be32(inar + 8) == job_id && (inar[24] & 1) != 0;
 }
 
+// The RDMA WRITE opcodes a result travels in (FIRST/MIDDLE/LAST[_IMM]/ONLY[_IMM]).
 bool write_request(uint8_t opcode) {
     return opcode >= rc::op::kWriteFirst && opcode <= rc::op::kWriteOnlyImm;
 }
