@@ -104,11 +104,14 @@ inline constexpr std::array<std::string_view, kUdpMalformedReasons> kUdpMalforme
 inline constexpr size_t kBurstBuckets = 7;
 
 // RX stalls: the time from one poll loop iteration's start to the next (between two polls of
-// the lcore's RX queues), in power-of-two microsecond buckets: bucket k counts gaps under 2^k
-// us (k = 0: under 1 us), the last one every gap of 2^16 us or more. A histogram of
-// monotonic per-lcore counts, so a scrape resets nothing and a reader diffs two scrapes to see
-// the worst gap of an interval (the highest bucket that moved).
-inline constexpr size_t kPollGapBuckets = 18;
+// the lcore's RX queues), in microsecond buckets: power-of-two bounds (bucket k counts gaps
+// under 2^k us, k = 0: under 1 us) with one more bound at 100 us between 64 and 128 — the
+// stall an operator's budget names (issue 13: no stall over 100 us), so a histogram tells
+// "under 100" from "under 128" — and the last bucket every gap of 2^16 us or more. A histogram
+// of monotonic per-lcore counts, so a scrape resets nothing and a reader diffs two scrapes to
+// see the worst gap of an interval (the highest bucket that moved).
+inline constexpr size_t kPollGapBuckets = 19;
+inline constexpr uint64_t kPollGapBudgetUs = 100;
 // The same buckets split each iteration's own time (from its start to the end of its RX, TX,
 // timers and commands; an idle back-off sleep after it excluded) by whether the kernel switched
 // the thread out meanwhile (runtime/sched_watch.h): loop_work is what the switch's own work
@@ -264,10 +267,28 @@ struct alignas(64) LcoreCounters {
     INA_COUNTER_STRUCT_BODY(LcoreCounters, INA_LCORE_COUNTERS)
 };
 
+// Bucket of a gap: bit_width(gap) up to the 64..128 octave, which the budget splits in two;
+// every bucket above it one further on.
 constexpr size_t poll_gap_bucket(uint64_t gap_us) {
     const auto b = static_cast<size_t>(std::bit_width(gap_us));
-    return b < kPollGapBuckets ? b : kPollGapBuckets - 1;
+    const size_t k = b < 7 ? b : b > 7 || gap_us >= kPollGapBudgetUs ? b + 1 : b;
+    return k < kPollGapBuckets ? k : kPollGapBuckets - 1;
 }
+
+// The exclusive upper bound (us) of bucket k; 0 for the last (open) one.
+constexpr uint64_t poll_gap_bucket_bound(size_t k) {
+    return k < 7                     ? uint64_t{1} << k
+           : k == 7                  ? kPollGapBudgetUs
+           : k + 1 < kPollGapBuckets ? uint64_t{1} << (k - 1)
+                                     : 0;
+}
+static_assert(poll_gap_bucket(0) == 0 && poll_gap_bucket(63) == 6 && poll_gap_bucket(64) == 7 &&
+              poll_gap_bucket(99) == 7 && poll_gap_bucket(100) == 8 && poll_gap_bucket(127) == 8 &&
+              poll_gap_bucket(128) == 9 && poll_gap_bucket(65535) == 17 &&
+              poll_gap_bucket(65536) == 18 && poll_gap_bucket(~uint64_t{0}) == 18);
+static_assert(poll_gap_bucket_bound(6) == 64 && poll_gap_bucket_bound(7) == 100 &&
+              poll_gap_bucket_bound(8) == 128 && poll_gap_bucket_bound(17) == 65536 &&
+              poll_gap_bucket_bound(18) == 0);
 
 inline size_t burst_bucket(uint16_t n) {
     size_t b = 0;

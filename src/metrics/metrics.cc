@@ -266,8 +266,8 @@ std::vector<prometheus::MetricFamily> families(const Stats& s) {
             auto& f = array_family(b, a);
             for (const auto& [lcore, c] : s.per_lcore) {
                 for (size_t i = 0; i < dp::kPollGapBuckets; ++i) {
-                    const std::string le =
-                        i + 1 < dp::kPollGapBuckets ? std::to_string(uint64_t{1} << i) : "+Inf";
+                    const uint64_t bound = dp::poll_gap_bucket_bound(i);
+                    const std::string le = bound != 0 ? std::to_string(bound) : "+Inf";
                     Builder::add(f, d((c.*member)[i]),
                                  {{"lcore", std::to_string(lcore)}, {"le_us", le}});
                 }

@@ -220,3 +220,27 @@ TEST(Metrics, EveryEarlierFamilyIsStillExposed) {
 }
 
 }  // namespace
+
+// A gap counted by the worker's bucket function lands under the bound an operator reads: the
+// 100 us stall budget is a bound of its own (a 99 us gap is under "100", a 100 us one is not),
+// and the octaves keep their power-of-two bounds around it.
+TEST(Metrics, PollGapBucketsExposeTheStallBudgetAsABound) {
+    Stats s = present_stats();
+    auto& c = s.per_lcore.front().second;
+    const struct {
+        uint64_t gap_us;
+        const char* le;
+    } cases[] = {{0, "1"},       {63, "64"},     {64, "100"},       {99, "100"},
+                 {100, "128"},   {127, "128"},   {128, "256"},      {40000, "65536"},
+                 {70000, "+Inf"}};
+    uint64_t n = 1;
+    for (const auto& k : cases) {
+        c = ina::dp::LcoreCounters{};
+        c.poll_gap[ina::dp::poll_gap_bucket(k.gap_us)] = n;
+        const std::string text = ina::metrics::render(s);
+        const std::string sample = "inaswitch_lcore_poll_gaps_total{lcore=\"1\",le_us=\"" +
+                                   std::string(k.le) + "\"} " + std::to_string(n) + "\n";
+        EXPECT_NE(text.find(sample), std::string::npos) << k.gap_us << " us: no " << sample;
+        ++n;
+    }
+}
