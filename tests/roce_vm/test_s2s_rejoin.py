@@ -29,8 +29,15 @@ again; rank 1 stays connected throughout.
      resumed connection, the switch's NAKs on the old one); bit-exact.
   5. Result replication (a second root with --results once, the job reloaded with replicate:
      true): rank 2 resumes as in 1; the switch copies the carrier's results onto the
-     connections it learned, the root writes rank 2 every result on its resumed connection.
-  6. The same reconnect without the switch aggregating (the job removed by a reload: plain
+     connections it learned, the root writes rank 2 on its resumed connection every result from
+     the lowest it lacks.
+  6. The CARRIER resumes with result replication (a third root, --results once): the root
+     writes the results on the carrier's resumed connection and the switch moves the copies'
+     source onto it (result_source_moved 1; rank 2's result leg filled up to its last copy and
+     translated on from there); the root wrote the carrier alone (CHUNKS results acknowledged,
+     the aggregated ACKs of both workers), rank 2 got every result as copies (some twice: the
+     carrier's owed results are copied too), bit-exact on both.
+  7. The same reconnect without the switch aggregating (the job removed by a reload: plain
      routing, a third root): the root sums the workers' own WRITEs, rank 2 resumes where it
      said, bit-exact.
   In each the programs exit 0, every worker's disconnect is clean, and no guest's rxe counted a
@@ -66,7 +73,8 @@ LOSS = "loss 2%"
 NAMES = ("absorbed", "aggregates_sent", "aggregates_acked", "forwarded", "rejoins",
          "rejoin_resumed", "rejoin_partial_chunks", "rejoin_held", "rejoin_carrier_moved",
          "rejoin_carrier_unacked", "connections_learned", "icrc_errors", "not_contribution",
-         "bad_contributions", "results_replicated", "replicate_failed")
+         "bad_contributions", "results_replicated", "replicate_failed", "result_source_moved",
+         "result_fill_sent", "result_acks_forwarded", "result_naks_forwarded")
 
 
 def switch_config(cfg: dict, lab, replicate: bool = False) -> dict:
@@ -126,12 +134,13 @@ def run_workers(lab, data, tag: str, extra: str, wait_before_second=None,
     return res
 
 
-def root_round_checks(tag: str, r: dict, resumes: int) -> None:
+def root_round_checks(tag: str, r: dict, resumes: int, written: int = WORLD * CHUNKS) -> None:
     n = WORLD * CHUNKS
     check(r["ok"] and r["chunks"] == CHUNKS and r["contribution_count"] == n and
-          r["results_written"] == n and r["resumes"] == resumes and r["resent_discarded"] == 0,
-          f"{tag}: the root reduced {n} contributions (no resent one discarded), {n} results "
-          f"acknowledged, {resumes} rank(s) resumed ({r})")
+          r["results_written"] == written and r["resumes"] == resumes and
+          r["resent_discarded"] == 0,
+          f"{tag}: the root reduced {n} contributions (no resent one discarded), {written} "
+          f"results acknowledged, {resumes} rank(s) resumed ({r})")
 
 
 def rejoin_round(lab, data, tag: str, rejoining: int, loss: str | None = None) -> dict:
@@ -198,7 +207,58 @@ def rejoin_round(lab, data, tag: str, rejoining: int, loss: str | None = None) -
           d["bad_contributions"] == 0 and after["fallback"] == before["fallback"],
           f"{tag}: the resumed connection was never held back; no ICRC error, "
           f"non-contribution, bad contribution or fallback")
+    d["workers"] = res
     return d
+
+
+def replicate_carrier_round(lab, data, tag: str) -> dict:
+    """The carrier (rank 1) resumes while the job replicates (the root runs --results once):
+    the copies' source moves onto its resumed connection; every result bit-exact on both
+    workers (rejoin_round). Returns the counters' delta."""
+    d = rejoin_round(lab, data, tag, 1)
+    res = d["workers"]
+    log(f"{tag}: rank 2 took {res[1]['duplicate_results']} result(s) twice, rank 1 "
+        f"{res[0]['duplicate_results']}; {d['result_fill_sent']:.0f} fill packet(s) sent")
+    check(d["result_source_moved"] == 1 and d["replicate_failed"] == 0,
+          f"{tag}: the copies' source moved onto the carrier's resumed connection once, no copy "
+          f"failed")
+    check(d["results_replicated"] >= CHUNKS,
+          f"{tag}: {d['results_replicated']:.0f} copies made: rank 2's every result (it got "
+          f"none from the root itself)")
+    return d
+
+
+def served_replicate_carrier(tag: str, root, rounds_n: int) -> list[dict]:
+    """The root's rounds of replicate_carrier_round: it wrote the carrier alone, CHUNKS
+    results acknowledged there (by both workers' ACKs aggregated), the carrier resumed."""
+    rounds = served(tag, root, rounds_n)
+    for n, r in enumerate(rounds):
+        root_round_checks(f"{tag} {n + 1}", r, 1, written=CHUNKS)
+    return rounds
+
+
+def replicate_carrier_alone(exes: tuple[str, str, str], times: int) -> None:
+    """INA_S2S_REJOIN_CARRIER_ONLY=N: the replicating carrier round alone, N times in one lab.
+    """
+    worker_exe, root_exe, switch_exe = exes
+    scratch = tempfile.mkdtemp(prefix="s2s-rejoin-carrier-")
+    try:
+        data = [int32_inputs(scratch, seed=20261300 + n) for n in range(times)]
+        extra = [stripped(worker_exe, scratch), stripped(root_exe, scratch)]
+        extra += [(p, f"/root/{os.path.basename(p)}") for paths, _sha in data for p in paths]
+        with Lab(1 + WORLD, fabric="inaswitch", switch_exe=switch_exe, routed=True,
+                 switch_config=replicating_config, extra_files=extra) as lab:
+            lab.reach_all()
+            rxe_before = [rxe_counters(vm) for vm in lab.vms]
+            root = lab.vms[0].start(root_cmd(lab.vms[0], f"--rounds {times} --results once "
+                                                         f"--timeout-ms {TIMEOUT_S * 1000}"))
+            lab.vms[0].wait_rdma_cm_listen(timeout=60)
+            for n, d in enumerate(data):
+                replicate_carrier_round(lab, d, f"replicate carrier {n + 1} of {times}")
+            served_replicate_carrier("replicate carrier", root, times)
+            check_rxe_counters(lab, rxe_before)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def served(tag: str, root, rounds_n: int) -> list[dict]:
@@ -238,10 +298,14 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
     if os.environ.get("INA_S2S_REJOIN_LOSS_ONLY"):
         loss_alone((worker_exe, root_exe, switch_exe), int(os.environ["INA_S2S_REJOIN_LOSS_ONLY"]))
         return
+    if os.environ.get("INA_S2S_REJOIN_CARRIER_ONLY"):
+        replicate_carrier_alone((worker_exe, root_exe, switch_exe),
+                                int(os.environ["INA_S2S_REJOIN_CARRIER_ONLY"]))
+        return
     scratch = tempfile.mkdtemp(prefix="s2s-rejoin-")
     plan = [("rejoin", 2, None), ("carrier", 1, None), (f"rejoin {LOSS}", 2, LOSS)]
     try:
-        data = [int32_inputs(scratch, seed=20261128 + n) for n in range(len(plan) + 3)]
+        data = [int32_inputs(scratch, seed=20261128 + n) for n in range(len(plan) + 4)]
         extra = [stripped(worker_exe, scratch), stripped(root_exe, scratch)]
         extra += [(p, f"/root/{os.path.basename(p)}") for paths, _sha in data for p in paths]
         with Lab(1 + WORLD, fabric="inaswitch", switch_exe=switch_exe, routed=True,
@@ -296,7 +360,7 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
             # resumed one, on which the root writes rank 2 every result itself.
             lab.reload_switch(replicating_config)
             root = start_root("--rounds 1 --results once")
-            d = rejoin_round(lab, data[-2], "replicate", 2)
+            d = rejoin_round(lab, data[-3], "replicate", 2)
             # How many copies rank 2's first connection got before it left is a race (it
             # leaves once its WRITEs are ACKed, its results come later): not counted on.
             check(d["replicate_failed"] == 0,
@@ -308,7 +372,14 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
             tags.append("replicate")
             rounds.append(r)
 
-            # 6. Without aggregation: the job removed, RoCE routed untouched.
+            # 6. The carrier resumes while the switch replicates: the copies' source moves.
+            root = start_root("--rounds 1 --results once")
+            replicate_carrier_round(lab, data[-2], "replicate carrier")
+            r = served_replicate_carrier("replicate carrier", root, 1)[0]
+            tags.append("replicate carrier")
+            rounds.append(r)
+
+            # 7. Without aggregation: the job removed, RoCE routed untouched.
             lab.reload_switch(plain_config)
             root = start_root("--rounds 1")
             before = counters(lab)

@@ -55,6 +55,8 @@ private:
     std::optional<RejectReason> on_connect_request(const CmEvent& ev, std::string* why);
     void setup_job(const ConnectRequest& q, ibv_context* ctx);
     void on_completion(const ibv_wc& wc);
+    // Every completion the CQ holds now, handled (before a resuming rank's answer).
+    void take_completions();
     void send_ready_results();
     // Writes result `chunk` to rank `index`'s current connection if its send queue has room;
     // else the result stays owed (Conn::owes).
@@ -219,12 +221,6 @@ std::optional<RejectReason> Round::on_connect_request(const CmEvent& ev, std::st
         *why = "rank " + std::to_string(q->rank) + " resumes but never connected in this round";
         return RejectReason::bad_rank;
     }
-    if (q->resuming && opt_.results == ResultMode::once && index == 0) {
-        // The switch copies what the root writes on the carrier's connection it learned; a
-        // resumed one it passes, so the other ranks would get no result any more.
-        *why = "the carrier (rank 1) cannot resume with --results once";
-        return RejectReason::unsupported;
-    }
     auto conn = std::make_unique<Conn>();
     conn->id = CmId(ev.id());
     conn->req = *q;
@@ -234,8 +230,26 @@ std::optional<RejectReason> Round::on_connect_request(const CmEvent& ev, std::st
     reply.contribution_addr = contrib_mr_->addr() + index * chunking_->area_bytes();
     reply.contribution_rkey = contrib_mr_->rkey();
     if (q->resuming) {
+        // The rank's old connection ends before the answer, and what its QP completed is taken
+        // first: the answer says exactly what the root holds (a switch resends, from it, the
+        // aggregates it sent on a resuming carrier's old connection that the root lacks).
+        if (Conn* old = conns_[index].get(); old != nullptr && !old->disconnected) {
+            static_cast<void>(rdma_disconnect(old->id.get()));
+            old->disconnected = true;
+        }
+        take_completions();
         reply.resumed = true;
         reply.resume_chunk = resume_chunk(index, *q);
+        reply.has_complete = true;
+        while (reply.complete_from < st_.chunks && reducer_->complete(reply.complete_from)) {
+            ++reply.complete_from;
+        }
+        for (uint32_t i = 0; i < ConnectReply::kCompleteBits; ++i) {
+            const uint32_t c = reply.complete_from + i;
+            if (c < st_.chunks && reducer_->complete(c)) {
+                reply.complete[i / 8] = static_cast<uint8_t>(reply.complete[i / 8] | 1u << (i % 8));
+            }
+        }
     }
     try {
         conn->qp = create_rc_qp(conn->id, *pd_, *cq_, send_depth(), job_->window);
@@ -262,9 +276,26 @@ std::optional<RejectReason> Round::on_connect_request(const CmEvent& ev, std::st
             static_cast<void>(rdma_disconnect(old->id.get()));
             old->disconnected = true;
         }
+        // The worker has every result below results_from, and from there it may lack any: a
+        // result acknowledged on one of its connections is no proof (with --results once that
+        // ACK was a replicating switch's aggregate, which stops counting a rank once its
+        // connection ends, docs/rdma.md "Departures"; a process that restarted has nothing).
+        // So every result from there is owed again (one it has is a duplicate, the same bytes).
+        const uint32_t have_below = std::min(q->results_from, st_.chunks);
         for (uint32_t c = 0; c < st_.chunks; ++c) {
-            if (result_state(index, c) == kPosted) {
-                result_state(index, c) = kOwed;
+            uint8_t& s = result_state(index, c);
+            if (c < have_below) {
+                if (s != kDelivered && staged_[c]) {
+                    s = kDelivered;
+                    ++delivered_[index];
+                    ++st_.results_written;
+                }
+            } else if (s != kOwed) {
+                if (s == kDelivered) {
+                    --delivered_[index];
+                    --st_.results_written;
+                }
+                s = kOwed;
             }
         }
         retired_.push_back(std::move(old));
@@ -446,6 +477,16 @@ void Round::post_owed_results(uint32_t index) {
     for (; chunk < st_.chunks && !c.owes; ++chunk) {
         if (staged_[chunk] && result_state(index, chunk) == kOwed) {
             post_result(index, chunk);  // sets owes (from this chunk) when the queue is full
+        }
+    }
+}
+
+void Round::take_completions() {
+    std::array<ibv_wc, 64> wcs;
+    size_t n = 0;
+    while ((n = cq_->poll(wcs)) > 0) {
+        for (size_t i = 0; i < n; ++i) {
+            on_completion(wcs[i]);
         }
     }
 }
