@@ -950,6 +950,16 @@ protected:
         EXPECT_EQ(cm, 2) << "the REQ and the REP pass untouched";
         return rest;
     }
+    // The aggregates toward the root among the frames queued on rank 2's (and the root's) port.
+    std::vector<Seen> aggregates_on_rank2s_port() {
+        std::vector<Seen> agg;
+        for (auto& x : seen(kR1)) {
+            if (x.dst == kRoot && x.p.bth.opcode == rc::op::kWriteOnlyImm) {
+                agg.push_back(x);
+            }
+        }
+        return agg;
+    }
     // The carrier resumes (REQ, REP `resumed` with `complete_from`) while its chunk 0
     // aggregate is unacknowledged on its old connection and rank 2 holds chunk 1.
     void carrier_resumes_with_chunk0_unacked(int64_t complete_from) {
@@ -1483,12 +1493,7 @@ TEST_F(RoceS2sLearn, AResumedRepOutsideTheSessionStartsNothing) {
 
 TEST_F(RoceS2sLearn, AResumingCarriersUnacknowledgedAggregateTheRootLacksIsSentAgain) {
     carrier_resumes_with_chunk0_unacked(0);
-    std::vector<Seen> agg;
-    for (auto& x : seen(kR1)) {
-        if (x.dst == kRoot && x.p.bth.opcode == rc::op::kWriteOnlyImm) {
-            agg.push_back(x);
-        }
-    }
+    const std::vector<Seen> agg = aggregates_on_rank2s_port();
     EXPECT_EQ(job->counters.rejoin_carrier_resent, 1u);
     EXPECT_EQ(job->counters.rejoin_carrier_unacked, 0u);
     ASSERT_EQ(agg.size(), 2u) << "chunk 0 again, then chunk 1's partial aggregate";
@@ -1510,12 +1515,7 @@ TEST_F(RoceS2sLearn, AResumingCarriersUnacknowledgedAggregateTheRootLacksIsSentA
 
 TEST_F(RoceS2sLearn, AResumingCarriersUnacknowledgedAggregateTheRootHasIsNotSentTwice) {
     carrier_resumes_with_chunk0_unacked(1);
-    std::vector<Seen> agg;
-    for (auto& x : seen(kR1)) {
-        if (x.dst == kRoot && x.p.bth.opcode == rc::op::kWriteOnlyImm) {
-            agg.push_back(x);
-        }
-    }
+    const std::vector<Seen> agg = aggregates_on_rank2s_port();
     EXPECT_EQ(job->counters.rejoin_carrier_resent, 0u);
     EXPECT_EQ(job->counters.rejoin_carrier_unacked, 1u);
     ASSERT_EQ(agg.size(), 1u) << "chunk 1's partial aggregate only";
@@ -2360,12 +2360,12 @@ TEST_F(RoceS2sLearnReplicate, ALostFillIsSentAgainAndTheRootGoesBack) {
     EXPECT_EQ(naks[0].p.aeth.syndrome, rc::aeth::kNakPsnSequence);
     EXPECT_EQ(naks[0].p.bth.psn, first) << "the root resends from the resumed connection's first";
     EXPECT_EQ(naks[0].p.bth.dest_qp, kRootQpn[1]);
-    advance_ms(25);
+    advance_ms(260);
     again = to(kWorker2);
     ASSERT_EQ(again.size(), 2u) << "sent again: nothing of it acknowledged";
     EXPECT_EQ(again[0].p.bth.psn, kRootPsn[2] + 2);
     send(result_reply(2, kRootPsn[2] + 3, 3));  // the fill's no-op at 3 executed: 3 messages
-    advance_ms(25);
+    advance_ms(260);
     EXPECT_TRUE(to(kWorker2).empty()) << "the fill is in";
     EXPECT_EQ(job->counters.result_fill_sent, 6u);
 }

@@ -337,7 +337,9 @@ rte_mbuf* result_copy(LcoreContext& ctx, const JobState& job, uint16_t i, rte_mb
 // its own result buffer (a zero-length WRITE needs none, C9-88, but a strict responder checks).
 // At most kMaxFillPackets a call: a leg is never further behind than the root's send queue.
 constexpr uint32_t kMaxFillPackets = 2 * kMaxSlots + 2;
-constexpr uint64_t kFillRetryNs = 20'000'000;  // unanswered fill sent again (RC-timeout-like)
+// An unanswered fill is sent again after this (an RC-timeout-like wait, well past a round trip:
+// a shorter one resends the fill several times while its ACKs are on their way).
+constexpr uint64_t kFillRetryNs = 250'000'000;
 
 void send_fill(LcoreContext& ctx, const dp::Snapshot& snap, JobState& job, Connection& c,
                uint32_t from, uint64_t t_ns) {
@@ -859,9 +861,14 @@ uint32_t JobState::from_carrier(uint16_t i, uint32_t psn) const {
 }
 
 uint16_t JobState::find_res_live(bool toward_root, uint32_t worker_ip, uint32_t dest_qp) const {
+    return find_where(&Connection::res_live, toward_root, worker_ip, dest_qp);
+}
+
+uint16_t JobState::find_where(bool Connection::*alive, bool toward_root, uint32_t worker_ip,
+                              uint32_t dest_qp) const {
     for (uint16_t i = 0; i < params.n_conns; ++i) {
         const Connection& c = conns[i];
-        if (c.res_live && c.params.worker_ip == worker_ip &&
+        if (c.*alive && c.params.worker_ip == worker_ip &&
             (toward_root ? c.params.root_qpn : c.params.worker_qpn) == dest_qp) {
             return i;
         }
@@ -1044,14 +1051,7 @@ bool JobState::try_forwarding() {
 }
 
 uint16_t JobState::find_live(bool toward_root, uint32_t worker_ip, uint32_t dest_qp) const {
-    for (uint16_t i = 0; i < params.n_conns; ++i) {
-        const Connection& c = conns[i];
-        if (c.live && c.params.worker_ip == worker_ip &&
-            (toward_root ? c.params.root_qpn : c.params.worker_qpn) == dest_qp) {
-            return i;
-        }
-    }
-    return params.n_conns;
+    return find_where(&Connection::live, toward_root, worker_ip, dest_qp);
 }
 
 bool JobState::start_session_if_new(uint16_t i) {

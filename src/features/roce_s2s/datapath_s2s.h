@@ -324,6 +324,9 @@ struct alignas(64) JobState {
     // packet by its result identity (n_conns when none): after a move, the carrier's is its
     // resumed connection.
     uint16_t find_res_live(bool toward_root, uint32_t worker_ip, uint32_t dest_qp) const;
+    // The connection whose `alive` flag is set, by a packet's worker address and DestQP.
+    uint16_t find_where(bool Connection::*alive, bool toward_root, uint32_t worker_ip,
+                        uint32_t dest_qp) const;
     // A connection's end (DREQ, or replaced): neither its requests nor its results any more.
     void end_connection(uint16_t i) {
         conns[i].live = false;
