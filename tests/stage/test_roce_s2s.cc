@@ -2326,6 +2326,8 @@ TEST_F(RoceS2sLearnReplicate, ACarrierResumingMovesTheCopiesOntoItsResumedConnec
     send(result_reply(1, first, 1));
     EXPECT_TRUE(acks_at_root().empty()) << "rank 2 has not acknowledged the copy";
     // Rank 2 re-ACKs the fill (duplicates: it had packets 2 and 3, 4 messages), then the copy.
+    // A re-ACK of the fill is no sign of the root retransmitting: it hears nothing of it.
+    send(result_reply(2, kRootPsn[2] + 3, 4));
     send(result_reply(2, kRootPsn[2] + 3, 4));
     EXPECT_TRUE(acks_at_root().empty());
     send(result_reply(2, kRootPsn[2] + 4, 5));

@@ -672,8 +672,10 @@ struct Burst {
         const uint32_t next = ack ? rc::psn_add(p.bth.psn, 1) : p.bth.psn;
         if (rc::psn_diff(next, c.res_next) > 0) {
             c.res_next = next;
-        } else if (ack) {
-            job.res_duplicate = true;  // a re-ACK: the root is retransmitting
+        } else if (ack && !(job.res_moved && next == c.res_fill_end)) {
+            // A re-ACK: the root is retransmitting (not the worker answering the move's fill,
+            // whose duplicates it re-ACKs at the fill's end).
+            job.res_duplicate = true;
         }
         if (rc::psn_diff(p.aeth.msn, c.res_msn) > 0) {
             c.res_msn = p.aeth.msn & 0xFFFFFF;
