@@ -2372,5 +2372,40 @@ TEST_F(RoceS2sLearnReplicate, ALostFillIsSentAgainAndTheRootGoesBack) {
     EXPECT_EQ(job->counters.result_fill_sent, 6u);
 }
 
+
+// A non-carrier rank resumes (its REP `resumed`) with replicate: true: its new connection is a
+// copy target from the root's next carrier PSN on (at its REQ's root PSN: the new QP has
+// received nothing, no fill), so the root writes it nothing itself; a retransmission of a
+// result from before it existed is not copied to it, and its ACKs count in the root's ACK in
+// the carrier's PSN and MSN space. (Fails without: the resumed connection gets no copy.)
+TEST_F(RoceS2sLearnReplicate, AResumedRanksNewConnectionGetsTheCopies) {
+    const uint32_t first = kRootPsn[2] + kNextRootPsn;  // the root's PSN on rank 2's new one
+    connected_with_results(4);
+    acks_burst(1, 0, 4, false);
+    acks_burst(2, 0, 4, true);
+    acks_at_root();
+    EXPECT_TRUE(reconnect(2, 1, true, 4).empty()) << "no fill: the new QP expects `first`";
+    EXPECT_EQ(job->counters.result_legs_resumed, 1u);
+    send(result(4, 4));
+    EXPECT_EQ(to(kWorker1).size(), 1u);
+    auto copy = to(kWorker2);
+    ASSERT_EQ(copy.size(), 1u);
+    EXPECT_EQ(copy[0].p.bth.dest_qp, kWorkerQpn[2] + 100) << "the new connection's QP";
+    EXPECT_EQ(copy[0].p.bth.psn, first);
+    EXPECT_EQ(copy[0].p.reth.va, kResultAddr[2] + 4 * kChunk);
+    EXPECT_TRUE(copy[0].icrc_ok);
+    send(result(3, 3));  // a retransmission from before the new connection: rank 1's only
+    EXPECT_EQ(to(kWorker1).size(), 1u);
+    EXPECT_TRUE(to(kWorker2).empty());
+    send(result_reply(1, kRootPsn[1] + 4, 5));
+    EXPECT_TRUE(acks_at_root().empty()) << "rank 2 has not acknowledged its copy";
+    send(result_reply(2, first, 1));
+    const auto acks = acks_at_root();
+    ASSERT_EQ(acks.size(), 1u);
+    EXPECT_EQ(acks[0].p.bth.dest_qp, kRootQpn[1]);
+    EXPECT_EQ(acks[0].p.bth.psn, kRootPsn[1] + 4);
+    EXPECT_EQ(acks[0].p.aeth.msn, 5u) << "its first message is the carrier's fifth";
+}
+
 }  // namespace
 }  // namespace ina::test

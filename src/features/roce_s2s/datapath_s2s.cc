@@ -631,8 +631,9 @@ struct Burst {
         rte_mbuf* frames[kMaxConns];
         uint16_t n = 0;
         for (uint16_t i = 1; i < job.params.n_conns; ++i) {
-            if (!job.conns[i].res_live) {
-                continue;
+            if (!job.conns[i].res_live ||
+                rc::psn_diff(job.from_carrier(i, p.bth.psn), job.conns[i].res_start) < 0) {
+                continue;  // (a result sent before this leg's connection existed)
             }
             if (rte_mbuf* f = result_copy(ctx, job, i, m, pm, p); f != nullptr) {
                 frames[n++] = f;
@@ -672,7 +673,7 @@ struct Burst {
         const uint32_t next = ack ? rc::psn_add(p.bth.psn, 1) : p.bth.psn;
         if (rc::psn_diff(next, c.res_next) > 0) {
             c.res_next = next;
-        } else if (ack && !(job.res_moved && next == c.res_fill_end)) {
+        } else if (ack && !(c.res_fill_any && next == c.res_fill_end)) {
             // A re-ACK: the root is retransmitting (not the worker answering the move's fill,
             // whose duplicates it re-ACKs at the fill's end).
             job.res_duplicate = true;
@@ -814,7 +815,7 @@ JobState::JobState(const JobParams& p)
         c.to_worker.dest_qp = cp.worker_qpn;
         c.bit = *wire::BitString::from_bfr_ids(
             kContributorBsl, 0, std::vector<wire::BfrId>{static_cast<wire::BfrId>(cp.rank)});
-        c.res_next = cp.root_psn & 0xFFFFFF;
+        c.res_start = c.res_next = cp.root_psn & 0xFFFFFF;
     }
     res_told = res_sent = p.conns[0].root_psn & 0xFFFFFF;
     // Aggregates are the carrier worker's: its address and source port, the root's QPN.
@@ -878,8 +879,46 @@ uint16_t JobState::find_where(bool Connection::*alive, bool toward_root, uint32_
     return params.n_conns;
 }
 
+void JobState::use_leg_deltas() {
+    if (res_moved) {
+        return;
+    }
+    for (uint16_t j = 0; j < params.n_conns; ++j) {
+        Connection& c = conns[j];
+        c.res_psn_delta = (c.params.root_psn - conns[0].params.root_psn) & 0xFFFFFF;
+        c.res_msn_delta = 0;
+        c.res_msn_known = true;
+    }
+    res_moved = true;
+}
+
+void JobState::retarget_results(uint16_t i, uint32_t rep_root_qpn) {
+    use_leg_deltas();
+    Connection& c = conns[i];
+    // The new connection's worker QP expects the root's first PSN on it: it has received
+    // nothing, so no fill. Copies of carrier PSNs from res_sent on go there; the carrier had
+    // completed (res_sent - its first) one-packet messages before.
+    c.params.worker_ip = c.req.ip;
+    c.params.worker_qpn = c.req.qpn;
+    c.params.root_qpn = rep_root_qpn;
+    c.params.root_psn = c.req.root_psn;
+    c.params.result_addr = c.req.result_addr;
+    c.params.result_rkey = c.req.result_rkey;
+    c.res_live = true;
+    c.res_old = false;
+    c.res_start = c.res_next = c.req.root_psn;
+    c.res_msn = 0;
+    c.res_nak_round = 0;
+    c.res_filling = c.res_fill_any = false;
+    c.res_psn_delta = (c.req.root_psn - res_sent) & 0xFFFFFF;
+    c.res_msn_delta = (0x1000000 - ((res_sent - conns[0].params.root_psn) & 0xFFFFFF)) & 0xFFFFFF;
+    c.res_msn_known = true;
+    ++counters.result_legs_resumed;
+}
+
 void JobState::move_result_source(uint32_t rep_root_qpn) {
     Connection& car = conns[0];
+    use_leg_deltas();
     // Every other leg's PSN where copies of the new source start: past every copy of the old
     // one (the worker's ePSN is at most that; the fill makes it exactly that).
     for (uint16_t j = 1; j < params.n_conns; ++j) {
@@ -892,7 +931,7 @@ void JobState::move_result_source(uint32_t rep_root_qpn) {
             continue;
         }
         c.res_fill_end = from_carrier(j, res_sent);
-        c.res_filling = rc::psn_diff(c.res_next, c.res_fill_end) < 0;
+        c.res_filling = c.res_fill_any = rc::psn_diff(c.res_next, c.res_fill_end) < 0;
         c.res_fill_ns = 0;
         c.res_msn_known = !c.res_filling;
         c.res_msn_delta = c.res_msn;
@@ -906,7 +945,7 @@ void JobState::move_result_source(uint32_t rep_root_qpn) {
     car.params.result_addr = car.req.result_addr;
     car.params.result_rkey = car.req.result_rkey;
     car.res_live = true;
-    car.res_next = car.req.root_psn;
+    car.res_start = car.res_next = car.req.root_psn;
     car.res_msn = 0;
     car.res_nak_round = 0;
     car.res_psn_delta = 0;
@@ -919,7 +958,6 @@ void JobState::move_result_source(uint32_t rep_root_qpn) {
             conns[j].res_psn_delta = (conns[j].res_fill_end - first) & 0xFFFFFF;
         }
     }
-    res_moved = true;
     res_told = res_sent = first;
     res_ack_owed = res_duplicate = res_nak_any = false;
     res_to_root.src_ip = car.req.ip;
@@ -1145,10 +1183,15 @@ void JobState::supersede(uint16_t i, uint32_t src_ip, uint32_t dst_ip, const uin
     end_connection(i);
     std::array<uint32_t, kMaxSlots> resend{};
     uint32_t n_resend = 0;
-    if (resume && i == 0 && params.replicate && carrier_open()) {
+    if (resume && params.replicate && carrier_open()) {
         // The root writes the results on the carrier's resumed connection now: the copies'
-        // source moves onto it (docs/rdma.md "The carrier resuming with replicate: true").
-        move_result_source(rep_root_qpn);
+        // source moves onto it (docs/rdma.md "The carrier resuming with replicate: true"); a
+        // resumed non-carrier connection becomes a copy target.
+        if (i == 0) {
+            move_result_source(rep_root_qpn);
+        } else {
+            retarget_results(i, rep_root_qpn);
+        }
     }
     const size_t elem = reduce::elem_size(params.dtype);
     const auto elem_bytes = static_cast<uint32_t>(elem);
@@ -1282,7 +1325,7 @@ void JobState::go_live(uint16_t i, uint32_t worker_ip, uint32_t worker_qpn, uint
     c.leg = WorkerLeg{worker_psn, 0, true, false, false};
     c.next_chunk = 0;
     c.first_psn = worker_psn;
-    c.res_next = c.params.root_psn;  // set from the REQ
+    c.res_start = c.res_next = c.params.root_psn;  // set from the REQ
     c.res_msn = 0;
     c.res_nak_round = 0;
     c.to_worker.src_ip = params.root_ip;
@@ -1297,7 +1340,7 @@ void JobState::go_live(uint16_t i, uint32_t worker_ip, uint32_t worker_qpn, uint
     c.live = true;
     c.res_live = true;
     c.res_old = false;
-    c.res_filling = false;
+    c.res_filling = c.res_fill_any = false;
     c.session = session;
     if (i == 0) {
         // The carrier: the root's first ePSN on it is the worker's starting PSN.

@@ -120,8 +120,9 @@ struct Connection {
     // the carrier): `live` of the connection, except the carrier's after the result source
     // moved onto its resumed connection (docs/rdma.md "The carrier resuming").
     bool res_live = false;
-    // After the result source moved (JobState::res_moved): leg PSN minus carrier PSN, leg MSN
-    // minus carrier MSN (known once the fill below is acknowledged: res_msn_known).
+    // With per-leg deltas (JobState::res_moved): leg PSN minus carrier PSN, leg MSN minus
+    // carrier MSN (after a source move, known once the fill below is acknowledged:
+    // res_msn_known).
     uint32_t res_psn_delta = 0;
     uint32_t res_msn_delta = 0;
     bool res_msn_known = false;
@@ -131,6 +132,11 @@ struct Connection {
     bool res_filling = false;
     uint32_t res_fill_end = 0;
     uint64_t res_fill_ns = 0;  // when the fill was last sent (0: due)
+    bool res_fill_any = false;  // a fill was needed at the last move
+    // The first PSN of this leg copies go to: the REQ's root PSN, or, for a resumed connection
+    // that became a copy target, its REQ's (a copy of a carrier PSN mapping before it is of a
+    // result the root sent before the connection existed: not copied).
+    uint32_t res_start = 0;
     bool res_old = false;  // departed before the move: no part of the floors any more
 };
 
@@ -187,9 +193,10 @@ struct alignas(64) JobState {
     // Replication: the result carrier's worker -> root path (its aggregated ACKs, CNPs); the
     // aggregate leg's `to_root` until either moves (a carrier that reconnects alone).
     ina::roce::Ipv4Path res_to_root;
-    // The carrier resumed (its REP `resumed`) with replicate: its new connection is the source
-    // of the copies, every other leg translated by its own res_psn_delta (docs/rdma.md "The
-    // carrier resuming with replicate: true").
+    // Per-leg deltas: each leg translated by its own res_psn_delta / res_msn_delta, not by the
+    // REQs' root PSNs: since the carrier resumed (its new connection the copies' source) or a
+    // resumed connection became a copy target (docs/rdma.md "The carrier resuming with
+    // replicate: true").
     bool res_moved = false;
     JobCounters counters;
     // Leaving (the job removed or replaced by a config change; docs/rdma.md "Leaving a job"):
@@ -320,6 +327,11 @@ struct alignas(64) JobState {
     // conns[0].req, the root's QPN from the REP): the copies' source moves onto it, each other
     // live leg gets its fill and its own translation.
     void move_result_source(uint32_t rep_root_qpn);
+    // Replication, learn: a non-carrier rank resumed on a new connection (its REQ in
+    // conns[i].req): copies go to it from the next carrier PSN on, at its REQ's root PSN.
+    void retarget_results(uint16_t i, uint32_t rep_root_qpn);
+    // Switches to per-leg deltas (res_moved), each set to what the REQs' root PSNs gave.
+    void use_leg_deltas();
     // Replication: the live connection of a result-path worker -> root or root -> worker
     // packet by its result identity (n_conns when none): after a move, the carrier's is its
     // resumed connection.

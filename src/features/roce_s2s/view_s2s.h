@@ -142,6 +142,7 @@ constexpr uint32_t job_state_id(uint32_t job_id) { return 0x40000000u | job_id; 
     X(result_naks_merged, "Workers' NAKs of a gap already reported to the root (dropped)")     \
     X(result_cnps_forwarded, "Workers' CNPs sent to the root on the carrier connection")     \
     X(result_source_moved, "Result copies' source moved onto the carrier's resumed connection (replicate: true)") \
+    X(result_legs_resumed, "Resumed non-carrier connections made copy targets (replicate: true): the root writes them nothing itself") \
     X(result_fill_sent, "Zero-length WRITEs that align a worker's result leg after the source moved (sent and resent)")
 
 struct JobCounters {

@@ -68,12 +68,15 @@ private:
     uint32_t send_depth() const { return 2 * job_->window + 2; }
     // The chunk a resuming rank WRITEs again from (ConnectReply::resume_chunk).
     uint32_t resume_chunk(uint32_t index, const ConnectRequest& q) const;
-    // once: the carrier (rank 1) alone, and a rank that resumed (the switch replicates onto
-    // the connections it learned; it passes a resumed one, so the root writes that one itself).
+    // once: the carrier (rank 1) alone (the switch replicates onto every connection it
+    // learned, and onto a rank's resumed connection too).
     bool writes_results(uint32_t index) const {
-        return opt_.results == ResultMode::per_worker || index == 0 ||
-               (conns_[index] && conns_[index]->generation > 0);
+        return opt_.results == ResultMode::per_worker || index == 0;
     }
+    // A resumed connection is established (rdma_cm's ESTABLISHED, or its first WRITE): the
+    // results it is owed go, on it, or with --results once for a non-carrier rank on the
+    // carrier (the switch copies them onto the new connection from then on).
+    void resumed_established(uint32_t index);
     uint8_t& result_state(uint32_t index, uint32_t chunk) {
         return result_state_[size_t{index} * st_.chunks + chunk];
     }
@@ -282,7 +285,7 @@ std::optional<RejectReason> Round::on_connect_request(const CmEvent& ev, std::st
         // connection ends, docs/rdma.md "Departures"; a process that restarted has nothing).
         // So every result from there is owed again (one it has is a duplicate, the same bytes).
         const uint32_t have_below = std::min(q->results_from, st_.chunks);
-        for (uint32_t c = 0; c < st_.chunks; ++c) {
+        for (uint32_t c = 0; c < st_.chunks && writes_results(index); ++c) {
             uint8_t& s = result_state(index, c);
             if (c < have_below) {
                 if (s != kDelivered && staged_[c]) {
@@ -341,7 +344,7 @@ void Round::on_cm_event(CmEvent ev) {
             if (ev.type() == RDMA_CM_EVENT_ESTABLISHED) {
                 if (!c->established && c->generation > 0) {
                     c->established = true;
-                    post_owed_results(index);
+                    resumed_established(index);
                 }
                 c->established = true;
                 return;
@@ -451,8 +454,34 @@ void Round::on_completion(const ibv_wc& wc) {
             // The worker's WRITE proves its QP ready: its RTU may be lost (rdma_cm reports
             // ESTABLISHED only after the CM's retries), the results it is owed go now.
             conns_[index]->established = true;
-            post_owed_results(index);
+            resumed_established(index);
         }
+    }
+}
+
+void Round::resumed_established(uint32_t index) {
+    if (writes_results(index)) {
+        post_owed_results(index);
+        return;
+    }
+    // Once, a non-carrier rank: what it lacks is written again on the carrier, after the REP
+    // (this connection is established, so the switch has seen its REP and copies onto it from
+    // there); the carrier's worker takes them as duplicates.
+    const uint32_t from = std::min(conns_[index]->req.results_from, st_.chunks);
+    for (uint32_t c = from; c < st_.chunks; ++c) {
+        uint8_t& s = result_state(0, c);
+        if (staged_[c] && s != kOwed) {
+            if (s == kDelivered) {
+                --delivered_[0];
+                --st_.results_written;
+            }
+            s = kOwed;
+        }
+    }
+    const Conn* carrier = conns_[0].get();
+    if (carrier != nullptr && !carrier->disconnected &&
+        (carrier->generation == 0 || carrier->established)) {
+        post_owed_results(0);
     }
 }
 
@@ -502,8 +531,8 @@ void Round::send_ready_results() {
                 throw Error("chunk " + std::to_string(chunk) + " complete while not every "
                             "rank is connected (contribution counts exceed the senders)");
             }
-            // once: the carrier (rank 1) and resumed ranks (writes_results); the switch
-            // replicates the carrier's WRITE to every worker it learned. A rank that is away,
+            // once: the carrier (rank 1) alone (writes_results); the switch replicates the
+            // carrier's WRITE to every worker it learned and to a rank's resumed connection. A rank that is away,
             // or whose resumed connection is not established yet, is owed the result
             // (post_owed_results).
             if (writes_results(w) && !c->disconnected &&
