@@ -327,9 +327,7 @@ def replicate_carrier_alone(exes: tuple[str, str, str], times: int) -> None:
     """INA_S2S_REJOIN_CARRIER_ONLY=N: the replicating carrier round alone, N times in one lab.
     """
     def rounds(lab, data) -> None:
-        root = lab.vms[0].start(root_cmd(lab.vms[0], f"--rounds {times} --results once "
-                                                     f"--timeout-ms {TIMEOUT_S * 1000}"))
-        lab.vms[0].wait_rdma_cm_listen(timeout=60)
+        root = listening_root(lab, f"--rounds {times} --results once")
         for n, d in enumerate(data):
             replicate_carrier_round(lab, d, f"replicate carrier {n + 1} of {times}")
         served_replicate_carrier("replicate carrier", root, times)
@@ -340,15 +338,20 @@ def replicate_carrier_alone(exes: tuple[str, str, str], times: int) -> None:
 def restart_alone(exes: tuple[str, str, str], times: int) -> None:
     """INA_S2S_REJOIN_RESTART_ONLY=N: the restart round alone, N times in one lab."""
     def rounds(lab, data) -> None:
-        root = lab.vms[0].start(root_cmd(lab.vms[0], f"--rounds {times} "
-                                                     f"--timeout-ms {TIMEOUT_S * 1000}"))
-        lab.vms[0].wait_rdma_cm_listen(timeout=60)
+        root = listening_root(lab, f"--rounds {times}")
         for n, d in enumerate(data):
             restart_round(lab, d, f"restart {n + 1} of {times}")
         for n, r in enumerate(served("restart", root, times)):
             root_round_checks(f"restart {n + 1}", r, 1)
 
     alone(exes, times, 20261400, switch_config, rounds)
+
+
+def listening_root(lab, args: str):
+    """ina-rdma-root with `args` in the first VM, once it listens."""
+    root = lab.vms[0].start(root_cmd(lab.vms[0], f"{args} --timeout-ms {TIMEOUT_S * 1000}"))
+    lab.vms[0].wait_rdma_cm_listen(timeout=60)
+    return root
 
 
 def alone(exes: tuple[str, str, str], times: int, seed: int, config, rounds) -> None:
@@ -385,9 +388,7 @@ def loss_alone(exes: tuple[str, str, str], times: int) -> None:
     """INA_S2S_REJOIN_LOSS_ONLY=N: the lossy rejoin round alone, N times in one lab (each with
     new data), for chasing it against rxe."""
     def rounds(lab, data) -> None:
-        root = lab.vms[0].start(root_cmd(lab.vms[0], f"--rounds {times} "
-                                                     f"--timeout-ms {TIMEOUT_S * 1000}"))
-        lab.vms[0].wait_rdma_cm_listen(timeout=60)
+        root = listening_root(lab, f"--rounds {times}")
         for n, d in enumerate(data):
             rejoin_round(lab, d, f"rejoin {LOSS} {n + 1} of {times}", 2, LOSS)
         served("loss", root, times)
@@ -416,16 +417,9 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
         extra += [(p, f"/root/{os.path.basename(p)}") for paths, _sha in data for p in paths]
         with Lab(1 + WORLD, fabric="inaswitch", switch_exe=switch_exe, routed=True,
                  switch_config=switch_config, extra_files=extra) as lab:
-            root_vm = lab.vms[0]
             lab.reach_all()
             rxe_before = [rxe_counters(vm) for vm in lab.vms]
-
-            def start_root(args: str = "") -> object:
-                job = root_vm.start(root_cmd(root_vm, f"{args} --timeout-ms {TIMEOUT_S * 1000}"))
-                root_vm.wait_rdma_cm_listen(timeout=60)
-                return job
-
-            root = start_root(f"--rounds {len(plan) + 1}")
+            root = listening_root(lab, f"--rounds {len(plan) + 1}")
 
             # 1. Rank 2 reconnects alone through the aggregating switch.
             rejoin_round(lab, data[0], plan[0][0], plan[0][1], plan[0][2])
@@ -470,7 +464,7 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
             # resumed REP on, to rank 2's resumed one; the root writes rank 2 nothing itself
             # (what it lacks goes again on the carrier).
             lab.reload_switch(replicating_config)
-            root = start_root("--rounds 1 --results once")
+            root = listening_root(lab, "--rounds 1 --results once")
             d = rejoin_round(lab, data[-3], "replicate", 2)
             log(f"replicate: rank 2 took {d['workers'][1]['duplicate_results']} result(s) "
                 f"twice, rank 1 {d['workers'][0]['duplicate_results']}")
@@ -486,7 +480,7 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
             rounds.append(r)
 
             # 7. The carrier resumes while the switch replicates: the copies' source moves.
-            root = start_root("--rounds 1 --results once")
+            root = listening_root(lab, "--rounds 1 --results once")
             replicate_carrier_round(lab, data[-2], "replicate carrier")
             r = served_replicate_carrier("replicate carrier", root, 1)[0]
             tags.append("replicate carrier")
@@ -494,7 +488,7 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
 
             # 8. Without aggregation: the job removed, RoCE routed untouched.
             lab.reload_switch(plain_config)
-            root = start_root("--rounds 1")
+            root = listening_root(lab, "--rounds 1")
             before = counters(lab)
             res = run_workers(lab, data[-1], "plain", f"--reconnect-after {RESUME_PLAIN}")
             check(res[1]["reconnected"] and res[1]["resume_chunk"] == RESUME_PLAIN,

@@ -1490,7 +1490,6 @@ TEST_F(RoceS2sLearn, AResumedRepOutsideTheSessionStartsNothing) {
 // leg (rank 2's connection, rank 2's RETH of chunk 0, k = 2), before the partial chunk 1; when it
 // has it, it is released, not sent twice. (Without the answer it was always released: the root
 // stalled on a chunk it lacked, rejoin_carrier_unacked.)
-
 TEST_F(RoceS2sLearn, AResumingCarriersUnacknowledgedAggregateTheRootLacksIsSentAgain) {
     carrier_resumes_with_chunk0_unacked(0);
     const std::vector<Seen> agg = aggregates_on_rank2s_port();

@@ -892,12 +892,7 @@ void JobState::use_leg_deltas() {
     res_moved = true;
 }
 
-void JobState::retarget_results(uint16_t i, uint32_t rep_root_qpn) {
-    use_leg_deltas();
-    Connection& c = conns[i];
-    // The new connection's worker QP expects the root's first PSN on it: it has received
-    // nothing, so no fill. Copies of carrier PSNs from res_sent on go there; the carrier had
-    // completed (res_sent - its first) one-packet messages before.
+void JobState::take_resumed_leg(Connection& c, uint32_t rep_root_qpn) {
     c.params.worker_ip = c.req.ip;
     c.params.worker_qpn = c.req.qpn;
     c.params.root_qpn = rep_root_qpn;
@@ -910,6 +905,15 @@ void JobState::retarget_results(uint16_t i, uint32_t rep_root_qpn) {
     c.res_msn = 0;
     c.res_nak_round = 0;
     c.res_filling = c.res_fill_any = false;
+}
+
+void JobState::retarget_results(uint16_t i, uint32_t rep_root_qpn) {
+    use_leg_deltas();
+    Connection& c = conns[i];
+    // The new connection's worker QP expects the root's first PSN on it: it has received
+    // nothing, so no fill. Copies of carrier PSNs from res_sent on go there; the carrier had
+    // completed (res_sent - its first) one-packet messages before.
+    take_resumed_leg(c, rep_root_qpn);
     c.res_psn_delta = (c.req.root_psn - res_sent) & 0xFFFFFF;
     c.res_msn_delta = (0x1000000 - ((res_sent - conns[0].params.root_psn) & 0xFFFFFF)) & 0xFFFFFF;
     c.res_msn_known = true;
@@ -938,20 +942,10 @@ void JobState::move_result_source(uint32_t rep_root_qpn) {
     }
     // The resumed connection is the carrier's result leg now: its identity, its REQ's root PSN
     // (where the root sends from on it) and result buffer. Its request leg passes (resumed).
-    car.params.worker_ip = car.req.ip;
-    car.params.worker_qpn = car.req.qpn;
-    car.params.root_qpn = rep_root_qpn;
-    car.params.root_psn = car.req.root_psn;
-    car.params.result_addr = car.req.result_addr;
-    car.params.result_rkey = car.req.result_rkey;
-    car.res_live = true;
-    car.res_start = car.res_next = car.req.root_psn;
-    car.res_msn = 0;
-    car.res_nak_round = 0;
+    take_resumed_leg(car, rep_root_qpn);
     car.res_psn_delta = 0;
     car.res_msn_delta = 0;
     car.res_msn_known = true;
-    car.res_filling = false;
     const uint32_t first = car.req.root_psn;
     for (uint16_t j = 1; j < params.n_conns; ++j) {
         if (conns[j].res_live && in_results(j)) {

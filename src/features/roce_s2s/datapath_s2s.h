@@ -330,6 +330,9 @@ struct alignas(64) JobState {
     // Replication, learn: a non-carrier rank resumed on a new connection (its REQ in
     // conns[i].req): copies go to it from the next carrier PSN on, at its REQ's root PSN.
     void retarget_results(uint16_t i, uint32_t rep_root_qpn);
+    // Connection c's result leg becomes its resumed connection (its REQ in c.req, the root's
+    // QPN from the REP), from the root's first PSN on it; its request leg passes (resumed).
+    void take_resumed_leg(Connection& c, uint32_t rep_root_qpn);
     // Switches to per-leg deltas (res_moved), each set to what the REQs' root PSNs gave.
     void use_leg_deltas();
     // Replication: the live connection of a result-path worker -> root or root -> worker
