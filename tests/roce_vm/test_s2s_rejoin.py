@@ -27,10 +27,23 @@ again; rank 1 stays connected throughout.
   4. Rank 2 again with netem `loss 2%` both ways on its link: the CM exchange, the quiesce, the
      partial aggregates and the resumed connection recover (rxe's go-back-N end to end on the
      resumed connection, the switch's NAKs on the old one); bit-exact.
-  5. Result replication (a second root with --results once, the job reloaded with replicate:
+  5. Rank 2's PROCESS restarts ahead of rank 1 (rank 1's link delays what it sends; --restart-at:
+     once RESUME_AT chunks are written, acknowledged or not, rank 2 drops its connection,
+     registrations and results and connects again knowing nothing, resume-from 0): the switch
+     raises the request's resume-from past what it absorbed and holds of rank 2
+     (rejoin_resume_raised 1), the root resumes it there and writes it every result: the root
+     reduced exactly world x chunks contributions (none twice), bit-exact.
+  6. Result replication (a second root with --results once, the job reloaded with replicate:
      true): rank 2 resumes as in 1; the switch copies the carrier's results onto the
-     connections it learned, the root writes rank 2 every result on its resumed connection.
-  6. The same reconnect without the switch aggregating (the job removed by a reload: plain
+     connections it learned and, from its resumed REP on, onto rank 2's resumed connection
+     (result_legs_resumed 1); the root writes only the carrier, what rank 2 lacks again there.
+  7. The CARRIER resumes with result replication (a third root, --results once): the root
+     writes the results on the carrier's resumed connection and the switch moves the copies'
+     source onto it (result_source_moved 1; rank 2's result leg filled up to its last copy and
+     translated on from there); the root wrote the carrier alone (CHUNKS results acknowledged,
+     the aggregated ACKs of both workers), rank 2 got every result as copies (some twice: the
+     carrier's owed results are copied too), bit-exact on both.
+  8. The same reconnect without the switch aggregating (the job removed by a reload: plain
      routing, a third root): the root sums the workers' own WRITEs, rank 2 resumes where it
      said, bit-exact.
   In each the programs exit 0, every worker's disconnect is clean, and no guest's rxe counted a
@@ -52,7 +65,7 @@ sys.path.insert(0, HERE)
 
 from lab import Lab, run_test, check, log, wait_until  # noqa: E402
 from test_rdma_allreduce import (ELEMENTS, TIMEOUT_S, WORLD, allreduce,  # noqa: E402
-                                 int32_inputs, root_cmd, stripped)
+                                 int32_inputs, json_line, root_cmd, stripped, worker_cmd)
 from test_s2s_allreduce import check_rxe_counters, rxe_counters  # noqa: E402
 
 JOB = 7
@@ -61,12 +74,15 @@ WINDOW = 64
 CHUNKS = ELEMENTS * 4 // CHUNK
 RESUME_AT = 16      # through the switch: inside rank 1's first window
 RESUME_PLAIN = 300  # without aggregation
+RESTART_DELAY = "2s"  # rank 1's link in the restart round until rank 2 is back: 2 is ahead
 LOSS = "loss 2%"
 
 NAMES = ("absorbed", "aggregates_sent", "aggregates_acked", "forwarded", "rejoins",
          "rejoin_resumed", "rejoin_partial_chunks", "rejoin_held", "rejoin_carrier_moved",
          "rejoin_carrier_unacked", "connections_learned", "icrc_errors", "not_contribution",
-         "bad_contributions", "results_replicated", "replicate_failed")
+         "bad_contributions", "results_replicated", "replicate_failed", "result_source_moved",
+         "result_fill_sent", "result_acks_forwarded", "result_naks_forwarded",
+         "rejoin_resume_raised", "rejoin_carrier_resent", "result_legs_resumed")
 
 
 def switch_config(cfg: dict, lab, replicate: bool = False) -> dict:
@@ -126,19 +142,22 @@ def run_workers(lab, data, tag: str, extra: str, wait_before_second=None,
     return res
 
 
-def root_round_checks(tag: str, r: dict, resumes: int) -> None:
+def root_round_checks(tag: str, r: dict, resumes: int, written: int = WORLD * CHUNKS) -> None:
     n = WORLD * CHUNKS
     check(r["ok"] and r["chunks"] == CHUNKS and r["contribution_count"] == n and
-          r["results_written"] == n and r["resumes"] == resumes and r["resent_discarded"] == 0,
-          f"{tag}: the root reduced {n} contributions (no resent one discarded), {n} results "
-          f"acknowledged, {resumes} rank(s) resumed ({r})")
+          r["results_written"] == written and r["resumes"] == resumes and
+          r["resent_discarded"] == 0,
+          f"{tag}: the root reduced {n} contributions (no resent one discarded), {written} "
+          f"results acknowledged, {resumes} rank(s) resumed ({r})")
 
 
-def rejoin_round(lab, data, tag: str, rejoining: int, loss: str | None = None) -> dict:
+def rejoin_round(lab, data, tag: str, rejoining: int, loss: str | None = None,
+                 other_egress: str | None = None) -> dict:
     """Rank `rejoining` reconnects after RESUME_AT chunks through the aggregating switch, the
     other rank having filled its window first (WINDOW chunks absorbed and held: the test waits
     for that counter), `loss` (netem, both ways) on the rejoining rank's link; both results
-    bit-exact and the switch's counters of the rule checked. Returns the counters' delta."""
+    bit-exact and the switch's counters of the rule checked. `other_egress`: netem on what the
+    other rank sends. Returns the counters' delta."""
     other = 3 - rejoining
     before = counters(lab)
 
@@ -149,6 +168,8 @@ def rejoin_round(lab, data, tag: str, rejoining: int, loss: str | None = None) -
 
     if loss:
         lab.vms[rejoining].netem(loss, direction="both")
+    if other_egress:
+        lab.vms[other].netem(other_egress)
     t0 = time.monotonic()
     try:
         res = run_workers(
@@ -160,9 +181,12 @@ def rejoin_round(lab, data, tag: str, rejoining: int, loss: str | None = None) -
     finally:
         if loss:
             lab.vms[rejoining].netem(None)
+        if other_egress:
+            lab.vms[other].netem(None)
     wall = time.monotonic() - t0
-    check(res[rejoining - 1]["reconnected"] and
-          res[rejoining - 1]["resume_chunk"] == RESUME_AT and not res[other - 1]["reconnected"],
+    at = res[rejoining - 1]["resume_chunk"]
+    check(res[rejoining - 1]["reconnected"] and at == RESUME_AT and
+          not res[other - 1]["reconnected"],
           f"{tag}: rank {rejoining} reconnected and the root resumed it at chunk {RESUME_AT}")
     # The root's ACK of the last partial aggregates may trail the workers' results; a carrier's
     # old aggregates not seen acknowledged are released instead.
@@ -179,16 +203,18 @@ def rejoin_round(lab, data, tag: str, rejoining: int, loss: str | None = None) -
           f"old state leave")
     check(d["rejoin_carrier_moved"] == (1 if rejoining == 1 else 0),
           f"{tag}: the aggregate leg moved to rank 2's connection iff the carrier rejoined")
-    check(WINDOW - RESUME_AT <= partial <= WINDOW,
+    check(WINDOW - at <= partial <= WINDOW,
           f"{tag}: {partial:.0f} held chunks went to the root as partial aggregates (rank "
-          f"{other}'s chunks {RESUME_AT}..{WINDOW - 1} at least)")
-    check(d["aggregates_sent"] == RESUME_AT + partial and
+          f"{other}'s chunks {at}..{WINDOW - 1} at least)")
+    check(d["rejoin_resume_raised"] == 0,
+          f"{tag}: the resuming request's resume-from left as the worker said it")
+    check(d["aggregates_sent"] == at + partial and
           d["aggregates_acked"] + d["rejoin_carrier_unacked"] == d["aggregates_sent"],
-          f"{tag}: {RESUME_AT} complete aggregates before the rejoin and the {partial:.0f} "
+          f"{tag}: {at} complete aggregates before the rejoin and the {partial:.0f} "
           f"partial ones, acknowledged by the root ({d['rejoin_carrier_unacked']:.0f} on the "
           f"carrier's old connection not seen acknowledged there: released, not resent)")
-    check(d["absorbed"] == 2 * RESUME_AT + partial,
-          f"{tag}: {d['absorbed']:.0f} contributions absorbed: both ranks' first {RESUME_AT} "
+    check(d["absorbed"] == 2 * at + partial,
+          f"{tag}: {d['absorbed']:.0f} contributions absorbed: both ranks' first {at} "
           f"chunks and rank {other}'s partial ones, nothing of the resumed connection")
     check(d["forwarded"] > 0,
           f"{tag}: then {d['forwarded']:.0f} of rank {other}'s packets forwarded translated")
@@ -198,7 +224,153 @@ def rejoin_round(lab, data, tag: str, rejoining: int, loss: str | None = None) -
           d["bad_contributions"] == 0 and after["fallback"] == before["fallback"],
           f"{tag}: the resumed connection was never held back; no ICRC error, "
           f"non-contribution, bad contribution or fallback")
+    d["workers"] = res
     return d
+
+
+def restart_round(lab, data, tag: str) -> dict:
+    """Rank 2's PROCESS restarts ahead of rank 1: rank 1 connects first, its link delaying what
+    it sends by RESTART_DELAY (netem) until rank 2 is back, so rank 2's first RESUME_AT chunks
+    are absorbed and held at the switch waiting for rank 1's (incomplete at the root too) when
+    rank 2 drops everything (--restart-at) and comes back resuming from 0. The switch raises the
+    request's resume-from past what it absorbed and ACKed of rank 2 (which the root could not
+    attribute), the root resumes it there: without the raise it resumes at 0 and chunk 0 gets
+    rank 2's data twice (the root stops at a count beyond world). Bit-exact on both workers.
+    Returns the counters' delta."""
+    root_vm, workers = lab.vms[0], lab.vms[1:]
+    paths, sha = data
+    before = counters(lab)
+
+    def total() -> dict[str, float]:
+        now = counters(lab)
+        return both(diff(now, before, "job"), diff(now, before, "leaving_job"))
+
+    args = [f"--type int32 --chunk-bytes {CHUNK} --window {WINDOW} "
+            f"--input /root/{os.path.basename(p)} --output /tmp/restart.out" for p in paths]
+    args[1] += f" --restart-at {RESUME_AT}"
+    workers[0].netem(f"delay {RESTART_DELAY}")
+    try:
+        jobs = [workers[0].start(worker_cmd(root_vm, 1, args[0]))]
+        wait_until(lambda: total()["connections_learned"] >= 1, TIMEOUT_S,
+                   f"{tag}: rank 1 connected (its REP seen), its WRITEs still on their way")
+        jobs.append(workers[1].start(worker_cmd(root_vm, 2, args[1])))
+        wait_until(lambda: total()["rejoin_resumed"] >= 1, TIMEOUT_S,
+                   f"{tag}: rank 2 restarted and the root took it back")
+        # What rank 1 sent so far keeps its delay (netem keeps its queue); nothing more waits.
+        workers[0].netem("delay 0ms")
+        res = []
+        for rank, job in enumerate(jobs, start=1):
+            rc, out = job.wait(TIMEOUT_S + 30)
+            log(f"{tag} rank {rank}: {out.strip()}")
+            check(rc == 0, f"{tag}: rank {rank} completed (exit {rc})")
+            res.append(json_line(out, "ok"))
+    finally:
+        workers[0].netem(None)
+    for vm in workers:
+        _rc, out = vm.run("sha256sum /tmp/restart.out", check=True)
+        check(out.split()[0] == sha, f"{tag}: {vm.name}'s int32 result bit-exact")
+    wait_until(lambda: total()["aggregates_acked"] >= total()["aggregates_sent"] > 0, 10,
+               f"{tag}: every aggregate the old state sent acknowledged")
+    d = total()
+    log(f"switch, {tag}: {d}")
+    # Its WRITEs that left its VM before it dropped everything (all RESUME_AT, unless the
+    # crash caught some unsent): the switch absorbed them, in order, and holds them.
+    at = res[1]["resume_chunk"]
+    check(res[1]["restarted"] and 0 < at <= RESUME_AT,
+          f"{tag}: rank 2's process restarted and the root resumed it at chunk {at}, past what "
+          f"the switch absorbed of it ({res[1]})")
+    check(d["rejoin_resume_raised"] == 1 and d["rejoins"] == 1 and d["rejoin_resumed"] == 1,
+          f"{tag}: the switch raised the resuming request's resume-from (it said 0) and the old "
+          f"state left at the resumed REP")
+    check(d["absorbed"] == 2 * at and d["aggregates_sent"] == at and
+          d["rejoin_partial_chunks"] == 0,
+          f"{tag}: rank 2's {at} held chunks completed with rank 1's late ones (one aggregate "
+          f"each, none partial), nothing of the restarted process absorbed")
+    check(d["icrc_errors"] == 0 and d["bad_contributions"] == 0 and d["not_contribution"] == 0,
+          f"{tag}: no ICRC error, bad contribution or non-contribution")
+    return d
+
+
+def replicate_carrier_round(lab, data, tag: str) -> dict:
+    """The carrier (rank 1) resumes while the job replicates (the root runs --results once):
+    the copies' source moves onto its resumed connection; every result bit-exact on both
+    workers (rejoin_round). Rank 2's ACKs are delayed 100 ms (netem on what it sends), so when
+    the carrier's resumed REP passes the switch rank 2 has not acknowledged its last copies:
+    the switch fills its leg (zero-length WRITEs, duplicates to rxe) before copying on. Returns
+    the counters' delta."""
+    d = rejoin_round(lab, data, tag, 1, other_egress="delay 100ms")
+    res = d["workers"]
+    log(f"{tag}: rank 2 took {res[1]['duplicate_results']} result(s) twice, rank 1 "
+        f"{res[0]['duplicate_results']}; {d['result_fill_sent']:.0f} fill packet(s) sent")
+    check(d["result_source_moved"] == 1 and d["replicate_failed"] == 0,
+          f"{tag}: the copies' source moved onto the carrier's resumed connection once, no copy "
+          f"failed")
+    check(d["result_fill_sent"] > 0,
+          f"{tag}: rank 2's leg was filled ({d['result_fill_sent']:.0f} zero-length WRITEs) "
+          f"before the copies of the resumed connection (its ACKs were behind)")
+    check(d["results_replicated"] >= CHUNKS,
+          f"{tag}: {d['results_replicated']:.0f} copies made: rank 2's every result (it got "
+          f"none from the root itself)")
+    return d
+
+
+def served_replicate_carrier(tag: str, root, rounds_n: int) -> list[dict]:
+    """The root's rounds of replicate_carrier_round: it wrote the carrier alone, CHUNKS
+    results acknowledged there (by both workers' ACKs aggregated), the carrier resumed."""
+    rounds = served(tag, root, rounds_n)
+    for n, r in enumerate(rounds):
+        root_round_checks(f"{tag} {n + 1}", r, 1, written=CHUNKS)
+    return rounds
+
+
+def replicate_carrier_alone(exes: tuple[str, str, str], times: int) -> None:
+    """INA_S2S_REJOIN_CARRIER_ONLY=N: the replicating carrier round alone, N times in one lab.
+    """
+    def rounds(lab, data) -> None:
+        root = listening_root(lab, f"--rounds {times} --results once")
+        for n, d in enumerate(data):
+            replicate_carrier_round(lab, d, f"replicate carrier {n + 1} of {times}")
+        served_replicate_carrier("replicate carrier", root, times)
+
+    alone(exes, times, 20261300, replicating_config, rounds)
+
+
+def restart_alone(exes: tuple[str, str, str], times: int) -> None:
+    """INA_S2S_REJOIN_RESTART_ONLY=N: the restart round alone, N times in one lab."""
+    def rounds(lab, data) -> None:
+        root = listening_root(lab, f"--rounds {times}")
+        for n, d in enumerate(data):
+            restart_round(lab, d, f"restart {n + 1} of {times}")
+        for n, r in enumerate(served("restart", root, times)):
+            root_round_checks(f"restart {n + 1}", r, 1)
+
+    alone(exes, times, 20261400, switch_config, rounds)
+
+
+def listening_root(lab, args: str):
+    """ina-rdma-root with `args` in the first VM, once it listens."""
+    root = lab.vms[0].start(root_cmd(lab.vms[0], f"{args} --timeout-ms {TIMEOUT_S * 1000}"))
+    lab.vms[0].wait_rdma_cm_listen(timeout=60)
+    return root
+
+
+def alone(exes: tuple[str, str, str], times: int, seed: int, config, rounds) -> None:
+    """One lab (the switch on `config`) and `times` data sets from `seed` for `rounds(lab,
+    data)`, which runs a round alone that many times; no guest's rxe gives up a QP."""
+    worker_exe, root_exe, switch_exe = exes
+    scratch = tempfile.mkdtemp(prefix="s2s-rejoin-alone-")
+    try:
+        data = [int32_inputs(scratch, seed=seed + n) for n in range(times)]
+        extra = [stripped(worker_exe, scratch), stripped(root_exe, scratch)]
+        extra += [(p, f"/root/{os.path.basename(p)}") for paths, _sha in data for p in paths]
+        with Lab(1 + WORLD, fabric="inaswitch", switch_exe=switch_exe, routed=True,
+                 switch_config=config, extra_files=extra) as lab:
+            lab.reach_all()
+            rxe_before = [rxe_counters(vm) for vm in lab.vms]
+            rounds(lab, data)
+            check_rxe_counters(lab, rxe_before)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def served(tag: str, root, rounds_n: int) -> list[dict]:
@@ -215,47 +387,39 @@ def served(tag: str, root, rounds_n: int) -> list[dict]:
 def loss_alone(exes: tuple[str, str, str], times: int) -> None:
     """INA_S2S_REJOIN_LOSS_ONLY=N: the lossy rejoin round alone, N times in one lab (each with
     new data), for chasing it against rxe."""
-    worker_exe, root_exe, switch_exe = exes
-    scratch = tempfile.mkdtemp(prefix="s2s-rejoin-loss-")
-    try:
-        data = [int32_inputs(scratch, seed=20261200 + n) for n in range(times)]
-        extra = [stripped(worker_exe, scratch), stripped(root_exe, scratch)]
-        extra += [(p, f"/root/{os.path.basename(p)}") for paths, _sha in data for p in paths]
-        with Lab(1 + WORLD, fabric="inaswitch", switch_exe=switch_exe, routed=True,
-                 switch_config=switch_config, extra_files=extra) as lab:
-            lab.reach_all()
-            root = lab.vms[0].start(root_cmd(lab.vms[0], f"--rounds {times} "
-                                                         f"--timeout-ms {TIMEOUT_S * 1000}"))
-            lab.vms[0].wait_rdma_cm_listen(timeout=60)
-            for n, d in enumerate(data):
-                rejoin_round(lab, d, f"rejoin {LOSS} {n + 1} of {times}", 2, LOSS)
-            served("loss", root, times)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    def rounds(lab, data) -> None:
+        root = listening_root(lab, f"--rounds {times}")
+        for n, d in enumerate(data):
+            rejoin_round(lab, d, f"rejoin {LOSS} {n + 1} of {times}", 2, LOSS)
+        served("loss", root, times)
+
+    alone(exes, times, 20261200, switch_config, rounds)
 
 
 def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
     if os.environ.get("INA_S2S_REJOIN_LOSS_ONLY"):
         loss_alone((worker_exe, root_exe, switch_exe), int(os.environ["INA_S2S_REJOIN_LOSS_ONLY"]))
         return
+    if os.environ.get("INA_S2S_REJOIN_RESTART_ONLY"):
+        restart_alone((worker_exe, root_exe, switch_exe),
+                      int(os.environ["INA_S2S_REJOIN_RESTART_ONLY"]))
+        return
+    if os.environ.get("INA_S2S_REJOIN_CARRIER_ONLY"):
+        replicate_carrier_alone((worker_exe, root_exe, switch_exe),
+                                int(os.environ["INA_S2S_REJOIN_CARRIER_ONLY"]))
+        return
     scratch = tempfile.mkdtemp(prefix="s2s-rejoin-")
-    plan = [("rejoin", 2, None), ("carrier", 1, None), (f"rejoin {LOSS}", 2, LOSS)]
+    plan = [("rejoin", 2, None), ("carrier", 1, None), (f"rejoin {LOSS}", 2, LOSS),
+            ("restart", 2, None)]
     try:
-        data = [int32_inputs(scratch, seed=20261128 + n) for n in range(len(plan) + 3)]
+        data = [int32_inputs(scratch, seed=20261128 + n) for n in range(len(plan) + 4)]
         extra = [stripped(worker_exe, scratch), stripped(root_exe, scratch)]
         extra += [(p, f"/root/{os.path.basename(p)}") for paths, _sha in data for p in paths]
         with Lab(1 + WORLD, fabric="inaswitch", switch_exe=switch_exe, routed=True,
                  switch_config=switch_config, extra_files=extra) as lab:
-            root_vm = lab.vms[0]
             lab.reach_all()
             rxe_before = [rxe_counters(vm) for vm in lab.vms]
-
-            def start_root(args: str = "") -> object:
-                job = root_vm.start(root_cmd(root_vm, f"{args} --timeout-ms {TIMEOUT_S * 1000}"))
-                root_vm.wait_rdma_cm_listen(timeout=60)
-                return job
-
-            root = start_root(f"--rounds {len(plan) + 1}")
+            root = listening_root(lab, f"--rounds {len(plan) + 1}")
 
             # 1. Rank 2 reconnects alone through the aggregating switch.
             rejoin_round(lab, data[0], plan[0][0], plan[0][1], plan[0][2])
@@ -277,8 +441,12 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
                   "fresh: the old state (leaving_job) took no part")
 
             # 3. The carrier (rank 1) reconnects alone; 4. rank 2 again, its link lossy.
+            # 5. Rank 2's process restarts (nothing kept: the switch and the root say where).
             for (tag, rank, loss), d in zip(plan[1:], data[2:]):
-                rejoin_round(lab, d, tag, rank, loss)
+                if tag == "restart":
+                    restart_round(lab, d, tag)
+                else:
+                    rejoin_round(lab, d, tag, rank, loss)
 
             tags = [plan[0][0], "fresh"] + [t for t, _r, _l in plan[1:]]
             rounds = served("aggregating", root, len(tags))
@@ -291,26 +459,36 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
                           f"{tag}: {r['contributions']} WRITEs at the root, fewer than "
                           f"{WORLD * CHUNKS}: aggregates before the rejoin")
 
-            # 5. Result replication (root --results once, replicate: true): rank 2 resumes; the
-            # switch copies the carrier's results to the connections it learned and passes the
-            # resumed one, on which the root writes rank 2 every result itself.
+            # 6. Result replication (root --results once, replicate: true): rank 2 resumes; the
+            # switch copies the carrier's results to the connections it learned and, from the
+            # resumed REP on, to rank 2's resumed one; the root writes rank 2 nothing itself
+            # (what it lacks goes again on the carrier).
             lab.reload_switch(replicating_config)
-            root = start_root("--rounds 1 --results once")
-            d = rejoin_round(lab, data[-2], "replicate", 2)
-            # How many copies rank 2's first connection got before it left is a race (it
-            # leaves once its WRITEs are ACKed, its results come later): not counted on.
-            check(d["replicate_failed"] == 0,
-                  f"replicate: {d['results_replicated']:.0f} copies of the carrier's results "
-                  f"made before rank 2 left, none failed")
+            root = listening_root(lab, "--rounds 1 --results once")
+            d = rejoin_round(lab, data[-3], "replicate", 2)
+            log(f"replicate: rank 2 took {d['workers'][1]['duplicate_results']} result(s) "
+                f"twice, rank 1 {d['workers'][0]['duplicate_results']}")
+            check(d["replicate_failed"] == 0 and d["result_legs_resumed"] == 1 and
+                  d["results_replicated"] >= CHUNKS,
+                  f"replicate: rank 2's resumed connection became a copy target; "
+                  f"{d['results_replicated']:.0f} copies made (rank 2's every result), none "
+                  f"failed")
             r = served("replicate", root, 1)[0]
-            # The root wrote the carrier every result, and rank 2 every result again.
-            root_round_checks("replicate", r, 1)
+            # The root wrote the carrier alone (every result acknowledged by both workers).
+            root_round_checks("replicate", r, 1, written=CHUNKS)
             tags.append("replicate")
             rounds.append(r)
 
-            # 6. Without aggregation: the job removed, RoCE routed untouched.
+            # 7. The carrier resumes while the switch replicates: the copies' source moves.
+            root = listening_root(lab, "--rounds 1 --results once")
+            replicate_carrier_round(lab, data[-2], "replicate carrier")
+            r = served_replicate_carrier("replicate carrier", root, 1)[0]
+            tags.append("replicate carrier")
+            rounds.append(r)
+
+            # 8. Without aggregation: the job removed, RoCE routed untouched.
             lab.reload_switch(plain_config)
-            root = start_root("--rounds 1")
+            root = listening_root(lab, "--rounds 1")
             before = counters(lab)
             res = run_workers(lab, data[-1], "plain", f"--reconnect-after {RESUME_PLAIN}")
             check(res[1]["reconnected"] and res[1]["resume_chunk"] == RESUME_PLAIN,

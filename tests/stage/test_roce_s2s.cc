@@ -177,16 +177,18 @@ protected:
     }
     // Replication: the root's result WRITE packet `k` (from kRootPsn[1]) of chunk c on the
     // carrier, into rank 1's result buffer.
+    // `worker_qpn` and `first_psn`: another connection of rank 1 (a resumed carrier's).
     Bytes result(uint32_t k, uint32_t c, uint8_t opcode = rc::op::kWriteOnlyImm,
-                 uint32_t length = kChunk, uint32_t dma_len = kChunk) {
+                 uint32_t length = kChunk, uint32_t dma_len = kChunk,
+                 uint32_t worker_qpn = kWorkerQpn[1], uint32_t first_psn = kRootPsn[1]) {
         rc::Ipv4Path path;
         path.src_ip = kRoot;
         path.dst_ip = kWorker1;
-        path.dest_qp = kWorkerQpn[1];
+        path.dest_qp = worker_qpn;
         path.src_port = 0xC0DE;
         rc::Transmit tx;
         tx.opcode = opcode;
-        tx.psn = kRootPsn[1] + k;
+        tx.psn = first_psn + k;
         tx.ack_req = true;
         tx.has_reth = opcode == rc::op::kWriteFirst || opcode == rc::op::kWriteOnly ||
                       opcode == rc::op::kWriteOnlyImm;
@@ -812,17 +814,21 @@ protected:
     }
     virtual bool replicate() const { return false; }
     static constexpr uint32_t kRepPsn[3] = {0, 3000, 4000};  // the workers send from these
+    static constexpr uint32_t kNextRootPsn = 700;  // a later connection's root PSN: + 700 each
 
     // Rank's REQ to the root: the worker's QPN and the INAR connect request of `job`. A later
     // connection of the same rank (`generation` > 0) has its own QPN and communication ID.
-    Bytes req(int rank, uint32_t inar_job = 11, uint32_t generation = 0) {
+    // `resuming`: the INAR request resumes from chunk `resume_from`.
+    Bytes req(int rank, uint32_t inar_job = 11, uint32_t generation = 0, bool resuming = false,
+              uint32_t resume_from = 0) {
         rc::cm::Message msg;
         msg.header.attr_id = static_cast<uint16_t>(rc::cm::Attr::req);
         msg.header.transaction_id = 0x100 + static_cast<uint64_t>(rank);
         msg.req.local_comm_id = 0x1000 + static_cast<uint32_t>(rank) + 0x10 * generation;
         msg.req.service_id = rc::cm::service_id_for_tcp_port(7471);
         msg.req.local_qpn = kWorkerQpn[rank] + 100 * generation;
-        msg.req.starting_psn = kRootPsn[rank];  // the root's send PSN: not the worker's
+        // The root's send PSN (not the worker's), its own per connection.
+        msg.req.starting_psn = kRootPsn[rank] + kNextRootPsn * generation;
         rc::cm::CmaHeader h;
         h.src = rc::cm::ipv4_gid(worker_ip(rank));
         h.dst = rc::cm::ipv4_gid(kRoot);
@@ -837,14 +843,18 @@ protected:
         c.window = kWindow;
         c.result_addr = kResultAddr[rank];
         c.result_rkey = kResultRkey[rank];
+        c.resuming = resuming;
+        c.resume_from = resume_from;
         const auto enc = c.encode();
         std::memcpy(msg.req.private_data.data() + rc::cm::kCmaHeaderBytes, enc.data(), enc.size());
         return cm_frame(worker_ip(rank), kRoot, msg);
     }
     // The root's REP; `resumed`: its INAR reply (ConnectReply::encode) takes the rank back
     // into the running AllReduce from chunk `resume_chunk`.
+    // `complete_from` >= 0: the reply says the root has every chunk below it complete and none
+    // from it on (ConnectReply::complete_from, an empty bitmap).
     Bytes rep(int rank, uint32_t generation = 0, bool resumed = false, uint32_t resume_chunk = 0,
-              uint32_t inar_job = 11) {
+              uint32_t inar_job = 11, int64_t complete_from = -1) {
         rc::cm::Message msg;
         msg.header.attr_id = static_cast<uint16_t>(rc::cm::Attr::rep);
         msg.header.transaction_id = 0x100 + static_cast<uint64_t>(rank);
@@ -858,6 +868,8 @@ protected:
         r.contribution_rkey = kAreaRkey[rank];
         r.resumed = resumed;
         r.resume_chunk = resume_chunk;
+        r.has_complete = complete_from >= 0;
+        r.complete_from = static_cast<uint32_t>(std::max<int64_t>(complete_from, 0));
         const auto enc = r.encode();
         std::memcpy(msg.rep.private_data.data(), enc.data(), enc.size());
         return cm_frame(kRoot, worker_ip(rank), msg);
@@ -937,6 +949,29 @@ protected:
         }
         EXPECT_EQ(cm, 2) << "the REQ and the REP pass untouched";
         return rest;
+    }
+    // The aggregates toward the root among the frames queued on rank 2's (and the root's) port.
+    std::vector<Seen> aggregates_on_rank2s_port() {
+        std::vector<Seen> agg;
+        for (auto& x : seen(kR1)) {
+            if (x.dst == kRoot && x.p.bth.opcode == rc::op::kWriteOnlyImm) {
+                agg.push_back(x);
+            }
+        }
+        return agg;
+    }
+    // The carrier resumes (REQ, REP `resumed` with `complete_from`) while its chunk 0
+    // aggregate is unacknowledged on its old connection and rank 2 holds chunk 1.
+    void carrier_resumes_with_chunk0_unacked(int64_t complete_from) {
+        connect(1);
+        connect(2);
+        complete_chunk_learned();  // chunk 0's aggregate sent on rank 1's connection, no ACK
+        send(contribution(2, kRepPsn[2] + 1, 1, fill(50)));
+        drain();
+        send(dreq(1));
+        send(req(1, 11, 1, true, 1));
+        drain();
+        send(rep(1, 1, true, 1, 11, complete_from));
     }
     // Chunk 0 from both ranks at their REPs' PSNs: its aggregate goes out (drained).
     void complete_chunk_learned() {
@@ -1447,6 +1482,77 @@ TEST_F(RoceS2sLearn, AResumedRepOutsideTheSessionStartsNothing) {
     send(rep(2, 2, true, 5, 12));
     drain();
     EXPECT_EQ(job->counters.connections_learned, 2u);
+}
+
+// The carrier resumes while its chunk 0 aggregate (both ranks' data) is unacknowledged on its
+// old connection. The root's resumed REP says what it has complete (it ended the old connection
+// and took its completions first): when it lacks chunk 0, the aggregate goes again on the moved
+// leg (rank 2's connection, rank 2's RETH of chunk 0, k = 2), before the partial chunk 1; when it
+// has it, it is released, not sent twice. (Without the answer it was always released: the root
+// stalled on a chunk it lacked, rejoin_carrier_unacked.)
+TEST_F(RoceS2sLearn, AResumingCarriersUnacknowledgedAggregateTheRootLacksIsSentAgain) {
+    carrier_resumes_with_chunk0_unacked(0);
+    const std::vector<Seen> agg = aggregates_on_rank2s_port();
+    EXPECT_EQ(job->counters.rejoin_carrier_resent, 1u);
+    EXPECT_EQ(job->counters.rejoin_carrier_unacked, 0u);
+    ASSERT_EQ(agg.size(), 2u) << "chunk 0 again, then chunk 1's partial aggregate";
+    EXPECT_EQ(agg[0].src, kWorker2);
+    EXPECT_EQ(agg[0].p.bth.dest_qp, kRootQpn[2]);
+    EXPECT_EQ(agg[0].p.bth.psn, kRepPsn[2]) << "the root's first ePSN on rank 2's connection";
+    EXPECT_EQ(agg[0].p.reth.va, kAreaVa[2] + 0 * kChunk) << "rank 2's slot of chunk 0";
+    EXPECT_EQ(agg[0].p.imm, 0u << 8 | 2) << "both contributions";
+    EXPECT_EQ(ints(agg[0].payload)[0], 1 + 100);
+    EXPECT_TRUE(agg[0].icrc_ok);
+    EXPECT_EQ(agg[1].p.bth.psn, kRepPsn[2] + 1);
+    EXPECT_EQ(agg[1].p.imm, 1u << 8 | 1);
+    // The root acknowledges both on rank 2's connection: every slot released.
+    send(root_ack(2, kRepPsn[2] + 1));
+    drain();
+    EXPECT_EQ(job->table.in_use(), 0u);
+    EXPECT_EQ(job->counters.aggregates_acked, 2u);
+}
+
+TEST_F(RoceS2sLearn, AResumingCarriersUnacknowledgedAggregateTheRootHasIsNotSentTwice) {
+    carrier_resumes_with_chunk0_unacked(1);
+    const std::vector<Seen> agg = aggregates_on_rank2s_port();
+    EXPECT_EQ(job->counters.rejoin_carrier_resent, 0u);
+    EXPECT_EQ(job->counters.rejoin_carrier_unacked, 1u);
+    ASSERT_EQ(agg.size(), 1u) << "chunk 1's partial aggregate only";
+    EXPECT_EQ(agg[0].p.imm, 1u << 8 | 1);
+}
+
+// A worker process that restarts (ina-rdma-worker --restart-at) knows nothing of what it sent:
+// it resumes from chunk 0. The switch absorbed rank 2's chunks 0..2 and ACKed them as the root;
+// they reach the root in aggregates it cannot attribute to rank 2, so the switch raises the
+// REQ's resume-from to 3 on its way (ICRC recomputed) and the root has the process write from
+// there: nothing is added twice. A request that says more than the switch knows passes as it
+// is. (Fails without: the REQ reaches the root saying 0.)
+TEST_F(RoceS2sLearn, ARestartedWorkersResumeIsRaisedPastWhatTheSwitchAbsorbed) {
+    connect(1);
+    connect(2);
+    for (uint32_t c = 0; c < 3; ++c) {
+        send(contribution(2, kRepPsn[2] + c, c, fill(static_cast<int32_t>(c))));
+    }
+    send(contribution(1, kRepPsn[1], 0, fill(7)));
+    drain();
+    const auto resume_from = [](const Seen& s) {
+        const uint8_t* f = s.payload.data() + 164 + 36 + 48;  // REQ private data, INAR field
+        return uint32_t{f[0]} << 24 | uint32_t{f[1]} << 16 | uint32_t{f[2]} << 8 | f[3];
+    };
+    send(req(2, 11, 1, true, 0));
+    auto out = to(kRoot);
+    ASSERT_EQ(out.size(), 1u);
+    ASSERT_EQ(out[0].payload.size(), rc::cm::kMadBytes);
+    EXPECT_EQ(resume_from(out[0]), 3u) << "past rank 2's chunks the switch absorbed";
+    EXPECT_EQ(out[0].payload[164 + 36 + 44], 1) << "still resuming";
+    EXPECT_TRUE(out[0].icrc_ok);
+    EXPECT_EQ(job->counters.rejoin_resume_raised, 1u);
+    send(req(2, 11, 2, true, 5));
+    out = to(kRoot);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(resume_from(out[0]), 5u) << "a worker that knows more is not lowered";
+    EXPECT_TRUE(out[0].icrc_ok);
+    EXPECT_EQ(job->counters.rejoin_resume_raised, 1u);
 }
 
 // The carrier reconnects alone while rank 2 is a window ahead: chunk 3's aggregate on the old
@@ -1960,6 +2066,33 @@ public:
                                   rc::Reply{rc::aeth::kAckUnlimited, kRootPsn[rank] + k, k + 1});
         });
     }
+    // Rank's ACK or NAK (`syndrome`) of its result leg's PSN `psn` (absolute), MSN `msn`.
+    Bytes result_reply(int rank, uint32_t psn, uint32_t msn,
+                       uint8_t syndrome = rc::aeth::kAckUnlimited) {
+        rc::Ipv4Path a;
+        a.src_ip = worker_ip(rank);
+        a.dst_ip = kRoot;
+        a.dest_qp = kRootQpn[rank];
+        return frame(a.src_ip, [&](uint8_t* out, size_t cap) {
+            return rc::encode_ack(out, cap, a, 1, rc::Reply{syndrome, psn, msn});
+        });
+    }
+    // The root's result packet k of chunk c on the carrier's resumed connection (generation 1:
+    // its worker QPN + 100, from its REQ's root PSN).
+    Bytes resumed_result(uint32_t k, uint32_t c) {
+        return result(k, c, rc::op::kWriteOnlyImm, kChunk, kChunk, kWorkerQpn[1] + 100,
+                      kRootPsn[1] + kNextRootPsn);
+    }
+    // The carrier's resume with the results of test ACarrierResuming...: 4 results copied,
+    // rank 2 acknowledged 2 of them, the carrier all 4 before it left; the frames the resumed
+    // REP made the switch send (its fill to rank 2).
+    std::vector<Seen> carrier_resumed_with_two_unacked() {
+        connected_with_results(4);
+        acks_burst(2, 0, 2, false);
+        acks_burst(1, 0, 4, true);
+        drain();
+        return reconnect(1, 1, true, 0);
+    }
     // Both ranks connected, then the root's result packets 0..n-1 (results(n)).
     void connected_with_results(uint32_t n) {
         connect(1);
@@ -2140,6 +2273,137 @@ TEST_F(RoceS2sLearnReplicate, TheDepartureRuleIsCounted) {
     ASSERT_EQ(acks.size(), 1u);
     EXPECT_EQ(acks[0].p.bth.psn, kRootPsn[1] + 3) << "everything the root sent";
     EXPECT_EQ(job->counters.departure_acks, 1u);
+}
+
+
+// The carrier resumes (its REP `resumed`) with replicate: true: the root writes the results on
+// its resumed connection now (ina-rdma-root --results once), and the switch moves the copies'
+// source onto it. Rank 2's leg had copies 0..3 (PSN kRootPsn[2] + 0..3), its ACKs of 2 and 3
+// not seen: the switch sends a fill (zero-length WRITEs at PSNs 2 and 3, duplicates or no-ops
+// for the worker) so its ePSN is 4 exactly, then copies the resumed connection's WRITEs from
+// there, and the root hears on the resumed connection only what both workers acknowledged, in
+// its own PSN and MSN space. (Fails without the move: the resumed connection's results pass
+// untouched and rank 2 gets no copy.)
+TEST_F(RoceS2sLearnReplicate, ACarrierResumingMovesTheCopiesOntoItsResumedConnection) {
+    const uint32_t first = kRootPsn[1] + kNextRootPsn;  // the root's PSN on the new connection
+    const auto fill = carrier_resumed_with_two_unacked();
+    EXPECT_EQ(job->counters.result_source_moved, 1u);
+    ASSERT_EQ(fill.size(), 2u) << "rank 2's leg filled up to its last copy";
+    for (uint32_t k = 0; k < 2; ++k) {
+        const Seen& f = fill[k];
+        EXPECT_EQ(f.src, kRoot);
+        EXPECT_EQ(f.dst, kWorker2);
+        EXPECT_EQ(f.p.bth.opcode, rc::op::kWriteOnly);
+        EXPECT_EQ(f.p.bth.dest_qp, kWorkerQpn[2]);
+        EXPECT_EQ(f.p.bth.psn, kRootPsn[2] + 2 + k);
+        EXPECT_TRUE(f.p.bth.ack_req);
+        EXPECT_EQ(f.p.reth.va, kResultAddr[2]);
+        EXPECT_EQ(f.p.reth.rkey, kResultRkey[2]);
+        EXPECT_EQ(f.p.reth.dma_len, 0u);
+        EXPECT_TRUE(f.payload.empty());
+        EXPECT_TRUE(f.icrc_ok);
+    }
+    EXPECT_EQ(job->counters.result_fill_sent, 2u);
+    // The root's first result on the resumed connection: the carrier's worker gets it as it is,
+    // rank 2 a copy at its leg's next PSN.
+    send(resumed_result(0, 4));
+    const auto own = to(kWorker1);
+    ASSERT_EQ(own.size(), 1u);
+    EXPECT_EQ(own[0].p.bth.dest_qp, kWorkerQpn[1] + 100);
+    EXPECT_EQ(own[0].p.bth.psn, first) << "untouched";
+    const auto copy = to(kWorker2);
+    ASSERT_EQ(copy.size(), 1u) << "copied from the resumed connection";
+    EXPECT_EQ(copy[0].src, kRoot);
+    EXPECT_EQ(copy[0].p.bth.dest_qp, kWorkerQpn[2]);
+    EXPECT_EQ(copy[0].p.bth.psn, kRootPsn[2] + 4) << "right after the fill";
+    EXPECT_EQ(copy[0].p.reth.va, kResultAddr[2] + 4 * kChunk);
+    EXPECT_EQ(copy[0].p.reth.rkey, kResultRkey[2]);
+    EXPECT_EQ(copy[0].p.imm, own[0].p.imm);
+    EXPECT_EQ(copy[0].payload, own[0].payload);
+    EXPECT_TRUE(copy[0].icrc_ok);
+    // The carrier's worker acknowledges on its new connection: not enough for the root.
+    send(result_reply(1, first, 1));
+    EXPECT_TRUE(acks_at_root().empty()) << "rank 2 has not acknowledged the copy";
+    // Rank 2 re-ACKs the fill (duplicates: it had packets 2 and 3, 4 messages), then the copy.
+    // A re-ACK of the fill is no sign of the root retransmitting: it hears nothing of it.
+    send(result_reply(2, kRootPsn[2] + 3, 4));
+    send(result_reply(2, kRootPsn[2] + 3, 4));
+    EXPECT_TRUE(acks_at_root().empty());
+    send(result_reply(2, kRootPsn[2] + 4, 5));
+    const auto acks = acks_at_root();
+    ASSERT_EQ(acks.size(), 1u);
+    EXPECT_EQ(acks[0].src, kWorker1);
+    EXPECT_EQ(acks[0].p.bth.dest_qp, kRootQpn[1]) << "on the resumed connection (its REP's QPN)";
+    EXPECT_EQ(acks[0].p.bth.psn, first) << "in its own PSN space";
+    EXPECT_EQ(acks[0].p.aeth.msn, 1u) << "and MSN space";
+    EXPECT_TRUE(acks[0].icrc_ok);
+    EXPECT_EQ(job->counters.result_acks_forwarded, 2u) << "one before the resume, this one";
+    EXPECT_EQ(lcore(fs::LcoreCounter::fallback), 0u);
+}
+
+// A fill packet lost: rank 2 NAKs its gap; the switch sends the fill again from there and the
+// root goes back to the first PSN of the resumed connection (rank 2 dropped its copies behind
+// the gap). Unanswered, the fill goes again after the retry time, from what rank 2 acknowledged.
+TEST_F(RoceS2sLearnReplicate, ALostFillIsSentAgainAndTheRootGoesBack) {
+    const uint32_t first = kRootPsn[1] + kNextRootPsn;
+    ASSERT_EQ(carrier_resumed_with_two_unacked().size(), 2u);
+    send(resumed_result(0, 4));
+    drain();
+    send(result_reply(2, kRootPsn[2] + 2, 2, rc::aeth::kNakPsnSequence));
+    auto again = to(kWorker2);  // (rank 2 and the root share a port: the NAK is a stray)
+    ASSERT_EQ(again.size(), 2u);
+    EXPECT_EQ(again[0].p.bth.psn, kRootPsn[2] + 2);
+    EXPECT_EQ(again[1].p.bth.psn, kRootPsn[2] + 3);
+    const auto naks = stray;
+    stray.clear();
+    ASSERT_EQ(naks.size(), 1u);
+    EXPECT_EQ(naks[0].dst, kRoot);
+    EXPECT_EQ(naks[0].p.aeth.syndrome, rc::aeth::kNakPsnSequence);
+    EXPECT_EQ(naks[0].p.bth.psn, first) << "the root resends from the resumed connection's first";
+    EXPECT_EQ(naks[0].p.bth.dest_qp, kRootQpn[1]);
+    advance_ms(260);
+    again = to(kWorker2);
+    ASSERT_EQ(again.size(), 2u) << "sent again: nothing of it acknowledged";
+    EXPECT_EQ(again[0].p.bth.psn, kRootPsn[2] + 2);
+    send(result_reply(2, kRootPsn[2] + 3, 3));  // the fill's no-op at 3 executed: 3 messages
+    advance_ms(260);
+    EXPECT_TRUE(to(kWorker2).empty()) << "the fill is in";
+    EXPECT_EQ(job->counters.result_fill_sent, 6u);
+}
+
+
+// A non-carrier rank resumes (its REP `resumed`) with replicate: true: its new connection is a
+// copy target from the root's next carrier PSN on (at its REQ's root PSN: the new QP has
+// received nothing, no fill), so the root writes it nothing itself; a retransmission of a
+// result from before it existed is not copied to it, and its ACKs count in the root's ACK in
+// the carrier's PSN and MSN space. (Fails without: the resumed connection gets no copy.)
+TEST_F(RoceS2sLearnReplicate, AResumedRanksNewConnectionGetsTheCopies) {
+    const uint32_t first = kRootPsn[2] + kNextRootPsn;  // the root's PSN on rank 2's new one
+    connected_with_results(4);
+    acks_burst(1, 0, 4, false);
+    acks_burst(2, 0, 4, true);
+    acks_at_root();
+    EXPECT_TRUE(reconnect(2, 1, true, 4).empty()) << "no fill: the new QP expects `first`";
+    EXPECT_EQ(job->counters.result_legs_resumed, 1u);
+    send(result(4, 4));
+    EXPECT_EQ(to(kWorker1).size(), 1u);
+    auto copy = to(kWorker2);
+    ASSERT_EQ(copy.size(), 1u);
+    EXPECT_EQ(copy[0].p.bth.dest_qp, kWorkerQpn[2] + 100) << "the new connection's QP";
+    EXPECT_EQ(copy[0].p.bth.psn, first);
+    EXPECT_EQ(copy[0].p.reth.va, kResultAddr[2] + 4 * kChunk);
+    EXPECT_TRUE(copy[0].icrc_ok);
+    send(result(3, 3));  // a retransmission from before the new connection: rank 1's only
+    EXPECT_EQ(to(kWorker1).size(), 1u);
+    EXPECT_TRUE(to(kWorker2).empty());
+    send(result_reply(1, kRootPsn[1] + 4, 5));
+    EXPECT_TRUE(acks_at_root().empty()) << "rank 2 has not acknowledged its copy";
+    send(result_reply(2, first, 1));
+    const auto acks = acks_at_root();
+    ASSERT_EQ(acks.size(), 1u);
+    EXPECT_EQ(acks[0].p.bth.dest_qp, kRootQpn[1]);
+    EXPECT_EQ(acks[0].p.bth.psn, kRootPsn[1] + 4);
+    EXPECT_EQ(acks[0].p.aeth.msn, 5u) << "its first message is the carrier's fifth";
 }
 
 }  // namespace

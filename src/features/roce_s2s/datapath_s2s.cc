@@ -128,6 +128,8 @@ bool rc_request(uint8_t opcode) {
            opcode == 0x17;
 }
 
+bool rewrite_icrc(rte_mbuf* m, uint32_t l3_offset);
+
 // Rewrites BTH.PSN (and AETH.MSN when `msn` is set) of a forwarded packet, then its ICRC.
 // The BTH and AETH sit in the first segment (eth_input keeps the first 128 bytes there); the
 // ICRC may lie in any segment. False (nothing written) if the layout is not as expected.
@@ -146,6 +148,12 @@ bool translate(rte_mbuf* m, uint32_t l3_offset, uint32_t l4_offset, uint32_t psn
         b[14] = static_cast<uint8_t>(*msn >> 8);
         b[15] = static_cast<uint8_t>(*msn);
     }
+    return rewrite_icrc(m, l3_offset);
+}
+
+// Recomputes a RoCEv2 frame's ICRC after the switch changed it (any mbuf chain). False
+// (nothing written) if the ICRC's bytes are not where the IP length says.
+bool rewrite_icrc(rte_mbuf* m, uint32_t l3_offset) {
     const auto* ip = rte_pktmbuf_mtod_offset(m, const rte_ipv4_hdr*, l3_offset);
     uint32_t at = l3_offset + rte_be_to_cpu_16(ip->total_length) - 4;
     const uint32_t crc = rc::icrc(m, l3_offset);
@@ -182,6 +190,38 @@ uint32_t be32(const uint8_t* b) {
 bool rep_resumes(const uint8_t* inar, uint32_t job_id) {
     return be32(inar) == kInarMagic && inar[4] == kInarVersion && inar[5] == 0 &&
            be32(inar + 8) == job_id && (inar[24] & 1) != 0;
+}
+
+// A resuming INAR connect request's resume-from (MAD byte 164 + 36 + 48: the REQ's private
+// data, rdma_cm's header, the field) set to `chunk` in the frame, the ICRC recomputed. False
+// when the MAD does not lie in the first segment (eth_input gathers only the first 128 bytes).
+bool raise_resume_from(rte_mbuf* m, const pipeline::PacketMeta& pm, const rc::Packet& p,
+                       uint32_t chunk) {
+    constexpr uint32_t kResumeFromInMad = 164 + 36 + 48;
+    const uint32_t at = pm.l4_offset + static_cast<uint32_t>(sizeof(rte_udp_hdr)) +
+                        p.header_bytes + kResumeFromInMad;
+    if (rte_pktmbuf_data_len(m) < at + 4) {
+        return false;
+    }
+    auto* b = rte_pktmbuf_mtod_offset(m, uint8_t*, at);
+    b[0] = static_cast<uint8_t>(chunk >> 24);
+    b[1] = static_cast<uint8_t>(chunk >> 16);
+    b[2] = static_cast<uint8_t>(chunk >> 8);
+    b[3] = static_cast<uint8_t>(chunk);
+    return rewrite_icrc(m, pm.l3_offset);
+}
+
+// A resumed REP's INAR reply (ConnectReply) that says which chunks the root has complete
+// (flags bit 1; bytes 32..67: complete_from, then a bitmap of the 256 chunks from there) and
+// lacks chunk `chunk`. An older root's reply says nothing: it lacks nothing as far as this
+// knows (a second copy could be a wrong sum).
+bool root_lacks(const uint8_t* inar, uint32_t chunk) {
+    if ((inar[24] & 2) == 0) {
+        return false;
+    }
+    const uint32_t from = be32(inar + 32);
+    const uint32_t i = chunk - from;
+    return chunk >= from && (i >= 256 || (inar[36 + i / 8] >> (i % 8) & 1) == 0);
 }
 
 // The RDMA WRITE opcodes a result travels in (FIRST/MIDDLE/LAST[_IMM]/ONLY[_IMM]).
@@ -289,6 +329,62 @@ rte_mbuf* result_copy(LcoreContext& ctx, const JobState& job, uint16_t i, rte_mb
     return h;
 }
 
+// The move's fill (docs/rdma.md "The carrier resuming with replicate: true"): zero-length
+// WRITE ONLY packets, ACK requested, on connection c's result leg from the root's address, PSNs
+// [from, c.res_fill_end). A PSN the worker already has is a duplicate (re-ACKed, not executed),
+// one it lacks is executed as a no-op (no data, no completion: a WRITE without immediate), so
+// afterwards its ePSN is res_fill_end whatever copies of the old source it lost. The RETH names
+// its own result buffer (a zero-length WRITE needs none, C9-88, but a strict responder checks).
+// At most kMaxFillPackets a call: a leg is never further behind than the root's send queue.
+constexpr uint32_t kMaxFillPackets = 2 * kMaxSlots + 2;
+// An unanswered fill is sent again after this (an RC-timeout-like wait, well past a round trip:
+// a shorter one resends the fill several times while its ACKs are on their way).
+constexpr uint64_t kFillRetryNs = 250'000'000;
+
+void send_fill(LcoreContext& ctx, const dp::Snapshot& snap, JobState& job, Connection& c,
+               uint32_t from, uint64_t t_ns) {
+    c.res_fill_ns = t_ns | 1;
+    rte_mbuf* frames[pipeline::kMaxBurst];
+    uint16_t n = 0;
+    uint32_t sent = 0;
+    for (uint32_t psn = from; rc::psn_diff(psn, c.res_fill_end) < 0 && sent < kMaxFillPackets;
+         psn = rc::psn_add(psn, 1), ++sent) {
+        rc::Transmit tx;
+        tx.opcode = rc::op::kWriteOnly;
+        tx.psn = psn;
+        tx.ack_req = true;
+        tx.has_reth = true;
+        tx.reth = {c.params.result_addr, c.params.result_rkey, 0};
+        uint8_t buf[128];
+        const size_t l2 = rc::write_ethernet(buf, sizeof buf, kZeroMac, kZeroMac);
+        const size_t l3 =
+            rc::encode_write(buf + l2, sizeof buf - l2, c.to_worker, c.ip_id++, tx, nullptr);
+        if (rte_mbuf* m = frame_of(ctx, buf, l2 + l3, c.last_port); m != nullptr) {
+            frames[n++] = m;
+            ++job.counters.result_fill_sent;
+        }
+        if (n == pipeline::kMaxBurst) {
+            pipeline::route_emitted(ctx, snap, frames, n);
+            n = 0;
+        }
+    }
+    if (n != 0) {
+        pipeline::route_emitted(ctx, snap, frames, n);
+    }
+}
+
+// Fills due (just moved: res_fill_ns 0) or unanswered past kFillRetryNs, from where the worker
+// acknowledged.
+void send_due_fills(LcoreContext& ctx, const dp::Snapshot& snap, JobState& job, uint64_t t_ns) {
+    for (uint16_t i = 0; i < job.params.n_conns; ++i) {
+        Connection& c = job.conns[i];
+        if (c.res_filling && c.res_live &&
+            (c.res_fill_ns == 0 || t_ns - c.res_fill_ns >= kFillRetryNs)) {
+            send_fill(ctx, snap, job, c, c.res_next, t_ns);
+        }
+    }
+}
+
 struct Burst {
     LcoreContext& ctx;
     const dp::Snapshot& snap;
@@ -320,6 +416,10 @@ struct Burst {
             out.push(FeatureEdge::route, m);
         }
     }
+    void send_fill(JobState& job, Connection& c, uint32_t from) {
+        roce_s2s::send_fill(ctx, snap, job, c, from, t_ns);
+    }
+    void send_due_fills(JobState& job, uint64_t t) { roce_s2s::send_due_fills(ctx, snap, job, t); }
     void reply(JobState& job, Connection& c, const rc::Reply& r) {
         switch (rc::aeth::kind(r.syndrome)) {
         case rc::aeth::Kind::ack: ++job.counters.acks_synthesized; break;
@@ -398,6 +498,9 @@ struct Burst {
             if (i == 0) {
                 job.slot_va[slot] = p.reth.va;
                 job.slot_rkey[slot] = p.reth.rkey;
+            }
+            if (rc::psn_diff((p.imm >> 8) + 1, c.next_chunk) > 0) {
+                c.next_chunk = ((p.imm >> 8) + 1) & 0xFFFFFF;
             }
             // Every connection's RETH: the carrier may move to it (a carrier that rejoins).
             job.conn_va[size_t{i} * job.params.window + slot] = p.reth.va;
@@ -514,7 +617,7 @@ struct Burst {
         if (rc::psn_diff(after, job.res_sent) > 0) {
             job.res_sent = after;
         }
-        if (!job.conns[0].live) {
+        if (!job.conns[0].res_live) {
             // The carrier's worker left: nobody answers a duplicate in its place but the
             // switch. A retransmission of what every worker acknowledged (the aggregated ACK
             // was lost) hears, at the burst's end, where the workers are, as from a responder.
@@ -528,8 +631,9 @@ struct Burst {
         rte_mbuf* frames[kMaxConns];
         uint16_t n = 0;
         for (uint16_t i = 1; i < job.params.n_conns; ++i) {
-            if (!job.conns[i].live) {
-                continue;
+            if (!job.conns[i].res_live ||
+                rc::psn_diff(job.from_carrier(i, p.bth.psn), job.conns[i].res_start) < 0) {
+                continue;  // (a result sent before this leg's connection existed)
             }
             if (rte_mbuf* f = result_copy(ctx, job, i, m, pm, p); f != nullptr) {
                 frames[n++] = f;
@@ -548,9 +652,9 @@ struct Burst {
         uint8_t buf[128];
         const size_t l2 = rc::write_ethernet(buf, sizeof buf, kZeroMac, kZeroMac);
         const size_t l3 = reply != nullptr
-                              ? rc::encode_ack(buf + l2, sizeof buf - l2, job.to_root,
+                              ? rc::encode_ack(buf + l2, sizeof buf - l2, job.res_to_root,
                                                job.root_ip_id++, *reply)
-                              : rc::encode_cnp(buf + l2, sizeof buf - l2, job.to_root,
+                              : rc::encode_cnp(buf + l2, sizeof buf - l2, job.res_to_root,
                                                job.root_ip_id++);
         rte_mbuf* f = frame_of(ctx, buf, l2 + l3, job.root_port);
         if (f != nullptr) {
@@ -569,21 +673,41 @@ struct Burst {
         const uint32_t next = ack ? rc::psn_add(p.bth.psn, 1) : p.bth.psn;
         if (rc::psn_diff(next, c.res_next) > 0) {
             c.res_next = next;
-        } else if (ack) {
-            job.res_duplicate = true;  // a re-ACK: the root is retransmitting
+        } else if (ack && !(c.res_fill_any && next == c.res_fill_end)) {
+            // A re-ACK: the root is retransmitting (not the worker answering the move's fill,
+            // whose duplicates it re-ACKs at the fill's end).
+            job.res_duplicate = true;
         }
         if (rc::psn_diff(p.aeth.msn, c.res_msn) > 0) {
             c.res_msn = p.aeth.msn & 0xFFFFFF;
+        }
+        if (c.res_filling && rc::psn_diff(next, c.res_fill_end) >= 0) {
+            // The fill is in: the worker's ePSN is the fill's end, its MSN there this one's less
+            // the messages (one per packet: chunk_bytes <= pmtu) it completed past the end.
+            c.res_filling = false;
+            c.res_msn_delta = (p.aeth.msn - rc::psn_diff(next, c.res_fill_end)) & 0xFFFFFF;
+            c.res_msn_known = true;
         }
         if (ack) {
             job.res_ack_owed = true;
             touch(job);
             return;
         }
+        if (c.res_filling && rc::psn_diff(p.bth.psn, c.res_fill_end) < 0) {
+            // A fill packet lost: the worker waits for it (it NAKs a gap once); again from there.
+            send_fill(job, c, p.bth.psn);
+        }
         uint32_t floor = 0, msn = 0;
         job.result_floor(floor, msn);
         const uint32_t at = job.to_carrier(i, p.bth.psn);
-        const uint32_t psn = rc::psn_diff(at, floor) < 0 ? at : floor;
+        uint32_t psn = rc::psn_diff(at, floor) < 0 ? at : floor;
+        if (job.res_moved && rc::psn_diff(psn, job.res_told) < 0) {
+            // Inside a fill: the root resends from the new source's first, if it sent it yet.
+            psn = job.res_told;
+            if (rc::psn_diff(job.res_sent, psn) <= 0) {
+                return;
+            }
+        }
         if (job.res_nak_any && psn == job.res_nak_psn && c.res_nak_round != job.res_nak_round) {
             // Another worker's report of the gap the root already goes back for.
             c.res_nak_round = job.res_nak_round;
@@ -615,7 +739,8 @@ struct Burst {
     void finish_result_acks(JobState& job) {
         job.res_ack_owed = false;
         uint32_t floor = 0, msn = 0;
-        if (!job.result_floor(floor, msn)) {
+        if (!job.result_floor(floor, msn) || rc::psn_diff(floor, job.res_told) < 0) {
+            // (Behind what the root was told: a leg still being filled after the source moved.)
             return;
         }
         if (rc::psn_diff(floor, job.res_told) > 0 || job.res_duplicate) {
@@ -650,6 +775,9 @@ struct Burst {
         for (uint16_t i = 0; i < n_jobs; ++i) {
             JobState& job = *jobs[i];
             job.touched = false;
+            if (job.res_moved) {
+                send_due_fills(job, t_ns);
+            }
             if (job.res_ack_owed) {
                 finish_result_acks(job);
             }
@@ -676,6 +804,7 @@ JobState::JobState(const JobParams& p)
         Connection& c = conns[i];
         c.params = cp;
         c.live = !p.learn;
+        c.res_live = c.live;
         c.leg.known = cp.psn_known;
         c.leg.epsn = cp.psn & 0xFFFFFF;
         c.first_psn = c.leg.epsn;
@@ -686,7 +815,7 @@ JobState::JobState(const JobParams& p)
         c.to_worker.dest_qp = cp.worker_qpn;
         c.bit = *wire::BitString::from_bfr_ids(
             kContributorBsl, 0, std::vector<wire::BfrId>{static_cast<wire::BfrId>(cp.rank)});
-        c.res_next = cp.root_psn & 0xFFFFFF;
+        c.res_start = c.res_next = cp.root_psn & 0xFFFFFF;
     }
     res_told = res_sent = p.conns[0].root_psn & 0xFFFFFF;
     // Aggregates are the carrier worker's: its address and source port, the root's QPN.
@@ -694,6 +823,7 @@ JobState::JobState(const JobParams& p)
     to_root.dst_ip = p.root_ip;
     to_root.src_port = rc::source_port_for_qp(p.conns[0].worker_qpn);
     to_root.dest_qp = p.conns[0].root_qpn;
+    res_to_root = to_root;
 }
 
 uint32_t JobState::extend(uint32_t chunk) {
@@ -722,11 +852,113 @@ int32_t JobState::psn_delta(uint16_t i) const {
 }
 
 uint32_t JobState::to_carrier(uint16_t i, uint32_t psn) const {
-    return rc::psn_add(psn, (conns[0].params.root_psn - conns[i].params.root_psn) & 0xFFFFFF);
+    const uint32_t d = res_moved ? conns[i].res_psn_delta
+                                 : conns[i].params.root_psn - conns[0].params.root_psn;
+    return rc::psn_add(psn, (0x1000000 - (d & 0xFFFFFF)) & 0xFFFFFF);
 }
 
 uint32_t JobState::from_carrier(uint16_t i, uint32_t psn) const {
-    return rc::psn_add(psn, (conns[i].params.root_psn - conns[0].params.root_psn) & 0xFFFFFF);
+    const uint32_t d = res_moved ? conns[i].res_psn_delta
+                                 : conns[i].params.root_psn - conns[0].params.root_psn;
+    return rc::psn_add(psn, d & 0xFFFFFF);
+}
+
+uint16_t JobState::find_res_live(bool toward_root, uint32_t worker_ip, uint32_t dest_qp) const {
+    return find_where(&Connection::res_live, toward_root, worker_ip, dest_qp);
+}
+
+uint16_t JobState::find_where(bool Connection::*alive, bool toward_root, uint32_t worker_ip,
+                              uint32_t dest_qp) const {
+    for (uint16_t i = 0; i < params.n_conns; ++i) {
+        const Connection& c = conns[i];
+        if (c.*alive && c.params.worker_ip == worker_ip &&
+            (toward_root ? c.params.root_qpn : c.params.worker_qpn) == dest_qp) {
+            return i;
+        }
+    }
+    return params.n_conns;
+}
+
+void JobState::use_leg_deltas() {
+    if (res_moved) {
+        return;
+    }
+    for (uint16_t j = 0; j < params.n_conns; ++j) {
+        Connection& c = conns[j];
+        c.res_psn_delta = (c.params.root_psn - conns[0].params.root_psn) & 0xFFFFFF;
+        c.res_msn_delta = 0;
+        c.res_msn_known = true;
+    }
+    res_moved = true;
+}
+
+void JobState::take_resumed_leg(Connection& c, uint32_t rep_root_qpn) {
+    c.params.worker_ip = c.req.ip;
+    c.params.worker_qpn = c.req.qpn;
+    c.params.root_qpn = rep_root_qpn;
+    c.params.root_psn = c.req.root_psn;
+    c.params.result_addr = c.req.result_addr;
+    c.params.result_rkey = c.req.result_rkey;
+    c.res_live = true;
+    c.res_old = false;
+    c.res_start = c.res_next = c.req.root_psn;
+    c.res_msn = 0;
+    c.res_nak_round = 0;
+    c.res_filling = c.res_fill_any = false;
+}
+
+void JobState::retarget_results(uint16_t i, uint32_t rep_root_qpn) {
+    use_leg_deltas();
+    Connection& c = conns[i];
+    // The new connection's worker QP expects the root's first PSN on it: it has received
+    // nothing, so no fill. Copies of carrier PSNs from res_sent on go there; the carrier had
+    // completed (res_sent - its first) one-packet messages before.
+    take_resumed_leg(c, rep_root_qpn);
+    c.res_psn_delta = (c.req.root_psn - res_sent) & 0xFFFFFF;
+    c.res_msn_delta = (0x1000000 - ((res_sent - conns[0].params.root_psn) & 0xFFFFFF)) & 0xFFFFFF;
+    c.res_msn_known = true;
+    ++counters.result_legs_resumed;
+}
+
+void JobState::move_result_source(uint32_t rep_root_qpn) {
+    Connection& car = conns[0];
+    use_leg_deltas();
+    // Every other leg's PSN where copies of the new source start: past every copy of the old
+    // one (the worker's ePSN is at most that; the fill makes it exactly that).
+    for (uint16_t j = 1; j < params.n_conns; ++j) {
+        Connection& c = conns[j];
+        if (!in_results(j)) {
+            continue;
+        }
+        if (!c.res_live) {
+            c.res_old = true;  // it left holding every result it needs: out of the floors
+            continue;
+        }
+        c.res_fill_end = from_carrier(j, res_sent);
+        c.res_filling = c.res_fill_any = rc::psn_diff(c.res_next, c.res_fill_end) < 0;
+        c.res_fill_ns = 0;
+        c.res_msn_known = !c.res_filling;
+        c.res_msn_delta = c.res_msn;
+    }
+    // The resumed connection is the carrier's result leg now: its identity, its REQ's root PSN
+    // (where the root sends from on it) and result buffer. Its request leg passes (resumed).
+    take_resumed_leg(car, rep_root_qpn);
+    car.res_psn_delta = 0;
+    car.res_msn_delta = 0;
+    car.res_msn_known = true;
+    const uint32_t first = car.req.root_psn;
+    for (uint16_t j = 1; j < params.n_conns; ++j) {
+        if (conns[j].res_live && in_results(j)) {
+            conns[j].res_psn_delta = (conns[j].res_fill_end - first) & 0xFFFFFF;
+        }
+    }
+    res_told = res_sent = first;
+    res_ack_owed = res_duplicate = res_nak_any = false;
+    res_to_root.src_ip = car.req.ip;
+    res_to_root.dst_ip = params.root_ip;
+    res_to_root.src_port = rc::source_port_for_qp(car.req.qpn);
+    res_to_root.dest_qp = rep_root_qpn;
+    ++counters.result_source_moved;
 }
 
 bool JobState::in_results(uint16_t i) const {
@@ -756,26 +988,31 @@ bool JobState::result_floor(uint32_t& psn, uint32_t& msn) const {
     // Over the live workers of the session: an ended one holds nothing back (it left holding
     // every result). Its departure acknowledges nothing for the others.
     bool any = false;
+    bool any_msn = false;
     uint32_t high_msn = 0;
     for (uint16_t i = 0; i < params.n_conns; ++i) {
         const Connection& c = conns[i];
-        if (!in_results(i)) {
+        if (!in_results(i) || c.res_old) {
             continue;
         }
-        if (rc::psn_diff(c.res_msn, high_msn) > 0) {
-            high_msn = c.res_msn;
+        // The MSN in the carrier's space (after a move: known once the leg's fill is in).
+        const bool msn_known = !res_moved || c.res_msn_known;
+        const uint32_t m = (c.res_msn - (res_moved ? c.res_msn_delta : 0)) & 0xFFFFFF;
+        if (msn_known && rc::psn_diff(m, high_msn) > 0) {
+            high_msn = m;
         }
-        if (!c.live) {
+        if (!c.res_live) {
             continue;
         }
         const uint32_t next = to_carrier(i, c.res_next);
         if (!any || rc::psn_diff(next, psn) < 0) {
             psn = next;
         }
-        if (!any || rc::psn_diff(c.res_msn, msn) < 0) {
-            msn = c.res_msn;
-        }
         any = true;
+        if (msn_known && (!any_msn || rc::psn_diff(m, msn) < 0)) {
+            msn = m;
+            any_msn = true;
+        }
     }
     if (!any) {
         // Every worker of the session left after the last result they had: all the root sent
@@ -789,7 +1026,7 @@ bool JobState::result_floor(uint32_t& psn, uint32_t& msn) const {
 bool JobState::departed_floor(uint32_t& psn) const {
     bool any = false;
     for (uint16_t i = 0; i < params.n_conns; ++i) {
-        if (!in_results(i) || conns[i].live) {
+        if (!in_results(i) || conns[i].res_live || conns[i].res_old) {
             continue;
         }
         const uint32_t next = to_carrier(i, conns[i].res_next);
@@ -848,14 +1085,7 @@ bool JobState::try_forwarding() {
 }
 
 uint16_t JobState::find_live(bool toward_root, uint32_t worker_ip, uint32_t dest_qp) const {
-    for (uint16_t i = 0; i < params.n_conns; ++i) {
-        const Connection& c = conns[i];
-        if (c.live && c.params.worker_ip == worker_ip &&
-            (toward_root ? c.params.root_qpn : c.params.worker_qpn) == dest_qp) {
-            return i;
-        }
-    }
-    return params.n_conns;
+    return find_where(&Connection::live, toward_root, worker_ip, dest_qp);
 }
 
 bool JobState::start_session_if_new(uint16_t i) {
@@ -919,7 +1149,7 @@ bool JobState::post_aggregate(uint32_t key, uint32_t length, uint64_t t_ns) {
 
 void JobState::supersede(uint16_t i, uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad,
                          uint32_t len, uint32_t rep_root_qpn, uint32_t rep_psn, uint64_t t_ns,
-                         bool resume) {
+                         bool resume, const uint8_t* rep_inar) {
     superseded = true;
     ++counters.rejoins;
     Connection& c = conns[i];
@@ -944,8 +1174,21 @@ void JobState::supersede(uint16_t i, uint32_t src_ip, uint32_t dst_ip, const uin
     if (c.live) {
         ++counters.connections_replaced;  // its DREQ never passed this switch
     }
-    c.live = false;
+    end_connection(i);
+    std::array<uint32_t, kMaxSlots> resend{};
+    uint32_t n_resend = 0;
+    if (resume && params.replicate && carrier_open()) {
+        // The root writes the results on the carrier's resumed connection now: the copies'
+        // source moves onto it (docs/rdma.md "The carrier resuming with replicate: true"); a
+        // resumed non-carrier connection becomes a copy target.
+        if (i == 0) {
+            move_result_source(rep_root_qpn);
+        } else {
+            retarget_results(i, rep_root_qpn);
+        }
+    }
     const size_t elem = reduce::elem_size(params.dtype);
+    const auto elem_bytes = static_cast<uint32_t>(elem);
     if (i == carrier && !forwarding && params.n_conns > 1) {
         // The aggregates rode the old connection, which the root closed: they go on the lowest
         // rank still live, from the PSN the root expects there (it saw nothing on it: the
@@ -958,7 +1201,10 @@ void JobState::supersede(uint16_t i, uint32_t src_ip, uint32_t dst_ip, const uin
             // Complete chunks already sent on the old connection and not acknowledged: the
             // root may hold them (its ACK lost, or passed after the DREQ ended the
             // connection here), so a second copy on another connection could be a wrong sum.
-            // Released (counted); the root stalls visibly if it lacks them. Found by the
+            // A resumed REP says which the root has (it ended the old connection and took its
+            // completions before answering, so what it lacks never arrives): those it lacks go
+            // again on the moved leg, the rest are released. Without that answer all are
+            // released (counted); the root stalls visibly if it lacks them. Found by the
             // messages the old leg has outstanding, not by keys below the highest seen: a
             // worker ahead may have sent (RNR-NAKed) chunk k + window while k is unacknowledged,
             // and k stayed held for good (roce-vm-s2s-rejoin, the carrier round).
@@ -966,9 +1212,14 @@ void JobState::supersede(uint16_t i, uint32_t src_ip, uint32_t dst_ip, const uin
             for (uint64_t seq = root_leg.completed_messages(); seq < root_leg.posted_messages();
                  ++seq) {
                 const uint32_t key = message_key[seq % message_key.size()];
-                if (table.holds(key) &&
-                    table.core().state(key & (w - 1)) == agg::SlotState::complete &&
-                    table.ack(key, conns[0].bit.data()) == agg::AckResult::released) {
+                if (!table.holds(key) ||
+                    table.core().state(key & (w - 1)) != agg::SlotState::complete) {
+                    continue;
+                }
+                if (rep_inar != nullptr && root_lacks(rep_inar, key & 0xFFFFFF) &&
+                    n_resend < resend.size()) {
+                    resend[n_resend++] = key;
+                } else if (table.ack(key, conns[0].bit.data()) == agg::AckResult::released) {
                     ++counters.rejoin_carrier_unacked;
                     slot_count[key & (w - 1)] = 0;
                 }
@@ -982,6 +1233,12 @@ void JobState::supersede(uint16_t i, uint32_t src_ip, uint32_t dst_ip, const uin
             to_root.dest_qp = n.params.root_qpn;
             root_port = n.last_port;
             ++counters.rejoin_carrier_moved;
+            for (uint32_t r = 0; r < n_resend; ++r) {
+                const uint32_t slot = resend[r] & (w - 1);
+                if (post_aggregate(resend[r], table.core().count(slot) * elem_bytes, t_ns)) {
+                    ++counters.rejoin_carrier_resent;
+                }
+            }
         }
     }
     // Partial-aggregate flush: the old connection is out of every held chunk. Those it had not
@@ -1060,8 +1317,9 @@ void JobState::go_live(uint16_t i, uint32_t worker_ip, uint32_t worker_qpn, uint
     c.params.psn_known = true;
     c.params.psn = worker_psn;
     c.leg = WorkerLeg{worker_psn, 0, true, false, false};
+    c.next_chunk = 0;
     c.first_psn = worker_psn;
-    c.res_next = c.params.root_psn;  // set from the REQ
+    c.res_start = c.res_next = c.params.root_psn;  // set from the REQ
     c.res_msn = 0;
     c.res_nak_round = 0;
     c.to_worker.src_ip = params.root_ip;
@@ -1074,6 +1332,9 @@ void JobState::go_live(uint16_t i, uint32_t worker_ip, uint32_t worker_qpn, uint
         ++counters.connections_replaced;  // its DREQ never passed this switch
     }
     c.live = true;
+    c.res_live = true;
+    c.res_old = false;
+    c.res_filling = c.res_fill_any = false;
     c.session = session;
     if (i == 0) {
         // The carrier: the root's first ePSN on it is the worker's starting PSN.
@@ -1081,6 +1342,8 @@ void JobState::go_live(uint16_t i, uint32_t worker_ip, uint32_t worker_qpn, uint
         to_root.src_ip = worker_ip;
         to_root.src_port = rc::source_port_for_qp(worker_qpn);
         to_root.dest_qp = root_qpn;
+        res_to_root = to_root;
+        res_moved = false;
         res_told = res_sent = c.params.root_psn;
         res_ack_owed = res_duplicate = res_nak_any = false;
     }
@@ -1111,10 +1374,14 @@ void JobState::snoop_cm(uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, ui
         // connection, the configured job's (or nobody's).
         if (attr == rc::cm::Attr::dreq) {
             const bool from_worker = dst_ip == params.root_ip;
-            const uint16_t i =
-                find_live(from_worker, from_worker ? src_ip : dst_ip, msg.dreq.remote_qpn);
+            const uint32_t worker_ip = from_worker ? src_ip : dst_ip;
+            uint16_t i = find_live(from_worker, worker_ip, msg.dreq.remote_qpn);
+            if (i == params.n_conns) {
+                // The carrier's resumed connection, the result source after a move.
+                i = find_res_live(from_worker, worker_ip, msg.dreq.remote_qpn);
+            }
             if (i < params.n_conns) {
-                conns[i].live = false;
+                end_connection(i);
                 ++counters.connections_ended;
                 ++counters.leave_ended_dreq;
             }
@@ -1134,6 +1401,15 @@ void JobState::snoop_cm(uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, ui
             return;  // another job's, or one the root will refuse
         }
         Connection& c = conns[rank - 1];
+        constexpr uint32_t kInarFlags = 44, kInarResumeFrom = 48;
+        if ((inar[kInarFlags] & 1) != 0 && session != 0 && c.session == session &&
+            rc::psn_diff(c.next_chunk, be32(inar + kInarResumeFrom)) > 0) {
+            // A rank of this session resuming: everything below next_chunk the switch ACKed as
+            // the root, and it reaches the root in an aggregate the root cannot attribute to
+            // the rank. A worker that kept its state says as much (it waited for those ACKs);
+            // a restarted process says 0: the switch says it for it, so nothing is added twice.
+            req_resume_from = c.next_chunk;
+        }
         if (c.live && c.params.worker_ip == src_ip && c.params.worker_qpn == msg.req.local_qpn) {
             // A retransmitted REQ of a connection already live: this switch saw the REP, which
             // was then lost or slow on the way to the worker. The root answers with the same
@@ -1175,7 +1451,8 @@ void JobState::snoop_cm(uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, ui
                     resumed[i] = Resumed{dst_ip, c.req.qpn, msg.rep.local_qpn};
                     if (session != 0 && c.session == session) {
                         supersede(i, src_ip, dst_ip, mad, len, msg.rep.local_qpn,
-                                  msg.rep.starting_psn, t_ns, true);
+                                  msg.rep.starting_psn, t_ns, true,
+                                  msg.rep.private_data.data());
                     }
                     return;
                 }
@@ -1211,7 +1488,7 @@ void JobState::snoop_cm(uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, ui
         const uint32_t worker_ip = from_worker ? src_ip : dst_ip;
         const uint16_t i = find_live(from_worker, worker_ip, msg.dreq.remote_qpn);
         if (i < params.n_conns) {
-            conns[i].live = false;
+            end_connection(i);
             ++counters.connections_ended;
         }
     }
@@ -1330,8 +1607,13 @@ uint16_t s2s_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
                     }
                 }
                 if (learner != nullptr) {
+                    learner->req_resume_from = 0;
                     learner->snoop_cm(src, dst, mad, p.payload_bytes, false, b.t_ns);
                     b.touch(*learner);  // a rejoin's partial aggregates go at the burst's end
+                    if (learner->req_resume_from != 0 &&
+                        raise_resume_from(m, *pm, p, learner->req_resume_from)) {
+                        ++learner->counters.rejoin_resume_raised;
+                    }
                 } else if (waiting != nullptr) {
                     // The snapshot names the successor, whose attach has not arrived yet.
                     waiting->note(src, dst, mad, p.payload_bytes);
@@ -1529,6 +1811,9 @@ void s2s_tick(LcoreContext& ctx, const dp::Snapshot& snap, void* state, uint64_t
     job.adopt_predecessor();  // a fresh state for a rejoin: what its predecessor noted
     job.leave_tick(t);
     job.root_leg.tick(t);
+    if (job.res_moved) {
+        send_due_fills(ctx, snap, job, t);
+    }
     rte_mbuf* frames[pipeline::kMaxBurst];
     uint16_t n = 0;
     rte_mbuf* m = nullptr;

@@ -107,12 +107,37 @@ struct Connection {
     uint32_t fwd_psn_delta = 0;
     uint32_t fwd_msn_delta = 0;
     bool touched = false;  // in the burst's list of connections owed an ACK
+    // One past the highest chunk index (24 bits) the connection's contributions were absorbed
+    // for (a worker writes its chunks in order): everything below is in, to reach the root.
+    uint32_t next_chunk = 0;
     bool leave_translated = false;  // forwarded translated since its job was removed (counted)
     // Replication: the root -> worker leg, in its own PSN space (carrier PSN + the fixed delta
     // root_psn - carrier's root_psn: the leg carries nothing but copies).
     uint32_t res_next = 0;       // the first PSN the worker has not acknowledged
     uint32_t res_msn = 0;        // the MSN of its latest ACK
     uint32_t res_nak_round = 0;  // the forwarded NAK it last reported (job.res_nak_round)
+    // Its worker takes part in the results of this state (copies, or the root's own WRITEs on
+    // the carrier): `live` of the connection, except the carrier's after the result source
+    // moved onto its resumed connection (docs/rdma.md "The carrier resuming").
+    bool res_live = false;
+    // With per-leg deltas (JobState::res_moved): leg PSN minus carrier PSN, leg MSN minus
+    // carrier MSN (after a source move, known once the fill below is acknowledged:
+    // res_msn_known).
+    uint32_t res_psn_delta = 0;
+    uint32_t res_msn_delta = 0;
+    bool res_msn_known = false;
+    // The move's fill: zero-length WRITEs the switch sends from the root's address on PSNs
+    // [res_next, res_fill_end) of this leg, so that the worker's ePSN is exactly res_fill_end
+    // (= where copies of the new source start) whatever copies of the old one it lost.
+    bool res_filling = false;
+    uint32_t res_fill_end = 0;
+    uint64_t res_fill_ns = 0;  // when the fill was last sent (0: due)
+    bool res_fill_any = false;  // a fill was needed at the last move
+    // The first PSN of this leg copies go to: the REQ's root PSN, or, for a resumed connection
+    // that became a copy target, its REQ's (a copy of a carrier PSN mapping before it is of a
+    // result the root sent before the connection existed: not copied).
+    uint32_t res_start = 0;
+    bool res_old = false;  // departed before the move: no part of the floors any more
 };
 
 // A CM packet (its MAD) a superseded state keeps for its successor (docs/rdma.md "A worker that
@@ -165,6 +190,14 @@ struct alignas(64) JobState {
     uint32_t res_nak_psn = 0;     // the PSN of the last NAK sent to the root
     uint32_t res_nak_round = 0;   // advanced per NAK sent to the root
     ina::roce::CnpLimiter root_cnp;  // CNPs forwarded to the root on the carrier
+    // Replication: the result carrier's worker -> root path (its aggregated ACKs, CNPs); the
+    // aggregate leg's `to_root` until either moves (a carrier that reconnects alone).
+    ina::roce::Ipv4Path res_to_root;
+    // Per-leg deltas: each leg translated by its own res_psn_delta / res_msn_delta, not by the
+    // REQs' root PSNs: since the carrier resumed (its new connection the copies' source) or a
+    // resumed connection became a copy target (docs/rdma.md "The carrier resuming with
+    // replicate: true").
+    bool res_moved = false;
     JobCounters counters;
     // Leaving (the job removed or replaced by a config change; docs/rdma.md "Leaving a job"):
     // the idle timeout in ns, stored once by the control plane when it keeps the state past the
@@ -210,6 +243,12 @@ struct alignas(64) JobState {
     };
     std::array<Resumed, kMaxConns> resumed{};
     bool is_resumed(bool toward_root, uint32_t worker_ip, uint32_t dest_qp) const;
+    // Set by snoop_cm for the caller: the resuming REQ it just read names a rank whose
+    // connection of this session the switch absorbed from, up to `req_resume_from`, more than
+    // the request's own resume-from (a restarted process knows nothing of what it sent): the
+    // caller writes it into the REQ before it passes (docs/rdma.md "A worker process that
+    // restarts"). 0: nothing to write.
+    uint32_t req_resume_from = 0;
     // Superseded, no successor yet: the CM packets since the REP, replayed by the successor.
     std::array<CmNote, kMaxCmNotes> notes{};
     uint16_t n_notes = 0;
@@ -235,10 +274,12 @@ struct alignas(64) JobState {
     // this state leaves (rank i's old connection ended and taken out of the held chunks, those
     // every other rank contributed to sent now as partial aggregates), a successor is wanted,
     // and the REP is noted for it. `resume`: the root took the rank back into this session
-    // (its REP says so): the new connection is nobody's, it passes (not held, not noted).
+    // (its REP says so): the new connection is nobody's, it passes (not held, not noted);
+    // `rep_inar` is then the REP's INAR reply, which says which chunks the root has complete.
     // `t_ns`: the burst's time.
     void supersede(uint16_t i, uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, uint32_t len,
-                   uint32_t rep_root_qpn, uint32_t rep_psn, uint64_t t_ns, bool resume = false);
+                   uint32_t rep_root_qpn, uint32_t rep_psn, uint64_t t_ns, bool resume = false,
+                   const uint8_t* rep_inar = nullptr);
     // Superseded, no successor yet: a CM packet for the successor (counted when out of room).
     void note(uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, uint32_t len);
     // On a fresh state attached for a superseded one (`predecessor`): takes over the pending
@@ -282,6 +323,30 @@ struct alignas(64) JobState {
     // Replication: the least carrier PSN a departed worker of the session (ended by a DREQ)
     // had not acknowledged; false when none departed.
     bool departed_floor(uint32_t& psn) const;
+    // Replication, learn: the carrier (connection 0) resumed on a new connection (its REQ in
+    // conns[0].req, the root's QPN from the REP): the copies' source moves onto it, each other
+    // live leg gets its fill and its own translation.
+    void move_result_source(uint32_t rep_root_qpn);
+    // Replication, learn: a non-carrier rank resumed on a new connection (its REQ in
+    // conns[i].req): copies go to it from the next carrier PSN on, at its REQ's root PSN.
+    void retarget_results(uint16_t i, uint32_t rep_root_qpn);
+    // Connection c's result leg becomes its resumed connection (its REQ in c.req, the root's
+    // QPN from the REP), from the root's first PSN on it; its request leg passes (resumed).
+    void take_resumed_leg(Connection& c, uint32_t rep_root_qpn);
+    // Switches to per-leg deltas (res_moved), each set to what the REQs' root PSNs gave.
+    void use_leg_deltas();
+    // Replication: the live connection of a result-path worker -> root or root -> worker
+    // packet by its result identity (n_conns when none): after a move, the carrier's is its
+    // resumed connection.
+    uint16_t find_res_live(bool toward_root, uint32_t worker_ip, uint32_t dest_qp) const;
+    // The connection whose `alive` flag is set, by a packet's worker address and DestQP.
+    uint16_t find_where(bool Connection::*alive, bool toward_root, uint32_t worker_ip,
+                        uint32_t dest_qp) const;
+    // A connection's end (DREQ, or replaced): neither its requests nor its results any more.
+    void end_connection(uint16_t i) {
+        conns[i].live = false;
+        conns[i].res_live = false;
+    }
 };
 
 // Frames one input may put on the edges: a CNP and a NAK/re-ACK (ACKs and aggregates are

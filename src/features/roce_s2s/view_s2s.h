@@ -121,9 +121,11 @@ constexpr uint32_t job_state_id(uint32_t job_id) { return 0x40000000u | job_id; 
     X(rejoins, "Sessions handed to a fresh state: a rank's REP while it was connected in the session and other ranks' connections were live (this state leaves)") \
     X(rejoin_partial_chunks, "Held chunks the reconnecting rank's old connection had not contributed to: sent with the others' contributions (k < world)") \
     X(rejoin_carrier_moved, "Aggregate legs moved to the lowest live rank's connection: the carrier reconnected alone") \
-    X(rejoin_carrier_unacked, "Aggregates sent on a reconnecting carrier's old connection, unacknowledged: released, not sent again (the root may hold them; a second copy would be a wrong sum)") \
+    X(rejoin_carrier_unacked, "Aggregates sent on a reconnecting carrier's old connection, unacknowledged, that the root has (its resumed REP says so) or may have (no resume): released, not sent again") \
+    X(rejoin_carrier_resent, "Aggregates sent on a resuming carrier's old connection, unacknowledged, that the root lacks (its REP says so): sent again on the moved aggregate leg") \
     X(rejoin_held, "Requests toward the root of the next session held back before its state was attached (RNR NAK or dropped unACKed)") \
     X(rejoin_cm_lost, "CM packets of the next session not kept for its state (notes full)") \
+    X(rejoin_resume_raised, "Resuming REQs whose resume-from the switch raised past the rank's contributions it absorbed (a restarted worker)") \
     X(rejoin_resumed, "REPs that took a rank back into the running AllReduce (INAR reply resumed): its new connection passes untouched, this state leaves") \
     X(drain_refused, "Contributions to new chunks refused while draining (RNR NAK)")          \
     X(forwarded, "Packets forwarded with their PSN/MSN translated after the drain")            \
@@ -138,7 +140,10 @@ constexpr uint32_t job_state_id(uint32_t job_id) { return 0x40000000u | job_id; 
     X(departure_acks, "ACKs to the root past what a departed (DREQ) worker acknowledged: the departure rule let them go") \
     X(result_naks_forwarded, "Workers' NAKs sent to the root, translated to the carrier")      \
     X(result_naks_merged, "Workers' NAKs of a gap already reported to the root (dropped)")     \
-    X(result_cnps_forwarded, "Workers' CNPs sent to the root on the carrier connection")
+    X(result_cnps_forwarded, "Workers' CNPs sent to the root on the carrier connection")     \
+    X(result_source_moved, "Result copies' source moved onto the carrier's resumed connection (replicate: true)") \
+    X(result_legs_resumed, "Resumed non-carrier connections made copy targets (replicate: true): the root writes them nothing itself") \
+    X(result_fill_sent, "Zero-length WRITEs that align a worker's result leg after the source moved (sent and resent)")
 
 struct JobCounters {
 #define INA_S2S_FIELD(name, help) uint64_t name = 0;

@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <array>
 #include <memory>
 #include <optional>
@@ -148,8 +149,7 @@ ClientStats Client::allreduce(std::span<const std::byte> input, std::span<std::b
             }
             const Imm imm = parse_imm(ntohl(wc.imm_data));
             if (imm.chunk >= chunks || imm.contributions != opt_.world ||
-                wc.byte_len != chunking.length(imm.chunk) ||
-                (have[imm.chunk] && !st.reconnected)) {
+                wc.byte_len != chunking.length(imm.chunk)) {
                 throw Error("protocol error: result for chunk " + std::to_string(imm.chunk) +
                             " with " + std::to_string(imm.contributions) + " contributions and " +
                             std::to_string(wc.byte_len) + " bytes (tensor of " +
@@ -160,8 +160,10 @@ ClientStats Client::allreduce(std::span<const std::byte> input, std::span<std::b
                 post_recv(conn->qp.get(), kResultRecv);
             }
             if (have[imm.chunk]) {
-                // Written again after a reconnect: this side had it, its ACK went with the old
-                // connection. The same bytes.
+                // Written again: after this side reconnected (its ACK went with the old
+                // connection), or, through a replicating switch, after the carrier resumed (the
+                // root writes the carrier what it lacks on its new connection and the switch
+                // copies that to every worker). The same bytes: a result is final.
                 ++st.duplicate_results;
                 continue;
             }
@@ -174,6 +176,32 @@ ClientStats Client::allreduce(std::span<const std::byte> input, std::span<std::b
         }
     };
     while (st.results < chunks || sends_outstanding > 0) {
+        if (opt_.restart_at != 0 && !st.restarted && next >= opt_.restart_at &&
+            st.results < chunks) {
+            // As a process that dies and starts again: nothing waited for, nothing kept. The
+            // connection goes with its QP (the CM sends the root a DREQ), then the memory
+            // registrations and the results received.
+            conn.reset();
+            output_mr.reset();
+            input_mr.reset();
+            pd.reset();
+            std::fill(output.begin(), output.end(), std::byte{0});
+            have.assign(chunks, false);
+            base = 0;
+            st.results = 0;
+            st.duplicate_results = 0;
+            sends_outstanding = 0;
+            req.resuming = true;
+            req.resume_from = 0;
+            req.results_from = 0;
+            const auto t_rejoin = Clock::now();
+            conn = open();
+            st.rejoin_seconds = since(t_rejoin);
+            st.restarted = st.reconnected = true;
+            st.resume_chunk = conn->reply.resume_chunk;
+            next = st.resume_chunk;
+            continue;
+        }
         const bool reconnect_due = opt_.reconnect_after != 0 && !st.reconnected &&
                                    opt_.reconnect_after < chunks &&
                                    next >= opt_.reconnect_after && st.results < chunks;
@@ -196,6 +224,7 @@ ClientStats Client::allreduce(std::span<const std::byte> input, std::span<std::b
             conn.reset();
             req.resuming = true;
             req.resume_from = next;
+            req.results_from = base;
             const auto t_rejoin = Clock::now();
             st.leave_seconds = std::chrono::duration<double>(t_rejoin - t_leave).count();
             conn = open();
@@ -220,7 +249,8 @@ ClientStats Client::allreduce(std::span<const std::byte> input, std::span<std::b
             ++next;
             ++st.writes;
             ++sends_outstanding;
-            if (opt_.reconnect_after != 0 && !st.reconnected && next >= opt_.reconnect_after) {
+            if ((opt_.reconnect_after != 0 && !st.reconnected && next >= opt_.reconnect_after) ||
+                (opt_.restart_at != 0 && !st.restarted && next >= opt_.restart_at)) {
                 break;
             }
         }

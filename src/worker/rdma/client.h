@@ -47,6 +47,13 @@ struct ClientOptions {
     // Once this many chunks are WRITTEN and acknowledged, drop the connection and connect
     // again as a resuming worker (docs/rdma.md "A worker that reconnects alone"); 0: never.
     uint32_t reconnect_after = 0;
+    // A test hook for a worker process that restarts (docs/rdma.md "A worker process that
+    // restarts"): once this many chunks are WRITTEN (posted, acknowledged or not), drop
+    // everything this process knows -- the connection without a goodbye, the registrations,
+    // every result received -- as a crash would, then connect again as a resuming worker
+    // that knows nothing (resume from 0, results from 0); the root says where to write from.
+    // 0: never.
+    uint32_t restart_at = 0;
 };
 
 struct ClientStats {
@@ -57,9 +64,12 @@ struct ClientStats {
     double seconds = 0;          // first WRITE posted to last result received
     double goodput_gbit_per_s = 0;
     std::string disconnect_error;  // empty when the teardown was clean
-    // reconnect_after: the chunk the root said to WRITE again from, and the results it wrote
-    // again that this worker already had (on the old connection, their ACK lost with it).
+    // reconnect_after: the chunk the root said to WRITE again from. duplicate_results: results
+    // written again that this worker already had (after its reconnect, their ACK lost with the
+    // old connection; or copies of what the root writes a resumed carrier, through a
+    // replicating switch).
     bool reconnected = false;
+    bool restarted = false;  // restart_at: this process dropped its state and came back
     uint32_t resume_chunk = 0;
     uint64_t duplicate_results = 0;
     double leave_seconds = 0;     // rdma_disconnect until DISCONNECTED (the old connection)

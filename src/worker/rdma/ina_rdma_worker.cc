@@ -116,6 +116,11 @@ int main(int argc, char** argv) {
                    "server-to-server: once this many chunks are written and acknowledged, drop "
                    "the connection and connect again as a resuming worker (0: never)")
         ->default_val(0);
+    app.add_option("--restart-at", o.restart_at,
+                   "server-to-server, a test hook: once this many chunks are written, drop the "
+                   "connection, registrations and results as a restarted process would and "
+                   "connect again knowing nothing; the root says where to write from (0: never)")
+        ->default_val(0);
     app.add_option("--input", input_path,
                    "reduce this file (raw little-endian elements of --type) instead of generated "
                    "data; nothing is verified then");
@@ -152,8 +157,13 @@ int main(int argc, char** argv) {
             so.cm_port = static_cast<uint16_t>(port);
         }
     }
-    if (to_switch && o.reconnect_after != 0) {
-        std::fprintf(stderr, "ina-rdma-worker: --reconnect-after is for server-to-server\n");
+    if (to_switch && (o.reconnect_after != 0 || o.restart_at != 0)) {
+        std::fprintf(stderr, "ina-rdma-worker: --reconnect-after and --restart-at are for "
+                             "server-to-server\n");
+        return 2;
+    }
+    if (o.reconnect_after != 0 && o.restart_at != 0) {
+        std::fprintf(stderr, "ina-rdma-worker: --reconnect-after or --restart-at, not both\n");
         return 2;
     }
     if (iterations == 0 || (!to_switch && iterations != 1)) {
@@ -255,6 +265,7 @@ int main(int argc, char** argv) {
                 "\"elements\": %llu, \"chunks\": %u, \"writes\": %llu, \"results\": %llu, "
                 "\"mismatches\": %zu, \"max_abs_err\": %g, \"connect_seconds\": %.6f, "
                 "\"seconds\": %.6f, \"gbit_per_s\": %.6f, \"reconnected\": %s, "
+                "\"restarted\": %s, "
                 "\"resume_chunk\": %u, \"duplicate_results\": %llu, \"leave_seconds\": %.6f, "
                 "\"rejoin_seconds\": %.6f, "
                 "\"disconnect_error\": \"%s\"}\n",
@@ -264,7 +275,8 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(st.writes),
                 static_cast<unsigned long long>(st.results), v.mismatches, v.max_abs_err,
                 st.connect_seconds, st.seconds, st.goodput_gbit_per_s,
-                st.reconnected ? "true" : "false", st.resume_chunk,
+                st.reconnected ? "true" : "false", st.restarted ? "true" : "false",
+                st.resume_chunk,
                 static_cast<unsigned long long>(st.duplicate_results), st.leave_seconds,
                 st.rejoin_seconds,
                 json_escape(st.disconnect_error).c_str());

@@ -146,6 +146,7 @@ std::array<std::byte, ConnectRequest::kEncodedSize> ConnectRequest::encode() con
     w.u8(0);
     w.u16(0);
     w.u32(resume_from);
+    w.u32(results_from);
     return out;
 }
 
@@ -181,11 +182,14 @@ std::optional<ConnectRequest> ConnectRequest::decode(std::span<const std::byte> 
     q.window = r.u32();
     q.result_addr = r.u64();
     q.result_rkey = r.u32();
-    if (data.size() >= kEncodedSize) {
+    if (data.size() >= kResumeSize) {
         q.resuming = (r.u8() & 1) != 0;
         r.u8();
         r.u16();
         q.resume_from = r.u32();
+    }
+    if (data.size() >= kEncodedSize) {
+        q.results_from = r.u32();
     }
     return q;
 }
@@ -217,10 +221,14 @@ std::array<std::byte, ConnectReply::kEncodedSize> ConnectReply::encode() const {
     w.u32(job_id);
     w.u64(contribution_addr);
     w.u32(contribution_rkey);
-    w.u8(resumed ? 1 : 0);
+    w.u8(static_cast<uint8_t>((resumed ? 1 : 0) | (has_complete ? 2 : 0)));
     w.u8(0);
     w.u16(0);
     w.u32(resume_chunk);
+    w.u32(complete_from);
+    for (const uint8_t b : complete) {
+        w.u8(b);
+    }
     return out;
 }
 
@@ -236,11 +244,19 @@ std::optional<ConnectReply> ConnectReply::decode(std::span<const std::byte> data
     p.job_id = r.u32();
     p.contribution_addr = r.u64();
     p.contribution_rkey = r.u32();
-    if (data.size() >= kEncodedSize) {
-        p.resumed = (r.u8() & 1) != 0;
+    if (data.size() >= kResumeSize) {
+        const uint8_t flags = r.u8();
+        p.resumed = (flags & 1) != 0;
+        p.has_complete = (flags & 2) != 0;
         r.u8();
         r.u16();
         p.resume_chunk = r.u32();
+    }
+    if (data.size() >= kEncodedSize) {
+        p.complete_from = r.u32();
+        for (uint8_t& b : p.complete) {
+            b = r.u8();
+        }
     }
     return p;
 }

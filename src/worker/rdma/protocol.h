@@ -111,11 +111,19 @@ struct ConnectRequest {
     // on. Absent (false, 0) in a first connection and in an older worker's shorter request.
     bool resuming = false;
     uint32_t resume_from = 0;
+    // Resuming: every result below this chunk is in (the worker's lowest chunk without its
+    // result). The root writes the rank every result from there it holds, whatever it saw
+    // acknowledged: with a replicating switch an ACK on the carrier is the switch's aggregate
+    // and, once the rank's old connection ended, no proof the rank has the result. 0 (write
+    // every result) in an older worker's request.
+    uint32_t results_from = 0;
 
-    // Bytes 44..51: flags (bit 0 resuming), 3 reserved, resume_from. A decoder accepts the
-    // 44-byte base layout (an older worker: not resuming).
+    // Bytes 44..51: flags (bit 0 resuming), 3 reserved, resume_from; 52..55: results_from (the
+    // whole 56 bytes a REQ carries). A decoder accepts the 44-byte base layout (an older worker:
+    // not resuming) and the 52-byte one (results_from 0).
     static constexpr size_t kBaseSize = 44;
-    static constexpr size_t kEncodedSize = 52;
+    static constexpr size_t kResumeSize = 52;
+    static constexpr size_t kEncodedSize = 56;
     std::array<std::byte, kEncodedSize> encode() const;
     // nullopt with *why set on a short buffer, bad magic/version or unknown enum values.
     static std::optional<ConnectRequest> decode(std::span<const std::byte> data, std::string* why);
@@ -146,11 +154,29 @@ struct ConnectReply {
     // the path reads `resumed` in the CM REP: the connection continues the session it knows.
     bool resumed = false;
     uint32_t resume_chunk = 0;
+    // Resumed: which chunks the root has complete, as it answers (the rank's old connection
+    // ended first, its completions taken): every chunk below `complete_from`, and chunk
+    // complete_from + i where bit i of `complete` is set (byte i / 8, bit i % 8 from the least
+    // significant). A switch whose aggregates on a resuming carrier's old connection were not
+    // acknowledged reads it to send again exactly the ones the root lacks (docs/rdma.md "A
+    // worker that reconnects alone").
+    static constexpr uint32_t kCompleteBits = 256;
+    bool has_complete = false;  // flags bit 1: complete_from and complete say it
+    uint32_t complete_from = 0;
+    std::array<uint8_t, kCompleteBits / 8> complete{};
+    bool root_has(uint32_t chunk) const {
+        const uint32_t i = chunk - complete_from;
+        return has_complete && (chunk < complete_from ||
+                                (i < kCompleteBits && (complete[i / 8] >> (i % 8) & 1) != 0));
+    }
 
-    // Bytes 24..31: flags (bit 0 resumed), 3 reserved, resume_chunk. A decoder accepts the
-    // 24-byte base layout (an older root: not resumed).
+    // Bytes 24..31: flags (bit 0 resumed, bit 1 has_complete), 3 reserved, resume_chunk; 32..35
+    // complete_from,
+    // 36..67 complete. A decoder accepts the 24-byte base layout (an older root: not resumed)
+    // and the 32-byte one (nothing known complete).
     static constexpr size_t kBaseSize = 24;
-    static constexpr size_t kEncodedSize = 32;
+    static constexpr size_t kResumeSize = 32;
+    static constexpr size_t kEncodedSize = 68;
     std::array<std::byte, kEncodedSize> encode() const;
     static std::optional<ConnectReply> decode(std::span<const std::byte> data, std::string* why);
 };

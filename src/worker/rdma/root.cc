@@ -55,6 +55,8 @@ private:
     std::optional<RejectReason> on_connect_request(const CmEvent& ev, std::string* why);
     void setup_job(const ConnectRequest& q, ibv_context* ctx);
     void on_completion(const ibv_wc& wc);
+    // Every completion the CQ holds now, handled (before a resuming rank's answer).
+    void take_completions();
     void send_ready_results();
     // Writes result `chunk` to rank `index`'s current connection if its send queue has room;
     // else the result stays owed (Conn::owes).
@@ -66,12 +68,15 @@ private:
     uint32_t send_depth() const { return 2 * job_->window + 2; }
     // The chunk a resuming rank WRITEs again from (ConnectReply::resume_chunk).
     uint32_t resume_chunk(uint32_t index, const ConnectRequest& q) const;
-    // once: the carrier (rank 1) alone, and a rank that resumed (the switch replicates onto
-    // the connections it learned; it passes a resumed one, so the root writes that one itself).
+    // once: the carrier (rank 1) alone (the switch replicates onto every connection it
+    // learned, and onto a rank's resumed connection too).
     bool writes_results(uint32_t index) const {
-        return opt_.results == ResultMode::per_worker || index == 0 ||
-               (conns_[index] && conns_[index]->generation > 0);
+        return opt_.results == ResultMode::per_worker || index == 0;
     }
+    // A resumed connection is established (rdma_cm's ESTABLISHED, or its first WRITE): the
+    // results it is owed go, on it, or with --results once for a non-carrier rank on the
+    // carrier (the switch copies them onto the new connection from then on).
+    void resumed_established(uint32_t index);
     uint8_t& result_state(uint32_t index, uint32_t chunk) {
         return result_state_[size_t{index} * st_.chunks + chunk];
     }
@@ -219,12 +224,6 @@ std::optional<RejectReason> Round::on_connect_request(const CmEvent& ev, std::st
         *why = "rank " + std::to_string(q->rank) + " resumes but never connected in this round";
         return RejectReason::bad_rank;
     }
-    if (q->resuming && opt_.results == ResultMode::once && index == 0) {
-        // The switch copies what the root writes on the carrier's connection it learned; a
-        // resumed one it passes, so the other ranks would get no result any more.
-        *why = "the carrier (rank 1) cannot resume with --results once";
-        return RejectReason::unsupported;
-    }
     auto conn = std::make_unique<Conn>();
     conn->id = CmId(ev.id());
     conn->req = *q;
@@ -234,8 +233,26 @@ std::optional<RejectReason> Round::on_connect_request(const CmEvent& ev, std::st
     reply.contribution_addr = contrib_mr_->addr() + index * chunking_->area_bytes();
     reply.contribution_rkey = contrib_mr_->rkey();
     if (q->resuming) {
+        // The rank's old connection ends before the answer, and what its QP completed is taken
+        // first: the answer says exactly what the root holds (a switch resends, from it, the
+        // aggregates it sent on a resuming carrier's old connection that the root lacks).
+        if (Conn* old = conns_[index].get(); old != nullptr && !old->disconnected) {
+            static_cast<void>(rdma_disconnect(old->id.get()));
+            old->disconnected = true;
+        }
+        take_completions();
         reply.resumed = true;
         reply.resume_chunk = resume_chunk(index, *q);
+        reply.has_complete = true;
+        while (reply.complete_from < st_.chunks && reducer_->complete(reply.complete_from)) {
+            ++reply.complete_from;
+        }
+        for (uint32_t i = 0; i < ConnectReply::kCompleteBits; ++i) {
+            const uint32_t c = reply.complete_from + i;
+            if (c < st_.chunks && reducer_->complete(c)) {
+                reply.complete[i / 8] = static_cast<uint8_t>(reply.complete[i / 8] | 1u << (i % 8));
+            }
+        }
     }
     try {
         conn->qp = create_rc_qp(conn->id, *pd_, *cq_, send_depth(), job_->window);
@@ -262,9 +279,26 @@ std::optional<RejectReason> Round::on_connect_request(const CmEvent& ev, std::st
             static_cast<void>(rdma_disconnect(old->id.get()));
             old->disconnected = true;
         }
-        for (uint32_t c = 0; c < st_.chunks; ++c) {
-            if (result_state(index, c) == kPosted) {
-                result_state(index, c) = kOwed;
+        // The worker has every result below results_from, and from there it may lack any: a
+        // result acknowledged on one of its connections is no proof (with --results once that
+        // ACK was a replicating switch's aggregate, which stops counting a rank once its
+        // connection ends, docs/rdma.md "Departures"; a process that restarted has nothing).
+        // So every result from there is owed again (one it has is a duplicate, the same bytes).
+        const uint32_t have_below = std::min(q->results_from, st_.chunks);
+        for (uint32_t c = 0; c < st_.chunks && writes_results(index); ++c) {
+            uint8_t& s = result_state(index, c);
+            if (c < have_below) {
+                if (s != kDelivered && staged_[c]) {
+                    s = kDelivered;
+                    ++delivered_[index];
+                    ++st_.results_written;
+                }
+            } else if (s != kOwed) {
+                if (s == kDelivered) {
+                    --delivered_[index];
+                    --st_.results_written;
+                }
+                s = kOwed;
             }
         }
         retired_.push_back(std::move(old));
@@ -310,7 +344,7 @@ void Round::on_cm_event(CmEvent ev) {
             if (ev.type() == RDMA_CM_EVENT_ESTABLISHED) {
                 if (!c->established && c->generation > 0) {
                     c->established = true;
-                    post_owed_results(index);
+                    resumed_established(index);
                 }
                 c->established = true;
                 return;
@@ -420,8 +454,34 @@ void Round::on_completion(const ibv_wc& wc) {
             // The worker's WRITE proves its QP ready: its RTU may be lost (rdma_cm reports
             // ESTABLISHED only after the CM's retries), the results it is owed go now.
             conns_[index]->established = true;
-            post_owed_results(index);
+            resumed_established(index);
         }
+    }
+}
+
+void Round::resumed_established(uint32_t index) {
+    if (writes_results(index)) {
+        post_owed_results(index);
+        return;
+    }
+    // Once, a non-carrier rank: what it lacks is written again on the carrier, after the REP
+    // (this connection is established, so the switch has seen its REP and copies onto it from
+    // there); the carrier's worker takes them as duplicates.
+    const uint32_t from = std::min(conns_[index]->req.results_from, st_.chunks);
+    for (uint32_t c = from; c < st_.chunks; ++c) {
+        uint8_t& s = result_state(0, c);
+        if (staged_[c] && s != kOwed) {
+            if (s == kDelivered) {
+                --delivered_[0];
+                --st_.results_written;
+            }
+            s = kOwed;
+        }
+    }
+    const Conn* carrier = conns_[0].get();
+    if (carrier != nullptr && !carrier->disconnected &&
+        (carrier->generation == 0 || carrier->established)) {
+        post_owed_results(0);
     }
 }
 
@@ -450,6 +510,16 @@ void Round::post_owed_results(uint32_t index) {
     }
 }
 
+void Round::take_completions() {
+    std::array<ibv_wc, 64> wcs;
+    size_t n = 0;
+    while ((n = cq_->poll(wcs)) > 0) {
+        for (size_t i = 0; i < n; ++i) {
+            on_completion(wcs[i]);
+        }
+    }
+}
+
 void Round::send_ready_results() {
     for (const uint32_t chunk : ready_) {
         reducer_->take(chunk, std::span(result_mem_.data() + chunking_->offset(chunk),
@@ -461,8 +531,8 @@ void Round::send_ready_results() {
                 throw Error("chunk " + std::to_string(chunk) + " complete while not every "
                             "rank is connected (contribution counts exceed the senders)");
             }
-            // once: the carrier (rank 1) and resumed ranks (writes_results); the switch
-            // replicates the carrier's WRITE to every worker it learned. A rank that is away,
+            // once: the carrier (rank 1) alone (writes_results); the switch replicates the
+            // carrier's WRITE to every worker it learned and to a rank's resumed connection. A rank that is away,
             // or whose resumed connection is not established yet, is owed the result
             // (post_owed_results).
             if (writes_results(w) && !c->disconnected &&

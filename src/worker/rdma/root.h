@@ -18,11 +18,15 @@
 // chunk_bytes, window; `expected_world` if set must match); every later request must agree and
 // use a free rank, or is rejected with a RejectReason in the reject's private data and the
 // root keeps serving the others. A request that says it is RESUMING (ConnectRequest::resuming)
-// takes its rank back mid-round (docs/rdma.md "A worker that reconnects alone"): the rank's old
-// connection is ended (its DREQ may come before or after), what the root reduced of it stays,
-// the accept says from which chunk the worker WRITEs again (the first chunk at or after both
-// the worker's acknowledged prefix and the rank's own WRITEs the root received, not complete
-// yet), and every result the rank has not acknowledged is written on the new connection. A
+// takes its rank back mid-round (docs/rdma.md "A worker that reconnects (resume)"): the rank's
+// old connection is ended before the answer and its completions taken (its DREQ may come
+// before or after), what the root reduced of it stays, the accept says from which chunk the
+// worker WRITEs again (the first chunk at or after both the worker's prefix -- a switch on the
+// path raises a restarted process's -- and the rank's own WRITEs the root received, not
+// complete yet) and which chunks the root has complete (a switch resends the aggregates of a
+// resuming carrier's old connection the root lacks), and every result from the request's
+// results_from is written again: on the new connection, or with `once` for a non-carrier rank
+// on the carrier (the switch copies it onto the new connection). A
 // rank whose connection ends before the results is waited for (until the round's deadline)
 // rather than failing the round. Once every chunk's result WRITEs completed the root
 // disconnects every worker (each waits for that, so that a result whose ACK was lost is still
@@ -58,8 +62,8 @@ struct RoundStats {
     uint32_t chunks = 0;
     uint64_t contributions = 0;       // WRITE-with-immediate completions
     uint64_t contribution_count = 0;  // the sum of their immediates' counts (chunks x world)
-    // (rank, chunk) results acknowledged, each once: chunks x world, or chunks with once (plus
-    // chunks per rank that resumed: the root writes a resumed rank every result itself).
+    // (rank, chunk) results acknowledged, each once: chunks x world, or chunks with once (the
+    // carrier's: a replicating switch's aggregated ACK says every worker has them).
     uint64_t results_written = 0;
     uint64_t rejected = 0;            // connect requests refused
     uint64_t resumes = 0;             // ranks taken back mid-round (resuming requests accepted)

@@ -112,6 +112,7 @@ TEST(ConnectRequest, FixedBigEndianLayoutWithinRdmaCmLimit) {
         0xCA, 0xFE, 0xBA, 0xBE,  // result_rkey
         0x00, 0x00, 0x00, 0x00,  // flags (not resuming), reserved
         0x00, 0x00, 0x00, 0x00,  // resume_from
+        0x00, 0x00, 0x00, 0x00,  // results_from
     };
     ASSERT_EQ(b.size(), expect.size());
     for (size_t i = 0; i < b.size(); ++i) {
@@ -167,16 +168,26 @@ TEST(ConnectRequest, ResumeFieldsRoundTripAndAreAbsentFromTheBaseLayout) {
     ConnectRequest q = sample_request();
     q.resuming = true;
     q.resume_from = 0x00ABCDEF;
+    q.results_from = 0x00123456;
     const auto b = q.encode();
     EXPECT_EQ(std::to_integer<uint8_t>(b[44]), 1);
     EXPECT_EQ(std::to_integer<uint8_t>(b[48]), 0x00);
     EXPECT_EQ(std::to_integer<uint8_t>(b[49]), 0xAB);
     EXPECT_EQ(std::to_integer<uint8_t>(b[51]), 0xEF);
+    EXPECT_EQ(std::to_integer<uint8_t>(b[53]), 0x12);
+    EXPECT_EQ(std::to_integer<uint8_t>(b[55]), 0x56);
     std::string why;
     const auto d = ConnectRequest::decode(b, &why);
     ASSERT_TRUE(d) << why;
     EXPECT_TRUE(d->resuming);
     EXPECT_EQ(d->resume_from, 0x00ABCDEFu);
+    EXPECT_EQ(d->results_from, 0x00123456u);
+    // A worker of the 52-byte layout: resuming, no results_from (every result written again).
+    const auto mid = ConnectRequest::decode(std::span(b).first(ConnectRequest::kResumeSize), &why);
+    ASSERT_TRUE(mid) << why;
+    EXPECT_TRUE(mid->resuming);
+    EXPECT_EQ(mid->resume_from, 0x00ABCDEFu);
+    EXPECT_EQ(mid->results_from, 0u);
     // An older worker's 44 bytes: the same job, not resuming.
     const auto base = ConnectRequest::decode(std::span(b).first(ConnectRequest::kBaseSize), &why);
     ASSERT_TRUE(base) << why;
@@ -230,15 +241,35 @@ TEST(ConnectReply, ResumedAnswerRoundTripsAndIsAbsentFromTheBaseLayout) {
     r.job_id = 7;
     r.resumed = true;
     r.resume_chunk = 300;
+    r.has_complete = true;
+    r.complete_from = 0x104;
+    r.complete[0] = 0x05;   // chunks 0x104 and 0x106
+    r.complete[31] = 0x80;  // chunk 0x104 + 255
     const auto b = r.encode();
-    EXPECT_EQ(std::to_integer<uint8_t>(b[24]), 1);
+    EXPECT_EQ(std::to_integer<uint8_t>(b[24]), 3);
     EXPECT_EQ(std::to_integer<uint8_t>(b[30]), 0x01);
     EXPECT_EQ(std::to_integer<uint8_t>(b[31]), 0x2C);
+    EXPECT_EQ(std::to_integer<uint8_t>(b[34]), 0x01);
+    EXPECT_EQ(std::to_integer<uint8_t>(b[35]), 0x04);
+    EXPECT_EQ(std::to_integer<uint8_t>(b[36]), 0x05);
+    EXPECT_EQ(std::to_integer<uint8_t>(b[67]), 0x80);
     std::string why;
     const auto d = ConnectReply::decode(b, &why);
     ASSERT_TRUE(d) << why;
     EXPECT_TRUE(d->resumed);
     EXPECT_EQ(d->resume_chunk, 300u);
+    EXPECT_TRUE(d->root_has(0) && d->root_has(0x103) && d->root_has(0x104) &&
+                d->root_has(0x106) && d->root_has(0x104 + 255));
+    EXPECT_FALSE(d->root_has(0x105) || d->root_has(0x104 + 254) || d->root_has(0x104 + 256));
+    // An older root's 32 bytes (flags: resumed only), padded by rdma_cm with zeros.
+    std::vector<std::byte> older(b.begin(), b.begin() + ConnectReply::kResumeSize);
+    older[24] = std::byte{1};
+    older.resize(196, std::byte{0});
+    const auto mid = ConnectReply::decode(older, &why);
+    ASSERT_TRUE(mid) << why;
+    EXPECT_TRUE(mid->resumed);
+    EXPECT_FALSE(mid->has_complete) << "nothing said of what is complete";
+    EXPECT_FALSE(mid->root_has(0));
     const auto base = ConnectReply::decode(std::span(b).first(ConnectReply::kBaseSize), &why);
     ASSERT_TRUE(base) << why;
     EXPECT_FALSE(base->resumed);
