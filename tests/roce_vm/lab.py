@@ -473,10 +473,10 @@ class VM:
         once: no duplicate address detection to wait out) and no router advertisements taken, a
         default route via `gw`; returns once `gw` answers a ping (neighbour discovery done both
         ways) and rxe0 lists the address as a RoCE v2 GID. Sets vm.ip6, vm.gw6, vm.gid6_index."""
-        route = f" && ip -6 route add default via {gw} dev eth0" if gw else ""
+        route = f" && ip -6 route replace default via {gw} dev eth0" if gw else ""
         ping = f" && until ping -6 -c 1 -W 1 {gw} >/dev/null; do :; done" if gw else ""
         rc, out = self.run(f"echo 0 > /proc/sys/net/ipv6/conf/eth0/accept_ra && "
-                           f"ip -6 addr add {addr}/{prefix_len} dev eth0 nodad{route}{ping} && "
+                           f"ip -6 addr replace {addr}/{prefix_len} dev eth0 nodad{route}{ping} && "
                            f"ina-gid-index {ipaddress.IPv6Address(addr).exploded}", timeout=timeout)
         if rc != 0 or not out.strip().isdigit():
             raise TestFailure(f"{self.name}: IPv6 address {addr} failed ({rc}): {out}")

@@ -205,7 +205,7 @@ def test(worker_exe: str, switch_exe: str) -> None:
                                                       chunk=MULTI_CHUNK, window=MULTI_WINDOW))
             for vm in vms:
                 _rc, out = vm.run("cd /sys/class/infiniband/rxe0/ports/1/hw_counters && "
-                                  "cat retry_exceeded_err rnr_nak_retry_err", check=True)
+                                  "cat retry_exceeded_err retry_rnr_exceeded_err", check=True)
                 check(out.split() == ["0", "0"],
                       f"{vm.name}: rxe counted no retry-exceeded or RNR-retry error ({out.split()})")
             log(f"timings: boot {lab.timings.get('boot_s', 0):.1f}s; int32 1 MiB x {WORLD} over "
