@@ -100,12 +100,6 @@ void check_job(Reader& r, const JobConfig& j, const YAML::Node& n) {
                        " and no multiple of it; expected chunk_bytes <= pmtu (one WRITE ONLY "
                        "packet) or a multiple of pmtu (FIRST, MIDDLE..., LAST)");
     }
-    if (j.chunk_bytes > j.pmtu && j.role == Role::aggregator) {
-        r.error(n, "rdma job " + std::to_string(j.id) + ": chunk_bytes " +
-                       std::to_string(j.chunk_bytes) + " is above pmtu " + std::to_string(j.pmtu) +
-                       "; expected chunk_bytes <= pmtu with role aggregator (its partial is one "
-                       "INA packet)");
-    }
     if (j.chunk_bytes % reduce::elem_size(j.dtype) != 0) {
         r.error(n, "rdma job " + std::to_string(j.id) + ": expected chunk_bytes a multiple of " +
                        std::to_string(reduce::elem_size(j.dtype)) + " (the dtype's size)");
