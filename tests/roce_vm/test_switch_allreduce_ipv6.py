@@ -11,7 +11,9 @@ underlay").
      answered with its port's IPv6 address; every QP counted one contribution and one result per
      chunk and rank, and the switch routed at least as many IPv6 packets as it sent results
      (its ACKs and result WRITEs leave through ipv6_forward).
-  2. Through the RDMA CM over IPv6 (rdma_connect to [fd00:77:<i+1>::1]:7471), the CM under
+  2. Through the RDMA CM over IPv6 (rdma_connect to [fd00:77:<i+1>::1]:7471; rank 1 to the
+     port's second address fd00:77:1::11, which its QP then runs from: rxe takes a connected
+     QP's packets only from the address it connected to), the CM under
      loss: rank 1's link drops everything it receives until the switch has sent its REP, so the
      REP is lost for sure and rxe's CM sends the same REQ again; the switch counts the
      retransmitted REQ (reqs_retransmitted), answers with the kept REP, and makes no second QP.
@@ -52,16 +54,22 @@ def address6(index: int) -> tuple[str, str]:
     return f"fd00:77:{index + 1}::2", f"fd00:77:{index + 1}::1"
 
 
+def second6(index: int) -> str:
+    """The switch port's second IPv6 address on VM `index`'s prefix."""
+    return f"fd00:77:{index + 1}::11"
+
+
 def switch_config(cfg: dict, lab) -> dict:
     cfg = ipv4_switch_config(cfg, lab)
     for port, vm in zip(cfg["ports"], lab.vms):
-        port["ipv6"] = [f"{address6(vm.index)[1]}/64"]
+        port["ipv6"] = [f"{address6(vm.index)[1]}/64", f"{second6(vm.index)}/64"]
     return cfg
 
 
-def worker_cmd(lab, vm, rank: int, job: int, args: str, cm: bool = False,
+def worker_cmd(lab, vm, rank: int, job: int, args: str, cm: str | None = None,
                chunk: int = CHUNK, window: int = WINDOW) -> str:
-    connect = (f"--switch-cm [{vm.gw6}]:{CM_PORT}" if cm else f"--switch-api {lab.guest_api_url}")
+    """cm: connect by RDMA CM to that switch address (else through the API)."""
+    connect = (f"--switch-cm [{cm}]:{CM_PORT}" if cm else f"--switch-api {lab.guest_api_url}")
     return (f"ina-rdma-worker --mode server-to-switch {connect} --job {job} --rank {rank} "
             f"--world {WORLD} --ip {vm.ip6} --gid-index {vm.gid6_index} --chunk-bytes {chunk} "
             f"--window {window} --timeout-ms {TIMEOUT_S * 1000} {args}")
@@ -150,10 +158,14 @@ def test(worker_exe: str, switch_exe: str) -> None:
             t0 = time.monotonic()
             counters = QpCounters(lab, JOB_INT32)
             ev0 = cm_events(lab)
+            # Neighbour discovery of the second address before the link drops what comes in.
+            vms[0].run(f"until ping -6 -c 1 -W 1 {second6(vms[0].index)} >/dev/null; do :; done",
+                       timeout=60, check=True)
             vms[0].netem("loss 100%", direction="ingress")
             jobs = [vms[0].start(worker_cmd(
                 lab, vms[0], 1, JOB_INT32, f"--type int32 --input "
-                f"/root/{os.path.basename(cm_inputs[0])} --output /tmp/cm6.out", cm=True))]
+                f"/root/{os.path.basename(cm_inputs[0])} --output /tmp/cm6.out",
+                cm=second6(vms[0].index)))]
             wait_until(lambda: cm_events(lab).get("reps_sent", 0) > ev0.get("reps_sent", 0)
                        or None, 90, "the switch's REP to rank 1 (dropped on rank 1's link)")
             vms[0].netem(None)
@@ -168,7 +180,7 @@ def test(worker_exe: str, switch_exe: str) -> None:
             jobs += [vm.start(worker_cmd(
                 lab, vm, rank, JOB_INT32,
                 f"--type int32 --input /root/{os.path.basename(p)} --output /tmp/cm6.out",
-                cm=True))
+                cm=vm.gw6))
                 for rank, (vm, p) in enumerate(zip(vms[1:], cm_inputs[1:]), start=2)]
             counters.watch(jobs, "the int32 AllReduce by CM over IPv6 under loss")
             vms[0].netem(None)
@@ -180,7 +192,8 @@ def test(worker_exe: str, switch_exe: str) -> None:
                   "by CM: one result per chunk on every worker, and a clean rdma_disconnect")
             for vm, job in zip(vms, jobs):
                 c = connected_line(job.output())
-                check(c.get("switch_ip") == vm.gw6, f"{vm.name} connected by CM to {vm.gw6}")
+                want = second6(vm.index) if vm is vms[0] else vm.gw6
+                check(c.get("switch_ip") == want, f"{vm.name} connected by CM to {want}")
             t = counters.totals()
             log(f"switch QP counters, CM over IPv6 under loss: {json.dumps(t)}")
             check(t.get("contributions") == n and t.get("bad_contributions", 0) == 0 and
