@@ -1259,6 +1259,78 @@ TEST_F(RoceAggregatorMultiPacket, SilentParentGetsOnlyTheUnansweredSegmentsAgain
     }
 }
 
+// A tensor's short last chunk (2560 bytes: FIRST, MIDDLE and a LAST of 512) goes up as three
+// INA contributions, the third of 128 elements, and its result comes down as one 2560-byte
+// WRITE (three packets) once the three results are in.
+TEST_F(RoceAggregatorMultiPacket, ShortLastChunkGoesUpAsFewerSegments) {
+    constexpr uint32_t kShort = 2560;
+    const auto a = ints(8), b = ints(9);
+    const auto local = sum(a, b);
+    const auto short_message = [&](uint16_t rank, uint32_t psn, const std::vector<int32_t>& v) {
+        const bool one = rank == 1;
+        rc::Ipv4Path path;
+        path.src_ip = one ? kWorker1 : kWorker2;
+        path.dst_ip = one ? kSwitch1 : kSwitch2;
+        path.dest_qp = one ? kQpn1 : kQpn2;
+        std::vector<Bytes> out;
+        for (uint32_t i = 0; i < 3; ++i) {
+            rc::Transmit tx;
+            tx.opcode = i == 0 ? rc::op::kWriteFirst
+                        : i == 2 ? rc::op::kWriteLastImm
+                                 : rc::op::kWriteMiddle;
+            tx.psn = psn + i;
+            tx.ack_req = i == 2;
+            tx.has_reth = i == 0;
+            tx.length = i == 2 ? kShort - 2 * kPmtu : kPmtu;
+            tx.reth = {fr::kAreaAddr, fr::kAreaRkey, kShort};
+            tx.has_imm = i == 2;
+            tx.imm = 0 << 8 | 1;
+            const auto* bytes = reinterpret_cast<const uint8_t*>(v.data()) + i * kPmtu;
+            out.push_back(frame(one, path, [&](uint8_t* o, size_t cap) {
+                return rc::encode_write(o, cap, path, 1, tx, bytes);
+            }));
+        }
+        return out;
+    };
+    send_all(short_message(1, kPsn1, a), kR0);
+    send_all(short_message(2, kPsn2, b), kR1);
+    EXPECT_TRUE(results(kR0).empty() && results(kR1).empty());
+    ASSERT_EQ(inas.size(), 3u) << "2560 bytes at PMTU 1024: three segments";
+    for (uint32_t j = 0; j < 3; ++j) {
+        const InaSeen x = ina_of(inas[j]);
+        EXPECT_EQ(x.h.seq, j);
+        EXPECT_EQ(x.h.elem_count, j == 2 ? 128u : 256u);
+        const auto got = ints_of(x);
+        EXPECT_TRUE(std::equal(got.begin(), got.end(), local.begin() + j * (kPmtu / 4)));
+    }
+    inas.clear();
+    EXPECT_EQ(qp1->counters.contributions, 1u);
+    // The parent's last result must have the short segment's count: a full one is refused.
+    send(parent_result(2, local), kR1);
+    EXPECT_EQ(up().result_bad, 1u);
+    for (uint32_t seq = 0; seq < 3; ++seq) {
+        const size_t n = seq == 2 ? 128 : 256;
+        send(ina_result_frame(seq, local.data() + seq * 256, n, 0, {1, 2, 3, 4, 5, 6},
+                              port_mac(kR1)),
+             kR1);
+    }
+    EXPECT_EQ(up().result_in, 3u);
+    for (const uint16_t port : {kR0, kR1}) {
+        const auto w = results(port);
+        ASSERT_EQ(w.size(), 3u) << "one three-packet WRITE per rank";
+        std::vector<uint8_t> bytes;
+        for (uint32_t i = 0; i < 3; ++i) {
+            EXPECT_EQ(w[i].p.bth.psn, kSwitchPsn + i);
+            EXPECT_TRUE(w[i].icrc_ok);
+            bytes.insert(bytes.end(), w[i].payload.begin(), w[i].payload.end());
+        }
+        EXPECT_EQ(w[0].p.reth.dma_len, kShort);
+        EXPECT_EQ(w[2].p.bth.opcode, rc::op::kWriteLastImm);
+        ASSERT_EQ(bytes.size(), kShort);
+        EXPECT_EQ(std::memcmp(bytes.data(), local.data(), kShort), 0);
+    }
+}
+
 TEST_F(RoceAggregatorMultiPacket, SegmentResultThatDisagreesWithTheChunkIsRefused) {
     const auto a = ints(5), b = ints(6);
     const auto local = sum(a, b);
