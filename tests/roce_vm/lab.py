@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import base64
 import fcntl
+import ipaddress
 import json
 import os
 import re
@@ -232,6 +233,9 @@ class VM:
         self.api_mac = f"52:54:00:a1:00:{index + 1:02x}"  # guest_api's eth1
         self.tap = f"tap{index}"
         self.gid_index: int | None = None
+        self.ip6: str | None = None        # add_ipv6()
+        self.gw6: str | None = None
+        self.gid6_index: int | None = None
         self.boot_seconds: float | None = None
         self.guest_uptime: float | None = None
         d = os.path.join(lab.workdir, self.name)
@@ -463,6 +467,21 @@ class VM:
         """Waits until an rdma_cm id listens in this guest (rping -s, ib_*_bw -R)."""
         self.run("until rdma resource show cm_id | grep -q LISTEN; do sleep 0.05; done",
                  timeout=timeout, check=True)
+
+    def add_ipv6(self, addr: str, prefix_len: int, gw: str | None, timeout: float = 90) -> int:
+        """Gives eth0 the IPv6 address addr/prefix_len beside its IPv4 one, `nodad` (usable at
+        once: no duplicate address detection to wait out) and no router advertisements taken, a
+        default route via `gw`; returns once `gw` answers a ping (neighbour discovery done both
+        ways) and rxe0 lists the address as a RoCE v2 GID. Sets vm.ip6, vm.gw6, vm.gid6_index."""
+        route = f" && ip -6 route replace default via {gw} dev eth0" if gw else ""
+        ping = f" && until ping -6 -c 1 -W 1 {gw} >/dev/null; do :; done" if gw else ""
+        rc, out = self.run(f"echo 0 > /proc/sys/net/ipv6/conf/eth0/accept_ra && "
+                           f"ip -6 addr replace {addr}/{prefix_len} dev eth0 nodad{route}{ping} && "
+                           f"ina-gid-index {ipaddress.IPv6Address(addr).exploded}", timeout=timeout)
+        if rc != 0 or not out.strip().isdigit():
+            raise TestFailure(f"{self.name}: IPv6 address {addr} failed ({rc}): {out}")
+        self.ip6, self.gw6, self.gid6_index = addr, gw, int(out.strip())
+        return self.gid6_index
 
     def __repr__(self) -> str:
         return f"VM({self.name} {self.ip} {self.mac} gid={self.gid_index})"

@@ -453,6 +453,32 @@ TEST(RoceCmPassive, Ipv6ReqConnectsAnIpv6QpAndIsTrackedByItsAddress) {
     EXPECT_EQ(qps.connects.size(), 1u);
 }
 
+// An IPv6 worker's REQ sent to one of several addresses of the switch's port: the QP's source
+// is that address (the worker's QP takes packets only from the address it connected to);
+// without the address the REQ came to, the connect names none (the first on the prefix).
+TEST(RoceCmPassive, Ipv6ReqMakesTheAddressItCameToTheQpsSource) {
+    const cm::Gid w6 = {0x20, 0x01, 0x0d, 0xb8, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2};
+    const cm::Gid second = {0x20, 0x01, 0x0d, 0xb8, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9};
+    FakeQps qps;
+    CmPassive cmp(qps, kPort);
+    const Bytes mad = mad_of(make_req6(0x4242, w6, second, inar_request(1)));
+    ASSERT_TRUE(cmp.on_mad(mad.data(), mad.size(), w6, &second).has_value());
+    ASSERT_EQ(qps.connects.size(), 1u);
+    const ConnectRequest& r = qps.connects[0].request;
+    ASSERT_TRUE(r.qp.source6.has_value());
+    EXPECT_EQ(r.qp.source6->bytes, second);
+    const Bytes other = mad_of(make_req6(0x4343, w6, second, inar_request(2)));
+    ASSERT_TRUE(cmp.on_mad(other.data(), other.size(), w6).has_value());
+    ASSERT_EQ(qps.connects.size(), 2u);
+    EXPECT_FALSE(qps.connects[1].request.qp.source6.has_value());
+    // An IPv4 worker's QP takes its port's address: no source.
+    const cm::Gid own4 = cm::ipv4_gid(kSwitchIp);
+    const Bytes v4 = mad_of(make_req(0x4444, kPort, inar_request(2)));
+    cmp.on_mad(v4.data(), v4.size(), cm::ipv4_gid(kWorkerIp), &own4);
+    ASSERT_EQ(qps.connects.size(), 3u);
+    EXPECT_FALSE(qps.connects[2].request.qp.source6.has_value());
+}
+
 TEST(RoceCmPassive, RefusalsMapToTheApisStatuses) {
     EXPECT_EQ(http_status(Refusal::none), 200);
     EXPECT_EQ(http_status(Refusal::malformed), 400);

@@ -660,5 +660,91 @@ TEST(RoceIpv6Config, WorkerAddressesAndTheirErrors) {
     EXPECT_EQ(c.request->qp.ip6->str(), "2001:db8:1::2");
 }
 
+// A port with several IPv6 addresses on the worker's prefix: a QP's `source` picks the one it
+// runs from (the CM sets it to the address the REQ was sent to); without it the first one.
+// Errors name file:line:col of the `source` value.
+TEST(RoceIpv6Config, SourceChoosesAmongAPortsIpv6Addresses) {
+    static const bool registered = config::register_section(fr::section_hooks());
+    (void)registered;
+    // v0 also answers on 2001:db8:1::9 (same prefix) and 2001:db8:5::1 (another prefix).
+    std::string ports = kPortsYaml;
+    ports.replace(ports.find("ipv6: [2001:db8:1::1/64]"),
+                  std::string("ipv6: [2001:db8:1::1/64]").size(),
+                  "ipv6: [2001:db8:1::1/64, 2001:db8:1::9/64, 2001:db8:5::1/64]");
+    const auto yaml = [&](const std::string& ip, const std::string& source) {
+        return ports + R"(rdma:
+  jobs:
+    - id: 7
+      world: 2
+      qps:
+        - {rank: 1, ip: ")" + ip + R"(", source: ")" + source + R"(", qpn: 17, psn: 0,
+           switch_qpn: 0x100, switch_psn: 0, result_addr: 0, result_rkey: 1,
+           result_length: 4096}
+)";
+    };
+    auto r = config::load_string(yaml("2001:db8:1::2", "2001:db8:1::9"), "t.yaml");
+    ASSERT_TRUE(r.ok()) << r.error_text();
+    const fr::JobConfig& job = fr::rdma_of(*r.config)->jobs.at(0);
+    fr::QpParams p = fr::qp_params(*r.config, job, job.qps.at(0));
+    EXPECT_EQ(net::Ipv6Addr{p.switch_ip6}.str(), "2001:db8:1::9") << "the QP's source";
+    EXPECT_NE(fr::section_hooks().to_json(fr::rdma_of(*r.config))
+                  .find("\"source\":\"2001:db8:1::9\""),
+              std::string::npos)
+        << "GET /api/v1/config shows it";
+    fr::QpConfig no_source = job.qps.at(0);
+    no_source.source6.reset();
+    p = fr::qp_params(*r.config, job, no_source);
+    EXPECT_EQ(net::Ipv6Addr{p.switch_ip6}.str(), "2001:db8:1::1") << "the first on the prefix";
+    EXPECT_FALSE(fr::same_qp(no_source, job.qps.at(0))) << "another source is another QP";
+
+    // The `source` value is line 16, column 50 (45 after an IPv4 ip).
+    r = config::load_string(yaml("2001:db8:1::2", "2001:db8:1::7"), "t.yaml");
+    EXPECT_NE(r.error_text().find("t.yaml:16:50: source 2001:db8:1::7 is no IPv6 address of a "
+                                  "port whose prefix holds the worker 2001:db8:1::2"),
+              std::string::npos)
+        << r.error_text();
+    r = config::load_string(yaml("2001:db8:1::2", "2001:db8:5::1"), "t.yaml");
+    EXPECT_NE(r.error_text().find("t.yaml:16:50: source 2001:db8:5::1 is no IPv6 address"),
+              std::string::npos)
+        << "a port's address on another prefix: " << r.error_text();
+    r = config::load_string(yaml("10.0.1.2", "2001:db8:1::9"), "t.yaml");
+    EXPECT_NE(r.error_text().find("t.yaml:16:45: source 2001:db8:1::9 for the IPv4 worker "
+                                  "10.0.1.2; expected source only with an IPv6 ip"),
+              std::string::npos)
+        << r.error_text();
+    r = config::load_string(yaml("2001:db8:1::2", "10.0.1.1"), "t.yaml");
+    EXPECT_NE(r.error_text().find("t.yaml:16:50: expected source: one of the switch's IPv6 "
+                                  "addresses"),
+              std::string::npos)
+        << r.error_text();
+
+    // The connect body takes it too.
+    const fr::ConnectParse c = fr::parse_connect(
+        R"({"rank": 1, "qpn": 17, "psn": 5, "ip": "2001:db8:1::2", "source": "2001:db8:1::9",
+            "pmtu": 1024, "result_addr": 0, "result_rkey": 1, "result_length": 4096,
+            "chunk_bytes": 1024, "window": 64, "dtype": "fp32", "op": "sum", "world": 2})",
+        "request");
+    ASSERT_TRUE(c.request.has_value());
+    ASSERT_TRUE(c.request->qp.source6.has_value());
+    EXPECT_EQ(c.request->qp.source6->str(), "2001:db8:1::9");
+
+    // A connected QP whose source leaves the port ends at a reload, with the reason.
+    r = config::load_string(yaml("2001:db8:1::2", "2001:db8:1::9"), "t.yaml");
+    ASSERT_TRUE(r.ok()) << r.error_text();
+    {
+        auto rdma = std::make_shared<fr::RdmaConfig>(*fr::rdma_of(*r.config));
+        rdma->jobs.at(0).qps.at(0).from_api = true;
+        r.config->sections[fr::kSectionKey] = rdma;
+    }
+    auto next = config::load_string(kPortsYaml + "rdma:\n  jobs:\n    - id: 7\n      world: 2\n",
+                                    "file.yaml");
+    ASSERT_TRUE(next.ok()) << next.error_text();
+    std::vector<std::string> ended;
+    fr::carry_connected_qps(*r.config, *next.config, ended);
+    ASSERT_EQ(ended.size(), 1u);
+    EXPECT_EQ(ended[0], "job 7 rank 1: its source address is not on its worker's prefix in the "
+                        "new config");
+}
+
 }  // namespace
 }  // namespace ina::test

@@ -892,6 +892,33 @@ InaSeen ina_of(const Bytes& b) {
     return s;
 }
 
+// The parent's INA result for INA seq `seq` (`count` elements of 4 bytes at `values`): from
+// 10.0.2.7, one hop away, to the switch's r1 address (MAC `to`).
+Bytes ina_result_frame(uint32_t seq, const void* values, size_t count, uint8_t elem_type,
+                       const std::vector<wire::BfrId>& pbm, const rte_ether_addr& to) {
+    proto::Header h;
+    h.type = proto::PacketType::result;
+    h.op = 0;
+    h.elem_type = elem_type;
+    h.bsl_code = 1;
+    h.job_id = 7;
+    h.seq = seq;
+    h.elem_count = static_cast<uint16_t>(count);
+    const auto root_abm = *wire::BitString::from_bfr_ids(64, 0, pbm);
+    Bytes b(pipeline::kInaFrameHeadBytes + h.total_bytes());
+    uint8_t* at = pipeline::write_ina_headers(b.data(), h, root_abm.data(), kParent, kSwitch2,
+                                              proto::kDefaultUdpPort);
+    std::memcpy(at, values, count * 4);
+    pipeline::seal_ina_datagram(b.data());
+    std::memcpy(b.data(), to.addr_bytes, 6);
+    std::memcpy(b.data() + 6, kNbR1Host.addr_bytes, 6);
+    b[22] = 63;  // one hop away
+    b[24] = 0, b[25] = 0;
+    const uint16_t sum = net::internet_checksum(b.data() + 14, 20);
+    std::memcpy(b.data() + 24, &sum, 2);
+    return b;
+}
+
 class RoceAggregator : public RoceSwitch {
 protected:
     std::string config_yaml() const override { return aggregator_yaml(); }
@@ -906,28 +933,8 @@ protected:
     // The parent's INA result for chunk `seq`: from 10.0.2.7 to the switch's r1 address.
     Bytes ina_result(uint32_t seq, const std::vector<float>& values, uint8_t elem_type = 1,
                      const std::vector<wire::BfrId>& pbm = {1, 2, 3, 4, 5, 6}) {
-        proto::Header h;
-        h.type = proto::PacketType::result;
-        h.op = 0;
-        h.elem_type = elem_type;
-        h.bsl_code = 1;
-        h.job_id = 7;
-        h.seq = seq;
-        h.elem_count = static_cast<uint16_t>(values.size());
-        const auto root_abm = *wire::BitString::from_bfr_ids(64, 0, pbm);
-        Bytes b(pipeline::kInaFrameHeadBytes + h.total_bytes());
-        uint8_t* at = pipeline::write_ina_headers(b.data(), h, root_abm.data(), kParent, kSwitch2,
-                                                  proto::kDefaultUdpPort);
-        std::memcpy(at, values.data(), values.size() * 4);
-        pipeline::seal_ina_datagram(b.data());
-        const rte_ether_addr dst = port_mac(kR1);
-        std::memcpy(b.data(), dst.addr_bytes, 6);
-        std::memcpy(b.data() + 6, kNbR1Host.addr_bytes, 6);
-        b[22] = 63;  // one hop away
-        b[24] = 0, b[25] = 0;
-        const uint16_t sum = net::internet_checksum(b.data() + 14, 20);
-        std::memcpy(b.data() + 24, &sum, 2);
-        return b;
+        return ina_result_frame(seq, values.data(), values.size(), elem_type, pbm,
+                                port_mac(kR1));
     }
     // Both ranks contribute chunk s; returns the partial it sent up (exactly one INA packet).
     InaSeen complete(uint32_t s, float a, float b) {
@@ -1116,6 +1123,229 @@ TEST_F(RoceAggregator, ResultForAnotherHostIsRoutedOnUntouched) {
     EXPECT_EQ(up().result_in + up().result_bad + up().result_not_held, 0u);
 }
 
+// The aggregator role with chunks above the pmtu (4096-byte int32 chunks at PMTU 1024): a
+// complete chunk goes up as one INA contribution per pmtu segment, INA seq = key x 4 + j; the
+// parent's four results come down as ONE four-packet result WRITE per rank once all are in.
+class RoceAggregatorMultiPacket : public RoceMultiPacket {
+protected:
+    std::string config_yaml() const override {
+        std::string y = RoceMultiPacket::config_yaml();
+        const std::string at = "      pmtu: 1024\n";
+        y.insert(y.find(at) + at.size(),
+                 "      role: aggregator\n      parent: 10.0.2.7\n      bsl: 64\n"
+                 "      abm: \"5-6\"\n      partial_timeout_ms: 5\n");
+        return y;
+    }
+    fr::ParentParams parent_params() const override {
+        fr::ParentParams p;
+        p.parent_ip = kParent;
+        p.bsl_code = 1;
+        p.abm = *wire::BitString::from_bfr_ids(64, 0, std::vector<wire::BfrId>{5, 6});
+        p.timeout_ns = 5'000'000;
+        return p;
+    }
+    // The parent's result for INA seq `seq`: elements [seg x 256, +256) of `v`.
+    Bytes parent_result(uint32_t seq, const std::vector<int32_t>& v) {
+        const size_t per = kPmtu / 4;
+        return ina_result_frame(seq, v.data() + (seq % kSegments) * per, per, 0,
+                                {1, 2, 3, 4, 5, 6}, port_mac(kR1));
+    }
+    // Both ranks' chunk s as rxe segments it; returns the INA contributions sent up, in order.
+    std::vector<InaSeen> complete(uint32_t s, const std::vector<int32_t>& a,
+                                  const std::vector<int32_t>& b) {
+        send_all(message(1, kPsn1 + s * kSegments, s, a), kR0);
+        send_all(message(2, kPsn2 + s * kSegments, s, b), kR1);
+        EXPECT_TRUE(results(kR0).empty() && results(kR1).empty()) << "no result WRITE yet";
+        std::vector<InaSeen> up;
+        for (const Bytes& f : inas) {
+            up.push_back(ina_of(f));
+        }
+        inas.clear();
+        return up;
+    }
+    static std::vector<int32_t> ints_of(const InaSeen& x) {
+        std::vector<int32_t> v(x.elements.size());
+        std::memcpy(v.data(), x.elements.data(), v.size() * 4);
+        return v;
+    }
+    const fr::ParentCounters& up() const { return job->parent->counters; }
+};
+
+TEST_F(RoceAggregatorMultiPacket, ChunkGoesUpPerSegmentAndComesDownAsOneMultiPacketWrite) {
+    const auto a = ints(1), b = ints(-7);
+    const auto local = sum(a, b);
+    const auto ups = complete(0, a, b);
+    ASSERT_EQ(ups.size(), kSegments) << "one INA contribution per pmtu segment";
+    for (uint32_t j = 0; j < kSegments; ++j) {
+        EXPECT_EQ(ups[j].dst, kParent);
+        EXPECT_EQ(ups[j].h.seq, j) << "INA seq = key x segments + j";
+        EXPECT_EQ(ups[j].h.type, proto::PacketType::data);
+        EXPECT_EQ(ups[j].h.flags, 0u);
+        EXPECT_EQ(ups[j].h.elem_type, 0u) << "int32";
+        EXPECT_EQ(ups[j].pbm, (std::vector<uint8_t>{0, 0, 0, 0, 0, 0, 0, 0x30}));
+        EXPECT_TRUE(ups[j].checksum_ok);
+        const auto got = ints_of(ups[j]);
+        ASSERT_EQ(got.size(), kPmtu / 4);
+        EXPECT_TRUE(std::equal(got.begin(), got.end(), local.begin() + j * (kPmtu / 4)))
+            << "segment " << j << " of the local sum";
+    }
+    EXPECT_EQ(up().partial_sent, kSegments);
+
+    // The parent's results, out of order, one twice: nothing goes down until all four are in.
+    std::vector<int32_t> parent(local.size());
+    for (size_t i = 0; i < parent.size(); ++i) {
+        parent[i] = local[i] + 1000;
+    }
+    for (const uint32_t seq : {3u, 1u, 0u, 1u}) {
+        send(parent_result(seq, parent), kR1);
+        EXPECT_TRUE(results(kR0).empty() && results(kR1).empty()) << "seq " << seq;
+    }
+    EXPECT_EQ(up().result_in, 3u);
+    EXPECT_EQ(up().result_duplicate, 1u);
+    send(parent_result(2, parent), kR1);
+    EXPECT_EQ(up().result_in, 4u);
+    for (const uint16_t port : {kR0, kR1}) {
+        const auto w = results(port);
+        ASSERT_EQ(w.size(), kSegments) << "one four-packet WRITE per rank, port " << port;
+        expect_message(w, 0, kSwitchPsn, 0, parent);
+    }
+    EXPECT_TRUE(inas.empty()) << "the results are not forwarded as INA";
+    send(parent_result(2, parent), kR1);  // a copy after the whole result is in
+    EXPECT_EQ(up().result_duplicate, 2u);
+    EXPECT_EQ(total_tx(), 0u);
+    send(ack_of(1, kSwitchPsn + kSegments - 1), kR0);
+    send(ack_of(2, kSwitchPsn + kSegments - 1), kR1);
+    EXPECT_EQ(job->table.in_use(), 0u) << "every rank acknowledged the LAST: released";
+
+    // The next chunk's segments are INA seqs 4..7.
+    const auto next = complete(1, b, a);
+    ASSERT_EQ(next.size(), kSegments);
+    for (uint32_t j = 0; j < kSegments; ++j) {
+        EXPECT_EQ(next[j].h.seq, kSegments + j);
+    }
+}
+
+TEST_F(RoceAggregatorMultiPacket, SilentParentGetsOnlyTheUnansweredSegmentsAgain) {
+    const auto a = ints(3), b = ints(4);
+    const auto local = sum(a, b);
+    ASSERT_EQ(complete(0, a, b).size(), kSegments);
+    send(parent_result(0, local), kR1);
+    send(parent_result(2, local), kR1);
+    advance_ms(1);
+    EXPECT_EQ(tx_count(kR1), 0u) << "not before partial_timeout_ms";
+    advance_ms(10);
+    seen(kR1);
+    seen(kR0);
+    ASSERT_EQ(inas.size(), 2u) << "segments 1 and 3 only";
+    std::vector<uint32_t> seqs;
+    for (const Bytes& f : inas) {
+        const InaSeen x = ina_of(f);
+        seqs.push_back(x.h.seq);
+        EXPECT_EQ(x.h.flags, proto::kFlagRetransmit);
+        EXPECT_TRUE(x.checksum_ok);
+        const auto got = ints_of(x);
+        EXPECT_TRUE(std::equal(got.begin(), got.end(),
+                               local.begin() + (x.h.seq % kSegments) * (kPmtu / 4)));
+    }
+    inas.clear();
+    EXPECT_EQ(seqs, (std::vector<uint32_t>{1, 3}));
+    EXPECT_EQ(up().partial_resent, 2u);
+    send(parent_result(3, local), kR1);
+    send(parent_result(1, local), kR1);
+    for (const uint16_t port : {kR0, kR1}) {
+        const auto w = results(port);
+        ASSERT_EQ(w.size(), kSegments);
+        expect_message(w, 0, kSwitchPsn, 0, local);
+    }
+}
+
+// A tensor's short last chunk (2560 bytes: FIRST, MIDDLE and a LAST of 512) goes up as three
+// INA contributions, the third of 128 elements, and its result comes down as one 2560-byte
+// WRITE (three packets) once the three results are in.
+TEST_F(RoceAggregatorMultiPacket, ShortLastChunkGoesUpAsFewerSegments) {
+    constexpr uint32_t kShort = 2560;
+    const auto a = ints(8), b = ints(9);
+    const auto local = sum(a, b);
+    const auto short_message = [&](uint16_t rank, uint32_t psn, const std::vector<int32_t>& v) {
+        const bool one = rank == 1;
+        rc::Ipv4Path path;
+        path.src_ip = one ? kWorker1 : kWorker2;
+        path.dst_ip = one ? kSwitch1 : kSwitch2;
+        path.dest_qp = one ? kQpn1 : kQpn2;
+        std::vector<Bytes> out;
+        for (uint32_t i = 0; i < 3; ++i) {
+            rc::Transmit tx;
+            tx.opcode = i == 0 ? rc::op::kWriteFirst
+                        : i == 2 ? rc::op::kWriteLastImm
+                                 : rc::op::kWriteMiddle;
+            tx.psn = psn + i;
+            tx.ack_req = i == 2;
+            tx.has_reth = i == 0;
+            tx.length = i == 2 ? kShort - 2 * kPmtu : kPmtu;
+            tx.reth = {fr::kAreaAddr, fr::kAreaRkey, kShort};
+            tx.has_imm = i == 2;
+            tx.imm = 0 << 8 | 1;
+            const auto* bytes = reinterpret_cast<const uint8_t*>(v.data()) + i * kPmtu;
+            out.push_back(frame(one, path, [&](uint8_t* o, size_t cap) {
+                return rc::encode_write(o, cap, path, 1, tx, bytes);
+            }));
+        }
+        return out;
+    };
+    send_all(short_message(1, kPsn1, a), kR0);
+    send_all(short_message(2, kPsn2, b), kR1);
+    EXPECT_TRUE(results(kR0).empty() && results(kR1).empty());
+    ASSERT_EQ(inas.size(), 3u) << "2560 bytes at PMTU 1024: three segments";
+    for (uint32_t j = 0; j < 3; ++j) {
+        const InaSeen x = ina_of(inas[j]);
+        EXPECT_EQ(x.h.seq, j);
+        EXPECT_EQ(x.h.elem_count, j == 2 ? 128u : 256u);
+        const auto got = ints_of(x);
+        EXPECT_TRUE(std::equal(got.begin(), got.end(), local.begin() + j * (kPmtu / 4)));
+    }
+    inas.clear();
+    EXPECT_EQ(qp1->counters.contributions, 1u);
+    // The parent's last result must have the short segment's count: a full one is refused.
+    send(parent_result(2, local), kR1);
+    EXPECT_EQ(up().result_bad, 1u);
+    for (uint32_t seq = 0; seq < 3; ++seq) {
+        const size_t n = seq == 2 ? 128 : 256;
+        send(ina_result_frame(seq, local.data() + seq * 256, n, 0, {1, 2, 3, 4, 5, 6},
+                              port_mac(kR1)),
+             kR1);
+    }
+    EXPECT_EQ(up().result_in, 3u);
+    for (const uint16_t port : {kR0, kR1}) {
+        const auto w = results(port);
+        ASSERT_EQ(w.size(), 3u) << "one three-packet WRITE per rank";
+        std::vector<uint8_t> bytes;
+        for (uint32_t i = 0; i < 3; ++i) {
+            EXPECT_EQ(w[i].p.bth.psn, kSwitchPsn + i);
+            EXPECT_TRUE(w[i].icrc_ok);
+            bytes.insert(bytes.end(), w[i].payload.begin(), w[i].payload.end());
+        }
+        EXPECT_EQ(w[0].p.reth.dma_len, kShort);
+        EXPECT_EQ(w[2].p.bth.opcode, rc::op::kWriteLastImm);
+        ASSERT_EQ(bytes.size(), kShort);
+        EXPECT_EQ(std::memcmp(bytes.data(), local.data(), kShort), 0);
+    }
+}
+
+TEST_F(RoceAggregatorMultiPacket, SegmentResultThatDisagreesWithTheChunkIsRefused) {
+    const auto a = ints(5), b = ints(6);
+    const auto local = sum(a, b);
+    ASSERT_EQ(complete(0, a, b).size(), kSegments);
+    // One element more than a segment holds.
+    send(ina_result_frame(0, local.data(), kPmtu / 4 + 1, 0, {1, 2, 3, 4, 5, 6}, port_mac(kR1)),
+         kR1);
+    // A segment's result with one element too few.
+    send(ina_result_frame(1, local.data(), kPmtu / 4 - 1, 0, {1, 2, 3, 4, 5, 6}, port_mac(kR1)),
+         kR1);
+    EXPECT_EQ(up().result_bad, 2u);
+    EXPECT_EQ(up().result_in, 0u);
+    EXPECT_EQ(total_tx(), 0u);
+}
+
 TEST(RoceAggregatorConfig, ErrorsNameTheirPlace) {
     register_once();
     const std::string base = std::string(kStageYaml) + "rdma:\n  jobs:\n";
@@ -1177,8 +1407,9 @@ TEST(RoceConfig, ErrorsNameTheirPlace) {
     r = config::load_string(base + "    - {id: 7, world: 2, chunk_bytes: 2048, pmtu: 1024, "
                                    "role: aggregator, parent: 10.0.2.7}\n",
                             "t.yaml");
-    ASSERT_FALSE(r.ok());
-    EXPECT_NE(r.error_text().find("with role aggregator"), std::string::npos) << r.error_text();
+    EXPECT_TRUE(r.ok()) << "an aggregator's multi-packet chunk goes up as one INA "
+                           "contribution per pmtu segment: "
+                        << r.error_text();
     r = config::load_string(base + "    - {id: 7, world: 2, windw: 8}\n", "t.yaml");
     ASSERT_FALSE(r.ok());
     EXPECT_NE(r.error_text().find("unknown key 'windw'"), std::string::npos) << r.error_text();

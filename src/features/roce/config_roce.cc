@@ -59,10 +59,36 @@ void read_ip(Reader& r, const YAML::Node& map, const std::string& where, QpConfi
     });
 }
 
+// `source`: the switch's IPv6 address for an IPv6 worker's QP (validate_section checks it is a
+// port's, on the worker's prefix).
+void read_source(Reader& r, const YAML::Node& n, QpConfig& q) {
+    r.optional(n, "source", [&](const YAML::Node& v) {
+        q.source_mark = config::mark_of(v);
+        std::string text;
+        if (!r.string_value(v, "source: an IPv6 address of the switch", text)) {
+            return;
+        }
+        const auto a6 = net::Ipv6Addr::parse(text);
+        if (!a6) {
+            r.error(v, "expected source: one of the switch's IPv6 addresses (the QP's address "
+                       "towards an IPv6 worker), got '" + text + "'");
+            return;
+        }
+        if (!q.ip6) {
+            r.error(v, "source " + text + " for the IPv4 worker " + worker_ip_text(q) +
+                           "; expected source only with an IPv6 ip (an IPv4 QP takes its "
+                           "port's address)");
+            return;
+        }
+        q.source6 = *a6;
+    });
+}
+
 // The worker's side of a QP, as a static `qps` entry and a connect request both give it.
 void read_worker_side(Reader& r, const YAML::Node& n, const std::string& where, QpConfig& q) {
     uint_field(r, n, "rank", where, q.rank, 1, kMaxWorld, true);
     read_ip(r, n, where, q);
+    read_source(r, n, q);
     uint_field(r, n, "qpn", where, q.qpn, 2, 0xFFFFFF, true);
     uint_field(r, n, "psn", where, q.psn, 0, 0xFFFFFF, true);
     uint_field(r, n, "result_addr", where, q.result_addr, 0, UINT64_MAX, true);
@@ -80,7 +106,7 @@ void read_qp(Reader& r, const YAML::Node& n, QpConfig& q) {
         return;
     }
     r.check_keys(n,
-                 {"rank", "ip", "qpn", "psn", "switch_qpn", "switch_psn", "result_addr",
+                 {"rank", "ip", "source", "qpn", "psn", "switch_qpn", "switch_psn", "result_addr",
                   "result_rkey", "result_length", "timeout", "retry_cnt", "rnr_retry"},
                  where);
     read_worker_side(r, n, where, q);
@@ -99,12 +125,6 @@ void check_job(Reader& r, const JobConfig& j, const YAML::Node& n) {
                        std::to_string(j.chunk_bytes) + " is above pmtu " + std::to_string(j.pmtu) +
                        " and no multiple of it; expected chunk_bytes <= pmtu (one WRITE ONLY "
                        "packet) or a multiple of pmtu (FIRST, MIDDLE..., LAST)");
-    }
-    if (j.chunk_bytes > j.pmtu && j.role == Role::aggregator) {
-        r.error(n, "rdma job " + std::to_string(j.id) + ": chunk_bytes " +
-                       std::to_string(j.chunk_bytes) + " is above pmtu " + std::to_string(j.pmtu) +
-                       "; expected chunk_bytes <= pmtu with role aggregator (its partial is one "
-                       "INA packet)");
     }
     if (j.chunk_bytes % reduce::elem_size(j.dtype) != 0) {
         r.error(n, "rdma job " + std::to_string(j.id) + ": expected chunk_bytes a multiple of " +
@@ -291,6 +311,11 @@ void validate_section(Reader& r, const config::Config& c, const void* section) {
                                     (q.ip6 ? "ipv6 prefix" : "subnet") +
                                     "; expected an address the switch reaches directly (its "
                                     "port address is the QP's address)");
+            } else if (q.source6 && !qp_source6(c, q)) {
+                r.error(q.source_mark,
+                        "source " + q.source6->str() + " is no IPv6 address of a port whose "
+                            "prefix holds the worker " + worker_ip_text(q) +
+                            "; expected one of the switch's addresses on that prefix");
             }
         }
     }
@@ -308,6 +333,9 @@ std::string section_json(const void* section) {
                            {"result_rkey", q.result_rkey}, {"result_length", q.result_length},
                            {"timeout", q.timeout}, {"retry_cnt", q.retry_cnt},
                            {"rnr_retry", q.rnr_retry}});
+            if (q.source6) {
+                qps.back()["source"] = q.source6->str();
+            }
         }
         nlohmann::json job = {{"id", j.id}, {"mode", "server-to-switch"}, {"world", j.world},
                               {"op", std::string(reduce::to_string(j.op))},
@@ -340,6 +368,20 @@ std::string worker_ip_text(const QpConfig& q) {
     return q.ip6 ? q.ip6->str() : net::Ipv4Addr{q.ip}.str();
 }
 
+std::optional<net::Ipv6Addr> qp_source6(const config::Config& c, const QpConfig& q) {
+    if (!q.ip6) {
+        return std::nullopt;
+    }
+    for (const auto& p : c.ports) {
+        for (const auto& a : p.ipv6) {
+            if (a.contains(*q.ip6) && (!q.source6 || a.addr == *q.source6)) {
+                return a.addr;
+            }
+        }
+    }
+    return std::nullopt;
+}
+
 config::SectionHooks section_hooks() {
     return config::SectionHooks{kSectionKey, parse_section, validate_section, section_json};
 }
@@ -353,7 +395,8 @@ bool same_job(const JobConfig& a, const JobConfig& b) {
 }
 
 bool same_qp(const QpConfig& a, const QpConfig& b) {
-    return a.rank == b.rank && a.ip == b.ip && a.ip6 == b.ip6 && a.qpn == b.qpn && a.psn == b.psn &&
+    return a.rank == b.rank && a.ip == b.ip && a.ip6 == b.ip6 && a.source6 == b.source6 &&
+           a.qpn == b.qpn && a.psn == b.psn &&
            a.switch_qpn == b.switch_qpn && a.switch_psn == b.switch_psn &&
            a.result_addr == b.result_addr && a.result_rkey == b.result_rkey &&
            a.result_length == b.result_length && a.timeout == b.timeout &&
@@ -376,7 +419,7 @@ ConnectParse parse_connect(const std::string& text, const std::string& source_na
         return out;
     }
     r.check_keys(n,
-                 {"rank", "qpn", "psn", "ip", "pmtu", "result_addr", "result_rkey",
+                 {"rank", "qpn", "psn", "ip", "source", "pmtu", "result_addr", "result_rkey",
                   "result_length", "chunk_bytes", "window", "dtype", "op", "world", "timeout",
                   "retry_cnt", "rnr_retry"},
                  where);

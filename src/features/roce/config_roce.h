@@ -34,6 +34,12 @@ struct QpConfig {
     uint32_t ip = 0;            // the worker's IPv4 address, host order (0 when ip6 is set)
     // The worker's IPv6 address when it is an IPv6 one (its RoCEv2 GID): the QP runs over IPv6.
     std::optional<net::Ipv6Addr> ip6;
+    // IPv6 workers: the switch's address for this QP (`source`), one of a port's IPv6
+    // addresses whose prefix holds ip6; empty: the first such address. The RDMA CM sets it to
+    // the address the worker's REQ was sent to (rxe accepts a connected QP's packets only
+    // from the address it connected to).
+    std::optional<net::Ipv6Addr> source6;
+    config::Mark source_mark;
     uint32_t qpn = 0;           // the worker's QPN
     uint32_t psn = 0;           // the worker's initial send PSN
     uint32_t switch_qpn = 0;
@@ -84,6 +90,11 @@ struct JobConfig {
 
 // The worker's address as text (IPv4 or IPv6), for errors and JSON.
 std::string worker_ip_text(const QpConfig& q);
+
+// An IPv6 QP's switch address in config `c`: its `source` when that is one of a port's IPv6
+// addresses whose prefix holds the worker, else (no source) the first port address whose
+// prefix holds it; nullopt when there is none (or the source is not such an address).
+std::optional<net::Ipv6Addr> qp_source6(const config::Config& c, const QpConfig& q);
 
 // The RDMA CM's listener port when the section names none (ina-rdma-root's default).
 inline constexpr uint16_t kDefaultCmPort = 7471;

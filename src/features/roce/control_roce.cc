@@ -41,19 +41,6 @@ uint32_t switch_address_for(const config::Config& c, uint32_t ip) {
     return 0;
 }
 
-// The same for an IPv6 worker: the port's IPv6 address whose prefix holds `ip6`.
-std::optional<net::Ipv6Addr> switch_address6_for(const config::Config& c,
-                                                 const net::Ipv6Addr& ip6) {
-    for (const auto& p : c.ports) {
-        for (const auto& a : p.ipv6) {
-            if (a.contains(ip6)) {
-                return a.addr;
-            }
-        }
-    }
-    return std::nullopt;
-}
-
 }  // namespace
 
 QpParams qp_params(const config::Config& c, const JobConfig& j, const QpConfig& q) {
@@ -66,7 +53,7 @@ QpParams qp_params(const config::Config& c, const JobConfig& j, const QpConfig& 
         // Validation put the worker on some port's IPv6 prefix.
         p.ipv6 = true;
         p.worker_ip6 = q.ip6->bytes;
-        p.switch_ip6 = switch_address6_for(c, *q.ip6).value_or(net::Ipv6Addr{}).bytes;
+        p.switch_ip6 = qp_source6(c, q).value_or(net::Ipv6Addr{}).bytes;
     } else {
         p.switch_ip = switch_address_for(c, q.ip);
         p.worker_ip = q.ip;
@@ -192,9 +179,11 @@ void carry_connected_qps(const config::Config& running, config::Config& next,
                 why = "the new config names another QP for its rank";
             } else if (qpns.count(q.switch_qpn) != 0) {
                 why = "the new config gives its switch QPN to another QP";
-            } else if (q.ip6 ? !switch_address6_for(next, *q.ip6).has_value()
+            } else if (q.ip6 ? !qp_source6(next, q).has_value()
                              : switch_address_for(next, q.ip) == 0) {
-                why = "its worker is on no subnet of the new config's ports";
+                why = q.source6 ? "its source address is not on its worker's prefix in the new "
+                                  "config"
+                                : "its worker is on no subnet of the new config's ports";
             } else if (held + 1 > kMaxRoceStates) {
                 why = "no QP resources left by the new config";
             }
@@ -298,7 +287,7 @@ void RoceControl::answer_cm(control::ControlPlane& cp, rte_mbuf* m) {
         worker = ina::roce::cm::ipv4_gid(ina::roce::detail::be32(l3 + 12));
         own = ina::roce::cm::ipv4_gid(ina::roce::detail::be32(l3 + 16));
     }
-    const auto answer = cm_->on_mad(f + mad_at, ina::roce::cm::kMadBytes, worker);
+    const auto answer = cm_->on_mad(f + mad_at, ina::roce::cm::kMadBytes, worker, &own);
     if (!answer) {
         rte_pktmbuf_free(m);
         return;
@@ -661,11 +650,14 @@ ConnectOutcome RoceControl::connect_qp(control::ControlPlane& cp, uint32_t job_i
         return refuse(Refusal::malformed, "result_length is below chunk_bytes");
     }
     const uint32_t switch_ip = r.qp.ip6 ? 0 : switch_address_for(cfg, r.qp.ip);
-    const auto switch_ip6 =
-        r.qp.ip6 ? switch_address6_for(cfg, *r.qp.ip6) : std::optional<net::Ipv6Addr>{};
+    const auto switch_ip6 = qp_source6(cfg, r.qp);
     if (r.qp.ip6 ? !switch_ip6 : switch_ip == 0) {
-        return refuse(Refusal::malformed, "ip " + worker_ip_text(r.qp) +
-                                              " is on no subnet of the switch's ports");
+        return refuse(Refusal::malformed,
+                      r.qp.source6 ? "source " + r.qp.source6->str() +
+                                         " is no IPv6 address of a port whose prefix holds ip " +
+                                         worker_ip_text(r.qp)
+                                   : "ip " + worker_ip_text(r.qp) +
+                                         " is on no subnet of the switch's ports");
     }
     if (states() + 1 > kMaxRoceStates) {
         return refuse(Refusal::no_resources, "no QP resources on the switch");

@@ -58,7 +58,7 @@ void put_reply(std::array<uint8_t, N>& private_data, const rdma::ConnectReply& r
 }  // namespace
 
 std::optional<cm::Message> CmPassive::on_mad(const uint8_t* mad, size_t len,
-                                             const cm::Gid& worker) {
+                                             const cm::Gid& worker, const cm::Gid* own) {
     cm::Message m;
     cm::CmError error{};
     if (!cm::parse(mad, len, m, error)) {
@@ -70,7 +70,7 @@ std::optional<cm::Message> CmPassive::on_mad(const uint8_t* mad, size_t len,
         return std::nullopt;
     }
     switch (static_cast<cm::Attr>(m.header.attr_id)) {
-    case cm::Attr::req: return on_req(m, worker);
+    case cm::Attr::req: return on_req(m, worker, own);
     case cm::Attr::rtu: {
         auto it = find_local(worker, m.rtu.remote_comm_id);
         if (it == connections_.end() || it->first.second != m.rtu.local_comm_id) {
@@ -108,7 +108,8 @@ std::optional<cm::Message> CmPassive::on_mad(const uint8_t* mad, size_t len,
     }
 }
 
-std::optional<cm::Message> CmPassive::on_req(const cm::Message& m, const cm::Gid& worker) {
+std::optional<cm::Message> CmPassive::on_req(const cm::Message& m, const cm::Gid& worker,
+                                             const cm::Gid* own) {
     ++counters_.reqs;
     const cm::Req& req = m.req;
     if (auto it = connections_.find({worker, req.local_comm_id}); it != connections_.end()) {
@@ -144,6 +145,10 @@ std::optional<cm::Message> CmPassive::on_req(const cm::Message& m, const cm::Gid
         r.qp.ip = cm::gid_ipv4(worker);
     } else {
         r.qp.ip6 = net::Ipv6Addr{worker};
+        if (own != nullptr) {
+            // The worker's QP takes packets only from the address it connected to.
+            r.qp.source6 = net::Ipv6Addr{*own};
+        }
     }
     r.qp.qpn = req.local_qpn;
     r.qp.psn = worker_psn_for(req.local_comm_id);

@@ -79,10 +79,12 @@ public:
     void set_port(uint16_t port) { port_ = port; }
 
     // One MAD that arrived on QP1 from the worker whose address is `worker` as a GID (an IPv6
-    // address; IPv4 as ::ffff:a.b.c.d). The answer to send back to it (a REP, REJ or DREP),
-    // if any.
+    // address; IPv4 as ::ffff:a.b.c.d), sent to the switch's address `own` (when given: an
+    // IPv6 worker's QP then takes it as its source). The answer to send back to it (a REP,
+    // REJ or DREP), if any.
     std::optional<ina::roce::cm::Message> on_mad(const uint8_t* mad, size_t len,
-                                                 const ina::roce::cm::Gid& worker);
+                                                 const ina::roce::cm::Gid& worker,
+                                                 const ina::roce::cm::Gid* own = nullptr);
     // The same from IPv4 `worker_ip` (host order).
     std::optional<ina::roce::cm::Message> on_mad(const uint8_t* mad, size_t len, uint32_t worker_ip) {
         return on_mad(mad, len, ina::roce::cm::ipv4_gid(worker_ip));
@@ -108,7 +110,8 @@ private:
     using Key = std::pair<ina::roce::cm::Gid, uint32_t>;
 
     std::optional<ina::roce::cm::Message> on_req(const ina::roce::cm::Message& m,
-                                                 const ina::roce::cm::Gid& worker);
+                                                 const ina::roce::cm::Gid& worker,
+                                                 const ina::roce::cm::Gid* own);
     ina::roce::cm::Message reject(const ina::roce::cm::Message& req, uint16_t cm_reason,
                              std::optional<rdma::RejectReason> reason, uint32_t job_id);
     // The connection whose switch-side communication ID is `local_comm_id`, from `worker`.

@@ -552,7 +552,7 @@ JobState::JobState(const JobParams& p, const ParentParams& up)
         throw std::invalid_argument("rdma job: chunk_bytes out of range");
     }
     if (up.parent_ip != 0) {
-        parent = std::make_unique<ParentLink>(up, p.window, p.chunk_bytes);
+        parent = std::make_unique<ParentLink>(up, p.window, p.chunk_bytes, segment_bytes);
     }
 }
 

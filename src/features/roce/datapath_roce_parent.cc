@@ -5,6 +5,7 @@
 #include <rte_udp.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include "features/roce/datapath_roce.h"
@@ -22,18 +23,28 @@ using pipeline::LcoreContext;
 namespace {
 
 // A partial's frame is built at the start of the lcore's scratch (the contribution that
-// completed the chunk was consumed before): head + INA header + BitString (<= 512) + chunk.
+// completed the chunk was consumed before): head + INA header + BitString (<= 512) + one
+// segment (<= the pmtu, 4096).
 constexpr size_t kPartialMax = pipeline::kInaFrameHeadBytes + proto::kFixedHeaderBytes + 512 +
                                4096;
 static_assert(kPartialMax <= LcoreContext::kScratchBytes / 2);
 
-uint32_t slot_of(const ParentLink& p, uint32_t key) {
-    return key & (static_cast<uint32_t>(p.result_key.size()) - 1);
+// The element count of key's complete local chunk (0: not held).
+uint32_t local_count(const JobState& job, uint32_t key) {
+    return job.table.holds(key) ? job.table.core().count(key & (job.table.slots() - 1)) : 0;
 }
 
-// Key's partial as a frame to the parent (nullptr, counted: no route or no mbuf).
+// The INA contributions a chunk of `count` elements goes up as.
+uint32_t segments_of(const JobState& job, uint32_t count) {
+    const uint32_t seg_elems = job.parent->segment_bytes >> job.elem_shift;
+    return (count + seg_elems - 1) / seg_elems;
+}
+
+// Segment `seg` of key's partial as a frame to the parent (nullptr, counted: no route or no
+// mbuf). Its INA seq is key x segments + seg (the key itself for one-packet chunks); INA seqs
+// are 32 bits, so a session's keys stay below 2^32 / segments.
 rte_mbuf* partial_frame(LcoreContext& ctx, const dp::Snapshot& snap, JobState& job, uint32_t key,
-                        bool resend) {
+                        uint32_t seg, bool resend) {
     ParentLink& up = *job.parent;
     const ParentParams& pp = up.params;
     proto::Header h;
@@ -44,12 +55,19 @@ rte_mbuf* partial_frame(LcoreContext& ctx, const dp::Snapshot& snap, JobState& j
     h.bsl_code = pp.bsl_code;
     h.set_id = pp.set_id;
     h.job_id = job.params.job_id;
-    h.seq = key;
+    h.seq = key * up.segments + seg;
     uint8_t* frame = ctx.scratch.data();
     // The elements' place does not depend on their count: the table writes them there first.
     uint8_t* elements = frame + pipeline::kInaFrameHeadBytes + proto::kFixedHeaderBytes +
                         h.bitstring_bytes();
-    const uint32_t count = job.table.store_result(key, elements);
+    const uint32_t seg_elems = up.segment_bytes >> job.elem_shift;
+    const uint32_t total = local_count(job, key);
+    const uint32_t first = seg * seg_elems;
+    // A segment's start is a multiple of the pmtu: store_range's alignment holds.
+    const uint32_t count =
+        first < total ? job.table.store_range(key, first, std::min(seg_elems, total - first),
+                                              elements)
+                      : 0;
     const uint32_t src = pipeline::ina_source_for(snap, pp.source_ip, pp.parent_ip);
     if (count == 0 || src == 0) [[unlikely]] {
         ++up.counters.no_mbuf;  // no route to the parent: the tick tries again
@@ -76,14 +94,43 @@ const JobView* job_view(const RoceView& view, uint32_t job_id) {
     return nullptr;
 }
 
+// Every segment of key's partial whose result is not in yet, routed from here in bursts (a
+// chunk of many segments may not fit the stage's edges).
+void send_segments(LcoreContext& ctx, const dp::Snapshot& snap, JobState& job, uint32_t key,
+                   bool resend) {
+    const uint32_t n_seg = segments_of(job, local_count(job, key));
+    rte_mbuf* frames[pipeline::kMaxBurst];
+    uint16_t n = 0;
+    for (uint32_t seg = 0; seg < n_seg; ++seg) {
+        if (job.parent->has_segment(key, seg)) {
+            continue;
+        }
+        if (rte_mbuf* m = partial_frame(ctx, snap, job, key, seg, resend)) {
+            frames[n++] = m;
+        }
+        if (n == pipeline::kMaxBurst) {
+            pipeline::route_emitted(ctx, snap, frames, n);
+            n = 0;
+        }
+    }
+    if (n != 0) {
+        pipeline::route_emitted(ctx, snap, frames, n);
+    }
+}
+
 }  // namespace
 
-ParentLink::ParentLink(const ParentParams& p, uint32_t window, uint32_t chunk)
+ParentLink::ParentLink(const ParentParams& p, uint32_t window, uint32_t chunk, uint32_t segment)
     : params(p),
       chunk_bytes(chunk),
+      segment_bytes(segment),
+      segments(chunk / segment),
+      seg_words((chunk / segment + 63) / 64),
       results(size_t{window} * chunk),
       result_key(window),
-      result_elems(window) {}
+      result_elems(window),
+      arriving_key(window),
+      arrived(size_t{window} * seg_words) {}
 
 uint32_t rank_result(const JobState& job, uint32_t key, uint32_t first, uint32_t n,
                      uint8_t* out) {
@@ -94,7 +141,7 @@ uint32_t rank_result(const JobState& job, uint32_t key, uint32_t first, uint32_t
     if (!up.has_result(key)) {
         return 0;
     }
-    const uint32_t s = slot_of(up, key);
+    const uint32_t s = up.slot(key);
     const uint32_t elems = up.result_elems[s];
     if (n == 0 || first > elems || n > elems - first) {
         return 0;
@@ -107,7 +154,9 @@ uint32_t rank_result(const JobState& job, uint32_t key, uint32_t first, uint32_t
 void send_partial(LcoreContext& ctx, const dp::Snapshot& snap, JobState& job, uint32_t key,
                   uint64_t t_ns, EdgeBatches<FeatureEdge>& out) {
     job.table.mark_sent(key, t_ns);  // the clock of the partial's retransmission starts
-    if (rte_mbuf* m = partial_frame(ctx, snap, job, key, false)) {
+    if (job.parent->segments > 1) {
+        send_segments(ctx, snap, job, key, false);
+    } else if (rte_mbuf* m = partial_frame(ctx, snap, job, key, 0, false)) {
         out.push(FeatureEdge::route, m);
     }
 }
@@ -126,7 +175,11 @@ void parent_tick(LcoreContext& ctx, const dp::Snapshot& snap, JobState& job, uin
         if (job.parent->has_result(keys[i])) {
             continue;
         }
-        if (rte_mbuf* m = partial_frame(ctx, snap, job, keys[i], true)) {
+        if (job.parent->segments > 1) {
+            send_segments(ctx, snap, job, keys[i], true);  // the segments still unanswered
+            continue;
+        }
+        if (rte_mbuf* m = partial_frame(ctx, snap, job, keys[i], 0, true)) {
             frames[n++] = m;
         }
     }
@@ -174,11 +227,11 @@ uint16_t roce_ina_result(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf**
         const proto::Header& h = parsed.packet->header;
         const auto* udp = rte_pktmbuf_mtod_offset(m, const rte_udp_hdr*, pm->l4_offset);
         const size_t elem = reduce::elem_size(job->params.dtype);
-        // The job's result: its op and type, a chunk's count, a P-BM (the root's A-BM) in the
+        // The job's result: its op and type, a segment's count, a P-BM (the root's A-BM) in the
         // job's BitString that holds every rank's BFR-id.
         if (h.op != static_cast<uint8_t>(job->params.op) ||
             h.elem_type != static_cast<uint8_t>(job->params.dtype) || h.elem_count == 0 ||
-            h.elem_count * elem > up.chunk_bytes || h.bsl_code != up.params.bsl_code ||
+            h.elem_count * elem > up.segment_bytes || h.bsl_code != up.params.bsl_code ||
             h.set_id != up.params.set_id ||
             !wire::bits_subset(up.params.abm.data(), parsed.packet->bitstring,
                                h.bitstring_bytes()) ||
@@ -187,8 +240,9 @@ uint16_t roce_ina_result(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf**
             out.push(FeatureEdge::drop, m);
             continue;
         }
-        const uint32_t key = h.seq;
-        const uint32_t s = slot_of(up, key);
+        const uint32_t key = h.seq / up.segments;
+        const uint32_t seg = h.seq % up.segments;
+        const uint32_t s = up.slot(key);
         uint8_t* result = up.results.data() + size_t{s} * up.chunk_bytes;
         // Held and complete here (the table has its local sum): else not a chunk this switch
         // sent up, or one already released (a late copy). The record of a released key's
@@ -199,23 +253,42 @@ uint16_t roce_ina_result(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf**
             out.push(FeatureEdge::drop, m);
             continue;
         }
-        if (up.has_result(key)) {
+        if (up.has_segment(key, seg)) {
             ++up.counters.result_duplicate;  // another copy (one per BFR-id at a unicast root)
             out.push(FeatureEdge::drop, m);
             continue;
         }
-        const uint32_t local = job->table.store_result(key, result);
-        if (local != h.elem_count) {
+        // The segment's count is the local chunk's there (a short last chunk has fewer).
+        const uint32_t total = local_count(*job, key);
+        const uint32_t seg_elems = up.segment_bytes >> job->elem_shift;
+        const uint32_t first = seg * seg_elems;
+        if (first >= total || h.elem_count != std::min(seg_elems, total - first)) {
             ++up.counters.result_bad;
             out.push(FeatureEdge::drop, m);
             continue;
         }
-        std::memcpy(result, parsed.packet->payload, h.payload_bytes());
-        up.result_key[s] = key;
-        up.result_elems[s] = h.elem_count;
+        uint64_t* arrived = up.arrived.data() + size_t{s} * up.seg_words;
+        if (up.arriving_key[s] != key) {
+            // The slot's first segment of this key: the previous key's result was released.
+            up.arriving_key[s] = key;
+            up.result_elems[s] = 0;
+            std::fill(arrived, arrived + up.seg_words, 0);
+        }
+        std::memcpy(result + size_t{first} * elem, parsed.packet->payload, h.payload_bytes());
+        arrived[seg / 64] |= uint64_t{1} << (seg % 64);
         ++up.counters.result_in;
-        out.push(FeatureEdge::drop, m);  // consumed: it became the ranks' WRITEs
-        deliver_result(ctx, snap, *job, key, static_cast<uint32_t>(h.payload_bytes()), out);
+        out.push(FeatureEdge::drop, m);  // consumed: it becomes the ranks' WRITEs
+        const uint32_t n_seg = segments_of(*job, total);
+        uint32_t have = 0;
+        for (uint32_t w = 0; w < up.seg_words; ++w) {
+            have += static_cast<uint32_t>(std::popcount(arrived[w]));
+        }
+        if (have != n_seg) {
+            continue;  // the rest of the chunk's segments are still to come
+        }
+        up.result_key[s] = key;
+        up.result_elems[s] = total;
+        deliver_result(ctx, snap, *job, key, static_cast<uint32_t>(total * elem), out);
     }
     return n;
 }

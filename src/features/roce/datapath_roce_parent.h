@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 // The aggregator role of an rdma job (docs/rdma.md "Aggregator role"): a chunk every local rank
-// contributed goes up as ONE INA contribution (P-BM = the job's A-BM, seq = the chunk's key) to
-// the job's INA parent, built by the shared INA encoder (pipeline/ina_encode.h); the slot stays
-// held; the parent's INA result for the chunk, addressed to this switch, is what every rank's
-// result WRITE carries (the root role's requester path), and the slot is released when every
-// rank acknowledged, as for a root. A partial without an answer is sent again on the job's tick
-// after the job's timeout (the parent answers a duplicate partial with the result).
+// contributed goes up as INA contributions (P-BM = the job's A-BM) to the job's INA parent,
+// built by the shared INA encoder (pipeline/ina_encode.h): ONE with seq = the chunk's key when
+// the chunk fits a packet, else one per pmtu segment j with seq = key x segments + j (the INA
+// job is chunked at the pmtu; a short last chunk has fewer). The slot stays held; the parent's
+// INA results for the chunk (every segment's), addressed to this switch, are what every rank's
+// result WRITE carries once all are in (the root role's requester path, one WRITE of the whole
+// chunk), and the slot is released when every rank acknowledged, as for a root. Segments
+// without an answer are sent again on the job's tick after the job's timeout (the parent
+// answers a duplicate partial with the result).
 // Per-lcore state on the job's home lcore, allocated with the JobState (control plane).
 #pragma once
 
@@ -31,9 +34,9 @@ struct ParentParams {
 
 // Events of the parent link, X(name, help): inaswitch_rdma_job_parent_total{job,event}.
 #define INA_ROCE_PARENT_EVENTS(X)                                                              \
-    X(partial_sent, "Complete chunks sent up to the parent as one INA contribution")          \
-    X(partial_resent, "Partials sent again: no result within partial_timeout_ms")              \
-    X(result_in, "INA results of the parent that became the ranks' result WRITEs")             \
+    X(partial_sent, "INA contributions sent up to the parent (one per chunk, or per pmtu segment)") \
+    X(partial_resent, "INA contributions sent again: no result within partial_timeout_ms")     \
+    X(result_in, "INA results of the parent taken for the ranks' result WRITEs (one per segment)") \
     X(result_duplicate, "INA results for a chunk whose result is already in (dropped)")         \
     X(result_not_held, "INA results for a chunk this switch does not hold (dropped)")          \
     X(result_bad, "INA results that disagree with the job (type, op, count, P-BM) or checksum")\
@@ -47,17 +50,38 @@ struct ParentCounters {
 
 // The parent's results, one per slot (the slot's key tells whose): what the ranks' WRITEs read.
 struct ParentLink {
-    ParentLink(const ParentParams& p, uint32_t window, uint32_t chunk_bytes);
+    // segment_bytes: one INA contribution's bytes (chunk_bytes, or the pmtu when the chunk is
+    // above it; chunk_bytes is then a multiple of it).
+    ParentLink(const ParentParams& p, uint32_t window, uint32_t chunk_bytes,
+               uint32_t segment_bytes);
     ParentParams params;
     uint32_t chunk_bytes;
+    uint32_t segment_bytes;
+    uint32_t segments;   // INA seqs per chunk (1: the chunk is one INA packet)
+    uint32_t seg_words;  // 64-bit words of a slot's bitmap of arrived segments
     std::vector<uint8_t> results;        // window x chunk_bytes
     std::vector<uint32_t> result_key;    // by slot: the key whose result `results` holds
-    std::vector<uint32_t> result_elems;  // by slot: its element count, 0 for none
+    std::vector<uint32_t> result_elems;  // by slot: its element count, 0 for none (or partial)
+    // By slot: the key whose segments are coming in, and which have (bit j: INA seq
+    // key x segments + j). The result is whole, and has_result, when every segment of the
+    // local chunk is in.
+    std::vector<uint32_t> arriving_key;
+    std::vector<uint64_t> arrived;       // window x seg_words
     ParentCounters counters;
 
+    uint32_t slot(uint32_t key) const {
+        return key & (static_cast<uint32_t>(result_key.size()) - 1);
+    }
     bool has_result(uint32_t key) const {
-        const uint32_t s = key & (static_cast<uint32_t>(result_key.size()) - 1);
+        const uint32_t s = slot(key);
         return result_elems[s] != 0 && result_key[s] == key;
+    }
+    // Whether segment `seg` of `key`'s result is in (a whole result has every one).
+    bool has_segment(uint32_t key, uint32_t seg) const {
+        const uint32_t s = slot(key);
+        return has_result(key) ||
+               (arriving_key[s] == key &&
+                (arrived[size_t{s} * seg_words + seg / 64] >> (seg % 64) & 1) != 0);
     }
 };
 

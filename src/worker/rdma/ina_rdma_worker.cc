@@ -79,17 +79,17 @@ int main(int argc, char** argv) {
                    "server-to-switch: the switch's control API, http://HOST:PORT");
     std::string switch_cm;
     app.add_option("--switch-cm", switch_cm,
-                   "server-to-switch: connect by RDMA CM to the switch's IPv4 address "
-                   "(IP[:PORT], port default 7471) instead of --switch-api");
+                   "server-to-switch: connect by RDMA CM to the switch's address (IPv4[:PORT], "
+                   "IPv6 or [IPv6]:PORT; port default 7471) instead of --switch-api");
     app.add_option("--token", so.token, "server-to-switch: bearer token of the API's write role");
     app.add_option("--token-file", token_file, "server-to-switch: read the token from this file");
     app.add_option("--device", so.device, "server-to-switch: RDMA device (default: the first)");
     app.add_option("--ib-port", ib_port, "server-to-switch: device port")->default_val(1);
     auto* gid_opt = app.add_option("--gid-index", gid_index,
                                    "server-to-switch: source GID index (default: the RoCE v2 "
-                                   "GID of --ip, or the first IPv4 one)");
-    app.add_option("--ip", so.ip, "server-to-switch: this worker's IPv4 address (default: the "
-                                  "GID's)");
+                                   "GID of --ip, IPv4 or IPv6, or the first IPv4 one)");
+    app.add_option("--ip", so.ip, "server-to-switch: this worker's IPv4 or IPv6 address (its "
+                                  "GID's family is the connection's; default: the GID's)");
     app.add_option("--pmtu", so.pmtu, "server-to-switch: path MTU, 256..4096")->default_val(1024);
     auto* psn_opt = app.add_option("--psn", psn, "server-to-switch: initial PSN (default random)");
     app.add_option("--iterations", iterations,
@@ -140,22 +140,15 @@ int main(int argc, char** argv) {
         return 2;
     }
     if (!switch_cm.empty()) {
-        const auto colon = switch_cm.find(':');
-        so.switch_cm = switch_cm.substr(0, colon);
-        if (colon != std::string::npos) {
-            unsigned long port = 0;
-            try {
-                port = std::stoul(switch_cm.substr(colon + 1));
-            } catch (const std::exception&) {
-                port = 0;
-            }
-            if (port == 0 || port > 65535) {
-                std::fprintf(stderr, "ina-rdma-worker: --switch-cm %s: bad port\n",
-                             switch_cm.c_str());
-                return 2;
-            }
-            so.cm_port = static_cast<uint16_t>(port);
+        std::string why;
+        const auto target = rdma::parse_cm_target(switch_cm, &why);
+        if (!target) {
+            std::fprintf(stderr, "ina-rdma-worker: --switch-cm %s: %s\n", switch_cm.c_str(),
+                         why.c_str());
+            return 2;
         }
+        so.switch_cm = target->ip;
+        so.cm_port = target->port.value_or(so.cm_port);
     }
     if (to_switch && (o.reconnect_after != 0 || o.restart_at != 0)) {
         std::fprintf(stderr, "ina-rdma-worker: --reconnect-after and --restart-at are for "

@@ -52,7 +52,7 @@ SwitchClient::SwitchClient(SwitchClientOptions options)
       staging_mr_(pd_, staging_, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE),
       qp_(pd_, cq_, 2 * opt_.window, opt_.window) {
     const auto t0 = Clock::now();
-    const Ipv4Gid gid = find_ipv4_gid(device_.get(), opt_.ib_port, opt_.ip, opt_.gid_index);
+    const RoceGid gid = find_roce_gid(device_.get(), opt_.ib_port, opt_.ip, opt_.gid_index);
     ip_ = gid.ip;
     psn_ = opt_.psn ? *opt_.psn : std::random_device{}() & kSeqMask;
     qp_to_init(qp_.get(), opt_.ib_port);
@@ -122,13 +122,13 @@ void SwitchClient::connect_by_cm() {
         reply_.pmtu = 128u << attr.path_mtu;
     }
     reply_.ip = opt_.switch_cm;
-    reply_.gid = "::ffff:" + opt_.switch_cm;
+    reply_.gid = gid_text(opt_.switch_cm);
     reply_.area_addr = accept->contribution_addr;
     reply_.area_rkey = accept->contribution_rkey;
     reply_.area_length = uint64_t{opt_.window} * opt_.chunk_bytes;
 }
 
-void SwitchClient::connect_by_api(const Ipv4Gid& gid) {
+void SwitchClient::connect_by_api(const RoceGid& gid) {
     api_.emplace(opt_.switch_api, opt_.token, opt_.timeout);
     SwitchConnectRequest req;
     req.rank = opt_.rank;
@@ -156,6 +156,12 @@ void SwitchClient::connect_by_api(const Ipv4Gid& gid) {
         path.sgid_index = gid.index;
         if (inet_pton(AF_INET6, reply_.gid.c_str(), path.dgid.raw) != 1) {
             throw Error("the switch's gid '" + reply_.gid + "' is not an IPv6 address");
+        }
+        // Both ends of a RoCE v2 path are of one family (the GRH's, hence the IP header's).
+        const auto dest = gid_address(path.dgid);
+        if (!dest || dest->ipv6 != gid.ipv6) {
+            throw Error("the switch's gid '" + reply_.gid + "' is not of this worker's family (" +
+                        ip_ + ")");
         }
         path.mtu = path_mtu(std::min(opt_.pmtu, reply_.pmtu));
         path.dest_qpn = reply_.qpn;

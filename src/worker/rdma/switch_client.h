@@ -3,7 +3,8 @@
 // connection from this worker to the switch itself, kept across allreduce() calls like the UDP
 // ina::worker::Client's socket.
 //
-// Setup (constructor): open the device, find this host's RoCE v2 GID (::ffff:IPv4), create the
+// Setup (constructor): open the device, find this host's RoCE v2 GID (::ffff:IPv4, or the IPv6
+// address itself when `ip` is IPv6: the connection then runs over IPv6), create the
 // RC QP. Through the API (plain verbs): POST its QPN, a random initial PSN and the result staging
 // ring to the switch's control API, then INIT -> RTR (the switch's QPN and PSN, GRH to its GID)
 // -> RTS (rnr_retry 7: the switch RNR-NAKs as back-pressure); the destructor DELETEs the
@@ -42,7 +43,7 @@ namespace ina::rdma {
 struct SwitchClientOptions {
     std::string switch_api;  // "http://HOST:PORT" of the switch's control API
     // Or connect by RDMA CM (rdma_connect to the switch's address and CM port, docs/rdma.md "RDMA
-    // CM on the switch") when switch_cm (an IPv4 address) is set.
+    // CM on the switch") when switch_cm (an IPv4 or IPv6 address, of the worker's family) is set.
     std::string switch_cm;
     uint16_t cm_port = 7471;
     std::string token;       // bearer token of the API's write role, if it has one
@@ -57,7 +58,7 @@ struct SwitchClientOptions {
     std::string device;                  // RDMA device name; empty: the first one
     uint8_t ib_port = 1;
     std::optional<uint32_t> gid_index;   // empty: the RoCE v2 GID of `ip` (or the first IPv4 one)
-    std::string ip;                      // this worker's IPv4 address; empty: from the GID
+    std::string ip;                      // this worker's IPv4 or IPv6 address; empty: the GID's
     std::optional<uint32_t> psn;         // initial send PSN; empty: random
     uint8_t ack_timeout = 14;            // this QP's local ACK timeout (4.096 us * 2^n)
     uint8_t retry_cnt = 7;
@@ -89,7 +90,7 @@ public:
     double connect_seconds() const { return connect_seconds_; }
 
 private:
-    void connect_by_api(const Ipv4Gid& gid);
+    void connect_by_api(const RoceGid& gid);
     void connect_by_cm();
 
     SwitchClientOptions opt_;

@@ -55,6 +55,8 @@ bool is_ipv6(const std::string& s) {
     return inet_pton(AF_INET6, s.c_str(), &a) == 1;
 }
 
+bool is_ip(const std::string& s) { return is_ipv4(s) || is_ipv6(s); }
+
 std::optional<json> parse_object(std::string_view text, std::string* why) {
     json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded() || !j.is_object()) {
@@ -118,8 +120,8 @@ std::optional<SwitchConnectRequest> SwitchConnectRequest::from_json(std::string_
         *why = "unknown dtype \"" + dtype + "\" or op \"" + op + "\"";
         return std::nullopt;
     }
-    if (!is_ipv4(r.ip)) {
-        *why = "\"ip\" is not an IPv4 address: " + r.ip;
+    if (!is_ip(r.ip)) {
+        *why = "\"ip\" is not an IPv4 or IPv6 address: " + r.ip;
         return std::nullopt;
     }
     r.elem_type = *t;
@@ -154,8 +156,8 @@ std::optional<SwitchConnectReply> SwitchConnectReply::from_json(std::string_view
         !get_uint(*j, "pmtu", 4096, &r.pmtu, why)) {
         return std::nullopt;
     }
-    if (!is_ipv4(r.ip)) {
-        *why = "\"ip\" is not an IPv4 address: " + r.ip;
+    if (!is_ip(r.ip)) {
+        *why = "\"ip\" is not an IPv4 or IPv6 address: " + r.ip;
         return std::nullopt;
     }
     if (!is_ipv6(r.gid)) {
@@ -163,6 +165,71 @@ std::optional<SwitchConnectReply> SwitchConnectReply::from_json(std::string_view
         return std::nullopt;
     }
     return r;
+}
+
+std::string gid_text(const std::string& ip) {
+    if (is_ipv4(ip)) {
+        return "::ffff:" + ip;
+    }
+    return is_ipv6(ip) ? ip : std::string();
+}
+
+std::optional<CmTarget> parse_cm_target(std::string_view text, std::string* why) {
+    CmTarget t;
+    std::string_view port;
+    bool has_port = false;
+    if (!text.empty() && text.front() == '[') {
+        const size_t close = text.find(']');
+        if (close == std::string_view::npos) {
+            *why = "no ']' after the IPv6 address";
+            return std::nullopt;
+        }
+        t.ip = std::string(text.substr(1, close - 1));
+        const std::string_view rest = text.substr(close + 1);
+        if (!rest.empty()) {
+            if (rest.front() != ':') {
+                *why = "expected ':PORT' after ']'";
+                return std::nullopt;
+            }
+            port = rest.substr(1);
+            has_port = true;
+        }
+        if (!is_ipv6(t.ip)) {
+            *why = "'" + t.ip + "' in brackets is not an IPv6 address";
+            return std::nullopt;
+        }
+    } else if (text.find(':') != text.rfind(':')) {
+        t.ip = std::string(text);  // two colons or more: an IPv6 address, no port
+        if (!is_ipv6(t.ip)) {
+            *why = "'" + t.ip + "' is not an IPv6 address (with a port: [IPv6]:PORT)";
+            return std::nullopt;
+        }
+    } else {
+        const size_t colon = text.find(':');
+        t.ip = std::string(text.substr(0, colon));
+        if (colon != std::string_view::npos) {
+            port = text.substr(colon + 1);
+            has_port = true;
+        }
+        if (!is_ipv4(t.ip)) {
+            *why = "'" + t.ip + "' is not an IPv4 address";
+            return std::nullopt;
+        }
+    }
+    if (has_port) {
+        uint32_t p = 0;
+        bool ok = !port.empty() && port.size() <= 5;
+        for (const char c : port) {
+            ok = ok && c >= '0' && c <= '9';
+            p = p * 10 + static_cast<uint32_t>(c - '0');
+        }
+        if (!ok || p == 0 || p > 65535) {
+            *why = "bad port '" + std::string(port) + "'";
+            return std::nullopt;
+        }
+        t.port = static_cast<uint16_t>(p);
+    }
+    return t;
 }
 
 std::string api_error_text(int status, std::string_view body) {

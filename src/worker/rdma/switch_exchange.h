@@ -30,7 +30,7 @@ struct SwitchConnectRequest {
     uint16_t rank = 0;
     uint32_t qpn = 0;         // the worker's QP number (24 bits)
     uint32_t psn = 0;         // the worker's initial send PSN (24 bits)
-    std::string ip;           // the worker's IPv4 address (its RoCE v2 GID ::ffff:ip)
+    std::string ip;           // the worker's IPv4 (GID ::ffff:ip) or IPv6 address (GID = ip)
     uint32_t pmtu = 1024;     // 256..4096
     uint64_t result_addr = 0;
     uint32_t result_rkey = 0;
@@ -54,18 +54,30 @@ struct SwitchConnectRequest {
 struct SwitchConnectReply {
     uint32_t qpn = 0;  // the switch's QP for this connection
     uint32_t psn = 0;  // the switch's initial send PSN (the worker's first expected PSN)
-    std::string ip;    // the switch address the worker targets
-    std::string gid;   // its GID, "::ffff:a.b.c.d"
+    std::string ip;    // the switch address the worker targets (of the worker's family)
+    std::string gid;   // its GID: "::ffff:a.b.c.d", or the IPv6 address itself
     uint64_t area_addr = 0;
     uint32_t area_rkey = 0;
     uint64_t area_length = 0;
     uint32_t pmtu = 0;
 
     std::string to_json() const;
-    // nullopt with *why on bad JSON, a missing field, a QPN/PSN beyond 24 bits, an ip that is not
-    // IPv4 or a gid that is not IPv6 text.
+    // nullopt with *why on bad JSON, a missing field, a QPN/PSN beyond 24 bits, an ip that is
+    // neither IPv4 nor IPv6 or a gid that is not IPv6 text.
     static std::optional<SwitchConnectReply> from_json(std::string_view text, std::string* why);
 };
+
+// The RoCE v2 GID of an address, as text: "::ffff:a.b.c.d" for IPv4, an IPv6 address as given;
+// "" for anything else.
+std::string gid_text(const std::string& ip);
+
+// --switch-cm's value: "a.b.c.d", "a.b.c.d:PORT", an IPv6 address alone, "[IPv6]" or
+// "[IPv6]:PORT" (an IPv6 address with a port needs the brackets). nullopt with *why otherwise.
+struct CmTarget {
+    std::string ip;
+    std::optional<uint16_t> port;
+};
+std::optional<CmTarget> parse_cm_target(std::string_view text, std::string* why);
 
 // The text of an API error answer: `{"error": "..."}`'s message (the contract's shape), or the
 // messages of the API's generic `{"errors": [...]}` joined by "; ", else the body itself (cut to

@@ -34,6 +34,36 @@ TEST(ParseAddress, Ipv4AndIpv6WithPortAndRefusesNames) {
     EXPECT_THROW(parse_address("", 1), Error);
 }
 
+// The GID rules find_roce_gid applies to each table entry.
+TEST(GidAddress, Ipv4MappedAndGlobalIpv6AreSourcesLinkLocalIsNot) {
+    const auto raw = [](const char* text) {
+        ibv_gid g{};
+        EXPECT_EQ(inet_pton(AF_INET6, text, g.raw), 1) << text;
+        return g;
+    };
+    auto g = gid_address(raw("::ffff:10.77.1.2"));
+    ASSERT_TRUE(g);
+    EXPECT_EQ(g->ip, "10.77.1.2");
+    EXPECT_FALSE(g->ipv6);
+    g = gid_address(raw("fd00:77:1::2"));
+    ASSERT_TRUE(g);
+    EXPECT_EQ(g->ip, "fd00:77:1::2");
+    EXPECT_TRUE(g->ipv6);
+    g = gid_address(raw("2001:db8::5"));
+    ASSERT_TRUE(g);
+    EXPECT_TRUE(g->ipv6);
+    for (const char* no : {"fe80::5054:ff:fe4d:1", "::", "::1", "ff02::1", "::10.77.1.2"}) {
+        EXPECT_FALSE(gid_address(raw(no))) << no;
+    }
+    EXPECT_TRUE(gid_is_address(raw("::ffff:10.77.1.2"), "10.77.1.2"));
+    EXPECT_TRUE(gid_is_address(raw("fd00:77:1::2"), "fd00:0077:0001:0000::2"));  // any spelling
+    EXPECT_FALSE(gid_is_address(raw("fd00:77:1::2"), "fd00:77:1::3"));
+    EXPECT_FALSE(gid_is_address(raw("::ffff:10.77.1.2"), "10.77.1.3"));
+    EXPECT_FALSE(gid_is_address(raw("::ffff:10.77.1.2"), "::ffff:10.77.1.3"));
+    EXPECT_TRUE(gid_is_address(raw("::ffff:10.77.1.2"), "::ffff:10.77.1.2"));
+    EXPECT_FALSE(gid_is_address(raw("fd00:77:1::2"), "not-an-address"));
+}
+
 TEST(ConnParam, RetriesAndPrivateData) {
     const std::array<std::byte, 44> data{};
     const rdma_conn_param p = conn_param(data);

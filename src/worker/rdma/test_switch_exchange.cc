@@ -97,6 +97,66 @@ TEST(SwitchExchange, RequestRefusesEachBadField) {
     EXPECT_EQ(why, "not a JSON object");
 }
 
+TEST(SwitchExchange, AnIpv6WorkerAndSwitchGoBothWays) {
+    json j = json::parse(kContractRequest);
+    j["ip"] = "fd00:77:1::2";
+    std::string why;
+    const auto req = SwitchConnectRequest::from_json(j.dump(), &why);
+    ASSERT_TRUE(req) << why;
+    EXPECT_EQ(req->ip, "fd00:77:1::2");
+    EXPECT_EQ(json::parse(req->to_json())["ip"], "fd00:77:1::2");
+    json k = json::parse(kContractReply);
+    k["ip"] = "fd00:77:1::1";
+    k["gid"] = "fd00:77:1::1";
+    const auto rep = SwitchConnectReply::from_json(k.dump(), &why);
+    ASSERT_TRUE(rep) << why;
+    EXPECT_EQ(rep->ip, "fd00:77:1::1");
+    EXPECT_EQ(rep->gid, "fd00:77:1::1");
+}
+
+TEST(SwitchExchange, GidTextByFamily) {
+    EXPECT_EQ(gid_text("10.77.1.1"), "::ffff:10.77.1.1");
+    EXPECT_EQ(gid_text("fd00:77:1::1"), "fd00:77:1::1");
+    EXPECT_EQ(gid_text("10.77.1"), "");
+    EXPECT_EQ(gid_text("switch"), "");
+}
+
+TEST(SwitchExchange, CmTargetOfEitherFamilyWithOrWithoutPort) {
+    std::string why;
+    auto t = parse_cm_target("10.77.1.1", &why);
+    ASSERT_TRUE(t) << why;
+    EXPECT_EQ(t->ip, "10.77.1.1");
+    EXPECT_FALSE(t->port);
+    t = parse_cm_target("10.77.1.1:7000", &why);
+    ASSERT_TRUE(t) << why;
+    EXPECT_EQ(t->ip, "10.77.1.1");
+    EXPECT_EQ(t->port, 7000);
+    t = parse_cm_target("fd00:77:1::1", &why);
+    ASSERT_TRUE(t) << why;
+    EXPECT_EQ(t->ip, "fd00:77:1::1");
+    EXPECT_FALSE(t->port);
+    t = parse_cm_target("[fd00:77:1::1]", &why);
+    ASSERT_TRUE(t) << why;
+    EXPECT_EQ(t->ip, "fd00:77:1::1");
+    EXPECT_FALSE(t->port);
+    t = parse_cm_target("[fd00:77:1::1]:7471", &why);
+    ASSERT_TRUE(t) << why;
+    EXPECT_EQ(t->ip, "fd00:77:1::1");
+    EXPECT_EQ(t->port, 7471);
+    const std::vector<std::pair<std::string, std::string>> bad = {
+        {"10.77.1.1:0", "bad port"},          {"10.77.1.1:65536", "bad port"},
+        {"10.77.1.1:", "bad port"},           {"10.77.1.1:7x", "bad port"},
+        {"switch:7471", "not an IPv4"},       {"[10.77.1.1]:7471", "not an IPv6"},
+        {"[fd00::1", "no ']'"},               {"[fd00::1]7471", "expected ':PORT'"},
+        {"fd00::1:7471:x", "not an IPv6"},    {"", "not an IPv4"},
+    };
+    for (const auto& [text, want] : bad) {
+        why.clear();
+        EXPECT_FALSE(parse_cm_target(text, &why)) << text;
+        EXPECT_NE(why.find(want), std::string::npos) << text << ": " << why;
+    }
+}
+
 TEST(SwitchExchange, ReplyDecodesTheContractsAnswer) {
     std::string why;
     const auto r = SwitchConnectReply::from_json(kContractReply, &why);
@@ -115,7 +175,8 @@ TEST(SwitchExchange, ReplyDecodesTheContractsAnswer) {
 TEST(SwitchExchange, ReplyRefusesEachBadField) {
     const json good = json::parse(kContractReply);
     const std::vector<std::pair<std::string, json>> bad = {
-        {"qpn", 1 << 24}, {"psn", 1 << 24},     {"ip", "::1"}, {"gid", "10.77.1.1"},
+        {"qpn", 1 << 24}, {"psn", 1 << 24},     {"ip", "10.77.1"}, {"ip", "switch"},
+        {"gid", "10.77.1.1"},
         {"gid", 5},       {"area_rkey", -4},    {"pmtu", 4097},
     };
     for (const auto& [key, value] : bad) {

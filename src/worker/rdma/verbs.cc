@@ -522,7 +522,34 @@ Device::~Device() { ibv_close_device(ctx_); }
 
 std::string Device::name() const { return ibv_get_device_name(ctx_->device); }
 
-Ipv4Gid find_ipv4_gid(ibv_context* ctx, uint8_t port, const std::string& ip,
+std::optional<RoceGid> gid_address(const ibv_gid& gid) {
+    const uint8_t* raw = gid.raw;
+    static constexpr uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (std::memcmp(raw, kMapped, sizeof kMapped) == 0) {
+        char text[INET_ADDRSTRLEN];
+        inet_ntop(AF_INET, raw + 12, text, sizeof text);
+        return RoceGid{0, text, false};
+    }
+    in6_addr a{};
+    std::memcpy(a.s6_addr, raw, sizeof a.s6_addr);
+    if (IN6_IS_ADDR_LINKLOCAL(&a) || IN6_IS_ADDR_MULTICAST(&a) || IN6_IS_ADDR_LOOPBACK(&a) ||
+        IN6_IS_ADDR_UNSPECIFIED(&a) || IN6_IS_ADDR_V4COMPAT(&a)) {
+        return std::nullopt;
+    }
+    char text[INET6_ADDRSTRLEN];
+    inet_ntop(AF_INET6, &a, text, sizeof text);
+    return RoceGid{0, text, true};
+}
+
+bool gid_is_address(const ibv_gid& gid, const std::string& ip) {
+    uint8_t want[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (inet_pton(AF_INET, ip.c_str(), want + 12) != 1 && inet_pton(AF_INET6, ip.c_str(), want) != 1) {
+        return false;
+    }
+    return std::memcmp(gid.raw, want, sizeof want) == 0;
+}
+
+RoceGid find_roce_gid(ibv_context* ctx, uint8_t port, const std::string& ip,
                       std::optional<uint32_t> index) {
     ibv_port_attr pattr{};
     if (const int r = ibv_query_port(ctx, port, &pattr); r != 0) {
@@ -537,20 +564,25 @@ Ipv4Gid find_ipv4_gid(ibv_context* ctx, uint8_t port, const std::string& ip,
             e.gid_type != IBV_GID_TYPE_ROCE_V2) {
             continue;
         }
-        const uint8_t* g = e.gid.raw;
-        static constexpr uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-        if (std::memcmp(g, kMapped, sizeof kMapped) != 0) {
+        auto got = gid_address(e.gid);
+        // Neither an address nor an index: the first IPv4 GID, as before IPv6 was taken.
+        if (!got || (ip.empty() && !index && got->ipv6) ||
+            (!ip.empty() && !gid_is_address(e.gid, ip))) {
             continue;
         }
-        char text[INET_ADDRSTRLEN];
-        inet_ntop(AF_INET, g + 12, text, sizeof text);
-        if (ip.empty() || ip == text) {
-            return Ipv4Gid{static_cast<uint32_t>(i), text};
-        }
+        got->index = static_cast<uint32_t>(i);
+        return *got;
     }
     const std::string at = index ? " at index " + std::to_string(*index) : std::string();
-    throw Error("no RoCE v2 GID" + at + " " + (ip.empty() ? std::string("of an IPv4 address") : "::ffff:" + ip) +
-                " on port " + std::to_string(port) + " of " + ibv_get_device_name(ctx->device));
+    std::string what = "of an IPv4 address";
+    if (!ip.empty()) {
+        in_addr v4{};
+        what = inet_pton(AF_INET, ip.c_str(), &v4) == 1 ? "::ffff:" + ip : ip;
+    } else if (index) {
+        what = "of an IPv4 or a global IPv6 address";
+    }
+    throw Error("no RoCE v2 GID" + at + " " + what + " on port " + std::to_string(port) + " of " +
+                ibv_get_device_name(ctx->device));
 }
 
 ibv_mtu path_mtu(uint32_t bytes) {

@@ -267,15 +267,25 @@ private:
     ibv_context* ctx_ = nullptr;
 };
 
-// A RoCE v2 GID of the form ::ffff:a.b.c.d on `port`: its index and the IPv4 address.
-struct Ipv4Gid {
+// A RoCE v2 GID usable as a worker's source: an IPv4-mapped one (::ffff:a.b.c.d, the IPv4
+// address) or a global / unique-local IPv6 one (the IPv6 address itself). Its index, its
+// address as text (dotted quad or IPv6) and the family.
+struct RoceGid {
     uint32_t index = 0;
     std::string ip;
+    bool ipv6 = false;
 };
-// The GID at `index` if given (it must be an IPv4-mapped RoCE v2 GID, of `ip` if that is not
-// empty), else the one whose address is `ip`, else (ip empty) the first IPv4-mapped RoCE v2 GID.
-// Throws Error naming what it looked for when there is none.
-Ipv4Gid find_ipv4_gid(ibv_context* ctx, uint8_t port, const std::string& ip,
+// The address a GID stands for, if a worker may send RoCE v2 from it: the IPv4 address of an
+// IPv4-mapped GID, the IPv6 address of any other unicast GID except link-local (fe80::/10, the
+// GID every rxe/mlx5 port lists first, which no switch routes), loopback and unspecified.
+// Pure (no device): the rule find_roce_gid applies to each entry.
+std::optional<RoceGid> gid_address(const ibv_gid& gid);
+// Whether `gid` is the GID of `ip` (IPv4: ::ffff:ip; IPv6: ip itself, any spelling).
+bool gid_is_address(const ibv_gid& gid, const std::string& ip);
+// The RoCE v2 GID at `index` if given (it must be usable as above, and of `ip` if that is not
+// empty), else the one of `ip` (whichever family `ip` is), else (ip empty) the first
+// IPv4-mapped RoCE v2 GID. Throws Error naming what it looked for when there is none.
+RoceGid find_roce_gid(ibv_context* ctx, uint8_t port, const std::string& ip,
                       std::optional<uint32_t> index = std::nullopt);
 
 // IB path MTU enum for 256..4096 bytes (a power of two); throws Error otherwise.
@@ -299,7 +309,7 @@ private:
 struct RcPath {
     uint8_t port = 1;
     uint32_t sgid_index = 0;
-    ibv_gid dgid{};          // the peer's GID (::ffff:its IPv4)
+    ibv_gid dgid{};          // the peer's GID (::ffff:its IPv4, or its IPv6 address)
     ibv_mtu mtu = IBV_MTU_1024;
     uint32_t dest_qpn = 0;
     uint32_t rq_psn = 0;     // the first PSN expected from the peer
