@@ -172,7 +172,7 @@ Shared g;
                 const uint16_t n = static_cast<uint16_t>(rte_ring_sc_dequeue_burst(
                     lane.in, reinterpret_cast<void**>(handed), kBurst, nullptr));
                 if (n != 0) {
-                    pipeline::process_burst(ctx, *g.snap, handed, n);
+                    pipeline::process_handoff(ctx, *g.snap, handed, n);
                 }
                 now = rte_rdtsc();
                 continue;
@@ -213,7 +213,7 @@ Shared g;
             const uint16_t n = static_cast<uint16_t>(rte_ring_sc_dequeue_burst(
                 lane.in, reinterpret_cast<void**>(handed), kBurst, nullptr));
             if (n != 0) {
-                pipeline::process_burst(ctx, *g.snap, handed, n);
+                pipeline::process_handoff(ctx, *g.snap, handed, n);
             }
         }
     }
@@ -224,7 +224,7 @@ Shared g;
             const uint16_t n = static_cast<uint16_t>(rte_ring_sc_dequeue_burst(
                 lane.in, reinterpret_cast<void**>(handed), kBurst, nullptr));
             if (n != 0) {
-                pipeline::process_burst(ctx, *g.snap, handed, n);
+                pipeline::process_handoff(ctx, *g.snap, handed, n);
             }
         }
     }

@@ -39,6 +39,12 @@ namespace ina::pipeline {
 // TX or freed.
 void process_burst(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n);
 
+// Packets another lcore handed to this one over its hand-off rings (a chunk this lcore owns):
+// each goes straight to its feature's input_handed (no eth_input, no classify: the sender did
+// both, and the metadata travels in the mbuf), or through process_burst when its feature has
+// none. On return every mbuf has been enqueued for TX, freed, or handed on.
+void process_handoff(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n);
+
 // Packets a feature originates outside a burst (a timer's retransmissions): complete IPv4 or
 // IPv6 frames (IPv6 only from a feature whose binding takes it, dp::kScopeRouted6), routed like
 // a stage's `route` edge. On return every mbuf was enqueued for TX or freed.

@@ -204,6 +204,124 @@ TEST_F(InaInput, ChunksOwnedByAnotherLcoreAreHandedOverAndAggregatedThere) {
     EXPECT_EQ(sum, 11);
 }
 
+// The owner's side of a hand-off as the worker loop runs it (process_handoff): the frames enter
+// the INA stage directly, are counted once, and the checks that depend on the owner's table
+// (here the UDP checksum: the sender reads no payload) are made there.
+TEST_F(InaInput, HandedContributionsEnterTheOwnersStageAndAreCheckedThere) {
+    handoff = rte_ring_create("ina_ho_direct", 64, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+    ASSERT_NE(handoff, nullptr);
+    ctx->n_workers = 2;
+    ctx->worker_index = 0;
+    ctx->handoff[1] = handoff;
+    ina::JobParams lane0 = job_params();
+    lane0.lanes = 2;
+    table = std::make_unique<ina::ChunkTable>(lane0);
+    ctx->feature_slots[0].state = table.get();
+    ASSERT_EQ(table->lane_of(1), 1u);
+    ASSERT_EQ(table->lane_of(3), 1u);
+    Bytes corrupt = ina_contribution(kJob, 1, 3, {5}, ip4("10.0.2.2"));
+    corrupt.back() ^= 0x01;  // the element changes under the sender's checksum
+    run({contribution(1, 1, {5}), mbuf(corrupt, kR0), contribution(2, 1, {6})});
+    EXPECT_EQ(ctx->counters.ina_handed_off, 3u);
+    EXPECT_EQ(ctx->counters.ina_packets, 0u);
+    EXPECT_EQ(drops(dp::DropReason::ina_bad_checksum), 0u) << "the payload is the owner's to read";
+    ASSERT_EQ(rte_ring_count(handoff), 3u) << "one enqueue at the end of the burst";
+
+    ina::JobParams lane1 = lane0;
+    lane1.lane = 1;
+    auto other_table = std::make_unique<ina::ChunkTable>(lane1);
+    auto other = std::make_unique<pipeline::LcoreContext>();
+    other->burst_size = 32;
+    other->tsc_hz = ctx->tsc_hz;
+    other->now_tsc = ctx->now_tsc;
+    other->worker_index = 1;
+    other->n_workers = 2;
+    ASSERT_TRUE(pipeline::attach_ina_table(*other, *snap, kJob, 0, other_table.get()));
+    other->pool = pool;
+    rte_mbuf* pkts[8];
+    const unsigned n = rte_ring_sc_dequeue_burst(handoff, reinterpret_cast<void**>(pkts), 8, nullptr);
+    ASSERT_EQ(n, 3u);
+    pipeline::process_handoff(*other, *snap, pkts, static_cast<uint16_t>(n));
+    EXPECT_EQ(other->counters.ina_packets, 3u) << "counted once, on the owner";
+    EXPECT_EQ(other->counters.drops[static_cast<size_t>(dp::DropReason::ina_bad_checksum)], 1u);
+    EXPECT_EQ(other->counters.ina_partials_sent, 1u);
+    EXPECT_EQ(other_table->state_of(1), ina::ChunkTable::State::complete);
+    EXPECT_EQ(other_table->state_of(3), ina::ChunkTable::State::empty);
+    auto& buf = other->tx[kR1];
+    ASSERT_EQ(buf.count, 1u);
+    const Bytes f = bytes_of(buf.pkts[0]);
+    rte_pktmbuf_free_bulk(buf.pkts.data(), buf.count);
+    buf.count = 0;
+    int32_t sum = 0;
+    std::memcpy(&sum, f.data() + 42 + 24 + 8, 4);
+    EXPECT_EQ(sum, 11);
+}
+
+TEST_F(InaInput, HandOffsAFullRingCannotTakeAreCountedAndStillSeenOnce) {
+    // Room for one: a ring of two slots holds one entry.
+    handoff = rte_ring_create("ina_ho_small", 2, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+    ASSERT_NE(handoff, nullptr);
+    ctx->n_workers = 2;
+    ctx->worker_index = 0;
+    ctx->handoff[1] = handoff;
+    ina::JobParams lane0 = job_params();
+    lane0.lanes = 2;
+    table = std::make_unique<ina::ChunkTable>(lane0);
+    ctx->feature_slots[0].state = table.get();
+    run({contribution(1, 1, {5}), contribution(2, 1, {6}), contribution(1, 2, {7})});
+    EXPECT_EQ(ctx->counters.ina_handed_off, 1u);
+    EXPECT_EQ(drops(dp::DropReason::ina_handoff_full), 1u);
+    EXPECT_EQ(ctx->counters.ina_packets, 2u) << "the own chunk's and the lost one";
+    EXPECT_EQ(ctx->counters.ina_absorbed, 1u);
+    EXPECT_EQ(rte_ring_count(handoff), 1u);
+}
+
+// Frames to the INA port reach its stage unchecked (classify only recognises the binding): the
+// stage makes classify's checks, with the same counters and the same fate for each frame.
+TEST_F(InaInput, MalformedFramesToTheInaPortMeetClassifysChecksInTheStage) {
+    const Bytes good = ina_contribution(kJob, 1, 4, {1, 2}, ip4("10.0.2.2"));
+    auto with_udp_len = [&](uint16_t len) {
+        Bytes f = good;
+        put16(&f[kEthLen + kIpLen + 4], len);
+        return f;
+    };
+    const auto udp_len = static_cast<uint16_t>(good.size() - kEthLen - kIpLen);
+    Bytes truncated = good;
+    put16(&truncated[kEthLen + 2], kIpLen + 4);  // the IPv4 packet ends inside the UDP header
+    fix_ipv4_checksum(truncated);
+    Bytes bad_ck = good;
+    bad_ck[kEthLen + 10] ^= 0x5a;
+    const std::vector<Bytes> frames = {with_udp_len(4), with_udp_len(udp_len + 8),
+                                       with_udp_len(udp_len - 4), truncated, bad_ck};
+    std::vector<rte_mbuf*> in;
+    for (const auto& f : frames) {
+        in.push_back(mbuf(f, kR0));
+    }
+    run(in);
+    const auto count = [&](dp::UdpMalformed r) {
+        return ctx->counters.udp_malformed[static_cast<size_t>(r)];
+    };
+    EXPECT_EQ(count(dp::UdpMalformed::bad_length), 1u);
+    EXPECT_EQ(count(dp::UdpMalformed::length_mismatch), 2u);
+    EXPECT_EQ(count(dp::UdpMalformed::truncated), 1u);
+    EXPECT_EQ(drops(dp::DropReason::ipv4_bad_checksum), 1u) << "routing drops by the verdict";
+    EXPECT_EQ(ctx->counters.ina_not_ina, 3u) << "the unsound datagrams reach INA, flagged";
+    EXPECT_EQ(ctx->counters.ina_packets, 0u);
+    EXPECT_EQ(ctx->counters.routed, 4u);
+    auto out = take_tx(kR1);
+    ASSERT_EQ(out.size(), 4u);
+    for (size_t i = 0; i < out.size(); ++i) {
+        Bytes expect = frames[i];
+        expect[kEthLen + 8] = static_cast<uint8_t>(expect[kEthLen + 8] - 1);  // TTL
+        fix_ipv4_checksum(expect);
+        const Bytes got = bytes_of(out[i]);
+        ASSERT_EQ(got.size(), expect.size());
+        EXPECT_TRUE(std::equal(expect.begin() + kEthLen, expect.end(), got.begin() + kEthLen))
+            << "frame " << i << " changed beyond TTL and MACs";
+    }
+    free_mbufs(out);
+}
+
 // Deterministic fp32 job (issue 15 item 4), the wire format: an aggregator quantizes the
 // workers' fp32 elements and sends its partial as int64 (element type 4, 8 bytes an element,
 // sum of round(x * 2^32)); the root adds that partial to a worker's fp32 contribution and
