@@ -4,29 +4,15 @@
 #include <array>
 #include <bit>
 
-#include "ina/chunk_table.h"
 #include "pipeline/ina_input.h"
 
 namespace ina::pipeline {
 
 namespace {
 
-// A chunk table's idle slots are freed a few entries per tick, resuming where the last sweep
-// stopped: a large window is swept over many loops instead of stalling one (timeouts are
-// seconds, the tick a millisecond).
-constexpr size_t kExpireEntriesPerTick = 256;
-
-void ina_tick(LcoreContext&, const dp::Snapshot&, void* state, uint64_t now_tsc) {
-    static_cast<ChunkTable*>(state)->expire(now_tsc, kExpireEntriesPerTick);
-}
-
 std::array<FeatureStage, dp::kMaxFeatures> make_builtin() {
     std::array<FeatureStage, dp::kMaxFeatures> stages{};
-    FeatureStage ina{"ina", ina_input, kInaEmitReserve, ina_tick, 1000};
-    ina.input_unchecked = ina_input_unchecked;
-    ina.input_handed = ina_input_handed;
-    ina.flush = ina_flush_handoffs;
-    stages[dp::kFeatureIna] = ina;
+    stages[dp::kFeatureIna] = ina_stage();
     return stages;
 }
 

@@ -468,10 +468,7 @@ uint16_t ina_run(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, u
 
 }  // namespace
 
-uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n,
-                   FeatureEdge pass, EdgeBatches<FeatureEdge>& out) {
-    return ina_run<Input::classified>(ctx, snap, pkts, n, pass, out);
-}
+namespace {
 
 uint16_t ina_input_unchecked(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
                              uint16_t n, FeatureEdge pass, EdgeBatches<FeatureEdge>& out) {
@@ -487,6 +484,30 @@ void ina_flush_handoffs(LcoreContext& ctx) {
     while (ctx.handoff_pending != 0) {
         send_handoffs(ctx, static_cast<uint16_t>(std::countr_zero(ctx.handoff_pending)));
     }
+}
+
+// A chunk table's idle slots are freed a few entries per tick, resuming where the last sweep
+// stopped: a large window is swept over many loops instead of stalling one (timeouts are
+// seconds, the tick a millisecond).
+constexpr size_t kExpireEntriesPerTick = 256;
+
+void ina_tick(LcoreContext&, const dp::Snapshot&, void* state, uint64_t now_tsc) {
+    static_cast<ina::ChunkTable*>(state)->expire(now_tsc, kExpireEntriesPerTick);
+}
+
+}  // namespace
+
+uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n,
+                   FeatureEdge pass, EdgeBatches<FeatureEdge>& out) {
+    return ina_run<Input::classified>(ctx, snap, pkts, n, pass, out);
+}
+
+FeatureStage ina_stage() {
+    FeatureStage s{"ina", ina_input, kInaEmitReserve, ina_tick, 1000};
+    s.input_unchecked = ina_input_unchecked;
+    s.input_handed = ina_input_handed;
+    s.flush = ina_flush_handoffs;
+    return s;
 }
 
 }  // namespace ina::pipeline

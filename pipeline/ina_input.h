@@ -22,24 +22,16 @@ inline constexpr uint16_t kInaEmitReserve = 1 + dp::kMaxUnicastWorkers;
 uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n,
                    FeatureEdge pass, EdgeBatches<FeatureEdge>& out);
 
-// The same stage on the routed IPv4 path's frames unclassified, while INA is the path's one
-// feature (FeatureStage::input_unchecked): classify's checks and binding run here, in the
-// stage's own loop, and only frames it does not consume get their metadata stored (those not
-// INA's go to FeatureEdge::route).
-uint16_t ina_input_unchecked(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
-                             uint16_t n, FeatureEdge pass, EdgeBatches<FeatureEdge>& out);
-
-// Contributions another lcore handed to this one, their chunk's owner (FeatureStage::
-// input_handed): checked and parsed there, their metadata in the mbuf. What depends on this
-// lcore's table — the job's ingress and header checks, the UDP checksum, the aggregation — runs
-// here; the sender read no payload.
-uint16_t ina_input_handed(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
-                          uint16_t n, FeatureEdge pass, EdgeBatches<FeatureEdge>& out);
-
-// Enqueues the burst's hand-offs, one rte_ring_sp_enqueue_burst per owner (FeatureStage::flush).
-// What a full ring does not take is dropped and counted (dp::DropReason::ina_handoff_full) and
-// stays counted in ina_packets here; what it takes counts in ina_handed_off (its owner counts
-// it in ina_packets).
-void ina_flush_handoffs(LcoreContext& ctx);
+// The stage as registered (FeatureStage "ina"): `ina_input`, and its other entries, in
+// ina_input.cc: input_unchecked (the routed IPv4 path's frames unclassified while INA is its one
+// feature: classify's checks and binding run in the stage's own loop, and only frames it does
+// not consume get their metadata stored), input_handed (contributions another lcore handed to
+// this one, their chunk's owner: checked and parsed there, their metadata in the mbuf; the
+// job's ingress and header checks, the UDP checksum and the aggregation run here — the sender
+// read no payload), and flush (the burst's hand-offs, one rte_ring_sp_enqueue_burst per owner;
+// what a full ring refuses is dropped as dp::DropReason::ina_handoff_full and stays counted in
+// ina_packets on the sender, what it takes counts in ina_handed_off and in ina_packets on the
+// owner), and its tick (chunk-table expiry).
+FeatureStage ina_stage();
 
 }  // namespace ina::pipeline

@@ -28,7 +28,11 @@
 // egress ─► port_tx (per-port TX buffers; rte_eth_tx_burst when full, drained, or on the timer)
 //
 // Stage h is the FeatureStage registered under the handle the snapshot's registration table gave
-// the packet (feature_stages.h; INA today): nothing here names a feature.
+// the packet (feature_stages.h; INA today): nothing here names a feature. When every routed IPv4
+// binding is one feature's and it has input_unchecked, the ipv4 edge goes to that stage instead
+// of classify: it classifies in its own loop (one walk) and routes what is not its own.
+// process_handoff: frames another lcore handed over (the chunk's owner is this lcore) go to
+// their feature's input_handed, skipping eth_input and classify.
 #pragma once
 
 #include "pipeline/context.h"
