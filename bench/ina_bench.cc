@@ -13,7 +13,11 @@
 //   --steer handoff  each lcore's generator produces half of the workers' contributions for
 //                    every chunk (what RSS on the workers' addresses delivers): contributions
 //                    to chunks the other lcore owns cross an SPSC hand-off ring, as in
-//                    ina_input's chunk steering.
+//                    ina_input's chunk steering (the owner takes them through process_handoff,
+//                    as the worker loop does);
+//   --one-thread     both lanes on the calling thread, a burst of each in turn: cpu_mpps is one
+//                    CPU doing both lanes' work (the hand-off's cost in instructions and cycles,
+//                    its cross-core cache transfers aside), which a loaded machine cannot spoil.
 //
 // With --roce the same generator skeleton drives the RoCEv2 server-to-switch stage instead
 // (src/features/roce, registered as the switch registers it): 8 ranks with static QPs from an

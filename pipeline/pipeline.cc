@@ -389,10 +389,17 @@ void process_handoff(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkt
     rte_mbuf* rest[kMaxBurst];
     uint16_t n_rest = 0;
     uint16_t n_handed = 0;
+    uint8_t memo_feature = dp::kFeatureNone;  // the last frame's feature, and whether it
+    bool memo_handed = false;                 // takes handed input (mostly one feature)
     for (uint16_t i = 0; i < n; ++i) {
         rte_mbuf* m = pkts[i];
         const uint8_t feature = feature_of(m);
-        if (feature == dp::kFeatureNone || feature_stage(feature).input_handed == nullptr) {
+        if (feature != memo_feature) {
+            memo_feature = feature;
+            memo_handed = feature != dp::kFeatureNone &&
+                          feature_stage(feature).input_handed != nullptr;
+        }
+        if (!memo_handed) {
             rest[n_rest++] = m;
             continue;
         }
