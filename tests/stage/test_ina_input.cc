@@ -267,30 +267,15 @@ TEST_F(InaInput, HandOffsAFullRingCannotTakeAreCountedAndStillSeenOnce) {
 // them in its own loop: classify's checks, with the same counters and the same fate per frame.
 TEST_F(InaInput, MalformedFramesToTheInaPortMeetClassifysChecksInTheStage) {
     const Bytes good = ina_contribution(kJob, 1, 4, {1, 2}, ip4("10.0.2.2"));
-    auto with_udp_len = [&](uint16_t len) {
-        Bytes f = good;
-        put16(&f[kEthLen + kIpLen + 4], len);
-        return f;
-    };
-    const auto udp_len = static_cast<uint16_t>(good.size() - kEthLen - kIpLen);
-    Bytes truncated = good;
-    put16(&truncated[kEthLen + 2], kIpLen + 4);  // the IPv4 packet ends inside the UDP header
-    fix_ipv4_checksum(truncated);
-    Bytes bad_ck = good;
-    bad_ck[kEthLen + 10] ^= 0x5a;
-    const std::vector<Bytes> frames = {with_udp_len(4), with_udp_len(udp_len + 8),
-                                       with_udp_len(udp_len - 4), truncated, bad_ck};
+    const std::vector<Bytes> frames = malformed_udp_frames(good);
     std::vector<rte_mbuf*> in;
     for (const auto& f : frames) {
         in.push_back(mbuf(f, kR0));
     }
     run(in);
-    const auto count = [&](dp::UdpMalformed r) {
-        return ctx->counters.udp_malformed[static_cast<size_t>(r)];
-    };
-    EXPECT_EQ(count(dp::UdpMalformed::bad_length), 1u);
-    EXPECT_EQ(count(dp::UdpMalformed::length_mismatch), 2u);
-    EXPECT_EQ(count(dp::UdpMalformed::truncated), 1u);
+    EXPECT_EQ(udp_malformed(dp::UdpMalformed::bad_length), 1u);
+    EXPECT_EQ(udp_malformed(dp::UdpMalformed::length_mismatch), 2u);
+    EXPECT_EQ(udp_malformed(dp::UdpMalformed::truncated), 1u);
     EXPECT_EQ(drops(dp::DropReason::ipv4_bad_checksum), 1u) << "routing drops by the verdict";
     EXPECT_EQ(ctx->counters.ina_not_ina, 3u) << "the unsound datagrams reach INA, flagged";
     EXPECT_EQ(ctx->counters.ina_packets, 0u);
