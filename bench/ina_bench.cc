@@ -13,7 +13,11 @@
 //   --steer handoff  each lcore's generator produces half of the workers' contributions for
 //                    every chunk (what RSS on the workers' addresses delivers): contributions
 //                    to chunks the other lcore owns cross an SPSC hand-off ring, as in
-//                    ina_input's chunk steering.
+//                    ina_input's chunk steering (the owner takes them through process_handoff,
+//                    as the worker loop does);
+//   --one-thread     both lanes on the calling thread, a burst of each in turn: cpu_mpps is one
+//                    CPU doing both lanes' work (the hand-off's cost in instructions and cycles,
+//                    its cross-core cache transfers aside), which a loaded machine cannot spoil.
 //
 // With --roce the same generator skeleton drives the RoCEv2 server-to-switch stage instead
 // (src/features/roce, registered as the switch registers it): 8 ranks with static QPs from an
@@ -148,13 +152,97 @@ constexpr uint32_t kLockstep = 256;  // chunks one lane may run ahead of the oth
 
 Shared g;
 
+// One burst of this lane's contributions, (worker, seq) pairs in order from (wi, seq); false when
+// the mempool is exhausted.
+[[gnu::always_inline]] inline bool generate(Lane& lane, rte_mbuf** burst, uint32_t& seq,
+                                            size_t& wi) {
+    const auto& templates = *g.templates;
+    if (rte_pktmbuf_alloc_bulk(g.pool, burst, kBurst) != 0) {
+        std::fprintf(stderr, "mempool exhausted\n");
+        lane.failed = true;
+        return false;
+    }
+    for (uint16_t b = 0; b < kBurst; ++b) {
+        rte_mbuf* m = burst[b];
+        const auto& t = templates[lane.my_workers[wi]];
+        auto* d = rte_pktmbuf_mtod(m, uint8_t*);
+        std::memcpy(d, t.data(), t.size());
+        if (g.seq_off != 0) {
+            const uint32_t be = rte_cpu_to_be_32(seq);
+            std::memcpy(d + g.seq_off, &be, 4);
+            if (g.udp_checksum) {
+                // The template's sequence field is 0.
+                auto* udp = reinterpret_cast<rte_udp_hdr*>(d + 14 + 20);
+                udp->dgram_cksum = net::udp_checksum_field(static_cast<uint16_t>(
+                    ~net::checksum_update32(udp->dgram_cksum, 0, be)));
+            }
+        }
+        m->data_len = static_cast<uint16_t>(t.size());
+        m->pkt_len = static_cast<uint32_t>(t.size());
+        m->port = 0;
+        if (++wi == lane.my_workers.size()) {
+            wi = 0;
+            seq += lane.seq_step;
+        }
+    }
+    return true;
+}
+
+// --one-thread: both lanes' work on the calling thread, a burst of each in turn, then each
+// lane's hand-offs. Its cpu_mpps is the rate of ONE CPU doing both lanes' work, free of the
+// scheduler on a shared machine (where two busy lanes in lockstep mostly wait for each other):
+// 2 x it / the one-lane cpu_mpps bounds the 2-lcore speedup, all but the cross-core cache
+// transfers (the handed mbufs' lines) counted.
+[[gnu::flatten]] void run_serial(std::vector<Lane>& all) {
+    rte_mbuf* burst[kBurst];
+    rte_mbuf* handed[pipeline::kMaxBurst];
+    std::vector<uint32_t> seq;
+    std::vector<size_t> wi(all.size(), 0);
+    for (const Lane& lane : all) {
+        seq.push_back(lane.seq_first);
+    }
+    const auto take_handoffs = [&](Lane& lane) {
+        const uint16_t n = static_cast<uint16_t>(rte_ring_sc_dequeue_burst(
+            lane.in, reinterpret_cast<void**>(handed), pipeline::kMaxBurst, nullptr));
+        if (n != 0) {
+            pipeline::process_handoff(*lane.ctx, *g.snap, handed, n);
+        }
+    };
+    uint64_t now = rte_rdtsc();
+    const uint64_t cpu_start = thread_cpu_ns();
+    while (now < g.end_tsc) {
+        for (size_t k = 0; k < all.size(); ++k) {
+            if (!generate(all[k], burst, seq[k], wi[k])) {
+                return;
+            }
+            now = rte_rdtsc();
+            all[k].ctx->now_tsc = now;
+            pipeline::process_burst(*all[k].ctx, *g.snap, burst, kBurst);
+            all[k].packets += kBurst;
+        }
+        for (Lane& lane : all) {
+            if (lane.in != nullptr) {
+                take_handoffs(lane);
+            }
+        }
+    }
+    for (Lane& lane : all) {
+        if (lane.in != nullptr) {
+            take_handoffs(lane);
+        }
+    }
+    all[0].cpu_ns = thread_cpu_ns() - cpu_start;  // the busiest "lane": all of the work
+    for (Lane& lane : all) {
+        pipeline::tx_flush_all(*lane.ctx);
+    }
+}
+
 // Flattened: the generator's mbuf allocation (rte_pktmbuf_alloc_bulk and its per-mbuf reset) is
 // inlined here, as it was before the RoCE and checksum modes grew this file and GCC outlined it
 // (+18 instructions per packet in the generator, which the rate includes).
 [[gnu::flatten]] int run_lane(void* arg) {
     Lane& lane = *static_cast<Lane*>(arg);
     auto& ctx = *lane.ctx;
-    const auto& templates = *g.templates;
     rte_mbuf* burst[kBurst];
     rte_mbuf* handed[pipeline::kMaxBurst];
     uint32_t seq = lane.seq_first;
@@ -172,38 +260,14 @@ Shared g;
                 const uint16_t n = static_cast<uint16_t>(rte_ring_sc_dequeue_burst(
                     lane.in, reinterpret_cast<void**>(handed), kBurst, nullptr));
                 if (n != 0) {
-                    pipeline::process_burst(ctx, *g.snap, handed, n);
+                    pipeline::process_handoff(ctx, *g.snap, handed, n);
                 }
                 now = rte_rdtsc();
                 continue;
             }
         }
-        if (rte_pktmbuf_alloc_bulk(g.pool, burst, kBurst) != 0) {
-            std::fprintf(stderr, "mempool exhausted\n");
-            lane.failed = true;
+        if (!generate(lane, burst, seq, wi)) {
             break;
-        }
-        for (auto* m : burst) {
-            const auto& t = templates[lane.my_workers[wi]];
-            auto* d = rte_pktmbuf_mtod(m, uint8_t*);
-            std::memcpy(d, t.data(), t.size());
-            if (g.seq_off != 0) {
-                const uint32_t be = rte_cpu_to_be_32(seq);
-                std::memcpy(d + g.seq_off, &be, 4);
-                if (g.udp_checksum) {
-                    // The template's sequence field is 0.
-                    auto* udp = reinterpret_cast<rte_udp_hdr*>(d + 14 + 20);
-                    udp->dgram_cksum = net::udp_checksum_field(static_cast<uint16_t>(
-                        ~net::checksum_update32(udp->dgram_cksum, 0, be)));
-                }
-            }
-            m->data_len = static_cast<uint16_t>(t.size());
-            m->pkt_len = static_cast<uint32_t>(t.size());
-            m->port = 0;
-            if (++wi == lane.my_workers.size()) {
-                wi = 0;
-                seq += lane.seq_step;
-            }
         }
         now = rte_rdtsc();
         ctx.now_tsc = now;
@@ -213,7 +277,7 @@ Shared g;
             const uint16_t n = static_cast<uint16_t>(rte_ring_sc_dequeue_burst(
                 lane.in, reinterpret_cast<void**>(handed), kBurst, nullptr));
             if (n != 0) {
-                pipeline::process_burst(ctx, *g.snap, handed, n);
+                pipeline::process_handoff(ctx, *g.snap, handed, n);
             }
         }
     }
@@ -224,7 +288,7 @@ Shared g;
             const uint16_t n = static_cast<uint16_t>(rte_ring_sc_dequeue_burst(
                 lane.in, reinterpret_cast<void**>(handed), kBurst, nullptr));
             if (n != 0) {
-                pipeline::process_burst(ctx, *g.snap, handed, n);
+                pipeline::process_handoff(ctx, *g.snap, handed, n);
             }
         }
     }
@@ -909,6 +973,10 @@ int main(int argc, char** argv) {
     app.add_option("--lcores", lanes, "aggregating lcores")->check(CLI::Range(1, 2));
     app.add_option("--steer", steer, "with 2 lcores: chunk (ideal) or handoff (by worker)")
         ->check(CLI::IsMember({"chunk", "handoff"}));
+    bool one_thread = false;
+    app.add_flag("--one-thread", one_thread,
+                 "with --lcores 2: both lanes' work on one thread, a burst each in turn "
+                 "(cpu_mpps: one CPU doing both lanes' work, free of the scheduler)");
     bool udp_checksum = false;
     app.add_flag("--udp-checksum", udp_checksum,
                  "INA contributions carry a UDP checksum, which the switch verifies in software "
@@ -1122,15 +1190,19 @@ int main(int argc, char** argv) {
     unsigned k = 1;
     unsigned lcore = 0;
     RTE_LCORE_FOREACH_WORKER(lcore) {
-        if (k < lanes) {
+        if (k < lanes && !one_thread) {
             rte_eal_remote_launch(run_lane, &all[k++], lcore);
         }
     }
-    while (g.ready.load() + 1 < lanes) {
+    if (one_thread) {
+        run_serial(all);
+    } else {
+        while (g.ready.load() + 1 < lanes) {
+        }
+        g.go.store(true, std::memory_order_release);
+        run_lane(&all[0]);
+        rte_eal_mp_wait_lcore();
     }
-    g.go.store(true, std::memory_order_release);
-    run_lane(&all[0]);
-    rte_eal_mp_wait_lcore();
     const double elapsed = static_cast<double>(rte_rdtsc() - start) / static_cast<double>(hz);
 
     uint64_t packets = 0;
@@ -1149,14 +1221,14 @@ int main(int argc, char** argv) {
         failed = failed || lane.failed;
     }
     std::printf("{\"traffic\": \"%s\", \"role\": \"%s\", \"workers\": %u, \"payload_bytes\": %u, \"type\": \"%s\", \"isa\": \"%s\", "
-                "\"lcores\": %u, \"steer\": \"%s\", \"deterministic\": %s, "
+                "\"lcores\": %u, \"steer\": \"%s\", \"one_thread\": %s, \"deterministic\": %s, "
                 "\"udp_checksum\": %s, "
                 "\"mpps\": %.3f, \"payload_gbit_s\": %.2f, \"gelem_s\": %.3f, "
                 "\"absorbed\": %lu, \"completed\": %lu, \"frames_out\": %lu, "
                 "\"packets\": %lu, \"seconds\": %.3f, \"cpu_mpps\": %.3f}\n",
                 l3 ? "l3" : "ina", l3 ? "none" : role.c_str(), workers, elems * static_cast<unsigned>(esize), type.c_str(),
                 std::string(reduce::to_string(reduce::kernels().isa)).c_str(), lanes,
-                lanes > 1 ? steer.c_str() : "none",
+                lanes > 1 ? steer.c_str() : "none", one_thread && lanes > 1 ? "true" : "false",
                 deterministic ? "true" : "false", g.udp_checksum ? "true" : "false",
                 static_cast<double>(packets) / elapsed / 1e6,
                 static_cast<double>(packets) * elems * static_cast<double>(esize) * 8 / elapsed / 1e9,

@@ -101,6 +101,18 @@ struct alignas(64) LcoreContext {
     uint16_t worker_index = 0;
     uint16_t n_workers = 1;
     std::array<rte_ring*, kMaxWorkers> handoff{};
+    // What a burst hands to each owner, enqueued with one rte_ring_sp_enqueue_burst per owner
+    // when the burst ends (the stage's FeatureStage::flush): the ring's producer index moves
+    // once per burst, not once per packet.
+    struct HandoffBatch {
+        uint16_t n = 0;
+        std::array<rte_mbuf*, kMaxBurst> pkts{};
+    };
+    std::array<HandoffBatch, kMaxWorkers> handoff_out{};
+    uint32_t handoff_pending = 0;  // a bit per owner whose batch is not empty
+    // A bit per feature handle whose stage's flush is due at the end of this burst.
+    uint8_t flush_pending = 0;
+    static_assert(dp::kMaxFeatures <= 8);
 
     // Per-lcore feature state by slot (dp::Command attach/detach; the slot is in the snapshot's
     // view, e.g. InaJobView::state_slot): found by index, never by a search.

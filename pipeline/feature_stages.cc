@@ -2,31 +2,33 @@
 #include "pipeline/feature_stages.h"
 
 #include <array>
+#include <bit>
 
-#include "ina/chunk_table.h"
 #include "pipeline/ina_input.h"
 
 namespace ina::pipeline {
 
 namespace {
 
-// A chunk table's idle slots are freed a few entries per tick, resuming where the last sweep
-// stopped: a large window is swept over many loops instead of stalling one (timeouts are
-// seconds, the tick a millisecond).
-constexpr size_t kExpireEntriesPerTick = 256;
-
-void ina_tick(LcoreContext&, const dp::Snapshot&, void* state, uint64_t now_tsc) {
-    static_cast<ChunkTable*>(state)->expire(now_tsc, kExpireEntriesPerTick);
-}
-
 std::array<FeatureStage, dp::kMaxFeatures> make_builtin() {
     std::array<FeatureStage, dp::kMaxFeatures> stages{};
-    stages[dp::kFeatureIna] = FeatureStage{"ina", ina_input, kInaEmitReserve, ina_tick, 1000};
+    stages[dp::kFeatureIna] = ina_stage();
     return stages;
+}
+
+uint32_t unchecked_mask(const std::array<FeatureStage, dp::kMaxFeatures>& stages) {
+    uint32_t mask = 0;
+    for (size_t f = 0; f < stages.size(); ++f) {
+        if (stages[f].input_unchecked != nullptr) {
+            mask |= uint32_t{1} << f;
+        }
+    }
+    return mask;
 }
 
 // Written only before workers start (register_feature); read by every lcore afterwards.
 std::array<FeatureStage, dp::kMaxFeatures> g_stages = make_builtin();
+uint32_t g_unchecked = unchecked_mask(g_stages);
 
 void fire_tick(TimerWheel& wheel, Timer& timer, uint64_t now) {
     const auto& slot = *static_cast<const FeatureSlot*>(timer.arg);
@@ -44,12 +46,26 @@ const FeatureStage& feature_stage(uint8_t feature) {
     return feature < g_stages.size() ? g_stages[feature] : kNone;
 }
 
+uint32_t unchecked_features() { return g_unchecked; }
+
+void flush_stages(LcoreContext& ctx) {
+    // A flush may not ask again (it sends what it holds), so the mask empties.
+    while (ctx.flush_pending != 0) {
+        const auto f = static_cast<size_t>(std::countr_zero(ctx.flush_pending));
+        ctx.flush_pending = static_cast<uint8_t>(ctx.flush_pending & (ctx.flush_pending - 1));
+        if (f < g_stages.size() && g_stages[f].flush != nullptr) {
+            g_stages[f].flush(ctx);
+        }
+    }
+}
+
 bool register_feature(uint8_t feature, const FeatureStage& stage) {
     if (feature == dp::kFeatureNone || feature >= g_stages.size() || stage.max_emit == 0 ||
         stage.max_emit > EdgeBatches<FeatureEdge>::kCapacity) {
         return false;
     }
     g_stages[feature] = stage;
+    g_unchecked = unchecked_mask(g_stages);
     return true;
 }
 

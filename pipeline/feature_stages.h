@@ -54,10 +54,40 @@ struct FeatureStage {
     // by the INA stage: classified INA datagrams (type result), one call per packet, with the
     // INA stage's edges (room for kInaEmitReserve). nullptr: the feature terminates none.
     FeatureInputFn ina_result = nullptr;
+    // Optional, for a feature bound on the routed IPv4 path (dp::kScopeRouted): one walk over
+    // its frames (issue 10; classify.h). While every routed IPv4 binding of the snapshot is this
+    // feature's (UDP, no port shared on that path), process_burst gives this entry the path's
+    // frames unclassified, in arrival order, instead of classifying them and calling `input`.
+    // The stage classifies each itself — classify_ipv4 and the registration table through a
+    // BindingMemo, the classifier's own code and counters, the fields kept in registers — takes
+    // those bound to it, and stores the metadata (store_meta) of every frame it does not
+    // consume before it leaves on an edge or to another lcore: frames of other ports, or whose
+    // headers are unsound, go to FeatureEdge::route classified, where routing takes the verdict.
+    FeatureInputFn input_unchecked = nullptr;
+    // Optional: frames this feature handed to their owner lcore (the hand-off rings), run on the
+    // owner by process_handoff without eth_input or classify: the sender took them from a routed
+    // run, checked them, and stored their metadata, which travels in the mbuf. Without it handed
+    // frames go through process_burst again.
+    FeatureInputFn input_handed = nullptr;
+    // Optional: called at the end of a burst (process_burst, process_handoff) in which the stage
+    // set its bit in LcoreContext::flush_pending: sends what it gathered over the burst (the
+    // hand-offs, one ring enqueue per owner).
+    void (*flush)(LcoreContext& ctx) = nullptr;
 };
 
 // The stage registered under `feature` (an empty one, input == nullptr, when none is).
 const FeatureStage& feature_stage(uint8_t feature);
+
+// The features (a bit per handle) whose stage has input_unchecked.
+uint32_t unchecked_features();
+
+// Runs the flush of every stage that asked for one in this burst (LcoreContext::flush_pending).
+void flush_stages(LcoreContext& ctx);
+inline void end_burst(LcoreContext& ctx) {
+    if (ctx.flush_pending != 0) [[unlikely]] {
+        flush_stages(ctx);
+    }
+}
 
 // Registers (or replaces) the stage of `feature`: at start-up, before any worker runs (the
 // built-in ones are registered statically in feature_stages.cc; a stage test registers a dummy).

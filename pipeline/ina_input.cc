@@ -11,6 +11,7 @@
 #include "ina/protocol.h"
 #include "net/checksum.h"
 #include "pipeline/ina_encode.h"
+#include "pipeline/classify.h"
 #include "pipeline/ipv4_forward.h"
 #include "pipeline/mbuf_chain.h"
 #include "pipeline/packet_meta.h"
@@ -187,21 +188,43 @@ struct Emitter {
     }
 };
 
-void reject(LcoreContext& ctx, const dp::InaJobView& job, rte_mbuf* m, FeatureEdge pass,
-            EdgeBatches<FeatureEdge>& out) {
+// Counts a rejection; true when the job drops rejected contributions (counted as a drop),
+// false when they continue where they were going.
+bool rejected_drops(LcoreContext& ctx, const dp::InaJobView& job) {
     ++ctx.counters.ina_rejected;
     if (job.drop_rejected) {
         count_drop(ctx, dp::DropReason::ina_rejected);
-        out.push(FeatureEdge::drop, m);
-    } else {
-        out.push(pass, m);
+        return true;
     }
+    return false;
 }
 
-}  // namespace
+// Enqueues `owner`'s batch of hand-offs; what the ring has no room for is dropped and counted.
+void send_handoffs(LcoreContext& ctx, uint16_t owner) {
+    auto& batch = ctx.handoff_out[owner];
+    const unsigned sent = rte_ring_sp_enqueue_burst(
+        ctx.handoff[owner], reinterpret_cast<void* const*>(batch.pkts.data()), batch.n, nullptr);
+    ctx.counters.ina_handed_off += sent;
+    if (sent != batch.n) [[unlikely]] {
+        const unsigned lost = batch.n - sent;
+        ctx.counters.drops[static_cast<size_t>(dp::DropReason::ina_handoff_full)] += lost;
+        ctx.counters.ina_packets += lost;  // seen here and never by the owner
+        rte_pktmbuf_free_bulk(batch.pkts.data() + sent, lost);
+    }
+    batch.n = 0;
+    ctx.handoff_pending &= ~(uint32_t{1} << owner);
+}
 
-uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n,
-                   FeatureEdge pass, EdgeBatches<FeatureEdge>& out) {
+// Where a stage call's frames come from, which decides what the stage still checks.
+enum class Input : uint8_t {
+    classified,  // classify checked them and stored their metadata (FeatureStage::input)
+    unchecked,   // nobody classified them: classify's checks and binding run here
+    handed,      // another lcore checked, parsed and steered them here (their metadata travels)
+};
+
+template <Input kIn>
+uint16_t ina_run(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n,
+                 FeatureEdge pass, EdgeBatches<FeatureEdge>& out) {
     Emitter emit{ctx, snap, out};
     // The job and attached table of the previous contribution: a burst's contributions are
     // mostly one job's, and neither the snapshot nor the lcore's attachments change within
@@ -213,45 +236,79 @@ uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
     // global, so classified() would read both again per contribution.
     const uint64_t classified_flag = g_classified_flag;
     const int meta_offset = g_meta_offset;
+    BindingMemo binding{snap.features, dp::kScopeRouted};  // unchecked input only
     uint16_t i = 0;
     for (; i < n; ++i) {
         if (!out.room_for(kInaEmitReserve)) {
             break;
         }
         rte_mbuf* m = pkts[i];
-        // The classifier checked the IPv4 header and the UDP length against it and bound the
-        // datagram to INA by its port; the offsets and length come from its metadata. The IPv4,
-        // UDP and INA fixed headers are in the first segment (eth_input gathered them); the
-        // BitString and elements may span segments.
-        if ((m->ol_flags & classified_flag) == 0) [[unlikely]] {  // as classified(m) == nullptr
-            out.push(pass, m);
-            continue;
+        // The frame's metadata, in registers. Unchecked input: classified here, by the
+        // classifier's own checks and the registration table (one walk over the headers), and
+        // stored only if the frame is not consumed (`on`). Otherwise read from the mbuf, where
+        // classify (or the lcore that handed the frame over) stored it. The IPv4, UDP and INA
+        // fixed headers are in the first segment (eth_input gathered them); the BitString and
+        // elements may span segments.
+        PacketMeta pm;
+        if constexpr (kIn == Input::unchecked) {
+            pm.l3_offset = sizeof(rte_ether_hdr);
+            if (classify_ipv4(ctx, pm, m)) [[likely]] {
+                pm.feature = binding.feature_for(pm.udp_dport);
+            }
+            if (pm.feature != dp::kFeatureIna) [[unlikely]] {
+                // Not INA's (another port, not UDP, unsound IPv4): routed with the metadata
+                // classify would have given it; routing drops a bad header by its verdict.
+                store_meta(m, pm);
+                out.push(FeatureEdge::route, m);
+                continue;
+            }
+        } else {
+            if constexpr (kIn == Input::classified) {
+                if ((m->ol_flags & classified_flag) == 0) [[unlikely]] {  // classified() == nullptr
+                    out.push(pass, m);
+                    continue;
+                }
+            }
+            pm = *RTE_MBUF_DYNFIELD(m, meta_offset, const PacketMeta*);
         }
-        const PacketMeta& pm = *RTE_MBUF_DYNFIELD(m, meta_offset, const PacketMeta*);
-        if ((pm.flags & kMetaUdpSound) == 0) [[unlikely]] {
-            ++ctx.counters.ina_not_ina;  // its UDP length disagrees with IPv4 (udp_malformed)
-            out.push(pass, m);
-            continue;
+        // A frame leaving unmodified on `e` (pass, or the dropping of nothing): with its
+        // metadata, which unchecked input has only in registers.
+        const auto on = [&](FeatureEdge e) {
+            if constexpr (kIn == Input::unchecked) {
+                store_meta(m, pm);
+            }
+            out.push(e, m);
+        };
+        if constexpr (kIn != Input::handed) {
+            if ((pm.flags & kMetaUdpSound) == 0) [[unlikely]] {
+                ++ctx.counters.ina_not_ina;  // its UDP length disagrees with IPv4 (udp_malformed)
+                on(pass);
+                continue;
+            }
         }
         const auto* frame = rte_pktmbuf_mtod(m, const uint8_t*);
         const auto* ip = reinterpret_cast<const rte_ipv4_hdr*>(frame + pm.l3_offset);
         const auto* udp = reinterpret_cast<const rte_udp_hdr*>(frame + pm.l4_offset);
         const size_t udp_len = pm.l4_length;
-        if (udp_len - kL4 > ctx.scratch.size()) {
-            ++ctx.counters.ina_not_ina;
-            out.push(pass, m);
-            continue;
+        if constexpr (kIn != Input::handed) {
+            if (udp_len - kL4 > ctx.scratch.size()) {
+                ++ctx.counters.ina_not_ina;
+                on(pass);
+                continue;
+            }
         }
         // In place when the datagram sits in the first segment, else gathered into scratch.
         const auto* ina_bytes = static_cast<const uint8_t*>(rte_pktmbuf_read(
             m, static_cast<uint32_t>(pm.l4_offset + kL4), static_cast<uint32_t>(udp_len - kL4),
             ctx.scratch.data()));
         proto::Parsed packet;
+        // A handed frame parsed on its sender; parsing again is the decoding of its fields
+        // (the folded checks are one branch, which a sender's verdict always passes).
         if (!proto::parse_into(ina_bytes, udp_len - kL4, packet)) [[unlikely]] {
             ++ctx.counters.ina_not_ina;
             ++ctx.counters.ina_malformed[static_cast<size_t>(
                 proto::parse_error(ina_bytes, udp_len - kL4))];
-            out.push(pass, m);
+            on(pass);
             continue;
         }
         ++ctx.counters.ina_packets;
@@ -275,16 +332,45 @@ uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
             if (terminate != nullptr) {
                 // A result of a job another feature terminates here (a RoCE aggregator's
                 // parent answering): that feature decides, on these edges.
+                if constexpr (kIn == Input::unchecked) {
+                    store_meta(m, pm);
+                }
                 terminate(ctx, snap, &m, 1, pass, out);
                 continue;
             }
             ++ctx.counters.ina_unknown_job;  // another switch's job, or not attached yet
-            out.push(pass, m);
+            on(pass);
             continue;
         }
         if (h.type != proto::PacketType::data) {
-            out.push(pass, m);  // results travel to the workers untouched
+            on(pass);  // results travel to the workers untouched
             continue;
+        }
+        if constexpr (kIn != Input::handed) {
+            if (ctx.n_workers > 1) {
+                // An INA chunk's owner comes from ina::chunk_place (its table's lane_of), the
+                // rule that also picks its slot index there.
+                const uint16_t owner = table->lane_of(h.seq);
+                if (owner != ctx.worker_index) {
+                    // Not this lcore's chunk: its owner holds the slot and makes every check
+                    // that depends on the job (ingress, header, checksum) before it aggregates.
+                    // The frame goes unchanged, its metadata with it, in the burst's batch for
+                    // that owner; no lock, no shared slot state, no payload read here.
+                    if constexpr (kIn == Input::unchecked) {
+                        store_meta(m, pm);
+                    }
+                    --ctx.counters.ina_packets;  // the owner counts it (or the flush, if lost)
+                    auto& batch = ctx.handoff_out[owner];
+                    if (batch.n == batch.pkts.size()) [[unlikely]] {
+                        send_handoffs(ctx, owner);
+                    }
+                    batch.pkts[batch.n++] = m;
+                    ctx.handoff_pending |= uint32_t{1} << owner;
+                    ctx.flush_pending =
+                        static_cast<uint8_t>(ctx.flush_pending | 1u << dp::kFeatureIna);
+                    continue;
+                }
+            }
         }
         const uint32_t src = rte_be_to_cpu_32(ip->src_addr);
         const int ingress = job->ingress_violation(m->port, src);
@@ -294,25 +380,8 @@ uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
             table->count_reject(ingress == 1   ? ina::kRejectIngressPort
                                 : ingress == 2 ? ina::kRejectIngressSource
                                                : static_cast<size_t>(std::countr_zero(mismatch)));
-            reject(ctx, *job, m, pass, out);
+            on(rejected_drops(ctx, *job) ? FeatureEdge::drop : pass);
             continue;
-        }
-        if (ctx.n_workers > 1) {
-            // An INA chunk's owner comes from ina::chunk_place (its table's lane_of), the rule
-            // that also picks its slot index there.
-            const uint16_t owner = table->lane_of(h.seq);
-            if (owner != ctx.worker_index) {
-                // Not this lcore's chunk: its owner holds the slot. The packet re-enters the
-                // owner's pipeline unchanged; no lock, no shared slot state.
-                if (rte_ring_sp_enqueue(ctx.handoff[owner], m) == 0) {
-                    ++ctx.counters.ina_handed_off;
-                    --ctx.counters.ina_packets;  // the owner counts it when it parses it again
-                } else {
-                    count_drop(ctx, dp::DropReason::ina_handoff_full);
-                    out.push(FeatureEdge::drop, m);
-                }
-                continue;
-            }
         }
         if (!ina_udp_checksum_ok(m, ip, udp, pm.l4_offset, udp_len)) [[unlikely]] {
             count_drop(ctx, dp::DropReason::ina_bad_checksum);
@@ -328,12 +397,12 @@ uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
                                               table->encoding_of(h.elem_type), h.lowest_missing);
         switch (v) {
         case ina::Verdict::not_mine:
-            out.push(pass, m);
+            on(pass);
             break;
         case ina::Verdict::outside_abm:
         case ina::Verdict::bad_length:
         case ina::Verdict::count_mismatch:
-            reject(ctx, *job, m, pass, out);
+            on(rejected_drops(ctx, *job) ? FeatureEdge::drop : pass);
             break;
         case ina::Verdict::absorbed:
             ++ctx.counters.ina_absorbed;
@@ -364,7 +433,7 @@ uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
                     ~net::checksum_update16(mutable_udp->dgram_cksum, old_word, new_word)));
             }
             ++ctx.counters.ina_fallbacks;
-            out.push(pass, m);
+            on(pass);  // its headers' places and lengths are unchanged: the metadata holds
             break;
         }
         case ina::Verdict::completed:
@@ -395,6 +464,50 @@ uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
         }
     }
     return i;
+}
+
+}  // namespace
+
+namespace {
+
+uint16_t ina_input_unchecked(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
+                             uint16_t n, FeatureEdge pass, EdgeBatches<FeatureEdge>& out) {
+    return ina_run<Input::unchecked>(ctx, snap, pkts, n, pass, out);
+}
+
+uint16_t ina_input_handed(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
+                          uint16_t n, FeatureEdge pass, EdgeBatches<FeatureEdge>& out) {
+    return ina_run<Input::handed>(ctx, snap, pkts, n, pass, out);
+}
+
+void ina_flush_handoffs(LcoreContext& ctx) {
+    while (ctx.handoff_pending != 0) {
+        send_handoffs(ctx, static_cast<uint16_t>(std::countr_zero(ctx.handoff_pending)));
+    }
+}
+
+// A chunk table's idle slots are freed a few entries per tick, resuming where the last sweep
+// stopped: a large window is swept over many loops instead of stalling one (timeouts are
+// seconds, the tick a millisecond).
+constexpr size_t kExpireEntriesPerTick = 256;
+
+void ina_tick(LcoreContext&, const dp::Snapshot&, void* state, uint64_t now_tsc) {
+    static_cast<ina::ChunkTable*>(state)->expire(now_tsc, kExpireEntriesPerTick);
+}
+
+}  // namespace
+
+uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n,
+                   FeatureEdge pass, EdgeBatches<FeatureEdge>& out) {
+    return ina_run<Input::classified>(ctx, snap, pkts, n, pass, out);
+}
+
+FeatureStage ina_stage() {
+    FeatureStage s{"ina", ina_input, kInaEmitReserve, ina_tick, 1000};
+    s.input_unchecked = ina_input_unchecked;
+    s.input_handed = ina_input_handed;
+    s.flush = ina_flush_handoffs;
+    return s;
 }
 
 }  // namespace ina::pipeline

@@ -22,4 +22,16 @@ inline constexpr uint16_t kInaEmitReserve = 1 + dp::kMaxUnicastWorkers;
 uint16_t ina_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n,
                    FeatureEdge pass, EdgeBatches<FeatureEdge>& out);
 
+// The stage as registered (FeatureStage "ina"): `ina_input`, and its other entries, in
+// ina_input.cc: input_unchecked (the routed IPv4 path's frames unclassified while INA is its one
+// feature: classify's checks and binding run in the stage's own loop, and only frames it does
+// not consume get their metadata stored), input_handed (contributions another lcore handed to
+// this one, their chunk's owner: checked and parsed there, their metadata in the mbuf; the
+// job's ingress and header checks, the UDP checksum and the aggregation run here — the sender
+// read no payload), and flush (the burst's hand-offs, one rte_ring_sp_enqueue_burst per owner;
+// what a full ring refuses is dropped as dp::DropReason::ina_handoff_full and stays counted in
+// ina_packets on the sender, what it takes counts in ina_handed_off and in ina_packets on the
+// owner), and its tick (chunk-table expiry).
+FeatureStage ina_stage();
+
 }  // namespace ina::pipeline

@@ -62,6 +62,14 @@ inline const PacketMeta* classified(const rte_mbuf* m) {
     return RTE_MBUF_DYNFIELD(m, g_meta_offset, const PacketMeta*);
 }
 
+// Stores `pm` as m's metadata and flags m classified: what a stage that checked the frame itself
+// (FeatureStage::input_unchecked) does before the frame leaves it unmodified or for another
+// lcore. Only after register_packet_meta().
+inline void store_meta(rte_mbuf* m, const PacketMeta& pm) {
+    m->ol_flags |= g_classified_flag;
+    *RTE_MBUF_DYNFIELD(m, g_meta_offset, PacketMeta*) = pm;
+}
+
 // The feature handle of a classified packet; kFeatureNone (0) for any other.
 inline uint8_t feature_of(const rte_mbuf* m) {
     const PacketMeta* pm = classified(m);

@@ -118,7 +118,7 @@ uint8_t scope_of(const PacketMeta& pm, FeatureEdge pass) {
 }
 
 void dispatch(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
-              const uint8_t* features, uint16_t n, FeatureEdge pass, Sink& routed,
+              const uint8_t* features, uint16_t n, uint8_t scope, FeatureEdge pass, Sink& routed,
               Sink& bridged);
 
 // What `feature` passed on `next`: each packet re-handled by the feature bound after it to its
@@ -136,17 +136,31 @@ void hand_to_next(LcoreContext& ctx, const dp::Snapshot& snap, uint8_t feature, 
             next[i] = pm.feature;
         }
     }
-    dispatch(ctx, snap, pkts, next, n, pass, routed, bridged);
+    // A run is of one family, and what a stage passes on carries its metadata.
+    dispatch(ctx, snap, pkts, next, n, scope_of(meta_of(pkts[0]), pass), pass, routed, bridged);
 }
 
-// Runs `feature`'s stage on `pkts` (all classified to it), as often as its emission limit
-// requires: each call takes what its edges have room for, the edges are drained, and the stage
-// runs again on the rest. `pass` is where packets it leaves alone continue; when features share
-// a port the stage passes to `next` instead, and the pipeline hands those packets on.
-void run_feature(LcoreContext& ctx, const dp::Snapshot& snap, uint8_t feature, rte_mbuf** pkts,
-                 uint16_t n, FeatureEdge pass, Sink& routed, Sink& bridged) {
+// Which of a stage's entries a run of packets takes.
+enum class Entry : uint8_t {
+    classified,  // classify checked them and stored their metadata (FeatureStage::input)
+    unchecked,   // nobody classified them: the stage does (input_unchecked)
+    handed,      // another lcore handed them to this one (input_handed)
+};
+
+// Runs `feature`'s stage on `pkts` (all bound to it, on `scope`), as often as its emission
+// limit requires: each call takes what its edges have room for, the edges are drained, and the
+// stage runs again on the rest. `pass` is where packets it leaves alone continue; when features
+// share a port the stage passes to `next` instead, and the pipeline hands those packets on.
+void run_feature(LcoreContext& ctx, const dp::Snapshot& snap, uint8_t feature, Entry entry,
+                 rte_mbuf** pkts, uint16_t n, uint8_t scope, FeatureEdge pass, Sink& routed,
+                 Sink& bridged) {
     const FeatureStage& stage = feature_stage(feature);
-    if (stage.input == nullptr) [[unlikely]] {
+    // Only registered entries are chosen for unchecked and handed runs (sole_unchecked,
+    // process_handoff's test), so only `input` can be missing.
+    const FeatureInputFn input = entry == Entry::unchecked ? stage.input_unchecked
+                                 : entry == Entry::handed  ? stage.input_handed
+                                                           : stage.input;
+    if (input == nullptr) [[unlikely]] {
         if (pass == FeatureEdge::route) {
             routed.route(ctx, snap, pkts, n);
         } else {
@@ -154,14 +168,12 @@ void run_feature(LcoreContext& ctx, const dp::Snapshot& snap, uint8_t feature, r
         }
         return;  // bound in the snapshot, no stage registered: the packets go on untouched
     }
-    // A run is of one family: dispatch walks one edge's packets (IPv4 or IPv6) at a time.
-    const uint8_t scope = scope_of(meta_of(pkts[0]), pass);
     const FeatureEdge stage_pass =
         (snap.features.followed[feature] & scope) != 0 ? FeatureEdge::next : pass;
     for (uint16_t done = 0; done < n;) {
         EdgeBatches<FeatureEdge> out;
-        const uint16_t took = stage.input(ctx, snap, pkts + done, static_cast<uint16_t>(n - done),
-                                          stage_pass, out);
+        const uint16_t took =
+            input(ctx, snap, pkts + done, static_cast<uint16_t>(n - done), stage_pass, out);
         routed.route(ctx, snap, out.begin(FeatureEdge::route), out.size(FeatureEdge::route));
         bridged.add(ctx, snap, out.begin(FeatureEdge::bridge), out.size(FeatureEdge::bridge));
         if (out.size(FeatureEdge::next) != 0) {
@@ -190,9 +202,10 @@ void run_feature(LcoreContext& ctx, const dp::Snapshot& snap, uint8_t feature, r
 // Walks classified packets in arrival order, one run of equal feature handles at a time: runs
 // without a feature go straight to `plain`, the others through their feature's stage. Every
 // output joins its sink in order, so a path's packets keep their arrival order. `features[i]`
-// is pkts[i]'s handle as classify stored it (read from this array, not the mbufs again).
+// is pkts[i]'s handle as classify stored it (read from this array, not the mbufs again). One
+// edge's packets (one family) at a time: `scope` is theirs.
 void dispatch(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
-              const uint8_t* features, uint16_t n, FeatureEdge pass, Sink& routed,
+              const uint8_t* features, uint16_t n, uint8_t scope, FeatureEdge pass, Sink& routed,
               Sink& bridged) {
     for (uint16_t i = 0; i < n;) {
         const uint8_t feature = features[i];
@@ -207,11 +220,34 @@ void dispatch(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
                 bridged.add(ctx, snap, pkts + i, static_cast<uint16_t>(j - i));
             }
         } else {
-            run_feature(ctx, snap, feature, pkts + i, static_cast<uint16_t>(j - i), pass, routed,
-                        bridged);
+            run_feature(ctx, snap, feature, Entry::classified, pkts + i,
+                        static_cast<uint16_t>(j - i), scope, pass, routed, bridged);
         }
         i = j;
     }
+}
+
+// The feature whose stage classifies the routed IPv4 path's frames itself (input_unchecked),
+// when every routed IPv4 binding is that one feature's (UDP; a port it shares with no other
+// feature on this path, so it never passes to `next`); else kFeatureNone. A handful of
+// bindings, scanned once per burst.
+uint8_t sole_unchecked(const dp::FeatureTable& table) {
+    uint8_t sole = dp::kFeatureNone;
+    for (size_t i = 0; i < table.n && i < dp::FeatureTable::kMaxBindings; ++i) {
+        const dp::FeatureBinding& b = table.bindings[i];
+        if ((b.scopes & dp::kScopeRouted) == 0) {
+            continue;
+        }
+        if (b.proto != dp::kIpProtoUdp || (sole != dp::kFeatureNone && b.feature != sole)) {
+            return dp::kFeatureNone;
+        }
+        sole = b.feature;
+    }
+    if (sole == dp::kFeatureNone || (unchecked_features() >> sole & 1u) == 0 ||
+        (table.followed[sole] & dp::kScopeRouted) != 0) {
+        return dp::kFeatureNone;
+    }
+    return sole;
 }
 
 }  // namespace
@@ -271,12 +307,22 @@ void process_burst(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
     // ToR) there is nothing to classify for: routing checks the headers itself, as it always
     // does for packets nobody classified, and the metadata's cache line is never touched.
     if (eth.size(EthEdge::ipv4) != 0) {
-        if ((snap.features.scopes & dp::kScopeRouted) != 0) {
+        const uint8_t sole = (snap.features.scopes & dp::kScopeRouted) != 0
+                                 ? sole_unchecked(snap.features)
+                                 : dp::kFeatureNone;
+        if (sole != dp::kFeatureNone && g_classified_flag != 0) {
+            // One walk: the one feature of this path classifies its frames in its own loop
+            // and puts every frame not bound to it on `route`, classified.
+            run_feature(ctx, snap, sole, Entry::unchecked, eth.begin(EthEdge::ipv4),
+                        eth.size(EthEdge::ipv4), dp::kScopeRouted, FeatureEdge::route, routed,
+                        bridged);
+            routed.flush(ctx, snap);
+        } else if ((snap.features.scopes & dp::kScopeRouted) != 0) {
             uint8_t features[kMaxBurst];
             classify(ctx, snap, eth.begin(EthEdge::ipv4), eth.size(EthEdge::ipv4),
                      dp::kScopeRouted, features);
             dispatch(ctx, snap, eth.begin(EthEdge::ipv4), features, eth.size(EthEdge::ipv4),
-                     FeatureEdge::route, routed, bridged);
+                     dp::kScopeRouted, FeatureEdge::route, routed, bridged);
             routed.flush(ctx, snap);
         } else {
             // Nothing is in the routed sink yet (it was made just above): the burst's IPv4
@@ -292,7 +338,7 @@ void process_burst(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
                  dp::kScopeRouted6, features);
         if ((snap.features.scopes & dp::kScopeRouted6) != 0) {
             dispatch(ctx, snap, eth.begin(EthEdge::ipv6), features, eth.size(EthEdge::ipv6),
-                     FeatureEdge::route, routed, bridged);
+                     dp::kScopeRouted6, FeatureEdge::route, routed, bridged);
             routed.flush(ctx, snap);
             routed6.flush(ctx, snap);
         } else {
@@ -315,8 +361,8 @@ void process_burst(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
         if ((snap.features.scopes & dp::kScopeBridged) != 0) {
             uint8_t features[kMaxBurst];
             classify(ctx, snap, to_bridge, n_bridge, dp::kScopeBridged, features);
-            dispatch(ctx, snap, to_bridge, features, n_bridge, FeatureEdge::bridge, routed,
-                     bridged);
+            dispatch(ctx, snap, to_bridge, features, n_bridge, dp::kScopeBridged,
+                     FeatureEdge::bridge, routed, bridged);
         } else {
             bridged.add(ctx, snap, to_bridge, n_bridge);
         }
@@ -326,6 +372,64 @@ void process_burst(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
     routed.flush(ctx, snap);
     routed6.flush(ctx, snap);
     bridged.flush(ctx, snap);
+    end_burst(ctx);  // e.g. INA's hand-offs, one enqueue per owner
+}
+
+void process_handoff(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n) {
+    // The mbufs and their metadata were last written by the sending lcore: fetch every mbuf's
+    // two lines (the metadata is a dynamic field in the second) before any is read, then each
+    // frame's first line as its mbuf gives the address, before the stage walks them.
+    for (uint16_t i = 0; i < n; ++i) {
+        rte_prefetch0(pkts[i]);
+        rte_prefetch0(reinterpret_cast<const uint8_t*>(pkts[i]) + RTE_CACHE_LINE_SIZE);
+    }
+    // A frame whose feature takes handed input goes to that entry; anything else (a feature
+    // without it, or a frame nobody classified) through the whole pipeline as it came.
+    uint8_t features[kMaxBurst];
+    rte_mbuf* rest[kMaxBurst];
+    uint16_t n_rest = 0;
+    uint16_t n_handed = 0;
+    uint8_t memo_feature = dp::kFeatureNone;  // the last frame's feature, and whether it
+    bool memo_handed = false;                 // takes handed input (mostly one feature)
+    for (uint16_t i = 0; i < n; ++i) {
+        rte_mbuf* m = pkts[i];
+        const uint8_t feature = feature_of(m);
+        if (feature != memo_feature) {
+            memo_feature = feature;
+            memo_handed = feature != dp::kFeatureNone &&
+                          feature_stage(feature).input_handed != nullptr;
+        }
+        if (!memo_handed) {
+            rest[n_rest++] = m;
+            continue;
+        }
+        rte_prefetch0(rte_pktmbuf_mtod(m, void*));
+        features[n_handed] = feature;
+        pkts[n_handed++] = m;  // n_handed <= i: the kept packets move up in place
+    }
+    if (n_handed != 0) {
+        Sink routed6(route6);
+        Sink routed(route, &routed6);
+        Sink bridged(bridge);
+        for (uint16_t i = 0; i < n_handed;) {
+            uint16_t j = static_cast<uint16_t>(i + 1);
+            while (j < n_handed && features[j] == features[i]) {
+                ++j;
+            }
+            // Handed frames were taken from a routed IPv4 run (input_handed's contract).
+            run_feature(ctx, snap, features[i], Entry::handed, pkts + i,
+                        static_cast<uint16_t>(j - i), dp::kScopeRouted, FeatureEdge::route, routed,
+                        bridged);
+            i = j;
+        }
+        routed.flush(ctx, snap);
+        routed6.flush(ctx, snap);
+        bridged.flush(ctx, snap);
+        end_burst(ctx);
+    }
+    if (n_rest != 0) {
+        process_burst(ctx, snap, rest, n_rest);
+    }
 }
 
 }  // namespace ina::pipeline

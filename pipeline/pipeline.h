@@ -28,7 +28,11 @@
 // egress ─► port_tx (per-port TX buffers; rte_eth_tx_burst when full, drained, or on the timer)
 //
 // Stage h is the FeatureStage registered under the handle the snapshot's registration table gave
-// the packet (feature_stages.h; INA today): nothing here names a feature.
+// the packet (feature_stages.h; INA today): nothing here names a feature. When every routed IPv4
+// binding is one feature's and it has input_unchecked, the ipv4 edge goes to that stage instead
+// of classify: it classifies in its own loop (one walk) and routes what is not its own.
+// process_handoff: frames another lcore handed over (the chunk's owner is this lcore) go to
+// their feature's input_handed, skipping eth_input and classify.
 #pragma once
 
 #include "pipeline/context.h"
@@ -38,6 +42,12 @@ namespace ina::pipeline {
 // All packets arrived on the port in their m->port. On return every mbuf has been enqueued for
 // TX or freed.
 void process_burst(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n);
+
+// Packets another lcore handed to this one over its hand-off rings (a chunk this lcore owns):
+// each goes straight to its feature's input_handed (no eth_input, no classify: the sender did
+// both, and the metadata travels in the mbuf), or through process_burst when its feature has
+// none. On return every mbuf has been enqueued for TX, freed, or handed on.
+void process_handoff(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n);
 
 // Packets a feature originates outside a burst (a timer's retransmissions): complete IPv4 or
 // IPv6 frames (IPv6 only from a feature whose binding takes it, dp::kScopeRouted6), routed like

@@ -132,13 +132,14 @@ int worker_main(void* arg) {
             pc.rx_bytes += rx_bytes;
             pipeline::process_burst(ctx, snap, pkts, n);
         }
-        // Contributions other lcores received for chunks this lcore owns.
+        // Contributions other lcores received for chunks this lcore owns: already checked
+        // and classified there, they enter their feature's stage directly.
         for (rte_ring* r : w.handoff_in) {
             const uint16_t n = static_cast<uint16_t>(rte_ring_sc_dequeue_burst(
                 r, reinterpret_cast<void**>(pkts), ctx.burst_size, nullptr));
             if (n != 0) {
                 received += n;
-                pipeline::process_burst(ctx, snap, pkts, n);
+                pipeline::process_handoff(ctx, snap, pkts, n);
             }
         }
         rte_rcu_qsbr_quiescent(dataplane.qsbr, lcore);

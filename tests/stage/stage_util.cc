@@ -254,6 +254,22 @@ void fix_ipv4_checksum(Bytes& frame) {
     put16(&ip[10], ref_checksum(ip, hlen));
 }
 
+std::vector<Bytes> malformed_udp_frames(const Bytes& good) {
+    const auto udp_len = static_cast<uint16_t>(good.size() - kEthLen - kIpLen);
+    auto with_udp_len = [&](uint16_t len) {
+        Bytes f = good;
+        put16(&f[kEthLen + kIpLen + 4], len);
+        return f;
+    };
+    Bytes truncated = good;
+    put16(&truncated[kEthLen + 2], kIpLen + 4);  // the IPv4 packet ends inside the UDP header
+    fix_ipv4_checksum(truncated);
+    Bytes bad_ck = good;
+    bad_ck[kEthLen + 10] ^= 0x5a;
+    return {with_udp_len(4), with_udp_len(static_cast<uint16_t>(udp_len + 8)),
+            with_udp_len(static_cast<uint16_t>(udp_len - 20)), truncated, bad_ck};
+}
+
 // ---------------------------------------------------------------------------------------------
 // Topology
 

@@ -90,6 +90,12 @@ ina::JobParams ina_job_params(uint32_t job_id, const std::vector<uint16_t>& abm,
 // Recomputes the IPv4 header checksum of an Ethernet frame in place.
 void fix_ipv4_checksum(Bytes& frame);
 
+// Five broken copies of `good` (an IPv4 UDP frame without options) for classification tests: a
+// UDP length below the header (bad_length), 8 longer and 20 shorter than the IPv4 packet leaves
+// (length_mismatch), the IPv4 packet ending inside the UDP header (truncated), and a bad IPv4
+// header checksum.
+std::vector<Bytes> malformed_udp_frames(const Bytes& good);
+
 // ---------------------------------------------------------------------------------------------
 // The stage test topology (DPDK port ids; 5 is deliberately unused):
 //   r0=0   routed   10.0.1.1/24                    MAC 02:00:00:00:00:01
@@ -157,6 +163,9 @@ protected:
         return ctx->counters.drops[static_cast<size_t>(r)];
     }
     uint64_t total_drops() const;
+    uint64_t udp_malformed(dp::UdpMalformed r) const {
+        return ctx->counters.udp_malformed[static_cast<size_t>(r)];
+    }
     unsigned in_use() const;
 
     template <typename Edge>

@@ -269,29 +269,16 @@ TEST_F(Classify, ChainedFrameIsClassifiedFromItsGatheredHeaders) {
 
 TEST_F(Classify, MalformedUdpIsCountedByReasonAndForwardedUnmodified) {
     bind(dp::kScopeRouted);
-    auto with_udp_len = [](uint16_t len) {
-        Bytes f = routed_udp(kTestPort);
-        put16(&f[kEthLen + kIpLen + 4], len);
-        return f;
-    };
-    Bytes truncated = routed_udp(kTestPort);
-    put16(&truncated[kEthLen + 2], kIpLen + 4);  // the IPv4 packet ends inside the UDP header
-    fix_ipv4_checksum(truncated);
-    Bytes bad_ck = routed_udp(kTestPort);
-    bad_ck[kEthLen + 10] ^= 0x5a;
-    const std::vector<Bytes> frames = {with_udp_len(4), with_udp_len(8 + 40 + 8),
-                                       with_udp_len(8 + 20), truncated, bad_ck};
+    const std::vector<Bytes> frames = malformed_udp_frames(routed_udp(kTestPort));
     std::vector<rte_mbuf*> in;
     for (const auto& f : frames) {
         in.push_back(mbuf(f, kR0));
     }
     run(in);
-    const auto count = [&](dp::UdpMalformed r) {
-        return ctx->counters.udp_malformed[static_cast<size_t>(r)];
-    };
-    EXPECT_EQ(count(dp::UdpMalformed::bad_length), 1u);
-    EXPECT_EQ(count(dp::UdpMalformed::length_mismatch), 2u) << "longer and shorter than IPv4";
-    EXPECT_EQ(count(dp::UdpMalformed::truncated), 1u);
+    EXPECT_EQ(udp_malformed(dp::UdpMalformed::bad_length), 1u);
+    EXPECT_EQ(udp_malformed(dp::UdpMalformed::length_mismatch), 2u)
+        << "longer and shorter than IPv4";
+    EXPECT_EQ(udp_malformed(dp::UdpMalformed::truncated), 1u);
     EXPECT_EQ(drops(dp::DropReason::ipv4_bad_checksum), 1u) << "routing drops by the verdict";
     // The feature of the port sees the unsound datagrams flagged (never the broken IPv4 one, nor
     // the truncated one whose port could not be read); all four are routed untouched.

@@ -54,8 +54,59 @@ protected:
         pipeline::process_burst(*ctx, *snap, in.data(), static_cast<uint16_t>(in.size()));
     }
 
+    // This lcore as worker 0 of two, handing worker 1's chunks over a ring of `size` slots.
+    // Two lanes share the job's slot indices (ina::chunk_place): chunks 1 and 3 belong to
+    // worker 1, chunk 2 to this one.
+    void two_lanes(const char* ring_name, unsigned size) {
+        handoff = rte_ring_create(ring_name, size, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+        ASSERT_NE(handoff, nullptr);
+        ctx->n_workers = 2;
+        ctx->worker_index = 0;
+        ctx->handoff[1] = handoff;
+        lane0 = job_params();
+        lane0.lanes = 2;
+        table = std::make_unique<ina::ChunkTable>(lane0);
+        ctx->feature_slots[0].state = table.get();  // the fixture attached the job in slot 0
+        ASSERT_EQ(table->lane_of(1), 1u);
+        ASSERT_EQ(table->lane_of(2), 0u);
+        ASSERT_EQ(table->lane_of(3), 1u);
+    }
+
+    // Worker 1, the owner: its own context and table.
+    void make_owner() {
+        ina::JobParams lane1 = lane0;
+        lane1.lane = 1;
+        owner_table = std::make_unique<ina::ChunkTable>(lane1);
+        owner = std::make_unique<pipeline::LcoreContext>();
+        owner->burst_size = 32;
+        owner->tsc_hz = ctx->tsc_hz;
+        owner->now_tsc = ctx->now_tsc;
+        owner->worker_index = 1;
+        owner->n_workers = 2;
+        ASSERT_TRUE(pipeline::attach_ina_table(*owner, *snap, kJob, 0, owner_table.get()));
+        owner->pool = pool;
+    }
+
+    // The owner's one partial to the parent (r1): its first element.
+    int32_t owner_partial() {
+        auto& buf = owner->tx[kR1];
+        EXPECT_EQ(buf.count, 1u);
+        if (buf.count != 1) {
+            return 0;
+        }
+        const Bytes f = bytes_of(buf.pkts[0]);
+        rte_pktmbuf_free_bulk(buf.pkts.data(), buf.count);
+        buf.count = 0;
+        int32_t sum = 0;
+        std::memcpy(&sum, f.data() + 42 + 24 + 8, 4);
+        return sum;
+    }
+
     std::unique_ptr<ina::ChunkTable> table;
     rte_ring* handoff = nullptr;
+    ina::JobParams lane0;
+    std::unique_ptr<ina::ChunkTable> owner_table;
+    std::unique_ptr<pipeline::LcoreContext> owner;
 };
 
 TEST_F(InaInput, TwoContributionsBecomeOnePartialToTheParent) {
@@ -153,19 +204,7 @@ TEST_F(InaInput, ResultLargerThanOneMbufIsBuiltAsAChain) {
 }
 
 TEST_F(InaInput, ChunksOwnedByAnotherLcoreAreHandedOverAndAggregatedThere) {
-    handoff = rte_ring_create("ina_ho_test", 64, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
-    ASSERT_NE(handoff, nullptr);
-    ctx->n_workers = 2;
-    ctx->worker_index = 0;
-    ctx->handoff[1] = handoff;
-    // Two lanes share the job's slot indices (ina::chunk_place): chunk 1 belongs to worker 1,
-    // chunk 2 to this one.
-    ina::JobParams lane0 = job_params();
-    lane0.lanes = 2;
-    table = std::make_unique<ina::ChunkTable>(lane0);
-    ctx->feature_slots[0].state = table.get();  // the fixture attached the job in slot 0
-    ASSERT_EQ(table->lane_of(1), 1u);
-    ASSERT_EQ(table->lane_of(2), 0u);
+    ASSERT_NO_FATAL_FAILURE(two_lanes("ina_ho_test", 64));
     run({contribution(1, 1, {5}), contribution(1, 2, {7}), contribution(2, 1, {6})});
     EXPECT_EQ(ctx->counters.ina_handed_off, 2u);
     EXPECT_EQ(ctx->counters.ina_absorbed, 1u);
@@ -174,34 +213,85 @@ TEST_F(InaInput, ChunksOwnedByAnotherLcoreAreHandedOverAndAggregatedThere) {
     EXPECT_EQ(table->state_of(2), ina::ChunkTable::State::aggregating);
     ASSERT_EQ(rte_ring_count(handoff), 2u);
 
-    // The owner: its own context and table, fed from the ring as the worker loop does.
-    ina::JobParams lane1 = lane0;
-    lane1.lane = 1;
-    auto other_table = std::make_unique<ina::ChunkTable>(lane1);
-    auto other = std::make_unique<pipeline::LcoreContext>();
-    other->burst_size = 32;
-    other->tsc_hz = ctx->tsc_hz;
-    other->now_tsc = ctx->now_tsc;
-    other->worker_index = 1;
-    other->n_workers = 2;
-    ASSERT_TRUE(pipeline::attach_ina_table(*other, *snap, kJob, 0, other_table.get()));
-    other->pool = pool;
+    // The owner, fed from the ring through its whole pipeline (as the RoCE modes' hand-offs).
+    ASSERT_NO_FATAL_FAILURE(make_owner());
     rte_mbuf* pkts[8];
     const unsigned n = rte_ring_sc_dequeue_burst(handoff, reinterpret_cast<void**>(pkts), 8, nullptr);
     ASSERT_EQ(n, 2u);
-    pipeline::process_burst(*other, *snap, pkts, static_cast<uint16_t>(n));
-    EXPECT_EQ(other->counters.ina_handed_off, 0u);
-    EXPECT_EQ(other->counters.ina_packets, 2u);
-    EXPECT_EQ(other->counters.ina_partials_sent, 1u);
-    EXPECT_EQ(other_table->state_of(1), ina::ChunkTable::State::complete);
-    auto& buf = other->tx[kR1];
-    ASSERT_EQ(buf.count, 1u);
-    const Bytes f = bytes_of(buf.pkts[0]);
-    rte_pktmbuf_free_bulk(buf.pkts.data(), buf.count);
-    buf.count = 0;
-    int32_t sum = 0;
-    std::memcpy(&sum, f.data() + 42 + 24 + 8, 4);
-    EXPECT_EQ(sum, 11);
+    pipeline::process_burst(*owner, *snap, pkts, static_cast<uint16_t>(n));
+    EXPECT_EQ(owner->counters.ina_handed_off, 0u);
+    EXPECT_EQ(owner->counters.ina_packets, 2u);
+    EXPECT_EQ(owner->counters.ina_partials_sent, 1u);
+    EXPECT_EQ(owner_table->state_of(1), ina::ChunkTable::State::complete);
+    EXPECT_EQ(owner_partial(), 11);
+}
+
+// The owner's side of a hand-off as the worker loop runs it (process_handoff): the frames enter
+// the INA stage directly, are counted once, and the checks that depend on the owner's table
+// (here the UDP checksum: the sender reads no payload) are made there.
+TEST_F(InaInput, HandedContributionsEnterTheOwnersStageAndAreCheckedThere) {
+    ASSERT_NO_FATAL_FAILURE(two_lanes("ina_ho_direct", 64));
+    Bytes corrupt = ina_contribution(kJob, 1, 3, {5}, ip4("10.0.2.2"));
+    corrupt.back() ^= 0x01;  // the element changes under the sender's checksum
+    run({contribution(1, 1, {5}), mbuf(corrupt, kR0), contribution(2, 1, {6})});
+    EXPECT_EQ(ctx->counters.ina_handed_off, 3u);
+    EXPECT_EQ(ctx->counters.ina_packets, 0u);
+    EXPECT_EQ(drops(dp::DropReason::ina_bad_checksum), 0u) << "the payload is the owner's to read";
+    ASSERT_EQ(rte_ring_count(handoff), 3u) << "one enqueue at the end of the burst";
+
+    ASSERT_NO_FATAL_FAILURE(make_owner());
+    rte_mbuf* pkts[8];
+    const unsigned n = rte_ring_sc_dequeue_burst(handoff, reinterpret_cast<void**>(pkts), 8, nullptr);
+    ASSERT_EQ(n, 3u);
+    pipeline::process_handoff(*owner, *snap, pkts, static_cast<uint16_t>(n));
+    EXPECT_EQ(owner->counters.ina_packets, 3u) << "counted once, on the owner";
+    EXPECT_EQ(owner->counters.drops[static_cast<size_t>(dp::DropReason::ina_bad_checksum)], 1u);
+    EXPECT_EQ(owner->counters.ina_partials_sent, 1u);
+    EXPECT_EQ(owner_table->state_of(1), ina::ChunkTable::State::complete);
+    EXPECT_EQ(owner_table->state_of(3), ina::ChunkTable::State::empty);
+    EXPECT_EQ(owner_partial(), 11);
+}
+
+TEST_F(InaInput, HandOffsAFullRingCannotTakeAreCountedAndStillSeenOnce) {
+    // Room for one: a ring of two slots holds one entry.
+    ASSERT_NO_FATAL_FAILURE(two_lanes("ina_ho_small", 2));
+    run({contribution(1, 1, {5}), contribution(2, 1, {6}), contribution(1, 2, {7})});
+    EXPECT_EQ(ctx->counters.ina_handed_off, 1u);
+    EXPECT_EQ(drops(dp::DropReason::ina_handoff_full), 1u);
+    EXPECT_EQ(ctx->counters.ina_packets, 2u) << "the own chunk's and the lost one";
+    EXPECT_EQ(ctx->counters.ina_absorbed, 1u);
+    EXPECT_EQ(rte_ring_count(handoff), 1u);
+}
+
+// With INA the routed path's one feature, its stage gets the frames unclassified and classifies
+// them in its own loop: classify's checks, with the same counters and the same fate per frame.
+TEST_F(InaInput, MalformedFramesToTheInaPortMeetClassifysChecksInTheStage) {
+    const Bytes good = ina_contribution(kJob, 1, 4, {1, 2}, ip4("10.0.2.2"));
+    const std::vector<Bytes> frames = malformed_udp_frames(good);
+    std::vector<rte_mbuf*> in;
+    for (const auto& f : frames) {
+        in.push_back(mbuf(f, kR0));
+    }
+    run(in);
+    EXPECT_EQ(udp_malformed(dp::UdpMalformed::bad_length), 1u);
+    EXPECT_EQ(udp_malformed(dp::UdpMalformed::length_mismatch), 2u);
+    EXPECT_EQ(udp_malformed(dp::UdpMalformed::truncated), 1u);
+    EXPECT_EQ(drops(dp::DropReason::ipv4_bad_checksum), 1u) << "routing drops by the verdict";
+    EXPECT_EQ(ctx->counters.ina_not_ina, 3u) << "the unsound datagrams reach INA, flagged";
+    EXPECT_EQ(ctx->counters.ina_packets, 0u);
+    EXPECT_EQ(ctx->counters.routed, 4u);
+    auto out = take_tx(kR1);
+    ASSERT_EQ(out.size(), 4u);
+    for (size_t i = 0; i < out.size(); ++i) {
+        Bytes expect = frames[i];
+        expect[kEthLen + 8] = static_cast<uint8_t>(expect[kEthLen + 8] - 1);  // TTL
+        fix_ipv4_checksum(expect);
+        const Bytes got = bytes_of(out[i]);
+        ASSERT_EQ(got.size(), expect.size());
+        EXPECT_TRUE(std::equal(expect.begin() + kEthLen, expect.end(), got.begin() + kEthLen))
+            << "frame " << i << " changed beyond TTL and MACs";
+    }
+    free_mbufs(out);
 }
 
 // Deterministic fp32 job (issue 15 item 4), the wire format: an aggregator quantizes the
