@@ -273,6 +273,8 @@ TEST_F(RoceSwitch, PsnGapGivesExactlyOneNakSequence) {
     EXPECT_EQ(out[0].p.aeth.syndrome, rc::aeth::kNakPsnSequence);
     EXPECT_EQ(out[0].p.bth.psn, kPsn1);
     EXPECT_EQ(qp1->counters.naks_sent, 1u);
+    EXPECT_EQ(qp1->counters.out_of_sequence, 1u) << "the gap's next packet, dropped as RC does";
+    EXPECT_EQ(qp1->counters.refused, 0u) << "loss is no refusal";
     EXPECT_EQ(job->table.in_use(), 0u) << "nothing out of order was added";
 }
 

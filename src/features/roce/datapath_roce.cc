@@ -340,7 +340,11 @@ struct Burst {
             q.responder.post_receives(1u << 30);  // the switch's receive queue never runs dry
         }
         if (v.action == rc::Action::drop) {
-            ++q.counters.refused;
+            // Under loss most drops are the packets a requester had pipelined behind a gap
+            // (RC drops them silently after the one NAK-sequence, and they come again): loss,
+            // not a misbehaving worker, so they are not counted as refusals.
+            ++(v.drop == rc::DropReason::nak_outstanding ? q.counters.out_of_sequence
+                                                          : q.counters.refused);
             return;
         }
         if (v.action == rc::Action::reply) {

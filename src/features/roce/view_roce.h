@@ -72,7 +72,8 @@ struct RoceView {
     X(cnps_sent, "CNPs sent for CE-marked contributions")                                      \
     X(cnps_received, "CNPs received (the result requester slows down)")                       \
     X(contributions, "Contributions added to the aggregation")                                 \
-    X(refused, "Packets the QP's responder dropped or refused (bad opcode, key, length)")      \
+    X(refused, "Packets the QP's responder refused (bad opcode, key, length, transport)")      \
+    X(out_of_sequence, "Packets behind a PSN gap whose NAK-sequence is out, dropped as RC requires (resent)") \
     X(bad_contributions, "Executed WRITE messages that are no contribution (offset, immediate, size)") \
     X(invalid_requests, "NAKs invalid request sent (opcode sequence, length, unsupported opcode)") \
     X(access_errors, "NAKs remote access error sent (R_Key, VA or length outside the area)")   \
