@@ -229,6 +229,17 @@ void route_emitted(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
 }
 
 void process_burst(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n) {
+    // A plain ToR (no binding asks for routed packets): the leading run of frames that are only
+    // to be routed is forwarded in one pass; the rest of the burst, from the first frame that
+    // needs anything else, takes the stages below, so arrival order holds.
+    if ((snap.features.scopes & dp::kScopeRouted) == 0) {
+        const uint16_t done = ipv4_fast_path(ctx, snap, pkts, n);
+        if (done == n) [[likely]] {
+            return;
+        }
+        pkts += done;
+        n = static_cast<uint16_t>(n - done);
+    }
     // Prefetch the first cache line of every frame before classification touches it: a burst
     // is small enough that all of them fit in L1 at once.
     for (uint16_t i = 0; i < n; ++i) {

@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // The graph: how the stages' edges connect. A received burst runs to completion here.
 //
+// With no binding for routed packets (a plain ToR), the burst first meets ipv4_fast_path, which
+// forwards its leading run of frames that are only to be routed (─► egress); the rest of the
+// burst, from the first frame that needs anything else, enters eth_input below.
+//
 // eth_input ─┬─ arp ───► arp_input ─┬─ (reply) ────────────────────────────────────► egress
 //            │                      └─ bridge ──┐
 //            ├─ bridge ─────────────────────────┴─► bridged frames (arrival order)
