@@ -206,7 +206,7 @@ void forward(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint1
 }  // namespace
 
 uint16_t ipv4_fast_path(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf* const* pkts,
-                        uint16_t n) {
+                        uint16_t n, uint64_t& bytes) {
     static_assert(std::endian::native == std::endian::little,
                   "the header words below are tested in little-endian order");
     if (snap.tables != nullptr) {
@@ -218,6 +218,7 @@ uint16_t ipv4_fast_path(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf* c
     rte_lpm* const lpm = snap.lpm;
     const uint16_t n_ports = snap.n_ports;
     uint32_t routed = 0;
+    uint64_t taken_bytes = 0;
     uint16_t i = 0;
     for (; i < n; ++i) {
         rte_mbuf* m = pkts[i];
@@ -249,7 +250,8 @@ uint16_t ipv4_fast_path(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf* c
         const auto ttl = static_cast<uint8_t>(b);
         const auto src = static_cast<rte_be32_t>(b >> 32);
         const uint32_t dst = __builtin_bswap32(c);
-        if (total < sizeof(rte_ipv4_hdr) || kL2 + total > rte_pktmbuf_pkt_len(m) || ttl <= 1 ||
+        const uint32_t length = rte_pktmbuf_pkt_len(m);
+        if (total < sizeof(rte_ipv4_hdr) || kL2 + total > length || ttl <= 1 ||
             ((m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_GOOD) == 0 &&
              ipv4_halves_sum(a, b, c) % 0xffff != 0) ||
             martian(src, dst)) {
@@ -280,9 +282,11 @@ uint16_t ipv4_fast_path(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf* c
         dp::store_station_and_port_macs(reinterpret_cast<rte_ether_hdr*>(frame), station,
                                         mac_mtu);
         ++routed;
+        taken_bytes += length;
         egress(ctx, port, m);
     }
     ctx.counters.routed += routed;
+    bytes += taken_bytes;
     return i;
 }
 

@@ -38,9 +38,11 @@ void ipv4_forward(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, 
 // present egress port whose MTU it fits — and does to each exactly what that path would (TTL
 // and checksum, both MACs, `routed`, egress). Returns how many it took; it stops at the first
 // frame that needs anything else, before touching it, so the rest of the burst takes the general
-// path in arrival order and every other outcome keeps its one implementation.
+// path in arrival order and every other outcome keeps its one implementation. Adds the lengths
+// (pkt_len) of the frames it took to `bytes`, read while they are at hand (a taken frame may be
+// sent and freed before this returns).
 uint16_t ipv4_fast_path(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf* const* pkts,
-                        uint16_t n);
+                        uint16_t n, uint64_t& bytes);
 
 // A 16-bit header field in host order. DPDK's rte_be_to_cpu_16 is an asm volatile byte swap on
 // x86, which the compiler may neither merge nor drop; the builtin it can.

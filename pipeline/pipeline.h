@@ -43,6 +43,12 @@ namespace ina::pipeline {
 // TX or freed.
 void process_burst(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n);
 
+// process_burst for a burst straight from rte_eth_rx_burst, returning the sum of its frames'
+// lengths (pkt_len) for the RX port's byte counter: the fast path adds each length as it reads
+// it, so the RX loop makes no pass over the burst of its own.
+uint64_t process_rx_burst(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
+                          uint16_t n);
+
 // Packets a feature originates outside a burst (a timer's retransmissions): complete IPv4 or
 // IPv6 frames (IPv6 only from a feature whose binding takes it, dp::kScopeRouted6), routed like
 // a stage's `route` edge. On return every mbuf was enqueued for TX or freed.

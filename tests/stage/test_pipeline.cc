@@ -313,14 +313,27 @@ protected:
         m->ol_flags |= f.ol_flags;
         return m;
     }
-    void both(const std::vector<In>& frames, const std::string& what) {
+    // `rx`: through process_rx_burst (the RX loop's entry), else process_burst.
+    void both(const std::vector<In>& frames, const std::string& what, bool rx = true) {
         std::vector<rte_mbuf*> a;
         std::vector<rte_mbuf*> b;
         for (const auto& f : frames) {
             a.push_back(make(f));
             b.push_back(make(f));
         }
-        run(a);
+        uint64_t length = 0;
+        for (const auto& f : frames) {
+            length += f.frame.size();
+        }
+        if (rx) {
+            // The same path, and the burst's length for the port counter.
+            EXPECT_EQ(pipeline::process_rx_burst(*ctx, *snap, a.data(),
+                                                 static_cast<uint16_t>(a.size())),
+                      length)
+                << what;
+        } else {
+            run(a);
+        }
         general(b);
         const auto got = sent(*ctx);
         const auto want = sent(*ref);
@@ -420,6 +433,7 @@ TEST_F(FastPath, EveryVariantLeavesWhatTheGeneralPathLeaves) {
         both({v}, name + ", alone");
         both({{via_gw}, {to_neighbour}, v, {back_out}, {via_gw}}, name + ", in a burst");
         both({{via_gw}, v, v, {to_neighbour}}, name + ", twice in a burst");
+        both({{via_gw}, {back_out}, v}, name + ", last in a burst (process_burst)", false);
     }
 }
 
@@ -429,7 +443,9 @@ TEST_F(FastPath, TakesTheLeadingRunAndLeavesTheRestUntouched) {
     const Bytes local = udp_from(kR0, host, ip4("10.0.1.1"));
     std::vector<rte_mbuf*> in = {mbuf(via_gw, kR0), mbuf(via_gw, kR0), mbuf(local, kR0),
                                  mbuf(via_gw, kR0)};
-    EXPECT_EQ(pipeline::ipv4_fast_path(*ctx, *snap, in.data(), 4), 2);
+    uint64_t bytes = 7;
+    EXPECT_EQ(pipeline::ipv4_fast_path(*ctx, *snap, in.data(), 4, bytes), 2);
+    EXPECT_EQ(bytes, 7 + 2 * via_gw.size()) << "the lengths of the frames it took, added";
     EXPECT_EQ(bytes_of(in[2]), local) << "the frame it stopped at is untouched";
     EXPECT_EQ(bytes_of(in[3]), via_gw) << "and so is every frame after it";
     ASSERT_EQ(tx_count(kR1), 2);
@@ -448,7 +464,7 @@ TEST_F(FastPath, TakesTheLeadingRunAndLeavesTheRestUntouched) {
         EXPECT_TRUE(std::equal(out.begin() + kEthLen + 12, out.end(), via_gw.begin() + kEthLen + 12));
     }
     EXPECT_EQ(ctx->counters.routed, 2u);
-    EXPECT_EQ(pipeline::ipv4_fast_path(*ctx, *snap, in.data() + 2, 2), 0)
+    EXPECT_EQ(pipeline::ipv4_fast_path(*ctx, *snap, in.data() + 2, 2, bytes), 0)
         << "a burst that starts with a local frame is all left to the general path";
     EXPECT_EQ(total_drops(), 0u);
     rte_pktmbuf_free_bulk(in.data() + 2, 2);
