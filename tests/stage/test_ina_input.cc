@@ -199,6 +199,7 @@ TEST_F(InaInput, ChunksOwnedByAnotherLcoreAreHandedOverAndAggregatedThere) {
     const Bytes f = bytes_of(buf.pkts[0]);
     rte_pktmbuf_free_bulk(buf.pkts.data(), buf.count);
     buf.count = 0;
+    buf.bytes = 0;
     int32_t sum = 0;
     std::memcpy(&sum, f.data() + 42 + 24 + 8, 4);
     EXPECT_EQ(sum, 11);

@@ -256,6 +256,7 @@ protected:
             for (auto& b : ref->tx) {
                 rte_pktmbuf_free_bulk(b.pkts.data(), b.count);
                 b.count = 0;
+                b.bytes = 0;
             }
         }
         rte_ring_free(ref_ring);
@@ -290,6 +291,7 @@ protected:
             }
             rte_pktmbuf_free_bulk(b.pkts.data(), b.count);
             b.count = 0;
+            b.bytes = 0;
         }
         return out;
     }
