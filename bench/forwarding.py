@@ -62,6 +62,11 @@ def metric(text, name, labels):
 
 
 def run_inaswitch(binary, config_text, huge, duration, prefix, sink_name):
+    """Wall-clock pps on the sink port."""
+    return run_inaswitch_rates(binary, config_text, huge, duration, prefix, sink_name)[0]
+
+
+def run_inaswitch_rates(binary, config_text, huge, duration, prefix, sink_name):
     """(wall-clock pps, pps per CPU second of the worker thread) on the sink port."""
     api = free_port()
     eal = ["-l", "0-1", "--no-pci", "--log-level", "*:error"] + eal_memory(huge)
@@ -145,8 +150,8 @@ def measure(binary, duration, repeat, huge, names=None, log=print):
                                         sink_port)
                 ref.append(wall)
                 ref_cpu.append(cpu)
-                wall, cpu = run_inaswitch(binary, cfg, huge, duration,
-                                          "perf-fwd-ina-%d" % os.getpid(), sink_name)
+                wall, cpu = run_inaswitch_rates(binary, cfg, huge, duration,
+                                                "perf-fwd-ina-%d" % os.getpid(), sink_name)
                 ina.append(wall)
                 ina_cpu.append(cpu)
             ratio = statistics.median(ina) / statistics.median(ref)
