@@ -72,9 +72,29 @@ def eal_memory(huge):
     return ["-m", "256"] if huge else ["--no-huge", "-m", "512"]
 
 
-def testpmd(vdevs, mode, seconds, prefix, sink_port, huge=False, extra=None):
+def worker_cpu_ns(pid, name="rte-worker-1"):
+    """CPU time (ns) the kernel gave process `pid`'s thread `name` (EAL names its first worker
+    lcore's thread rte-worker-1), from schedstat; None when there is no such thread. Rates per
+    CPU second of the forwarding thread do not move with the neighbours' load on a shared machine
+    the way wall-clock rates do (the busy-polling thread is switched out for whole slices)."""
+    try:
+        for tid in os.listdir("/proc/%d/task" % pid):
+            base = "/proc/%d/task/%s/" % (pid, tid)
+            with open(base + "comm") as f:
+                if f.read().strip() != name:
+                    continue
+            with open(base + "schedstat") as f:
+                return int(f.read().split()[0])
+    except OSError:
+        return None
+    return None
+
+
+def testpmd(vdevs, mode, seconds, prefix, sink_port, huge=False, extra=None, cpu_rates=None):
     """dpdk-testpmd with one forwarding lcore on `vdevs` in --forward-mode=`mode`; the median of
-    the sink port's per-second Tx-pps after the first (start-up) period."""
+    the sink port's per-second Tx-pps after the first (start-up) period. With a list `cpu_rates`,
+    also appends the sink port's packets per CPU second of the forwarding thread over the same
+    periods (its TX-packets and the thread's CPU time read as each period's statistics arrive)."""
     cmd = ["dpdk-testpmd", "-l", "0-1", "--no-pci", "--file-prefix", prefix,
            "--log-level", "*:error"] + eal_memory(huge)
     for v in vdevs:
@@ -95,7 +115,7 @@ def testpmd(vdevs, mode, seconds, prefix, sink_port, huge=False, extra=None):
 
     reader = threading.Thread(target=read_lines, daemon=True)
     reader.start()
-    out, rates, port = [], [], None
+    out, rates, port, cpu_marks = [], [], None, []
     deadline = time.monotonic() + seconds + 120
     try:
         while len(rates) < seconds + 1:
@@ -109,6 +129,9 @@ def testpmd(vdevs, mode, seconds, prefix, sink_port, huge=False, extra=None):
             m = re.search(r"NIC statistics for port (\d+)", line)
             if m:
                 port = int(m.group(1))
+            m = re.search(r"TX-packets:\s+(\d+)", line)
+            if m and port == sink_port and cpu_rates is not None:
+                cpu_marks.append((int(m.group(1)), worker_cpu_ns(proc.pid)))
             m = re.search(r"Tx-pps:\s+(\d+)", line)
             if m and port == sink_port and int(m.group(1)) > 0:
                 rates.append(int(m.group(1)))
@@ -123,4 +146,11 @@ def testpmd(vdevs, mode, seconds, prefix, sink_port, huge=False, extra=None):
         reader.join(timeout=5)
     if not rates:
         raise RuntimeError("testpmd reported no rate:\n" + "".join(out)[-3000:])
+    if cpu_rates is not None:
+        # From the mark before the first counted period to the last one.
+        marks = [mk for mk in cpu_marks if mk[1] is not None][-(len(rates[1:] or rates) + 1):]
+        if len(marks) >= 2 and marks[-1][1] > marks[0][1]:
+            cpu_rates.append((marks[-1][0] - marks[0][0]) / ((marks[-1][1] - marks[0][1]) / 1e9))
+        else:
+            cpu_rates.append(None)
     return statistics.median(rates[1:] or rates)

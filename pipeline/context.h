@@ -31,6 +31,10 @@ struct RxQueue {
 
 struct TxBuffer {
     uint16_t count = 0;
+    // The sum of pkt_len over pkts[0, count), added as each packet is queued (its mbuf is at
+    // hand then), so a flush need not read every mbuf again for the port's byte counter. Who
+    // empties the buffer (tx_flush) zeroes it with the count.
+    uint64_t bytes = 0;
     std::array<rte_mbuf*, kMaxBurst> pkts{};
 };
 

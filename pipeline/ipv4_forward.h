@@ -30,6 +30,20 @@ enum class Ipv4Input : uint8_t { any, unclassified };
 void ipv4_forward(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n,
                   EdgeBatches<Ipv4Edge>& out, Ipv4Input input = Ipv4Input::any);
 
+// A plain ToR's fast path, for frames straight from RX when no binding asks for routed packets
+// (process_burst): forwards the leading frames of `pkts` for as long as each is one that the
+// general path (eth_input, then ipv4_forward) would only forward — a single-segment IPv4 frame
+// without options to a routed port's own MAC, sound header, TTL above 1, not martian, a
+// forwarding route, a station this lcore's neighbour memo or the gateway's next hop knows, a
+// present egress port whose MTU it fits — and does to each exactly what that path would (TTL
+// and checksum, both MACs, `routed`, egress). Returns how many it took; it stops at the first
+// frame that needs anything else, before touching it, so the rest of the burst takes the general
+// path in arrival order and every other outcome keeps its one implementation. Adds the lengths
+// (pkt_len) of the frames it took to `bytes`, read while they are at hand (a taken frame may be
+// sent and freed before this returns).
+uint16_t ipv4_fast_path(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf* const* pkts,
+                        uint16_t n, uint64_t& bytes);
+
 // A 16-bit header field in host order. DPDK's rte_be_to_cpu_16 is an asm volatile byte swap on
 // x86, which the compiler may neither merge nor drop; the builtin it can.
 inline uint16_t ipv4_field16(uint16_t be) {
@@ -58,8 +72,14 @@ inline void ipv4_decrement_ttl(rte_ipv4_hdr* ip) {
     ip->hdr_checksum = static_cast<uint16_t>(~sum);
 }
 
-// The sum of a 20-byte IPv4 header's five 32-bit halves (at most 35 bits) from three loads: its
-// residue mod 0xffff is that of the one's-complement sum of the header's 16-bit words.
+// The sum of a 20-byte IPv4 header's five 32-bit halves (at most 35 bits), given as its bytes
+// 0..7, 8..15 and 16..19 loaded in host order: its residue mod 0xffff is that of the
+// one's-complement sum of the header's 16-bit words.
+inline uint64_t ipv4_halves_sum(uint64_t a, uint64_t b, uint32_t c) {
+    return (a & 0xffffffff) + (a >> 32) + (b & 0xffffffff) + (b >> 32) + c;
+}
+
+// The same from the header in memory, three loads.
 inline uint64_t ipv4_header_halves20(const void* ip) {
     const auto* p = static_cast<const uint8_t*>(ip);
     uint64_t a;
@@ -68,7 +88,7 @@ inline uint64_t ipv4_header_halves20(const void* ip) {
     std::memcpy(&a, p, 8);
     std::memcpy(&b, p + 8, 8);
     std::memcpy(&c, p + 16, 4);
-    return (a & 0xffffffff) + (a >> 32) + (b & 0xffffffff) + (b >> 32) + c;
+    return ipv4_halves_sum(a, b, c);
 }
 
 // The folded one's-complement sum (RFC 1071, not inverted) of a 20-byte IPv4 header (no

@@ -264,7 +264,49 @@ void route_emitted(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
     routed6.flush(ctx, snap);
 }
 
+namespace {
+
+void run_stages(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n);
+
+// A plain ToR (no binding asks for routed packets): the leading run of frames that are only to
+// be routed is forwarded in one pass (ipv4_fast_path); the rest of the burst, from the first
+// frame that needs anything else, takes the stages, so arrival order holds. Returns how many
+// frames the fast path took, their lengths added to `bytes`.
+uint16_t fast_path(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n,
+                   uint64_t& bytes) {
+    if ((snap.features.scopes & dp::kScopeRouted) != 0) {
+        return 0;
+    }
+    return ipv4_fast_path(ctx, snap, pkts, n, bytes);
+}
+
+}  // namespace
+
 void process_burst(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n) {
+    uint64_t bytes = 0;
+    const uint16_t done = fast_path(ctx, snap, pkts, n, bytes);
+    if (done != n) {
+        run_stages(ctx, snap, pkts + done, static_cast<uint16_t>(n - done));
+    }
+}
+
+uint64_t process_rx_burst(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
+                          uint16_t n) {
+    uint64_t bytes = 0;
+    const uint16_t done = fast_path(ctx, snap, pkts, n, bytes);
+    if (done != n) {
+        for (uint16_t i = done; i < n; ++i) {
+            bytes += rte_pktmbuf_pkt_len(pkts[i]);  // before the stages send or free them
+        }
+        run_stages(ctx, snap, pkts + done, static_cast<uint16_t>(n - done));
+    }
+    return bytes;
+}
+
+namespace {
+
+// The stages, for what the fast path left.
+void run_stages(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n) {
     // Prefetch the first cache line of every frame before classification touches it: a burst
     // is small enough that all of them fit in L1 at once.
     for (uint16_t i = 0; i < n; ++i) {
@@ -431,5 +473,7 @@ void process_handoff(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkt
         process_burst(ctx, snap, rest, n_rest);
     }
 }
+
+}  // namespace
 
 }  // namespace ina::pipeline

@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // The graph: how the stages' edges connect. A received burst runs to completion here.
 //
+// With no binding for routed packets (a plain ToR), the burst first meets ipv4_fast_path, which
+// forwards its leading run of frames that are only to be routed (─► egress); the rest of the
+// burst, from the first frame that needs anything else, enters eth_input below.
+//
 // eth_input ─┬─ arp ───► arp_input ─┬─ (reply) ────────────────────────────────────► egress
 //            │                      └─ bridge ──┐
 //            ├─ bridge ─────────────────────────┴─► bridged frames (arrival order)
@@ -48,6 +52,12 @@ void process_burst(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
 // both, and the metadata travels in the mbuf), or through process_burst when its feature has
 // none. On return every mbuf has been enqueued for TX, freed, or handed on.
 void process_handoff(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n);
+
+// process_burst for a burst straight from rte_eth_rx_burst, returning the sum of its frames'
+// lengths (pkt_len) for the RX port's byte counter: the fast path adds each length as it reads
+// it, so the RX loop makes no pass over the burst of its own.
+uint64_t process_rx_burst(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
+                          uint16_t n);
 
 // Packets a feature originates outside a burst (a timer's retransmissions): complete IPv4 or
 // IPv6 frames (IPv6 only from a feature whose binding takes it, dp::kScopeRouted6), routed like

@@ -19,12 +19,10 @@ void tx_flush(LcoreContext& ctx, uint16_t port) {
         ctx.counters.drops[static_cast<size_t>(dp::DropReason::tx_full)] += buf.count;
         rte_pktmbuf_free_bulk(buf.pkts.data(), buf.count);
         buf.count = 0;
+        buf.bytes = 0;
         return;
     }
-    uint64_t bytes = 0;
-    for (uint16_t i = 0; i < buf.count; ++i) {
-        bytes += rte_pktmbuf_pkt_len(buf.pkts[i]);
-    }
+    uint64_t bytes = buf.bytes;
     uint16_t sent = rte_eth_tx_burst(port, ctx.tx_queue, buf.pkts.data(), buf.count);
     ++ctx.counters.tx_bursts;
     auto& pc = ctx.counters.ports[port];
@@ -40,6 +38,7 @@ void tx_flush(LcoreContext& ctx, uint16_t port) {
     pc.tx_packets += sent;
     pc.tx_bytes += bytes;
     buf.count = 0;
+    buf.bytes = 0;
 }
 
 void tx_flush_all(LcoreContext& ctx) {

@@ -14,6 +14,7 @@ void tx_flush_all(LcoreContext& ctx);
 inline void tx_enqueue(LcoreContext& ctx, uint16_t port, rte_mbuf* m) {
     auto& buf = ctx.tx[port];
     buf.pkts[buf.count++] = m;
+    buf.bytes += rte_pktmbuf_pkt_len(m);
     if (buf.count >= ctx.burst_size) [[unlikely]] {
         tx_flush(ctx, port);
     }

@@ -72,8 +72,11 @@ int worker_main(void* arg) {
     uint64_t loop_start = last_drain;
     // The previous iteration's own time and the scheduler sequence at its start (after an idle
     // sleep: the sleep is the loop's own choice). It is classified once this iteration has
-    // started, so the sequence is compared over the whole of it, loop back-edge included.
-    uint64_t previous_work_us = 0;
+    // started, so the sequence is compared over the whole of it, loop back-edge included. Its
+    // time is the poll gap this iteration measures (one clock read per iteration), unless an
+    // idle sleep ended it: then it was read before the sleep.
+    constexpr uint64_t kNoSleep = ~uint64_t{0};
+    uint64_t work_before_sleep_us = kNoSleep;
     uint32_t previous_sequence = sched.sequence();
 
     while (!dataplane.stop.load(std::memory_order_relaxed)) {
@@ -82,9 +85,13 @@ int worker_main(void* arg) {
         const Published& pub = *dataplane.current();
         const dp::Snapshot& snap = *pub.snapshot;
         ctx.now_tsc = rte_rdtsc();
-        ++ctx.counters.poll_gap[dp::poll_gap_bucket((ctx.now_tsc - loop_start) * gap_us_mult >> 32)];
+        const uint64_t gap_us = (ctx.now_tsc - loop_start) * gap_us_mult >> 32;
+        ++ctx.counters.poll_gap[dp::poll_gap_bucket(gap_us)];
         loop_start = ctx.now_tsc;
         const uint32_t sequence = sched.sequence();
+        const uint64_t previous_work_us =
+            work_before_sleep_us == kNoSleep ? gap_us : work_before_sleep_us;
+        work_before_sleep_us = kNoSleep;
         ++(sequence == previous_sequence ? ctx.counters.loop_work
                                          : ctx.counters.loop_descheduled)[dp::poll_gap_bucket(previous_work_us)];
         previous_sequence = sequence;
@@ -121,16 +128,9 @@ int worker_main(void* arg) {
             saturated |= n == ctx.burst_size;
             ++ctx.counters.rx_bursts;
             ++ctx.counters.burst_size[dp::burst_bucket(n)];
-            // Summed in a register and added once: the counter's store per packet could not
-            // be kept in a register (the mbufs might alias it, as far as the compiler knows).
-            uint64_t rx_bytes = 0;
-            for (uint16_t i = 0; i < n; ++i) {
-                rx_bytes += rte_pktmbuf_pkt_len(pkts[i]);
-            }
             auto& pc = ctx.counters.ports[port];
             pc.rx_packets += n;
-            pc.rx_bytes += rx_bytes;
-            pipeline::process_burst(ctx, snap, pkts, n);
+            pc.rx_bytes += pipeline::process_rx_burst(ctx, snap, pkts, n);
         }
         // Contributions other lcores received for chunks this lcore owns: already checked
         // and classified there, they enter their feature's stage directly.
@@ -151,10 +151,9 @@ int worker_main(void* arg) {
             pipeline::tx_flush_all(ctx);
             last_drain = ctx.now_tsc;
         }
-        // This iteration's own time, an idle sleep after it excluded: the switch's if the
-        // kernel does not switch the thread out before the next iteration starts, else the
-        // host's.
-        previous_work_us = (rte_rdtsc() - loop_start) * gap_us_mult >> 32;
+        // This iteration's own time, an idle sleep after it excluded, is classified at the next
+        // one's start: the switch's if the kernel did not switch the thread out before then,
+        // else the host's.
         if (received != 0) {
             ++ctx.counters.busy_loops;
             ctx.last_rx_tsc = ctx.now_tsc;
@@ -162,6 +161,7 @@ int worker_main(void* arg) {
         } else if (loop.idle_sleep_us != 0 && ++idle_loops >= loop.idle_loops_before_sleep) {
             // Back-off for shared cores (testbeds running many switches): only when idle, and
             // only after TX is flushed so nothing waits in a buffer while we sleep.
+            work_before_sleep_us = (rte_rdtsc() - loop_start) * gap_us_mult >> 32;
             pipeline::tx_flush_all(ctx);
             ++ctx.counters.idle_sleeps;
             rte_delay_us_sleep(loop.idle_sleep_us);

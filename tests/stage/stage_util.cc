@@ -488,6 +488,7 @@ std::vector<rte_mbuf*> StageTest::take_tx(uint16_t port) {
     auto& buf = ctx->tx[port];
     std::vector<rte_mbuf*> out(buf.pkts.begin(), buf.pkts.begin() + buf.count);
     buf.count = 0;
+    buf.bytes = 0;
     return out;
 }
 

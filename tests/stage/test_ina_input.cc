@@ -97,6 +97,7 @@ protected:
         const Bytes f = bytes_of(buf.pkts[0]);
         rte_pktmbuf_free_bulk(buf.pkts.data(), buf.count);
         buf.count = 0;
+        buf.bytes = 0;
         int32_t sum = 0;
         std::memcpy(&sum, f.data() + 42 + 24 + 8, 4);
         return sum;

@@ -7,6 +7,15 @@
 #include <rte_ip.h>
 #include <rte_mempool.h>
 
+#include <algorithm>
+#include <functional>
+#include <tuple>
+
+#include "pipeline/eth_input.h"
+#include "pipeline/feature_stages.h"
+#include "pipeline/ipv4_forward.h"
+#include "pipeline/local_input.h"
+#include "pipeline/mbuf_chain.h"
 #include "stage_util.h"
 
 namespace ina::test {
@@ -214,6 +223,254 @@ TEST_F(Pipeline, FullBurstOfFloodsStaysWithinTheBuffers) {
     EXPECT_EQ(tx_count(kG2) + ctx->counters.ports[kG2].tx_dropped, 64u);
     free_all_tx();
     EXPECT_EQ(in_use(), 0u);
+}
+
+
+// ipv4_fast_path (a plain ToR's leading run of transit IPv4) against the general path it stands
+// in for. The reference runs the stages process_burst runs without it: eth_input, ipv4_forward
+// on the ipv4 edge (Ipv4Input::unclassified, as route_unclassified), local_input on the local
+// edge, drops freed. Every frame variant below must leave the same bytes on the same ports in
+// the same order, with the same counters and control-plane events, whether process_burst or
+// the reference handled the burst it sits in.
+class FastPath : public Pipeline {
+protected:
+    void SetUp() override {
+        Pipeline::SetUp();
+        const std::string id = std::to_string(unique_id());
+        ref_ring = rte_ring_create_elem(("fpref" + id).c_str(), sizeof(dp::Event), 64,
+                                        SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+        ASSERT_NE(ref_ring, nullptr);
+        ref = std::make_unique<pipeline::LcoreContext>();
+        ref->burst_size = ctx->burst_size;
+        ref->tsc_hz = ctx->tsc_hz;
+        ref->now_tsc = ctx->now_tsc;
+        ref->event_interval_tsc = ctx->event_interval_tsc;
+        pipeline::init_timers(*ref, kStartTsc);
+        ref->events = ref_ring;
+        ref_fdb_seen.assign(64, 0);
+        ref->fdb_seen = ref_fdb_seen.data();
+        ref->fdb_seen_len = static_cast<uint32_t>(ref_fdb_seen.size());
+    }
+    void TearDown() override {
+        if (ref) {
+            for (auto& b : ref->tx) {
+                rte_pktmbuf_free_bulk(b.pkts.data(), b.count);
+                b.count = 0;
+                b.bytes = 0;
+            }
+        }
+        rte_ring_free(ref_ring);
+        Pipeline::TearDown();
+    }
+    void general(std::vector<rte_mbuf*> in) {
+        pipeline::EdgeBatches<pipeline::EthEdge> eth;
+        pipeline::eth_input(*ref, *snap, in.data(), static_cast<uint16_t>(in.size()), eth);
+        for (auto e : {pipeline::EthEdge::arp, pipeline::EthEdge::bridge, pipeline::EthEdge::bier,
+                       pipeline::EthEdge::mcast, pipeline::EthEdge::ipv6}) {
+            ASSERT_EQ(eth.size(e), 0) << "the variants stay on eth_input's ipv4 and drop edges";
+        }
+        rte_pktmbuf_free_bulk(eth.begin(pipeline::EthEdge::drop), eth.size(pipeline::EthEdge::drop));
+        pipeline::EdgeBatches<pipeline::Ipv4Edge> ip;
+        pipeline::ipv4_forward(*ref, *snap, eth.begin(pipeline::EthEdge::ipv4),
+                               eth.size(pipeline::EthEdge::ipv4), ip,
+                               pipeline::Ipv4Input::unclassified);
+        rte_pktmbuf_free_bulk(ip.begin(pipeline::Ipv4Edge::drop), ip.size(pipeline::Ipv4Edge::drop));
+        pipeline::EdgeBatches<pipeline::LocalEdge> local;
+        pipeline::local_input(*ref, *snap, ip.begin(pipeline::Ipv4Edge::local),
+                              ip.size(pipeline::Ipv4Edge::local), local);
+        rte_pktmbuf_free_bulk(local.begin(pipeline::LocalEdge::drop),
+                              local.size(pipeline::LocalEdge::drop));
+    }
+    // What a context sent per port (bytes, in order), then emptied its TX buffers.
+    static std::vector<std::vector<Bytes>> sent(pipeline::LcoreContext& c) {
+        std::vector<std::vector<Bytes>> out(dp::kMaxPorts);
+        for (uint16_t p = 0; p < dp::kMaxPorts; ++p) {
+            auto& b = c.tx[p];
+            for (uint16_t i = 0; i < b.count; ++i) {
+                out[p].push_back(bytes_of(b.pkts[i]));
+            }
+            rte_pktmbuf_free_bulk(b.pkts.data(), b.count);
+            b.count = 0;
+            b.bytes = 0;
+        }
+        return out;
+    }
+    static std::vector<std::tuple<int, uint32_t, uint16_t>> drained(rte_ring* r) {
+        std::vector<std::tuple<int, uint32_t, uint16_t>> out;
+        dp::Event ev{};
+        while (rte_ring_sc_dequeue_elem(r, &ev, sizeof ev) == 0) {
+            out.emplace_back(static_cast<int>(ev.type), ev.ip, ev.port);
+        }
+        return out;
+    }
+    // One burst of `frames` (frame, ingress port, mbuf flags) through both paths: same result.
+    struct In {
+        Bytes frame;
+        uint16_t port = kR0;
+        uint64_t ol_flags = 0;
+        bool chained = false;
+    };
+    rte_mbuf* make(const In& f) {
+        rte_mbuf* m = f.chained ? chained(f.frame, f.port, {20}) : mbuf(f.frame, f.port);
+        m->ol_flags |= f.ol_flags;
+        return m;
+    }
+    // `rx`: through process_rx_burst (the RX loop's entry), else process_burst.
+    void both(const std::vector<In>& frames, const std::string& what, bool rx = true) {
+        std::vector<rte_mbuf*> a;
+        std::vector<rte_mbuf*> b;
+        for (const auto& f : frames) {
+            a.push_back(make(f));
+            b.push_back(make(f));
+        }
+        uint64_t length = 0;
+        for (const auto& f : frames) {
+            length += f.frame.size();
+        }
+        if (rx) {
+            // The same path, and the burst's length for the port counter.
+            EXPECT_EQ(pipeline::process_rx_burst(*ctx, *snap, a.data(),
+                                                 static_cast<uint16_t>(a.size())),
+                      length)
+                << what;
+        } else {
+            run(a);
+        }
+        general(b);
+        const auto got = sent(*ctx);
+        const auto want = sent(*ref);
+        for (uint16_t p = 0; p < dp::kMaxPorts; ++p) {
+            EXPECT_EQ(got[p], want[p]) << what << ": port " << p;
+        }
+        EXPECT_EQ(ctx->counters.routed, ref->counters.routed) << what;
+        EXPECT_EQ(ctx->counters.icmp_echo_replies, ref->counters.icmp_echo_replies) << what;
+        for (size_t r = 0; r < dp::kDropReasonCount; ++r) {
+            EXPECT_EQ(ctx->counters.drops[r], ref->counters.drops[r])
+                << what << ": drop reason " << dp::kDropReasonNames[r];
+        }
+        EXPECT_EQ(drained(ring), drained(ref_ring)) << what;
+        EXPECT_EQ(in_use(), 0u) << what;
+    }
+    Bytes udp_from(uint16_t in, uint32_t src, uint32_t dst, uint8_t ttl = 64, size_t len = 40) {
+        return eth_frame(port_mac(in), kClient, RTE_ETHER_TYPE_IPV4,
+                         ipv4_packet(src, dst, IPPROTO_UDP,
+                                     udp_datagram(src, dst, 4000, 5000, payload_of(len)), ttl));
+    }
+    std::unique_ptr<pipeline::LcoreContext> ref;
+    rte_ring* ref_ring = nullptr;
+    std::vector<uint64_t> ref_fdb_seen;
+};
+
+TEST_F(FastPath, EveryVariantLeavesWhatTheGeneralPathLeaves) {
+    const uint32_t host = ip4("10.0.1.9");
+    const Bytes via_gw = udp_from(kR0, host, ip4("192.168.1.9"));     // gateway 10.0.2.2 on r1
+    const Bytes to_neighbour = udp_from(kR0, host, ip4("10.0.2.7"));  // learned, on r1
+    const Bytes back_out = udp_from(kR0, host, ip4("192.168.5.3"));   // gateway on r0 itself
+    std::vector<std::pair<std::string, In>> variants = {
+        {"via gateway", {via_gw}},
+        {"to a learned neighbour", {to_neighbour}},
+        {"out of the ingress port", {back_out}},
+        {"TTL 2", {udp_from(kR0, host, ip4("192.168.1.9"), 2)}},
+        {"TTL 1", {udp_from(kR0, host, ip4("192.168.1.9"), 1)}},
+        {"TTL 0", {udp_from(kR0, host, ip4("192.168.1.9"), 0)}},
+        {"device route, no neighbour", {udp_from(kR0, host, ip4("172.16.0.5"))}},
+        {"unresolved gateway", {udp_from(kR0, host, ip4("10.99.1.1"))}},
+        {"local UDP", {udp_from(kR0, host, ip4("10.0.1.1"))}},
+        {"echo to the switch",
+         {eth_frame(port_mac(kR0), kClient, RTE_ETHER_TYPE_IPV4,
+                    ipv4_packet(host, ip4("10.0.1.1"), IPPROTO_ICMP,
+                                icmp_echo(8, 1, 1, payload_of(32))))}},
+        {"subnet broadcast", {udp_from(kR0, host, ip4("10.0.2.255"))}},
+        {"no route", {udp_from(kR0, host, ip4("8.8.8.8"))}},
+        {"loopback destination", {udp_from(kR0, host, ip4("127.0.0.1"))}},
+        {"multicast destination", {udp_from(kR0, host, ip4("224.0.0.5"))}},
+        {"this-network destination", {udp_from(kR0, host, ip4("0.1.2.3"))}},
+        {"source 0.0.0.0", {udp_from(kR0, 0, ip4("192.168.1.9"))}},
+        {"source 255.255.255.255", {udp_from(kR0, 0xffffffff, ip4("192.168.1.9"))}},
+        {"loopback source", {udp_from(kR0, ip4("127.0.0.9"), ip4("192.168.1.9"))}},
+        {"beyond r1's MTU", {udp_from(kR0, host, ip4("192.168.1.9"), 64, 1000)}},
+        {"at r1's MTU", {udp_from(kR0, host, ip4("192.168.1.9"), 64, 1000 - 28)}},
+        {"another MAC", {eth_frame(kStranger, kClient, RTE_ETHER_TYPE_IPV4,
+                                   Bytes(via_gw.begin() + kEthLen, via_gw.end()))}},
+        {"on a group port", {udp_from(kG0, ip4("10.0.10.9"), ip4("192.168.1.9")), kG0}},
+        {"on an unused port id", {via_gw, 5}},
+        {"on a port beyond the snapshot", {via_gw, 30}},
+        {"chained", {via_gw, kR0, 0, true}},
+        {"checksum verified by the NIC", {via_gw, kR0, RTE_MBUF_F_RX_IP_CKSUM_GOOD}},
+        {"checksum bad by the NIC", {via_gw, kR0, RTE_MBUF_F_RX_IP_CKSUM_BAD}},
+        {"checksum NONE by the NIC", {via_gw, kR0, RTE_MBUF_F_RX_IP_CKSUM_NONE}},
+        {"originated by the switch", {via_gw, kR0, pipeline::g_originated_flag}},
+    };
+    {
+        Bytes f = via_gw;
+        f[kEthLen + 10] ^= 0x5a;
+        variants.push_back({"bad checksum", {f}});
+        variants.push_back({"bad checksum, NIC says good", {f, kR0, RTE_MBUF_F_RX_IP_CKSUM_GOOD}});
+    }
+    {
+        Bytes f = eth_frame(port_mac(kR0), kClient, RTE_ETHER_TYPE_IPV4,
+                            ipv4_packet(host, ip4("192.168.1.9"), IPPROTO_UDP, payload_of(20), 64,
+                                        Bytes{1, 1, 1, 0}));
+        variants.push_back({"options", {f}});
+    }
+    for (const auto& [name, edit] :
+         std::vector<std::pair<std::string, std::function<void(Bytes&)>>>{
+             {"version 6 in an IPv4 frame", [](Bytes& f) { f[kEthLen] = 0x65; }},
+             {"IHL 4", [](Bytes& f) { f[kEthLen] = 0x44; }},
+             {"total length beyond the frame", [](Bytes& f) { put16(&f[kEthLen + 2], 200); }},
+             {"total length 19", [](Bytes& f) { put16(&f[kEthLen + 2], 19); }},
+             {"truncated header", [](Bytes& f) { f.resize(kEthLen + 12); }},
+             {"Ethernet header only", [](Bytes& f) { f.resize(kEthLen); }},
+         }) {
+        Bytes f = via_gw;
+        edit(f);
+        if (f.size() >= kEthLen + kIpLen) {
+            fix_ipv4_checksum(f);
+        }
+        variants.push_back({name, {f}});
+    }
+    // A first burst fills the neighbour memos (a memo miss takes the general path).
+    both({{to_neighbour}, {via_gw}}, "warm-up");
+    for (const auto& [name, v] : variants) {
+        both({v}, name + ", alone");
+        both({{via_gw}, {to_neighbour}, v, {back_out}, {via_gw}}, name + ", in a burst");
+        both({{via_gw}, v, v, {to_neighbour}}, name + ", twice in a burst");
+        both({{via_gw}, {back_out}, v}, name + ", last in a burst (process_burst)", false);
+    }
+}
+
+TEST_F(FastPath, TakesTheLeadingRunAndLeavesTheRestUntouched) {
+    const uint32_t host = ip4("10.0.1.9");
+    const Bytes via_gw = udp_from(kR0, host, ip4("192.168.1.9"));
+    const Bytes local = udp_from(kR0, host, ip4("10.0.1.1"));
+    std::vector<rte_mbuf*> in = {mbuf(via_gw, kR0), mbuf(via_gw, kR0), mbuf(local, kR0),
+                                 mbuf(via_gw, kR0)};
+    uint64_t bytes = 7;
+    EXPECT_EQ(pipeline::ipv4_fast_path(*ctx, *snap, in.data(), 4, bytes), 2);
+    EXPECT_EQ(bytes, 7 + 2 * via_gw.size()) << "the lengths of the frames it took, added";
+    EXPECT_EQ(bytes_of(in[2]), local) << "the frame it stopped at is untouched";
+    EXPECT_EQ(bytes_of(in[3]), via_gw) << "and so is every frame after it";
+    ASSERT_EQ(tx_count(kR1), 2);
+    for (uint16_t i = 0; i < 2; ++i) {
+        const Bytes out = bytes_of(ctx->tx[kR1].pkts[i]);
+        EXPECT_EQ(ctx->tx[kR1].pkts[i], in[i]) << "in arrival order";
+        EXPECT_TRUE(same_mac(*reinterpret_cast<const rte_ether_addr*>(&out[0]), kNbR1Gw));
+        EXPECT_TRUE(same_mac(*reinterpret_cast<const rte_ether_addr*>(&out[6]), port_mac(kR1)));
+        EXPECT_EQ(out[kEthLen + 8], 63) << "TTL";
+        EXPECT_TRUE(ref_checksum_ok(&out[kEthLen], kIpLen));
+        // Nothing else moved: the ethertype and the header up to the TTL, the protocol, and
+        // everything from the source address on.
+        ASSERT_EQ(out.size(), via_gw.size());
+        EXPECT_TRUE(std::equal(out.begin() + 12, out.begin() + kEthLen + 8, via_gw.begin() + 12));
+        EXPECT_EQ(out[kEthLen + 9], via_gw[kEthLen + 9]);
+        EXPECT_TRUE(std::equal(out.begin() + kEthLen + 12, out.end(), via_gw.begin() + kEthLen + 12));
+    }
+    EXPECT_EQ(ctx->counters.routed, 2u);
+    EXPECT_EQ(pipeline::ipv4_fast_path(*ctx, *snap, in.data() + 2, 2, bytes), 0)
+        << "a burst that starts with a local frame is all left to the general path";
+    EXPECT_EQ(total_drops(), 0u);
+    rte_pktmbuf_free_bulk(in.data() + 2, 2);
+    free_all_tx();
 }
 
 }  // namespace
