@@ -417,6 +417,8 @@ void run_stages(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, ui
     end_burst(ctx);  // e.g. INA's hand-offs, one enqueue per owner
 }
 
+}  // namespace
+
 void process_handoff(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n) {
     // The mbufs and their metadata were last written by the sending lcore: fetch every mbuf's
     // two lines (the metadata is a dynamic field in the second) before any is read, then each
@@ -473,7 +475,5 @@ void process_handoff(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkt
         process_burst(ctx, snap, rest, n_rest);
     }
 }
-
-}  // namespace
 
 }  // namespace ina::pipeline
