@@ -3,7 +3,6 @@
 
 #include <rte_ether.h>
 
-#include <bit>
 #include <cstring>
 
 #include "pipeline/l2_bridge.h"
@@ -18,14 +17,6 @@ namespace {
 bool is_ipv4_multicast_mac(const rte_ether_addr& a) {
     return a.addr_bytes[0] == 0x01 && a.addr_bytes[1] == 0x00 && a.addr_bytes[2] == 0x5e &&
            (a.addr_bytes[3] & 0x80) == 0;
-}
-
-// True when the frame's first eight bytes `head` start with the MAC of `port_mac_mtu`
-// (PortView::mac_and_mtu): one 48-bit compare on a little-endian host.
-inline bool head_is_port_mac(uint64_t head, uint64_t port_mac_mtu) {
-    static_assert(std::endian::native == std::endian::little,
-                  "PortView::mac_and_mtu puts the MAC in the low 48 bits only there");
-    return ((head ^ port_mac_mtu) << 16) == 0;
 }
 
 }  // namespace
@@ -62,15 +53,7 @@ void eth_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uin
             l2_learn(ctx, snap, eth->src_addr, static_cast<uint16_t>(pv.l2_group), m->port);
         }
         const uint16_t type = rte_be_to_cpu_16(eth->ether_type);
-        // On an L2-group port a frame to any member's MAC is for the switch (one router per
-        // segment); the check runs only for group ports and stops at the first match.
-        const bool to_us =
-            head_is_port_mac(head, pv.mac_and_mtu()) ||
-            (in_group && rte_is_unicast_ether_addr(&eth->dst_addr) &&
-             snap.find_in_segment(m->port, [&](uint16_t p) {
-                 return head_is_port_mac(head, snap.ports[p].mac_and_mtu());
-             }) >= 0);
-        if (to_us) [[likely]] {
+        if (frame_is_to_switch(snap, pv, m->port, head, eth->dst_addr)) [[likely]] {
             if (type == RTE_ETHER_TYPE_IPV4) [[likely]] {
                 out.push(EthEdge::ipv4, m);
             } else if (type == RTE_ETHER_TYPE_ARP) {

@@ -17,6 +17,16 @@ enum class BridgeEdge : uint8_t {
 void l2_bridge(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n,
                EdgeBatches<BridgeEdge>& out);
 
+// A plain bridge's fast path, for frames straight from RX when no binding asks for any path
+// (process_burst): takes the leading frames of `pkts` for as long as each is one that the
+// general path would only learn from and bridge — a single-segment frame of at least an
+// Ethernet header on an L2-group port, not to the switch, not ARP, not ND to the port — and
+// does to each exactly what eth_input (l2_learn) and l2_bridge would, through the same
+// functions. Returns how many it took; it stops before the first other frame, untouched, so the
+// rest takes the general path in arrival order. Adds the taken frames' pkt_len to `bytes`.
+uint16_t l2_fast_path(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf* const* pkts,
+                      uint16_t n, uint64_t& bytes);
+
 // Refreshes a known (mac, group) on `port`, or reports a new or moved one to the control plane.
 void l2_learn(LcoreContext& ctx, const dp::Snapshot& snap, const rte_ether_addr& mac,
               uint16_t group, uint16_t port);
