@@ -18,6 +18,7 @@
 #include "pipeline/ipv4_forward.h"
 #include "pipeline/local_input.h"
 #include "pipeline/mbuf_chain.h"
+#include "pipeline/packet_meta.h"
 #include "stage_util.h"
 
 namespace ina::test {
@@ -540,6 +541,21 @@ TEST_F(FastPath, EveryBridgedVariantLeavesWhatTheGeneralPathLeaves) {
         both({{zeros, kG0}, {to_a, kG0}, v}, name + ", last in a burst (process_burst)", false);
         both({v, {to_a, kG0}, {flood, kG0}}, name + ", first in a burst");
     }
+}
+
+// A binding on any path keeps the bridged fast path off: a bridged binding's frames must meet
+// classify and their feature, which only the general path runs.
+TEST_F(FastPath, BridgedRunWaitsForNoBinding) {
+    snap->features.scopes = dp::kScopeBridged;
+    std::vector<rte_mbuf*> in = {mbuf(eth_frame(kBroadcast, kHostB, RTE_ETHER_TYPE_IPV4,
+                                                payload_of(50)),
+                                      kG0)};
+    run(in);
+    ASSERT_EQ(tx_count(kG1), 1);
+    EXPECT_NE(pipeline::classified(ctx->tx[kG1].pkts[0]), nullptr)
+        << "the general path classified it for the bridged binding";
+    snap->features.scopes = 0;
+    free_all_tx();
 }
 
 TEST_F(FastPath, TakesTheLeadingRunAndLeavesTheRestUntouched) {
