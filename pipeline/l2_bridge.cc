@@ -107,21 +107,23 @@ void l2_bridge(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uin
 uint16_t l2_fast_path(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf* const* pkts,
                       uint16_t n, uint64_t& bytes) {
     const uint16_t n_ports = snap.n_ports;
-    uint64_t taken_bytes = 0;
-    uint16_t i = 0;
-    for (; i < n; ++i) {
-        rte_mbuf* m = pkts[i];
+    // First pass, without side effects: is every frame of the burst one the general path would
+    // only learn from and bridge? All or nothing: the general path sends the bridge's frames
+    // after everything else of the burst (ARP replies, routed frames), so a bridged run taken
+    // ahead of frames left to it could put a routed frame behind a bridged one on a shared
+    // port (stage FastPath, "IPv4 to the switch, routed to g1").
+    for (uint16_t i = 0; i < n; ++i) {
+        const rte_mbuf* m = pkts[i];
         const uint16_t in = m->port;
         // eth_input's first checks: a chain (pulled up there), a port beyond the snapshot or
         // a runt take the general path, which counts them.
         if (m->nb_segs != 1 || in >= n_ports ||
             rte_pktmbuf_data_len(m) < sizeof(rte_ether_hdr)) {
-            break;
+            return 0;
         }
         const dp::PortView& pv = snap.ports[in];
-        const auto group_id = pv.l2_group;
-        if (group_id == dp::kNoGroup) {
-            break;
+        if (pv.l2_group == dp::kNoGroup) {
+            return 0;
         }
         const auto* eth = rte_pktmbuf_mtod(m, const rte_ether_hdr*);
         uint64_t head;
@@ -134,12 +136,19 @@ uint16_t l2_fast_path(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf* con
             type == rte_cpu_to_be_16(RTE_ETHER_TYPE_ARP) ||
             (type == rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV6) &&
              pv.solicited_node_mac6(eth->dst_addr))) {
-            break;
+            return 0;
         }
-        // eth_input's learning, then l2_bridge's forwarding, per frame. Learning never changes
-        // the FDB this lcore reads (it posts an event, refreshes fdb_seen), so learning frame i
-        // before bridging it, rather than the whole burst first, changes no lookup; the events
-        // and the rate limiter see the same calls in the same order.
+    }
+    // Second pass: eth_input's learning, then l2_bridge's forwarding, per frame. Learning
+    // never changes the FDB this lcore reads (it posts an event, refreshes fdb_seen), so
+    // learning frame i before bridging it, rather than the whole burst first, changes no
+    // lookup; the events and the rate limiter see the same calls in the same order.
+    uint64_t taken_bytes = 0;
+    for (uint16_t i = 0; i < n; ++i) {
+        rte_mbuf* m = pkts[i];
+        const uint16_t in = m->port;
+        const auto group_id = snap.ports[in].l2_group;
+        const auto* eth = rte_pktmbuf_mtod(m, const rte_ether_hdr*);
         if (rte_is_unicast_ether_addr(&eth->src_addr) && !rte_is_zero_ether_addr(&eth->src_addr)) {
             l2_learn(ctx, snap, eth->src_addr, static_cast<uint16_t>(group_id), in);
         }
@@ -149,7 +158,7 @@ uint16_t l2_fast_path(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf* con
         }
     }
     bytes += taken_bytes;
-    return i;
+    return n;
 }
 
 }  // namespace ina::pipeline

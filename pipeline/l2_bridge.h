@@ -18,12 +18,12 @@ void l2_bridge(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uin
                EdgeBatches<BridgeEdge>& out);
 
 // A plain bridge's fast path, for frames straight from RX when no binding asks for any path
-// (process_burst): takes the leading frames of `pkts` for as long as each is one that the
-// general path would only learn from and bridge — a single-segment frame of at least an
-// Ethernet header on an L2-group port, not to the switch, not ARP, not ND to the port — and
-// does to each exactly what eth_input (l2_learn) and l2_bridge would, through the same
-// functions. Returns how many it took; it stops before the first other frame, untouched, so the
-// rest takes the general path in arrival order. Adds the taken frames' pkt_len to `bytes`.
+// (process_burst): when every frame of `pkts` is one that the general path would only learn
+// from and bridge — a single-segment frame of at least an Ethernet header on an L2-group port,
+// not to the switch, not ARP, not ND to the port — does to each exactly what eth_input
+// (l2_learn) and l2_bridge would, through the same functions, and returns n; else touches
+// nothing and returns 0 (the general path sends bridged frames after the rest of the burst, so
+// a partial run could reorder a port's output). Adds the taken frames' pkt_len to `bytes`.
 uint16_t l2_fast_path(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf* const* pkts,
                       uint16_t n, uint64_t& bytes);
 

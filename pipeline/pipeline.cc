@@ -269,8 +269,8 @@ namespace {
 void run_stages(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n);
 
 // A plain ToR (no binding asks for routed packets): the leading run of frames that are only to
-// be routed is forwarded in one pass (ipv4_fast_path), or, with no binding at all, the leading
-// run that is only to be bridged (l2_fast_path); the rest of the burst, from the first
+// be routed is forwarded in one pass (ipv4_fast_path), or, with no binding at all, a burst
+// that is only to be bridged, whole (l2_fast_path); the rest of the burst, from the first
 // frame that needs anything else, takes the stages, so arrival order holds. Returns how many
 // frames the fast path took, their lengths added to `bytes`.
 uint16_t fast_path(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n,
@@ -279,7 +279,8 @@ uint16_t fast_path(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
         return 0;
     }
     const uint16_t routed = ipv4_fast_path(ctx, snap, pkts, n, bytes);
-    // The bridged run only leads a burst (an RX burst is one port's: routed or in a group).
+    // The bridged pass takes a whole burst or nothing (an RX burst is one port's: routed or in
+    // a group).
     // It needs no binding at all: a feature on any path may hand frames to the bridged sink,
     // which the general path sends after its own; with none, nothing but eth_input feeds it.
     if (routed != 0 || snap.features.scopes != 0) {

@@ -532,6 +532,12 @@ TEST_F(FastPath, EveryBridgedVariantLeavesWhatTheGeneralPathLeaves) {
         {"chained", {l2(kHostA, kHostB, 0x88b5, 60), kG0, 0, true}},
         {"chained, unreadable", {l2(kBroadcast, kHostB, 0x88b5, 60), kG0, 0, true, true}},
         {"routed port", {l2(kBroadcast, kHostB), kR0}},
+        {"IPv4 to the switch, routed to g1",
+         {eth_frame(port_mac(kG0), kHostB, RTE_ETHER_TYPE_IPV4,
+                    ipv4_packet(ip4("10.0.10.9"), ip4("10.0.10.20"), IPPROTO_UDP,
+                                udp_datagram(ip4("10.0.10.9"), ip4("10.0.10.20"), 1, 2,
+                                             payload_of(20)))),
+          kG0}},
         {"on a port beyond the snapshot", {flood, 30}},
     };
     for (const auto& [name, v] : variants) {
