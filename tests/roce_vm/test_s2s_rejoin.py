@@ -53,6 +53,7 @@ usage: test_s2s_rejoin.py build/src/worker/rdma/ina-rdma-worker \
            build/src/worker/rdma/ina-rdma-root build/src/app/inaswitch
 """
 
+import contextlib
 import json
 import os
 import shutil
@@ -354,23 +355,32 @@ def listening_root(lab, args: str):
     return root
 
 
-def alone(exes: tuple[str, str, str], times: int, seed: int, config, rounds) -> None:
-    """One lab (the switch on `config`) and `times` data sets from `seed` for `rounds(lab,
-    data)`, which runs a round alone that many times; no guest's rxe gives up a QP."""
+@contextlib.contextmanager
+def rejoin_lab(exes: tuple[str, str, str], config, n_data: int, seed: int, prefix: str):
+    """A lab of the root and WORLD workers through the switch on `config`, with `n_data` int32
+    data sets from `seed` in every guest: yields (lab, data). On a clean exit no guest's rxe gave
+    up a QP (retry or RNR-retry exceeded)."""
     worker_exe, root_exe, switch_exe = exes
-    scratch = tempfile.mkdtemp(prefix="s2s-rejoin-alone-")
+    scratch = tempfile.mkdtemp(prefix=prefix)
     try:
-        data = [int32_inputs(scratch, seed=seed + n) for n in range(times)]
+        data = [int32_inputs(scratch, seed=seed + n) for n in range(n_data)]
         extra = [stripped(worker_exe, scratch), stripped(root_exe, scratch)]
         extra += [(p, f"/root/{os.path.basename(p)}") for paths, _sha in data for p in paths]
         with Lab(1 + WORLD, fabric="inaswitch", switch_exe=switch_exe, routed=True,
                  switch_config=config, extra_files=extra) as lab:
             lab.reach_all()
             rxe_before = [rxe_counters(vm) for vm in lab.vms]
-            rounds(lab, data)
+            yield lab, data
             check_rxe_counters(lab, rxe_before)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def alone(exes: tuple[str, str, str], times: int, seed: int, config, rounds) -> None:
+    """One lab (the switch on `config`) and `times` data sets from `seed` for `rounds(lab,
+    data)`, which runs a round alone that many times; no guest's rxe gives up a QP."""
+    with rejoin_lab(exes, config, times, seed, "s2s-rejoin-alone-") as (lab, data):
+        rounds(lab, data)
 
 
 def served(tag: str, root, rounds_n: int) -> list[dict]:
@@ -408,108 +418,98 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
         replicate_carrier_alone((worker_exe, root_exe, switch_exe),
                                 int(os.environ["INA_S2S_REJOIN_CARRIER_ONLY"]))
         return
-    scratch = tempfile.mkdtemp(prefix="s2s-rejoin-")
     plan = [("rejoin", 2, None), ("carrier", 1, None), (f"rejoin {LOSS}", 2, LOSS),
             ("restart", 2, None)]
-    try:
-        data = [int32_inputs(scratch, seed=20261128 + n) for n in range(len(plan) + 4)]
-        extra = [stripped(worker_exe, scratch), stripped(root_exe, scratch)]
-        extra += [(p, f"/root/{os.path.basename(p)}") for paths, _sha in data for p in paths]
-        with Lab(1 + WORLD, fabric="inaswitch", switch_exe=switch_exe, routed=True,
-                 switch_config=switch_config, extra_files=extra) as lab:
-            lab.reach_all()
-            rxe_before = [rxe_counters(vm) for vm in lab.vms]
-            root = listening_root(lab, f"--rounds {len(plan) + 1}")
+    exes = (worker_exe, root_exe, switch_exe)
+    with rejoin_lab(exes, switch_config, len(plan) + 4, 20261128, "s2s-rejoin-") as (lab, data):
+        root = listening_root(lab, f"--rounds {len(plan) + 1}")
 
-            # 1. Rank 2 reconnects alone through the aggregating switch.
-            rejoin_round(lab, data[0], plan[0][0], plan[0][1], plan[0][2])
+        # 1. Rank 2 reconnects alone through the aggregating switch.
+        rejoin_round(lab, data[0], plan[0][0], plan[0][1], plan[0][2])
 
-            # 2. The next AllReduce on the fresh state.
-            before = counters(lab)
-            run_workers(lab, data[1], "fresh", "")
-            wait_until(lambda: counters(lab)["job"]["aggregates_acked"] -
-                       before["job"]["aggregates_acked"] >= CHUNKS, 10,
-                       "fresh: the root's ACK of every aggregate")
-            after = counters(lab)
-            dj, dl = diff(after, before, "job"), diff(after, before, "leaving_job")
-            log(f"switch, fresh: job {dj}; leaving_job {dl}")
-            check(dj["absorbed"] == WORLD * CHUNKS and dj["aggregates_acked"] == CHUNKS and
-                  dj["connections_learned"] == WORLD,
-                  f"fresh: the fresh state learned both connections and absorbed all "
-                  f"{WORLD * CHUNKS} contributions, one aggregate per chunk acknowledged")
-            check(dl["absorbed"] == 0 and dl["forwarded"] == 0,
-                  "fresh: the old state (leaving_job) took no part")
+        # 2. The next AllReduce on the fresh state.
+        before = counters(lab)
+        run_workers(lab, data[1], "fresh", "")
+        wait_until(lambda: counters(lab)["job"]["aggregates_acked"] -
+                   before["job"]["aggregates_acked"] >= CHUNKS, 10,
+                   "fresh: the root's ACK of every aggregate")
+        after = counters(lab)
+        dj, dl = diff(after, before, "job"), diff(after, before, "leaving_job")
+        log(f"switch, fresh: job {dj}; leaving_job {dl}")
+        check(dj["absorbed"] == WORLD * CHUNKS and dj["aggregates_acked"] == CHUNKS and
+              dj["connections_learned"] == WORLD,
+              f"fresh: the fresh state learned both connections and absorbed all "
+              f"{WORLD * CHUNKS} contributions, one aggregate per chunk acknowledged")
+        check(dl["absorbed"] == 0 and dl["forwarded"] == 0,
+              "fresh: the old state (leaving_job) took no part")
 
-            # 3. The carrier (rank 1) reconnects alone; 4. rank 2 again, its link lossy.
-            # 5. Rank 2's process restarts (nothing kept: the switch and the root say where).
-            for (tag, rank, loss), d in zip(plan[1:], data[2:]):
-                if tag == "restart":
-                    restart_round(lab, d, tag)
-                else:
-                    rejoin_round(lab, d, tag, rank, loss)
+        # 3. The carrier (rank 1) reconnects alone; 4. rank 2 again, its link lossy.
+        # 5. Rank 2's process restarts (nothing kept: the switch and the root say where).
+        for (tag, rank, loss), d in zip(plan[1:], data[2:]):
+            if tag == "restart":
+                restart_round(lab, d, tag)
+            else:
+                rejoin_round(lab, d, tag, rank, loss)
 
-            tags = [plan[0][0], "fresh"] + [t for t, _r, _l in plan[1:]]
-            rounds = served("aggregating", root, len(tags))
-            for tag, r in zip(tags, rounds):
-                root_round_checks(tag, r, 0 if tag == "fresh" else 1)
-                if tag == "fresh":
-                    check(r["contributions"] == CHUNKS, "fresh: one aggregate per chunk")
-                else:
-                    check(r["contributions"] < WORLD * CHUNKS,
-                          f"{tag}: {r['contributions']} WRITEs at the root, fewer than "
-                          f"{WORLD * CHUNKS}: aggregates before the rejoin")
+        tags = [plan[0][0], "fresh"] + [t for t, _r, _l in plan[1:]]
+        rounds = served("aggregating", root, len(tags))
+        for tag, r in zip(tags, rounds):
+            root_round_checks(tag, r, 0 if tag == "fresh" else 1)
+            if tag == "fresh":
+                check(r["contributions"] == CHUNKS, "fresh: one aggregate per chunk")
+            else:
+                check(r["contributions"] < WORLD * CHUNKS,
+                      f"{tag}: {r['contributions']} WRITEs at the root, fewer than "
+                      f"{WORLD * CHUNKS}: aggregates before the rejoin")
 
-            # 6. Result replication (root --results once, replicate: true): rank 2 resumes; the
-            # switch copies the carrier's results to the connections it learned and, from the
-            # resumed REP on, to rank 2's resumed one; the root writes rank 2 nothing itself
-            # (what it lacks goes again on the carrier).
-            lab.reload_switch(replicating_config)
-            root = listening_root(lab, "--rounds 1 --results once")
-            d = rejoin_round(lab, data[-3], "replicate", 2)
-            log(f"replicate: rank 2 took {d['workers'][1]['duplicate_results']} result(s) "
-                f"twice, rank 1 {d['workers'][0]['duplicate_results']}")
-            check(d["replicate_failed"] == 0 and d["result_legs_resumed"] == 1 and
-                  d["results_replicated"] >= CHUNKS,
-                  f"replicate: rank 2's resumed connection became a copy target; "
-                  f"{d['results_replicated']:.0f} copies made (rank 2's every result), none "
-                  f"failed")
-            r = served("replicate", root, 1)[0]
-            # The root wrote the carrier alone (every result acknowledged by both workers).
-            root_round_checks("replicate", r, 1, written=CHUNKS)
-            tags.append("replicate")
-            rounds.append(r)
+        # 6. Result replication (root --results once, replicate: true): rank 2 resumes; the
+        # switch copies the carrier's results to the connections it learned and, from the
+        # resumed REP on, to rank 2's resumed one; the root writes rank 2 nothing itself
+        # (what it lacks goes again on the carrier).
+        lab.reload_switch(replicating_config)
+        root = listening_root(lab, "--rounds 1 --results once")
+        d = rejoin_round(lab, data[-3], "replicate", 2)
+        log(f"replicate: rank 2 took {d['workers'][1]['duplicate_results']} result(s) "
+            f"twice, rank 1 {d['workers'][0]['duplicate_results']}")
+        check(d["replicate_failed"] == 0 and d["result_legs_resumed"] == 1 and
+              d["results_replicated"] >= CHUNKS,
+              f"replicate: rank 2's resumed connection became a copy target; "
+              f"{d['results_replicated']:.0f} copies made (rank 2's every result), none "
+              f"failed")
+        r = served("replicate", root, 1)[0]
+        # The root wrote the carrier alone (every result acknowledged by both workers).
+        root_round_checks("replicate", r, 1, written=CHUNKS)
+        tags.append("replicate")
+        rounds.append(r)
 
-            # 7. The carrier resumes while the switch replicates: the copies' source moves.
-            root = listening_root(lab, "--rounds 1 --results once")
-            replicate_carrier_round(lab, data[-2], "replicate carrier")
-            r = served_replicate_carrier("replicate carrier", root, 1)[0]
-            tags.append("replicate carrier")
-            rounds.append(r)
+        # 7. The carrier resumes while the switch replicates: the copies' source moves.
+        root = listening_root(lab, "--rounds 1 --results once")
+        replicate_carrier_round(lab, data[-2], "replicate carrier")
+        r = served_replicate_carrier("replicate carrier", root, 1)[0]
+        tags.append("replicate carrier")
+        rounds.append(r)
 
-            # 8. Without aggregation: the job removed, RoCE routed untouched.
-            lab.reload_switch(plain_config)
-            root = listening_root(lab, "--rounds 1")
-            before = counters(lab)
-            res = run_workers(lab, data[-1], "plain", f"--reconnect-after {RESUME_PLAIN}")
-            check(res[1]["reconnected"] and res[1]["resume_chunk"] == RESUME_PLAIN,
-                  f"plain: rank 2 reconnected and resumed at chunk {RESUME_PLAIN}")
-            after = counters(lab)
-            d = both(diff(after, before, "job"), diff(after, before, "leaving_job"))
-            check(d["absorbed"] == 0 and d["rejoins"] == 0,
-                  "plain: the switch aggregated nothing")
-            r = served("plain", root, 1)[0]
-            root_round_checks("plain", r, 1)
-            check(r["contributions"] == WORLD * CHUNKS,
-                  "plain: the root received every worker's own WRITE")
-            tags.append("plain")
-            rounds.append(r)
+        # 8. Without aggregation: the job removed, RoCE routed untouched.
+        lab.reload_switch(plain_config)
+        root = listening_root(lab, "--rounds 1")
+        before = counters(lab)
+        res = run_workers(lab, data[-1], "plain", f"--reconnect-after {RESUME_PLAIN}")
+        check(res[1]["reconnected"] and res[1]["resume_chunk"] == RESUME_PLAIN,
+              f"plain: rank 2 reconnected and resumed at chunk {RESUME_PLAIN}")
+        after = counters(lab)
+        d = both(diff(after, before, "job"), diff(after, before, "leaving_job"))
+        check(d["absorbed"] == 0 and d["rejoins"] == 0,
+              "plain: the switch aggregated nothing")
+        r = served("plain", root, 1)[0]
+        root_round_checks("plain", r, 1)
+        check(r["contributions"] == WORLD * CHUNKS,
+              "plain: the root received every worker's own WRITE")
+        tags.append("plain")
+        rounds.append(r)
 
-            check_rxe_counters(lab, rxe_before)
-            log("timings: boot {:.1f}s; root seconds per round: {}".format(
-                lab.timings.get("boot_s", 0),
-                ", ".join(f"{t} {r['seconds']:.2f}" for t, r in zip(tags, rounds))))
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        log("timings: boot {:.1f}s; root seconds per round: {}".format(
+            lab.timings.get("boot_s", 0),
+            ", ".join(f"{t} {r['seconds']:.2f}" for t, r in zip(tags, rounds))))
 
 
 if __name__ == "__main__":
