@@ -440,7 +440,8 @@ class VM:
         frames pass through it like any other."""
         if spec is None:
             self.run("tc qdisc del dev eth0 root; tc qdisc del dev eth0 ingress; "
-                     "tc qdisc del dev ifb0 root; true", check=True)
+                     "tc qdisc del dev ifb0 root; tc qdisc del dev eth0 clsact; true",
+                     check=True)
             return
         if direction not in ("egress", "ingress", "both"):
             raise ValueError(f"direction must be egress, ingress or both, not {direction!r}")
@@ -457,6 +458,25 @@ class VM:
                        "tc filter add dev eth0 parent ffff: matchall "
                        "action mirred egress redirect dev ifb0"]
         self.run(" && ".join(script), check=True)
+
+    def drop_sent_roce(self, opcode: int | None) -> int:
+        """Drops the RoCEv2 frames this guest sends whose BTH opcode is `opcode` (e.g. 0x11,
+        ACKNOWLEDGE: an RC responder that executes what it receives and is never heard), over
+        IPv4 without options; None stops it. Returns how many frames the rule dropped (when
+        stopping: the rule's count then)."""
+        if opcode is not None:
+            # UDP destination port at 22, the BTH's opcode at 28 (20-byte IPv4 header, 8 UDP).
+            self.run("tc qdisc replace dev eth0 clsact && tc filter add dev eth0 egress "
+                     "protocol ip u32 match ip protocol 17 0xff match u16 4791 0xffff at 22 "
+                     f"match u8 {opcode:#x} 0xff at 28 action drop", check=True)
+            return 0
+        _rc, out = self.run("tc -s filter show dev eth0 egress; tc qdisc del dev eth0 clsact",
+                            check=True)
+        # gact's statistics: "Sent <bytes> bytes <packets> pkt (dropped <n>, ...)"
+        found = re.search(r"\(dropped (\d+),", out)
+        if found is None:
+            raise TestFailure(f"{self.name}: no drop statistics in tc's output:\n{out}")
+        return int(found.group(1))
 
     def wait_tcp_listen(self, port: int = PERFTEST_PORT, timeout: float = 60) -> None:
         """Waits until a TCP socket listens on `port` in this guest (polled inside it)."""

@@ -88,16 +88,20 @@ def root_cmd(root_vm, args: str) -> str:
 
 
 def allreduce(root_vm, workers, worker_args: list[str], tag: str,
-              before_rank=None, order: list[int] | None = None) -> list[dict]:
+              before_rank=None, order: list[int] | None = None,
+              while_running=None) -> list[dict]:
     """Runs one AllReduce on the listening root; returns the workers' JSON results (by rank).
     The ranks start in `order` (default 1..world); `before_rank(rank)`, when given, runs before
-    each rank after the first starts (it waits for an observable event)."""
+    each rank after the first starts (it waits for an observable event); `while_running()`, once
+    every rank started, before their ends are awaited."""
     order = order or list(range(1, len(workers) + 1))
     started = {}
     for n, rank in enumerate(order):
         if before_rank is not None and n > 0:
             before_rank(rank)
         started[rank] = workers[rank - 1].start(worker_cmd(root_vm, rank, worker_args[rank - 1]))
+    if while_running is not None:
+        while_running()
     jobs = [started[rank] for rank in sorted(started)]
     results = []
     for rank, job in enumerate(jobs, start=1):

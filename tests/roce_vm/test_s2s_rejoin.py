@@ -74,6 +74,7 @@ CHUNK = 1024
 WINDOW = 64
 CHUNKS = ELEMENTS * 4 // CHUNK
 RESUME_AT = 16      # through the switch: inside rank 1's first window
+RC_ACKNOWLEDGE = 0x11  # the BTH opcode of an RC ACK (and NAK)
 RESUME_PLAIN = 300  # without aggregation
 RESTART_DELAY = "2s"  # rank 1's link in the restart round until rank 2 is back: 2 is ahead
 LOSS = "loss 2%"
@@ -123,9 +124,10 @@ def both(d_job: dict, d_leaving: dict) -> dict[str, float]:
 
 
 def run_workers(lab, data, tag: str, extra: str, wait_before_second=None,
-                rejoining: int = 2) -> list[dict]:
+                rejoining: int = 2, while_running=None) -> list[dict]:
     """Ranks 1 and 2 on the listening root, rank `rejoining` with `extra` and started second,
-    once `wait_before_second()` returned (when given); both results checked bit-exact."""
+    once `wait_before_second()` returned (when given), then `while_running()` (when given);
+    both results checked bit-exact."""
     root_vm, workers = lab.vms[0], lab.vms[1:]
     paths, sha = data
     args = [f"--type int32 --chunk-bytes {CHUNK} --window {WINDOW} "
@@ -133,7 +135,7 @@ def run_workers(lab, data, tag: str, extra: str, wait_before_second=None,
     args[rejoining - 1] += f" {extra}"
     res = allreduce(root_vm, workers, args, tag,
                     None if wait_before_second is None else lambda _rank: wait_before_second(),
-                    order=[3 - rejoining, rejoining])
+                    order=[3 - rejoining, rejoining], while_running=while_running)
     for vm in workers:
         _rc, out = vm.run(f"sha256sum /tmp/{tag}.out", check=True)
         check(out.split()[0] == sha, f"{tag}: {vm.name}'s int32 result bit-exact (sha256 "
@@ -153,12 +155,14 @@ def root_round_checks(tag: str, r: dict, resumes: int, written: int = WORLD * CH
 
 
 def rejoin_round(lab, data, tag: str, rejoining: int, loss: str | None = None,
-                 other_egress: str | None = None) -> dict:
+                 other_acks_until_move: bool = False) -> dict:
     """Rank `rejoining` reconnects after RESUME_AT chunks through the aggregating switch, the
     other rank having filled its window first (WINDOW chunks absorbed and held: the test waits
     for that counter), `loss` (netem, both ways) on the rejoining rank's link; both results
-    bit-exact and the switch's counters of the rule checked. `other_egress`: netem on what the
-    other rank sends. Returns the counters' delta."""
+    bit-exact and the switch's counters of the rule checked. `other_acks_until_move`: every ACK
+    the other rank sends is dropped in its guest until the switch moved the copies' source (its
+    counter says so), then they pass again. Returns the counters' delta, with "workers" (their
+    JSON) and "acks_dropped"."""
     other = 3 - rejoining
     before = counters(lab)
 
@@ -169,8 +173,18 @@ def rejoin_round(lab, data, tag: str, rejoining: int, loss: str | None = None,
 
     if loss:
         lab.vms[rejoining].netem(loss, direction="both")
-    if other_egress:
-        lab.vms[other].netem(other_egress)
+    acks_dropped = 0
+    acks_dropping = other_acks_until_move
+    if acks_dropping:
+        lab.vms[other].drop_sent_roce(RC_ACKNOWLEDGE)
+
+    def until_moved() -> None:
+        nonlocal acks_dropped, acks_dropping
+        wait_until(lambda: total()["result_source_moved"] >= 1, TIMEOUT_S,
+                   f"{tag}: the copies' source moved onto rank {rejoining}'s resumed connection")
+        acks_dropped = lab.vms[other].drop_sent_roce(None)
+        acks_dropping = False
+
     t0 = time.monotonic()
     try:
         res = run_workers(
@@ -178,12 +192,12 @@ def rejoin_round(lab, data, tag: str, rejoining: int, loss: str | None = None,
             lambda: wait_until(lambda: total()["absorbed"] >= WINDOW, TIMEOUT_S,
                                f"{tag}: rank {other}'s first {WINDOW} chunks absorbed, held "
                                f"for rank {rejoining}"),
-            rejoining=rejoining)
+            rejoining=rejoining, while_running=until_moved if acks_dropping else None)
     finally:
         if loss:
             lab.vms[rejoining].netem(None)
-        if other_egress:
-            lab.vms[other].netem(None)
+        if acks_dropping:
+            lab.vms[other].drop_sent_roce(None)
     wall = time.monotonic() - t0
     at = res[rejoining - 1]["resume_chunk"]
     check(res[rejoining - 1]["reconnected"] and at == RESUME_AT and
@@ -226,6 +240,7 @@ def rejoin_round(lab, data, tag: str, rejoining: int, loss: str | None = None,
           f"{tag}: the resumed connection was never held back; no ICRC error, "
           f"non-contribution, bad contribution or fallback")
     d["workers"] = res
+    d["acks_dropped"] = acks_dropped
     return d
 
 
@@ -295,20 +310,22 @@ def restart_round(lab, data, tag: str) -> dict:
 def replicate_carrier_round(lab, data, tag: str) -> dict:
     """The carrier (rank 1) resumes while the job replicates (the root runs --results once):
     the copies' source moves onto its resumed connection; every result bit-exact on both
-    workers (rejoin_round). Rank 2's ACKs are delayed 100 ms (netem on what it sends), so when
-    the carrier's resumed REP passes the switch rank 2 has not acknowledged its last copies:
-    the switch fills its leg (zero-length WRITEs, duplicates to rxe) before copying on. Returns
-    the counters' delta."""
-    d = rejoin_round(lab, data, tag, 1, other_egress="delay 100ms")
+    workers (rejoin_round). Rank 2's ACKs are dropped in its guest from the start until the
+    switch moved the source, so at the move its leg is behind by every copy of the old source:
+    the switch fills it (zero-length WRITEs, duplicates to rxe, resent until answered) before
+    copying on. Returns the counters' delta."""
+    d = rejoin_round(lab, data, tag, 1, other_acks_until_move=True)
     res = d["workers"]
     log(f"{tag}: rank 2 took {res[1]['duplicate_results']} result(s) twice, rank 1 "
-        f"{res[0]['duplicate_results']}; {d['result_fill_sent']:.0f} fill packet(s) sent")
+        f"{res[0]['duplicate_results']}; {d['acks_dropped']} of rank 2's ACKs dropped before "
+        f"the move; {d['result_fill_sent']:.0f} fill packet(s) sent")
     check(d["result_source_moved"] == 1 and d["replicate_failed"] == 0,
           f"{tag}: the copies' source moved onto the carrier's resumed connection once, no copy "
           f"failed")
-    check(d["result_fill_sent"] > 0,
+    check(d["acks_dropped"] > 0 and d["result_fill_sent"] > 0,
           f"{tag}: rank 2's leg was filled ({d['result_fill_sent']:.0f} zero-length WRITEs) "
-          f"before the copies of the resumed connection (its ACKs were behind)")
+          f"before the copies of the resumed connection (its {d['acks_dropped']} ACKs of the "
+          f"old source's copies never arrived)")
     check(d["results_replicated"] >= CHUNKS,
           f"{tag}: {d['results_replicated']:.0f} copies made: rank 2's every result (it got "
           f"none from the root itself)")
