@@ -466,6 +466,7 @@ template <bool kOneWord>
             // The partial states a lowest missing result only when every contribution did.
             e->lowest_stated = e->lowest_stated && stated;
         }
+        last_placed_ = e;
         return finish(verdict_of(r));
     }
 
@@ -547,6 +548,7 @@ template <bool kOneWord>
     free->flags = flags & proto::kFlagEcnEcho;
     free->lowest_stated = stated;
     std::memset(free->released, 0, bs_len<kOneWord>());
+    last_placed_ = free;
     // An empty slot takes any well-formed contribution (checked above): absorbed, or completed
     // when one packet covers the whole A-BM (a single child whose A-BM equals ours).
     return finish(
@@ -555,6 +557,9 @@ template <bool kOneWord>
 
 uint32_t ChunkTable::store_result(uint32_t seq, void* out, agg::Encoding enc,
                                   uint32_t* sum) const noexcept {
+    if (const Entry* e = placed(seq)) {
+        return core_.store_result(slot(*e), out, enc, sum);
+    }
     const uint32_t index = index_of(seq);
     if (const Entry* e = find(index, seq)) {
         return core_.store_result(slot(*e), out, enc, sum);
@@ -585,7 +590,8 @@ void ChunkTable::note_lowest(const uint8_t* pbm, uint32_t low) noexcept {
 }
 
 bool ChunkTable::partial_lowest_missing(uint32_t seq, uint32_t* lowest) const noexcept {
-    const Entry* e = find(index_of(seq), seq);
+    const Entry* e = placed(seq);
+    if (e == nullptr) e = find(index_of(seq), seq);
     if (e == nullptr || !e->lowest_stated || lowest_of_.empty()) return false;
     // The least of the latest statements of every contributor (A-BM bit): each is true now (a
     // worker's low only rises) and at least what it stated with its contribution to seq, which
@@ -607,6 +613,7 @@ bool ChunkTable::partial_lowest_missing(uint32_t seq, uint32_t* lowest) const no
 }
 
 uint8_t ChunkTable::result_flags(uint32_t seq) const noexcept {
+    if (const Entry* e = placed(seq)) return e->flags;
     const uint32_t index = index_of(seq);
     if (const Entry* e = find(index, seq)) return e->flags;
     const Cached* c = cached(index, seq);
@@ -642,6 +649,7 @@ size_t ChunkTable::expire(uint64_t now, size_t budget) noexcept {
 
 void ChunkTable::reset() noexcept {
     core_.reset();
+    last_placed_ = nullptr;
     stated_lowest_ = false;
     std::fill(lowest_known_.begin(), lowest_known_.end(), 0);
     for (IndexState& s : index_) {

@@ -474,6 +474,15 @@ private:
     size_t bs_len() const noexcept { return kOneWord ? 8 : bs_bytes_; }
     Entry* find(uint32_t index, uint32_t seq) noexcept;
     const Entry* find(uint32_t index, uint32_t seq) const noexcept;
+    // The entry the last on_data() added to, if it still holds seq: what the emitter asks about
+    // right after a contribution completed a chunk (its flags, lowest missing and result),
+    // without a look at the index. nullptr: ask find().
+    const Entry* placed(uint32_t seq) const noexcept {
+        return last_placed_ != nullptr && last_placed_->seq == seq &&
+                       state(*last_placed_) != State::empty
+                   ? last_placed_
+                   : nullptr;
+    }
     template <bool kOneWord>
     void release(uint32_t index, Entry* proven, const uint8_t* pbm, uint64_t now) noexcept;
     void free_entry(Entry& e) noexcept;
@@ -538,6 +547,7 @@ private:
     LaneDivider lane_div_;  // x / lanes_
 
     std::vector<Entry> entries_;      // entries_[2i], entries_[2i + 1] belong to (local) index i
+    Entry* last_placed_ = nullptr;    // into entries_ (never reallocated after construction)
     std::vector<IndexState> index_;   // this lane's indices
     std::vector<uint64_t> released_ring_;  // per index ring_words_: bit ring_bit(s) = s released
     std::vector<uint8_t> proofs_;     // R of every entry

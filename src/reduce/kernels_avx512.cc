@@ -259,20 +259,35 @@ INA_AVX512 __m512i add_words32(__m512i sum, const unsigned char* p) {
     }
 }
 
-// store<T>, summing each vector's bytes right after storing them (the load is forwarded from
-// the store), the masked tail's bytes word by word.
+INA_AVX512 inline __m512i as_bits(__m512 v) { return _mm512_castps_si512(v); }
+INA_AVX512 inline __m512i as_bits(__m512d v) { return _mm512_castpd_si512(v); }
+INA_AVX512 inline __m512i as_bits(__m512i v) { return v; }
+
+// store<T>, summing each vector's bytes as it is stored. Where the wire element is the
+// accumulator's own (32- and 64-bit types) the sum is taken from the register; the narrowed
+// 16-bit types are read back right after the store (forwarded from it). The low and high
+// 32-bit halves of every 64-bit lane add into two sums, two independent dependency chains.
 template <class T>
 INA_AVX512 uint32_t store_sum(void* out_v, const void* acc_v, size_t n) {
     const auto* acc = static_cast<const typename T::Acc*>(acc_v);
     auto* out = static_cast<unsigned char*>(out_v);
-    __m512i lanes = _mm512_setzero_si512();
+    const __m512i low_half = _mm512_set1_epi64(0xffffffff);
+    __m512i low = _mm512_setzero_si512();
+    __m512i high = _mm512_setzero_si512();
     size_t i = 0;
     for (; i + T::kLanes <= n; i += T::kLanes) {
-        T::store_out(out + i * T::kWire, T::load_acc(acc + i));
-        lanes = add_words32<T::kLanes * T::kWire>(lanes, out + i * T::kWire);
+        const auto v = T::load_acc(acc + i);
+        T::store_out(out + i * T::kWire, v);
+        if constexpr (sizeof(typename T::Acc) == T::kWire) {
+            const __m512i w = as_bits(v);
+            low = _mm512_add_epi64(low, _mm512_and_si512(w, low_half));
+            high = _mm512_add_epi64(high, _mm512_srli_epi64(w, 32));
+        } else {
+            low = add_words32<T::kLanes * T::kWire>(low, out + i * T::kWire);
+        }
     }
     alignas(64) uint64_t part[8];  // not _mm512_reduce_add_epi64: GCC 12 warns inside it
-    _mm512_store_si512(part, lanes);
+    _mm512_store_si512(part, _mm512_add_epi64(low, high));
     uint64_t sum = 0;
     for (const uint64_t p : part) sum += p;
     if (i < n) {
