@@ -142,6 +142,16 @@ def _tail(path: str, n: int = 4000) -> str:
 # ---------------------------------------------------------------------------------------------
 # VM slots shared by every process on the machine.
 
+
+# tc u32 selectors on a RoCEv2 frame's IPv4 packet (no options: UDP at 20, the BTH at 28): UDP
+# destination port 4791; the BTH opcode of an RC ACK (and NAK), of an RDMA WRITE ONLY with
+# immediate; an RDMA CM DREQ (a MAD on QP1:
+# UD SEND ONLY, its attribute ID after the BTH, DETH and 16 bytes of MAD header).
+U32_ROCE = "match ip protocol 17 0xff match u16 4791 0xffff at 22"
+U32_ROCE_ACK = "match u8 0x11 0xff at 28"
+U32_WRITE_ONLY_IMM = "match u8 0x0b 0xff at 28"
+U32_CM_DREQ = "match u8 0x64 0xff at 28 match u16 0x0015 0xffff at 64"
+
 class _Slots:
     """n of the MAX_VMS slot locks, taken all at once (a gate lock serialises takers so two
     labs cannot each hold half of what they need)."""
@@ -465,10 +475,9 @@ class VM:
         IPv4 without options; None stops it. Returns how many frames the rule dropped (when
         stopping: the rule's count then)."""
         if opcode is not None:
-            # UDP destination port at 22, the BTH's opcode at 28 (20-byte IPv4 header, 8 UDP).
             self.run("tc qdisc replace dev eth0 clsact && tc filter add dev eth0 egress "
-                     "protocol ip u32 match ip protocol 17 0xff match u16 4791 0xffff at 22 "
-                     f"match u8 {opcode:#x} 0xff at 28 action drop", check=True)
+                     f"protocol ip u32 {U32_ROCE} match u8 {opcode:#x} 0xff at 28 action drop",
+                     check=True)
             return 0
         _rc, out = self.run("tc -s filter show dev eth0 egress; tc qdisc del dev eth0 clsact",
                             check=True)
@@ -476,6 +485,31 @@ class VM:
         found = re.search(r"\(dropped (\d+),", out)
         if found is None:
             raise TestFailure(f"{self.name}: no drop statistics in tc's output:\n{out}")
+        return int(found.group(1))
+
+    def hold_sent_roce(self, *selectors: str) -> None:
+        """Holds back the RoCEv2 frames this guest sends (UDP 4791 over IPv4 without options)
+        that match one of `selectors` (tc u32 selectors, offsets from the IP header: e.g.
+        U32_ROCE_ACK, U32_CM_DREQ) in a plug qdisc, in their order, until release_sent_roce();
+        everything else passes at once. A gate a test opens when it observed an event, where a
+        delay would race that event."""
+        script = ["tc qdisc replace dev eth0 root handle 1: prio bands 2 priomap " +
+                  " ".join(["1"] * 16),  # unmatched frames: band 2 (1:2), a plain FIFO
+                  "tc qdisc add dev eth0 parent 1:1 handle 10: plug limit 100000000",
+                  "tc qdisc change dev eth0 parent 1:1 handle 10: plug block"]
+        script += [f"tc filter add dev eth0 parent 1: protocol ip prio 1 u32 {U32_ROCE} {sel} "
+                   "flowid 1:1" for sel in selectors]
+        self.run(" && ".join(script), check=True)
+
+    def release_sent_roce(self) -> int:
+        """Lets every frame hold_sent_roce() held go, in order, and later ones pass (the gate
+        stays open until netem(None)). Returns how many frames were held at that moment."""
+        _rc, out = self.run("tc -s qdisc show dev eth0 parent 1:1 && "
+                            "tc qdisc change dev eth0 parent 1:1 handle 10: plug "
+                            "release_indefinite", check=True)
+        found = re.search(r"backlog \S+ (\d+)p", out)
+        if found is None:
+            raise TestFailure(f"{self.name}: no backlog in tc's plug statistics:\n{out}")
         return int(found.group(1))
 
     def wait_tcp_listen(self, port: int = PERFTEST_PORT, timeout: float = 60) -> None:

@@ -64,7 +64,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from lab import Lab, run_test, check, log, wait_until  # noqa: E402
+from lab import U32_WRITE_ONLY_IMM, Lab, run_test, check, log, wait_until  # noqa: E402
 from test_rdma_allreduce import (ELEMENTS, TIMEOUT_S, WORLD, allreduce,  # noqa: E402
                                  int32_inputs, json_line, root_cmd, stripped, worker_cmd)
 from test_s2s_allreduce import check_rxe_counters, rxe_counters  # noqa: E402
@@ -76,7 +76,6 @@ CHUNKS = ELEMENTS * 4 // CHUNK
 RESUME_AT = 16      # through the switch: inside rank 1's first window
 RC_ACKNOWLEDGE = 0x11  # the BTH opcode of an RC ACK (and NAK)
 RESUME_PLAIN = 300  # without aggregation
-RESTART_DELAY = "2s"  # rank 1's link in the restart round until rank 2 is back: 2 is ahead
 LOSS = "loss 2%"
 
 NAMES = ("absorbed", "aggregates_sent", "aggregates_acked", "forwarded", "rejoins",
@@ -245,8 +244,8 @@ def rejoin_round(lab, data, tag: str, rejoining: int, loss: str | None = None,
 
 
 def restart_round(lab, data, tag: str) -> dict:
-    """Rank 2's PROCESS restarts ahead of rank 1: rank 1 connects first, its link delaying what
-    it sends by RESTART_DELAY (netem) until rank 2 is back, so rank 2's first RESUME_AT chunks
+    """Rank 2's PROCESS restarts ahead of rank 1: rank 1 connects first, its guest holding
+    its WRITEs back until rank 2 is back (hold_sent_roce), so rank 2's first RESUME_AT chunks
     are absorbed and held at the switch waiting for rank 1's (incomplete at the root too) when
     rank 2 drops everything (--restart-at) and comes back resuming from 0. The switch raises the
     request's resume-from past what it absorbed and ACKed of rank 2 (which the root could not
@@ -264,16 +263,19 @@ def restart_round(lab, data, tag: str) -> dict:
     args = [f"--type int32 --chunk-bytes {CHUNK} --window {WINDOW} "
             f"--input /root/{os.path.basename(p)} --output /tmp/restart.out" for p in paths]
     args[1] += f" --restart-at {RESUME_AT}"
-    workers[0].netem(f"delay {RESTART_DELAY}")
+    # Rank 1's WRITEs (one packet each: WRITE ONLY with immediate) are held in its guest, in
+    # order, until rank 2 is back; its CM exchange passes. rxe resends what is held when its
+    # ACK timeout fires (retry_cnt 7: without limit); the switch takes those as duplicates.
+    workers[0].hold_sent_roce(U32_WRITE_ONLY_IMM)
     try:
         jobs = [workers[0].start(worker_cmd(root_vm, 1, args[0]))]
         wait_until(lambda: total()["connections_learned"] >= 1, TIMEOUT_S,
-                   f"{tag}: rank 1 connected (its REP seen), its WRITEs still on their way")
+                   f"{tag}: rank 1 connected (its REP seen), its WRITEs held in its guest")
         jobs.append(workers[1].start(worker_cmd(root_vm, 2, args[1])))
         wait_until(lambda: total()["rejoin_resumed"] >= 1, TIMEOUT_S,
                    f"{tag}: rank 2 restarted and the root took it back")
-        # What rank 1 sent so far keeps its delay (netem keeps its queue); nothing more waits.
-        workers[0].netem("delay 0ms")
+        held = workers[0].release_sent_roce()
+        check(held > 0, f"{tag}: rank 1's guest held {held} WRITE(s) until rank 2 was back")
         res = []
         for rank, job in enumerate(jobs, start=1):
             rc, out = job.wait(TIMEOUT_S + 30)
