@@ -176,8 +176,13 @@ ClientStats Client::allreduce(std::span<const std::byte> input, std::span<std::b
         }
     };
     while (st.results < chunks || sends_outstanding > 0) {
+        const bool reconnect_due = opt_.reconnect_after != 0 && !st.reconnected &&
+                                   opt_.reconnect_after < chunks &&
+                                   next >= opt_.reconnect_after && st.results < chunks;
+        // A reconnect due first goes first: a restart at the same chunk comes right after it,
+        // before this process writes anything on the resumed connection.
         if (opt_.restart_at != 0 && !st.restarted && next >= opt_.restart_at &&
-            st.results < chunks) {
+            st.results < chunks && !reconnect_due) {
             // As a process that dies and starts again: nothing waited for, nothing kept. The
             // connection goes with its QP (the CM sends the root a DREQ), then the memory
             // registrations and the results received.
@@ -202,9 +207,6 @@ ClientStats Client::allreduce(std::span<const std::byte> input, std::span<std::b
             next = st.resume_chunk;
             continue;
         }
-        const bool reconnect_due = opt_.reconnect_after != 0 && !st.reconnected &&
-                                   opt_.reconnect_after < chunks &&
-                                   next >= opt_.reconnect_after && st.results < chunks;
         if (reconnect_due && sends_outstanding == 0) {
             // Every WRITE so far acknowledged: chunks [0, next) are in (at the root, or held by
             // a switch that ACKed them as the root), none beyond. Leave, and come back saying so.

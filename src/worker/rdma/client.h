@@ -52,7 +52,8 @@ struct ClientOptions {
     // everything this process knows -- the connection without a goodbye, the registrations,
     // every result received -- as a crash would, then connect again as a resuming worker
     // that knows nothing (resume from 0, results from 0); the root says where to write from.
-    // 0: never.
+    // With reconnect_after too, whichever is due first goes first; at the same chunk the
+    // reconnect, then at once the restart (a restart after an earlier rejoin). 0: never.
     uint32_t restart_at = 0;
 };
 

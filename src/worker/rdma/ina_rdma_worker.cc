@@ -119,7 +119,8 @@ int main(int argc, char** argv) {
     app.add_option("--restart-at", o.restart_at,
                    "server-to-server, a test hook: once this many chunks are written, drop the "
                    "connection, registrations and results as a restarted process would and "
-                   "connect again knowing nothing; the root says where to write from (0: never)")
+                   "connect again knowing nothing; the root says where to write from; at the "
+                   "chunk of --reconnect-after: right after that reconnect (0: never)")
         ->default_val(0);
     app.add_option("--input", input_path,
                    "reduce this file (raw little-endian elements of --type) instead of generated "
@@ -153,10 +154,6 @@ int main(int argc, char** argv) {
     if (to_switch && (o.reconnect_after != 0 || o.restart_at != 0)) {
         std::fprintf(stderr, "ina-rdma-worker: --reconnect-after and --restart-at are for "
                              "server-to-server\n");
-        return 2;
-    }
-    if (o.reconnect_after != 0 && o.restart_at != 0) {
-        std::fprintf(stderr, "ina-rdma-worker: --reconnect-after or --restart-at, not both\n");
         return 2;
     }
     if (iterations == 0 || (!to_switch && iterations != 1)) {
