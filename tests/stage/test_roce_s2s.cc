@@ -2341,6 +2341,71 @@ TEST_F(RoceS2sLearnReplicate, ACarrierResumingMovesTheCopiesOntoItsResumedConnec
     EXPECT_EQ(lcore(fs::LcoreCounter::fallback), 0u);
 }
 
+// The carrier resumes a SECOND time in one AllReduce (its first resumed connection ends, a
+// third one is taken back): the state that left at the first resume (its session runs on) moves
+// the copies' source again, onto the newest connection; the fresh state for the next AllReduce,
+// attached meanwhile, hears the REP too and takes no part. Rank 2 had acknowledged every copy:
+// no fill, its next copy follows its last one; the root hears the aggregated ACK on the newest
+// connection in its own PSN and MSN space. (Fails without: the root's results on the third
+// connection pass to rank 1 alone, rank 2 gets no copy and the root no ACK.)
+TEST_F(RoceS2sLearnReplicate, ASecondCarrierResumeMovesTheCopiesAgain) {
+    config::LoadResult keep;
+    const fs::JobConfig& cfg = job_config(yaml(), keep);
+    const uint32_t first1 = kRootPsn[1] + kNextRootPsn;
+    const uint32_t first2 = kRootPsn[1] + 2 * kNextRootPsn;
+    ASSERT_EQ(carrier_resumed_with_two_unacked().size(), 2u);  // rank 2's fill
+    send(result_reply(2, kRootPsn[2] + 3, 4));                  // answered: its leg at + 4
+    send(resumed_result(0, 4));
+    EXPECT_EQ(to(kWorker1).size(), 1u);
+    auto copy = to(kWorker2);
+    ASSERT_EQ(copy.size(), 1u);
+    EXPECT_EQ(copy[0].p.bth.psn, kRootPsn[2] + 4);
+    send(result_reply(1, first1, 1));
+    send(result_reply(2, kRootPsn[2] + 4, 5));
+    auto acks = acks_at_root();
+    ASSERT_EQ(acks.size(), 1u);
+    EXPECT_EQ(acks[0].p.bth.psn, first1);
+    // The fresh state for the next AllReduce, made, attached and published.
+    successor_made(cfg);
+    successor_attached();
+    successor_published(cfg);
+    // The carrier leaves again (its DREQ on the first resumed connection) and resumes.
+    send(dreq(1));
+    send(req(1, 11, 2, true, 5));
+    send(rep(1, 2, true, 5));
+    drain();
+    EXPECT_EQ(job->counters.result_source_moved, 2u);
+    EXPECT_EQ(job->counters.result_fill_sent, 2u) << "no fill: rank 2 had every copy";
+    EXPECT_EQ(next_state->counters.rejoin_resumed, 1u) << "the fresh state heard the REP";
+    EXPECT_EQ(next_state->counters.connections_learned, 0u);
+    EXPECT_EQ(next_state->counters.result_source_moved, 0u);
+    // The root's first result on the third connection: to rank 1 as it is, a copy to rank 2
+    // right after its last one.
+    send(result(0, 5, rc::op::kWriteOnlyImm, kChunk, kChunk, kWorkerQpn[1] + 200, first2));
+    const auto own = to(kWorker1);
+    ASSERT_EQ(own.size(), 1u);
+    EXPECT_EQ(own[0].p.bth.dest_qp, kWorkerQpn[1] + 200);
+    EXPECT_EQ(own[0].p.bth.psn, first2) << "untouched";
+    copy = to(kWorker2);
+    ASSERT_EQ(copy.size(), 1u) << "copied from the newest connection";
+    EXPECT_EQ(copy[0].p.bth.dest_qp, kWorkerQpn[2]);
+    EXPECT_EQ(copy[0].p.bth.psn, kRootPsn[2] + 5);
+    EXPECT_EQ(copy[0].p.reth.va, kResultAddr[2] + 5 * kChunk);
+    EXPECT_EQ(copy[0].p.imm, own[0].p.imm);
+    EXPECT_TRUE(copy[0].icrc_ok);
+    send(result_reply(1, first2, 1));
+    EXPECT_TRUE(acks_at_root().empty()) << "rank 2 has not acknowledged its copy";
+    send(result_reply(2, kRootPsn[2] + 5, 6));
+    acks = acks_at_root();
+    ASSERT_EQ(acks.size(), 1u);
+    EXPECT_EQ(acks[0].src, kWorker1);
+    EXPECT_EQ(acks[0].p.bth.dest_qp, kRootQpn[1]);
+    EXPECT_EQ(acks[0].p.bth.psn, first2) << "in the newest connection's PSN space";
+    EXPECT_EQ(acks[0].p.aeth.msn, 1u) << "and MSN space";
+    EXPECT_TRUE(acks[0].icrc_ok);
+    EXPECT_EQ(lcore(fs::LcoreCounter::fallback), 0u);
+}
+
 // A fill packet lost: rank 2 NAKs its gap; the switch sends the fill again from there and the
 // root goes back to the first PSN of the resumed connection (rank 2 dropped its copies behind
 // the gap). Unanswered, the fill goes again after the retry time, from what rank 2 acknowledged.

@@ -224,6 +224,34 @@ bool root_lacks(const uint8_t* inar, uint32_t chunk) {
     return chunk >= from && (i >= 256 || (inar[36 + i / 8] >> (i % 8) & 1) == 0);
 }
 
+// The rank (1..n_conns) of a REQ's INAR connect request (after rdma_cm's header: magic,
+// version, mode, then job id and rank) of server-to-server job `job_id`; 0 when it is another
+// job's, or one the root will refuse.
+uint32_t inar_request_rank(const uint8_t* inar, uint32_t job_id, uint16_t n_conns) {
+    constexpr uint8_t kModeServerToServer = 1;
+    const uint32_t rank = uint32_t{inar[12]} << 8 | inar[13];
+    if (be32(inar) != kInarMagic || inar[4] != kInarVersion || inar[5] != kModeServerToServer ||
+        be32(inar + 8) != job_id || rank == 0 || rank > n_conns) {
+        return 0;
+    }
+    return rank;
+}
+
+constexpr uint32_t kInarFlags = 44, kInarResumeFrom = 48;
+
+// Connection c's REQ `req` from `src_ip` (its INAR request `inar`), noted until its REP.
+void note_request(Connection& c, const rc::cm::Req& req, const uint8_t* inar, uint32_t src_ip) {
+    c.pending = true;
+    c.req.comm_id = req.local_comm_id;
+    c.req.qpn = req.local_qpn;
+    c.req.ip = src_ip;
+    // Replication: the root sends from the REQ's Starting PSN ("RDMA CM messages"), into the
+    // result buffer the INAR request names (result_addr at byte 32, result_rkey at 40).
+    c.req.root_psn = req.starting_psn & 0xFFFFFF;
+    c.req.result_addr = uint64_t{be32(inar + 32)} << 32 | be32(inar + 36);
+    c.req.result_rkey = be32(inar + 40);
+}
+
 // The RDMA WRITE opcodes a result travels in (FIRST/MIDDLE/LAST[_IMM]/ONLY[_IMM]).
 bool write_request(uint8_t opcode) {
     return opcode >= rc::op::kWriteFirst && opcode <= rc::op::kWriteOnlyImm;
@@ -1350,6 +1378,43 @@ void JobState::go_live(uint16_t i, uint32_t worker_ip, uint32_t worker_qpn, uint
     ++counters.connections_learned;
 }
 
+void JobState::follow_results(rc::cm::Attr attr, const rc::cm::Message& msg, uint32_t src_ip,
+                              uint32_t dst_ip) {
+    if (attr == rc::cm::Attr::req && dst_ip == params.root_ip) {
+        const uint8_t* inar = msg.req.private_data.data() + rc::cm::kCmaHeaderBytes;
+        const uint32_t rank = inar_request_rank(inar, params.job_id, params.n_conns);
+        if (rank != 0 && in_results(rank - 1)) {  // (the REP says whether it resumes)
+            Connection& c = conns[rank - 1];
+            if (!(c.pending && c.req.ip == src_ip && c.req.qpn == msg.req.local_qpn)) {
+                note_request(c, msg.req, inar, src_ip);  // (else a retransmission)
+            }
+        }
+        return;
+    }
+    if (attr != rc::cm::Attr::rep || src_ip != params.root_ip) {
+        return;
+    }
+    for (uint16_t i = 0; i < params.n_conns; ++i) {
+        Connection& c = conns[i];
+        if (!c.pending || c.req.ip != dst_ip || c.req.comm_id != msg.rep.remote_comm_id) {
+            continue;
+        }
+        c.pending = false;
+        if (!rep_resumes(msg.rep.private_data.data(), params.job_id)) {
+            return;  // a new session's connection: the configured job's
+        }
+        // The root writes this rank's results on the new connection (the carrier's) or copies
+        // go there (another rank's): the result leg follows it, as at the first resume.
+        resumed[i] = Resumed{dst_ip, c.req.qpn, msg.rep.local_qpn};
+        if (i == 0) {
+            move_result_source(msg.rep.local_qpn);
+        } else {
+            retarget_results(i, msg.rep.local_qpn);
+        }
+        return;
+    }
+}
+
 void JobState::snoop_cm(uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, uint32_t len,
                         bool leaving_job, uint64_t t_ns) {
     rc::cm::Message msg;
@@ -1385,23 +1450,18 @@ void JobState::snoop_cm(uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, ui
                 ++counters.connections_ended;
                 ++counters.leave_ended_dreq;
             }
+        } else if (params.replicate && carrier_open()) {
+            follow_results(attr, msg, src_ip, dst_ip);
         }
         return;
     }
     if (attr == rc::cm::Attr::req && dst_ip == params.root_ip) {
-        // The INAR connect request after rdma_cm's header: magic, version, mode, then job id
-        // and rank.
         const uint8_t* inar = msg.req.private_data.data() + rc::cm::kCmaHeaderBytes;
-        constexpr uint8_t kModeServerToServer = 1;
-        const uint32_t job_id = be32(inar + 8);
-        const uint32_t rank = uint32_t{inar[12]} << 8 | inar[13];
-        if (be32(inar) != kInarMagic || inar[4] != kInarVersion ||
-            inar[5] != kModeServerToServer || job_id != params.job_id || rank == 0 ||
-            rank > params.n_conns) {
+        const uint32_t rank = inar_request_rank(inar, params.job_id, params.n_conns);
+        if (rank == 0) {
             return;  // another job's, or one the root will refuse
         }
         Connection& c = conns[rank - 1];
-        constexpr uint32_t kInarFlags = 44, kInarResumeFrom = 48;
         if ((inar[kInarFlags] & 1) != 0 && session != 0 && c.session == session &&
             rc::psn_diff(c.next_chunk, be32(inar + kInarResumeFrom)) > 0) {
             // A rank of this session resuming: everything below next_chunk the switch ACKed as
@@ -1423,15 +1483,7 @@ void JobState::snoop_cm(uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, ui
         }
         // Only noted: the root may still refuse it (REJ), and until its REP nothing of the
         // session or of a live connection of this rank changes.
-        c.pending = true;
-        c.req.comm_id = msg.req.local_comm_id;
-        c.req.qpn = msg.req.local_qpn;
-        c.req.ip = src_ip;
-        // Replication: the root sends from the REQ's Starting PSN ("RDMA CM messages"), into
-        // the result buffer the INAR request names (result_addr at byte 32, result_rkey at 40).
-        c.req.root_psn = msg.req.starting_psn & 0xFFFFFF;
-        c.req.result_addr = uint64_t{be32(inar + 32)} << 32 | be32(inar + 36);
-        c.req.result_rkey = be32(inar + 40);
+        note_request(c, msg.req, inar, src_ip);
         return;
     }
     if (attr == rc::cm::Attr::rep && src_ip == params.root_ip) {
