@@ -464,13 +464,32 @@ class VM:
         ACKNOWLEDGE: an RC responder that executes what it receives and is never heard), over
         IPv4 without options; None stops it. Returns how many frames the rule dropped (when
         stopping: the rule's count then)."""
+        return self._drop_roce("egress", opcode)
+
+    def drop_received_roce(self, opcode: int | None, imm_count: int | None = None) -> int:
+        """Drops the RoCEv2 frames this guest receives (before its RDMA stack sees them) whose
+        BTH opcode is `opcode`; with `imm_count`, only a WRITE_ONLY_WITH_IMM (0x0B) whose
+        immediate's low byte (the contribution count of ina-rdma's `chunk << 8 | count`) is
+        that, e.g. a switch's aggregates carrying every rank. None stops it; returns the count
+        as drop_sent_roce does."""
+        return self._drop_roce("ingress", opcode, imm_count)
+
+    def _drop_roce(self, hook: str, opcode: int | None, imm_count: int | None = None) -> int:
+        """A tc clsact u32 rule on eth0's `hook` (egress or ingress) dropping RoCEv2 frames by
+        BTH opcode (and immediate count), or, with opcode None, its drop count and removal. One
+        such rule at a time per guest (the clsact qdisc carries both hooks)."""
         if opcode is not None:
-            # UDP destination port at 22, the BTH's opcode at 28 (20-byte IPv4 header, 8 UDP).
-            self.run("tc qdisc replace dev eth0 clsact && tc filter add dev eth0 egress "
+            # Offsets from the IPv4 header (20 bytes, no options): UDP destination port at 22,
+            # the BTH at 28 (opcode its first byte), a WRITE_ONLY_WITH_IMM's RETH at 40 and
+            # immediate at 56 (big-endian: the count's byte at 59).
+            count = "" if imm_count is None else f"match u8 {imm_count:#x} 0xff at 59 "
+            if imm_count is not None and opcode != 0x0B:
+                raise ValueError("imm_count matches a WRITE_ONLY_WITH_IMM (opcode 0x0b) only")
+            self.run(f"tc qdisc replace dev eth0 clsact && tc filter add dev eth0 {hook} "
                      "protocol ip u32 match ip protocol 17 0xff match u16 4791 0xffff at 22 "
-                     f"match u8 {opcode:#x} 0xff at 28 action drop", check=True)
+                     f"match u8 {opcode:#x} 0xff at 28 {count}action drop", check=True)
             return 0
-        _rc, out = self.run("tc -s filter show dev eth0 egress; tc qdisc del dev eth0 clsact",
+        _rc, out = self.run(f"tc -s filter show dev eth0 {hook}; tc qdisc del dev eth0 clsact",
                             check=True)
         # gact's statistics: "Sent <bytes> bytes <packets> pkt (dropped <n>, ...)"
         found = re.search(r"\(dropped (\d+),", out)

@@ -33,17 +33,27 @@ again; rank 1 stays connected throughout.
      raises the request's resume-from past what it absorbed and holds of rank 2
      (rejoin_resume_raised 1), the root resumes it there and writes it every result: the root
      reduced exactly world x chunks contributions (none twice), bit-exact.
-  6. Result replication (a second root with --results once, the job reloaded with replicate:
+  6. The carrier again, its complete aggregates LOST at the root: from rank 2's full window
+     until the switch counted the resumed REP the root's guest drops every aggregate carrying
+     both ranks (tc u32 on its ingress), so the root answers the resume lacking all of them
+     and the switch sends them again on rank 2's connection (rejoin_carrier_resent RESUME_AT,
+     nothing released); the root reduces every chunk once.
+  7. Rank 2 reconnects and its PROCESS restarts right after (--reconnect-after and
+     --restart-at at the same chunk: nothing written on the resumed connection), the
+     aggregates lost at the root as in 6 until both resumed REPs passed, so its first chunks
+     are incomplete at the root when the restarted process says 0: the root resumes it where
+     it resumed it first (rejoin_resumed 2, nothing raised), no chunk reduced twice.
+  8. Result replication (a second root with --results once, the job reloaded with replicate:
      true): rank 2 resumes as in 1; the switch copies the carrier's results onto the
      connections it learned and, from its resumed REP on, onto rank 2's resumed connection
      (result_legs_resumed 1); the root writes only the carrier, what rank 2 lacks again there.
-  7. The CARRIER resumes with result replication (a third root, --results once): the root
+  9. The CARRIER resumes with result replication (a third root, --results once): the root
      writes the results on the carrier's resumed connection and the switch moves the copies'
      source onto it (result_source_moved 1; rank 2's result leg filled up to its last copy and
      translated on from there); the root wrote the carrier alone (CHUNKS results acknowledged,
      the aggregated ACKs of both workers), rank 2 got every result as copies (some twice: the
      carrier's owed results are copied too), bit-exact on both.
-  8. The same reconnect without the switch aggregating (the job removed by a reload: plain
+  10. The same reconnect without the switch aggregating (the job removed by a reload: plain
      routing, a third root): the root sums the workers' own WRITEs, rank 2 resumes where it
      said, bit-exact.
   In each the programs exit 0, every worker's disconnect is clean, and no guest's rxe counted a
@@ -75,6 +85,10 @@ WINDOW = 64
 CHUNKS = ELEMENTS * 4 // CHUNK
 RESUME_AT = 16      # through the switch: inside rank 1's first window
 RC_ACKNOWLEDGE = 0x11  # the BTH opcode of an RC ACK (and NAK)
+RC_WRITE_ONLY_IMM = 0x0B  # a contribution's, an aggregate's and a result's
+# The switch's aggregate leg: its ACK timeout exponent (1.07 s; 8 tries, 8.6 s) outlasts the
+# rounds that drop the aggregates at the root until the switch counted the rejoin.
+AGGREGATE_TIMEOUT = 18
 RESUME_PLAIN = 300  # without aggregation
 RESTART_DELAY = "2s"  # rank 1's link in the restart round until rank 2 is back: 2 is ahead
 LOSS = "loss 2%"
@@ -90,7 +104,8 @@ NAMES = ("absorbed", "aggregates_sent", "aggregates_acked", "forwarded", "rejoin
 def switch_config(cfg: dict, lab, replicate: bool = False) -> dict:
     cfg["rdma_s2s"] = {"jobs": [{"id": JOB, "root": lab.vms[0].ip, "world": WORLD, "op": "sum",
                                  "dtype": "int32", "chunk_bytes": CHUNK, "window": WINDOW,
-                                 "learn": True, "replicate": replicate}]}
+                                 "learn": True, "replicate": replicate,
+                                 "timeout": AGGREGATE_TIMEOUT}]}
     return cfg
 
 
@@ -155,16 +170,25 @@ def root_round_checks(tag: str, r: dict, resumes: int, written: int = WORLD * CH
 
 
 def rejoin_round(lab, data, tag: str, rejoining: int, loss: str | None = None,
-                 other_acks_until_move: bool = False) -> dict:
+                 other_acks_until_move: bool = False, lose_aggregates: bool = False,
+                 restart: bool = False) -> dict:
     """Rank `rejoining` reconnects after RESUME_AT chunks through the aggregating switch, the
     other rank having filled its window first (WINDOW chunks absorbed and held: the test waits
     for that counter), `loss` (netem, both ways) on the rejoining rank's link; both results
     bit-exact and the switch's counters of the rule checked. `other_acks_until_move`: every ACK
     the other rank sends is dropped in its guest until the switch moved the copies' source (its
-    counter says so), then they pass again. Returns the counters' delta, with "workers" (their
-    JSON) and "acks_dropped"."""
+    counter says so), then they pass again. `lose_aggregates`: from that window on, the root's
+    guest drops every aggregate carrying WORLD contributions it receives (the complete ones,
+    not the partial ones nor a worker's own WRITEs) until the switch counted the rejoin's last
+    resumed REP: for the carrier, the root lacks every complete aggregate sent on its old
+    connection when it answers the resume, and the switch sends them again on the moved leg.
+    `restart`: the rank's process also restarts right after its reconnect (--restart-at at the
+    same chunk: nothing written on the resumed connection), resuming from 0 a second time.
+    Returns the counters' delta, with "workers" (their JSON), "acks_dropped" and
+    "aggregates_dropped"."""
     other = 3 - rejoining
     before = counters(lab)
+    resumed_reps = 2 if restart else 1
 
     def total() -> dict[str, float]:
         # Sums over both labels: the job's state moves from `job` to `leaving_job`.
@@ -173,49 +197,69 @@ def rejoin_round(lab, data, tag: str, rejoining: int, loss: str | None = None,
 
     if loss:
         lab.vms[rejoining].netem(loss, direction="both")
-    acks_dropped = 0
-    acks_dropping = other_acks_until_move
-    if acks_dropping:
+    dropped = {"acks": 0, "aggregates": 0}
+    dropping = {"acks": other_acks_until_move, "aggregates": False}
+    if other_acks_until_move:
         lab.vms[other].drop_sent_roce(RC_ACKNOWLEDGE)
 
-    def until_moved() -> None:
-        nonlocal acks_dropped, acks_dropping
-        wait_until(lambda: total()["result_source_moved"] >= 1, TIMEOUT_S,
-                   f"{tag}: the copies' source moved onto rank {rejoining}'s resumed connection")
-        acks_dropped = lab.vms[other].drop_sent_roce(None)
-        acks_dropping = False
+    def window_held() -> None:
+        wait_until(lambda: total()["absorbed"] >= WINDOW, TIMEOUT_S,
+                   f"{tag}: rank {other}'s first {WINDOW} chunks absorbed, held for rank "
+                   f"{rejoining}")
+        if lose_aggregates:
+            lab.vms[0].drop_received_roce(RC_WRITE_ONLY_IMM, imm_count=WORLD)
+            dropping["aggregates"] = True
 
+    def released() -> None:
+        # Each rule stays until the switch counted what it provokes, then goes.
+        if dropping["acks"]:
+            wait_until(lambda: total()["result_source_moved"] >= 1, TIMEOUT_S,
+                       f"{tag}: the copies' source moved onto rank {rejoining}'s resumed "
+                       f"connection")
+            dropped["acks"] = lab.vms[other].drop_sent_roce(None)
+            dropping["acks"] = False
+        if dropping["aggregates"]:
+            wait_until(lambda: total()["rejoin_resumed"] >= resumed_reps, TIMEOUT_S,
+                       f"{tag}: the root's resumed REP(s) of rank {rejoining} seen")
+            dropped["aggregates"] = lab.vms[0].drop_received_roce(None)
+            dropping["aggregates"] = False
+
+    extra = f"--reconnect-after {RESUME_AT}" + (f" --restart-at {RESUME_AT}" if restart else "")
     t0 = time.monotonic()
     try:
-        res = run_workers(
-            lab, data, tag.split()[0], f"--reconnect-after {RESUME_AT}",
-            lambda: wait_until(lambda: total()["absorbed"] >= WINDOW, TIMEOUT_S,
-                               f"{tag}: rank {other}'s first {WINDOW} chunks absorbed, held "
-                               f"for rank {rejoining}"),
-            rejoining=rejoining, while_running=until_moved if acks_dropping else None)
+        res = run_workers(lab, data, tag.replace(" ", "-").replace("%", ""), extra, window_held,
+                          rejoining=rejoining,
+                          while_running=released)
     finally:
         if loss:
             lab.vms[rejoining].netem(None)
-        if acks_dropping:
+        if dropping["acks"]:
             lab.vms[other].drop_sent_roce(None)
+        if dropping["aggregates"]:
+            lab.vms[0].drop_received_roce(None)
     wall = time.monotonic() - t0
     at = res[rejoining - 1]["resume_chunk"]
     check(res[rejoining - 1]["reconnected"] and at == RESUME_AT and
-          not res[other - 1]["reconnected"],
-          f"{tag}: rank {rejoining} reconnected and the root resumed it at chunk {RESUME_AT}")
+          res[rejoining - 1]["restarted"] == restart and not res[other - 1]["reconnected"],
+          f"{tag}: rank {rejoining} reconnected{' and restarted' if restart else ''} and the "
+          f"root resumed it at chunk {RESUME_AT}" +
+          (" again (where it resumed it first: the process said 0)" if restart else ""))
     # The root's ACK of the last partial aggregates may trail the workers' results; a carrier's
-    # old aggregates not seen acknowledged are released instead.
-    wait_until(lambda: total()["aggregates_acked"] + total()["rejoin_carrier_unacked"] >=
-               total()["aggregates_sent"] > 0, 10,
+    # old aggregates not seen acknowledged are released or sent again instead.
+    wait_until(lambda: total()["aggregates_acked"] + total()["rejoin_carrier_unacked"] +
+               total()["rejoin_carrier_resent"] >= total()["aggregates_sent"] > 0, 10,
                f"{tag}: every aggregate the old state sent acknowledged or released")
     after = counters(lab)
     d = total()
-    log(f"switch, {tag}: {d}; fallback {after['fallback']:.0f}; {wall:.1f}s wall")
+    log(f"switch, {tag}: {d}; fallback {after['fallback']:.0f}; {wall:.1f}s wall; dropped "
+        f"in guests: {dropped}")
     partial = d["rejoin_partial_chunks"]
+    resent = d["rejoin_carrier_resent"]
     # Under loss the REQ and its REP may be retransmitted: the fresh state hears the REP again.
-    check(d["rejoins"] == 1 and (d["rejoin_resumed"] == 1 or loss and d["rejoin_resumed"] >= 1),
-          f"{tag}: the switch saw the root's REP take rank {rejoining} back (resumed) and the "
-          f"old state leave")
+    check(d["rejoins"] == 1 and (d["rejoin_resumed"] == resumed_reps or
+                                 loss and d["rejoin_resumed"] >= resumed_reps),
+          f"{tag}: the switch saw the root's REP(s) take rank {rejoining} back (resumed) and "
+          f"the old state leave (once)")
     check(d["rejoin_carrier_moved"] == (1 if rejoining == 1 else 0),
           f"{tag}: the aggregate leg moved to rank 2's connection iff the carrier rejoined")
     check(WINDOW - at <= partial <= WINDOW,
@@ -223,24 +267,34 @@ def rejoin_round(lab, data, tag: str, rejoining: int, loss: str | None = None,
           f"{other}'s chunks {at}..{WINDOW - 1} at least)")
     check(d["rejoin_resume_raised"] == 0,
           f"{tag}: the resuming request's resume-from left as the worker said it")
-    check(d["aggregates_sent"] == at + partial and
-          d["aggregates_acked"] + d["rejoin_carrier_unacked"] == d["aggregates_sent"],
-          f"{tag}: {at} complete aggregates before the rejoin and the {partial:.0f} "
-          f"partial ones, acknowledged by the root ({d['rejoin_carrier_unacked']:.0f} on the "
-          f"carrier's old connection not seen acknowledged there: released, not resent)")
+    check(d["aggregates_sent"] == at + resent + partial and
+          d["aggregates_acked"] + d["rejoin_carrier_unacked"] == at + partial,
+          f"{tag}: {at} complete aggregates before the rejoin ({resent:.0f} of them sent again "
+          f"on the moved leg: the root lacked them) and the {partial:.0f} partial ones, "
+          f"acknowledged by the root ({d['rejoin_carrier_unacked']:.0f} on the carrier's old "
+          f"connection not seen acknowledged there that the root had: released, not resent)")
+    if lose_aggregates:
+        check(dropped["aggregates"] >= at,
+              f"{tag}: the root's guest dropped {dropped['aggregates']} complete aggregates "
+              f"(each of the {at} at least once)")
+    if lose_aggregates and rejoining == 1:
+        check(resent == at and d["rejoin_carrier_unacked"] == 0,
+              f"{tag}: every one of the {at} complete aggregates the root lacked sent again on "
+              f"rank 2's connection, none released")
     check(d["absorbed"] == 2 * at + partial,
           f"{tag}: {d['absorbed']:.0f} contributions absorbed: both ranks' first {at} "
           f"chunks and rank {other}'s partial ones, nothing of the resumed connection")
     check(d["forwarded"] > 0,
           f"{tag}: then {d['forwarded']:.0f} of rank {other}'s packets forwarded translated")
     check(d["connections_learned"] == WORLD,
-          f"{tag}: both first connections learned, the resumed one by no state")
+          f"{tag}: both first connections learned, the resumed one(s) by no state")
     check(d["rejoin_held"] == 0 and d["icrc_errors"] == 0 and d["not_contribution"] == 0 and
           d["bad_contributions"] == 0 and after["fallback"] == before["fallback"],
           f"{tag}: the resumed connection was never held back; no ICRC error, "
           f"non-contribution, bad contribution or fallback")
     d["workers"] = res
-    d["acks_dropped"] = acks_dropped
+    d["acks_dropped"] = dropped["acks"]
+    d["aggregates_dropped"] = dropped["aggregates"]
     return d
 
 
@@ -365,6 +419,25 @@ def restart_alone(exes: tuple[str, str, str], times: int) -> None:
     alone(exes, times, 20261400, switch_config, rounds)
 
 
+# Rounds 6 and 7 (the lost aggregates), also alone with INA_S2S_REJOIN_LOST_ONLY=N.
+LOST_PLAN = [("carrier lost", 1, {"lose_aggregates": True}),
+             ("restart after rejoin", 2, {"lose_aggregates": True, "restart": True})]
+
+
+def lost_alone(exes: tuple[str, str, str], times: int) -> None:
+    """INA_S2S_REJOIN_LOST_ONLY=N: rounds 6 and 7 alone, N times each in one lab."""
+    def rounds(lab, data) -> None:
+        root = listening_root(lab, f"--rounds {len(data)}")
+        for n, d in enumerate(data):
+            tag, rank, kw = LOST_PLAN[n % len(LOST_PLAN)]
+            rejoin_round(lab, d, f"{tag} {n // len(LOST_PLAN) + 1} of {times}", rank, **kw)
+        for n, r in enumerate(served("lost", root, len(data))):
+            tag, _rank, kw = LOST_PLAN[n % len(LOST_PLAN)]
+            root_round_checks(tag, r, 2 if kw.get("restart") else 1)
+
+    alone(exes, times * len(LOST_PLAN), 20261500, switch_config, rounds)
+
+
 def listening_root(lab, args: str):
     """ina-rdma-root with `args` in the first VM, once it listens."""
     root = lab.vms[0].start(root_cmd(lab.vms[0], f"{args} --timeout-ms {TIMEOUT_S * 1000}"))
@@ -431,18 +504,21 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
         restart_alone((worker_exe, root_exe, switch_exe),
                       int(os.environ["INA_S2S_REJOIN_RESTART_ONLY"]))
         return
+    if os.environ.get("INA_S2S_REJOIN_LOST_ONLY"):
+        lost_alone((worker_exe, root_exe, switch_exe), int(os.environ["INA_S2S_REJOIN_LOST_ONLY"]))
+        return
     if os.environ.get("INA_S2S_REJOIN_CARRIER_ONLY"):
         replicate_carrier_alone((worker_exe, root_exe, switch_exe),
                                 int(os.environ["INA_S2S_REJOIN_CARRIER_ONLY"]))
         return
-    plan = [("rejoin", 2, None), ("carrier", 1, None), (f"rejoin {LOSS}", 2, LOSS),
-            ("restart", 2, None)]
+    plan = [("rejoin", 2, {}), ("carrier", 1, {}), (f"rejoin {LOSS}", 2, {"loss": LOSS}),
+            ("restart", 2, {})] + LOST_PLAN
     exes = (worker_exe, root_exe, switch_exe)
     with rejoin_lab(exes, switch_config, len(plan) + 4, 20261128, "s2s-rejoin-") as (lab, data):
         root = listening_root(lab, f"--rounds {len(plan) + 1}")
 
         # 1. Rank 2 reconnects alone through the aggregating switch.
-        rejoin_round(lab, data[0], plan[0][0], plan[0][1], plan[0][2])
+        rejoin_round(lab, data[0], plan[0][0], plan[0][1], **plan[0][2])
 
         # 2. The next AllReduce on the fresh state.
         before = counters(lab)
@@ -462,16 +538,18 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
 
         # 3. The carrier (rank 1) reconnects alone; 4. rank 2 again, its link lossy.
         # 5. Rank 2's process restarts (nothing kept: the switch and the root say where).
-        for (tag, rank, loss), d in zip(plan[1:], data[2:]):
+        # 6. The carrier's complete aggregates lost at the root until it resumed: sent again.
+        # 7. Rank 2's process restarts right after its reconnect.
+        for (tag, rank, kw), d in zip(plan[1:], data[2:]):
             if tag == "restart":
                 restart_round(lab, d, tag)
             else:
-                rejoin_round(lab, d, tag, rank, loss)
+                rejoin_round(lab, d, tag, rank, **kw)
 
-        tags = [plan[0][0], "fresh"] + [t for t, _r, _l in plan[1:]]
+        tags = [plan[0][0], "fresh"] + [t for t, _r, _kw in plan[1:]]
         rounds = served("aggregating", root, len(tags))
-        for tag, r in zip(tags, rounds):
-            root_round_checks(tag, r, 0 if tag == "fresh" else 1)
+        for (tag, _rank, kw), r in zip([plan[0], ("fresh", 0, {})] + plan[1:], rounds):
+            root_round_checks(tag, r, 0 if tag == "fresh" else 2 if kw.get("restart") else 1)
             if tag == "fresh":
                 check(r["contributions"] == CHUNKS, "fresh: one aggregate per chunk")
             else:
@@ -479,7 +557,7 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
                       f"{tag}: {r['contributions']} WRITEs at the root, fewer than "
                       f"{WORLD * CHUNKS}: aggregates before the rejoin")
 
-        # 6. Result replication (root --results once, replicate: true): rank 2 resumes; the
+        # 8. Result replication (root --results once, replicate: true): rank 2 resumes; the
         # switch copies the carrier's results to the connections it learned and, from the
         # resumed REP on, to rank 2's resumed one; the root writes rank 2 nothing itself
         # (what it lacks goes again on the carrier).
@@ -499,14 +577,14 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
         tags.append("replicate")
         rounds.append(r)
 
-        # 7. The carrier resumes while the switch replicates: the copies' source moves.
+        # 9. The carrier resumes while the switch replicates: the copies' source moves.
         root = listening_root(lab, "--rounds 1 --results once")
         replicate_carrier_round(lab, data[-2], "replicate carrier")
         r = served_replicate_carrier("replicate carrier", root, 1)[0]
         tags.append("replicate carrier")
         rounds.append(r)
 
-        # 8. Without aggregation: the job removed, RoCE routed untouched.
+        # 10. Without aggregation: the job removed, RoCE routed untouched.
         lab.reload_switch(plain_config)
         root = listening_root(lab, "--rounds 1")
         before = counters(lab)

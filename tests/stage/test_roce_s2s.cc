@@ -1555,6 +1555,70 @@ TEST_F(RoceS2sLearn, ARestartedWorkersResumeIsRaisedPastWhatTheSwitchAbsorbed) {
     EXPECT_EQ(job->counters.rejoin_resume_raised, 1u);
 }
 
+// Rank 2 reconnects (resumed at 1: the old state leaves, chunks 1 and 2 go as rank 1's partial
+// aggregates, a fresh state is attached for the next AllReduce) and then its process restarts
+// in the same AllReduce, before writing anything on the resumed connection: its request says
+// 0. Nothing the switch still holds is of rank 2 (its old connection's chunk 0 went to the root
+// before the reconnect, and what it sends since passes), so no state raises the request (the
+// root knows where it resumed it: ResumePoints), the REP starts no rejoin, and the restarted
+// process's WRITEs pass untouched; rank 1 stays with the old state.
+TEST_F(RoceS2sLearn, ARestartAfterARejoinPassesStraightToTheRoot) {
+    config::LoadResult keep;
+    const fs::JobConfig& cfg = job_config(yaml(), keep);
+    connect(1);
+    connect(2);
+    complete_chunk_learned();
+    send(contribution(1, kRepPsn[1] + 1, 1, fill(10)));
+    send(contribution(1, kRepPsn[1] + 2, 2, fill(20)));
+    drain();
+    send(dreq(2));
+    drain();
+    EXPECT_EQ(reconnect(2, 1, true, 1).size(), 2u) << "chunks 1 and 2 as partial aggregates";
+    successor_made(cfg);
+    successor_attached();
+    successor_published(cfg);
+    // The restart: the resumed connection goes (its DREQ), the new process asks from 0.
+    send(dreq(2));
+    send(req(2, 11, 2, true, 0));
+    auto out = to(kRoot);
+    ASSERT_EQ(out.size(), 2u);
+    const uint8_t* inar = out[1].payload.data() + 164 + 36;
+    EXPECT_EQ(inar[44], 1) << "resuming";
+    EXPECT_EQ(uint32_t{inar[48]} << 24 | uint32_t{inar[49]} << 16 | uint32_t{inar[50]} << 8 |
+                  inar[51],
+              0u)
+        << "as the worker said it";
+    EXPECT_TRUE(out[1].icrc_ok);
+    send(rep(2, 2, true, 1));
+    drain();
+    EXPECT_EQ(job->counters.rejoin_resume_raised + next_state->counters.rejoin_resume_raised, 0u);
+    EXPECT_EQ(job->counters.rejoins, 1u) << "no second rejoin";
+    EXPECT_EQ(next_state->counters.rejoins, 0u);
+    EXPECT_EQ(next_state->counters.rejoin_resumed, 1u);
+    EXPECT_EQ(next_state->counters.connections_learned, 0u);
+    // The restarted process writes chunk 1 at its REP's PSN: to the root as it is.
+    send(contribution(2, kRepPsn[2], 1, fill(100)));
+    EXPECT_TRUE(to(kWorker2).empty()) << "the switch answers nothing on it";
+    ASSERT_EQ(stray.size(), 1u);
+    EXPECT_EQ(stray[0].dst, kRoot);
+    EXPECT_EQ(stray[0].p.bth.psn, kRepPsn[2]);
+    EXPECT_EQ(stray[0].p.bth.dest_qp, kRootQpn[2]);
+    EXPECT_TRUE(stray[0].icrc_ok);
+    stray.clear();
+    EXPECT_EQ(next_state->counters.absorbed + job->counters.absorbed, 4u) << "none of it";
+    EXPECT_EQ(job->counters.rejoin_held, 0u);
+    // Rank 1 still leaves with the old state: held chunks acknowledged, then translated.
+    send(root_ack(1, kRepPsn[1] + 2));
+    drain();
+    EXPECT_EQ(job->counters.aggregates_acked, 3u);
+    send(contribution(1, kRepPsn[1] + 3, 3, fill(30)));
+    out = to(kRoot);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].p.bth.psn, kRepPsn[1] + 3);
+    EXPECT_EQ(job->counters.forwarded, 1u);
+    EXPECT_EQ(lcore(fs::LcoreCounter::fallback), 0u);
+}
+
 // The carrier reconnects alone while rank 2 is a window ahead: chunk 3's aggregate on the old
 // carrier connection is unacknowledged and rank 2 has already sent chunk 7 (slot 3: RNR-NAKed,
 // but its key is the highest seen). The unacknowledged aggregate is still released (found by
@@ -2404,6 +2468,49 @@ TEST_F(RoceS2sLearnReplicate, ASecondCarrierResumeMovesTheCopiesAgain) {
     EXPECT_EQ(acks[0].p.aeth.msn, 1u) << "and MSN space";
     EXPECT_TRUE(acks[0].icrc_ok);
     EXPECT_EQ(lcore(fs::LcoreCounter::fallback), 0u);
+}
+
+// A state left at a resume of one AllReduce (still leaving: replication waits for its idle
+// timeout) takes no part in the next AllReduce's resumes: the root accepted that AllReduce's
+// connections (REPs not `resumed`) while the state listened, so the carrier's resume there is
+// the new state's to follow. (Without: the old state moved its copies' source onto the new
+// AllReduce's resumed connection and copied the root's results to rank 2's QP of the last
+// AllReduce; roce-vm-s2s-rejoin's replicating carrier round after the replicating rank round.)
+TEST_F(RoceS2sLearnReplicate, AStateOfAnEarlierAllReduceFollowsNoLaterResume) {
+    config::LoadResult keep;
+    const fs::JobConfig& cfg = job_config(yaml(), keep);
+    connected_with_results(2);
+    acks_burst(1, 0, 2, false);
+    acks_burst(2, 0, 2, true);
+    acks_at_root();
+    EXPECT_TRUE(reconnect(2, 1, true, 2).empty());  // rank 2 resumes: a copy target
+    successor_made(cfg);
+    successor_attached();
+    successor_published(cfg);
+    // That AllReduce ends; the next one connects both ranks (generation 2) on the fresh state,
+    // then its carrier resumes (generation 3).
+    send(dreq(1));
+    send(dreq_from_root(2, 1));
+    drain();
+    reconnect(1, 2);
+    reconnect(2, 2);
+    EXPECT_EQ(next_state->counters.connections_learned, 2u);
+    send(dreq(1));
+    send(req(1, 11, 3, true, 0));
+    send(rep(1, 3, true, 0));
+    drain();
+    EXPECT_EQ(job->counters.result_source_moved, 0u) << "the old state stays out";
+    EXPECT_EQ(next_state->counters.result_source_moved, 1u);
+    // The root's first result on the resumed connection: copied onto rank 2's connection of
+    // this AllReduce (generation 2), not the last one's.
+    send(result(0, 0, rc::op::kWriteOnlyImm, kChunk, kChunk, kWorkerQpn[1] + 300,
+                kRootPsn[1] + 3 * kNextRootPsn));
+    EXPECT_EQ(to(kWorker1).size(), 1u);
+    const auto copy = to(kWorker2);
+    ASSERT_EQ(copy.size(), 1u);
+    EXPECT_EQ(copy[0].p.bth.dest_qp, kWorkerQpn[2] + 200);
+    EXPECT_EQ(copy[0].p.bth.psn, kRootPsn[2] + 2 * kNextRootPsn);
+    EXPECT_EQ(job->counters.results_replicated, 2u) << "the last AllReduce's two, no more";
 }
 
 // A fill packet lost: rank 2 NAKs its gap; the switch sends the fill again from there and the

@@ -187,9 +187,12 @@ uint32_t be32(const uint8_t* b) {
 // The root's REP private data (rdma_accept's own, no rdma_cm header before it): an accepting
 // ConnectReply of job `job_id` (magic, version, status 0 at byte 5, job id at 8) whose flags
 // (byte 24) say `resumed`: the rank is taken back into the running AllReduce.
-bool rep_resumes(const uint8_t* inar, uint32_t job_id) {
+bool rep_accepts(const uint8_t* inar, uint32_t job_id) {
     return be32(inar) == kInarMagic && inar[4] == kInarVersion && inar[5] == 0 &&
-           be32(inar + 8) == job_id && (inar[24] & 1) != 0;
+           be32(inar + 8) == job_id;
+}
+bool rep_resumes(const uint8_t* inar, uint32_t job_id) {
+    return rep_accepts(inar, job_id) && (inar[24] & 1) != 0;
 }
 
 // A resuming INAR connect request's resume-from (MAD byte 164 + 36 + 48: the REQ's private
@@ -1180,6 +1183,9 @@ void JobState::supersede(uint16_t i, uint32_t src_ip, uint32_t dst_ip, const uin
                          bool resume, const uint8_t* rep_inar) {
     superseded = true;
     ++counters.rejoins;
+    // A new session's connection accepted: the root's AllReduce of this state is over (it
+    // serves one at a time), nothing of a later one is followed (follow_results).
+    results_round_over = results_round_over || !resume;
     Connection& c = conns[i];
     n_notes = 0;
     if (!resume) {
@@ -1380,6 +1386,9 @@ void JobState::go_live(uint16_t i, uint32_t worker_ip, uint32_t worker_qpn, uint
 
 void JobState::follow_results(rc::cm::Attr attr, const rc::cm::Message& msg, uint32_t src_ip,
                               uint32_t dst_ip) {
+    if (results_round_over) {
+        return;
+    }
     if (attr == rc::cm::Attr::req && dst_ip == params.root_ip) {
         const uint8_t* inar = msg.req.private_data.data() + rc::cm::kCmaHeaderBytes;
         const uint32_t rank = inar_request_rank(inar, params.job_id, params.n_conns);
@@ -1394,14 +1403,21 @@ void JobState::follow_results(rc::cm::Attr attr, const rc::cm::Message& msg, uin
     if (attr != rc::cm::Attr::rep || src_ip != params.root_ip) {
         return;
     }
+    const uint8_t* inar = msg.rep.private_data.data();
+    if (rep_accepts(inar, params.job_id) && !rep_resumes(inar, params.job_id)) {
+        // The root accepted a connection of its next AllReduce (it serves one at a time): this
+        // state's is over there; a later resume is of an AllReduce it never had.
+        results_round_over = true;
+        return;
+    }
     for (uint16_t i = 0; i < params.n_conns; ++i) {
         Connection& c = conns[i];
         if (!c.pending || c.req.ip != dst_ip || c.req.comm_id != msg.rep.remote_comm_id) {
             continue;
         }
         c.pending = false;
-        if (!rep_resumes(msg.rep.private_data.data(), params.job_id)) {
-            return;  // a new session's connection: the configured job's
+        if (!rep_resumes(inar, params.job_id)) {
+            return;  // refused, or another job's
         }
         // The root writes this rank's results on the new connection (the carrier's) or copies
         // go there (another rank's): the result leg follows it, as at the first resume.

@@ -273,8 +273,13 @@ struct alignas(64) JobState {
     // another rank): the root writes its results there while this state's session runs on
     // (docs/rdma.md "The carrier resuming with replicate: true"). The fresh state hears the
     // REP too and takes no part (the rank was not live in its session).
+    // Until the root accepts a connection of its next AllReduce (a REP not `resumed`): a state
+    // still leaving then (its idle timeout runs) is of an AllReduce over at the root, and a
+    // resume seen later is of one it never had (it followed one: roce-vm-s2s-rejoin's
+    // replicating carrier round, its copies sent to the last AllReduce's QPs, hung).
     void follow_results(ina::roce::cm::Attr attr, const ina::roce::cm::Message& msg,
                         uint32_t src_ip, uint32_t dst_ip);
+    bool results_round_over = false;
     // Learn: the root accepted connection i (its REP): starts a new session when nothing is
     // live or the rank already went live in the current one (start_session_if_new). False when
     // another rank's connection is live then: the caller supersedes this state instead.
