@@ -171,7 +171,7 @@ def root_round_checks(tag: str, r: dict, resumes: int, written: int = WORLD * CH
 
 def rejoin_round(lab, data, tag: str, rejoining: int, loss: str | None = None,
                  other_acks_until_move: bool = False, lose_aggregates: bool = False,
-                 restart: bool = False) -> dict:
+                 restart: bool = False, again: int = 0) -> dict:
     """Rank `rejoining` reconnects after RESUME_AT chunks through the aggregating switch, the
     other rank having filled its window first (WINDOW chunks absorbed and held: the test waits
     for that counter), `loss` (netem, both ways) on the rejoining rank's link; both results
@@ -184,11 +184,13 @@ def rejoin_round(lab, data, tag: str, rejoining: int, loss: str | None = None,
     connection when it answers the resume, and the switch sends them again on the moved leg.
     `restart`: the rank's process also restarts right after its reconnect (--restart-at at the
     same chunk: nothing written on the resumed connection), resuming from 0 a second time.
+    `again`: the rank reconnects a second time once `again` chunks are written (on its resumed
+    connection) and acknowledged.
     Returns the counters' delta, with "workers" (their JSON), "acks_dropped" and
     "aggregates_dropped"."""
     other = 3 - rejoining
     before = counters(lab)
-    resumed_reps = 2 if restart else 1
+    resumed_reps = 2 if restart or again else 1
 
     def total() -> dict[str, float]:
         # Sums over both labels: the job's state moves from `job` to `leaving_job`.
@@ -225,6 +227,7 @@ def rejoin_round(lab, data, tag: str, rejoining: int, loss: str | None = None,
             dropping["aggregates"] = False
 
     extra = f"--reconnect-after {RESUME_AT}" + (f" --restart-at {RESUME_AT}" if restart else "")
+    extra += f" --reconnect-again-after {again}" if again else ""
     t0 = time.monotonic()
     try:
         res = run_workers(lab, data, tag.replace(" ", "-").replace("%", ""), extra, window_held,
@@ -238,12 +241,15 @@ def rejoin_round(lab, data, tag: str, rejoining: int, loss: str | None = None,
         if dropping["aggregates"]:
             lab.vms[0].drop_received_roce(None)
     wall = time.monotonic() - t0
-    at = res[rejoining - 1]["resume_chunk"]
-    check(res[rejoining - 1]["reconnected"] and at == RESUME_AT and
-          res[rejoining - 1]["restarted"] == restart and not res[other - 1]["reconnected"],
+    at = RESUME_AT
+    w = res[rejoining - 1]
+    check(w["reconnected"] and w["resume_chunk"] == (again or RESUME_AT) and
+          w["reconnects"] == (2 if again else 1) and w["restarted"] == restart and
+          not res[other - 1]["reconnected"],
           f"{tag}: rank {rejoining} reconnected{' and restarted' if restart else ''} and the "
           f"root resumed it at chunk {RESUME_AT}" +
-          (" again (where it resumed it first: the process said 0)" if restart else ""))
+          (" again (where it resumed it first: the process said 0)" if restart else "") +
+          (f", then at {again}" if again else ""))
     # The root's ACK of the last partial aggregates may trail the workers' results; a carrier's
     # old aggregates not seen acknowledged are released or sent again instead.
     wait_until(lambda: total()["aggregates_acked"] + total()["rejoin_carrier_unacked"] +
@@ -386,37 +392,26 @@ def replicate_carrier_round(lab, data, tag: str) -> dict:
     return d
 
 
-def served_replicate_carrier(tag: str, root, rounds_n: int) -> list[dict]:
-    """The root's rounds of replicate_carrier_round: it wrote the carrier alone, CHUNKS
-    results acknowledged there (by both workers' ACKs aggregated), the carrier resumed."""
-    rounds = served(tag, root, rounds_n)
-    for n, r in enumerate(rounds):
-        root_round_checks(f"{tag} {n + 1}", r, 1, written=CHUNKS)
-    return rounds
+AGAIN_AT = 32  # the carrier's second reconnect (it resumed at RESUME_AT)
 
 
-def replicate_carrier_alone(exes: tuple[str, str, str], times: int) -> None:
-    """INA_S2S_REJOIN_CARRIER_ONLY=N: the replicating carrier round alone, N times in one lab.
-    """
-    def rounds(lab, data) -> None:
-        root = listening_root(lab, f"--rounds {times} --results once")
-        for n, d in enumerate(data):
-            replicate_carrier_round(lab, d, f"replicate carrier {n + 1} of {times}")
-        served_replicate_carrier("replicate carrier", root, times)
-
-    alone(exes, times, 20261300, replicating_config, rounds)
-
-
-def restart_alone(exes: tuple[str, str, str], times: int) -> None:
-    """INA_S2S_REJOIN_RESTART_ONLY=N: the restart round alone, N times in one lab."""
-    def rounds(lab, data) -> None:
-        root = listening_root(lab, f"--rounds {times}")
-        for n, d in enumerate(data):
-            restart_round(lab, d, f"restart {n + 1} of {times}")
-        for n, r in enumerate(served("restart", root, times)):
-            root_round_checks(f"restart {n + 1}", r, 1)
-
-    alone(exes, times, 20261400, switch_config, rounds)
+def replicate_carrier_twice_round(lab, data, tag: str) -> dict:
+    """The carrier resumes TWICE in one AllReduce while the job replicates: at RESUME_AT and,
+    writing on its resumed connection, again at AGAIN_AT. The state that left at the first
+    resume moves the copies' source a second time, onto the newest connection (rank 2's leg
+    filled where it was behind); every result bit-exact on both workers. Returns the counters'
+    delta."""
+    d = rejoin_round(lab, data, tag, 1, again=AGAIN_AT)
+    res = d["workers"]
+    log(f"{tag}: rank 2 took {res[1]['duplicate_results']} result(s) twice, rank 1 "
+        f"{res[0]['duplicate_results']}; {d['result_fill_sent']:.0f} fill packet(s) sent")
+    check(d["result_source_moved"] == 2 and d["replicate_failed"] == 0,
+          f"{tag}: the copies' source moved twice, onto each resumed connection of the "
+          f"carrier; no copy failed")
+    check(d["results_replicated"] >= CHUNKS,
+          f"{tag}: {d['results_replicated']:.0f} copies made: rank 2's every result (it got "
+          f"none from the root itself)")
+    return d
 
 
 # Rounds 6 and 7 (the lost aggregates), also alone with INA_S2S_REJOIN_LOST_ONLY=N.
@@ -484,37 +479,47 @@ def served(tag: str, root, rounds_n: int) -> list[dict]:
     return rounds
 
 
-def loss_alone(exes: tuple[str, str, str], times: int) -> None:
-    """INA_S2S_REJOIN_LOSS_ONLY=N: the lossy rejoin round alone, N times in one lab (each with
-    new data), for chasing it against rxe."""
+def one_round_alone(exes: tuple[str, str, str], times: int, seed: int, config, root_args: str,
+                    tag: str, round_fn, resumes: int = 1, written: int = WORLD * CHUNKS) -> None:
+    """`round_fn(lab, data, tag)` alone, `times` times in one lab (new data each), the root's
+    rounds checked (`resumes` ranks taken back, `written` results acknowledged), for chasing a
+    round against rxe."""
     def rounds(lab, data) -> None:
-        root = listening_root(lab, f"--rounds {times}")
+        root = listening_root(lab, f"--rounds {times} {root_args}")
         for n, d in enumerate(data):
-            rejoin_round(lab, d, f"rejoin {LOSS} {n + 1} of {times}", 2, LOSS)
-        served("loss", root, times)
+            round_fn(lab, d, f"{tag} {n + 1} of {times}")
+        for n, r in enumerate(served(tag, root, times)):
+            root_round_checks(f"{tag} {n + 1}", r, resumes, written)
 
-    alone(exes, times, 20261200, switch_config, rounds)
+    alone(exes, times, seed, config, rounds)
+
+
+# INA_S2S_REJOIN_<NAME>_ONLY=N runs one round alone N times (LOST: rounds 6 and 7, N each):
+# (seed, config, root arguments, tag, round, resumes, results written).
+ALONE = {
+    "LOSS": (20261200, switch_config, "", f"rejoin {LOSS}",
+             lambda lab, d, tag: rejoin_round(lab, d, tag, 2, LOSS), 1, WORLD * CHUNKS),
+    "RESTART": (20261400, switch_config, "", "restart", restart_round, 1, WORLD * CHUNKS),
+    "CARRIER": (20261300, replicating_config, "--results once", "replicate carrier",
+                replicate_carrier_round, 1, CHUNKS),
+    "TWICE": (20261600, replicating_config, "--results once", "replicate carrier twice",
+              replicate_carrier_twice_round, 2, CHUNKS),
+}
 
 
 def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
-    if os.environ.get("INA_S2S_REJOIN_LOSS_ONLY"):
-        loss_alone((worker_exe, root_exe, switch_exe), int(os.environ["INA_S2S_REJOIN_LOSS_ONLY"]))
-        return
-    if os.environ.get("INA_S2S_REJOIN_RESTART_ONLY"):
-        restart_alone((worker_exe, root_exe, switch_exe),
-                      int(os.environ["INA_S2S_REJOIN_RESTART_ONLY"]))
-        return
+    exes = (worker_exe, root_exe, switch_exe)
+    for name, (seed, config, root_args, tag, round_fn, resumes, written) in ALONE.items():
+        if os.environ.get(f"INA_S2S_REJOIN_{name}_ONLY"):
+            one_round_alone(exes, int(os.environ[f"INA_S2S_REJOIN_{name}_ONLY"]), seed, config,
+                            root_args, tag, round_fn, resumes, written)
+            return
     if os.environ.get("INA_S2S_REJOIN_LOST_ONLY"):
-        lost_alone((worker_exe, root_exe, switch_exe), int(os.environ["INA_S2S_REJOIN_LOST_ONLY"]))
-        return
-    if os.environ.get("INA_S2S_REJOIN_CARRIER_ONLY"):
-        replicate_carrier_alone((worker_exe, root_exe, switch_exe),
-                                int(os.environ["INA_S2S_REJOIN_CARRIER_ONLY"]))
+        lost_alone(exes, int(os.environ["INA_S2S_REJOIN_LOST_ONLY"]))
         return
     plan = [("rejoin", 2, {}), ("carrier", 1, {}), (f"rejoin {LOSS}", 2, {"loss": LOSS}),
             ("restart", 2, {})] + LOST_PLAN
-    exes = (worker_exe, root_exe, switch_exe)
-    with rejoin_lab(exes, switch_config, len(plan) + 4, 20261128, "s2s-rejoin-") as (lab, data):
+    with rejoin_lab(exes, switch_config, len(plan) + 5, 20261128, "s2s-rejoin-") as (lab, data):
         root = listening_root(lab, f"--rounds {len(plan) + 1}")
 
         # 1. Rank 2 reconnects alone through the aggregating switch.
@@ -563,7 +568,7 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
         # (what it lacks goes again on the carrier).
         lab.reload_switch(replicating_config)
         root = listening_root(lab, "--rounds 1 --results once")
-        d = rejoin_round(lab, data[-3], "replicate", 2)
+        d = rejoin_round(lab, data[-4], "replicate", 2)
         log(f"replicate: rank 2 took {d['workers'][1]['duplicate_results']} result(s) "
             f"twice, rank 1 {d['workers'][0]['duplicate_results']}")
         check(d["replicate_failed"] == 0 and d["result_legs_resumed"] == 1 and
@@ -578,13 +583,17 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
         rounds.append(r)
 
         # 9. The carrier resumes while the switch replicates: the copies' source moves.
-        root = listening_root(lab, "--rounds 1 --results once")
-        replicate_carrier_round(lab, data[-2], "replicate carrier")
-        r = served_replicate_carrier("replicate carrier", root, 1)[0]
-        tags.append("replicate carrier")
-        rounds.append(r)
+        # 10. It resumes twice in one AllReduce: the source moves again.
+        root = listening_root(lab, "--rounds 2 --results once")
+        replicate_carrier_round(lab, data[-3], "replicate carrier")
+        replicate_carrier_twice_round(lab, data[-2], "replicate carrier twice")
+        r, r2 = served("replicate carrier", root, 2)
+        root_round_checks("replicate carrier", r, 1, written=CHUNKS)
+        root_round_checks("replicate carrier twice", r2, 2, written=CHUNKS)
+        tags += ["replicate carrier", "replicate carrier twice"]
+        rounds += [r, r2]
 
-        # 10. Without aggregation: the job removed, RoCE routed untouched.
+        # 11. Without aggregation: the job removed, RoCE routed untouched.
         lab.reload_switch(plain_config)
         root = listening_root(lab, "--rounds 1")
         before = counters(lab)

@@ -973,6 +973,32 @@ protected:
         drain();
         send(rep(1, 1, true, 1, 11, complete_from));
     }
+    // Both ranks connected, chunk 0 complete (its aggregate out), rank 1's chunks 1 and 2 held
+    // for rank 2, whose worker then ends its connection (its DREQ) to reconnect.
+    void rank2_leaves_with_rank1s_chunks_held() {
+        connect(1);
+        connect(2);
+        complete_chunk_learned();
+        send(contribution(1, kRepPsn[1] + 1, 1, fill(10)));
+        send(contribution(1, kRepPsn[1] + 2, 2, fill(20)));
+        drain();
+        send(dreq(2));  // the worker ends its old connection first
+        drain();
+    }
+    // After rank2_leaves_with_rank1s_chunks_held and the rejoin: rank 1 leaves with the old
+    // state, its three aggregates acknowledged by the root, then its chunk 3 translated.
+    void rank1_drains_then_is_translated() {
+        send(root_ack(1, kRepPsn[1] + 2));
+        drain();
+        EXPECT_EQ(job->counters.aggregates_acked, 3u);
+        send(contribution(1, kRepPsn[1] + 3, 3, fill(30)));
+        const auto out = to(kRoot);
+        ASSERT_EQ(out.size(), 1u);
+        EXPECT_EQ(out[0].src, kWorker1);
+        EXPECT_EQ(out[0].p.bth.psn, kRepPsn[1] + 3);
+        EXPECT_EQ(job->counters.forwarded, 1u);
+        EXPECT_EQ(lcore(fs::LcoreCounter::fallback), 0u);
+    }
     // Chunk 0 from both ranks at their REPs' PSNs: its aggregate goes out (drained).
     void complete_chunk_learned() {
         send(contribution(1, kRepPsn[1], 0, fill(1)));
@@ -1394,14 +1420,7 @@ TEST_F(RoceS2sLearn, ACarrierReconnectingAloneMovesTheAggregatesToTheNextRank) {
 TEST_F(RoceS2sLearn, AResumedRankPassesStraightToTheRootWhileTheOldStateLeaves) {
     config::LoadResult keep;
     const fs::JobConfig& cfg = job_config(yaml(), keep);
-    connect(1);
-    connect(2);
-    complete_chunk_learned();
-    send(contribution(1, kRepPsn[1] + 1, 1, fill(10)));
-    send(contribution(1, kRepPsn[1] + 2, 2, fill(20)));
-    drain();
-    send(dreq(2));  // the worker ends its old connection first
-    drain();
+    rank2_leaves_with_rank1s_chunks_held();
     auto agg = reconnect(2, 1, true, 1);
     EXPECT_EQ(job->counters.rejoin_resumed, 1u);
     EXPECT_EQ(job->counters.rejoins, 1u);
@@ -1449,16 +1468,7 @@ TEST_F(RoceS2sLearn, AResumedRankPassesStraightToTheRootWhileTheOldStateLeaves) 
     EXPECT_EQ(next_state->counters.absorbed, 0u);
     EXPECT_EQ(next_state->table.in_use(), 0u);
     // Rank 1 leaves with the old state: held chunks acknowledged, then translated.
-    send(root_ack(1, kRepPsn[1] + 2));
-    drain();
-    EXPECT_EQ(job->counters.aggregates_acked, 3u);
-    send(contribution(1, kRepPsn[1] + 3, 3, fill(30)));
-    out = to(kRoot);
-    ASSERT_EQ(out.size(), 1u);
-    EXPECT_EQ(out[0].src, kWorker1);
-    EXPECT_EQ(out[0].p.bth.psn, kRepPsn[1] + 3);
-    EXPECT_EQ(job->counters.forwarded, 1u);
-    EXPECT_EQ(lcore(fs::LcoreCounter::fallback), 0u);
+    rank1_drains_then_is_translated();
 }
 
 // A resumed REP of a rank the state never had live in this session (e.g. the fresh state
@@ -1565,14 +1575,7 @@ TEST_F(RoceS2sLearn, ARestartedWorkersResumeIsRaisedPastWhatTheSwitchAbsorbed) {
 TEST_F(RoceS2sLearn, ARestartAfterARejoinPassesStraightToTheRoot) {
     config::LoadResult keep;
     const fs::JobConfig& cfg = job_config(yaml(), keep);
-    connect(1);
-    connect(2);
-    complete_chunk_learned();
-    send(contribution(1, kRepPsn[1] + 1, 1, fill(10)));
-    send(contribution(1, kRepPsn[1] + 2, 2, fill(20)));
-    drain();
-    send(dreq(2));
-    drain();
+    rank2_leaves_with_rank1s_chunks_held();
     EXPECT_EQ(reconnect(2, 1, true, 1).size(), 2u) << "chunks 1 and 2 as partial aggregates";
     successor_made(cfg);
     successor_attached();
@@ -1608,15 +1611,7 @@ TEST_F(RoceS2sLearn, ARestartAfterARejoinPassesStraightToTheRoot) {
     EXPECT_EQ(next_state->counters.absorbed + job->counters.absorbed, 4u) << "none of it";
     EXPECT_EQ(job->counters.rejoin_held, 0u);
     // Rank 1 still leaves with the old state: held chunks acknowledged, then translated.
-    send(root_ack(1, kRepPsn[1] + 2));
-    drain();
-    EXPECT_EQ(job->counters.aggregates_acked, 3u);
-    send(contribution(1, kRepPsn[1] + 3, 3, fill(30)));
-    out = to(kRoot);
-    ASSERT_EQ(out.size(), 1u);
-    EXPECT_EQ(out[0].p.bth.psn, kRepPsn[1] + 3);
-    EXPECT_EQ(job->counters.forwarded, 1u);
-    EXPECT_EQ(lcore(fs::LcoreCounter::fallback), 0u);
+    rank1_drains_then_is_translated();
 }
 
 // The carrier reconnects alone while rank 2 is a window ahead: chunk 3's aggregate on the old

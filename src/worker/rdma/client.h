@@ -47,6 +47,9 @@ struct ClientOptions {
     // Once this many chunks are WRITTEN and acknowledged, drop the connection and connect
     // again as a resuming worker (docs/rdma.md "A worker that reconnects alone"); 0: never.
     uint32_t reconnect_after = 0;
+    // Once this many chunks are written and acknowledged, a second reconnect the same way
+    // (after the first; e.g. a carrier that resumes twice in one AllReduce); 0: none.
+    uint32_t reconnect_again_after = 0;
     // A test hook for a worker process that restarts (docs/rdma.md "A worker process that
     // restarts"): once this many chunks are WRITTEN (posted, acknowledged or not), drop
     // everything this process knows -- the connection without a goodbye, the registrations,
@@ -70,6 +73,7 @@ struct ClientStats {
     // old connection; or copies of what the root writes a resumed carrier, through a
     // replicating switch).
     bool reconnected = false;
+    uint32_t reconnects = 0;  // reconnect_after and reconnect_again_after done
     bool restarted = false;  // restart_at: this process dropped its state and came back
     uint32_t resume_chunk = 0;
     uint64_t duplicate_results = 0;
