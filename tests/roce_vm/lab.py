@@ -38,7 +38,10 @@ goes to a log file (vm.console()). `extra_files` are host files for every guest 
 land in /usr/local/bin with their shared libraries), as a second cpio after the cached base.
 
 Also: vm.netem("loss 1%", direction="egress"|"ingress"|"both") impairs a guest's link (netem
-in the guest kernel; None removes it); lab.capture(bpf) runs tcpdump on every tap (both directions, what the switch sends
+in the guest kernel; None removes it); vm.drop_sent_roce(opcode) / vm.hold_sent_roce(opcode)
+(the sender's stack sees those sent) / vm.drop_received_roce(opcode, imm_count) drop RoCE
+frames by BTH opcode with a tc u32 rule in the guest until called with None (the count back);
+lab.capture(bpf) runs tcpdump on every tap (both directions, what the switch sends
 included) and stop() returns the pcaps; lab.reach_all() has every VM resolve every other by
 ARP; lab.readdress(routed) moves a running inaswitch lab between L2 and routed addressing;
 lab.reload_switch(switch_config) has the running switch apply another config.
@@ -466,6 +469,15 @@ class VM:
         stopping: the rule's count then)."""
         return self._drop_roce("egress", opcode)
 
+    def hold_sent_roce(self, opcode: int | None) -> int:
+        """As drop_sent_roce, but the sender's stack sees each dropped frame sent (tc's mirred
+        redirects it to ifb0, whose netem loses it): an RC requester's own WRITEs can be lost
+        this way. (A gact drop of a request makes rxe's send fail and retry at once: its
+        process spins in the kernel, a soft lockup on one vCPU.) The receiver never sees
+        them; the requester's RC timer sends them again once the rule is gone. Not with
+        netem(direction="ingress"), which uses ifb0 too."""
+        return self._drop_roce("egress", opcode, as_sent=True)
+
     def drop_received_roce(self, opcode: int | None, imm_count: int | None = None) -> int:
         """Drops the RoCEv2 frames this guest receives (before its RDMA stack sees them) whose
         BTH opcode is `opcode`; with `imm_count`, only a WRITE_ONLY_WITH_IMM (0x0B) whose
@@ -474,7 +486,8 @@ class VM:
         as drop_sent_roce does."""
         return self._drop_roce("ingress", opcode, imm_count)
 
-    def _drop_roce(self, hook: str, opcode: int | None, imm_count: int | None = None) -> int:
+    def _drop_roce(self, hook: str, opcode: int | None, imm_count: int | None = None,
+                   as_sent: bool = False) -> int:
         """A tc clsact u32 rule on eth0's `hook` (egress or ingress) dropping RoCEv2 frames by
         BTH opcode (and immediate count), or, with opcode None, its drop count and removal. One
         such rule at a time per guest (the clsact qdisc carries both hooks)."""
@@ -485,14 +498,20 @@ class VM:
             count = "" if imm_count is None else f"match u8 {imm_count:#x} 0xff at 59 "
             if imm_count is not None and opcode != 0x0B:
                 raise ValueError("imm_count matches a WRITE_ONLY_WITH_IMM (opcode 0x0b) only")
-            self.run(f"tc qdisc replace dev eth0 clsact && tc filter add dev eth0 {hook} "
-                     "protocol ip u32 match ip protocol 17 0xff match u16 4791 0xffff at 22 "
-                     f"match u8 {opcode:#x} 0xff at 28 {count}action drop", check=True)
+            ifb = ["modprobe ifb numifbs=1", "[ -e /sys/class/net/ifb0 ]", "ip link set ifb0 up",
+                   "tc qdisc replace dev ifb0 root netem loss 100%"] if as_sent else []
+            action = "action mirred egress redirect dev ifb0" if as_sent else "action drop"
+            self.run(" && ".join(ifb + [
+                f"tc qdisc replace dev eth0 clsact && tc filter add dev eth0 {hook} "
+                "protocol ip u32 match ip protocol 17 0xff match u16 4791 0xffff at 22 "
+                f"match u8 {opcode:#x} 0xff at 28 {count}{action}"]), check=True)
             return 0
-        _rc, out = self.run(f"tc -s filter show dev eth0 {hook}; tc qdisc del dev eth0 clsact",
-                            check=True)
-        # gact's statistics: "Sent <bytes> bytes <packets> pkt (dropped <n>, ...)"
-        found = re.search(r"\(dropped (\d+),", out)
+        _rc, out = self.run(f"tc -s filter show dev eth0 {hook}; tc qdisc del dev eth0 clsact; "
+                            "tc qdisc del dev ifb0 root 2>/dev/null; true", check=True)
+        # The action's statistics: "Sent <bytes> bytes <packets> pkt (dropped <n>, ...)": gact
+        # counts its drops, mirred what it redirected (to be lost).
+        found = re.search(r"Sent \d+ bytes (\d+) pkt" if "mirred" in out else
+                          r"\(dropped (\d+),", out)
         if found is None:
             raise TestFailure(f"{self.name}: no drop statistics in tc's output:\n{out}")
         return int(found.group(1))

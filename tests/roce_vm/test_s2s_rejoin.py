@@ -27,7 +27,8 @@ again; rank 1 stays connected throughout.
   4. Rank 2 again with netem `loss 2%` both ways on its link: the CM exchange, the quiesce, the
      partial aggregates and the resumed connection recover (rxe's go-back-N end to end on the
      resumed connection, the switch's NAKs on the old one); bit-exact.
-  5. Rank 2's PROCESS restarts ahead of rank 1 (rank 1's link delays what it sends; --restart-at:
+  5. Rank 2's PROCESS restarts ahead of rank 1 (rank 1's WRITEs dropped in its guest until the
+     switch counted rank 2's resumed REP; --restart-at:
      once RESUME_AT chunks are written, acknowledged or not, rank 2 drops its connection,
      registrations and results and connects again knowing nothing, resume-from 0): the switch
      raises the request's resume-from past what it absorbed and holds of rank 2
@@ -90,7 +91,6 @@ RC_WRITE_ONLY_IMM = 0x0B  # a contribution's, an aggregate's and a result's
 # rounds that drop the aggregates at the root until the switch counted the rejoin.
 AGGREGATE_TIMEOUT = 18
 RESUME_PLAIN = 300  # without aggregation
-RESTART_DELAY = "2s"  # rank 1's link in the restart round until rank 2 is back: 2 is ahead
 LOSS = "loss 2%"
 
 NAMES = ("absorbed", "aggregates_sent", "aggregates_acked", "forwarded", "rejoins",
@@ -305,9 +305,10 @@ def rejoin_round(lab, data, tag: str, rejoining: int, loss: str | None = None,
 
 
 def restart_round(lab, data, tag: str) -> dict:
-    """Rank 2's PROCESS restarts ahead of rank 1: rank 1 connects first, its link delaying what
-    it sends by RESTART_DELAY (netem) until rank 2 is back, so rank 2's first RESUME_AT chunks
-    are absorbed and held at the switch waiting for rank 1's (incomplete at the root too) when
+    """Rank 2's PROCESS restarts ahead of rank 1: rank 1 connects first, its WRITEs dropped in
+    its guest until the switch counted rank 2's resumed REP (then rank 1's RC retransmits them),
+    so rank 2's first RESUME_AT chunks are absorbed and held at the switch waiting for rank 1's
+    (incomplete at the root too) when
     rank 2 drops everything (--restart-at) and comes back resuming from 0. The switch raises the
     request's resume-from past what it absorbed and ACKed of rank 2 (which the root could not
     attribute), the root resumes it there: without the raise it resumes at 0 and chunk 0 gets
@@ -324,16 +325,19 @@ def restart_round(lab, data, tag: str) -> dict:
     args = [f"--type int32 --chunk-bytes {CHUNK} --window {WINDOW} "
             f"--input /root/{os.path.basename(p)} --output /tmp/restart.out" for p in paths]
     args[1] += f" --restart-at {RESUME_AT}"
-    workers[0].netem(f"delay {RESTART_DELAY}")
+    workers[0].hold_sent_roce(RC_WRITE_ONLY_IMM)
+    dropping = True
     try:
         jobs = [workers[0].start(worker_cmd(root_vm, 1, args[0]))]
         wait_until(lambda: total()["connections_learned"] >= 1, TIMEOUT_S,
-                   f"{tag}: rank 1 connected (its REP seen), its WRITEs still on their way")
+                   f"{tag}: rank 1 connected (its REP seen), its WRITEs dropped in its guest")
         jobs.append(workers[1].start(worker_cmd(root_vm, 2, args[1])))
         wait_until(lambda: total()["rejoin_resumed"] >= 1, TIMEOUT_S,
                    f"{tag}: rank 2 restarted and the root took it back")
-        # What rank 1 sent so far keeps its delay (netem keeps its queue); nothing more waits.
-        workers[0].netem("delay 0ms")
+        # Rank 1's RC timer sends them again (go-back-N from its first).
+        dropped = workers[0].hold_sent_roce(None)
+        dropping = False
+        check(dropped > 0, f"{tag}: {dropped} of rank 1's WRITEs held back until then")
         res = []
         for rank, job in enumerate(jobs, start=1):
             rc, out = job.wait(TIMEOUT_S + 30)
@@ -341,7 +345,8 @@ def restart_round(lab, data, tag: str) -> dict:
             check(rc == 0, f"{tag}: rank {rank} completed (exit {rc})")
             res.append(json_line(out, "ok"))
     finally:
-        workers[0].netem(None)
+        if dropping:
+            workers[0].hold_sent_roce(None)
     for vm in workers:
         _rc, out = vm.run("sha256sum /tmp/restart.out", check=True)
         check(out.split()[0] == sha, f"{tag}: {vm.name}'s int32 result bit-exact")
