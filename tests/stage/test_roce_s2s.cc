@@ -2508,6 +2508,55 @@ TEST_F(RoceS2sLearnReplicate, AStateOfAnEarlierAllReduceFollowsNoLaterResume) {
     EXPECT_EQ(job->counters.results_replicated, 2u) << "the last AllReduce's two, no more";
 }
 
+// A non-carrier rank resumes twice in one AllReduce with replicate: true: the state that left
+// at its first resume makes its newest connection the copy target (at its REQ's root PSN, from
+// the root's next carrier PSN on), and its ACKs there count in the root's ACK. (Fails without:
+// the copies go on to the connection that ended.)
+TEST_F(RoceS2sLearnReplicate, ARankResumingTwiceGetsTheCopiesOnItsNewestConnection) {
+    config::LoadResult keep;
+    const fs::JobConfig& cfg = job_config(yaml(), keep);
+    const uint32_t first2 = kRootPsn[2] + 2 * kNextRootPsn;  // the root's PSN on the third
+    connected_with_results(4);
+    acks_burst(1, 0, 4, false);
+    acks_burst(2, 0, 4, true);
+    acks_at_root();
+    EXPECT_TRUE(reconnect(2, 1, true, 4).empty());
+    successor_made(cfg);
+    successor_attached();
+    successor_published(cfg);
+    send(result(4, 4));
+    EXPECT_EQ(to(kWorker1).size(), 1u);
+    auto copy = to(kWorker2);
+    ASSERT_EQ(copy.size(), 1u);
+    EXPECT_EQ(copy[0].p.bth.dest_qp, kWorkerQpn[2] + 100);
+    send(result_reply(1, kRootPsn[1] + 4, 5));
+    send(result_reply(2, kRootPsn[2] + kNextRootPsn, 1));
+    EXPECT_EQ(acks_at_root().size(), 1u);
+    // Rank 2 leaves its resumed connection (DREQ) and resumes again.
+    send(dreq(2));
+    send(req(2, 11, 2, true, 5));
+    send(rep(2, 2, true, 5));
+    drain();
+    EXPECT_EQ(job->counters.result_legs_resumed, 2u);
+    EXPECT_EQ(next_state->counters.result_legs_resumed, 0u);
+    send(result(5, 5));
+    EXPECT_EQ(to(kWorker1).size(), 1u);
+    copy = to(kWorker2);
+    ASSERT_EQ(copy.size(), 1u) << "copied onto the newest connection";
+    EXPECT_EQ(copy[0].p.bth.dest_qp, kWorkerQpn[2] + 200);
+    EXPECT_EQ(copy[0].p.bth.psn, first2);
+    EXPECT_EQ(copy[0].p.reth.va, kResultAddr[2] + 5 * kChunk);
+    EXPECT_TRUE(copy[0].icrc_ok);
+    send(result_reply(1, kRootPsn[1] + 5, 6));
+    EXPECT_TRUE(acks_at_root().empty()) << "rank 2 has not acknowledged its copy";
+    send(result_reply(2, first2, 1));
+    const auto acks = acks_at_root();
+    ASSERT_EQ(acks.size(), 1u);
+    EXPECT_EQ(acks[0].p.bth.dest_qp, kRootQpn[1]);
+    EXPECT_EQ(acks[0].p.bth.psn, kRootPsn[1] + 5);
+    EXPECT_EQ(acks[0].p.aeth.msn, 6u) << "its first message is the carrier's sixth";
+}
+
 // A fill packet lost: rank 2 NAKs its gap; the switch sends the fill again from there and the
 // root goes back to the first PSN of the resumed connection (rank 2 dropped its copies behind
 // the gap). Unanswered, the fill goes again after the retry time, from what rank 2 acknowledged.
