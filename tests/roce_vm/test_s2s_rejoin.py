@@ -44,17 +44,23 @@ again; rank 1 stays connected throughout.
      aggregates lost at the root as in 6 until both resumed REPs passed, so its first chunks
      are incomplete at the root when the restarted process says 0: the root resumes it where
      it resumed it first (rejoin_resumed 2, nothing raised), no chunk reduced twice.
-  8. Result replication (a second root with --results once, the job reloaded with replicate:
+  8. Rank 2 starts ALONE and resumes before rank 1 ever connected: rank 1's first connection
+     joins the session the old state left holding rank 2's chunks for it (rejoin_joined 1), not
+     the fresh state's; one aggregate per held chunk, then rank 1 translated; bit-exact.
+  9. Result replication (a second root with --results once, the job reloaded with replicate:
      true): rank 2 resumes as in 1; the switch copies the carrier's results onto the
      connections it learned and, from its resumed REP on, onto rank 2's resumed connection
      (result_legs_resumed 1); the root writes only the carrier, what rank 2 lacks again there.
-  9. The CARRIER resumes with result replication (a third root, --results once): the root
+  10. The CARRIER resumes with result replication (a third root, --results once): the root
      writes the results on the carrier's resumed connection and the switch moves the copies'
      source onto it (result_source_moved 1; rank 2's result leg filled up to its last copy and
      translated on from there); the root wrote the carrier alone (CHUNKS results acknowledged,
      the aggregated ACKs of both workers), rank 2 got every result as copies (some twice: the
      carrier's owed results are copied too), bit-exact on both.
-  10. The same reconnect without the switch aggregating (the job removed by a reload: plain
+  11. The CARRIER resumes TWICE in one AllReduce with replication (--reconnect-again-after):
+     the state that left at the first resume moves the copies' source again
+     (result_source_moved 2); bit-exact on both.
+  12. The same reconnect without the switch aggregating (the job removed by a reload: plain
      routing, a third root): the root sums the workers' own WRITEs, rank 2 resumes where it
      said, bit-exact.
   In each the programs exit 0, every worker's disconnect is clean, and no guest's rxe counted a
@@ -98,7 +104,7 @@ NAMES = ("absorbed", "aggregates_sent", "aggregates_acked", "forwarded", "rejoin
          "rejoin_carrier_unacked", "connections_learned", "icrc_errors", "not_contribution",
          "bad_contributions", "results_replicated", "replicate_failed", "result_source_moved",
          "result_fill_sent", "result_acks_forwarded", "result_naks_forwarded",
-         "rejoin_resume_raised", "rejoin_carrier_resent", "result_legs_resumed")
+         "rejoin_resume_raised", "rejoin_carrier_resent", "result_legs_resumed", "rejoin_joined")
 
 
 def switch_config(cfg: dict, lab, replicate: bool = False) -> dict:
@@ -139,10 +145,10 @@ def both(d_job: dict, d_leaving: dict) -> dict[str, float]:
 
 
 def run_workers(lab, data, tag: str, extra: str, wait_before_second=None,
-                rejoining: int = 2, while_running=None) -> list[dict]:
-    """Ranks 1 and 2 on the listening root, rank `rejoining` with `extra` and started second,
-    once `wait_before_second()` returned (when given), then `while_running()` (when given);
-    both results checked bit-exact."""
+                rejoining: int = 2, while_running=None, rejoining_first: bool = False) -> list[dict]:
+    """Ranks 1 and 2 on the listening root, rank `rejoining` with `extra` and started second
+    (first with `rejoining_first`), the second once `wait_before_second()` returned (when
+    given), then `while_running()` (when given); both results checked bit-exact."""
     root_vm, workers = lab.vms[0], lab.vms[1:]
     paths, sha = data
     args = [f"--type int32 --chunk-bytes {CHUNK} --window {WINDOW} "
@@ -150,7 +156,8 @@ def run_workers(lab, data, tag: str, extra: str, wait_before_second=None,
     args[rejoining - 1] += f" {extra}"
     res = allreduce(root_vm, workers, args, tag,
                     None if wait_before_second is None else lambda _rank: wait_before_second(),
-                    order=[3 - rejoining, rejoining], while_running=while_running)
+                    order=[rejoining, 3 - rejoining] if rejoining_first else [3 - rejoining, rejoining],
+                    while_running=while_running)
     for vm in workers:
         _rc, out = vm.run(f"sha256sum /tmp/{tag}.out", check=True)
         check(out.split()[0] == sha, f"{tag}: {vm.name}'s int32 result bit-exact (sha256 "
@@ -397,6 +404,42 @@ def replicate_carrier_round(lab, data, tag: str) -> dict:
     return d
 
 
+def resumed_first_round(lab, data, tag: str) -> dict:
+    """Rank 2 starts ALONE and resumes (--reconnect-after RESUME_AT) before rank 1 ever
+    connected; rank 1 starts once the switch counted the resumed REP. Rank 1's first connection
+    joins the session the old state left holding rank 2's first RESUME_AT chunks for it
+    (rejoin_joined 1): they complete with rank 1's (one aggregate each, none partial), then rank
+    1 is translated; bit-exact, the root reduced every chunk once. Returns the counters'
+    delta."""
+    before = counters(lab)
+
+    def total() -> dict[str, float]:
+        now = counters(lab)
+        return both(diff(now, before, "job"), diff(now, before, "leaving_job"))
+
+    res = run_workers(lab, data, tag.replace(" ", "-"), f"--reconnect-after {RESUME_AT}",
+                      lambda: wait_until(lambda: total()["rejoin_resumed"] >= 1, TIMEOUT_S,
+                                         f"{tag}: rank 2 resumed before rank 1 connected"),
+                      rejoining=2, rejoining_first=True)
+    check(res[1]["reconnected"] and res[1]["resume_chunk"] == RESUME_AT,
+          f"{tag}: rank 2 reconnected and the root resumed it at chunk {RESUME_AT}")
+    wait_until(lambda: total()["aggregates_acked"] >= total()["aggregates_sent"] > 0, 10,
+               f"{tag}: every aggregate acknowledged")
+    d = total()
+    log(f"switch, {tag}: {d}")
+    check(d["rejoins"] == 1 and d["rejoin_resumed"] == 1 and d["rejoin_joined"] == 1,
+          f"{tag}: rank 1's first connection joined the session the resume left (not the next)")
+    check(d["absorbed"] == 2 * RESUME_AT and d["aggregates_sent"] == RESUME_AT and
+          d["rejoin_partial_chunks"] == 0 and d["forwarded"] > 0,
+          f"{tag}: rank 2's {RESUME_AT} held chunks completed with rank 1's (one aggregate each, "
+          f"none partial), then {d['forwarded']:.0f} of rank 1's packets translated")
+    check(d["connections_learned"] == WORLD and d["rejoin_held"] == 0 and
+          d["icrc_errors"] == 0 and d["bad_contributions"] == 0 and d["not_contribution"] == 0,
+          f"{tag}: both first connections learned by the old state, nothing held back, no "
+          f"ICRC error, bad contribution or non-contribution")
+    return d
+
+
 AGAIN_AT = 32  # the carrier's second reconnect (it resumed at RESUME_AT)
 
 
@@ -509,6 +552,8 @@ ALONE = {
                 replicate_carrier_round, 1, CHUNKS),
     "TWICE": (20261600, replicating_config, "--results once", "replicate carrier twice",
               replicate_carrier_twice_round, 2, CHUNKS),
+    "FIRST": (20261700, switch_config, "", "resumed first", resumed_first_round, 1,
+              WORLD * CHUNKS),
 }
 
 
@@ -523,7 +568,7 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
         lost_alone(exes, int(os.environ["INA_S2S_REJOIN_LOST_ONLY"]))
         return
     plan = [("rejoin", 2, {}), ("carrier", 1, {}), (f"rejoin {LOSS}", 2, {"loss": LOSS}),
-            ("restart", 2, {})] + LOST_PLAN
+            ("restart", 2, {})] + LOST_PLAN + [("resumed first", 2, {})]
     with rejoin_lab(exes, switch_config, len(plan) + 5, 20261128, "s2s-rejoin-") as (lab, data):
         root = listening_root(lab, f"--rounds {len(plan) + 1}")
 
@@ -550,9 +595,12 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
         # 5. Rank 2's process restarts (nothing kept: the switch and the root say where).
         # 6. The carrier's complete aggregates lost at the root until it resumed: sent again.
         # 7. Rank 2's process restarts right after its reconnect.
+        # 8. Rank 2 resumes before rank 1 connected.
         for (tag, rank, kw), d in zip(plan[1:], data[2:]):
             if tag == "restart":
                 restart_round(lab, d, tag)
+            elif tag == "resumed first":
+                resumed_first_round(lab, d, tag)
             else:
                 rejoin_round(lab, d, tag, rank, **kw)
 
@@ -567,7 +615,7 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
                       f"{tag}: {r['contributions']} WRITEs at the root, fewer than "
                       f"{WORLD * CHUNKS}: aggregates before the rejoin")
 
-        # 8. Result replication (root --results once, replicate: true): rank 2 resumes; the
+        # 9. Result replication (root --results once, replicate: true): rank 2 resumes; the
         # switch copies the carrier's results to the connections it learned and, from the
         # resumed REP on, to rank 2's resumed one; the root writes rank 2 nothing itself
         # (what it lacks goes again on the carrier).
@@ -587,8 +635,8 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
         tags.append("replicate")
         rounds.append(r)
 
-        # 9. The carrier resumes while the switch replicates: the copies' source moves.
-        # 10. It resumes twice in one AllReduce: the source moves again.
+        # 10. The carrier resumes while the switch replicates: the copies' source moves.
+        # 11. It resumes twice in one AllReduce: the source moves again.
         root = listening_root(lab, "--rounds 2 --results once")
         replicate_carrier_round(lab, data[-3], "replicate carrier")
         replicate_carrier_twice_round(lab, data[-2], "replicate carrier twice")
@@ -598,7 +646,7 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
         tags += ["replicate carrier", "replicate carrier twice"]
         rounds += [r, r2]
 
-        # 11. Without aggregation: the job removed, RoCE routed untouched.
+        # 12. Without aggregation: the job removed, RoCE routed untouched.
         lab.reload_switch(plain_config)
         root = listening_root(lab, "--rounds 1")
         before = counters(lab)

@@ -1614,6 +1614,56 @@ TEST_F(RoceS2sLearn, ARestartAfterARejoinPassesStraightToTheRoot) {
     rank1_drains_then_is_translated();
 }
 
+// Rank 2 starts first and resumes (its REP `resumed` at 2) before rank 1 ever connected: the
+// old state holds chunks 0 and 1 with rank 2's contributions (ACKed to it), waiting for rank 1.
+// Rank 1's first connection of this AllReduce (REQ, REP not `resumed`) joins that session, not
+// the fresh state's: its chunks 0 and 1 complete the held ones (one aggregate each, k = 2, on
+// its connection), and once the root acknowledged them its next chunk goes on translated.
+// (Without: the fresh state learns rank 1 and holds its chunks for rank 2's resumed connection,
+// which no state aggregates on, while the old one, with nothing live, leaves holding rank 2's:
+// both hang.)
+TEST_F(RoceS2sLearn, ARankConnectingAfterAnotherResumedJoinsItsHeldChunks) {
+    config::LoadResult keep;
+    const fs::JobConfig& cfg = job_config(yaml(), keep);
+    connect(2);
+    send(contribution(2, kRepPsn[2], 0, fill(100)));
+    send(contribution(2, kRepPsn[2] + 1, 1, fill(200)));
+    drain();
+    send(dreq(2));
+    drain();
+    EXPECT_TRUE(reconnect(2, 1, true, 2).empty()) << "nothing complete: rank 1 never came";
+    successor_made(cfg);
+    successor_attached();
+    successor_published(cfg);
+    advance_ms(1);  // the timer wheel runs: the old state does not end with nothing live
+    EXPECT_FALSE(job->left.load());
+    connect(1);
+    EXPECT_EQ(job->counters.rejoin_joined, 1u);
+    EXPECT_EQ(next_state->counters.connections_learned, 0u) << "not the next session's";
+    send(contribution(1, kRepPsn[1], 0, fill(1)));
+    send(contribution(1, kRepPsn[1] + 1, 1, fill(2)));
+    const auto agg = to(kRoot);
+    ASSERT_EQ(agg.size(), 2u);
+    for (uint32_t c = 0; c < 2; ++c) {
+        EXPECT_EQ(agg[c].src, kWorker1);
+        EXPECT_EQ(agg[c].p.bth.dest_qp, kRootQpn[1]);
+        EXPECT_EQ(agg[c].p.bth.psn, kRepPsn[1] + c);
+        EXPECT_EQ(agg[c].p.imm, c << 8 | 2) << "both ranks";
+        EXPECT_EQ(ints(agg[c].payload)[0], static_cast<int32_t>(101 + 101 * c));
+        EXPECT_TRUE(agg[c].icrc_ok);
+    }
+    EXPECT_EQ(next_state->counters.absorbed, 0u);
+    send(root_ack(1, kRepPsn[1] + 1));
+    drain();
+    EXPECT_EQ(job->counters.aggregates_acked, 2u);
+    send(contribution(1, kRepPsn[1] + 2, 2, fill(3)));
+    const auto out = to(kRoot);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].p.bth.psn, kRepPsn[1] + 2) << "translated: the root saw chunks 0 and 1";
+    EXPECT_EQ(job->counters.forwarded, 1u);
+    EXPECT_EQ(lcore(fs::LcoreCounter::fallback), 0u);
+}
+
 // The carrier reconnects alone while rank 2 is a window ahead: chunk 3's aggregate on the old
 // carrier connection is unacknowledged and rank 2 has already sent chunk 7 (slot 3: RNR-NAKed,
 // but its key is the highest seen). The unacknowledged aggregate is still released (found by

@@ -1086,7 +1086,10 @@ void JobState::leave_tick(uint64_t t_ns) {
     }
     // With replication the root's last result WRITEs may still wait for the aggregated ACKs
     // after every worker's DREQ (docs/rdma.md "Departures"): such a job ends by the timeout.
-    if (live == 0 && !params.replicate) {
+    // A session a resume left holding chunks for ranks that have not connected yet waits for
+    // them (join_missing) until the idle timeout.
+    const bool awaits_ranks = resumed_session && !results_round_over && table.in_use() != 0;
+    if (live == 0 && !params.replicate && !awaits_ranks) {
         left.store(true, std::memory_order_relaxed);
         return;
     }
@@ -1186,6 +1189,7 @@ void JobState::supersede(uint16_t i, uint32_t src_ip, uint32_t dst_ip, const uin
     // A new session's connection accepted: the root's AllReduce of this state is over (it
     // serves one at a time), nothing of a later one is followed (follow_results).
     results_round_over = results_round_over || !resume;
+    resumed_session = resumed_session || resume;
     Connection& c = conns[i];
     n_notes = 0;
     if (!resume) {
@@ -1384,6 +1388,50 @@ void JobState::go_live(uint16_t i, uint32_t worker_ip, uint32_t worker_qpn, uint
     ++counters.connections_learned;
 }
 
+bool JobState::join_missing(rc::cm::Attr attr, const rc::cm::Message& msg, uint32_t src_ip,
+                            uint32_t dst_ip) {
+    if (!resumed_session || results_round_over) {
+        return false;
+    }
+    if (attr == rc::cm::Attr::req && dst_ip == params.root_ip) {
+        const uint8_t* inar = msg.req.private_data.data() + rc::cm::kCmaHeaderBytes;
+        const uint32_t rank = inar_request_rank(inar, params.job_id, params.n_conns);
+        if (rank == 0 || conns[rank - 1].session == session) {
+            return false;  // (a rank of this session: the next AllReduce's, or a resume)
+        }
+        Connection& c = conns[rank - 1];
+        if (!(c.pending && c.req.ip == src_ip && c.req.qpn == msg.req.local_qpn)) {
+            note_request(c, msg.req, inar, src_ip);  // (else a retransmission)
+        }
+        return true;
+    }
+    if (attr != rc::cm::Attr::rep || src_ip != params.root_ip) {
+        return false;
+    }
+    const uint8_t* inar = msg.rep.private_data.data();
+    for (uint16_t i = 0; i < params.n_conns; ++i) {
+        Connection& c = conns[i];
+        if (!c.pending || c.req.ip != dst_ip || c.req.comm_id != msg.rep.remote_comm_id ||
+            c.session == session) {
+            continue;
+        }
+        c.pending = false;
+        if (!rep_accepts(inar, params.job_id) || rep_resumes(inar, params.job_id)) {
+            return false;
+        }
+        // The rank's first connection of this AllReduce (the root serves one at a time, and
+        // this one cannot end without the rank): it joins the session the held chunks wait
+        // for, as a leaving one (what is held finishes with it, then it is translated).
+        c.params.root_psn = c.req.root_psn;
+        c.params.result_addr = c.req.result_addr;
+        c.params.result_rkey = c.req.result_rkey;
+        go_live(i, dst_ip, c.req.qpn, msg.rep.local_qpn, msg.rep.starting_psn);
+        ++counters.rejoin_joined;
+        return true;
+    }
+    return false;
+}
+
 void JobState::follow_results(rc::cm::Attr attr, const rc::cm::Message& msg, uint32_t src_ip,
                               uint32_t dst_ip) {
     if (results_round_over) {
@@ -1441,8 +1489,13 @@ void JobState::snoop_cm(uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, ui
     const auto attr = static_cast<rc::cm::Attr>(msg.header.attr_id);
     if (superseded && !leaving_job) {
         // The configured job's packet reached this state (the snapshot still names it): its own
-        // connections' DREQs are its, everything else is the next session's.
+        // connections' DREQs are its (and a rank joining the session a resume left waiting),
+        // everything else is the next session's.
+        cm_claimed = false;
         snoop_cm(src_ip, dst_ip, mad, len, true);
+        if (cm_claimed) {
+            return;
+        }
         if (successor != nullptr) {
             successor->snoop_cm(src_ip, dst_ip, mad, len, false, t_ns);
         } else if (awaiting_successor()) {
@@ -1466,6 +1519,8 @@ void JobState::snoop_cm(uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, ui
                 ++counters.connections_ended;
                 ++counters.leave_ended_dreq;
             }
+        } else if (join_missing(attr, msg, src_ip, dst_ip)) {
+            cm_claimed = true;
         } else if (params.replicate && carrier_open()) {
             follow_results(attr, msg, src_ip, dst_ip);
         }
@@ -1666,15 +1721,20 @@ uint16_t s2s_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
                     learner->adopt_predecessor();
                 }
                 JobState* waiting = nullptr;
+                bool claimed = false;
                 for (uint16_t g = 0; g < n_gone; ++g) {
                     if (JobState* st = state_of(gone[g]->slot, gone[g]->job_id);
                         st != nullptr && !st->left.load(std::memory_order_relaxed)) {
                         st->leave_last_ns = b.t_ns;
+                        st->cm_claimed = false;
                         st->snoop_cm(src, dst, mad, p.payload_bytes, true);
+                        claimed = claimed || st->cm_claimed;
                         waiting = st->awaiting_successor() ? st : waiting;
                     }
                 }
-                if (learner != nullptr) {
+                if (claimed) {
+                    // A rank joining a session a resume left waiting for it: not the next one.
+                } else if (learner != nullptr) {
                     learner->req_resume_from = 0;
                     learner->snoop_cm(src, dst, mad, p.payload_bytes, false, b.t_ns);
                     b.touch(*learner);  // a rejoin's partial aggregates go at the burst's end

@@ -280,6 +280,17 @@ struct alignas(64) JobState {
     void follow_results(ina::roce::cm::Attr attr, const ina::roce::cm::Message& msg,
                         uint32_t src_ip, uint32_t dst_ip);
     bool results_round_over = false;
+    // Superseded by a resume (resumed REP: the root's AllReduce runs on): the session may still
+    // hold chunks for ranks that never connected in it (the resuming rank started first). Such
+    // a rank's first connection (its REQ, the root's REP not `resumed`) joins this session as a
+    // leaving one, not the next session's (join_missing; `rejoin_joined`): otherwise the held
+    // chunks wait for good, and the fresh state's for the resumed rank that no state
+    // aggregates on. True when it took the CM packet (cm_claimed: the caller passes it to no
+    // other state).
+    bool join_missing(ina::roce::cm::Attr attr, const ina::roce::cm::Message& msg,
+                      uint32_t src_ip, uint32_t dst_ip);
+    bool resumed_session = false;
+    bool cm_claimed = false;
     // Learn: the root accepted connection i (its REP): starts a new session when nothing is
     // live or the rank already went live in the current one (start_session_if_new). False when
     // another rank's connection is live then: the caller supersedes this state instead.
