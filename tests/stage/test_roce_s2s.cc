@@ -985,17 +985,18 @@ protected:
         send(dreq(2));  // the worker ends its old connection first
         drain();
     }
-    // After rank2_leaves_with_rank1s_chunks_held and the rejoin: rank 1 leaves with the old
-    // state, its three aggregates acknowledged by the root, then its chunk 3 translated.
-    void rank1_drains_then_is_translated() {
-        send(root_ack(1, kRepPsn[1] + 2));
+    // After a rejoin: rank 1 leaves with the old state, its `aggregates` (chunks 0..n-1, one
+    // per PSN from its REP's) acknowledged by the root, then its chunk n goes on translated
+    // (at its own PSN: the root saw one aggregate per chunk on its connection).
+    void rank1_drains_then_is_translated(uint32_t aggregates = 3) {
+        send(root_ack(1, kRepPsn[1] + aggregates - 1));
         drain();
-        EXPECT_EQ(job->counters.aggregates_acked, 3u);
-        send(contribution(1, kRepPsn[1] + 3, 3, fill(30)));
+        EXPECT_EQ(job->counters.aggregates_acked, aggregates);
+        send(contribution(1, kRepPsn[1] + aggregates, aggregates, fill(30)));
         const auto out = to(kRoot);
         ASSERT_EQ(out.size(), 1u);
         EXPECT_EQ(out[0].src, kWorker1);
-        EXPECT_EQ(out[0].p.bth.psn, kRepPsn[1] + 3);
+        EXPECT_EQ(out[0].p.bth.psn, kRepPsn[1] + aggregates);
         EXPECT_EQ(job->counters.forwarded, 1u);
         EXPECT_EQ(lcore(fs::LcoreCounter::fallback), 0u);
     }
@@ -1653,15 +1654,7 @@ TEST_F(RoceS2sLearn, ARankConnectingAfterAnotherResumedJoinsItsHeldChunks) {
         EXPECT_TRUE(agg[c].icrc_ok);
     }
     EXPECT_EQ(next_state->counters.absorbed, 0u);
-    send(root_ack(1, kRepPsn[1] + 1));
-    drain();
-    EXPECT_EQ(job->counters.aggregates_acked, 2u);
-    send(contribution(1, kRepPsn[1] + 2, 2, fill(3)));
-    const auto out = to(kRoot);
-    ASSERT_EQ(out.size(), 1u);
-    EXPECT_EQ(out[0].p.bth.psn, kRepPsn[1] + 2) << "translated: the root saw chunks 0 and 1";
-    EXPECT_EQ(job->counters.forwarded, 1u);
-    EXPECT_EQ(lcore(fs::LcoreCounter::fallback), 0u);
+    rank1_drains_then_is_translated(2);
 }
 
 // The carrier reconnects alone while rank 2 is a window ahead: chunk 3's aggregate on the old
@@ -2230,6 +2223,19 @@ public:
         }
         run(burst);
     }
+    // The carrier's worker acknowledges the root's result packet k; the root hears nothing
+    // until rank 2 acknowledges its copy of it (the first message of its leg, at `rank2_psn`),
+    // then ONE ACK of packet k on the carrier (the MSN of k + 1 one-packet messages).
+    void root_hears_k_once_rank2_acks(uint32_t k, uint32_t rank2_psn) {
+        send(result_reply(1, kRootPsn[1] + k, k + 1));
+        EXPECT_TRUE(acks_at_root().empty()) << "rank 2 has not acknowledged its copy";
+        send(result_reply(2, rank2_psn, 1));
+        const auto acks = acks_at_root();
+        ASSERT_EQ(acks.size(), 1u);
+        EXPECT_EQ(acks[0].p.bth.dest_qp, kRootQpn[1]);
+        EXPECT_EQ(acks[0].p.bth.psn, kRootPsn[1] + k);
+        EXPECT_EQ(acks[0].p.aeth.msn, k + 1) << "rank 2's first message is the carrier's k + 1st";
+    }
     // The ACKs toward the root (the DREQs, passed untouched, left out).
     std::vector<Seen> acks_at_root() {
         std::vector<Seen> out;
@@ -2597,14 +2603,7 @@ TEST_F(RoceS2sLearnReplicate, ARankResumingTwiceGetsTheCopiesOnItsNewestConnecti
     EXPECT_EQ(copy[0].p.bth.psn, first2);
     EXPECT_EQ(copy[0].p.reth.va, kResultAddr[2] + 5 * kChunk);
     EXPECT_TRUE(copy[0].icrc_ok);
-    send(result_reply(1, kRootPsn[1] + 5, 6));
-    EXPECT_TRUE(acks_at_root().empty()) << "rank 2 has not acknowledged its copy";
-    send(result_reply(2, first2, 1));
-    const auto acks = acks_at_root();
-    ASSERT_EQ(acks.size(), 1u);
-    EXPECT_EQ(acks[0].p.bth.dest_qp, kRootQpn[1]);
-    EXPECT_EQ(acks[0].p.bth.psn, kRootPsn[1] + 5);
-    EXPECT_EQ(acks[0].p.aeth.msn, 6u) << "its first message is the carrier's sixth";
+    root_hears_k_once_rank2_acks(5, first2);
 }
 
 // A fill packet lost: rank 2 NAKs its gap; the switch sends the fill again from there and the
@@ -2662,14 +2661,7 @@ TEST_F(RoceS2sLearnReplicate, AResumedRanksNewConnectionGetsTheCopies) {
     send(result(3, 3));  // a retransmission from before the new connection: rank 1's only
     EXPECT_EQ(to(kWorker1).size(), 1u);
     EXPECT_TRUE(to(kWorker2).empty());
-    send(result_reply(1, kRootPsn[1] + 4, 5));
-    EXPECT_TRUE(acks_at_root().empty()) << "rank 2 has not acknowledged its copy";
-    send(result_reply(2, first, 1));
-    const auto acks = acks_at_root();
-    ASSERT_EQ(acks.size(), 1u);
-    EXPECT_EQ(acks[0].p.bth.dest_qp, kRootQpn[1]);
-    EXPECT_EQ(acks[0].p.bth.psn, kRootPsn[1] + 4);
-    EXPECT_EQ(acks[0].p.aeth.msn, 5u) << "its first message is the carrier's fifth";
+    root_hears_k_once_rank2_acks(4, first);
 }
 
 }  // namespace
