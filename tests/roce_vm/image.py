@@ -55,10 +55,9 @@ GUEST_MODULES = ["virtio_pci", "virtio_net", "virtio_console", "configfs", "crc3
 # In the image, loaded when first used: netem for loss and delay in a guest (the host kernel
 # may have no sch_netem; Debian's guest kernel has it), and ifb + ingress + matchall + mirred to
 # put netem on what the guest receives too; u32 + gact drop chosen RoCE frames (by BTH opcode)
-# from what a guest sends, where netem would take every frame alike; prio + u32 + plug hold
-# chosen frames back, in order, until a test releases them.
+# from what a guest sends or receives, where netem would take every frame alike.
 ON_DEMAND_MODULES = ["sch_netem", "ifb", "sch_ingress", "cls_matchall", "act_mirred",
-                     "cls_u32", "act_gact", "sch_prio", "sch_plug"]
+                     "cls_u32", "act_gact"]
 GUEST_TOOLS = [
     "bin/dash", "bin/ip", "bin/rdma", "sbin/tc",
     "usr/bin/ibv_devices", "usr/bin/ibv_devinfo", "usr/bin/ibv_rc_pingpong",

@@ -38,7 +38,10 @@ goes to a log file (vm.console()). `extra_files` are host files for every guest 
 land in /usr/local/bin with their shared libraries), as a second cpio after the cached base.
 
 Also: vm.netem("loss 1%", direction="egress"|"ingress"|"both") impairs a guest's link (netem
-in the guest kernel; None removes it); lab.capture(bpf) runs tcpdump on every tap (both directions, what the switch sends
+in the guest kernel; None removes it); vm.drop_sent_roce(opcode) / vm.hold_sent_roce(opcode)
+(the sender's stack sees those sent) / vm.drop_received_roce(opcode, imm_count) drop RoCE
+frames by BTH opcode with a tc u32 rule in the guest until called with None (the count back);
+lab.capture(bpf) runs tcpdump on every tap (both directions, what the switch sends
 included) and stop() returns the pcaps; lab.reach_all() has every VM resolve every other by
 ARP; lab.readdress(routed) moves a running inaswitch lab between L2 and routed addressing;
 lab.reload_switch(switch_config) has the running switch apply another config.
@@ -141,16 +144,6 @@ def _tail(path: str, n: int = 4000) -> str:
 
 # ---------------------------------------------------------------------------------------------
 # VM slots shared by every process on the machine.
-
-
-# tc u32 selectors on a RoCEv2 frame's IPv4 packet (no options: UDP at 20, the BTH at 28): UDP
-# destination port 4791; the BTH opcode of an RC ACK (and NAK), of an RDMA WRITE ONLY with
-# immediate; an RDMA CM DREQ (a MAD on QP1:
-# UD SEND ONLY, its attribute ID after the BTH, DETH and 16 bytes of MAD header).
-U32_ROCE = "match ip protocol 17 0xff match u16 4791 0xffff at 22"
-U32_ROCE_ACK = "match u8 0x11 0xff at 28"
-U32_WRITE_ONLY_IMM = "match u8 0x0b 0xff at 28"
-U32_CM_DREQ = "match u8 0x64 0xff at 28 match u16 0x0015 0xffff at 64"
 
 class _Slots:
     """n of the MAX_VMS slot locks, taken all at once (a gate lock serialises takers so two
@@ -474,42 +467,53 @@ class VM:
         ACKNOWLEDGE: an RC responder that executes what it receives and is never heard), over
         IPv4 without options; None stops it. Returns how many frames the rule dropped (when
         stopping: the rule's count then)."""
+        return self._drop_roce("egress", opcode)
+
+    def hold_sent_roce(self, opcode: int | None) -> int:
+        """As drop_sent_roce, but the sender's stack sees each dropped frame sent (tc's mirred
+        redirects it to ifb0, whose netem loses it): an RC requester's own WRITEs can be lost
+        this way. (A gact drop of a request makes rxe's send fail and retry at once: its
+        process spins in the kernel, a soft lockup on one vCPU.) The receiver never sees
+        them; the requester's RC timer sends them again once the rule is gone. Not with
+        netem(direction="ingress"), which uses ifb0 too."""
+        return self._drop_roce("egress", opcode, as_sent=True)
+
+    def drop_received_roce(self, opcode: int | None, imm_count: int | None = None) -> int:
+        """Drops the RoCEv2 frames this guest receives (before its RDMA stack sees them) whose
+        BTH opcode is `opcode`; with `imm_count`, only a WRITE_ONLY_WITH_IMM (0x0B) whose
+        immediate's low byte (the contribution count of ina-rdma's `chunk << 8 | count`) is
+        that, e.g. a switch's aggregates carrying every rank. None stops it; returns the count
+        as drop_sent_roce does."""
+        return self._drop_roce("ingress", opcode, imm_count)
+
+    def _drop_roce(self, hook: str, opcode: int | None, imm_count: int | None = None,
+                   as_sent: bool = False) -> int:
+        """A tc clsact u32 rule on eth0's `hook` (egress or ingress) dropping RoCEv2 frames by
+        BTH opcode (and immediate count), or, with opcode None, its drop count and removal. One
+        such rule at a time per guest (the clsact qdisc carries both hooks)."""
         if opcode is not None:
-            self.run("tc qdisc replace dev eth0 clsact && tc filter add dev eth0 egress "
-                     f"protocol ip u32 {U32_ROCE} match u8 {opcode:#x} 0xff at 28 action drop",
-                     check=True)
+            # Offsets from the IPv4 header (20 bytes, no options): UDP destination port at 22,
+            # the BTH at 28 (opcode its first byte), a WRITE_ONLY_WITH_IMM's RETH at 40 and
+            # immediate at 56 (big-endian: the count's byte at 59).
+            count = "" if imm_count is None else f"match u8 {imm_count:#x} 0xff at 59 "
+            if imm_count is not None and opcode != 0x0B:
+                raise ValueError("imm_count matches a WRITE_ONLY_WITH_IMM (opcode 0x0b) only")
+            ifb = ["modprobe ifb numifbs=1", "[ -e /sys/class/net/ifb0 ]", "ip link set ifb0 up",
+                   "tc qdisc replace dev ifb0 root netem loss 100%"] if as_sent else []
+            action = "action mirred egress redirect dev ifb0" if as_sent else "action drop"
+            self.run(" && ".join(ifb + [
+                f"tc qdisc replace dev eth0 clsact && tc filter add dev eth0 {hook} "
+                "protocol ip u32 match ip protocol 17 0xff match u16 4791 0xffff at 22 "
+                f"match u8 {opcode:#x} 0xff at 28 {count}{action}"]), check=True)
             return 0
-        _rc, out = self.run("tc -s filter show dev eth0 egress; tc qdisc del dev eth0 clsact",
-                            check=True)
-        # gact's statistics: "Sent <bytes> bytes <packets> pkt (dropped <n>, ...)"
-        found = re.search(r"\(dropped (\d+),", out)
+        _rc, out = self.run(f"tc -s filter show dev eth0 {hook}; tc qdisc del dev eth0 clsact; "
+                            "tc qdisc del dev ifb0 root 2>/dev/null; true", check=True)
+        # The action's statistics: "Sent <bytes> bytes <packets> pkt (dropped <n>, ...)": gact
+        # counts its drops, mirred what it redirected (to be lost).
+        found = re.search(r"Sent \d+ bytes (\d+) pkt" if "mirred" in out else
+                          r"\(dropped (\d+),", out)
         if found is None:
             raise TestFailure(f"{self.name}: no drop statistics in tc's output:\n{out}")
-        return int(found.group(1))
-
-    def hold_sent_roce(self, *selectors: str) -> None:
-        """Holds back the RoCEv2 frames this guest sends (UDP 4791 over IPv4 without options)
-        that match one of `selectors` (tc u32 selectors, offsets from the IP header: e.g.
-        U32_ROCE_ACK, U32_CM_DREQ) in a plug qdisc, in their order, until release_sent_roce();
-        everything else passes at once. A gate a test opens when it observed an event, where a
-        delay would race that event."""
-        script = ["tc qdisc replace dev eth0 root handle 1: prio bands 2 priomap " +
-                  " ".join(["1"] * 16),  # unmatched frames: band 2 (1:2), a plain FIFO
-                  "tc qdisc add dev eth0 parent 1:1 handle 10: plug limit 100000000",
-                  "tc qdisc change dev eth0 parent 1:1 handle 10: plug block"]
-        script += [f"tc filter add dev eth0 parent 1: protocol ip prio 1 u32 {U32_ROCE} {sel} "
-                   "flowid 1:1" for sel in selectors]
-        self.run(" && ".join(script), check=True)
-
-    def release_sent_roce(self) -> int:
-        """Lets every frame hold_sent_roce() held go, in order, and later ones pass (the gate
-        stays open until netem(None)). Returns how many frames were held at that moment."""
-        _rc, out = self.run("tc -s qdisc show dev eth0 parent 1:1 && "
-                            "tc qdisc change dev eth0 parent 1:1 handle 10: plug "
-                            "release_indefinite", check=True)
-        found = re.search(r"backlog \S+ (\d+)p", out)
-        if found is None:
-            raise TestFailure(f"{self.name}: no backlog in tc's plug statistics:\n{out}")
         return int(found.group(1))
 
     def wait_tcp_listen(self, port: int = PERFTEST_PORT, timeout: float = 60) -> None:

@@ -27,23 +27,40 @@ again; rank 1 stays connected throughout.
   4. Rank 2 again with netem `loss 2%` both ways on its link: the CM exchange, the quiesce, the
      partial aggregates and the resumed connection recover (rxe's go-back-N end to end on the
      resumed connection, the switch's NAKs on the old one); bit-exact.
-  5. Rank 2's PROCESS restarts ahead of rank 1 (rank 1's link delays what it sends; --restart-at:
+  5. Rank 2's PROCESS restarts ahead of rank 1 (rank 1's WRITEs dropped in its guest until the
+     switch counted rank 2's resumed REP; --restart-at:
      once RESUME_AT chunks are written, acknowledged or not, rank 2 drops its connection,
      registrations and results and connects again knowing nothing, resume-from 0): the switch
      raises the request's resume-from past what it absorbed and holds of rank 2
      (rejoin_resume_raised 1), the root resumes it there and writes it every result: the root
      reduced exactly world x chunks contributions (none twice), bit-exact.
-  6. Result replication (a second root with --results once, the job reloaded with replicate:
+  6. The carrier again, its complete aggregates LOST at the root: from rank 2's full window
+     until the switch counted the resumed REP the root's guest drops every aggregate carrying
+     both ranks (tc u32 on its ingress), so the root answers the resume lacking all of them
+     and the switch sends them again on rank 2's connection (rejoin_carrier_resent RESUME_AT,
+     nothing released); the root reduces every chunk once.
+  7. Rank 2 reconnects and its PROCESS restarts right after (--reconnect-after and
+     --restart-at at the same chunk: nothing written on the resumed connection), the
+     aggregates lost at the root as in 6 until both resumed REPs passed, so its first chunks
+     are incomplete at the root when the restarted process says 0: the root resumes it where
+     it resumed it first (rejoin_resumed 2, nothing raised), no chunk reduced twice.
+  8. Rank 2 starts ALONE and resumes before rank 1 ever connected: rank 1's first connection
+     joins the session the old state left holding rank 2's chunks for it (rejoin_joined 1), not
+     the fresh state's; one aggregate per held chunk, then rank 1 translated; bit-exact.
+  9. Result replication (a second root with --results once, the job reloaded with replicate:
      true): rank 2 resumes as in 1; the switch copies the carrier's results onto the
      connections it learned and, from its resumed REP on, onto rank 2's resumed connection
      (result_legs_resumed 1); the root writes only the carrier, what rank 2 lacks again there.
-  7. The CARRIER resumes with result replication (a third root, --results once): the root
+  10. The CARRIER resumes with result replication (a third root, --results once): the root
      writes the results on the carrier's resumed connection and the switch moves the copies'
      source onto it (result_source_moved 1; rank 2's result leg filled up to its last copy and
      translated on from there); the root wrote the carrier alone (CHUNKS results acknowledged,
      the aggregated ACKs of both workers), rank 2 got every result as copies (some twice: the
      carrier's owed results are copied too), bit-exact on both.
-  8. The same reconnect without the switch aggregating (the job removed by a reload: plain
+  11. The CARRIER resumes TWICE in one AllReduce with replication (--reconnect-again-after):
+     the state that left at the first resume moves the copies' source again
+     (result_source_moved 2); bit-exact on both.
+  12. The same reconnect without the switch aggregating (the job removed by a reload: plain
      routing, a third root): the root sums the workers' own WRITEs, rank 2 resumes where it
      said, bit-exact.
   In each the programs exit 0, every worker's disconnect is clean, and no guest's rxe counted a
@@ -64,7 +81,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from lab import U32_WRITE_ONLY_IMM, Lab, run_test, check, log, wait_until  # noqa: E402
+from lab import Lab, run_test, check, log, wait_until  # noqa: E402
 from test_rdma_allreduce import (ELEMENTS, TIMEOUT_S, WORLD, allreduce,  # noqa: E402
                                  int32_inputs, json_line, root_cmd, stripped, worker_cmd)
 from test_s2s_allreduce import check_rxe_counters, rxe_counters  # noqa: E402
@@ -75,6 +92,10 @@ WINDOW = 64
 CHUNKS = ELEMENTS * 4 // CHUNK
 RESUME_AT = 16      # through the switch: inside rank 1's first window
 RC_ACKNOWLEDGE = 0x11  # the BTH opcode of an RC ACK (and NAK)
+RC_WRITE_ONLY_IMM = 0x0B  # a contribution's, an aggregate's and a result's
+# The switch's aggregate leg: its ACK timeout exponent (1.07 s; 8 tries, 8.6 s) outlasts the
+# rounds that drop the aggregates at the root until the switch counted the rejoin.
+AGGREGATE_TIMEOUT = 18
 RESUME_PLAIN = 300  # without aggregation
 LOSS = "loss 2%"
 
@@ -83,13 +104,14 @@ NAMES = ("absorbed", "aggregates_sent", "aggregates_acked", "forwarded", "rejoin
          "rejoin_carrier_unacked", "connections_learned", "icrc_errors", "not_contribution",
          "bad_contributions", "results_replicated", "replicate_failed", "result_source_moved",
          "result_fill_sent", "result_acks_forwarded", "result_naks_forwarded",
-         "rejoin_resume_raised", "rejoin_carrier_resent", "result_legs_resumed")
+         "rejoin_resume_raised", "rejoin_carrier_resent", "result_legs_resumed", "rejoin_joined")
 
 
 def switch_config(cfg: dict, lab, replicate: bool = False) -> dict:
     cfg["rdma_s2s"] = {"jobs": [{"id": JOB, "root": lab.vms[0].ip, "world": WORLD, "op": "sum",
                                  "dtype": "int32", "chunk_bytes": CHUNK, "window": WINDOW,
-                                 "learn": True, "replicate": replicate}]}
+                                 "learn": True, "replicate": replicate,
+                                 "timeout": AGGREGATE_TIMEOUT}]}
     return cfg
 
 
@@ -123,10 +145,10 @@ def both(d_job: dict, d_leaving: dict) -> dict[str, float]:
 
 
 def run_workers(lab, data, tag: str, extra: str, wait_before_second=None,
-                rejoining: int = 2, while_running=None) -> list[dict]:
-    """Ranks 1 and 2 on the listening root, rank `rejoining` with `extra` and started second,
-    once `wait_before_second()` returned (when given), then `while_running()` (when given);
-    both results checked bit-exact."""
+                rejoining: int = 2, while_running=None, rejoining_first: bool = False) -> list[dict]:
+    """Ranks 1 and 2 on the listening root, rank `rejoining` with `extra` and started second
+    (first with `rejoining_first`), the second once `wait_before_second()` returned (when
+    given), then `while_running()` (when given); both results checked bit-exact."""
     root_vm, workers = lab.vms[0], lab.vms[1:]
     paths, sha = data
     args = [f"--type int32 --chunk-bytes {CHUNK} --window {WINDOW} "
@@ -134,7 +156,8 @@ def run_workers(lab, data, tag: str, extra: str, wait_before_second=None,
     args[rejoining - 1] += f" {extra}"
     res = allreduce(root_vm, workers, args, tag,
                     None if wait_before_second is None else lambda _rank: wait_before_second(),
-                    order=[3 - rejoining, rejoining], while_running=while_running)
+                    order=[rejoining, 3 - rejoining] if rejoining_first else [3 - rejoining, rejoining],
+                    while_running=while_running)
     for vm in workers:
         _rc, out = vm.run(f"sha256sum /tmp/{tag}.out", check=True)
         check(out.split()[0] == sha, f"{tag}: {vm.name}'s int32 result bit-exact (sha256 "
@@ -154,16 +177,27 @@ def root_round_checks(tag: str, r: dict, resumes: int, written: int = WORLD * CH
 
 
 def rejoin_round(lab, data, tag: str, rejoining: int, loss: str | None = None,
-                 other_acks_until_move: bool = False) -> dict:
+                 other_acks_until_move: bool = False, lose_aggregates: bool = False,
+                 restart: bool = False, again: int = 0) -> dict:
     """Rank `rejoining` reconnects after RESUME_AT chunks through the aggregating switch, the
     other rank having filled its window first (WINDOW chunks absorbed and held: the test waits
     for that counter), `loss` (netem, both ways) on the rejoining rank's link; both results
     bit-exact and the switch's counters of the rule checked. `other_acks_until_move`: every ACK
     the other rank sends is dropped in its guest until the switch moved the copies' source (its
-    counter says so), then they pass again. Returns the counters' delta, with "workers" (their
-    JSON) and "acks_dropped"."""
+    counter says so), then they pass again. `lose_aggregates`: from that window on, the root's
+    guest drops every aggregate carrying WORLD contributions it receives (the complete ones,
+    not the partial ones nor a worker's own WRITEs) until the switch counted the rejoin's last
+    resumed REP: for the carrier, the root lacks every complete aggregate sent on its old
+    connection when it answers the resume, and the switch sends them again on the moved leg.
+    `restart`: the rank's process also restarts right after its reconnect (--restart-at at the
+    same chunk: nothing written on the resumed connection), resuming from 0 a second time.
+    `again`: the rank reconnects a second time once `again` chunks are written (on its resumed
+    connection) and acknowledged.
+    Returns the counters' delta, with "workers" (their JSON), "acks_dropped" and
+    "aggregates_dropped"."""
     other = 3 - rejoining
     before = counters(lab)
+    resumed_reps = 2 if restart or again else 1
 
     def total() -> dict[str, float]:
         # Sums over both labels: the job's state moves from `job` to `leaving_job`.
@@ -172,49 +206,73 @@ def rejoin_round(lab, data, tag: str, rejoining: int, loss: str | None = None,
 
     if loss:
         lab.vms[rejoining].netem(loss, direction="both")
-    acks_dropped = 0
-    acks_dropping = other_acks_until_move
-    if acks_dropping:
+    dropped = {"acks": 0, "aggregates": 0}
+    dropping = {"acks": other_acks_until_move, "aggregates": False}
+    if other_acks_until_move:
         lab.vms[other].drop_sent_roce(RC_ACKNOWLEDGE)
 
-    def until_moved() -> None:
-        nonlocal acks_dropped, acks_dropping
-        wait_until(lambda: total()["result_source_moved"] >= 1, TIMEOUT_S,
-                   f"{tag}: the copies' source moved onto rank {rejoining}'s resumed connection")
-        acks_dropped = lab.vms[other].drop_sent_roce(None)
-        acks_dropping = False
+    def window_held() -> None:
+        wait_until(lambda: total()["absorbed"] >= WINDOW, TIMEOUT_S,
+                   f"{tag}: rank {other}'s first {WINDOW} chunks absorbed, held for rank "
+                   f"{rejoining}")
+        if lose_aggregates:
+            lab.vms[0].drop_received_roce(RC_WRITE_ONLY_IMM, imm_count=WORLD)
+            dropping["aggregates"] = True
 
+    def released() -> None:
+        # Each rule stays until the switch counted what it provokes, then goes.
+        if dropping["acks"]:
+            wait_until(lambda: total()["result_source_moved"] >= 1, TIMEOUT_S,
+                       f"{tag}: the copies' source moved onto rank {rejoining}'s resumed "
+                       f"connection")
+            dropped["acks"] = lab.vms[other].drop_sent_roce(None)
+            dropping["acks"] = False
+        if dropping["aggregates"]:
+            wait_until(lambda: total()["rejoin_resumed"] >= resumed_reps, TIMEOUT_S,
+                       f"{tag}: the root's resumed REP(s) of rank {rejoining} seen")
+            dropped["aggregates"] = lab.vms[0].drop_received_roce(None)
+            dropping["aggregates"] = False
+
+    extra = f"--reconnect-after {RESUME_AT}" + (f" --restart-at {RESUME_AT}" if restart else "")
+    extra += f" --reconnect-again-after {again}" if again else ""
     t0 = time.monotonic()
     try:
-        res = run_workers(
-            lab, data, tag.split()[0], f"--reconnect-after {RESUME_AT}",
-            lambda: wait_until(lambda: total()["absorbed"] >= WINDOW, TIMEOUT_S,
-                               f"{tag}: rank {other}'s first {WINDOW} chunks absorbed, held "
-                               f"for rank {rejoining}"),
-            rejoining=rejoining, while_running=until_moved if acks_dropping else None)
+        res = run_workers(lab, data, tag.replace(" ", "-").replace("%", ""), extra, window_held,
+                          rejoining=rejoining,
+                          while_running=released)
     finally:
         if loss:
             lab.vms[rejoining].netem(None)
-        if acks_dropping:
+        if dropping["acks"]:
             lab.vms[other].drop_sent_roce(None)
+        if dropping["aggregates"]:
+            lab.vms[0].drop_received_roce(None)
     wall = time.monotonic() - t0
-    at = res[rejoining - 1]["resume_chunk"]
-    check(res[rejoining - 1]["reconnected"] and at == RESUME_AT and
+    at = RESUME_AT
+    w = res[rejoining - 1]
+    check(w["reconnected"] and w["resume_chunk"] == (again or RESUME_AT) and
+          w["reconnects"] == (2 if again else 1) and w["restarted"] == restart and
           not res[other - 1]["reconnected"],
-          f"{tag}: rank {rejoining} reconnected and the root resumed it at chunk {RESUME_AT}")
+          f"{tag}: rank {rejoining} reconnected{' and restarted' if restart else ''} and the "
+          f"root resumed it at chunk {RESUME_AT}" +
+          (" again (where it resumed it first: the process said 0)" if restart else "") +
+          (f", then at {again}" if again else ""))
     # The root's ACK of the last partial aggregates may trail the workers' results; a carrier's
-    # old aggregates not seen acknowledged are released instead.
-    wait_until(lambda: total()["aggregates_acked"] + total()["rejoin_carrier_unacked"] >=
-               total()["aggregates_sent"] > 0, 10,
+    # old aggregates not seen acknowledged are released or sent again instead.
+    wait_until(lambda: total()["aggregates_acked"] + total()["rejoin_carrier_unacked"] +
+               total()["rejoin_carrier_resent"] >= total()["aggregates_sent"] > 0, 10,
                f"{tag}: every aggregate the old state sent acknowledged or released")
     after = counters(lab)
     d = total()
-    log(f"switch, {tag}: {d}; fallback {after['fallback']:.0f}; {wall:.1f}s wall")
+    log(f"switch, {tag}: {d}; fallback {after['fallback']:.0f}; {wall:.1f}s wall; dropped "
+        f"in guests: {dropped}")
     partial = d["rejoin_partial_chunks"]
+    resent = d["rejoin_carrier_resent"]
     # Under loss the REQ and its REP may be retransmitted: the fresh state hears the REP again.
-    check(d["rejoins"] == 1 and (d["rejoin_resumed"] == 1 or loss and d["rejoin_resumed"] >= 1),
-          f"{tag}: the switch saw the root's REP take rank {rejoining} back (resumed) and the "
-          f"old state leave")
+    check(d["rejoins"] == 1 and (d["rejoin_resumed"] == resumed_reps or
+                                 loss and d["rejoin_resumed"] >= resumed_reps),
+          f"{tag}: the switch saw the root's REP(s) take rank {rejoining} back (resumed) and "
+          f"the old state leave (once)")
     check(d["rejoin_carrier_moved"] == (1 if rejoining == 1 else 0),
           f"{tag}: the aggregate leg moved to rank 2's connection iff the carrier rejoined")
     check(WINDOW - at <= partial <= WINDOW,
@@ -222,31 +280,42 @@ def rejoin_round(lab, data, tag: str, rejoining: int, loss: str | None = None,
           f"{other}'s chunks {at}..{WINDOW - 1} at least)")
     check(d["rejoin_resume_raised"] == 0,
           f"{tag}: the resuming request's resume-from left as the worker said it")
-    check(d["aggregates_sent"] == at + partial and
-          d["aggregates_acked"] + d["rejoin_carrier_unacked"] == d["aggregates_sent"],
-          f"{tag}: {at} complete aggregates before the rejoin and the {partial:.0f} "
-          f"partial ones, acknowledged by the root ({d['rejoin_carrier_unacked']:.0f} on the "
-          f"carrier's old connection not seen acknowledged there: released, not resent)")
+    check(d["aggregates_sent"] == at + resent + partial and
+          d["aggregates_acked"] + d["rejoin_carrier_unacked"] == at + partial,
+          f"{tag}: {at} complete aggregates before the rejoin ({resent:.0f} of them sent again "
+          f"on the moved leg: the root lacked them) and the {partial:.0f} partial ones, "
+          f"acknowledged by the root ({d['rejoin_carrier_unacked']:.0f} on the carrier's old "
+          f"connection not seen acknowledged there that the root had: released, not resent)")
+    if lose_aggregates:
+        check(dropped["aggregates"] >= at,
+              f"{tag}: the root's guest dropped {dropped['aggregates']} complete aggregates "
+              f"(each of the {at} at least once)")
+    if lose_aggregates and rejoining == 1:
+        check(resent == at and d["rejoin_carrier_unacked"] == 0,
+              f"{tag}: every one of the {at} complete aggregates the root lacked sent again on "
+              f"rank 2's connection, none released")
     check(d["absorbed"] == 2 * at + partial,
           f"{tag}: {d['absorbed']:.0f} contributions absorbed: both ranks' first {at} "
           f"chunks and rank {other}'s partial ones, nothing of the resumed connection")
     check(d["forwarded"] > 0,
           f"{tag}: then {d['forwarded']:.0f} of rank {other}'s packets forwarded translated")
     check(d["connections_learned"] == WORLD,
-          f"{tag}: both first connections learned, the resumed one by no state")
+          f"{tag}: both first connections learned, the resumed one(s) by no state")
     check(d["rejoin_held"] == 0 and d["icrc_errors"] == 0 and d["not_contribution"] == 0 and
           d["bad_contributions"] == 0 and after["fallback"] == before["fallback"],
           f"{tag}: the resumed connection was never held back; no ICRC error, "
           f"non-contribution, bad contribution or fallback")
     d["workers"] = res
-    d["acks_dropped"] = acks_dropped
+    d["acks_dropped"] = dropped["acks"]
+    d["aggregates_dropped"] = dropped["aggregates"]
     return d
 
 
 def restart_round(lab, data, tag: str) -> dict:
-    """Rank 2's PROCESS restarts ahead of rank 1: rank 1 connects first, its guest holding
-    its WRITEs back until rank 2 is back (hold_sent_roce), so rank 2's first RESUME_AT chunks
-    are absorbed and held at the switch waiting for rank 1's (incomplete at the root too) when
+    """Rank 2's PROCESS restarts ahead of rank 1: rank 1 connects first, its WRITEs dropped in
+    its guest until the switch counted rank 2's resumed REP (then rank 1's RC retransmits them),
+    so rank 2's first RESUME_AT chunks are absorbed and held at the switch waiting for rank 1's
+    (incomplete at the root too) when
     rank 2 drops everything (--restart-at) and comes back resuming from 0. The switch raises the
     request's resume-from past what it absorbed and ACKed of rank 2 (which the root could not
     attribute), the root resumes it there: without the raise it resumes at 0 and chunk 0 gets
@@ -263,19 +332,19 @@ def restart_round(lab, data, tag: str) -> dict:
     args = [f"--type int32 --chunk-bytes {CHUNK} --window {WINDOW} "
             f"--input /root/{os.path.basename(p)} --output /tmp/restart.out" for p in paths]
     args[1] += f" --restart-at {RESUME_AT}"
-    # Rank 1's WRITEs (one packet each: WRITE ONLY with immediate) are held in its guest, in
-    # order, until rank 2 is back; its CM exchange passes. rxe resends what is held when its
-    # ACK timeout fires (retry_cnt 7: without limit); the switch takes those as duplicates.
-    workers[0].hold_sent_roce(U32_WRITE_ONLY_IMM)
+    workers[0].hold_sent_roce(RC_WRITE_ONLY_IMM)
+    dropping = True
     try:
         jobs = [workers[0].start(worker_cmd(root_vm, 1, args[0]))]
         wait_until(lambda: total()["connections_learned"] >= 1, TIMEOUT_S,
-                   f"{tag}: rank 1 connected (its REP seen), its WRITEs held in its guest")
+                   f"{tag}: rank 1 connected (its REP seen), its WRITEs dropped in its guest")
         jobs.append(workers[1].start(worker_cmd(root_vm, 2, args[1])))
         wait_until(lambda: total()["rejoin_resumed"] >= 1, TIMEOUT_S,
                    f"{tag}: rank 2 restarted and the root took it back")
-        held = workers[0].release_sent_roce()
-        check(held > 0, f"{tag}: rank 1's guest held {held} WRITE(s) until rank 2 was back")
+        # Rank 1's RC timer sends them again (go-back-N from its first).
+        dropped = workers[0].hold_sent_roce(None)
+        dropping = False
+        check(dropped > 0, f"{tag}: {dropped} of rank 1's WRITEs held back until then")
         res = []
         for rank, job in enumerate(jobs, start=1):
             rc, out = job.wait(TIMEOUT_S + 30)
@@ -283,7 +352,8 @@ def restart_round(lab, data, tag: str) -> dict:
             check(rc == 0, f"{tag}: rank {rank} completed (exit {rc})")
             res.append(json_line(out, "ok"))
     finally:
-        workers[0].netem(None)
+        if dropping:
+            workers[0].hold_sent_roce(None)
     for vm in workers:
         _rc, out = vm.run("sha256sum /tmp/restart.out", check=True)
         check(out.split()[0] == sha, f"{tag}: {vm.name}'s int32 result bit-exact")
@@ -334,37 +404,81 @@ def replicate_carrier_round(lab, data, tag: str) -> dict:
     return d
 
 
-def served_replicate_carrier(tag: str, root, rounds_n: int) -> list[dict]:
-    """The root's rounds of replicate_carrier_round: it wrote the carrier alone, CHUNKS
-    results acknowledged there (by both workers' ACKs aggregated), the carrier resumed."""
-    rounds = served(tag, root, rounds_n)
-    for n, r in enumerate(rounds):
-        root_round_checks(f"{tag} {n + 1}", r, 1, written=CHUNKS)
-    return rounds
+def resumed_first_round(lab, data, tag: str) -> dict:
+    """Rank 2 starts ALONE and resumes (--reconnect-after RESUME_AT) before rank 1 ever
+    connected; rank 1 starts once the switch counted the resumed REP. Rank 1's first connection
+    joins the session the old state left holding rank 2's first RESUME_AT chunks for it
+    (rejoin_joined 1): they complete with rank 1's (one aggregate each, none partial), then rank
+    1 is translated; bit-exact, the root reduced every chunk once. Returns the counters'
+    delta."""
+    before = counters(lab)
+
+    def total() -> dict[str, float]:
+        now = counters(lab)
+        return both(diff(now, before, "job"), diff(now, before, "leaving_job"))
+
+    res = run_workers(lab, data, tag.replace(" ", "-"), f"--reconnect-after {RESUME_AT}",
+                      lambda: wait_until(lambda: total()["rejoin_resumed"] >= 1, TIMEOUT_S,
+                                         f"{tag}: rank 2 resumed before rank 1 connected"),
+                      rejoining=2, rejoining_first=True)
+    check(res[1]["reconnected"] and res[1]["resume_chunk"] == RESUME_AT,
+          f"{tag}: rank 2 reconnected and the root resumed it at chunk {RESUME_AT}")
+    wait_until(lambda: total()["aggregates_acked"] >= total()["aggregates_sent"] > 0, 10,
+               f"{tag}: every aggregate acknowledged")
+    d = total()
+    log(f"switch, {tag}: {d}")
+    check(d["rejoins"] == 1 and d["rejoin_resumed"] == 1 and d["rejoin_joined"] == 1,
+          f"{tag}: rank 1's first connection joined the session the resume left (not the next)")
+    check(d["absorbed"] == 2 * RESUME_AT and d["aggregates_sent"] == RESUME_AT and
+          d["rejoin_partial_chunks"] == 0 and d["forwarded"] > 0,
+          f"{tag}: rank 2's {RESUME_AT} held chunks completed with rank 1's (one aggregate each, "
+          f"none partial), then {d['forwarded']:.0f} of rank 1's packets translated")
+    check(d["connections_learned"] == WORLD and d["rejoin_held"] == 0 and
+          d["icrc_errors"] == 0 and d["bad_contributions"] == 0 and d["not_contribution"] == 0,
+          f"{tag}: both first connections learned by the old state, nothing held back, no "
+          f"ICRC error, bad contribution or non-contribution")
+    return d
 
 
-def replicate_carrier_alone(exes: tuple[str, str, str], times: int) -> None:
-    """INA_S2S_REJOIN_CARRIER_ONLY=N: the replicating carrier round alone, N times in one lab.
-    """
+AGAIN_AT = 32  # the carrier's second reconnect (it resumed at RESUME_AT)
+
+
+def replicate_carrier_twice_round(lab, data, tag: str) -> dict:
+    """The carrier resumes TWICE in one AllReduce while the job replicates: at RESUME_AT and,
+    writing on its resumed connection, again at AGAIN_AT. The state that left at the first
+    resume moves the copies' source a second time, onto the newest connection (rank 2's leg
+    filled where it was behind); every result bit-exact on both workers. Returns the counters'
+    delta."""
+    d = rejoin_round(lab, data, tag, 1, again=AGAIN_AT)
+    res = d["workers"]
+    log(f"{tag}: rank 2 took {res[1]['duplicate_results']} result(s) twice, rank 1 "
+        f"{res[0]['duplicate_results']}; {d['result_fill_sent']:.0f} fill packet(s) sent")
+    check(d["result_source_moved"] == 2 and d["replicate_failed"] == 0,
+          f"{tag}: the copies' source moved twice, onto each resumed connection of the "
+          f"carrier; no copy failed")
+    check(d["results_replicated"] >= CHUNKS,
+          f"{tag}: {d['results_replicated']:.0f} copies made: rank 2's every result (it got "
+          f"none from the root itself)")
+    return d
+
+
+# Rounds 6 and 7 (the lost aggregates), also alone with INA_S2S_REJOIN_LOST_ONLY=N.
+LOST_PLAN = [("carrier lost", 1, {"lose_aggregates": True}),
+             ("restart after rejoin", 2, {"lose_aggregates": True, "restart": True})]
+
+
+def lost_alone(exes: tuple[str, str, str], times: int) -> None:
+    """INA_S2S_REJOIN_LOST_ONLY=N: rounds 6 and 7 alone, N times each in one lab."""
     def rounds(lab, data) -> None:
-        root = listening_root(lab, f"--rounds {times} --results once")
+        root = listening_root(lab, f"--rounds {len(data)}")
         for n, d in enumerate(data):
-            replicate_carrier_round(lab, d, f"replicate carrier {n + 1} of {times}")
-        served_replicate_carrier("replicate carrier", root, times)
+            tag, rank, kw = LOST_PLAN[n % len(LOST_PLAN)]
+            rejoin_round(lab, d, f"{tag} {n // len(LOST_PLAN) + 1} of {times}", rank, **kw)
+        for n, r in enumerate(served("lost", root, len(data))):
+            tag, _rank, kw = LOST_PLAN[n % len(LOST_PLAN)]
+            root_round_checks(tag, r, 2 if kw.get("restart") else 1)
 
-    alone(exes, times, 20261300, replicating_config, rounds)
-
-
-def restart_alone(exes: tuple[str, str, str], times: int) -> None:
-    """INA_S2S_REJOIN_RESTART_ONLY=N: the restart round alone, N times in one lab."""
-    def rounds(lab, data) -> None:
-        root = listening_root(lab, f"--rounds {times}")
-        for n, d in enumerate(data):
-            restart_round(lab, d, f"restart {n + 1} of {times}")
-        for n, r in enumerate(served("restart", root, times)):
-            root_round_checks(f"restart {n + 1}", r, 1)
-
-    alone(exes, times, 20261400, switch_config, rounds)
+    alone(exes, times * len(LOST_PLAN), 20261500, switch_config, rounds)
 
 
 def listening_root(lab, args: str):
@@ -413,38 +527,53 @@ def served(tag: str, root, rounds_n: int) -> list[dict]:
     return rounds
 
 
-def loss_alone(exes: tuple[str, str, str], times: int) -> None:
-    """INA_S2S_REJOIN_LOSS_ONLY=N: the lossy rejoin round alone, N times in one lab (each with
-    new data), for chasing it against rxe."""
+def one_round_alone(exes: tuple[str, str, str], times: int, seed: int, config, root_args: str,
+                    tag: str, round_fn, resumes: int = 1, written: int = WORLD * CHUNKS) -> None:
+    """`round_fn(lab, data, tag)` alone, `times` times in one lab (new data each), the root's
+    rounds checked (`resumes` ranks taken back, `written` results acknowledged), for chasing a
+    round against rxe."""
     def rounds(lab, data) -> None:
-        root = listening_root(lab, f"--rounds {times}")
+        root = listening_root(lab, f"--rounds {times} {root_args}")
         for n, d in enumerate(data):
-            rejoin_round(lab, d, f"rejoin {LOSS} {n + 1} of {times}", 2, LOSS)
-        served("loss", root, times)
+            round_fn(lab, d, f"{tag} {n + 1} of {times}")
+        for n, r in enumerate(served(tag, root, times)):
+            root_round_checks(f"{tag} {n + 1}", r, resumes, written)
 
-    alone(exes, times, 20261200, switch_config, rounds)
+    alone(exes, times, seed, config, rounds)
+
+
+# INA_S2S_REJOIN_<NAME>_ONLY=N runs one round alone N times (LOST: rounds 6 and 7, N each):
+# (seed, config, root arguments, tag, round, resumes, results written).
+ALONE = {
+    "LOSS": (20261200, switch_config, "", f"rejoin {LOSS}",
+             lambda lab, d, tag: rejoin_round(lab, d, tag, 2, LOSS), 1, WORLD * CHUNKS),
+    "RESTART": (20261400, switch_config, "", "restart", restart_round, 1, WORLD * CHUNKS),
+    "CARRIER": (20261300, replicating_config, "--results once", "replicate carrier",
+                replicate_carrier_round, 1, CHUNKS),
+    "TWICE": (20261600, replicating_config, "--results once", "replicate carrier twice",
+              replicate_carrier_twice_round, 2, CHUNKS),
+    "FIRST": (20261700, switch_config, "", "resumed first", resumed_first_round, 1,
+              WORLD * CHUNKS),
+}
 
 
 def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
-    if os.environ.get("INA_S2S_REJOIN_LOSS_ONLY"):
-        loss_alone((worker_exe, root_exe, switch_exe), int(os.environ["INA_S2S_REJOIN_LOSS_ONLY"]))
-        return
-    if os.environ.get("INA_S2S_REJOIN_RESTART_ONLY"):
-        restart_alone((worker_exe, root_exe, switch_exe),
-                      int(os.environ["INA_S2S_REJOIN_RESTART_ONLY"]))
-        return
-    if os.environ.get("INA_S2S_REJOIN_CARRIER_ONLY"):
-        replicate_carrier_alone((worker_exe, root_exe, switch_exe),
-                                int(os.environ["INA_S2S_REJOIN_CARRIER_ONLY"]))
-        return
-    plan = [("rejoin", 2, None), ("carrier", 1, None), (f"rejoin {LOSS}", 2, LOSS),
-            ("restart", 2, None)]
     exes = (worker_exe, root_exe, switch_exe)
-    with rejoin_lab(exes, switch_config, len(plan) + 4, 20261128, "s2s-rejoin-") as (lab, data):
+    for name, (seed, config, root_args, tag, round_fn, resumes, written) in ALONE.items():
+        if os.environ.get(f"INA_S2S_REJOIN_{name}_ONLY"):
+            one_round_alone(exes, int(os.environ[f"INA_S2S_REJOIN_{name}_ONLY"]), seed, config,
+                            root_args, tag, round_fn, resumes, written)
+            return
+    if os.environ.get("INA_S2S_REJOIN_LOST_ONLY"):
+        lost_alone(exes, int(os.environ["INA_S2S_REJOIN_LOST_ONLY"]))
+        return
+    plan = [("rejoin", 2, {}), ("carrier", 1, {}), (f"rejoin {LOSS}", 2, {"loss": LOSS}),
+            ("restart", 2, {})] + LOST_PLAN + [("resumed first", 2, {})]
+    with rejoin_lab(exes, switch_config, len(plan) + 5, 20261128, "s2s-rejoin-") as (lab, data):
         root = listening_root(lab, f"--rounds {len(plan) + 1}")
 
         # 1. Rank 2 reconnects alone through the aggregating switch.
-        rejoin_round(lab, data[0], plan[0][0], plan[0][1], plan[0][2])
+        rejoin_round(lab, data[0], plan[0][0], plan[0][1], **plan[0][2])
 
         # 2. The next AllReduce on the fresh state.
         before = counters(lab)
@@ -464,16 +593,21 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
 
         # 3. The carrier (rank 1) reconnects alone; 4. rank 2 again, its link lossy.
         # 5. Rank 2's process restarts (nothing kept: the switch and the root say where).
-        for (tag, rank, loss), d in zip(plan[1:], data[2:]):
+        # 6. The carrier's complete aggregates lost at the root until it resumed: sent again.
+        # 7. Rank 2's process restarts right after its reconnect.
+        # 8. Rank 2 resumes before rank 1 connected.
+        for (tag, rank, kw), d in zip(plan[1:], data[2:]):
             if tag == "restart":
                 restart_round(lab, d, tag)
+            elif tag == "resumed first":
+                resumed_first_round(lab, d, tag)
             else:
-                rejoin_round(lab, d, tag, rank, loss)
+                rejoin_round(lab, d, tag, rank, **kw)
 
-        tags = [plan[0][0], "fresh"] + [t for t, _r, _l in plan[1:]]
+        tags = [plan[0][0], "fresh"] + [t for t, _r, _kw in plan[1:]]
         rounds = served("aggregating", root, len(tags))
-        for tag, r in zip(tags, rounds):
-            root_round_checks(tag, r, 0 if tag == "fresh" else 1)
+        for (tag, _rank, kw), r in zip([plan[0], ("fresh", 0, {})] + plan[1:], rounds):
+            root_round_checks(tag, r, 0 if tag == "fresh" else 2 if kw.get("restart") else 1)
             if tag == "fresh":
                 check(r["contributions"] == CHUNKS, "fresh: one aggregate per chunk")
             else:
@@ -481,13 +615,13 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
                       f"{tag}: {r['contributions']} WRITEs at the root, fewer than "
                       f"{WORLD * CHUNKS}: aggregates before the rejoin")
 
-        # 6. Result replication (root --results once, replicate: true): rank 2 resumes; the
+        # 9. Result replication (root --results once, replicate: true): rank 2 resumes; the
         # switch copies the carrier's results to the connections it learned and, from the
         # resumed REP on, to rank 2's resumed one; the root writes rank 2 nothing itself
         # (what it lacks goes again on the carrier).
         lab.reload_switch(replicating_config)
         root = listening_root(lab, "--rounds 1 --results once")
-        d = rejoin_round(lab, data[-3], "replicate", 2)
+        d = rejoin_round(lab, data[-4], "replicate", 2)
         log(f"replicate: rank 2 took {d['workers'][1]['duplicate_results']} result(s) "
             f"twice, rank 1 {d['workers'][0]['duplicate_results']}")
         check(d["replicate_failed"] == 0 and d["result_legs_resumed"] == 1 and
@@ -501,14 +635,18 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
         tags.append("replicate")
         rounds.append(r)
 
-        # 7. The carrier resumes while the switch replicates: the copies' source moves.
-        root = listening_root(lab, "--rounds 1 --results once")
-        replicate_carrier_round(lab, data[-2], "replicate carrier")
-        r = served_replicate_carrier("replicate carrier", root, 1)[0]
-        tags.append("replicate carrier")
-        rounds.append(r)
+        # 10. The carrier resumes while the switch replicates: the copies' source moves.
+        # 11. It resumes twice in one AllReduce: the source moves again.
+        root = listening_root(lab, "--rounds 2 --results once")
+        replicate_carrier_round(lab, data[-3], "replicate carrier")
+        replicate_carrier_twice_round(lab, data[-2], "replicate carrier twice")
+        r, r2 = served("replicate carrier", root, 2)
+        root_round_checks("replicate carrier", r, 1, written=CHUNKS)
+        root_round_checks("replicate carrier twice", r2, 2, written=CHUNKS)
+        tags += ["replicate carrier", "replicate carrier twice"]
+        rounds += [r, r2]
 
-        # 8. Without aggregation: the job removed, RoCE routed untouched.
+        # 12. Without aggregation: the job removed, RoCE routed untouched.
         lab.reload_switch(plain_config)
         root = listening_root(lab, "--rounds 1")
         before = counters(lab)

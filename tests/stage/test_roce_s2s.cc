@@ -973,6 +973,33 @@ protected:
         drain();
         send(rep(1, 1, true, 1, 11, complete_from));
     }
+    // Both ranks connected, chunk 0 complete (its aggregate out), rank 1's chunks 1 and 2 held
+    // for rank 2, whose worker then ends its connection (its DREQ) to reconnect.
+    void rank2_leaves_with_rank1s_chunks_held() {
+        connect(1);
+        connect(2);
+        complete_chunk_learned();
+        send(contribution(1, kRepPsn[1] + 1, 1, fill(10)));
+        send(contribution(1, kRepPsn[1] + 2, 2, fill(20)));
+        drain();
+        send(dreq(2));  // the worker ends its old connection first
+        drain();
+    }
+    // After a rejoin: rank 1 leaves with the old state, its `aggregates` (chunks 0..n-1, one
+    // per PSN from its REP's) acknowledged by the root, then its chunk n goes on translated
+    // (at its own PSN: the root saw one aggregate per chunk on its connection).
+    void rank1_drains_then_is_translated(uint32_t aggregates = 3) {
+        send(root_ack(1, kRepPsn[1] + aggregates - 1));
+        drain();
+        EXPECT_EQ(job->counters.aggregates_acked, aggregates);
+        send(contribution(1, kRepPsn[1] + aggregates, aggregates, fill(30)));
+        const auto out = to(kRoot);
+        ASSERT_EQ(out.size(), 1u);
+        EXPECT_EQ(out[0].src, kWorker1);
+        EXPECT_EQ(out[0].p.bth.psn, kRepPsn[1] + aggregates);
+        EXPECT_EQ(job->counters.forwarded, 1u);
+        EXPECT_EQ(lcore(fs::LcoreCounter::fallback), 0u);
+    }
     // Chunk 0 from both ranks at their REPs' PSNs: its aggregate goes out (drained).
     void complete_chunk_learned() {
         send(contribution(1, kRepPsn[1], 0, fill(1)));
@@ -1394,14 +1421,7 @@ TEST_F(RoceS2sLearn, ACarrierReconnectingAloneMovesTheAggregatesToTheNextRank) {
 TEST_F(RoceS2sLearn, AResumedRankPassesStraightToTheRootWhileTheOldStateLeaves) {
     config::LoadResult keep;
     const fs::JobConfig& cfg = job_config(yaml(), keep);
-    connect(1);
-    connect(2);
-    complete_chunk_learned();
-    send(contribution(1, kRepPsn[1] + 1, 1, fill(10)));
-    send(contribution(1, kRepPsn[1] + 2, 2, fill(20)));
-    drain();
-    send(dreq(2));  // the worker ends its old connection first
-    drain();
+    rank2_leaves_with_rank1s_chunks_held();
     auto agg = reconnect(2, 1, true, 1);
     EXPECT_EQ(job->counters.rejoin_resumed, 1u);
     EXPECT_EQ(job->counters.rejoins, 1u);
@@ -1449,16 +1469,7 @@ TEST_F(RoceS2sLearn, AResumedRankPassesStraightToTheRootWhileTheOldStateLeaves) 
     EXPECT_EQ(next_state->counters.absorbed, 0u);
     EXPECT_EQ(next_state->table.in_use(), 0u);
     // Rank 1 leaves with the old state: held chunks acknowledged, then translated.
-    send(root_ack(1, kRepPsn[1] + 2));
-    drain();
-    EXPECT_EQ(job->counters.aggregates_acked, 3u);
-    send(contribution(1, kRepPsn[1] + 3, 3, fill(30)));
-    out = to(kRoot);
-    ASSERT_EQ(out.size(), 1u);
-    EXPECT_EQ(out[0].src, kWorker1);
-    EXPECT_EQ(out[0].p.bth.psn, kRepPsn[1] + 3);
-    EXPECT_EQ(job->counters.forwarded, 1u);
-    EXPECT_EQ(lcore(fs::LcoreCounter::fallback), 0u);
+    rank1_drains_then_is_translated();
 }
 
 // A resumed REP of a rank the state never had live in this session (e.g. the fresh state
@@ -1553,6 +1564,97 @@ TEST_F(RoceS2sLearn, ARestartedWorkersResumeIsRaisedPastWhatTheSwitchAbsorbed) {
     EXPECT_EQ(resume_from(out[0]), 5u) << "a worker that knows more is not lowered";
     EXPECT_TRUE(out[0].icrc_ok);
     EXPECT_EQ(job->counters.rejoin_resume_raised, 1u);
+}
+
+// Rank 2 reconnects (resumed at 1: the old state leaves, chunks 1 and 2 go as rank 1's partial
+// aggregates, a fresh state is attached for the next AllReduce) and then its process restarts
+// in the same AllReduce, before writing anything on the resumed connection: its request says
+// 0. Nothing the switch still holds is of rank 2 (its old connection's chunk 0 went to the root
+// before the reconnect, and what it sends since passes), so no state raises the request (the
+// root knows where it resumed it: ResumePoints), the REP starts no rejoin, and the restarted
+// process's WRITEs pass untouched; rank 1 stays with the old state.
+TEST_F(RoceS2sLearn, ARestartAfterARejoinPassesStraightToTheRoot) {
+    config::LoadResult keep;
+    const fs::JobConfig& cfg = job_config(yaml(), keep);
+    rank2_leaves_with_rank1s_chunks_held();
+    EXPECT_EQ(reconnect(2, 1, true, 1).size(), 2u) << "chunks 1 and 2 as partial aggregates";
+    successor_made(cfg);
+    successor_attached();
+    successor_published(cfg);
+    // The restart: the resumed connection goes (its DREQ), the new process asks from 0.
+    send(dreq(2));
+    send(req(2, 11, 2, true, 0));
+    auto out = to(kRoot);
+    ASSERT_EQ(out.size(), 2u);
+    const uint8_t* inar = out[1].payload.data() + 164 + 36;
+    EXPECT_EQ(inar[44], 1) << "resuming";
+    EXPECT_EQ(uint32_t{inar[48]} << 24 | uint32_t{inar[49]} << 16 | uint32_t{inar[50]} << 8 |
+                  inar[51],
+              0u)
+        << "as the worker said it";
+    EXPECT_TRUE(out[1].icrc_ok);
+    send(rep(2, 2, true, 1));
+    drain();
+    EXPECT_EQ(job->counters.rejoin_resume_raised + next_state->counters.rejoin_resume_raised, 0u);
+    EXPECT_EQ(job->counters.rejoins, 1u) << "no second rejoin";
+    EXPECT_EQ(next_state->counters.rejoins, 0u);
+    EXPECT_EQ(next_state->counters.rejoin_resumed, 1u);
+    EXPECT_EQ(next_state->counters.connections_learned, 0u);
+    // The restarted process writes chunk 1 at its REP's PSN: to the root as it is.
+    send(contribution(2, kRepPsn[2], 1, fill(100)));
+    EXPECT_TRUE(to(kWorker2).empty()) << "the switch answers nothing on it";
+    ASSERT_EQ(stray.size(), 1u);
+    EXPECT_EQ(stray[0].dst, kRoot);
+    EXPECT_EQ(stray[0].p.bth.psn, kRepPsn[2]);
+    EXPECT_EQ(stray[0].p.bth.dest_qp, kRootQpn[2]);
+    EXPECT_TRUE(stray[0].icrc_ok);
+    stray.clear();
+    EXPECT_EQ(next_state->counters.absorbed + job->counters.absorbed, 4u) << "none of it";
+    EXPECT_EQ(job->counters.rejoin_held, 0u);
+    // Rank 1 still leaves with the old state: held chunks acknowledged, then translated.
+    rank1_drains_then_is_translated();
+}
+
+// Rank 2 starts first and resumes (its REP `resumed` at 2) before rank 1 ever connected: the
+// old state holds chunks 0 and 1 with rank 2's contributions (ACKed to it), waiting for rank 1.
+// Rank 1's first connection of this AllReduce (REQ, REP not `resumed`) joins that session, not
+// the fresh state's: its chunks 0 and 1 complete the held ones (one aggregate each, k = 2, on
+// its connection), and once the root acknowledged them its next chunk goes on translated.
+// (Without: the fresh state learns rank 1 and holds its chunks for rank 2's resumed connection,
+// which no state aggregates on, while the old one, with nothing live, leaves holding rank 2's:
+// both hang.)
+TEST_F(RoceS2sLearn, ARankConnectingAfterAnotherResumedJoinsItsHeldChunks) {
+    config::LoadResult keep;
+    const fs::JobConfig& cfg = job_config(yaml(), keep);
+    connect(2);
+    send(contribution(2, kRepPsn[2], 0, fill(100)));
+    send(contribution(2, kRepPsn[2] + 1, 1, fill(200)));
+    drain();
+    send(dreq(2));
+    drain();
+    EXPECT_TRUE(reconnect(2, 1, true, 2).empty()) << "nothing complete: rank 1 never came";
+    successor_made(cfg);
+    successor_attached();
+    successor_published(cfg);
+    advance_ms(1);  // the timer wheel runs: the old state does not end with nothing live
+    EXPECT_FALSE(job->left.load());
+    connect(1);
+    EXPECT_EQ(job->counters.rejoin_joined, 1u);
+    EXPECT_EQ(next_state->counters.connections_learned, 0u) << "not the next session's";
+    send(contribution(1, kRepPsn[1], 0, fill(1)));
+    send(contribution(1, kRepPsn[1] + 1, 1, fill(2)));
+    const auto agg = to(kRoot);
+    ASSERT_EQ(agg.size(), 2u);
+    for (uint32_t c = 0; c < 2; ++c) {
+        EXPECT_EQ(agg[c].src, kWorker1);
+        EXPECT_EQ(agg[c].p.bth.dest_qp, kRootQpn[1]);
+        EXPECT_EQ(agg[c].p.bth.psn, kRepPsn[1] + c);
+        EXPECT_EQ(agg[c].p.imm, c << 8 | 2) << "both ranks";
+        EXPECT_EQ(ints(agg[c].payload)[0], static_cast<int32_t>(101 + 101 * c));
+        EXPECT_TRUE(agg[c].icrc_ok);
+    }
+    EXPECT_EQ(next_state->counters.absorbed, 0u);
+    rank1_drains_then_is_translated(2);
 }
 
 // The carrier reconnects alone while rank 2 is a window ahead: chunk 3's aggregate on the old
@@ -2121,6 +2223,19 @@ public:
         }
         run(burst);
     }
+    // The carrier's worker acknowledges the root's result packet k; the root hears nothing
+    // until rank 2 acknowledges its copy of it (the first message of its leg, at `rank2_psn`),
+    // then ONE ACK of packet k on the carrier (the MSN of k + 1 one-packet messages).
+    void root_hears_k_once_rank2_acks(uint32_t k, uint32_t rank2_psn) {
+        send(result_reply(1, kRootPsn[1] + k, k + 1));
+        EXPECT_TRUE(acks_at_root().empty()) << "rank 2 has not acknowledged its copy";
+        send(result_reply(2, rank2_psn, 1));
+        const auto acks = acks_at_root();
+        ASSERT_EQ(acks.size(), 1u);
+        EXPECT_EQ(acks[0].p.bth.dest_qp, kRootQpn[1]);
+        EXPECT_EQ(acks[0].p.bth.psn, kRootPsn[1] + k);
+        EXPECT_EQ(acks[0].p.aeth.msn, k + 1) << "rank 2's first message is the carrier's k + 1st";
+    }
     // The ACKs toward the root (the DREQs, passed untouched, left out).
     std::vector<Seen> acks_at_root() {
         std::vector<Seen> out;
@@ -2341,6 +2456,156 @@ TEST_F(RoceS2sLearnReplicate, ACarrierResumingMovesTheCopiesOntoItsResumedConnec
     EXPECT_EQ(lcore(fs::LcoreCounter::fallback), 0u);
 }
 
+// The carrier resumes a SECOND time in one AllReduce (its first resumed connection ends, a
+// third one is taken back): the state that left at the first resume (its session runs on) moves
+// the copies' source again, onto the newest connection; the fresh state for the next AllReduce,
+// attached meanwhile, hears the REP too and takes no part. Rank 2 had acknowledged every copy:
+// no fill, its next copy follows its last one; the root hears the aggregated ACK on the newest
+// connection in its own PSN and MSN space. (Fails without: the root's results on the third
+// connection pass to rank 1 alone, rank 2 gets no copy and the root no ACK.)
+TEST_F(RoceS2sLearnReplicate, ASecondCarrierResumeMovesTheCopiesAgain) {
+    config::LoadResult keep;
+    const fs::JobConfig& cfg = job_config(yaml(), keep);
+    const uint32_t first1 = kRootPsn[1] + kNextRootPsn;
+    const uint32_t first2 = kRootPsn[1] + 2 * kNextRootPsn;
+    ASSERT_EQ(carrier_resumed_with_two_unacked().size(), 2u);  // rank 2's fill
+    send(result_reply(2, kRootPsn[2] + 3, 4));                  // answered: its leg at + 4
+    send(resumed_result(0, 4));
+    EXPECT_EQ(to(kWorker1).size(), 1u);
+    auto copy = to(kWorker2);
+    ASSERT_EQ(copy.size(), 1u);
+    EXPECT_EQ(copy[0].p.bth.psn, kRootPsn[2] + 4);
+    send(result_reply(1, first1, 1));
+    send(result_reply(2, kRootPsn[2] + 4, 5));
+    auto acks = acks_at_root();
+    ASSERT_EQ(acks.size(), 1u);
+    EXPECT_EQ(acks[0].p.bth.psn, first1);
+    // The fresh state for the next AllReduce, made, attached and published.
+    successor_made(cfg);
+    successor_attached();
+    successor_published(cfg);
+    // The carrier leaves again (its DREQ on the first resumed connection) and resumes.
+    send(dreq(1));
+    send(req(1, 11, 2, true, 5));
+    send(rep(1, 2, true, 5));
+    drain();
+    EXPECT_EQ(job->counters.result_source_moved, 2u);
+    EXPECT_EQ(job->counters.result_fill_sent, 2u) << "no fill: rank 2 had every copy";
+    EXPECT_EQ(next_state->counters.rejoin_resumed, 1u) << "the fresh state heard the REP";
+    EXPECT_EQ(next_state->counters.connections_learned, 0u);
+    EXPECT_EQ(next_state->counters.result_source_moved, 0u);
+    // The root's first result on the third connection: to rank 1 as it is, a copy to rank 2
+    // right after its last one.
+    send(result(0, 5, rc::op::kWriteOnlyImm, kChunk, kChunk, kWorkerQpn[1] + 200, first2));
+    const auto own = to(kWorker1);
+    ASSERT_EQ(own.size(), 1u);
+    EXPECT_EQ(own[0].p.bth.dest_qp, kWorkerQpn[1] + 200);
+    EXPECT_EQ(own[0].p.bth.psn, first2) << "untouched";
+    copy = to(kWorker2);
+    ASSERT_EQ(copy.size(), 1u) << "copied from the newest connection";
+    EXPECT_EQ(copy[0].p.bth.dest_qp, kWorkerQpn[2]);
+    EXPECT_EQ(copy[0].p.bth.psn, kRootPsn[2] + 5);
+    EXPECT_EQ(copy[0].p.reth.va, kResultAddr[2] + 5 * kChunk);
+    EXPECT_EQ(copy[0].p.imm, own[0].p.imm);
+    EXPECT_TRUE(copy[0].icrc_ok);
+    send(result_reply(1, first2, 1));
+    EXPECT_TRUE(acks_at_root().empty()) << "rank 2 has not acknowledged its copy";
+    send(result_reply(2, kRootPsn[2] + 5, 6));
+    acks = acks_at_root();
+    ASSERT_EQ(acks.size(), 1u);
+    EXPECT_EQ(acks[0].src, kWorker1);
+    EXPECT_EQ(acks[0].p.bth.dest_qp, kRootQpn[1]);
+    EXPECT_EQ(acks[0].p.bth.psn, first2) << "in the newest connection's PSN space";
+    EXPECT_EQ(acks[0].p.aeth.msn, 1u) << "and MSN space";
+    EXPECT_TRUE(acks[0].icrc_ok);
+    EXPECT_EQ(lcore(fs::LcoreCounter::fallback), 0u);
+}
+
+// A state left at a resume of one AllReduce (still leaving: replication waits for its idle
+// timeout) takes no part in the next AllReduce's resumes: the root accepted that AllReduce's
+// connections (REPs not `resumed`) while the state listened, so the carrier's resume there is
+// the new state's to follow. (Without: the old state moved its copies' source onto the new
+// AllReduce's resumed connection and copied the root's results to rank 2's QP of the last
+// AllReduce; roce-vm-s2s-rejoin's replicating carrier round after the replicating rank round.)
+TEST_F(RoceS2sLearnReplicate, AStateOfAnEarlierAllReduceFollowsNoLaterResume) {
+    config::LoadResult keep;
+    const fs::JobConfig& cfg = job_config(yaml(), keep);
+    connected_with_results(2);
+    acks_burst(1, 0, 2, false);
+    acks_burst(2, 0, 2, true);
+    acks_at_root();
+    EXPECT_TRUE(reconnect(2, 1, true, 2).empty());  // rank 2 resumes: a copy target
+    successor_made(cfg);
+    successor_attached();
+    successor_published(cfg);
+    // That AllReduce ends; the next one connects both ranks (generation 2) on the fresh state,
+    // then its carrier resumes (generation 3).
+    send(dreq(1));
+    send(dreq_from_root(2, 1));
+    drain();
+    reconnect(1, 2);
+    reconnect(2, 2);
+    EXPECT_EQ(next_state->counters.connections_learned, 2u);
+    send(dreq(1));
+    send(req(1, 11, 3, true, 0));
+    send(rep(1, 3, true, 0));
+    drain();
+    EXPECT_EQ(job->counters.result_source_moved, 0u) << "the old state stays out";
+    EXPECT_EQ(next_state->counters.result_source_moved, 1u);
+    // The root's first result on the resumed connection: copied onto rank 2's connection of
+    // this AllReduce (generation 2), not the last one's.
+    send(result(0, 0, rc::op::kWriteOnlyImm, kChunk, kChunk, kWorkerQpn[1] + 300,
+                kRootPsn[1] + 3 * kNextRootPsn));
+    EXPECT_EQ(to(kWorker1).size(), 1u);
+    const auto copy = to(kWorker2);
+    ASSERT_EQ(copy.size(), 1u);
+    EXPECT_EQ(copy[0].p.bth.dest_qp, kWorkerQpn[2] + 200);
+    EXPECT_EQ(copy[0].p.bth.psn, kRootPsn[2] + 2 * kNextRootPsn);
+    EXPECT_EQ(job->counters.results_replicated, 2u) << "the last AllReduce's two, no more";
+}
+
+// A non-carrier rank resumes twice in one AllReduce with replicate: true: the state that left
+// at its first resume makes its newest connection the copy target (at its REQ's root PSN, from
+// the root's next carrier PSN on), and its ACKs there count in the root's ACK. (Fails without:
+// the copies go on to the connection that ended.)
+TEST_F(RoceS2sLearnReplicate, ARankResumingTwiceGetsTheCopiesOnItsNewestConnection) {
+    config::LoadResult keep;
+    const fs::JobConfig& cfg = job_config(yaml(), keep);
+    const uint32_t first2 = kRootPsn[2] + 2 * kNextRootPsn;  // the root's PSN on the third
+    connected_with_results(4);
+    acks_burst(1, 0, 4, false);
+    acks_burst(2, 0, 4, true);
+    acks_at_root();
+    EXPECT_TRUE(reconnect(2, 1, true, 4).empty());
+    successor_made(cfg);
+    successor_attached();
+    successor_published(cfg);
+    send(result(4, 4));
+    EXPECT_EQ(to(kWorker1).size(), 1u);
+    auto copy = to(kWorker2);
+    ASSERT_EQ(copy.size(), 1u);
+    EXPECT_EQ(copy[0].p.bth.dest_qp, kWorkerQpn[2] + 100);
+    send(result_reply(1, kRootPsn[1] + 4, 5));
+    send(result_reply(2, kRootPsn[2] + kNextRootPsn, 1));
+    EXPECT_EQ(acks_at_root().size(), 1u);
+    // Rank 2 leaves its resumed connection (DREQ) and resumes again.
+    send(dreq(2));
+    send(req(2, 11, 2, true, 5));
+    send(rep(2, 2, true, 5));
+    drain();
+    EXPECT_EQ(job->counters.result_legs_resumed, 2u);
+    EXPECT_EQ(next_state->counters.result_legs_resumed, 0u);
+    send(result(5, 5));
+    EXPECT_EQ(to(kWorker1).size(), 1u);
+    copy = to(kWorker2);
+    ASSERT_EQ(copy.size(), 1u) << "copied onto the newest connection";
+    EXPECT_EQ(copy[0].p.bth.dest_qp, kWorkerQpn[2] + 200);
+    EXPECT_EQ(copy[0].p.bth.psn, first2);
+    EXPECT_EQ(copy[0].p.reth.va, kResultAddr[2] + 5 * kChunk);
+    EXPECT_TRUE(copy[0].icrc_ok);
+    root_hears_k_once_rank2_acks(5, first2);
+}
+
 // A fill packet lost: rank 2 NAKs its gap; the switch sends the fill again from there and the
 // root goes back to the first PSN of the resumed connection (rank 2 dropped its copies behind
 // the gap). Unanswered, the fill goes again after the retry time, from what rank 2 acknowledged.
@@ -2396,14 +2661,7 @@ TEST_F(RoceS2sLearnReplicate, AResumedRanksNewConnectionGetsTheCopies) {
     send(result(3, 3));  // a retransmission from before the new connection: rank 1's only
     EXPECT_EQ(to(kWorker1).size(), 1u);
     EXPECT_TRUE(to(kWorker2).empty());
-    send(result_reply(1, kRootPsn[1] + 4, 5));
-    EXPECT_TRUE(acks_at_root().empty()) << "rank 2 has not acknowledged its copy";
-    send(result_reply(2, first, 1));
-    const auto acks = acks_at_root();
-    ASSERT_EQ(acks.size(), 1u);
-    EXPECT_EQ(acks[0].p.bth.dest_qp, kRootQpn[1]);
-    EXPECT_EQ(acks[0].p.bth.psn, kRootPsn[1] + 4);
-    EXPECT_EQ(acks[0].p.aeth.msn, 5u) << "its first message is the carrier's fifth";
+    root_hears_k_once_rank2_acks(4, first);
 }
 
 }  // namespace

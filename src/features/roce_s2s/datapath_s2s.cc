@@ -187,9 +187,12 @@ uint32_t be32(const uint8_t* b) {
 // The root's REP private data (rdma_accept's own, no rdma_cm header before it): an accepting
 // ConnectReply of job `job_id` (magic, version, status 0 at byte 5, job id at 8) whose flags
 // (byte 24) say `resumed`: the rank is taken back into the running AllReduce.
-bool rep_resumes(const uint8_t* inar, uint32_t job_id) {
+bool rep_accepts(const uint8_t* inar, uint32_t job_id) {
     return be32(inar) == kInarMagic && inar[4] == kInarVersion && inar[5] == 0 &&
-           be32(inar + 8) == job_id && (inar[24] & 1) != 0;
+           be32(inar + 8) == job_id;
+}
+bool rep_resumes(const uint8_t* inar, uint32_t job_id) {
+    return rep_accepts(inar, job_id) && (inar[24] & 1) != 0;
 }
 
 // A resuming INAR connect request's resume-from (MAD byte 164 + 36 + 48: the REQ's private
@@ -222,6 +225,34 @@ bool root_lacks(const uint8_t* inar, uint32_t chunk) {
     const uint32_t from = be32(inar + 32);
     const uint32_t i = chunk - from;
     return chunk >= from && (i >= 256 || (inar[36 + i / 8] >> (i % 8) & 1) == 0);
+}
+
+// The rank (1..n_conns) of a REQ's INAR connect request (after rdma_cm's header: magic,
+// version, mode, then job id and rank) of server-to-server job `job_id`; 0 when it is another
+// job's, or one the root will refuse.
+uint32_t inar_request_rank(const uint8_t* inar, uint32_t job_id, uint16_t n_conns) {
+    constexpr uint8_t kModeServerToServer = 1;
+    const uint32_t rank = uint32_t{inar[12]} << 8 | inar[13];
+    if (be32(inar) != kInarMagic || inar[4] != kInarVersion || inar[5] != kModeServerToServer ||
+        be32(inar + 8) != job_id || rank == 0 || rank > n_conns) {
+        return 0;
+    }
+    return rank;
+}
+
+constexpr uint32_t kInarFlags = 44, kInarResumeFrom = 48;
+
+// Connection c's REQ `req` from `src_ip` (its INAR request `inar`), noted until its REP.
+void note_request(Connection& c, const rc::cm::Req& req, const uint8_t* inar, uint32_t src_ip) {
+    c.pending = true;
+    c.req.comm_id = req.local_comm_id;
+    c.req.qpn = req.local_qpn;
+    c.req.ip = src_ip;
+    // Replication: the root sends from the REQ's Starting PSN ("RDMA CM messages"), into the
+    // result buffer the INAR request names (result_addr at byte 32, result_rkey at 40).
+    c.req.root_psn = req.starting_psn & 0xFFFFFF;
+    c.req.result_addr = uint64_t{be32(inar + 32)} << 32 | be32(inar + 36);
+    c.req.result_rkey = be32(inar + 40);
 }
 
 // The RDMA WRITE opcodes a result travels in (FIRST/MIDDLE/LAST[_IMM]/ONLY[_IMM]).
@@ -1055,7 +1086,10 @@ void JobState::leave_tick(uint64_t t_ns) {
     }
     // With replication the root's last result WRITEs may still wait for the aggregated ACKs
     // after every worker's DREQ (docs/rdma.md "Departures"): such a job ends by the timeout.
-    if (live == 0 && !params.replicate) {
+    // A session a resume left holding chunks for ranks that have not connected yet waits for
+    // them (join_missing) until the idle timeout.
+    const bool awaits_ranks = resumed_session && !results_round_over && table.in_use() != 0;
+    if (live == 0 && !params.replicate && !awaits_ranks) {
         left.store(true, std::memory_order_relaxed);
         return;
     }
@@ -1152,6 +1186,10 @@ void JobState::supersede(uint16_t i, uint32_t src_ip, uint32_t dst_ip, const uin
                          bool resume, const uint8_t* rep_inar) {
     superseded = true;
     ++counters.rejoins;
+    // A new session's connection accepted: the root's AllReduce of this state is over (it
+    // serves one at a time), nothing of a later one is followed (follow_results).
+    results_round_over = results_round_over || !resume;
+    resumed_session = resumed_session || resume;
     Connection& c = conns[i];
     n_notes = 0;
     if (!resume) {
@@ -1350,6 +1388,97 @@ void JobState::go_live(uint16_t i, uint32_t worker_ip, uint32_t worker_qpn, uint
     ++counters.connections_learned;
 }
 
+bool JobState::join_missing(rc::cm::Attr attr, const rc::cm::Message& msg, uint32_t src_ip,
+                            uint32_t dst_ip) {
+    if (!resumed_session || results_round_over) {
+        return false;
+    }
+    if (attr == rc::cm::Attr::req && dst_ip == params.root_ip) {
+        const uint8_t* inar = msg.req.private_data.data() + rc::cm::kCmaHeaderBytes;
+        const uint32_t rank = inar_request_rank(inar, params.job_id, params.n_conns);
+        if (rank == 0 || conns[rank - 1].session == session) {
+            return false;  // (a rank of this session: the next AllReduce's, or a resume)
+        }
+        Connection& c = conns[rank - 1];
+        if (!(c.pending && c.req.ip == src_ip && c.req.qpn == msg.req.local_qpn)) {
+            note_request(c, msg.req, inar, src_ip);  // (else a retransmission)
+        }
+        return true;
+    }
+    if (attr != rc::cm::Attr::rep || src_ip != params.root_ip) {
+        return false;
+    }
+    const uint8_t* inar = msg.rep.private_data.data();
+    for (uint16_t i = 0; i < params.n_conns; ++i) {
+        Connection& c = conns[i];
+        if (!c.pending || c.req.ip != dst_ip || c.req.comm_id != msg.rep.remote_comm_id ||
+            c.session == session) {
+            continue;
+        }
+        c.pending = false;
+        if (!rep_accepts(inar, params.job_id) || rep_resumes(inar, params.job_id)) {
+            return false;
+        }
+        // The rank's first connection of this AllReduce (the root serves one at a time, and
+        // this one cannot end without the rank): it joins the session the held chunks wait
+        // for, as a leaving one (what is held finishes with it, then it is translated).
+        c.params.root_psn = c.req.root_psn;
+        c.params.result_addr = c.req.result_addr;
+        c.params.result_rkey = c.req.result_rkey;
+        go_live(i, dst_ip, c.req.qpn, msg.rep.local_qpn, msg.rep.starting_psn);
+        ++counters.rejoin_joined;
+        return true;
+    }
+    return false;
+}
+
+void JobState::follow_results(rc::cm::Attr attr, const rc::cm::Message& msg, uint32_t src_ip,
+                              uint32_t dst_ip) {
+    if (results_round_over) {
+        return;
+    }
+    if (attr == rc::cm::Attr::req && dst_ip == params.root_ip) {
+        const uint8_t* inar = msg.req.private_data.data() + rc::cm::kCmaHeaderBytes;
+        const uint32_t rank = inar_request_rank(inar, params.job_id, params.n_conns);
+        if (rank != 0 && in_results(rank - 1)) {  // (the REP says whether it resumes)
+            Connection& c = conns[rank - 1];
+            if (!(c.pending && c.req.ip == src_ip && c.req.qpn == msg.req.local_qpn)) {
+                note_request(c, msg.req, inar, src_ip);  // (else a retransmission)
+            }
+        }
+        return;
+    }
+    if (attr != rc::cm::Attr::rep || src_ip != params.root_ip) {
+        return;
+    }
+    const uint8_t* inar = msg.rep.private_data.data();
+    if (rep_accepts(inar, params.job_id) && !rep_resumes(inar, params.job_id)) {
+        // The root accepted a connection of its next AllReduce (it serves one at a time): this
+        // state's is over there; a later resume is of an AllReduce it never had.
+        results_round_over = true;
+        return;
+    }
+    for (uint16_t i = 0; i < params.n_conns; ++i) {
+        Connection& c = conns[i];
+        if (!c.pending || c.req.ip != dst_ip || c.req.comm_id != msg.rep.remote_comm_id) {
+            continue;
+        }
+        c.pending = false;
+        if (!rep_resumes(inar, params.job_id)) {
+            return;  // refused, or another job's
+        }
+        // The root writes this rank's results on the new connection (the carrier's) or copies
+        // go there (another rank's): the result leg follows it, as at the first resume.
+        resumed[i] = Resumed{dst_ip, c.req.qpn, msg.rep.local_qpn};
+        if (i == 0) {
+            move_result_source(msg.rep.local_qpn);
+        } else {
+            retarget_results(i, msg.rep.local_qpn);
+        }
+        return;
+    }
+}
+
 void JobState::snoop_cm(uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, uint32_t len,
                         bool leaving_job, uint64_t t_ns) {
     rc::cm::Message msg;
@@ -1360,8 +1489,13 @@ void JobState::snoop_cm(uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, ui
     const auto attr = static_cast<rc::cm::Attr>(msg.header.attr_id);
     if (superseded && !leaving_job) {
         // The configured job's packet reached this state (the snapshot still names it): its own
-        // connections' DREQs are its, everything else is the next session's.
+        // connections' DREQs are its (and a rank joining the session a resume left waiting),
+        // everything else is the next session's.
+        cm_claimed = false;
         snoop_cm(src_ip, dst_ip, mad, len, true);
+        if (cm_claimed) {
+            return;
+        }
         if (successor != nullptr) {
             successor->snoop_cm(src_ip, dst_ip, mad, len, false, t_ns);
         } else if (awaiting_successor()) {
@@ -1385,23 +1519,20 @@ void JobState::snoop_cm(uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, ui
                 ++counters.connections_ended;
                 ++counters.leave_ended_dreq;
             }
+        } else if (join_missing(attr, msg, src_ip, dst_ip)) {
+            cm_claimed = true;
+        } else if (params.replicate && carrier_open()) {
+            follow_results(attr, msg, src_ip, dst_ip);
         }
         return;
     }
     if (attr == rc::cm::Attr::req && dst_ip == params.root_ip) {
-        // The INAR connect request after rdma_cm's header: magic, version, mode, then job id
-        // and rank.
         const uint8_t* inar = msg.req.private_data.data() + rc::cm::kCmaHeaderBytes;
-        constexpr uint8_t kModeServerToServer = 1;
-        const uint32_t job_id = be32(inar + 8);
-        const uint32_t rank = uint32_t{inar[12]} << 8 | inar[13];
-        if (be32(inar) != kInarMagic || inar[4] != kInarVersion ||
-            inar[5] != kModeServerToServer || job_id != params.job_id || rank == 0 ||
-            rank > params.n_conns) {
+        const uint32_t rank = inar_request_rank(inar, params.job_id, params.n_conns);
+        if (rank == 0) {
             return;  // another job's, or one the root will refuse
         }
         Connection& c = conns[rank - 1];
-        constexpr uint32_t kInarFlags = 44, kInarResumeFrom = 48;
         if ((inar[kInarFlags] & 1) != 0 && session != 0 && c.session == session &&
             rc::psn_diff(c.next_chunk, be32(inar + kInarResumeFrom)) > 0) {
             // A rank of this session resuming: everything below next_chunk the switch ACKed as
@@ -1423,15 +1554,7 @@ void JobState::snoop_cm(uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, ui
         }
         // Only noted: the root may still refuse it (REJ), and until its REP nothing of the
         // session or of a live connection of this rank changes.
-        c.pending = true;
-        c.req.comm_id = msg.req.local_comm_id;
-        c.req.qpn = msg.req.local_qpn;
-        c.req.ip = src_ip;
-        // Replication: the root sends from the REQ's Starting PSN ("RDMA CM messages"), into
-        // the result buffer the INAR request names (result_addr at byte 32, result_rkey at 40).
-        c.req.root_psn = msg.req.starting_psn & 0xFFFFFF;
-        c.req.result_addr = uint64_t{be32(inar + 32)} << 32 | be32(inar + 36);
-        c.req.result_rkey = be32(inar + 40);
+        note_request(c, msg.req, inar, src_ip);
         return;
     }
     if (attr == rc::cm::Attr::rep && src_ip == params.root_ip) {
@@ -1598,15 +1721,20 @@ uint16_t s2s_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
                     learner->adopt_predecessor();
                 }
                 JobState* waiting = nullptr;
+                bool claimed = false;
                 for (uint16_t g = 0; g < n_gone; ++g) {
                     if (JobState* st = state_of(gone[g]->slot, gone[g]->job_id);
                         st != nullptr && !st->left.load(std::memory_order_relaxed)) {
                         st->leave_last_ns = b.t_ns;
+                        st->cm_claimed = false;
                         st->snoop_cm(src, dst, mad, p.payload_bytes, true);
+                        claimed = claimed || st->cm_claimed;
                         waiting = st->awaiting_successor() ? st : waiting;
                     }
                 }
-                if (learner != nullptr) {
+                if (claimed) {
+                    // A rank joining a session a resume left waiting for it: not the next one.
+                } else if (learner != nullptr) {
                     learner->req_resume_from = 0;
                     learner->snoop_cm(src, dst, mad, p.payload_bytes, false, b.t_ns);
                     b.touch(*learner);  // a rejoin's partial aggregates go at the burst's end

@@ -22,6 +22,7 @@
 #include "agg/ack_table.h"
 #include "features/roce_s2s/view_s2s.h"
 #include "pipeline/feature_stages.h"
+#include "roce/cm.h"
 #include "roce/cnp.h"
 #include "roce/encode.h"
 #include "roce/rc_requester.h"
@@ -266,6 +267,30 @@ struct alignas(64) JobState {
     // `t_ns`: the burst's time (a partial aggregate a rejoin sends is stamped with it).
     void snoop_cm(uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, uint32_t len,
                   bool leaving_job = false, uint64_t t_ns = 0);
+    // Leaving with replicate: true (superseded by a resume): a rank of this session's results
+    // that resumes AGAIN (its REQ `resuming`, the root's REP `resumed`) takes its result leg
+    // onto the new connection (move_result_source for the carrier, retarget_results for
+    // another rank): the root writes its results there while this state's session runs on
+    // (docs/rdma.md "The carrier resuming with replicate: true"). The fresh state hears the
+    // REP too and takes no part (the rank was not live in its session).
+    // Until the root accepts a connection of its next AllReduce (a REP not `resumed`): a state
+    // still leaving then (its idle timeout runs) is of an AllReduce over at the root, and a
+    // resume seen later is of one it never had (it followed one: roce-vm-s2s-rejoin's
+    // replicating carrier round, its copies sent to the last AllReduce's QPs, hung).
+    void follow_results(ina::roce::cm::Attr attr, const ina::roce::cm::Message& msg,
+                        uint32_t src_ip, uint32_t dst_ip);
+    bool results_round_over = false;
+    // Superseded by a resume (resumed REP: the root's AllReduce runs on): the session may still
+    // hold chunks for ranks that never connected in it (the resuming rank started first). Such
+    // a rank's first connection (its REQ, the root's REP not `resumed`) joins this session as a
+    // leaving one, not the next session's (join_missing; `rejoin_joined`): otherwise the held
+    // chunks wait for good, and the fresh state's for the resumed rank that no state
+    // aggregates on. True when it took the CM packet (cm_claimed: the caller passes it to no
+    // other state).
+    bool join_missing(ina::roce::cm::Attr attr, const ina::roce::cm::Message& msg,
+                      uint32_t src_ip, uint32_t dst_ip);
+    bool resumed_session = false;
+    bool cm_claimed = false;
     // Learn: the root accepted connection i (its REP): starts a new session when nothing is
     // live or the rank already went live in the current one (start_session_if_new). False when
     // another rank's connection is live then: the caller supersedes this state instead.

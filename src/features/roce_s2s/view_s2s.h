@@ -127,6 +127,7 @@ constexpr uint32_t job_state_id(uint32_t job_id) { return 0x40000000u | job_id; 
     X(rejoin_cm_lost, "CM packets of the next session not kept for its state (notes full)") \
     X(rejoin_resume_raised, "Resuming REQs whose resume-from the switch raised past the rank's contributions it absorbed (a restarted worker)") \
     X(rejoin_resumed, "REPs that took a rank back into the running AllReduce (INAR reply resumed): its new connection passes untouched, this state leaves") \
+    X(rejoin_joined, "First connections of ranks that joined a session a resume left waiting for them (the resuming rank had started first)") \
     X(drain_refused, "Contributions to new chunks refused while draining (RNR NAK)")          \
     X(forwarded, "Packets forwarded with their PSN/MSN translated after the drain")            \
     X(leave_connections_translated, "Connections of a removed job forwarded translated by the switch after the removal") \

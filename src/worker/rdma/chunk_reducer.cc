@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "worker/rdma/chunk_reducer.h"
 
+#include <algorithm>
 #include <new>
 
 namespace ina::rdma {
@@ -80,6 +81,20 @@ bool ChunkReducer::take(uint32_t chunk, std::span<std::byte> out) {
     kernels_.store(out.data(), acc(chunking_.slot(chunk)), n);
     s = Slot{};
     return true;
+}
+
+void ResumePoints::on_own_write(uint32_t index, uint32_t chunk) {
+    direct_next_[index] = std::max(direct_next_[index], chunk + 1);
+}
+
+uint32_t ResumePoints::resume(uint32_t index, uint32_t said, const ChunkReducer& reducer,
+                              uint32_t chunks) {
+    uint32_t c = std::max({said, direct_next_[index], resumed_at_[index]});
+    while (c < chunks && reducer.complete(c)) {
+        ++c;
+    }
+    resumed_at_[index] = c;
+    return c;
 }
 
 }  // namespace ina::rdma

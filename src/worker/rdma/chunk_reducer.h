@@ -68,4 +68,28 @@ private:
     uint32_t completed_ = 0;
 };
 
+// Where a resuming rank WRITEs again from (docs/rdma.md "A worker that reconnects (resume)",
+// "A worker process that restarts"). Per rank the root knows two prefixes of chunks that hold
+// the rank's contribution or are complete: one past its own WRITEs received (a worker writes in
+// order on RC), and the chunk it last told the rank to resume at (everything below was in then:
+// the worker's acknowledged prefix, raised by a switch for a restarted process). The second
+// matters when the rank resumes again later in the round with less to say (a process that
+// restarts after a reconnect says 0, and a switch's old state that absorbed its first chunks
+// has left: nobody else remembers them) before any of its own WRITEs came.
+class ResumePoints {
+public:
+    explicit ResumePoints(uint32_t world) : direct_next_(world, 0), resumed_at_(world, 0) {}
+
+    // Rank `index`'s own WRITE (count 1) of `chunk` was received.
+    void on_own_write(uint32_t index, uint32_t chunk);
+    // The chunk rank `index` resumes at when it says `said`: the first chunk at or past every
+    // prefix (`said`, its own WRITEs, its earlier resumes) that is not complete; remembered.
+    uint32_t resume(uint32_t index, uint32_t said, const ChunkReducer& reducer,
+                    uint32_t chunks);
+
+private:
+    std::vector<uint32_t> direct_next_;
+    std::vector<uint32_t> resumed_at_;
+};
+
 }  // namespace ina::rdma

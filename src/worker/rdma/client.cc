@@ -175,9 +175,20 @@ ClientStats Client::allreduce(std::span<const std::byte> input, std::span<std::b
             }
         }
     };
+    // The chunk count at which the next reconnect is due (0: none left).
+    const auto reconnect_point = [&]() -> uint32_t {
+        const uint32_t at = st.reconnects == 0   ? opt_.reconnect_after
+                            : st.reconnects == 1 ? opt_.reconnect_again_after
+                                                 : 0;
+        return at < chunks ? at : 0;
+    };
     while (st.results < chunks || sends_outstanding > 0) {
+        const uint32_t reconnect_at = reconnect_point();
+        const bool reconnect_due = reconnect_at != 0 && next >= reconnect_at && st.results < chunks;
+        // A reconnect due first goes first: a restart at the same chunk comes right after it,
+        // before this process writes anything on the resumed connection.
         if (opt_.restart_at != 0 && !st.restarted && next >= opt_.restart_at &&
-            st.results < chunks) {
+            st.results < chunks && !reconnect_due) {
             // As a process that dies and starts again: nothing waited for, nothing kept. The
             // connection goes with its QP (the CM sends the root a DREQ), then the memory
             // registrations and the results received.
@@ -202,9 +213,6 @@ ClientStats Client::allreduce(std::span<const std::byte> input, std::span<std::b
             next = st.resume_chunk;
             continue;
         }
-        const bool reconnect_due = opt_.reconnect_after != 0 && !st.reconnected &&
-                                   opt_.reconnect_after < chunks &&
-                                   next >= opt_.reconnect_after && st.results < chunks;
         if (reconnect_due && sends_outstanding == 0) {
             // Every WRITE so far acknowledged: chunks [0, next) are in (at the root, or held by
             // a switch that ACKed them as the root), none beyond. Leave, and come back saying so.
@@ -230,6 +238,7 @@ ClientStats Client::allreduce(std::span<const std::byte> input, std::span<std::b
             conn = open();
             st.rejoin_seconds = since(t_rejoin);
             st.reconnected = true;
+            ++st.reconnects;
             st.resume_chunk = conn->reply.resume_chunk;
             if (st.resume_chunk < next) {
                 throw Error("the root resumes this rank at chunk " +
@@ -249,7 +258,7 @@ ClientStats Client::allreduce(std::span<const std::byte> input, std::span<std::b
             ++next;
             ++st.writes;
             ++sends_outstanding;
-            if ((opt_.reconnect_after != 0 && !st.reconnected && next >= opt_.reconnect_after) ||
+            if ((reconnect_at != 0 && next >= reconnect_at) ||
                 (opt_.restart_at != 0 && !st.restarted && next >= opt_.restart_at)) {
                 break;
             }

@@ -47,12 +47,16 @@ struct ClientOptions {
     // Once this many chunks are WRITTEN and acknowledged, drop the connection and connect
     // again as a resuming worker (docs/rdma.md "A worker that reconnects alone"); 0: never.
     uint32_t reconnect_after = 0;
+    // Once this many chunks are written and acknowledged, a second reconnect the same way
+    // (after the first; e.g. a carrier that resumes twice in one AllReduce); 0: none.
+    uint32_t reconnect_again_after = 0;
     // A test hook for a worker process that restarts (docs/rdma.md "A worker process that
     // restarts"): once this many chunks are WRITTEN (posted, acknowledged or not), drop
     // everything this process knows -- the connection without a goodbye, the registrations,
     // every result received -- as a crash would, then connect again as a resuming worker
     // that knows nothing (resume from 0, results from 0); the root says where to write from.
-    // 0: never.
+    // With reconnect_after too, whichever is due first goes first; at the same chunk the
+    // reconnect, then at once the restart (a restart after an earlier rejoin). 0: never.
     uint32_t restart_at = 0;
 };
 
@@ -69,6 +73,7 @@ struct ClientStats {
     // old connection; or copies of what the root writes a resumed carrier, through a
     // replicating switch).
     bool reconnected = false;
+    uint32_t reconnects = 0;  // reconnect_after and reconnect_again_after done
     bool restarted = false;  // restart_at: this process dropped its state and came back
     uint32_t resume_chunk = 0;
     uint64_t duplicate_results = 0;

@@ -116,10 +116,15 @@ int main(int argc, char** argv) {
                    "server-to-server: once this many chunks are written and acknowledged, drop "
                    "the connection and connect again as a resuming worker (0: never)")
         ->default_val(0);
+    app.add_option("--reconnect-again-after", o.reconnect_again_after,
+                   "server-to-server: after --reconnect-after, once this many chunks are written "
+                   "and acknowledged, reconnect the same way once more (0: never)")
+        ->default_val(0);
     app.add_option("--restart-at", o.restart_at,
                    "server-to-server, a test hook: once this many chunks are written, drop the "
                    "connection, registrations and results as a restarted process would and "
-                   "connect again knowing nothing; the root says where to write from (0: never)")
+                   "connect again knowing nothing; the root says where to write from; at the "
+                   "chunk of --reconnect-after: right after that reconnect (0: never)")
         ->default_val(0);
     app.add_option("--input", input_path,
                    "reduce this file (raw little-endian elements of --type) instead of generated "
@@ -150,13 +155,15 @@ int main(int argc, char** argv) {
         so.switch_cm = target->ip;
         so.cm_port = target->port.value_or(so.cm_port);
     }
+    if (o.reconnect_again_after != 0 &&
+        (o.reconnect_after == 0 || o.reconnect_again_after <= o.reconnect_after)) {
+        std::fprintf(stderr, "ina-rdma-worker: --reconnect-again-after needs --reconnect-after "
+                             "below it\n");
+        return 2;
+    }
     if (to_switch && (o.reconnect_after != 0 || o.restart_at != 0)) {
         std::fprintf(stderr, "ina-rdma-worker: --reconnect-after and --restart-at are for "
                              "server-to-server\n");
-        return 2;
-    }
-    if (o.reconnect_after != 0 && o.restart_at != 0) {
-        std::fprintf(stderr, "ina-rdma-worker: --reconnect-after or --restart-at, not both\n");
         return 2;
     }
     if (iterations == 0 || (!to_switch && iterations != 1)) {
@@ -258,7 +265,7 @@ int main(int argc, char** argv) {
                 "\"elements\": %llu, \"chunks\": %u, \"writes\": %llu, \"results\": %llu, "
                 "\"mismatches\": %zu, \"max_abs_err\": %g, \"connect_seconds\": %.6f, "
                 "\"seconds\": %.6f, \"gbit_per_s\": %.6f, \"reconnected\": %s, "
-                "\"restarted\": %s, "
+                "\"restarted\": %s, \"reconnects\": %u, "
                 "\"resume_chunk\": %u, \"duplicate_results\": %llu, \"leave_seconds\": %.6f, "
                 "\"rejoin_seconds\": %.6f, "
                 "\"disconnect_error\": \"%s\"}\n",
@@ -269,6 +276,7 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(st.results), v.mismatches, v.max_abs_err,
                 st.connect_seconds, st.seconds, st.goodput_gbit_per_s,
                 st.reconnected ? "true" : "false", st.restarted ? "true" : "false",
+                st.reconnects,
                 st.resume_chunk,
                 static_cast<unsigned long long>(st.duplicate_results), st.leave_seconds,
                 st.rejoin_seconds,

@@ -66,8 +66,6 @@ private:
     // connection that was full).
     void post_owed_results(uint32_t index);
     uint32_t send_depth() const { return 2 * job_->window + 2; }
-    // The chunk a resuming rank WRITEs again from (ConnectReply::resume_chunk).
-    uint32_t resume_chunk(uint32_t index, const ConnectRequest& q) const;
     // once: the carrier (rank 1) alone (the switch replicates onto every connection it
     // learned, and onto a rank's resumed connection too).
     bool writes_results(uint32_t index) const {
@@ -110,9 +108,9 @@ private:
     std::vector<bool> staged_;              // per chunk: its result is in result_mem_
     std::vector<uint8_t> result_state_;     // per (rank index, chunk): ResultState
     std::vector<uint32_t> delivered_;       // per rank index: results acknowledged
-    // Per rank index: one past the highest chunk the rank's own WRITEs (count 1, on one of its
-    // connections) brought; a worker WRITEs its chunks in order.
-    std::vector<uint32_t> direct_next_;
+    // Per rank index: the prefixes a resuming rank WRITEs again past (ConnectReply::
+    // resume_chunk): its own WRITEs received, its earlier resumes in this round.
+    std::optional<ResumePoints> resume_points_;
     // Every QP of the round (current and replaced) -> rank index.
     std::unordered_map<uint32_t, uint32_t> qpn_index_;
     std::vector<std::unique_ptr<Conn>> conns_;    // by rank - 1: the current connection
@@ -161,18 +159,7 @@ void Round::setup_job(const ConnectRequest& q, ibv_context* ctx) {
     staged_.assign(st_.chunks, false);
     result_state_.assign(size_t{st_.chunks} * q.world, kOwed);
     delivered_.assign(q.world, 0);
-    direct_next_.assign(q.world, 0);
-}
-
-uint32_t Round::resume_chunk(uint32_t index, const ConnectRequest& q) const {
-    // Below the worker's acknowledged prefix everything of it is in (at the root, or held by a
-    // switch that ACKed it as the root and delivers it in an aggregate); the rank's own WRITEs
-    // the root received say the same of theirs; a complete chunk holds every rank.
-    uint32_t c = std::max(q.resume_from, direct_next_[index]);
-    while (c < st_.chunks && reducer_->complete(c)) {
-        ++c;
-    }
-    return c;
+    resume_points_.emplace(q.world);
 }
 
 std::optional<RejectReason> Round::on_connect_request(const CmEvent& ev, std::string* why) {
@@ -242,7 +229,11 @@ std::optional<RejectReason> Round::on_connect_request(const CmEvent& ev, std::st
         }
         take_completions();
         reply.resumed = true;
-        reply.resume_chunk = resume_chunk(index, *q);
+        // Below the worker's acknowledged prefix everything of it is in (at the root, or held
+        // by a switch that ACKed it as the root and delivers it in an aggregate); its own
+        // WRITEs and its earlier resumes say the same of theirs; a complete chunk holds every
+        // rank.
+        reply.resume_chunk = resume_points_->resume(index, q->resume_from, *reducer_, st_.chunks);
         reply.has_complete = true;
         while (reply.complete_from < st_.chunks && reducer_->complete(reply.complete_from)) {
             ++reply.complete_from;
@@ -442,7 +433,7 @@ void Round::on_completion(const ibv_wc& wc) {
         }
         st_.contribution_count += imm.contributions;
         if (imm.contributions == 1) {
-            direct_next_[index] = std::max(direct_next_[index], imm.chunk + 1);
+            resume_points_->on_own_write(index, imm.chunk);
         }
         if (verdict == ChunkReducer::Verdict::complete) {
             ready_.push_back(imm.chunk);

@@ -21,9 +21,9 @@
 // takes its rank back mid-round (docs/rdma.md "A worker that reconnects (resume)"): the rank's
 // old connection is ended before the answer and its completions taken (its DREQ may come
 // before or after), what the root reduced of it stays, the accept says from which chunk the
-// worker WRITEs again (the first chunk at or after both the worker's prefix -- a switch on the
-// path raises a restarted process's -- and the rank's own WRITEs the root received, not
-// complete yet) and which chunks the root has complete (a switch resends the aggregates of a
+// worker WRITEs again (the first chunk at or after the worker's prefix -- a switch on the
+// path raises a restarted process's --, the rank's own WRITEs the root received and the chunk
+// an earlier resume of the rank in this round was told, not complete yet: ResumePoints) and which chunks the root has complete (a switch resends the aggregates of a
 // resuming carrier's old connection the root lacks), and every result from the request's
 // results_from is written again: on the new connection, or with `once` for a non-carrier rank
 // on the carrier (the switch copies it onto the new connection). A

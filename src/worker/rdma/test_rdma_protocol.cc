@@ -345,6 +345,27 @@ TEST(ChunkReducer, RefusesWithoutTouchingTheAccumulator) {
     EXPECT_EQ(r.add(1, 2, int32s({5, 6}), &why), ChunkReducer::Verdict::complete);
 }
 
+// A rank resumed at chunk 4 that resumes again with nothing of its own received since (a process
+// that restarts right after a reconnect says 0): it writes from 4 again, never below, where its
+// earlier contributions are held by a switch and would be added twice (docs/rdma.md "A worker
+// process that restarts"). Complete chunks are skipped; its own WRITEs raise the point too.
+TEST(ResumePoints, AnEarlierResumeIsNeverGoneBelow) {
+    const Chunking c = *Chunking::make(ElemType::int32, 3 * 8, 12, 8, nullptr);  // 8 chunks
+    ChunkReducer r(c, ElemType::int32, Op::sum, 2);
+    ResumePoints p(2);
+    std::string why;
+    EXPECT_EQ(p.resume(1, 0, r, c.chunks()), 0u);  // nothing known: where it says
+    EXPECT_EQ(p.resume(1, 4, r, c.chunks()), 4u);
+    EXPECT_EQ(p.resume(1, 0, r, c.chunks()), 4u);  // said 0 after the reconnect at 4
+    EXPECT_EQ(p.resume(0, 0, r, c.chunks()), 0u);  // per rank
+    ASSERT_EQ(r.add(4, 2, int32s({1, 2, 3}), &why), ChunkReducer::Verdict::complete) << why;
+    EXPECT_EQ(p.resume(1, 0, r, c.chunks()), 5u);  // 4 complete: skipped
+    p.on_own_write(1, 6);
+    EXPECT_EQ(p.resume(1, 0, r, c.chunks()), 7u);  // its own WRITE of 6 came
+    p.on_own_write(0, 7);
+    EXPECT_EQ(p.resume(0, 3, r, c.chunks()), 8u);  // past the tensor: nothing left to write
+}
+
 // The root's reduction of generated tensors, contributions arriving in a scrambled order and
 // partly pre-aggregated, passes the worker's verification; one flipped bit fails it.
 TEST(Verification, ReducedGeneratedTensorsVerifyAndCorruptionIsCaught) {
