@@ -1,0 +1,299 @@
+// SPDX-License-Identifier: Apache-2.0
+// The reflected CRC-32 by carry-less-multiply folding. The model every constant comes from:
+//
+// - A 16-byte block loaded little-endian into a 128-bit register R stands for the polynomial
+//   sum R_m x^(127-m) (the stream's first bit is the highest power: the reflected CRC's order),
+//   and the CRC register s (bit i <-> x^(31-i)) continues over a message M as
+//   s' = (s x^|M| + M) x^32 mod P. So xoring s into a first block's low 32 bits starts the fold
+//   from s, and what is left at the end, one 128-bit R, gives s' = R x^32 mod P: the table CRC
+//   of R's 16 bytes from a zero register.
+// - Folding R forward over T bits (R x^T + R', R' the block T bits later) keeps the remainder
+//   mod P: with R = H x^64 + L (H = R's low 64 register bits), R x^T = H x^(T+64) + L x^T, and
+//   each half times (x^k mod P), a polynomial below x^32, is below x^96: a 128-bit value to xor
+//   into R'. A 64x64 carry-less product of two reflected operands comes out as the product
+//   times x (bit m of the product <-> x^(126-m), of a 128-bit register <-> x^(127-m)), so the
+//   constants are x^(T+63) mod P and x^(T-1) mod P, each reflected into a 64-bit operand's
+//   upper 32 bits (k x^32: bit 63-d <-> x^d).
+//
+// Constants for T = 128 (one block), 384, 256 (the 4-to-1 reduction of a 512-bit register) and
+// 512, 2048 (four 128-bit lanes, four 512-bit registers) are computed by the compiler from the
+// polynomial (constexpr), as are the tables of the scalar path.
+#include "roce/crc32.h"
+
+#include <array>
+#include <cstring>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <immintrin.h>
+
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_*() (`__m512i __Y = __Y;`), which trips
+// a false -Wmaybe-uninitialized once inlined (GCC PR 105593, fixed in GCC 13): no undefined lane
+// is read here (the broadcast and the extracts overwrite or ignore every such lane).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace ina::roce {
+
+namespace {
+
+// The CRC-32 polynomial without its x^32 term, bit d <-> x^d (0x04C11DB7 reflected is 0xEDB88320).
+constexpr uint32_t kPoly = 0x04C11DB7u;
+
+// x^n mod P, bit d <-> x^d.
+constexpr uint32_t xpow_mod(unsigned n) {
+    uint32_t r = 1;
+    for (unsigned i = 0; i < n; ++i) {
+        r = (r & 0x80000000u) != 0 ? (r << 1) ^ kPoly : r << 1;
+    }
+    return r;
+}
+
+constexpr uint32_t reflect32(uint32_t v) {
+    uint32_t r = 0;
+    for (int i = 0; i < 32; ++i) {
+        r |= ((v >> i) & 1u) << (31 - i);
+    }
+    return r;
+}
+
+// The 64-bit operand of x^n mod P (see the model above).
+constexpr uint64_t operand(unsigned n) { return uint64_t{reflect32(xpow_mod(n))} << 32; }
+
+// The two operands that fold a 128-bit register forward over T bits: low half, high half.
+struct FoldPair {
+    uint64_t lo;
+    uint64_t hi;
+};
+constexpr FoldPair fold_pair(unsigned t) { return {operand(t + 63), operand(t - 1)}; }
+
+constexpr FoldPair kFold128 = fold_pair(128);
+constexpr FoldPair kFold256 = fold_pair(256);
+constexpr FoldPair kFold384 = fold_pair(384);
+constexpr FoldPair kFold512 = fold_pair(512);
+constexpr FoldPair kFold2048 = fold_pair(2048);
+
+// The model's sanity, checked by the compiler: P's reflection is the table polynomial, and
+// x^32 mod P is P's low part.
+static_assert(reflect32(kPoly) == 0xEDB88320u);
+static_assert(xpow_mod(32) == kPoly && xpow_mod(31) == 0x80000000u);
+
+// Slice-by-8 tables: t[0] is the byte table (reg = reg >> 8 ^ t[0][(reg ^ byte) & 0xFF]), t[k]
+// the register's change from a byte k positions further back.
+using Tables = std::array<std::array<uint32_t, 256>, 8>;
+constexpr Tables make_tables() {
+    Tables t{};
+    for (uint32_t i = 0; i < 256; ++i) {
+        uint32_t r = i;
+        for (int k = 0; k < 8; ++k) {
+            r = (r & 1) != 0 ? (r >> 1) ^ 0xEDB88320u : r >> 1;
+        }
+        t[0][i] = r;
+    }
+    for (size_t k = 1; k < t.size(); ++k) {
+        for (uint32_t i = 0; i < 256; ++i) {
+            t[k][i] = (t[k - 1][i] >> 8) ^ t[0][t[k - 1][i] & 0xFF];
+        }
+    }
+    return t;
+}
+constexpr Tables kTables = make_tables();
+
+// The register (not complemented) continued over len bytes, 8 at a time.
+inline uint32_t table_update(uint32_t s, const uint8_t* p, size_t len) {
+    for (; len >= 8; p += 8, len -= 8) {
+        uint64_t w;
+        std::memcpy(&w, p, 8);
+        w ^= s;
+        s = kTables[7][w & 0xFF] ^ kTables[6][(w >> 8) & 0xFF] ^ kTables[5][(w >> 16) & 0xFF] ^
+            kTables[4][(w >> 24) & 0xFF] ^ kTables[3][(w >> 32) & 0xFF] ^
+            kTables[2][(w >> 40) & 0xFF] ^ kTables[1][(w >> 48) & 0xFF] ^ kTables[0][w >> 56];
+    }
+    for (; len != 0; ++p, --len) {
+        s = (s >> 8) ^ kTables[0][(s ^ *p) & 0xFF];
+    }
+    return s;
+}
+
+#if defined(__x86_64__)
+
+#define INA_PCLMUL __attribute__((target("pclmul,sse4.1")))
+#define INA_VPCLMUL512 __attribute__((target("avx512f,vpclmulqdq,pclmul,sse4.1")))
+
+INA_PCLMUL inline __m128i pair128(FoldPair k) {
+    return _mm_set_epi64x(static_cast<long long>(k.hi), static_cast<long long>(k.lo));
+}
+
+INA_PCLMUL inline __m128i fold(__m128i r, __m128i k) {
+    return _mm_xor_si128(_mm_clmulepi64_si128(r, k, 0x00), _mm_clmulepi64_si128(r, k, 0x11));
+}
+
+INA_PCLMUL inline __m128i load128(const uint8_t* p) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+}
+
+// The register from a 128-bit fold register r, then the tail (below 16 bytes).
+INA_PCLMUL inline uint32_t finish(__m128i r, const uint8_t* tail, size_t len) {
+    alignas(16) uint8_t b[16];
+    _mm_store_si128(reinterpret_cast<__m128i*>(b), r);
+    return table_update(table_update(0, b, 16), tail, len);
+}
+
+// Folds the 16-byte blocks from p (len >= 16 of them... at least one block) into r, then
+// finishes. r already holds the block before p.
+INA_PCLMUL inline uint32_t blocks16(__m128i r, const uint8_t* p, size_t len) {
+    const __m128i k128 = pair128(kFold128);
+    for (; len >= 16; p += 16, len -= 16) {
+        r = _mm_xor_si128(fold(r, k128), load128(p));
+    }
+    return finish(r, p, len);
+}
+
+INA_PCLMUL uint32_t pclmul_update(uint32_t s, const uint8_t* p, size_t len) {
+    if (len < 16) {
+        return table_update(s, p, len);
+    }
+    const __m128i start = _mm_cvtsi32_si128(static_cast<int>(s));
+    if (len < 64) {
+        return blocks16(_mm_xor_si128(load128(p), start), p + 16, len - 16);
+    }
+    // Four registers 64 bytes apart, each folded over 512 bits: four independent chains.
+    __m128i x0 = _mm_xor_si128(load128(p), start);
+    __m128i x1 = load128(p + 16);
+    __m128i x2 = load128(p + 32);
+    __m128i x3 = load128(p + 48);
+    p += 64;
+    len -= 64;
+    const __m128i k512 = pair128(kFold512);
+    for (; len >= 64; p += 64, len -= 64) {
+        x0 = _mm_xor_si128(fold(x0, k512), load128(p));
+        x1 = _mm_xor_si128(fold(x1, k512), load128(p + 16));
+        x2 = _mm_xor_si128(fold(x2, k512), load128(p + 32));
+        x3 = _mm_xor_si128(fold(x3, k512), load128(p + 48));
+    }
+    __m128i r = _mm_xor_si128(_mm_xor_si128(fold(x0, pair128(kFold384)), fold(x1, pair128(kFold256))),
+                              _mm_xor_si128(fold(x2, pair128(kFold128)), x3));
+    return blocks16(r, p, len);
+}
+
+INA_VPCLMUL512 inline __m512i fold512(__m512i x, __m512i k) {
+    return _mm512_xor_si512(_mm512_clmulepi64_epi128(x, k, 0x00), _mm512_clmulepi64_epi128(x, k, 0x11));
+}
+
+INA_VPCLMUL512 inline __m512i load512(const uint8_t* p) { return _mm512_loadu_si512(p); }
+
+INA_VPCLMUL512 inline __m512i pair512(FoldPair k) {
+    return _mm512_broadcast_i32x4(_mm_set_epi64x(static_cast<long long>(k.hi), static_cast<long long>(k.lo)));
+}
+
+INA_VPCLMUL512 uint32_t vpclmul512_update(uint32_t s, const uint8_t* p, size_t len) {
+    if (len < 128) {
+        return pclmul_update(s, p, len);
+    }
+    const __m512i start = _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(s)));
+    const __m512i k512 = pair512(kFold512);
+    __m512i x = _mm512_xor_si512(load512(p), start);
+    p += 64;
+    len -= 64;
+    if (len >= 192) {
+        // Four 512-bit registers 256 bytes apart (sixteen 128-bit chains), joined in order.
+        __m512i x1 = load512(p);
+        __m512i x2 = load512(p + 64);
+        __m512i x3 = load512(p + 128);
+        p += 192;
+        len -= 192;
+        const __m512i k2048 = pair512(kFold2048);
+        for (; len >= 256; p += 256, len -= 256) {
+            x = _mm512_xor_si512(fold512(x, k2048), load512(p));
+            x1 = _mm512_xor_si512(fold512(x1, k2048), load512(p + 64));
+            x2 = _mm512_xor_si512(fold512(x2, k2048), load512(p + 128));
+            x3 = _mm512_xor_si512(fold512(x3, k2048), load512(p + 192));
+        }
+        x = _mm512_xor_si512(fold512(x, k512), x1);
+        x = _mm512_xor_si512(fold512(x, k512), x2);
+        x = _mm512_xor_si512(fold512(x, k512), x3);
+    }
+    for (; len >= 64; p += 64, len -= 64) {
+        x = _mm512_xor_si512(fold512(x, k512), load512(p));
+    }
+    // Lanes 0..2 folded over 384, 256, 128 bits onto lane 3 (lane 3's operands are zero).
+    const __m512i k = _mm512_set_epi64(0, 0, static_cast<long long>(kFold128.hi),
+                                       static_cast<long long>(kFold128.lo),
+                                       static_cast<long long>(kFold256.hi),
+                                       static_cast<long long>(kFold256.lo),
+                                       static_cast<long long>(kFold384.hi),
+                                       static_cast<long long>(kFold384.lo));
+    const __m512i y = fold512(x, k);
+    const __m128i r = _mm_xor_si128(
+        _mm_xor_si128(_mm512_castsi512_si128(y), _mm512_extracti32x4_epi32(y, 1)),
+        _mm_xor_si128(_mm512_extracti32x4_epi32(y, 2), _mm512_extracti32x4_epi32(x, 3)));
+    return blocks16(r, p, len);
+}
+
+#undef INA_PCLMUL
+#undef INA_VPCLMUL512
+
+#endif  // __x86_64__
+
+uint32_t update_register(CrcIsa isa, uint32_t s, const uint8_t* p, size_t len) {
+    switch (isa) {
+#if defined(__x86_64__)
+    case CrcIsa::vpclmul512: return vpclmul512_update(s, p, len);
+    case CrcIsa::pclmul: return pclmul_update(s, p, len);
+#endif
+    default: return table_update(s, p, len);
+    }
+}
+
+CrcIsa best_isa() {
+    if (crc32_isa_supported(CrcIsa::vpclmul512)) return CrcIsa::vpclmul512;
+    if (crc32_isa_supported(CrcIsa::pclmul)) return CrcIsa::pclmul;
+    return CrcIsa::table;
+}
+
+// Chosen once at load; a call before dynamic initialisation sees CrcIsa::table (zero), which
+// every CPU runs.
+const CrcIsa g_isa = best_isa();
+
+}  // namespace
+
+bool crc32_isa_supported(CrcIsa isa) {
+    switch (isa) {
+    case CrcIsa::table: return true;
+#if defined(__x86_64__)
+    case CrcIsa::pclmul: {
+        unsigned a = 0, b = 0, c = 0, d = 0;
+        return __get_cpuid(1, &a, &b, &c, &d) != 0 && (c & bit_PCLMUL) != 0 &&
+               (c & bit_SSE4_1) != 0;
+    }
+    case CrcIsa::vpclmul512: {
+        unsigned a = 0, b = 0, c = 0, d = 0;
+        // libgcc's avx512f check includes the OS having enabled the AVX-512 register state.
+        __builtin_cpu_init();
+        return crc32_isa_supported(CrcIsa::pclmul) && __builtin_cpu_supports("avx512f") &&
+               __get_cpuid_count(7, 0, &a, &b, &c, &d) != 0 && (c & bit_VPCLMULQDQ) != 0;
+    }
+#endif
+    default: return false;
+    }
+}
+
+CrcIsa crc32_isa() { return g_isa; }
+
+std::string_view to_string(CrcIsa isa) {
+    switch (isa) {
+    case CrcIsa::pclmul: return "pclmul";
+    case CrcIsa::vpclmul512: return "vpclmul512";
+    default: return "table";
+    }
+}
+
+uint32_t crc32_update_with(CrcIsa isa, uint32_t crc, const uint8_t* p, size_t len) {
+    return ~update_register(isa, ~crc, p, len);
+}
+
+uint32_t crc32_update(uint32_t crc, const uint8_t* p, size_t len) {
+    return ~update_register(g_isa, ~crc, p, len);
+}
+
+}  // namespace ina::roce

@@ -1,0 +1,29 @@
+// SPDX-License-Identifier: Apache-2.0
+// The Ethernet CRC-32 (reflected polynomial 0xEDB88320, register started at all ones, result
+// complemented: zlib's crc32, rte_net_crc's CRC32_ETH), continued from any earlier CRC, so a
+// value summed over masked header bytes carries straight into the payload in place: no second
+// pass, no combine, no forged seam. Carry-less-multiply folding over 64-byte (AVX-512
+// VPCLMULQDQ) or 16-byte (PCLMULQDQ) blocks, chosen at run time from CPUID, else a table; every
+// constant is derived at compile time from the polynomial (crc32.cc). Pure code, no DPDK.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace ina::roce {
+
+// The CRC of the bytes a CRC `crc` was taken of, followed by `len` bytes at p: zlib's
+// crc32(crc, p, len) (crc 0 for the CRC of p alone).
+uint32_t crc32_update(uint32_t crc, const uint8_t* p, size_t len);
+
+enum class CrcIsa : uint8_t { table = 0, pclmul, vpclmul512 };
+
+// The path crc32_update takes on this CPU (the widest it supports).
+CrcIsa crc32_isa();
+std::string_view to_string(CrcIsa isa);
+bool crc32_isa_supported(CrcIsa isa);
+// crc32_update on a given path (tests and benchmarks compare them); `isa` must be supported.
+uint32_t crc32_update_with(CrcIsa isa, uint32_t crc, const uint8_t* p, size_t len);
+
+}  // namespace ina::roce
