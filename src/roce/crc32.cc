@@ -15,9 +15,10 @@
 //   constants are x^(T+63) mod P and x^(T-1) mod P, each reflected into a 64-bit operand's
 //   upper 32 bits (k x^32: bit 63-d <-> x^d).
 //
-// Constants for T = 128 (one block), 384, 256 (the 4-to-1 reduction of a 512-bit register) and
-// 512, 2048 (four 128-bit lanes, four 512-bit registers) are computed by the compiler from the
-// polynomial (constexpr), as are the tables of the scalar path.
+// Constants for T = 128 x n (n = 1..6: what is left of four lanes or registers and up to three
+// more blocks is folded straight onto the last block, independent multiplies rather than a
+// chain), 1024, 1536 and 2048 (four 512-bit registers) are computed by the compiler from the
+// polynomial (constexpr), as are the tables of the scalar path and of the last step.
 #include "roce/crc32.h"
 
 #include <array>
@@ -67,11 +68,39 @@ struct FoldPair {
 };
 constexpr FoldPair fold_pair(unsigned t) { return {operand(t + 63), operand(t - 1)}; }
 
-constexpr FoldPair kFold128 = fold_pair(128);
-constexpr FoldPair kFold256 = fold_pair(256);
-constexpr FoldPair kFold384 = fold_pair(384);
-constexpr FoldPair kFold512 = fold_pair(512);
+// Folds over n whole blocks (n x 128 bits), n = 1..6; n = 0 is no operand (zero).
+constexpr std::array<FoldPair, 7> kBlocks = {FoldPair{0, 0}, fold_pair(128), fold_pair(256),
+                                             fold_pair(384),  fold_pair(512), fold_pair(640),
+                                             fold_pair(768)};
+constexpr FoldPair kFold1024 = fold_pair(1024);
+constexpr FoldPair kFold1536 = fold_pair(1536);
 constexpr FoldPair kFold2048 = fold_pair(2048);
+
+// A 512-bit register's four lanes followed by k = 0..3 whole blocks: lanes 0..2 fold over
+// 3 - j + k blocks; lane 3 is joined with the k blocks on its own (join_blocks), so its operands
+// are zero.
+struct alignas(64) LaneOperands {
+    std::array<uint64_t, 8> q{};
+};
+constexpr std::array<LaneOperands, 4> make_lane_operands() {
+    std::array<LaneOperands, 4> v{};
+    for (size_t k = 0; k < v.size(); ++k) {
+        for (size_t j = 0; j < 3; ++j) {
+            v[k].q[2 * j] = kBlocks[3 - j + k].lo;
+            v[k].q[2 * j + 1] = kBlocks[3 - j + k].hi;
+        }
+    }
+    return v;
+}
+constexpr std::array<LaneOperands, 4> kLaneOperands = make_lane_operands();
+
+// The last step: a 128-bit R = H1 x^96 + H0 x^64 + L (H1, H0: R's register bits 0..31, 32..63)
+// is congruent to U = H1 (x^96 mod P) + H0 (x^64 mod P) + L, below x^64; each product comes out
+// of the multiply times x (the model's shift), so the operands are x^95 and x^63 mod P with
+// H1, H0 in a 64-bit operand's upper half, and U lands in the product's upper 64 bits. The
+// register is then U x^32 mod P: the table CRC of U's 8 bytes from zero.
+constexpr uint64_t kFinalHigh = operand(95);
+constexpr uint64_t kFinalLow = operand(63);
 
 // The model's sanity, checked by the compiler: P's reflection is the table polynomial, and
 // x^32 mod P is P's low part.
@@ -124,29 +153,64 @@ INA_PCLMUL inline __m128i pair128(FoldPair k) {
     return _mm_set_epi64x(static_cast<long long>(k.hi), static_cast<long long>(k.lo));
 }
 
-INA_PCLMUL inline __m128i fold(__m128i r, __m128i k) {
-    return _mm_xor_si128(_mm_clmulepi64_si128(r, k, 0x00), _mm_clmulepi64_si128(r, k, 0x11));
+INA_PCLMUL inline __m128i fold(__m128i r, FoldPair k) {
+    const __m128i kk = pair128(k);
+    return _mm_xor_si128(_mm_clmulepi64_si128(r, kk, 0x00), _mm_clmulepi64_si128(r, kk, 0x11));
 }
 
 INA_PCLMUL inline __m128i load128(const uint8_t* p) {
     return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
 }
 
-// The register from a 128-bit fold register r, then the tail (below 16 bytes).
-INA_PCLMUL inline uint32_t finish(__m128i r, const uint8_t* tail, size_t len) {
-    alignas(16) uint8_t b[16];
-    _mm_store_si128(reinterpret_cast<__m128i*>(b), r);
-    return table_update(table_update(0, b, 16), tail, len);
+// pshufb masks for a tail of t = 1..15 bytes (0x80: a zero byte): from kShift + t, a register's
+// first t bytes moved to its end behind zeros; from kShift + 16 + t, its last 16 - t bytes
+// moved to its front, 0x80 (also the blend's select bit) in the t bytes after them.
+alignas(16) constexpr std::array<uint8_t, 48> kShift = {
+    0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80,
+    0,    1,    2,    3,    4,    5,    6,    7,    8,    9,    10,   11,   12,   13,   14,   15,
+    0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80};
+
+// The register from a 128-bit fold register r (see kFinalHigh).
+INA_PCLMUL inline uint32_t finish(__m128i r) {
+    const __m128i k = _mm_set_epi64x(static_cast<long long>(kFinalLow),
+                                     static_cast<long long>(kFinalHigh));
+    const __m128i h1 = _mm_slli_epi64(r, 32);  // lane 0: H1 in the upper half
+    const __m128i h0 = _mm_and_si128(r, _mm_set_epi64x(0, static_cast<long long>(0xFFFFFFFF00000000ull)));
+    const __m128i u = _mm_xor_si128(
+        _mm_xor_si128(_mm_clmulepi64_si128(h1, k, 0x00), _mm_clmulepi64_si128(h0, k, 0x10)), r);
+    const auto w = static_cast<uint64_t>(_mm_extract_epi64(u, 1));
+    return kTables[7][w & 0xFF] ^ kTables[6][(w >> 8) & 0xFF] ^ kTables[5][(w >> 16) & 0xFF] ^
+           kTables[4][(w >> 24) & 0xFF] ^ kTables[3][(w >> 32) & 0xFF] ^
+           kTables[2][(w >> 40) & 0xFF] ^ kTables[1][(w >> 48) & 0xFF] ^ kTables[0][w >> 56];
 }
 
-// Folds the 16-byte blocks from p (len >= 16 of them... at least one block) into r, then
-// finishes. r already holds the block before p.
-INA_PCLMUL inline uint32_t blocks16(__m128i r, const uint8_t* p, size_t len) {
-    const __m128i k128 = pair128(kFold128);
-    for (; len >= 16; p += 16, len -= 16) {
-        r = _mm_xor_si128(fold(r, k128), load128(p));
+// r followed by the last t < 16 bytes of the input, which end at `end` (at least 16 bytes of the
+// input lie before end - t, so the 16 bytes before end are readable): as one 16-byte stream
+// r[0..t) | r[t..16) tail, whose first t bytes are a block of leading zeros and r[0..t) (the
+// register carries no start value any more, so leading zeros change nothing) folded over one
+// block onto the last 16 bytes. No byte-at-a-time loop.
+INA_PCLMUL inline uint32_t finish(__m128i r, const uint8_t* end, size_t t) {
+    if (t == 0) {
+        return finish(r);
     }
-    return finish(r, p, len);
+    const __m128i to_back = load128(kShift.data() + t);       // byte i = r[i - 16 + t] or 0
+    const __m128i to_front = load128(kShift.data() + 16 + t); // byte i = r[i + t], or 0x80 past
+    const __m128i head = _mm_shuffle_epi8(r, to_back);
+    const __m128i last = _mm_blendv_epi8(_mm_shuffle_epi8(r, to_front), load128(end - 16), to_front);
+    return finish(_mm_xor_si128(fold(head, kBlocks[1]), last));
+}
+
+// r, one block, followed by k = 0..3 whole blocks at p: the 128-bit register they fold to, each
+// block folded straight to the last (independent multiplies, no chain).
+INA_PCLMUL inline __m128i join_blocks(__m128i r, const uint8_t* p, size_t k) {
+    if (k == 0) {
+        return r;
+    }
+    r = fold(r, kBlocks[k]);
+    for (size_t i = 0; i + 1 < k; ++i) {
+        r = _mm_xor_si128(r, fold(load128(p + 16 * i), kBlocks[k - 1 - i]));
+    }
+    return _mm_xor_si128(r, load128(p + 16 * (k - 1)));
 }
 
 INA_PCLMUL uint32_t pclmul_update(uint32_t s, const uint8_t* p, size_t len) {
@@ -155,7 +219,9 @@ INA_PCLMUL uint32_t pclmul_update(uint32_t s, const uint8_t* p, size_t len) {
     }
     const __m128i start = _mm_cvtsi32_si128(static_cast<int>(s));
     if (len < 64) {
-        return blocks16(_mm_xor_si128(load128(p), start), p + 16, len - 16);
+        const size_t k = (len - 16) / 16;
+        return finish(join_blocks(_mm_xor_si128(load128(p), start), p + 16, k), p + len,
+                      len - 16 - 16 * k);
     }
     // Four registers 64 bytes apart, each folded over 512 bits: four independent chains.
     __m128i x0 = _mm_xor_si128(load128(p), start);
@@ -164,20 +230,24 @@ INA_PCLMUL uint32_t pclmul_update(uint32_t s, const uint8_t* p, size_t len) {
     __m128i x3 = load128(p + 48);
     p += 64;
     len -= 64;
-    const __m128i k512 = pair128(kFold512);
     for (; len >= 64; p += 64, len -= 64) {
-        x0 = _mm_xor_si128(fold(x0, k512), load128(p));
-        x1 = _mm_xor_si128(fold(x1, k512), load128(p + 16));
-        x2 = _mm_xor_si128(fold(x2, k512), load128(p + 32));
-        x3 = _mm_xor_si128(fold(x3, k512), load128(p + 48));
+        x0 = _mm_xor_si128(fold(x0, kBlocks[4]), load128(p));
+        x1 = _mm_xor_si128(fold(x1, kBlocks[4]), load128(p + 16));
+        x2 = _mm_xor_si128(fold(x2, kBlocks[4]), load128(p + 32));
+        x3 = _mm_xor_si128(fold(x3, kBlocks[4]), load128(p + 48));
     }
-    __m128i r = _mm_xor_si128(_mm_xor_si128(fold(x0, pair128(kFold384)), fold(x1, pair128(kFold256))),
-                              _mm_xor_si128(fold(x2, pair128(kFold128)), x3));
-    return blocks16(r, p, len);
+    const size_t k = len / 16;
+    const __m128i r =
+        _mm_xor_si128(_mm_xor_si128(fold(x0, kBlocks[3 + k]), fold(x1, kBlocks[2 + k])),
+                      _mm_xor_si128(fold(x2, kBlocks[1 + k]), join_blocks(x3, p, k)));
+    return finish(r, p + len, len - 16 * k);
 }
 
-INA_VPCLMUL512 inline __m512i fold512(__m512i x, __m512i k) {
-    return _mm512_xor_si512(_mm512_clmulepi64_epi128(x, k, 0x00), _mm512_clmulepi64_epi128(x, k, 0x11));
+// x's four lanes each folded by k's operands (two multiplies per lane), xored with d: one
+// three-way xor.
+INA_VPCLMUL512 inline __m512i fold512(__m512i x, __m512i k, __m512i d) {
+    return _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(x, k, 0x00),
+                                     _mm512_clmulepi64_epi128(x, k, 0x11), d, 0x96);
 }
 
 INA_VPCLMUL512 inline __m512i load512(const uint8_t* p) { return _mm512_loadu_si512(p); }
@@ -187,16 +257,16 @@ INA_VPCLMUL512 inline __m512i pair512(FoldPair k) {
 }
 
 INA_VPCLMUL512 uint32_t vpclmul512_update(uint32_t s, const uint8_t* p, size_t len) {
-    if (len < 128) {
+    if (len < 64) {
         return pclmul_update(s, p, len);
     }
     const __m512i start = _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(s)));
-    const __m512i k512 = pair512(kFold512);
+    const __m512i k512 = pair512(kBlocks[4]);
     __m512i x = _mm512_xor_si512(load512(p), start);
     p += 64;
     len -= 64;
     if (len >= 192) {
-        // Four 512-bit registers 256 bytes apart (sixteen 128-bit chains), joined in order.
+        // Four 512-bit registers 256 bytes apart (sixteen 128-bit chains), joined in one step.
         __m512i x1 = load512(p);
         __m512i x2 = load512(p + 64);
         __m512i x3 = load512(p + 128);
@@ -204,30 +274,25 @@ INA_VPCLMUL512 uint32_t vpclmul512_update(uint32_t s, const uint8_t* p, size_t l
         len -= 192;
         const __m512i k2048 = pair512(kFold2048);
         for (; len >= 256; p += 256, len -= 256) {
-            x = _mm512_xor_si512(fold512(x, k2048), load512(p));
-            x1 = _mm512_xor_si512(fold512(x1, k2048), load512(p + 64));
-            x2 = _mm512_xor_si512(fold512(x2, k2048), load512(p + 128));
-            x3 = _mm512_xor_si512(fold512(x3, k2048), load512(p + 192));
+            x = fold512(x, k2048, load512(p));
+            x1 = fold512(x1, k2048, load512(p + 64));
+            x2 = fold512(x2, k2048, load512(p + 128));
+            x3 = fold512(x3, k2048, load512(p + 192));
         }
-        x = _mm512_xor_si512(fold512(x, k512), x1);
-        x = _mm512_xor_si512(fold512(x, k512), x2);
-        x = _mm512_xor_si512(fold512(x, k512), x3);
+        x = _mm512_xor_si512(
+            fold512(x, pair512(kFold1536), x3),
+            fold512(x1, pair512(kFold1024), fold512(x2, k512, _mm512_setzero_si512())));
     }
     for (; len >= 64; p += 64, len -= 64) {
-        x = _mm512_xor_si512(fold512(x, k512), load512(p));
+        x = fold512(x, k512, load512(p));
     }
-    // Lanes 0..2 folded over 384, 256, 128 bits onto lane 3 (lane 3's operands are zero).
-    const __m512i k = _mm512_set_epi64(0, 0, static_cast<long long>(kFold128.hi),
-                                       static_cast<long long>(kFold128.lo),
-                                       static_cast<long long>(kFold256.hi),
-                                       static_cast<long long>(kFold256.lo),
-                                       static_cast<long long>(kFold384.hi),
-                                       static_cast<long long>(kFold384.lo));
-    const __m512i y = fold512(x, k);
+    const size_t k = len / 16;
+    const __m512i y = fold512(x, _mm512_load_si512(kLaneOperands[k].q.data()), _mm512_setzero_si512());
     const __m128i r = _mm_xor_si128(
         _mm_xor_si128(_mm512_castsi512_si128(y), _mm512_extracti32x4_epi32(y, 1)),
-        _mm_xor_si128(_mm512_extracti32x4_epi32(y, 2), _mm512_extracti32x4_epi32(x, 3)));
-    return blocks16(r, p, len);
+        _mm_xor_si128(_mm512_extracti32x4_epi32(y, 2),
+                      join_blocks(_mm512_extracti32x4_epi32(x, 3), p, k)));
+    return finish(r, p + len, len - 16 * k);
 }
 
 #undef INA_PCLMUL
