@@ -128,15 +128,20 @@ constexpr Tables make_tables() {
 }
 constexpr Tables kTables = make_tables();
 
+// The register's change from 8 bytes w entering a zero register (little-endian).
+inline uint32_t table_step8(uint64_t w) {
+    return kTables[7][w & 0xFF] ^ kTables[6][(w >> 8) & 0xFF] ^ kTables[5][(w >> 16) & 0xFF] ^
+           kTables[4][(w >> 24) & 0xFF] ^ kTables[3][(w >> 32) & 0xFF] ^
+           kTables[2][(w >> 40) & 0xFF] ^ kTables[1][(w >> 48) & 0xFF] ^ kTables[0][w >> 56];
+}
+static_assert(crc32_delta_byte(1, 0) == kTables[0][1] && crc32_delta_byte(0x80, 7) == kTables[7][0x80]);
+
 // The register (not complemented) continued over len bytes, 8 at a time.
 inline uint32_t table_update(uint32_t s, const uint8_t* p, size_t len) {
     for (; len >= 8; p += 8, len -= 8) {
         uint64_t w;
         std::memcpy(&w, p, 8);
-        w ^= s;
-        s = kTables[7][w & 0xFF] ^ kTables[6][(w >> 8) & 0xFF] ^ kTables[5][(w >> 16) & 0xFF] ^
-            kTables[4][(w >> 24) & 0xFF] ^ kTables[3][(w >> 32) & 0xFF] ^
-            kTables[2][(w >> 40) & 0xFF] ^ kTables[1][(w >> 48) & 0xFF] ^ kTables[0][w >> 56];
+        s = table_step8(w ^ s);
     }
     for (; len != 0; ++p, --len) {
         s = (s >> 8) ^ kTables[0][(s ^ *p) & 0xFF];
@@ -178,10 +183,7 @@ INA_PCLMUL inline uint32_t finish(__m128i r) {
     const __m128i h0 = _mm_and_si128(r, _mm_set_epi64x(0, static_cast<long long>(0xFFFFFFFF00000000ull)));
     const __m128i u = _mm_xor_si128(
         _mm_xor_si128(_mm_clmulepi64_si128(h1, k, 0x00), _mm_clmulepi64_si128(h0, k, 0x10)), r);
-    const auto w = static_cast<uint64_t>(_mm_extract_epi64(u, 1));
-    return kTables[7][w & 0xFF] ^ kTables[6][(w >> 8) & 0xFF] ^ kTables[5][(w >> 16) & 0xFF] ^
-           kTables[4][(w >> 24) & 0xFF] ^ kTables[3][(w >> 32) & 0xFF] ^
-           kTables[2][(w >> 40) & 0xFF] ^ kTables[1][(w >> 48) & 0xFF] ^ kTables[0][w >> 56];
+    return table_step8(static_cast<uint64_t>(_mm_extract_epi64(u, 1)));
 }
 
 // r followed by the last t < 16 bytes of the input, which end at `end` (at least 16 bytes of the
@@ -356,6 +358,8 @@ std::string_view to_string(CrcIsa isa) {
 uint32_t crc32_update_with(CrcIsa isa, uint32_t crc, const uint8_t* p, size_t len) {
     return ~update_register(isa, ~crc, p, len);
 }
+
+uint32_t crc32_delta8(uint64_t w) { return table_step8(w); }
 
 uint32_t crc32_update(uint32_t crc, const uint8_t* p, size_t len) {
     return ~update_register(g_isa, ~crc, p, len);

@@ -17,6 +17,20 @@ namespace ina::roce {
 // crc32(crc, p, len) (crc 0 for the CRC of p alone).
 uint32_t crc32_update(uint32_t crc, const uint8_t* p, size_t len);
 
+// A message's CRC is affine in its bytes for a fixed length: changing bytes xors the CRC by
+// the register that the change alone (zeros elsewhere) leaves when it enters a zero register;
+// zero bytes before a change add nothing. crc32_delta8 is that for a change in the last 8
+// bytes (w little-endian: its low byte first), crc32_delta_byte for byte b followed by `after`
+// bytes (constexpr, bit by bit: for tables built by the compiler).
+uint32_t crc32_delta8(uint64_t w);
+constexpr uint32_t crc32_delta_byte(uint8_t b, unsigned after) {
+    uint32_t r = b;
+    for (unsigned n = 0; n < 8 * (after + 1); ++n) {
+        r = (r & 1) != 0 ? (r >> 1) ^ 0xEDB88320u : r >> 1;
+    }
+    return r;
+}
+
 enum class CrcIsa : uint8_t { table = 0, pclmul, vpclmul512 };
 
 // The path crc32_update takes on this CPU (the widest it supports).
