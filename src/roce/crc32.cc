@@ -215,7 +215,9 @@ INA_PCLMUL inline __m128i join_blocks(__m128i r, const uint8_t* p, size_t k) {
     return _mm_xor_si128(r, load128(p + 16 * (k - 1)));
 }
 
-INA_PCLMUL uint32_t pclmul_update(uint32_t s, const uint8_t* p, size_t len) {
+// `mask` (nullptr, or 64 bytes when len >= 64): ORed into the first 64 bytes as they are loaded.
+INA_PCLMUL uint32_t pclmul_update(uint32_t s, const uint8_t* p, size_t len,
+                                  const uint8_t* mask = nullptr) {
     if (len < 16) {
         return table_update(s, p, len);
     }
@@ -226,10 +228,17 @@ INA_PCLMUL uint32_t pclmul_update(uint32_t s, const uint8_t* p, size_t len) {
                       len - 16 - 16 * k);
     }
     // Four registers 64 bytes apart, each folded over 512 bits: four independent chains.
-    __m128i x0 = _mm_xor_si128(load128(p), start);
+    __m128i x0 = load128(p);
     __m128i x1 = load128(p + 16);
     __m128i x2 = load128(p + 32);
     __m128i x3 = load128(p + 48);
+    if (mask != nullptr) {
+        x0 = _mm_or_si128(x0, load128(mask));
+        x1 = _mm_or_si128(x1, load128(mask + 16));
+        x2 = _mm_or_si128(x2, load128(mask + 32));
+        x3 = _mm_or_si128(x3, load128(mask + 48));
+    }
+    x0 = _mm_xor_si128(x0, start);  // after the mask: the data is masked, not the start value
     p += 64;
     len -= 64;
     for (; len >= 64; p += 64, len -= 64) {
@@ -258,13 +267,18 @@ INA_VPCLMUL512 inline __m512i pair512(FoldPair k) {
     return _mm512_broadcast_i32x4(_mm_set_epi64x(static_cast<long long>(k.hi), static_cast<long long>(k.lo)));
 }
 
-INA_VPCLMUL512 uint32_t vpclmul512_update(uint32_t s, const uint8_t* p, size_t len) {
+INA_VPCLMUL512 uint32_t vpclmul512_update(uint32_t s, const uint8_t* p, size_t len,
+                                          const uint8_t* mask = nullptr) {
     if (len < 64) {
         return pclmul_update(s, p, len);
     }
     const __m512i start = _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(s)));
     const __m512i k512 = pair512(kBlocks[4]);
-    __m512i x = _mm512_xor_si512(load512(p), start);
+    __m512i x = load512(p);
+    if (mask != nullptr) {
+        x = _mm512_or_si512(x, load512(mask));
+    }
+    x = _mm512_xor_si512(x, start);  // after the mask, as in pclmul_update
     p += 64;
     len -= 64;
     if (len >= 192) {
@@ -302,13 +316,23 @@ INA_VPCLMUL512 uint32_t vpclmul512_update(uint32_t s, const uint8_t* p, size_t l
 
 #endif  // __x86_64__
 
-uint32_t update_register(CrcIsa isa, uint32_t s, const uint8_t* p, size_t len) {
+// `mask` as pclmul_update's.
+[[gnu::always_inline]] inline uint32_t update_register(CrcIsa isa, uint32_t s, const uint8_t* p,
+                                                      size_t len, const uint8_t* mask = nullptr) {
     switch (isa) {
 #if defined(__x86_64__)
-    case CrcIsa::vpclmul512: return vpclmul512_update(s, p, len);
-    case CrcIsa::pclmul: return pclmul_update(s, p, len);
+    case CrcIsa::vpclmul512: return vpclmul512_update(s, p, len, mask);
+    case CrcIsa::pclmul: return pclmul_update(s, p, len, mask);
 #endif
-    default: return table_update(s, p, len);
+    default:
+        if (mask != nullptr) {
+            uint8_t head[64];
+            for (size_t i = 0; i < sizeof head; ++i) {
+                head[i] = static_cast<uint8_t>(p[i] | mask[i]);
+            }
+            return table_update(table_update(s, head, sizeof head), p + 64, len - 64);
+        }
+        return table_update(s, p, len);
     }
 }
 
@@ -363,6 +387,15 @@ uint32_t crc32_delta8(uint64_t w) { return table_step8(w); }
 
 uint32_t crc32_update(uint32_t crc, const uint8_t* p, size_t len) {
     return ~update_register(g_isa, ~crc, p, len);
+}
+
+uint32_t crc32_update_masked(uint32_t crc, const uint8_t* p, size_t len, const uint8_t* mask) {
+    return ~update_register(g_isa, ~crc, p, len, mask);
+}
+
+uint32_t crc32_update_masked_with(CrcIsa isa, uint32_t crc, const uint8_t* p, size_t len,
+                                  const uint8_t* mask) {
+    return ~update_register(isa, ~crc, p, len, mask);
 }
 
 }  // namespace ina::roce

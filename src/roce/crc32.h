@@ -17,6 +17,11 @@ namespace ina::roce {
 // crc32(crc, p, len) (crc 0 for the CRC of p alone).
 uint32_t crc32_update(uint32_t crc, const uint8_t* p, size_t len);
 
+// crc32_update over the bytes at p with the 64 bytes at `mask` ORed into the first 64 as they
+// are read (len >= 64): fields a CRC must see as ones (the ICRC's variant fields) are masked in
+// registers, with nothing written to the bytes (no stores the loads must wait for).
+uint32_t crc32_update_masked(uint32_t crc, const uint8_t* p, size_t len, const uint8_t* mask);
+
 // A message's CRC is affine in its bytes for a fixed length: changing bytes xors the CRC by
 // the register that the change alone (zeros elsewhere) leaves when it enters a zero register;
 // zero bytes before a change add nothing. crc32_delta8 is that for a change in the last 8
@@ -39,5 +44,7 @@ std::string_view to_string(CrcIsa isa);
 bool crc32_isa_supported(CrcIsa isa);
 // crc32_update on a given path (tests and benchmarks compare them); `isa` must be supported.
 uint32_t crc32_update_with(CrcIsa isa, uint32_t crc, const uint8_t* p, size_t len);
+uint32_t crc32_update_masked_with(CrcIsa isa, uint32_t crc, const uint8_t* p, size_t len,
+                                  const uint8_t* mask);
 
 }  // namespace ina::roce

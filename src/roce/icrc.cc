@@ -47,7 +47,7 @@ size_t header_shape(const uint8_t* l3, size_t avail, uint8_t& version, size_t& i
 
 // Sets the variant fields of the headers at h to ones. Every byte it changes lies in the IP
 // header's first 12, the UDP checksum or the BTH's byte 4.
-void mask_variant_fields(uint8_t* h, uint8_t version, size_t ip_len) {
+constexpr void mask_variant_fields(uint8_t* h, uint8_t version, size_t ip_len) {
     if (version == 4) {
         h[1] = 0xFF;                 // TOS (DSCP, ECN)
         h[8] = 0xFF;                 // TTL
@@ -60,6 +60,21 @@ void mask_variant_fields(uint8_t* h, uint8_t version, size_t ip_len) {
     h[ip_len + 6] = h[ip_len + 7] = 0xFF;  // UDP checksum
     h[ip_len + kUdpBytes + 4] = 0xFF;      // BTH FECN, BECN, reserved
 }
+
+// What the ICRC sees as ones in the 8 bytes before the IP header and the 56 after it (8 bytes
+// of ones; IPv4 without options or IPv6, its UDP and BTH), for crc32_update_masked.
+constexpr size_t kMaskBytes = 64;
+constexpr std::array<uint8_t, kMaskBytes> make_mask(uint8_t version, size_t ip_len) {
+    std::array<uint8_t, kMaskBytes> m{};
+    for (size_t i = 0; i < 8; ++i) {
+        m[i] = 0xFF;
+    }
+    mask_variant_fields(m.data() + 8, version, ip_len);
+    return m;
+}
+alignas(64) constexpr std::array<uint8_t, kMaskBytes> kMask4 = make_mask(4, 20);
+alignas(64) constexpr std::array<uint8_t, kMaskBytes> kMask6 = make_mask(6, 40);
+static_assert(8 + 40 + kUdpBytes + 4 < kMaskBytes, "IPv6's BTH byte 4 lies in the mask");
 
 // Copies the IP, UDP and BTH headers at `l3` into `out` behind 8 bytes of 0xFF with the variant
 // fields masked; returns the bytes written (0: not a RoCEv2 header). `avail` bytes are readable
@@ -108,6 +123,12 @@ namespace {
 // 8 bytes set to ones and the variant fields masked in place for the pass and put back.
 // `covered` lies within the packet; the headers' shape was checked (header_shape).
 uint32_t masked_pass(uint8_t* l3, uint8_t version, size_t ip_len, size_t covered) {
+    if ((version == 6 || ip_len == 20) && 8 + covered >= kMaskBytes) {
+        // Every masked byte lies in the first 64 (IPv4 without options, IPv6): masked as the
+        // CRC loads them, nothing written.
+        return crc32_update_masked(0, l3 - 8, 8 + covered,
+                                   version == 4 ? kMask4.data() : kMask6.data());
+    }
     // Everything mask_variant_fields changes, and the 8 bytes before l3, kept and put back.
     uint8_t before[8];
     uint8_t ip_head[12];

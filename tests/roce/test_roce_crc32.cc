@@ -92,6 +92,35 @@ TEST(RoceCrc32, ContinuesFromAnyCrcAndSplitsAnywhere) {
     }
 }
 
+// The first 64 bytes masked as they are read: the CRC of a copy with the mask ORed in, on
+// every path, from any CRC, at lengths from 64 past the four-register loop, any alignment; the
+// bytes themselves untouched.
+TEST(RoceCrc32, MaskedFirst64BytesAreTheCrcOfTheMaskedCopy) {
+    const auto src = random_bytes(kMaxLen + 64, 3);
+    const auto mask = random_bytes(64, 4);
+    std::vector<uint8_t> masked(src);
+    for (size_t i = 0; i < 64; ++i) {
+        masked[i] = static_cast<uint8_t>(src[i] | mask[i]);
+    }
+    for (CrcIsa isa : paths()) {
+        for (size_t a : {size_t{0}, size_t{1}, size_t{13}, size_t{63}}) {
+            std::vector<uint8_t> buf(a + src.size());
+            std::copy(src.begin(), src.end(), buf.begin() + static_cast<ptrdiff_t>(a));
+            const std::vector<uint8_t> before = buf;
+            for (size_t len = 64; len <= 1300; ++len) {
+                for (uint32_t start : {0u, 0x9E3779B9u}) {
+                    ASSERT_EQ(crc32_update_masked_with(isa, start, buf.data() + a, len, mask.data()),
+                              static_cast<uint32_t>(crc32(start, masked.data(), static_cast<uInt>(len))))
+                        << to_string(isa) << " length " << len << " alignment " << a;
+                }
+            }
+            ASSERT_EQ(buf, before);
+        }
+        EXPECT_EQ(crc32_update_masked_with(isa, 0, src.data(), 4164, mask.data()),
+                  static_cast<uint32_t>(crc32(0, masked.data(), 4164)));
+    }
+}
+
 // The ICRC as the packet path sums it: 8 ones and the masked IP, UDP and BTH from a copy, then
 // the rest where it lies, continued from that CRC.
 TEST(RoceCrc32, ReferenceIcrcsAsOneContinuedCrc) {

@@ -655,6 +655,9 @@ uint16_t roce_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts
     Burst b{ctx, out, now_ns(ctx)};
     b.snap = &snap;
     uint16_t i = 0;
+    // parse_into fills every field of a packet it accepts: one for the burst, not zeroed per
+    // packet.
+    rc::Packet p;
     bool have_last = false;
     uint32_t last_dst = 0;  // network order
     bool last_local = false;
@@ -701,7 +704,6 @@ uint16_t roce_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts
         const auto* bytes = static_cast<const uint8_t*>(rte_pktmbuf_read(
             m, static_cast<uint32_t>(pm->l4_offset + sizeof(rte_udp_hdr)), len,
             ctx.scratch.data()));
-        rc::Packet p;
         rc::ParseError parse_error = rc::ParseError::truncated;
         if (bytes == nullptr || !rc::parse_into(bytes, len, p, parse_error)) {
             ++lcore_counter(ctx, LcoreCounter::malformed);
