@@ -41,9 +41,11 @@ uint32_t icrc(const rte_mbuf* m, uint32_t l3_off);
 uint32_t icrc_in_place(uint8_t* l3, size_t len);
 
 // The same again in one pass over the 8 bytes before `l3` and the packet: those 8 bytes and the
-// variant header fields are set to ones in place for the pass and put back before it returns
-// (no header copy, no second pass). The 8 bytes before l3 must be writable too (in a frame: the
-// Ethernet header's), with the same proviso as icrc_in_place.
+// variant header fields are seen as ones, masked in registers as the CRC loads them (IPv4
+// without options or IPv6, 64 bytes or more) or else set to ones in place for the pass and put
+// back before it returns (no header copy, no second pass). So the 8 bytes before l3 must be
+// writable too (in a frame: the Ethernet header's), and no one else may read the bytes
+// meanwhile (the packet path's own mbufs, a frame being built).
 uint32_t icrc_in_frame(uint8_t* l3, size_t len);
 
 // icrc(m, l3_off) for an mbuf the caller owns: icrc_in_frame when it is direct, not shared
@@ -51,8 +53,8 @@ uint32_t icrc_in_frame(uint8_t* l3, size_t len);
 uint32_t icrc_writable(rte_mbuf* m, uint32_t l3_off);
 
 // The CRC of the 8 bytes of ones and the first `header_bytes` of the packet at `l3` (IP, UDP,
-// BTH and its extension headers) with the variant fields masked, in place as icrc_in_frame (the
-// same provisos): the ICRC's first part, for IcrcJoin. 0 if they cannot be RoCEv2 headers.
+// BTH and its extension headers) with the variant fields masked, as icrc_in_frame (the same
+// provisos): the ICRC's first part, for IcrcJoin. 0 if they cannot be RoCEv2 headers.
 uint32_t icrc_headers_in_frame(uint8_t* l3, size_t header_bytes);
 
 // The CRC of `len` payload bytes (pad included): the ICRC's second part, for IcrcJoin.
