@@ -5,8 +5,8 @@
 //   sum R_m x^(127-m) (the stream's first bit is the highest power: the reflected CRC's order),
 //   and the CRC register s (bit i <-> x^(31-i)) continues over a message M as
 //   s' = (s x^|M| + M) x^32 mod P. So xoring s into a first block's low 32 bits starts the fold
-//   from s, and what is left at the end, one 128-bit R, gives s' = R x^32 mod P: the table CRC
-//   of R's 16 bytes from a zero register.
+//   from s, and what is left at the end, one 128-bit R, gives s' = R x^32 mod P (the last
+//   step, kFinalHigh below).
 // - Folding R forward over T bits (R x^T + R', R' the block T bits later) keeps the remainder
 //   mod P: with R = H x^64 + L (H = R's low 64 register bits), R x^T = H x^(T+64) + L x^T, and
 //   each half times (x^k mod P), a polynomial below x^32, is below x^96: a 128-bit value to xor

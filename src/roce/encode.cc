@@ -275,7 +275,11 @@ size_t AckFrameTemplate::write(uint8_t* frame, size_t capacity, uint16_t ip_id,
     if (capacity < bytes_ || bytes_ == 0) {
         return 0;
     }
-    std::memcpy(frame, frame_.data(), capacity >= kMaxBytes ? kMaxBytes : bytes_);
+    if (capacity >= kMaxBytes) {
+        std::memcpy(frame, frame_.data(), kMaxBytes);  // a fixed size: a few vector moves
+    } else {
+        std::memcpy(frame, frame_.data(), bytes_);
+    }
     uint8_t* bth = frame + bth_at_;
     detail::put24(bth + 9, reply.psn & 0xFFFFFF);
     bth[12] = reply.syndrome;
