@@ -319,20 +319,21 @@ INA_VPCLMUL512 uint32_t vpclmul512_update(uint32_t s, const uint8_t* p, size_t l
 // `mask` as pclmul_update's.
 [[gnu::always_inline]] inline uint32_t update_register(CrcIsa isa, uint32_t s, const uint8_t* p,
                                                       size_t len, const uint8_t* mask = nullptr) {
+    if (mask != nullptr && (len < 64 || isa == CrcIsa::table)) [[unlikely]] {
+        // The folding paths mask their first 64-byte load; anything shorter is masked here.
+        uint8_t head[64];
+        const size_t n = len < sizeof head ? len : sizeof head;
+        for (size_t i = 0; i < n; ++i) {
+            head[i] = static_cast<uint8_t>(p[i] | mask[i]);
+        }
+        return table_update(table_update(s, head, n), p + n, len - n);
+    }
     switch (isa) {
 #if defined(__x86_64__)
     case CrcIsa::vpclmul512: return vpclmul512_update(s, p, len, mask);
     case CrcIsa::pclmul: return pclmul_update(s, p, len, mask);
 #endif
-    default:
-        if (mask != nullptr) {
-            uint8_t head[64];
-            for (size_t i = 0; i < sizeof head; ++i) {
-                head[i] = static_cast<uint8_t>(p[i] | mask[i]);
-            }
-            return table_update(table_update(s, head, sizeof head), p + 64, len - 64);
-        }
-        return table_update(s, p, len);
+    default: return table_update(s, p, len);
     }
 }
 

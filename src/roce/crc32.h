@@ -17,8 +17,8 @@ namespace ina::roce {
 // crc32(crc, p, len) (crc 0 for the CRC of p alone).
 uint32_t crc32_update(uint32_t crc, const uint8_t* p, size_t len);
 
-// crc32_update over the bytes at p with the 64 bytes at `mask` ORed into the first 64 as they
-// are read (len >= 64): fields a CRC must see as ones (the ICRC's variant fields) are masked in
+// crc32_update over the bytes at p with the 64 bytes at `mask` ORed into the first 64 (or the
+// first len, when fewer) as they are read: fields a CRC must see as ones (the ICRC's variant fields) are masked in
 // registers, with nothing written to the bytes (no stores the loads must wait for).
 uint32_t crc32_update_masked(uint32_t crc, const uint8_t* p, size_t len, const uint8_t* mask);
 

@@ -93,8 +93,8 @@ TEST(RoceCrc32, ContinuesFromAnyCrcAndSplitsAnywhere) {
 }
 
 // The first 64 bytes masked as they are read: the CRC of a copy with the mask ORed in, on
-// every path, from any CRC, at lengths from 64 past the four-register loop, any alignment; the
-// bytes themselves untouched.
+// every path, from any CRC, at every length from 0 past the four-register loop (under 64: the
+// mask's first len bytes), any alignment; the bytes themselves untouched.
 TEST(RoceCrc32, MaskedFirst64BytesAreTheCrcOfTheMaskedCopy) {
     const auto src = random_bytes(kMaxLen + 64, 3);
     const auto mask = random_bytes(64, 4);
@@ -107,7 +107,7 @@ TEST(RoceCrc32, MaskedFirst64BytesAreTheCrcOfTheMaskedCopy) {
             std::vector<uint8_t> buf(a + src.size());
             std::copy(src.begin(), src.end(), buf.begin() + static_cast<ptrdiff_t>(a));
             const std::vector<uint8_t> before = buf;
-            for (size_t len = 64; len <= 1300; ++len) {
+            for (size_t len = 0; len <= 1300; ++len) {
                 for (uint32_t start : {0u, 0x9E3779B9u}) {
                     ASSERT_EQ(crc32_update_masked_with(isa, start, buf.data() + a, len, mask.data()),
                               static_cast<uint32_t>(crc32(start, masked.data(), static_cast<uInt>(len))))
