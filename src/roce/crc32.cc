@@ -31,7 +31,9 @@
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_*() (`__m512i __Y = __Y;`), which trips
 // a false -Wmaybe-uninitialized once inlined (GCC PR 105593, fixed in GCC 13): no undefined lane
 // is read here (the broadcast and the extracts overwrite or ignore every such lane).
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #endif
 
 namespace ina::roce {
