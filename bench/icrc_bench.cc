@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // RoCEv2 ICRC cost per packet (src/roce/icrc.h: the const path and the in-place one the packet
-// path uses) for 256 B .. 4 KiB payloads, single segment,
-// against zlib's crc32 over the same bytes (the portable baseline) in the same run.
+// path uses) for 256 B .. 4 KiB payloads, single segment, and the plain CRC-32 over the same
+// bytes on each path of src/roce/crc32.h against DPDK's rte_net_crc (its AVX-512 path: the EAL
+// is started with --force-max-simd-bitwidth=512) and zlib's crc32, in the same run.
 #include <rte_eal.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -11,6 +12,9 @@
 #include <string>
 #include <vector>
 
+#include <rte_net_crc.h>
+
+#include "roce/crc32.h"
 #include "roce/icrc.h"
 #include "roce/wire.h"
 
@@ -36,13 +40,18 @@ int main() {
     // As in the switch: EAL init sets the SIMD width DPDK may use, then the ICRC picks its path.
     const std::string prefix = "--file-prefix=icrcbench" + std::to_string(getpid());
     std::vector<const char*> eal = {"icrc_bench", "--no-huge", "-m", "64", "--no-pci",
-                                    "--log-level=*:error", prefix.c_str(), "-l", "0"};
+                                    "--log-level=*:error", prefix.c_str(), "-l", "0",
+                                    "--force-max-simd-bitwidth=512"};
     if (rte_eal_init(static_cast<int>(eal.size()), const_cast<char**>(eal.data())) < 0) {
         std::fprintf(stderr, "EAL init failed\n");
         return 1;
     }
     ina::roce::icrc_init();
-    std::printf("payload_bytes icrc_ns icrc_in_place_ns icrc_in_frame_ns zlib_crc32_ns icrc_in_frame_gbit_s\n");
+    rte_net_crc_set_alg(RTE_NET_CRC_AVX512);
+    using ina::roce::CrcIsa;
+    std::printf("crc32 path: %s\n", std::string(ina::roce::to_string(ina::roce::crc32_isa())).c_str());
+    std::printf("payload_bytes icrc_ns icrc_in_place_ns icrc_in_frame_ns zlib_crc32_ns "
+                "rte_net_crc_ns crc_table_ns crc_pclmul_ns crc_vpclmul512_ns icrc_in_frame_gbit_s\n");
     for (size_t payload : {256u, 1024u, 4096u}) {
         // IPv4 + UDP + BTH + RETH + payload + ICRC, a WRITE_ONLY as rxe sends it.
         const size_t total = 20 + 8 + ina::roce::kBthBytes + ina::roce::kRethBytes + payload + 4;
@@ -63,7 +72,18 @@ int main() {
         const double zl = ns_per_call(
             [&] { return static_cast<uint32_t>(crc32(0, p, static_cast<uInt>(total))); },
             n);
-        std::printf("%zu %.1f %.1f %.1f %.1f %.1f\n", payload, icrc, in_place, in_frame, zl,
+        const double rte = ns_per_call(
+            [&] { return rte_net_crc_calc(p, static_cast<uint32_t>(total), RTE_NET_CRC32_ETH); },
+            n);
+        double path_ns[3] = {0, 0, 0};  // -1: not on this CPU
+        for (CrcIsa isa : {CrcIsa::table, CrcIsa::pclmul, CrcIsa::vpclmul512}) {
+            path_ns[static_cast<int>(isa)] =
+                ina::roce::crc32_isa_supported(isa)
+                    ? ns_per_call([&] { return ina::roce::crc32_update_with(isa, 0, p, total); }, n)
+                    : -1;
+        }
+        std::printf("%zu %.1f %.1f %.1f %.1f %.1f %.1f %.1f %.1f %.1f\n", payload, icrc, in_place,
+                    in_frame, zl, rte, path_ns[0], path_ns[1], path_ns[2],
                     static_cast<double>(total) * 8 / in_frame);
     }
     rte_eal_cleanup();

@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "roce/crc32.h"
 #include "roce/icrc.h"
 
 namespace ina::roce {
@@ -229,6 +230,74 @@ size_t encode_cnp_frame(uint8_t* frame, size_t capacity, const uint8_t dst_mac[6
 size_t encode_cnp_frame(uint8_t* frame, size_t capacity, const uint8_t dst_mac[6],
                         const uint8_t src_mac[6], const Ipv6Path& path) {
     return ack_frame_of(frame, capacity, dst_mac, src_mac, path, 0, nullptr);
+}
+
+namespace {
+
+// An IPv4 ACK's identification: the covered bytes after it run to the AETH's end (the ICRC is
+// not covered), so each of its two bytes changes the ICRC by a fixed function of its value.
+constexpr size_t kAckIdAfter = kIpv4Bytes - 6 + kUdpBytes + kBthBytes + kAethBytes;
+using ByteDeltas = std::array<uint32_t, 256>;
+constexpr ByteDeltas byte_deltas(unsigned after) {
+    ByteDeltas t{};
+    for (unsigned b = 0; b < 256; ++b) {
+        t[b] = crc32_delta_byte(static_cast<uint8_t>(b), after);
+    }
+    return t;
+}
+constexpr ByteDeltas kAckIdHigh = byte_deltas(kAckIdAfter + 1);
+constexpr ByteDeltas kAckIdLow = byte_deltas(kAckIdAfter);
+
+}  // namespace
+
+AckFrameTemplate::AckFrameTemplate(const uint8_t dst_mac[6], const uint8_t src_mac[6],
+                                   const Ipv4Path& path) {
+    const size_t n = encode_ack_frame(frame_.data(), frame_.size(), dst_mac, src_mac, path, 0,
+                                      Reply{0, 0, 0});
+    bytes_ = static_cast<uint8_t>(n);
+    bth_at_ = static_cast<uint8_t>(kEthernetBytes + kIpv4Bytes + kUdpBytes);
+    icrc_ = read_icrc(frame_.data() + n);
+    ip_sum_ = static_cast<uint16_t>(~detail::be16(frame_.data() + kEthernetBytes + 10));
+    ipv4_ = true;
+}
+
+AckFrameTemplate::AckFrameTemplate(const uint8_t dst_mac[6], const uint8_t src_mac[6],
+                                   const Ipv6Path& path) {
+    const size_t n =
+        encode_ack_frame(frame_.data(), frame_.size(), dst_mac, src_mac, path, Reply{0, 0, 0});
+    bytes_ = static_cast<uint8_t>(n);
+    bth_at_ = static_cast<uint8_t>(kEthernetBytes + kIpv6Bytes + kUdpBytes);
+    icrc_ = read_icrc(frame_.data() + n);
+}
+
+size_t AckFrameTemplate::write(uint8_t* frame, size_t capacity, uint16_t ip_id,
+                               const Reply& reply) const {
+    if (capacity < bytes_ || bytes_ == 0) {
+        return 0;
+    }
+    if (capacity >= kMaxBytes) {
+        std::memcpy(frame, frame_.data(), kMaxBytes);  // a fixed size: a few vector moves
+    } else {
+        std::memcpy(frame, frame_.data(), bytes_);
+    }
+    uint8_t* bth = frame + bth_at_;
+    detail::put24(bth + 9, reply.psn & 0xFFFFFF);
+    bth[12] = reply.syndrome;
+    detail::put24(bth + 13, reply.msn & 0xFFFFFF);
+    // BTH bytes 8..15 (A bit 0, PSN, AETH) are the last covered bytes.
+    uint64_t tail;
+    std::memcpy(&tail, bth + 8, 8);
+    uint32_t crc = icrc_ ^ crc32_delta8(tail);
+    if (ipv4_) {
+        uint8_t* ip = frame + kEthernetBytes;
+        detail::put16(ip + 4, ip_id);
+        uint32_t sum = uint32_t{ip_sum_} + ip_id;
+        sum = (sum & 0xFFFF) + (sum >> 16);
+        detail::put16(ip + 10, static_cast<uint16_t>(~sum));
+        crc ^= kAckIdHigh[ip_id >> 8] ^ kAckIdLow[ip_id & 0xFF];
+    }
+    write_icrc(frame + bytes_, crc);
+    return bytes_;
 }
 
 size_t write_request_headers(uint8_t* out, size_t capacity, const Ipv4Path& path, uint16_t ip_id,

@@ -7,10 +7,10 @@
 // marker changes is masked, forwarding (TTL, DSCP/ECN) never invalidates it; any change to
 // addresses, ports, lengths, QPN, PSN, AETH or payload needs it recomputed.
 //
-// The masked headers (at most 8 + 60 + 8 + 12 bytes) are summed from a stack copy, the rest in
-// place with DPDK's rte_net_crc (PCLMUL/AVX-512 where the CPU has them), and the two CRCs are
-// joined with zlib's crc32_combine: nothing is copied but the headers, and chained mbufs are
-// summed segment by segment the same way.
+// The masked headers (at most 8 + 60 + 8 + 12 bytes) are summed from a stack copy (or masked in
+// place), and that CRC is continued over the rest where it lies (crc32.h: our own
+// carry-less-multiply CRC-32, which starts from any CRC): nothing is copied but the headers,
+// nothing is joined, and chained mbufs are continued segment by segment.
 #pragma once
 
 #include <rte_mbuf.h>
@@ -21,9 +21,8 @@
 
 namespace ina::roce {
 
-// Chooses rte_net_crc's fastest path this CPU allows (AVX-512 or SSE4.2 carry-less multiply,
-// else a table). Call once after rte_eal_init, which sets the SIMD width DPDK may use: before it
-// rte_net_crc runs its scalar table (about 10x slower).
+// Nothing left to choose: crc32_update picks its path (AVX-512 VPCLMULQDQ, PCLMULQDQ, table)
+// from CPUID when loaded, whatever the EAL's SIMD width. Kept for its callers.
 void icrc_init();
 
 // The ICRC of a RoCEv2 packet whose IP header (IPv4 or IPv6, told by its version nibble) starts
@@ -37,16 +36,16 @@ uint32_t icrc(const uint8_t* l3, size_t len);
 // if the frame is shorter than the IP header says.
 uint32_t icrc(const rte_mbuf* m, uint32_t l3_off);
 
-// The same as icrc(l3, len), faster: one rte_net_crc pass over the packet after the headers,
-// no zlib. It briefly overwrites the BTH's last 4 bytes (with bytes that start that pass from
-// the headers' CRC) and puts them back before it returns: the bytes must be writable and no
-// one else may read them meanwhile (the packet path's own mbufs, a frame being built).
+// icrc(l3, len): the masked headers' CRC continued over the rest in place. It once forged a
+// seam in the bytes to start a second pass from the headers' CRC; it no longer writes them.
 uint32_t icrc_in_place(uint8_t* l3, size_t len);
 
 // The same again in one pass over the 8 bytes before `l3` and the packet: those 8 bytes and the
-// variant header fields are set to ones in place for the pass and put back before it returns
-// (no header copy, no second pass). The 8 bytes before l3 must be writable too (in a frame: the
-// Ethernet header's), with the same proviso as icrc_in_place.
+// variant header fields are seen as ones, masked in registers as the CRC loads them (IPv4
+// without options or IPv6, 64 bytes or more) or else set to ones in place for the pass and put
+// back before it returns (no header copy, no second pass). So the 8 bytes before l3 must be
+// writable too (in a frame: the Ethernet header's), and no one else may read the bytes
+// meanwhile (the packet path's own mbufs, a frame being built).
 uint32_t icrc_in_frame(uint8_t* l3, size_t len);
 
 // icrc(m, l3_off) for an mbuf the caller owns: icrc_in_frame when it is direct, not shared
@@ -54,8 +53,8 @@ uint32_t icrc_in_frame(uint8_t* l3, size_t len);
 uint32_t icrc_writable(rte_mbuf* m, uint32_t l3_off);
 
 // The CRC of the 8 bytes of ones and the first `header_bytes` of the packet at `l3` (IP, UDP,
-// BTH and its extension headers) with the variant fields masked, in place as icrc_in_frame (the
-// same provisos): the ICRC's first part, for IcrcJoin. 0 if they cannot be RoCEv2 headers.
+// BTH and its extension headers) with the variant fields masked, as icrc_in_frame (the same
+// provisos): the ICRC's first part, for IcrcJoin. 0 if they cannot be RoCEv2 headers.
 uint32_t icrc_headers_in_frame(uint8_t* l3, size_t header_bytes);
 
 // The CRC of `len` payload bytes (pad included): the ICRC's second part, for IcrcJoin.

@@ -71,17 +71,22 @@ Verdict Responder::receive(const Packet& packet) {
 }
 
 Verdict Responder::check_in_order(const Packet& packet) {
+    // Every return is `v`, so the verdict is built in the caller's slot (no copy of its
+    // Placement on the way out): a refusal assigns it first.
+    Verdict v;
     const uint8_t opcode = packet.bth.opcode;
     if (opcode == op::kReadRequest || opcode == op::kCompareSwap || opcode == op::kFetchAdd ||
         opcode == op::kSendLastInv || opcode == op::kSendOnlyInv) {
-        return nak(aeth::kNakInvalidRequest, true);  // unsupported operation (docs/rdma.md R5)
+        v = nak(aeth::kNakInvalidRequest, true);  // unsupported operation (docs/rdma.md R5)
+        return v;
     }
     const Kind kind = is_write(opcode) ? Kind::write : Kind::send;
     const Position pos = packet.info.position;
     const bool starts = pos == Position::first || pos == Position::only;
     const bool ends = pos == Position::last || pos == Position::only;
     if (starts != (in_message_ == Kind::none) || (!starts && kind != in_message_)) {
-        return nak(aeth::kNakInvalidRequest, true);  // opcode sequence
+        v = nak(aeth::kNakInvalidRequest, true);  // opcode sequence
+        return v;
     }
     const uint32_t len = packet.payload_bytes;
     const uint32_t pmtu = config_.pmtu;
@@ -89,10 +94,11 @@ Verdict Responder::check_in_order(const Packet& packet) {
                            : pos == Position::last ? len >= 1 && len <= pmtu
                                                    : len == pmtu;
     if (!length_ok || packet.bth.pad != ((0u - len) & 3u)) {
-        return nak(aeth::kNakInvalidRequest, true);  // length
+        v = nak(aeth::kNakInvalidRequest, true);  // length
+        return v;
     }
     const bool has_imm = (packet.info.ext & ext::kImm) != 0;
-    Placement where;
+    Placement& where = v.where;
     where.write = kind == Kind::write;
     where.first = starts;
     where.last = ends;
@@ -114,24 +120,27 @@ Verdict Responder::check_in_order(const Packet& packet) {
             // A zero-length WRITE touches no memory, so its R_Key and VA are not checked.
             if (left != 0 && (packet.reth.rkey != r.rkey || va < r.va ||
                               va - r.va > r.length || left > r.length - (va - r.va))) {
-                return nak(aeth::kNakRemoteAccess, true);
+                v = nak(aeth::kNakRemoteAccess, true);
+                return v;
             }
         }
         // The DMA length bounds the message: no packet past it, no LAST short of it.
         if (len > left || (ends ? len != left : len == left)) {
-            return nak(aeth::kNakInvalidRequest, true);
+            v = nak(aeth::kNakInvalidRequest, true);
+            return v;
         }
         where.va = va;
         where.region_offset = va - config_.region.va;
         takes_receive = has_imm;
     } else {
         if (config_.receive_bytes != 0 && where.message_offset + len > config_.receive_bytes) {
-            return nak(aeth::kNakInvalidRequest, true);  // longer than the receive buffer
+            v = nak(aeth::kNakInvalidRequest, true);  // longer than the receive buffer
+            return v;
         }
         takes_receive = starts;
     }
     if (takes_receive && receives_ == 0) {
-        Verdict v;
+        v = Verdict{};
         v.action = Action::reply;
         v.reply = rnr_nak();
         return v;
@@ -142,9 +151,7 @@ Verdict Responder::check_in_order(const Packet& packet) {
     pending_ack_req_ = packet.bth.ack_req;
     pending_takes_receive_ = takes_receive;
     pending_left_ = left;
-    Verdict v;
     v.action = Action::execute;
-    v.where = where;
     return v;
 }
 

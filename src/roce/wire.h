@@ -6,6 +6,7 @@
 // endian on the wire except the ICRC, which is sent least-significant byte first (icrc.h).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -64,7 +65,8 @@ struct OpcodeInfo {
     Position position = Position::none;  // place in a multi-packet message (SEND/WRITE/READ resp)
 };
 
-constexpr OpcodeInfo opcode_info(uint8_t code) {
+// By cases; opcode_info below is its table.
+constexpr OpcodeInfo decode_opcode(uint8_t code) {
     using P = Position;
     if (code == op::kCnp) {
         return {true, ext::kCnpPad, false, P::none};
@@ -115,12 +117,31 @@ constexpr OpcodeInfo opcode_info(uint8_t code) {
     }
 }
 
-constexpr size_t ext_bytes(uint8_t e) {
+constexpr size_t sum_ext_bytes(uint8_t e) {
     return ((e & ext::kDeth) ? kDethBytes : 0) + ((e & ext::kReth) ? kRethBytes : 0) +
            ((e & ext::kAtomicEth) ? kAtomicEthBytes : 0) + ((e & ext::kAeth) ? kAethBytes : 0) +
            ((e & ext::kAtomicAckEth) ? kAtomicAckEthBytes : 0) + ((e & ext::kImm) ? kImmBytes : 0) +
            ((e & ext::kIeth) ? kIethBytes : 0) + ((e & ext::kCnpPad) ? kCnpPadBytes : 0);
 }
+
+// Both as tables the compiler fills: one load per packet where the cases cost a dozen branches
+// (every packet the switch terminates is parsed).
+inline constexpr std::array<OpcodeInfo, 256> kOpcodeInfo = [] {
+    std::array<OpcodeInfo, 256> t{};
+    for (unsigned c = 0; c < t.size(); ++c) {
+        t[c] = decode_opcode(static_cast<uint8_t>(c));
+    }
+    return t;
+}();
+inline constexpr std::array<uint8_t, 256> kExtBytes = [] {
+    std::array<uint8_t, 256> t{};
+    for (unsigned e = 0; e < t.size(); ++e) {
+        t[e] = static_cast<uint8_t>(sum_ext_bytes(static_cast<uint8_t>(e)));
+    }
+    return t;
+}();
+constexpr OpcodeInfo opcode_info(uint8_t code) { return kOpcodeInfo[code]; }
+constexpr size_t ext_bytes(uint8_t e) { return kExtBytes[e]; }
 
 // AETH syndromes (bits 6:5 the kind, 4:0 the value; bit 7 reserved 0).
 namespace aeth {

@@ -45,7 +45,7 @@ build fuzz_ina_parse "$src/tests/fuzz/fuzz_ina_parse.cc" "$src/src/ina/protocol.
 build fuzz_bier_parse "$src/tests/fuzz/fuzz_bier_parse.cc" "$src/src/wire/bier_header.cc" \
   "$src/src/wire/bitstring.cc"
 build fuzz_roce_parse "${dpdk_cflags[@]}" "$src/tests/fuzz/fuzz_roce_parse.cc" \
-  "$src/src/roce/icrc.cc" "${dpdk_libs[@]}" -lz
+  "$src/src/roce/icrc.cc" "$src/src/roce/crc32.cc" "${dpdk_libs[@]}" -lz
 reduce=("$src/src/reduce/reduce.cc" "$src/src/reduce/kernels_scalar.cc"
         "$src/src/reduce/kernels_avx2.cc" "$src/src/reduce/kernels_avx512.cc"
         "$src/src/reduce/fixed_point.cc")

@@ -211,6 +211,48 @@ TEST(RoceEncode, WritesParseBackWithPadAndImmediate) {
 
 // IPv6 underlay: the frames parse back, the ICRC verifies, and the fields a router or ECN
 // marker rewrites (traffic class, flow label, hop limit) are outside it.
+// The per-QP ACK template writes what encode_ack_frame writes, byte for byte, for every reply:
+// every identification (both bytes move the ICRC), PSNs and MSNs across their 24 bits and past
+// them (masked), every kind of syndrome; over IPv4 and IPv6. The ICRC is checked by the const
+// path as well, so a template and an encoder wrong the same way would still fail.
+TEST(RoceEncode, AckTemplateIsTheEncoderByteForByte) {
+    const uint8_t dst[6] = {0xe4, 0x1d, 0x2d, 0xab, 0x2b, 0xc2};
+    const uint8_t src[6] = {0x7c, 0xfe, 0x90, 0x64, 0x3b, 0x32};
+    const Ipv4Path path = vector_c_path(ip(10, 0, 0, 2), ip(10, 0, 0, 1), 0xC001, 0x11);
+    Ipv6Path path6;
+    path6.src_ip = {0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+    path6.dst_ip = {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2};
+    path6.flow_label = 0xABCDE;
+    path6.dest_qp = 0x33;
+    const AckFrameTemplate t4(dst, src, path);
+    const AckFrameTemplate t6(dst, src, path6);
+    std::mt19937 g(11);
+    const uint8_t syndromes[] = {aeth::kAckUnlimited, 0x00, aeth::kRnrNak | 0x0E,
+                                 aeth::kNakPsnSequence, aeth::kNakInvalidRequest,
+                                 aeth::kNakRemoteAccess};
+    for (uint32_t i = 0; i < 70000; ++i) {
+        // The first 65536 replies take every identification; the rest random ones.
+        const auto id = static_cast<uint16_t>(i < 65536 ? i : g());
+        const Reply r{syndromes[g() % 6], static_cast<uint32_t>(g()), static_cast<uint32_t>(g())};
+        uint8_t want[128];
+        uint8_t got[128];
+        std::memset(got, 0xEE, sizeof got);
+        const size_t n = encode_ack_frame(want, sizeof want, dst, src, path, id, r);
+        ASSERT_EQ(t4.write(got, sizeof got, id, r), n);
+        ASSERT_EQ(Bytes(got, got + n), Bytes(want, want + n)) << "id " << id;
+        if (i % 1024 == 0) {
+            ASSERT_EQ(icrc(got + kEthernetBytes, n - kEthernetBytes), read_icrc(got + n));
+            const size_t n6 = encode_ack_frame(want, sizeof want, dst, src, path6, r);
+            ASSERT_EQ(t6.write(got, sizeof got, id, r), n6);
+            ASSERT_EQ(Bytes(got, got + n6), Bytes(want, want + n6));
+            ASSERT_EQ(icrc(got + kEthernetBytes, n6 - kEthernetBytes), read_icrc(got + n6));
+        }
+    }
+    uint8_t small[128];
+    EXPECT_EQ(t4.write(small, t4.bytes() - 1, 1, Reply{}), 0u);
+    EXPECT_EQ(AckFrameTemplate{}.write(small, sizeof small, 1, Reply{}), 0u) << "empty";
+}
+
 TEST(RoceEncode, Ipv6FramesParseBackAndTheirIcrcMasksTheVariantFields) {
     Ipv6Path path;
     path.src_ip = {0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};

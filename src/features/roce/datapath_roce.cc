@@ -91,8 +91,8 @@ rte_mbuf* originated(rte_mbuf* m, size_t len, const QpState& q) {
     return m;
 }
 
-// q's ACK/NAK (or CNP) encoded straight into a fresh mbuf, its ICRC in one pass over the frame
-// (encode_ack_frame): no frame on the stack copied in, no header copy for the ICRC.
+// q's ACK/NAK (from its template) or CNP (encode_cnp_frame, its ICRC in one pass over the
+// frame) written straight into a fresh mbuf: no frame on the stack copied in.
 template <class Encode>
 rte_mbuf* small_frame(LcoreContext& ctx, QpState& q, Encode encode) {
     rte_mbuf* m = fresh_mbuf(ctx);
@@ -111,11 +111,10 @@ rte_mbuf* small_frame(LcoreContext& ctx, QpState& q, Encode encode) {
     return originated(m, len, q);
 }
 
+// From the QP's template: no header encoding, no CRC pass (rc::AckFrameTemplate).
 rte_mbuf* ack_frame(LcoreContext& ctx, QpState& q, const rc::Reply& reply) {
     return small_frame(ctx, q, [&](uint8_t* d, size_t room) {
-        return q.params.ipv6
-                   ? rc::encode_ack_frame(d, room, kZeroMac, kZeroMac, q.path6, reply)
-                   : rc::encode_ack_frame(d, room, kZeroMac, kZeroMac, q.path, q.ip_id, reply);
+        return q.ack.write(d, room, q.ip_id, reply);
     });
 }
 
@@ -614,6 +613,8 @@ QpState::QpState(const QpParams& p, JobState* j)
     path6.dst_ip = p.worker_ip6;
     path6.src_port = path.src_port;
     path6.dest_qp = p.worker_qpn;
+    ack = p.ipv6 ? rc::AckFrameTemplate(kZeroMac, kZeroMac, path6)
+                 : rc::AckFrameTemplate(kZeroMac, kZeroMac, path);
     responder.post_receives(1u << 30);
     if (j->params.chunk_bytes > p.pmtu) {
         staging = std::make_unique<uint8_t[]>(j->params.chunk_bytes);
@@ -654,6 +655,12 @@ uint16_t roce_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts
     Burst b{ctx, out, now_ns(ctx)};
     b.snap = &snap;
     uint16_t i = 0;
+    // parse_into fills every field of a packet it accepts: one for the burst, not zeroed per
+    // packet.
+    rc::Packet p;
+    bool have_last = false;
+    uint32_t last_dst = 0;  // network order
+    bool last_local = false;
     for (; i < n; ++i) {
         // Room for this input's own frames, one ACK per QP touched so far and this one's.
         if (!out.room_for(static_cast<uint16_t>(kRoceEmitPerInput + b.n_touched + 1))) {
@@ -669,8 +676,20 @@ uint16_t roce_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts
         const bool v6 = (pm->flags & pipeline::kMetaIpv6) != 0;
         const auto* ip = rte_pktmbuf_mtod_offset(m, const rte_ipv4_hdr*, pm->l3_offset);
         const auto* ip6 = rte_pktmbuf_mtod_offset(m, const rte_ipv6_hdr*, pm->l3_offset);
-        if (v6 ? !for_switch6(snap, ip6->dst_addr)
-               : !for_switch(snap, rte_be_to_cpu_32(ip->dst_addr))) {
+        // A burst's contributions share a few destinations (the switch's addresses): the
+        // route of the last IPv4 one is remembered for the burst (one snapshot throughout).
+        bool local = false;
+        if (v6) {
+            local = for_switch6(snap, ip6->dst_addr);
+        } else if (have_last && ip->dst_addr == last_dst) {
+            local = last_local;
+        } else {
+            local = for_switch(snap, rte_be_to_cpu_32(ip->dst_addr));
+            have_last = true;
+            last_dst = ip->dst_addr;
+            last_local = local;
+        }
+        if (!local) {
             ++lcore_counter(ctx, LcoreCounter::passed);  // RoCE between other hosts
             out.push(pass, m);
             continue;
@@ -685,7 +704,6 @@ uint16_t roce_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts
         const auto* bytes = static_cast<const uint8_t*>(rte_pktmbuf_read(
             m, static_cast<uint32_t>(pm->l4_offset + sizeof(rte_udp_hdr)), len,
             ctx.scratch.data()));
-        rc::Packet p;
         rc::ParseError parse_error = rc::ParseError::truncated;
         if (bytes == nullptr || !rc::parse_into(bytes, len, p, parse_error)) {
             ++lcore_counter(ctx, LcoreCounter::malformed);

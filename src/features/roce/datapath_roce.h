@@ -126,6 +126,8 @@ struct alignas(64) QpState : StateTag {
     // The QP's addressing: path for an IPv4 worker, path6 for an IPv6 one (params.ipv6).
     ina::roce::Ipv4Path path;
     ina::roce::Ipv6Path path6;
+    // Its ACK/NAK frames, written once from the path above (which never changes on a QP).
+    ina::roce::AckFrameTemplate ack;
     wire::BitString rank_bits;
     // The key of each posted result message, by message sequence mod kMaxMessages.
     std::array<uint32_t, ina::roce::Requester::kMaxMessages> message_key{};

@@ -11,6 +11,7 @@
 #include "features/roce/datapath_roce.h"
 #include "ina/protocol.h"
 #include "pipeline/ina_encode.h"
+#include "pipeline/mbuf_chain.h"
 #include "pipeline/packet_meta.h"
 #include "pipeline/pipeline.h"
 
@@ -56,11 +57,21 @@ rte_mbuf* partial_frame(LcoreContext& ctx, const dp::Snapshot& snap, JobState& j
     h.set_id = pp.set_id;
     h.job_id = job.params.job_id;
     h.seq = key * up.segments + seg;
-    uint8_t* frame = ctx.scratch.data();
-    // The elements' place does not depend on their count: the table writes them there first.
-    uint8_t* elements = frame + pipeline::kInaFrameHeadBytes + proto::kFixedHeaderBytes +
-                        h.bitstring_bytes();
     const uint32_t seg_elems = up.segment_bytes >> job.elem_shift;
+    // Built straight into a fresh mbuf when the largest such frame fits its data room (as INA
+    // builds its partial in an mbuf): no frame in scratch copied over. A larger one is built in
+    // scratch and copied into a chain.
+    const size_t head = pipeline::kInaFrameHeadBytes + proto::kFixedHeaderBytes +
+                        h.bitstring_bytes();
+    // (An empty pool takes the scratch path too, where frame_of counts it.)
+    rte_mbuf* direct = rte_pktmbuf_alloc(ctx.pool);
+    if (direct != nullptr && head + up.segment_bytes > rte_pktmbuf_tailroom(direct)) {
+        rte_pktmbuf_free(direct);
+        direct = nullptr;
+    }
+    uint8_t* frame = direct != nullptr ? rte_pktmbuf_mtod(direct, uint8_t*) : ctx.scratch.data();
+    // The elements' place does not depend on their count: the table writes them there first.
+    uint8_t* elements = frame + head;
     const uint32_t total = local_count(job, key);
     const uint32_t first = seg * seg_elems;
     // A segment's start is a multiple of the pmtu: store_range's alignment holds.
@@ -68,18 +79,29 @@ rte_mbuf* partial_frame(LcoreContext& ctx, const dp::Snapshot& snap, JobState& j
         first < total ? job.table.store_range(key, first, std::min(seg_elems, total - first),
                                               elements)
                       : 0;
-    const uint32_t src = pipeline::ina_source_for(snap, pp.source_ip, pp.parent_ip);
+    const uint32_t src =
+        pipeline::ina_source_for(snap, ctx.neighbours, pp.source_ip, pp.parent_ip);
     if (count == 0 || src == 0) [[unlikely]] {
+        rte_pktmbuf_free(direct);
         ++up.counters.no_mbuf;  // no route to the parent: the tick tries again
         return nullptr;
     }
     h.elem_count = static_cast<uint16_t>(count);
     pipeline::write_ina_headers(frame, h, pp.abm.data(), src, pp.parent_ip, snap.ina_udp_port);
     pipeline::seal_ina_datagram(frame);
-    rte_mbuf* m = frame_of(ctx, frame, pipeline::kInaFrameHeadBytes + h.total_bytes(), 0);
-    if (m == nullptr) [[unlikely]] {
-        ++up.counters.no_mbuf;
-        return nullptr;
+    const size_t len = pipeline::kInaFrameHeadBytes + h.total_bytes();
+    rte_mbuf* m = direct;
+    if (m != nullptr) {
+        m->data_len = static_cast<uint16_t>(len);
+        m->pkt_len = static_cast<uint32_t>(len);
+        m->port = 0;
+        m->ol_flags = pipeline::g_originated_flag;
+    } else {
+        m = frame_of(ctx, frame, len, 0);
+        if (m == nullptr) [[unlikely]] {
+            ++up.counters.no_mbuf;
+            return nullptr;
+        }
     }
     ++(resend ? up.counters.partial_resent : up.counters.partial_sent);
     return m;
