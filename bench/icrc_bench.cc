@@ -46,7 +46,6 @@ int main() {
         std::fprintf(stderr, "EAL init failed\n");
         return 1;
     }
-    ina::roce::icrc_init();
     rte_net_crc_set_alg(RTE_NET_CRC_AVX512);
     using ina::roce::CrcIsa;
     std::printf("crc32 path: %s\n", std::string(ina::roce::to_string(ina::roce::crc32_isa())).c_str());

@@ -1046,7 +1046,6 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "cannot register the features\n");
         return 1;
     }
-    roce::icrc_init();
     // No worker reads the tables concurrently here: a QSBR variable with no readers.
     auto* qsbr = static_cast<rte_rcu_qsbr*>(
         rte_zmalloc("bench_qsbr", rte_rcu_qsbr_get_memsize(1), RTE_CACHE_LINE_SIZE));

@@ -18,7 +18,6 @@
 #include "metrics/metrics.h"
 #include "metrics/telemetry.h"
 #include "pipeline/mbuf_chain.h"
-#include "roce/icrc.h"
 #include "runtime/dataplane.h"
 #include "runtime/ports.h"
 
@@ -86,7 +85,6 @@ bool init_eal(const config::Config& cfg, const RunOptions& opt, std::string& err
         error = "cannot register the mbuf flag for originated packets";
         return false;
     }
-    roce::icrc_init();  // after the EAL: rte_net_crc picks its SIMD path from the EAL's limit
     return true;
 }
 

@@ -98,12 +98,6 @@ uint32_t crc_of(const uint8_t* p, size_t len) { return crc32_update(0, p, len); 
 
 }  // namespace
 
-void icrc_init() {
-    // crc32_update chose its path from CPUID when the library was loaded; nothing here depends
-    // on the EAL's SIMD width any more. Kept so that callers need not know.
-    (void)crc32_isa();
-}
-
 uint32_t icrc(const uint8_t* l3, size_t len) {
     uint8_t masked[kMaxMasked];
     size_t total = 0;

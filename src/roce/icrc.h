@@ -21,10 +21,6 @@
 
 namespace ina::roce {
 
-// Nothing left to choose: crc32_update picks its path (AVX-512 VPCLMULQDQ, PCLMULQDQ, table)
-// from CPUID when loaded, whatever the EAL's SIMD width. Kept for its callers.
-void icrc_init();
-
 // The ICRC of a RoCEv2 packet whose IP header (IPv4 or IPv6, told by its version nibble) starts
 // at `l3` and which runs contiguously for `len` bytes: through the end of the UDP datagram,
 // ICRC included (the ICRC's own 4 bytes are not covered). 0 if the bytes cannot be a RoCEv2
