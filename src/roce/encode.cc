@@ -75,14 +75,14 @@ size_t request_header_bytes(const Path& path, const Transmit& tx) {
            (tx.has_imm ? kImmBytes : 0);
 }
 
-// How an encoder sums the ICRC: `separate` needs nothing before `out` (icrc_in_place);
+// How an encoder sums the ICRC: `separate` needs nothing before `out` (icrc);
 // `in_frame` is one pass over the 8 bytes before `out` too (icrc_in_frame: the caller's frame
 // has its Ethernet header there).
 enum class IcrcPass : uint8_t { separate, in_frame };
 
 void seal(uint8_t* l3, size_t total, IcrcPass pass) {
     write_icrc(l3 + total, pass == IcrcPass::in_frame ? icrc_in_frame(l3, total)
-                                                      : icrc_in_place(l3, total));
+                                                      : icrc(l3, total));
 }
 
 template <class Path>
@@ -172,7 +172,7 @@ size_t write_ethernet(uint8_t* out, size_t capacity, const uint8_t dst_mac[6],
 }
 
 void finish_icrc(uint8_t* l3, size_t total) {
-    write_icrc(l3 + total, icrc_in_place(l3, total));
+    write_icrc(l3 + total, icrc(l3, total));
 }
 
 size_t encode_ack(uint8_t* out, size_t capacity, const Ipv4Path& path, uint16_t ip_id,

@@ -110,8 +110,6 @@ uint32_t icrc(const uint8_t* l3, size_t len) {
                         total - covered_headers - kIcrcBytes);
 }
 
-uint32_t icrc_in_place(uint8_t* l3, size_t len) { return icrc(l3, len); }
-
 namespace {
 // One CRC pass over the 8 bytes before l3 and the packet's first `covered` bytes, those
 // 8 bytes set to ones and the variant fields masked in place for the pass and put back.

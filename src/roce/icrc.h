@@ -32,9 +32,6 @@ uint32_t icrc(const uint8_t* l3, size_t len);
 // if the frame is shorter than the IP header says.
 uint32_t icrc(const rte_mbuf* m, uint32_t l3_off);
 
-// icrc(l3, len): the masked headers' CRC continued over the rest in place. It once forged a
-// seam in the bytes to start a second pass from the headers' CRC; it no longer writes them.
-uint32_t icrc_in_place(uint8_t* l3, size_t len);
 
 // The same again in one pass over the 8 bytes before `l3` and the packet: those 8 bytes and the
 // variant header fields are seen as ones, masked in registers as the CRC loads them (IPv4

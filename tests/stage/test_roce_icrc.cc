@@ -38,8 +38,6 @@ TEST_F(RoceIcrcMbuf, ChainsGiveTheSameIcrcAsTheFrame) {
     for (size_t i = 0; i < frames.size(); ++i) {
         Bytes f = frames[i];
         const uint32_t want = roce::read_icrc(f.data() + f.size());
-        EXPECT_EQ(roce::icrc_in_place(f.data() + 14, f.size() - 14), want) << "frame " << i;
-        EXPECT_EQ(f, frames[i]) << "frame " << i << " restored";
         EXPECT_EQ(roce::icrc_in_frame(f.data() + 14, f.size() - 14), want) << "frame " << i;
         EXPECT_EQ(f, frames[i]) << "frame " << i << " restored after icrc_in_frame";
         rte_mbuf* m = mbuf(f, 0);
@@ -66,7 +64,7 @@ TEST_F(RoceIcrcMbuf, ChainsGiveTheSameIcrcAsTheFrame) {
     m = mbuf(cut, 0);
     EXPECT_EQ(roce::icrc(m, 14), 0u);
     EXPECT_EQ(roce::icrc_writable(m, 14), 0u);
-    EXPECT_EQ(roce::icrc_in_place(cut.data() + 14, cut.size() - 14), 0u);
+    EXPECT_EQ(roce::icrc(cut.data() + 14, cut.size() - 14), 0u);
     EXPECT_EQ(roce::icrc_in_frame(cut.data() + 14, cut.size() - 14), 0u);
     rte_pktmbuf_free(m);
 }
