@@ -242,8 +242,12 @@ uint32_t inar_request_rank(const uint8_t* inar, uint32_t job_id, uint16_t n_conn
 
 constexpr uint32_t kInarFlags = 44, kInarResumeFrom = 48;
 
-// Connection c's REQ `req` from `src_ip` (its INAR request `inar`), noted until its REP.
+// Connection c's REQ `req` from `src_ip` (its INAR request `inar`), noted until its REP. A
+// retransmission of the REQ noted (its REP not seen yet) changes nothing.
 void note_request(Connection& c, const rc::cm::Req& req, const uint8_t* inar, uint32_t src_ip) {
+    if (c.pending && c.req.ip == src_ip && c.req.qpn == req.local_qpn) {
+        return;
+    }
     c.pending = true;
     c.req.comm_id = req.local_comm_id;
     c.req.qpn = req.local_qpn;
@@ -1399,10 +1403,7 @@ bool JobState::join_missing(rc::cm::Attr attr, const rc::cm::Message& msg, uint3
         if (rank == 0 || conns[rank - 1].session == session) {
             return false;  // (a rank of this session: the next AllReduce's, or a resume)
         }
-        Connection& c = conns[rank - 1];
-        if (!(c.pending && c.req.ip == src_ip && c.req.qpn == msg.req.local_qpn)) {
-            note_request(c, msg.req, inar, src_ip);  // (else a retransmission)
-        }
+        note_request(conns[rank - 1], msg.req, inar, src_ip);
         return true;
     }
     if (attr != rc::cm::Attr::rep || src_ip != params.root_ip) {
@@ -1441,10 +1442,7 @@ void JobState::follow_results(rc::cm::Attr attr, const rc::cm::Message& msg, uin
         const uint8_t* inar = msg.req.private_data.data() + rc::cm::kCmaHeaderBytes;
         const uint32_t rank = inar_request_rank(inar, params.job_id, params.n_conns);
         if (rank != 0 && in_results(rank - 1)) {  // (the REP says whether it resumes)
-            Connection& c = conns[rank - 1];
-            if (!(c.pending && c.req.ip == src_ip && c.req.qpn == msg.req.local_qpn)) {
-                note_request(c, msg.req, inar, src_ip);  // (else a retransmission)
-            }
+            note_request(conns[rank - 1], msg.req, inar, src_ip);
         }
         return;
     }
@@ -1549,11 +1547,9 @@ void JobState::snoop_cm(uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, ui
             // roce-vm-s2s-allreduce).
             return;
         }
-        if (c.pending && c.req.ip == src_ip && c.req.qpn == msg.req.local_qpn) {
-            return;  // a retransmitted REQ whose REP this switch has not seen yet
-        }
-        // Only noted: the root may still refuse it (REJ), and until its REP nothing of the
-        // session or of a live connection of this rank changes.
+        // Only noted (a retransmitted REQ whose REP this switch has not seen yet: once): the
+        // root may still refuse it (REJ), and until its REP nothing of the session or of a
+        // live connection of this rank changes.
         note_request(c, msg.req, inar, src_ip);
         return;
     }
