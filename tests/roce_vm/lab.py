@@ -142,6 +142,10 @@ def _tail(path: str, n: int = 4000) -> str:
         return ""
 
 
+# A guest's ifb0, up: the module creates it (a plain `ip link add` races the module's own ifb0).
+IFB0_UP = ["modprobe ifb numifbs=1", "[ -e /sys/class/net/ifb0 ]", "ip link set ifb0 up"]
+
+
 # ---------------------------------------------------------------------------------------------
 # VM slots shared by every process on the machine.
 
@@ -452,10 +456,7 @@ class VM:
         if direction in ("egress", "both"):
             script.append(f"tc qdisc replace dev eth0 root netem {spec}")
         if direction in ("ingress", "both"):
-            script += ["modprobe ifb numifbs=1",  # creates ifb0 (a plain `ip link add`
-                       "[ -e /sys/class/net/ifb0 ]",  # races the module's own ifb0)
-                       "ip link set ifb0 up",
-                       f"tc qdisc replace dev ifb0 root netem {spec}",
+            script += IFB0_UP + [f"tc qdisc replace dev ifb0 root netem {spec}",
                        "{ tc qdisc del dev eth0 ingress 2>/dev/null; true; }",
                        "tc qdisc add dev eth0 handle ffff: ingress",
                        "tc filter add dev eth0 parent ffff: matchall "
@@ -498,8 +499,7 @@ class VM:
             count = "" if imm_count is None else f"match u8 {imm_count:#x} 0xff at 59 "
             if imm_count is not None and opcode != 0x0B:
                 raise ValueError("imm_count matches a WRITE_ONLY_WITH_IMM (opcode 0x0b) only")
-            ifb = ["modprobe ifb numifbs=1", "[ -e /sys/class/net/ifb0 ]", "ip link set ifb0 up",
-                   "tc qdisc replace dev ifb0 root netem loss 100%"] if as_sent else []
+            ifb = IFB0_UP + ["tc qdisc replace dev ifb0 root netem loss 100%"] if as_sent else []
             action = "action mirred egress redirect dev ifb0" if as_sent else "action drop"
             self.run(" && ".join(ifb + [
                 f"tc qdisc replace dev eth0 clsact && tc filter add dev eth0 {hook} "
