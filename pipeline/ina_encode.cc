@@ -42,18 +42,29 @@ uint16_t pseudo_header_sum(const rte_ipv4_hdr* ip, uint16_t udp_len) {
     return static_cast<uint16_t>(sum);
 }
 
+// The header is built in three registers (bytes 0..7, 8..15, 16..19 in memory order) and stored
+// as three words at the offsets every later reader loads it from (ipv4_header_halves20, the
+// UDP checksum's pseudo-header): a load spanning several narrow stores cannot take its bytes
+// from the store buffer and waits for them to reach the cache (~15 cycles on every emitted
+// datagram's header checksum, UDP checksum and route), a load inside one store can.
 void write_ipv4(rte_ipv4_hdr* ip, uint32_t src, uint32_t dst, uint16_t total) {
-    ip->version_ihl = 0x45;
-    ip->type_of_service = 0;
-    ip->total_length = swap16(total);
-    ip->packet_id = 0;
-    ip->fragment_offset = rte_cpu_to_be_16(RTE_IPV4_HDR_DF_FLAG);
-    ip->time_to_live = 64;
-    ip->next_proto_id = IPPROTO_UDP;
-    ip->src_addr = swap32(src);
-    ip->dst_addr = swap32(dst);
-    ip->hdr_checksum = 0;
-    ip->hdr_checksum = static_cast<uint16_t>(~ipv4_header_sum20(ip));
+    static_assert(std::endian::native == std::endian::little);
+    // version/IHL 0x45, TOS 0, total length, id 0, flags DF, fragment offset 0.
+    const uint64_t a = uint64_t{0x45} | uint64_t{swap16(total)} << 16 |
+                       uint64_t{swap16(RTE_IPV4_HDR_DF_FLAG)} << 48;
+    // TTL 64, protocol UDP, checksum (0 while summing), source.
+    uint64_t b = uint64_t{64} | uint64_t{IPPROTO_UDP} << 8 | uint64_t{swap32(src)} << 32;
+    const uint32_t c = swap32(dst);
+    uint64_t s = ipv4_halves_sum(a, b, c);
+    s = (s & 0xffffffff) + (s >> 32);
+    s = (s & 0xffff) + (s >> 16);
+    s = (s & 0xffff) + (s >> 16);
+    s = (s & 0xffff) + (s >> 16);
+    b |= uint64_t{static_cast<uint16_t>(~s)} << 16;
+    auto* p = reinterpret_cast<uint8_t*>(ip);
+    std::memcpy(p, &a, 8);
+    std::memcpy(p + 8, &b, 8);
+    std::memcpy(p + 16, &c, 4);
 }
 
 }  // namespace
@@ -116,10 +127,10 @@ uint8_t* write_ina_headers(uint8_t* d, const proto::Header& h, const uint8_t* bs
     auto* ip = reinterpret_cast<rte_ipv4_hdr*>(eth + 1);
     write_ipv4(ip, src, dst, static_cast<uint16_t>(kL3 + kL4 + ina_len));
     auto* udp = reinterpret_cast<rte_udp_hdr*>(ip + 1);
-    udp->src_port = swap16(port);
-    udp->dst_port = swap16(port);
-    udp->dgram_len = swap16(static_cast<uint16_t>(kL4 + ina_len));
-    udp->dgram_cksum = 0;
+    // One store (ports, length, checksum 0), as the seal's sum loads it (see write_ipv4).
+    const uint64_t udp_word = uint64_t{swap16(port)} | uint64_t{swap16(port)} << 16 |
+                              uint64_t{swap16(static_cast<uint16_t>(kL4 + ina_len))} << 32;
+    std::memcpy(udp, &udp_word, 8);
     auto* hdr = reinterpret_cast<uint8_t*>(udp + 1);
     return hdr + proto::write_header(hdr, h, bs);
 }
@@ -135,7 +146,8 @@ void seal_ina_datagram(uint8_t* d, const uint8_t* elements, uint32_t elements_su
     if ((head & 1) != 0) {
         elements_sum = static_cast<uint16_t>(elements_sum << 8 | elements_sum >> 8);
     }
-    udp->dgram_cksum = 0;
+    // The checksum field is still the 0 write_ina_headers stored: no narrow store here, which
+    // the sum's first load would have to wait for.
     const uint32_t initial = uint32_t{pseudo_header_sum(ip, udp_len)} + elements_sum;
     udp->dgram_cksum = net::udp_checksum_field(net::ones_complement_sum(udp, head, initial));
 }

@@ -39,7 +39,8 @@ uint32_t ina_source_for(const dp::Snapshot& snap, dp::NeighbourCache& neighbours
 uint8_t* write_ina_headers(uint8_t* d, const proto::Header& h, const uint8_t* bs, uint32_t src,
                            uint32_t dst, uint16_t port);
 // Computes the UDP checksum of the datagram written at `d` (elements in place): a worker's
-// stack or NIC verifies what it receives.
+// stack or NIC verifies what it receives. The checksum field must hold the 0 write_ina_headers
+// wrote (the seal sums the headers with it in place).
 void seal_ina_datagram(uint8_t* d);
 // The same when the caller already has the one's-complement sum (folded, RFC 1071)
 // `elements_sum` of the bytes from `elements` (inside the datagram) to its end: only the headers
