@@ -134,6 +134,26 @@ def measure(binary, payloads, workers, types, seconds, repeat, tp_seconds, log=p
     return rows
 
 
+def measure_baseline(binary, baseline_binary, baseline_rev, seconds, repeat, log=print):
+    """The goal point on this tree and on an earlier tree's ina_bench (issue 10: not below the
+    rate before its work), alternating run by run so that load hits both, on the lanes' CPU time
+    (cpu_mpps): a rate ratio taken in one run, which a ratio against a ceiling measured in
+    another session is not."""
+    payload, etype, n = GOAL
+    this, base = [], []
+    for _ in range(repeat):
+        this.append(run_bench([binary, "--workers", str(n), "--payload", str(payload),
+                               "--type", etype, "--seconds", str(seconds)])["cpu_mpps"])
+        base.append(run_bench([baseline_binary, "--workers", str(n), "--payload", str(payload),
+                               "--type", etype, "--seconds", str(seconds)])["cpu_mpps"])
+    ratio = round(statistics.median(this) / statistics.median(base), 3)
+    log("baseline %s: this tree %.2f Mpps CPU time, baseline %.2f (medians of %d alternating "
+        "runs) | ratio %.3f" % (baseline_rev, statistics.median(this), statistics.median(base),
+                                repeat, ratio))
+    return {"rev": baseline_rev, "payload_bytes": payload, "type": etype, "workers": n,
+            "cpu_mpps": mmm(this), "baseline_cpu_mpps": mmm(base), "ratio": ratio}
+
+
 # Working sets of the physical-limit rows (issue 15 item 3): the INA job's window x 1 KiB slots
 # in L1/L2, L2, the last-level cache and DRAM (the regime names are this machine's: 2 MiB L2 per
 # core, 32 MiB L3; bench/notes.md).

@@ -250,6 +250,14 @@ def write(res, doc, result_path):
         if plt:
             plot_aggregation(plt, ag, os.path.join(imgdir, "aggregation.png"))
             L += ["![aggregation](perf/aggregation.png)", ""]
+        base = ag.get("baseline")
+        if base:
+            L += ["### Against the tree before issue 10's work (%s), same run" % base["rev"], "",
+                  "%d B %s × %d workers, each tree's own `ina_bench`, alternating run by run, "
+                  "on the lane's CPU time (`cpu_mpps`): this tree %s Mpps, %s %s Mpps: "
+                  "**%.3f**." % (base["payload_bytes"], base["type"], base["workers"],
+                                 mmm_txt(base["cpu_mpps"]), base["rev"],
+                                 mmm_txt(base["baseline_cpu_mpps"]), base["ratio"]), ""]
         limit = ag.get("limit")
         if limit:
             L += ["### The physical limit: the memory ceiling per cache regime", "",

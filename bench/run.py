@@ -37,6 +37,7 @@ import datetime
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 import traceback
@@ -94,7 +95,16 @@ def scenario_aggregation(a):
         os.path.join(a.build, "bench", "ina_bench"), os.path.join(a.build, "bench", "membw_bench"),
         seconds, a.repeat, windows=aggregation.LIMIT_WINDOWS[1:2] if a.smoke else
         aggregation.LIMIT_WINDOWS, log=log)
-    return {"seconds": seconds, "rows": rows, "limit": limit}
+    out = {"seconds": seconds, "rows": rows, "limit": limit}
+    if a.baseline_tree:
+        # Issue 10's "not worse": an earlier tree's own ina_bench beside this one.
+        rev = subprocess.run(["git", "-C", a.baseline_tree, "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True).stdout.strip() or a.baseline_tree
+        out["baseline"] = aggregation.measure_baseline(
+            os.path.join(a.build, "bench", "ina_bench"),
+            os.path.join(a.baseline_tree, "build", "bench", "ina_bench"), rev, seconds,
+            max(a.repeat, 5), log=log)
+    return out
 
 
 def scenario_roce(a):
@@ -200,8 +210,11 @@ def goals(res):
               aggregation.GOAL), None)
     add("INA 1 KiB fp32 x 8 workers / testpmd io (1 core)", g and g["ratio"],
         aggregation.GOAL_RATIO, "higher", "issue 15")
-    add("INA 1 KiB fp32 x 8 workers / testpmd io, not below the rate before issue 10's work",
-        g and g["ratio"], 0.59, "higher", "issue 10: a6312c6 measured 0.59")
+    base = ag.get("baseline")
+    add("INA 1 KiB fp32 x 8 workers, rate / the rate before issue 10's work (same run)",
+        base and base["ratio"], 1.0, "higher",
+        "issue 10; %s's ina_bench alternating with this tree's, CPU time" % base["rev"] if base
+        else "issue 10; measured with --baseline-tree (an a6312c6 checkout, built)")
     for r in res.get("roce", {}).get("rows", []):
         if r.get("role", "root") != aggregation.ROCE_GOAL_ROLE:
             continue  # the root pair is reported beside it, the goal is the aggregators'
@@ -265,6 +278,9 @@ def main():
     ap.add_argument("--doc", help="report to write (default docs/performance.md; with --smoke "
                                   "only when given)")
     ap.add_argument("--only", help="comma-separated scenarios (default: all)")
+    ap.add_argument("--baseline-tree", help="aggregation: an earlier checkout with a built "
+                    "build/bench/ina_bench, run alternating with this tree's at the goal point "
+                    "(issue 10's 'not worse': a6312c6)")
     ap.add_argument("--e2e-elements", type=int, default=16 << 20, help="fp32 elements (64 MiB)")
     ap.add_argument("--e2e-rate-mbit", type=int, default=200, help="tbf rate of every link")
     ap.add_argument("--profile", help="JSON of profiles (bench/profile.py) to include")
