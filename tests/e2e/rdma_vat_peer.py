@@ -2,12 +2,15 @@
 """The two ends around a RoCE aggregator switch for e2e-rdma-aggregator, standard library only
 (run inside a host namespace):
 
-  ranks  IFACE SWITCH_MAC SWITCH_IP CHUNKS OFFSET
+  ranks  IFACE SWITCH_MAC SWITCH_IP CHUNKS OFFSET [CHUNK_ELEMS PMTU]
                                              two RC ranks (QPNs 17 and 18 at this host): WRITE
          each chunk into the switch (WRITE_ONLY_WITH_IMM, the ICRC computed here with zlib's
          CRC-32), take the switch's ACKs and result WRITEs on UDP 4791, check each result and
          ACK it (a result is the two ranks' sum + OFFSET per element). One chunk at a time
-         per rank. Prints a JSON summary.
+         per rank. Prints a JSON summary. With CHUNK_ELEMS fp32 elements per chunk (default 16)
+         above PMTU bytes, a chunk is one multi-packet message each way (WRITE_FIRST with the
+         RETH, MIDDLEs of PMTU bytes, WRITE_LAST_WITH_IMM; a lost one is sent again from its
+         FIRST), and a result is taken once all its packets are in, in PSN order.
   parent SELF_IP CHUNKS                       the INA parent: takes the switch's partials on UDP
          9470, checks them (job 7, P-BM {1, 2}, BSL 64, fp32 sum of the two ranks), does not
          answer the first copy of chunk 1 (the switch must send it again), and answers every
@@ -28,18 +31,18 @@ SWITCH_QPN = {1: 0x100, 2: 0x101}
 WORKER_QPN = {1: 17, 2: 18}
 WORKER_PSN = {1: 1000, 2: 2000}
 AREA_ADDR, AREA_RKEY, WINDOW = 4096, 0x12345678, 4
-WRITE_ONLY_IMM, ACKNOWLEDGE = 0x0B, 0x11
+WRITE_FIRST, WRITE_MIDDLE, WRITE_LAST_IMM, WRITE_ONLY_IMM, ACKNOWLEDGE = 0x06, 0x07, 0x09, 0x0B, 0x11
 INA_PORT = 9470
 
 
-def values(rank, s):
-    return [float(rank * 100 + s + i) for i in range(CHUNK_ELEMS)]
+def values(rank, s, n=CHUNK_ELEMS):
+    return [float(rank * 100 + s + i) for i in range(n)]
 
 
-def expected(s, offset):
+def expected(s, offset, n=CHUNK_ELEMS):
     """What the ranks must get for chunk s: the two ranks' sum + offset (what the rest of the
     tree adds)."""
-    return [a + b + offset for a, b in zip(values(1, s), values(2, s))]
+    return [a + b + offset for a, b in zip(values(1, s, n), values(2, s, n))]
 
 
 def ip_sum(b):
@@ -71,7 +74,7 @@ def roce_frame(dst_mac, src_mac, src_ip, dst_ip, sport, opcode, dest_qp, psn, ex
     return eth + bytes(ip) + udp + body + struct.pack("<I", icrc)
 
 
-def ranks(iface, switch_mac, switch_ip, chunks, offset):
+def ranks(iface, switch_mac, switch_ip, chunks, offset, chunk_elems=CHUNK_ELEMS, pmtu=1024):
     raw = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
     raw.bind((iface, 0))
     my_mac = ":".join(f"{b:02x}" for b in raw.getsockname()[4][:6])
@@ -82,19 +85,42 @@ def ranks(iface, switch_mac, switch_ip, chunks, offset):
     probe.connect((switch_ip, 9))
     my_ip = probe.getsockname()[0]
     probe.close()
+    chunk_bytes = 4 * chunk_elems
+    segments = -(-chunk_bytes // pmtu)  # packets per message, each way
     ident = {1: 0, 2: 0}
-    summary = {"results": 0, "wrong": [], "acks": 0, "resent_writes": 0}
+    summary = {"results": 0, "wrong": [], "acks": 0, "resent_writes": 0, "packets_per_chunk":
+               segments}
     msn = {1: 0, 2: 0}
     seen_psn = {1: set(), 2: set()}
+    # The switch's result message being received per rank: PSN -> payload, and its first PSN.
+    parts = {1: {}, 2: {}}
+
+    def send(rank, opcode, psn, ext, payload, ackreq):
+        ident[rank] += 1
+        raw.send(roce_frame(switch_mac, my_mac, my_ip, switch_ip, 0xC000 + rank, opcode,
+                            SWITCH_QPN[rank], psn, ext, payload, ident[rank], ackreq=ackreq))
 
     def send_write(rank, s):
-        payload = struct.pack(f"<{CHUNK_ELEMS}f", *values(rank, s))
-        ext = struct.pack("!QII", AREA_ADDR + (s % WINDOW) * len(payload), AREA_RKEY,
-                          len(payload)) + struct.pack("!I", s << 8 | 1)
-        ident[rank] += 1
-        raw.send(roce_frame(switch_mac, my_mac, my_ip, switch_ip, 0xC000 + rank, WRITE_ONLY_IMM,
-                            SWITCH_QPN[rank], WORKER_PSN[rank] + s, ext, payload, ident[rank],
-                            ackreq=True))
+        payload = struct.pack(f"<{chunk_elems}f", *values(rank, s, chunk_elems))
+        reth = struct.pack("!QII", AREA_ADDR + (s % WINDOW) * len(payload), AREA_RKEY,
+                           len(payload))
+        imm = struct.pack("!I", s << 8 | 1)
+        first_psn = WORKER_PSN[rank] + s * segments
+        if segments == 1:
+            send(rank, WRITE_ONLY_IMM, first_psn, reth + imm, payload, True)
+            return
+        for j in range(segments):
+            piece = payload[j * pmtu:(j + 1) * pmtu]
+            if j == 0:
+                send(rank, WRITE_FIRST, first_psn, reth, piece, False)
+            elif j < segments - 1:
+                send(rank, WRITE_MIDDLE, first_psn + j, b"", piece, False)
+            else:
+                send(rank, WRITE_LAST_IMM, first_psn + j, imm, piece, True)
+
+    def ack(rank, psn):
+        # ACK up to `psn`: AETH ACK with unlimited credits and the messages completed.
+        send(rank, ACKNOWLEDGE, psn, struct.pack("!I", 0x1F << 24 | msn[rank]), b"", False)
 
     for s in range(chunks):
         got = {}
@@ -107,7 +133,7 @@ def ranks(iface, switch_mac, switch_ip, chunks, offset):
                 data, _ = rx.recvfrom(9000)
             except socket.timeout:
                 if time.monotonic() - last_send > 2:
-                    for rank in (1, 2):  # a lost WRITE: the rank sends it again (same PSN)
+                    for rank in (1, 2):  # a lost WRITE: the rank sends it again (same PSNs)
                         if rank not in got:
                             send_write(rank, s)
                     last_send = time.monotonic()
@@ -120,24 +146,41 @@ def ranks(iface, switch_mac, switch_ip, chunks, offset):
             if opcode == ACKNOWLEDGE:
                 summary["acks"] += 1
                 continue
-            if opcode != WRITE_ONLY_IMM:
+            if opcode in (WRITE_FIRST, WRITE_MIDDLE):
+                # RETH (16 bytes) after the BTH on a FIRST; the payload ends before the ICRC.
+                start = 12 + (16 if opcode == WRITE_FIRST else 0)
+                if opcode == WRITE_FIRST:
+                    parts[rank] = {"first": psn}
+                if "first" in parts[rank]:
+                    parts[rank][psn] = data[start:-4]
                 continue
-            imm = struct.unpack("!I", data[28:32])[0]
-            elems = list(struct.unpack(f"<{CHUNK_ELEMS}f", data[32:32 + 4 * CHUNK_ELEMS]))
+            if opcode not in (WRITE_ONLY_IMM, WRITE_LAST_IMM):
+                continue
+            if opcode == WRITE_ONLY_IMM:
+                imm = struct.unpack("!I", data[28:32])[0]
+                body = data[32:-4]
+                whole = True
+            else:
+                imm = struct.unpack("!I", data[12:16])[0]
+                first = parts[rank].get("first")
+                whole = first is not None and all(
+                    q in parts[rank] for q in range(first, psn)) and psn - first + 1 == segments
+                body = b"".join(parts[rank][q] for q in range(first, psn)) + data[16:-4] \
+                    if whole else b""
+                parts[rank] = {}
+            if not whole:
+                continue  # a packet of it was lost: the switch sends the message again
+            elems = list(struct.unpack(f"<{chunk_elems}f", body[:4 * chunk_elems]))
             if psn in seen_psn[rank]:
                 summary["resent_writes"] += 1
             else:
                 seen_psn[rank].add(psn)
                 msn[rank] += 1
             if imm >> 8 == s:
-                if elems != expected(s, offset):
+                if elems != expected(s, offset, chunk_elems):
                     summary["wrong"].append([rank, s, elems[:4]])
                 got[rank] = True
-            # ACK the result: PSN of the WRITE, AETH ACK with unlimited credits.
-            ident[rank] += 1
-            raw.send(roce_frame(switch_mac, my_mac, my_ip, switch_ip, 0xC000 + rank, ACKNOWLEDGE,
-                                SWITCH_QPN[rank], psn, struct.pack("!I", 0x1F << 24 | msn[rank]),
-                                b"", ident[rank]))
+            ack(rank, psn)  # the result's last PSN: every packet of it
         summary["results"] += len(got)
         if len(got) < 2:
             summary["stuck_at"] = s
@@ -183,6 +226,7 @@ def parent(self_ip, chunks):
 
 if __name__ == "__main__":
     if sys.argv[1] == "ranks":
-        ranks(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), float(sys.argv[6]))
+        ranks(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), float(sys.argv[6]),
+              *[int(a) for a in sys.argv[7:9]])
     else:
         parent(sys.argv[2], int(sys.argv[3]))

@@ -16,9 +16,13 @@ results by unicast to BFR-ids 1 and 2, both the switch's 10.0.2.1): its chunk ta
 switch's partial as a child switch's contribution and sends the result twice, one copy per
 BFR-id; the switch uses the first and counts the second as a duplicate.
 
-Last, a second inaswitch as the root: it runs in h2's namespace on h2's link (address
+Then a second inaswitch as the root: it runs in h2's namespace on h2's link (address
 10.0.2.3, job 7 as an INA root with A-BM {1, 2} and workers 1 and 2 = the switch); the ranks get
 every chunk's sum through both switches.
+
+Last, multi-packet chunks under ina-ps: 4 KiB chunks at PMTU 1024, each rank's chunk one
+four-packet WRITE, four INA contributions up per chunk (one per pmtu segment) and one
+four-packet result WRITE down per rank.
 """
 
 import json
@@ -134,6 +138,51 @@ def test(exe: str) -> None:
               f"{dup}, {late})")
 
     under_root_switch(exe, rdma)
+    multi_packet_under_ina_ps(exe, rdma)
+
+
+# Multi-packet chunks (docs/rdma.md "Multi-packet chunks up the tree"): 4 KiB fp32 chunks at
+# PMTU 1024, so each rank's chunk is a four-packet WRITE, each chunk goes up as four INA
+# contributions (seqs 4s .. 4s + 3, 256 elements each) and comes down as one four-packet WRITE.
+MP_ELEMS, MP_PMTU, MP_CHUNKS = 1024, 1024, 5
+
+
+def multi_packet_under_ina_ps(exe: str, rdma: dict) -> None:
+    segments = 4 * MP_ELEMS // MP_PMTU
+    job = {**rdma["jobs"][0], "chunk_bytes": 4 * MP_ELEMS, "pmtu": MP_PMTU,
+           "qps": [{**q, "result_length": 4 * 4 * MP_ELEMS} for q in rdma["jobs"][0]["qps"]]}
+    with two_subnets(exe, extra={"rdma": {"jobs": [job]}}, tag="rdmavatmp") as tb:
+        h1, h2 = tb.hosts["h1"], tb.hosts["h2"]
+        h1.wait_reachable("10.0.1.1")
+        h2.wait_reachable("10.0.2.1")
+        # The INA job is chunked at the pmtu: 256 elements a seq, a window of the rdma job's
+        # window x segments.
+        ps = h2.popen([os.path.join(os.path.dirname(os.path.abspath(exe)), "..", "worker",
+                                    "ina-ps"),
+                       "--job", "7", "--abm", "1-2", "--bsl", "64", "--type", "fp32",
+                       "--chunk", str(MP_PMTU // 4), "--window", str(job["window"] * segments),
+                       "--workers", "1=10.0.2.1,2=10.0.2.1", "--bind", h2.ip])
+        try:
+            h2.wait_listening(9470, proto="udp")
+            ranks = h1.run(["/usr/bin/python3", "-B", PEER, "ranks", h1.dev,
+                            tb.port("p0").mac, "10.0.1.1", str(MP_CHUNKS), "0", str(MP_ELEMS),
+                            str(MP_PMTU)], timeout=120)
+        finally:
+            ps.terminate()
+            ps_out, ps_err = ps.communicate(timeout=10)
+        log(f"ranks (multi-packet): {ranks.stdout.strip()} {ranks.stderr.strip()}")
+        log(f"ina-ps: {ps_out.strip()[-400:]} {ps_err.strip()[-400:]}")
+        r = json.loads(ranks.stdout.strip().splitlines()[-1])
+        check(r["packets_per_chunk"] == segments and "stuck_at" not in r and
+              r["results"] == 2 * MP_CHUNKS and not r["wrong"],
+              f"multi-packet chunks under ina-ps: both ranks got every chunk's sum as one "
+              f"{segments}-packet WRITE ({r})")
+        m = tb.metrics()
+        sent = m.get("inaswitch_rdma_job_parent_total", job="7", event="partial_sent")
+        result_in = m.get("inaswitch_rdma_job_parent_total", job="7", event="result_in")
+        check(sent == MP_CHUNKS * segments and result_in == MP_CHUNKS * segments,
+              f"one INA contribution and one result per pmtu segment ({sent}, {result_in}; "
+              f"{MP_CHUNKS * segments} each)")
 
 
 def root_switch_config(dev: str) -> str:
