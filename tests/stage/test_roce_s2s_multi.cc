@@ -308,6 +308,15 @@ protected:
         std::memcpy(rep.rep.private_data.data(), renc.data(), renc.size());
         cm(kRoot, ip_of(rank), rep, rank);
     }
+    // Rank's DREQ to the root (it names the root's QPN): the worker leaves.
+    void disconnect(int rank) {
+        rc::cm::Message msg;
+        msg.header.attr_id = static_cast<uint16_t>(rc::cm::Attr::dreq);
+        msg.dreq.local_comm_id = 0x1000 + static_cast<uint32_t>(rank);
+        msg.dreq.remote_comm_id = 0x2000 + static_cast<uint32_t>(rank);
+        msg.dreq.remote_qpn = root_qpn(rank);
+        cm(ip_of(rank), kRoot, msg, rank);
+    }
     void connect_all() {
         for (int r = 1; r <= tree.world(); ++r) {
             connect(r);
@@ -550,6 +559,37 @@ TEST_F(RoceS2sMulti, OneCopyPerBranchAndTheRootHearsTheLeastAck) {
     EXPECT_EQ(at(1).counters.result_acks_consumed, 3u) << "ranks 2 and 3's, at S1";
     EXPECT_EQ(at(0).counters.result_acks_consumed, 1u + 2u) << "rank 1's and S1's two";
     EXPECT_TRUE(at_worker.empty()) << "no ACK reaches a worker";
+}
+
+// The departure rule per branch: S1's branch carrier (rank 2) leaves holding every result, rank
+// 3 behind it has acknowledged only the first: S0 tells the root no more than rank 3 has (S1's
+// ACKs on rank 2's ended connection), and everything once rank 3 left too. Without the branch
+// rule S0 took rank 2's DREQ for its whole branch's and acknowledged every result at once.
+TEST_F(RoceS2sMulti, ABranchCarrierLeavingAcknowledgesNothingForItsBranch) {
+    start(Tree{{0, 1, 1}, true, false});
+    connect_all();
+    for (uint32_t k = 0; k < 3; ++k) {
+        result(k, k);
+    }
+    result_ack(1, 2);
+    result_ack(2, 2);
+    disconnect(2);
+    result_ack(3, 0);
+    ASSERT_FALSE(at_root.empty());
+    EXPECT_EQ(at_root.back().p.bth.psn, root_psn(1) + 0) << "no further than rank 3";
+    for (const Seen& a : at_root) {
+        if (a.p.bth.opcode == rc::op::kAcknowledge) {
+            EXPECT_EQ(a.p.bth.psn, root_psn(1) + 0) << "never past rank 3";
+        }
+    }
+    at_root.clear();
+    result_ack(3, 2);
+    ASSERT_EQ(at_root.size(), 1u);
+    EXPECT_EQ(at_root[0].p.bth.psn, root_psn(1) + 2);
+    at_root.clear();
+    disconnect(1);
+    disconnect(3);
+    EXPECT_EQ(at(0).counters.departure_acks, 0u) << "every worker acknowledged before leaving";
 }
 
 // Three switches: S0 next to the root with no worker of its own, S1 with ranks 1-2 (so the

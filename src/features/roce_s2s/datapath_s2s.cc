@@ -925,6 +925,18 @@ uint32_t JobState::from_carrier(uint16_t i, uint32_t psn) const {
     return rc::psn_add(psn, d & 0xFFFFFF);
 }
 
+bool JobState::branch_live(uint32_t branch) const {
+    if (branch == 0) {
+        return false;
+    }
+    for (uint16_t i = 0; i < params.n_conns; ++i) {
+        if (conns[i].branch == branch && conns[i].res_live && in_results(i)) {
+            return true;
+        }
+    }
+    return false;
+}
+
 uint16_t JobState::rank_index(uint32_t rank) const {
     for (uint16_t i = 0; i < params.n_conns; ++i) {
         if (params.conns[i].rank == rank) {
@@ -1018,7 +1030,7 @@ void JobState::move_result_source(uint32_t rep_root_qpn) {
         if (!in_results(j) || c.behind_switch) {
             continue;
         }
-        if (!c.res_live) {
+        if (!c.res_live && !branch_live(c.branch)) {
             c.res_old = true;  // it left holding every result it needs: out of the floors
             continue;
         }
@@ -1089,7 +1101,7 @@ bool JobState::result_floor(uint32_t& psn, uint32_t& msn) const {
         if (msn_known && rc::psn_diff(m, high_msn) > 0) {
             high_msn = m;
         }
-        if (!c.res_live) {
+        if (!c.res_live && !branch_live(c.branch)) {
             continue;
         }
         const uint32_t next = to_carrier(i, c.res_next);
@@ -1114,7 +1126,8 @@ bool JobState::result_floor(uint32_t& psn, uint32_t& msn) const {
 bool JobState::departed_floor(uint32_t& psn) const {
     bool any = false;
     for (uint16_t i = 0; i < params.n_conns; ++i) {
-        if (!in_results(i) || conns[i].res_live || conns[i].res_old || conns[i].behind_switch) {
+        if (!in_results(i) || conns[i].res_live || conns[i].res_old || conns[i].behind_switch ||
+            branch_live(conns[i].branch)) {
             continue;
         }
         const uint32_t next = to_carrier(i, conns[i].res_next);

@@ -272,6 +272,12 @@ struct alignas(64) JobState {
     // Recomputes behind_switch over the session's connections: in each branch, every one but
     // the lowest rank's (connection 0, the result source, never).
     void mark_branches();
+    // Whether a connection of `branch` (a neighbouring switch, not 0) is still live in the
+    // session: the branch carrier's departure (DREQ) is not its branch's while another of its
+    // ranks is live (its results reach it through the branch carrier's copies, its ACKs come
+    // as the downstream switch's on the branch carrier's ended connection): the departure rule
+    // ("Departures") holds per branch.
+    bool branch_live(uint32_t branch) const;
     // Superseded, no successor yet: the CM packets since the REP, replayed by the successor.
     std::array<CmNote, kMaxCmNotes> notes{};
     uint16_t n_notes = 0;
