@@ -1030,7 +1030,7 @@ void JobState::move_result_source(uint32_t rep_root_qpn) {
         if (!in_results(j) || c.behind_switch) {
             continue;
         }
-        if (!c.res_live && !branch_live(c.branch)) {
+        if (!c.res_live) {
             c.res_old = true;  // it left holding every result it needs: out of the floors
             continue;
         }
