@@ -28,6 +28,7 @@
 #include "roce/cm.h"
 #include "roce/encode.h"
 #include "roce/icrc.h"
+#include "roce_s2s_support.h"
 #include "stage_util.h"
 #include "worker/rdma/protocol.h"
 
@@ -54,35 +55,11 @@ std::string topology() {
     return y;
 }
 
-void register_once() {
-    static const bool ok = [] {
-        return config::register_section(fs::section_hooks()) &&
-               compile::register_extension(fs::compile_s2s) &&
-               pipeline::register_feature(fs::kFeatureS2s, fs::stage());
-    }();
-    ASSERT_TRUE(ok);
-}
-
-struct Seen {
-    uint32_t src = 0, dst = 0;
-    rc::Packet p;
-    std::vector<uint8_t> payload;
-    bool icrc_ok = false;
-};
+void register_once() { register_s2s_once(); }
 
 Seen parse_frame(const Bytes& b) {
     Seen s;
-    const uint8_t* ip = b.data() + 14;
-    s.src = get32(ip + 12);
-    s.dst = get32(ip + 16);
-    const size_t ip_len = get16(ip + 2);
-    const auto parsed = rc::parse(ip + 28, ip_len - 28);
-    EXPECT_TRUE(parsed.packet.has_value());
-    if (parsed.packet) {
-        s.p = *parsed.packet;
-        s.payload.assign(ip + 28 + s.p.header_bytes, ip + 28 + s.p.header_bytes + s.p.payload_bytes);
-        s.icrc_ok = rc::icrc(ip, ip_len) == s.p.icrc;
-    }
+    EXPECT_TRUE(parse_seen(b, s));
     return s;
 }
 
@@ -331,8 +308,8 @@ protected:
         }
         return v;
     }
-    // Rank's WRITE_ONLY_WITH_IMM of chunk c (its PSN offset c) toward the root.
-    void contribute(int rank, uint32_t c) {
+    // Rank's WRITE_ONLY_WITH_IMM of chunk c (its PSN offset c) toward the root, counting k.
+    void contribute(int rank, uint32_t c, uint32_t k = 1) {
         rc::Ipv4Path path;
         path.src_ip = ip_of(rank);
         path.dst_ip = kRoot;
@@ -347,7 +324,7 @@ protected:
         tx.length = kChunk;
         tx.reth = {area_va(rank) + (c % kWindow) * kChunk, area_rkey(rank), kChunk};
         tx.has_imm = true;
-        tx.imm = c << 8 | 1;
+        tx.imm = c << 8 | k;
         from_worker(rank, [&](uint8_t* out, size_t cap) {
             return rc::encode_write(out, cap, path, 1, tx,
                                     reinterpret_cast<const uint8_t*>(v.data()));
@@ -486,23 +463,7 @@ TEST_F(RoceS2sMulti, LearnedDownstreamSwitchAggregatesItsRanks) {
     EXPECT_EQ(at(1).table.in_use(), 0u);
     // Rank 1 contributes chunk 5 with a count of 4: more than the world.
     at_root.clear();
-    rc::Ipv4Path path;
-    path.src_ip = ip_of(1);
-    path.dst_ip = kRoot;
-    path.dest_qp = root_qpn(1);
-    const std::vector<int32_t> v = values(1, 5);
-    rc::Transmit tx;
-    tx.opcode = rc::op::kWriteOnlyImm;
-    tx.psn = rep_psn(1) + 5;
-    tx.ack_req = true;
-    tx.has_reth = true;
-    tx.length = kChunk;
-    tx.reth = {area_va(1) + (5 % kWindow) * kChunk, area_rkey(1), kChunk};
-    tx.has_imm = true;
-    tx.imm = 5 << 8 | 4;
-    from_worker(1, [&](uint8_t* out, size_t cap) {
-        return rc::encode_write(out, cap, path, 1, tx, reinterpret_cast<const uint8_t*>(v.data()));
-    });
+    contribute(1, 5, 4);
     EXPECT_EQ(at(0).counters.count_beyond, 1u);
     EXPECT_EQ(at(0).table.in_use(), 0u) << "not added";
     EXPECT_TRUE(at_root.empty());
