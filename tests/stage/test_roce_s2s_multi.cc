@@ -636,6 +636,15 @@ TEST(RoceS2sMultiConfig, ErrorsNameTheirPlace) {
     EXPECT_EQ(p.n_conns, 2u);
     EXPECT_EQ(p.conns[0].rank, 2u) << "the lowest rank through the switch is its carrier";
     EXPECT_TRUE(p.count_complete);
+    // The section as GET /api/v1/config shows it reads back to the same (a PUT of the running
+    // config): the ranks as written, the switches as addresses.
+    const auto json = config::sections_json(*r.config);
+    ASSERT_EQ(json.size(), 1u);
+    const auto back = config::load_string(topology() + "rdma_s2s: " + json[0].second + "\n",
+                                          "back.yaml");
+    ASSERT_TRUE(back.ok()) << back.error_text() << json[0].second;
+    EXPECT_EQ(fs::s2s_of(*back.config)->jobs[0].ranks, s2s->jobs[0].ranks);
+    EXPECT_EQ(fs::s2s_of(*back.config)->switches, s2s->switches);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "config/reader.h"
 #include "config/reader_fields.h"
 #include "roce/rc_responder.h"
+#include "wire/bitstring.h"
 
 namespace ina::features::roce_s2s {
 
@@ -282,8 +283,12 @@ std::string section_json(const void* section) {
                         {"dtype", std::string(reduce::to_string(j.dtype))},
                         {"chunk_bytes", j.chunk_bytes}, {"window", j.window}, {"pmtu", j.pmtu},
                         {"timeout", j.timeout}, {"retry_cnt", j.retry_cnt}, {"learn", j.learn}, {"drain", j.drain},
-                        {"replicate", j.replicate}, {"ranks", j.ranks},
+                        {"replicate", j.replicate},
                         {"connections", conns}});
+        if (!j.ranks.empty()) {
+            // As written in YAML ("2-3"), so the running config reads back.
+            jobs.back()["ranks"] = wire::format_bfr_id_list(j.ranks);
+        }
     }
     nlohmann::json switches = nlohmann::json::array();
     for (const uint32_t ip : s2s.switches) {
