@@ -26,8 +26,8 @@ and rxe0 on eth0.
   switch_config       None: the generated config above; a str: used verbatim; a callable
                       f(default_config_dict, lab) returning a dict or YAML text (add jobs etc.).
   links=["sw"]        veth pairs made in the namespace before the switch starts ("sw0" <-> "sw1"
-                      for "sw"): links between switch processes (lab.add_switch), each end a
-                      net_af_packet port of one of them.
+                      for "sw", offloads off): links between switch processes (lab.add_switch),
+                      each end a net_af_packet port of one of them or of e2e's impair.py.
   guest_api=True      every VM also gets eth1 on qemu's user-mode network (restrict=on: it
                       reaches nothing else), where GUEST_API_IP:API_PORT is forwarded to the
                       switch's control API in the namespace (api_relay.py per connection):
@@ -893,6 +893,9 @@ class Lab:
             self.ns_run(["ip", "link", "add", f"{name}0", "type", "veth", "peer", "name",
                          f"{name}1"])
             for end in (f"{name}0", f"{name}1"):
+                # Offloads off: af_packet would see partial checksums and GSO frames otherwise.
+                self.ns_run(["ethtool", "-K", end, "rx", "off", "tx", "off", "sg", "off", "tso",
+                             "off", "gso", "off", "gro", "off"])
                 self.ns_run(["ip", "link", "set", end, "up"])
 
     @staticmethod

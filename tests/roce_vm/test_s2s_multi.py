@@ -2,11 +2,13 @@
 """Server-to-server aggregation across two switches against Linux rxe (docs/rdma.md "Several
 switches"): ina-rdma-root in VM 0 behind switch S0, ina-rdma-worker --mode server-to-server in
 VMs 1 and 2 behind switch S1; two inaswitch processes in the lab's namespace (each its own
---file-prefix and API address), S1's uplink and S0's downlink the two ends of a veth pair
-(net_af_packet on each), every subnet routed:
+--file-prefix and API address), S0's downlink and S1's uplink joined by two veth pairs and
+e2e's impair.py between them (the kernel here has no sch_netem; no impairment but in round 3),
+every subnet routed:
 
-    root 10.77.1.2 -- tap0 -- S0 [10.77.9.1] -- veth sw0/sw1 -- [10.77.9.2] S1 -- tap1 -- rank 1 10.77.2.2
-                                                                              -- tap2 -- rank 2 10.77.3.2
+    root 10.77.1.2 - tap0 - S0 [10.77.9.1] sw0 = sw1 ~impair.py~ im0 = im1 [10.77.9.2] S1
+                                                        S1 - tap1 - rank 1 10.77.2.2
+                                                           - tap2 - rank 2 10.77.3.2
 
 Both switches learn the connections from the RDMA CM (`learn: true`); S0 lists S1 in
 rdma_s2s.switches, S1 aggregates its ranks (`ranks: "1-2"`). S1 absorbs both workers' WRITEs
@@ -21,7 +23,10 @@ sends the root one aggregate (k = 2).
      nothing (rank 2 is behind S1, whose branch rank 1's connection carries), S1 copies each onto
      rank 2; the workers' ACKs are aggregated at S1, then at S0; bit-exact, the root completed
      `chunks` result WRITEs.
-  In both, the programs exit 0, and no guest's rxe counted a retry-exceeded or RNR-exceeded
+  3. The same with 2 % loss both ways on the link between the switches (impair.py): S1's aggregates and S0's ACKs of them, the root's results copied toward S1 and S1's
+     aggregated ACKs are lost and recovered (S1's requester resends, S0 NAKs a gap as the root,
+     the workers' NAKs reach the root through both switches); bit-exact.
+  In all three, the programs exit 0, and no guest's rxe counted a retry-exceeded or RNR-exceeded
   error. Without count completion at S0, round 1 hangs (S0 waits for rank 2's connection).
 
 usage: test_s2s_multi.py build/src/worker/rdma/ina-rdma-worker \
@@ -33,18 +38,24 @@ import os
 import shutil
 import sys
 import tempfile
+import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from lab import API_PORT, Lab, check, log, run_test, to_yaml, wait_until  # noqa: E402
+from testbed import Impairer, Impairment  # noqa: E402
 from test_rdma_allreduce import TIMEOUT_S, WORLD, int32_inputs, root_cmd, stripped  # noqa: E402
 from test_s2s_allreduce import (CHUNK, CHUNKS, JOB, check_rxe_counters, delta,  # noqa: E402
                                 int32_round, rxe_counters)
 
-LINK = "sw"  # the veth pair S0 (sw0) <-> S1 (sw1)
+# S0's end (sw0) of the link, impair.py's two (sw1, im0), S1's (im1).
+LINKS = ("sw", "im")
 S0_LINK, S1_LINK = "10.77.9.1", "10.77.9.2"
+LOSS = 0.02
 COUNTERS = ("absorbed", "aggregates_sent", "aggregates_acked", "completed_by_count",
+            "retransmits", "naks_sent", "duplicates", "root_naks_consumed",
+            "result_naks_forwarded", "result_naks_merged",
             "count_beyond", "connections_learned", "connections_behind_switch",
             "results_replicated", "replicate_failed", "result_acks_consumed",
             "result_acks_forwarded", "icrc_errors", "bad_contributions", "not_contribution")
@@ -62,7 +73,7 @@ def link_port(name: str, end: str, addr: str) -> dict:
 
 def s0_config(cfg: dict, lab, replicate: bool = False) -> dict:
     """S0: the root's port p0 and the link to S1; the workers' subnets through S1."""
-    cfg["ports"] = [cfg["ports"][0], link_port("s1", f"{LINK}0", S0_LINK)]
+    cfg["ports"] = [cfg["ports"][0], link_port("s1", "sw0", S0_LINK)]
     cfg["routes"] = [{"prefix": f"{vm.ip.rsplit('.', 1)[0]}.0/24", "via": S1_LINK}
                      for vm in lab.vms[1:]]
     cfg["rdma_s2s"] = {"switches": [S1_LINK], "jobs": [job(lab, replicate)]}
@@ -73,11 +84,18 @@ def s1_config(lab, api_host: str, replicate: bool = False) -> str:
     """S1: the workers' ports p1, p2 and the link to S0; the root's subnet through S0; its API
     on `api_host` (the lab's switch has 127.0.0.1)."""
     cfg = lab.default_switch_config()
-    cfg["ports"] = cfg["ports"][1:] + [link_port("s0", f"{LINK}1", S1_LINK)]
+    cfg["ports"] = cfg["ports"][1:] + [link_port("s0", "im1", S1_LINK)]
     cfg["routes"] = [{"prefix": "10.77.1.0/24", "via": S0_LINK}]
     cfg["control"] = {"listen": f"{api_host}:{API_PORT}"}
     cfg["rdma_s2s"] = {"jobs": [job(lab, replicate, ranks="1-2")]}
     return "# SPDX-License-Identifier: Apache-2.0\n" + to_yaml(cfg)
+
+
+def impaired_link(lab, loss: float, seed: str) -> Impairer:
+    """impair.py forwarding between the switches (sw1 <-> im0), `loss` each way."""
+    both = Impairment(loss=loss)
+    return Impairer(lab.ns, types.SimpleNamespace(impair=(both, both), name="s0-s1"), "sw1",
+                    "im0", seed)
 
 
 def counters(sw) -> dict[str, float]:
@@ -130,12 +148,14 @@ def a_round(lab, s1, data, tag: str, root_args: str) -> tuple[dict, dict, dict]:
 
 def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
     scratch = tempfile.mkdtemp(prefix="s2s-multi-")
+    link = None
     try:
-        data = [int32_inputs(scratch, seed=20261128 + n) for n in range(2)]
+        data = [int32_inputs(scratch, seed=20261128 + n) for n in range(3)]
         extra = [stripped(worker_exe, scratch), stripped(root_exe, scratch)]
         extra += [(p, f"/root/{os.path.basename(p)}") for d in data for p in d[0]]
         with Lab(1 + WORLD, fabric="inaswitch", switch_exe=switch_exe, routed=True,
-                 switch_config=s0_config, extra_files=extra, links=[LINK]) as lab:
+                 switch_config=s0_config, extra_files=extra, links=list(LINKS)) as lab:
+            link = impaired_link(lab, 0.0, "clean")
             s1 = lab.add_switch(switch_exe, s1_config(lab, lab.add_switch_host()), "s1")
             lab.reach_all()
             rxe_before = [rxe_counters(vm) for vm in lab.vms]
@@ -158,9 +178,27 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
                   f"{d1['result_acks_forwarded']:.0f} on rank 1's connection, S0 consumed them "
                   f"and told the root {d0['result_acks_forwarded']:.0f} times")
 
+            # 3. Loss on the link between the switches, both ways.
+            link.stop()
+            link = impaired_link(lab, LOSS, "lossy")
+            rr, d0, d1 = a_round(lab, s1, data[2], f"two switches, replicate, link loss {LOSS}",
+                                 "--results once")
+            log(f"link loss: impair.py {link.counts()}")
+            check(rr["results_written"] == CHUNKS and d1["results_replicated"] >= CHUNKS,
+                  f"link loss: the root wrote each result once, S1 copied "
+                  f"{d1['results_replicated']:.0f} (>= {CHUNKS}: resent ones copied again)")
+            check(d1["retransmits"] + d0["naks_sent"] + d0["duplicates"] > 0 and
+                  d0["result_naks_forwarded"] + d1["result_naks_forwarded"] > 0,
+                  f"link loss: recovered across the link: S1 resent {d1['retransmits']:.0f} "
+                  f"aggregates, S0 sent {d0['naks_sent']:.0f} NAKs and re-ACKed "
+                  f"{d0['duplicates']:.0f} duplicates as the root; NAKs toward the root: S1 "
+                  f"{d1['result_naks_forwarded']:.0f}, S0 {d0['result_naks_forwarded']:.0f}")
+
             check_rxe_counters(lab, rxe_before)
             log(f"timings: boot {lab.timings.get('boot_s', 0):.1f}s")
     finally:
+        if link is not None:
+            link.stop()
         shutil.rmtree(scratch, ignore_errors=True)
 
 
