@@ -188,6 +188,15 @@ size_t AckTable::exclude(const uint8_t* who, uint32_t* completed, size_t max,
     return n;
 }
 
+bool AckTable::complete_now(uint32_t key, uint64_t now) noexcept {
+    const uint32_t s = slot_of(key);
+    if (!held_by(s, key) || !core_.mark_added(s, core_.full_set())) {
+        return false;
+    }
+    meta_[s].last_sent = now;  // the caller sends it now
+    return true;
+}
+
 bool AckTable::holds(uint32_t key) const noexcept { return held_by(slot_of(key), key); }
 
 void AckTable::reset() noexcept {

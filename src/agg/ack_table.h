@@ -105,6 +105,13 @@ public:
     // `now`); how many. Units started later still need the full set (the caller starts none:
     // this is for a table being left). No allocation.
     size_t exclude(const uint8_t* who, uint32_t* completed, size_t max, uint64_t now) noexcept;
+    // Completion decided by the caller: the aggregating unit `key` is complete with what it
+    // holds, its contributors not added yet counted as added without data (a caller that
+    // completes by the contributions' own counts, e.g. a RoCE server-to-server switch whose
+    // downstream switch contributes k workers' data on one connection). Only this unit changes.
+    // True when it is complete now (the caller sends its result: its clock restarts at `now`);
+    // false, nothing changed, unless key's unit is aggregating here. No allocation.
+    bool complete_now(uint32_t key, uint64_t now) noexcept;
     // Empties every slot and forgets the released marks: a new session whose keys start over
     // (a job whose connections all ended). No allocation.
     void reset() noexcept;

@@ -186,6 +186,31 @@ TEST(AckTable, ExcludedContributorFlushesPartialUnits) {
     EXPECT_EQ(t.ack(0, set_of({1, 2, 3}).data()), AckResult::released);
 }
 
+// Completion decided by the caller (complete_now): only that unit completes, with the sum of
+// what it holds; the missing contributor can add nothing to it, other units still wait for it.
+TEST(AckTable, CompleteNowCompletesThatUnitAlone) {
+    AckParams p = params(4);
+    p.core.contributors = set_of({1, 2, 3});
+    AckTable t(p);
+    ASSERT_EQ(t.contribute(0, set_of({1}).data(), 1, one(1).data(), 0), AckVerdict::absorbed);
+    ASSERT_EQ(t.contribute(0, set_of({2}).data(), 1, one(2).data(), 0), AckVerdict::absorbed);
+    ASSERT_EQ(t.contribute(1, set_of({1}).data(), 1, one(10).data(), 0), AckVerdict::absorbed);
+    EXPECT_FALSE(t.complete_now(2, 5)) << "no unit 2 here";
+    EXPECT_FALSE(t.complete_now(4, 5)) << "slot 0 holds unit 0, not 4";
+    ASSERT_TRUE(t.complete_now(0, 5));
+    int32_t r = 0;
+    ASSERT_EQ(t.store_result(0, &r), 1u);
+    EXPECT_EQ(r, 3);
+    EXPECT_FALSE(t.complete_now(0, 6)) << "complete already";
+    EXPECT_EQ(t.contribute(0, set_of({3}).data(), 1, one(5).data(), 0), AckVerdict::duplicate);
+    EXPECT_EQ(t.store_result(1, &r), 0u) << "unit 1 untouched";
+    EXPECT_EQ(t.contribute(1, set_of({3}).data(), 1, one(30).data(), 0), AckVerdict::absorbed);
+    uint32_t keys[4];
+    EXPECT_EQ(t.collect_due(14, keys, 4, 4), 0u);
+    ASSERT_EQ(t.collect_due(15, keys, 4, 4), 1u) << "its clock started at complete_now's time";
+    EXPECT_EQ(keys[0], 0u);
+}
+
 TEST(AckTable, UnacknowledgedResultsComeBackForRetransmission) {
     AckTable t(params(4, 10));
     t.contribute(0, set_of({1, 2}).data(), 1, one(1).data(), 100);  // completes at 100

@@ -25,6 +25,9 @@ and rxe0 on eth0.
                       (inaswitch answers ARP and routes between them). Needs fabric="inaswitch".
   switch_config       None: the generated config above; a str: used verbatim; a callable
                       f(default_config_dict, lab) returning a dict or YAML text (add jobs etc.).
+  links=["sw"]        veth pairs made in the namespace before the switch starts ("sw0" <-> "sw1"
+                      for "sw", offloads off): links between switch processes (lab.add_switch),
+                      each end a net_af_packet port of one of them or of e2e's impair.py.
   guest_api=True      every VM also gets eth1 on qemu's user-mode network (restrict=on: it
                       reaches nothing else), where GUEST_API_IP:API_PORT is forwarded to the
                       switch's control API in the namespace (api_relay.py per connection):
@@ -44,7 +47,10 @@ frames by BTH opcode with a tc u32 rule in the guest until called with None (the
 lab.capture(bpf) runs tcpdump on every tap (both directions, what the switch sends
 included) and stop() returns the pcaps; lab.reach_all() has every VM resolve every other by
 ARP; lab.readdress(routed) moves a running inaswitch lab between L2 and routed addressing;
-lab.reload_switch(switch_config) has the running switch apply another config.
+lab.reload_switch(switch_config) has the running switch apply another config;
+lab.add_switch(exe, config_text, tag) starts one more inaswitch in the namespace (its own
+--file-prefix, config, log and API address 127.0.0.<n>): several switches on the lab's taps and
+links, e.g. a tree of two.
 
 Waiting. Nothing sleeps for synchronisation: boots wait for the guest's READY message, commands
 for their exit status, switch start for its API and links, captures for tcpdump's "listening"
@@ -61,6 +67,7 @@ from __future__ import annotations
 
 import base64
 import fcntl
+import http.client
 import ipaddress
 import json
 import os
@@ -553,14 +560,19 @@ class Switch:
     http(), wait_metric(), reload(yaml), log(), stop() (SIGTERM, exit status) and stats() (the
     final metrics it wrote on exit, or a live scrape while it runs)."""
 
-    def __init__(self, lab: "Lab", exe: str, config_text: str):
+    def __init__(self, lab: "Lab", exe: str, config_text: str, tag: str = "",
+                 api_host: str = "127.0.0.1"):
         self.lab = lab
         self.ns = lab.ns
         self.exe = os.path.abspath(exe)
-        self.file_prefix = f"inavm{os.getpid()}x{lab.serial}"
-        self.config_path = os.path.join(lab.workdir, "switch.yaml")
-        self.log_path = os.path.join(lab.workdir, "switch.log")
-        self.stats_path = os.path.join(lab.workdir, "switch-final.prom")
+        # One more switch of the lab (add_switch): its own runtime directory, files and API
+        # address (the namespace's loopback holds 127/8; the port is API_PORT for all).
+        self.api_host = api_host
+        self.tag = tag
+        self.file_prefix = f"inavm{os.getpid()}x{lab.serial}{tag}"
+        self.config_path = os.path.join(lab.workdir, f"switch{tag}.yaml")
+        self.log_path = os.path.join(lab.workdir, f"switch{tag}.log")
+        self.stats_path = os.path.join(lab.workdir, f"switch{tag}-final.prom")
         self.proc: subprocess.Popen | None = None
         self.final_metrics: Metrics | None = None
         self.write_config(config_text)
@@ -592,11 +604,23 @@ class Switch:
     def log(self) -> str:
         return _tail(self.log_path, 20000)
 
-    # The Figure 1 testbed's http(method, path, body, timeout) into a switch in a namespace
-    # (self.ns, API_PORT), and the e2e testbed's helpers built on http(): api_json(method, path,
-    # body, expect=200), metrics() -> Metrics, metrics_text(), wait_metric(name, pred, timeout,
-    # **labels).
-    http = fig1.Switch.http
+    # http(method, path, body, timeout) into the switch's API in the namespace (api_host,
+    # API_PORT: the Figure 1 testbed's request through a socket made inside the namespace), and
+    # the e2e testbed's helpers built on http(): api_json(method, path, body, expect=200),
+    # metrics() -> Metrics, metrics_text(), wait_metric(name, pred, timeout, **labels).
+    def http(self, method: str, path: str, body: Any = None, timeout: float = 5) -> tuple[int, str]:
+        sock = fig1.ns_connect(self.ns, self.api_host, API_PORT, timeout)
+        conn = http.client.HTTPConnection(self.api_host, API_PORT, timeout=timeout)
+        conn.sock = sock
+        try:
+            data = None if body is None else (
+                body if isinstance(body, str) else json.dumps(body)).encode()
+            conn.request(method, path, body=data,
+                         headers={} if data is None else {"Content-Type": "application/json"})
+            r = conn.getresponse()
+            return r.status, r.read().decode()
+        finally:
+            conn.close()
     api_json = testbed.Testbed.api_json
     metrics_text = testbed.Testbed.metrics_text
     metrics = testbed.Testbed.metrics
@@ -770,7 +794,8 @@ class Lab:
     def __init__(self, n_vms: int, fabric: str = "bridge", switch_exe: str | None = None,
                  switch_config: str | Callable[[dict, "Lab"], dict | str] | None = None,
                  routed: bool = False, extra_files: list | None = None, mem_mb: int = 256,
-                 boot_timeout: float = 240, slot_timeout: float = 900, guest_api: bool = False):
+                 boot_timeout: float = 240, slot_timeout: float = 900, guest_api: bool = False,
+                 links: list[str] | None = None):
         global _serial
         if fabric not in ("bridge", "inaswitch"):
             raise ValueError(f"fabric must be 'bridge' or 'inaswitch', not {fabric!r}")
@@ -799,6 +824,8 @@ class Lab:
         self.workdir = tempfile.mkdtemp(prefix=f"inavm{os.getpid()}-")
         self.vms: list[VM] = []
         self.switch: Switch | None = None
+        self.links = list(links or [])
+        self.more_switches: list[Switch] = []  # add_switch
         self._captures: list[Capture] = []
         self._slots: _Slots | None = None
         self._ns_created = False
@@ -862,6 +889,14 @@ class Lab:
             self.ns_run(["ip", "link", "set", vm.tap, "up"])
         if self.fabric == "bridge":
             self.ns_run(["ip", "link", "set", "br0", "up"])
+        for name in self.links:
+            self.ns_run(["ip", "link", "add", f"{name}0", "type", "veth", "peer", "name",
+                         f"{name}1"])
+            for end in (f"{name}0", f"{name}1"):
+                # Offloads off: af_packet would see partial checksums and GSO frames otherwise.
+                self.ns_run(["ethtool", "-K", end, "rx", "off", "tx", "off", "sg", "off", "tso",
+                             "off", "gso", "off", "gro", "off"])
+                self.ns_run(["ip", "link", "set", end, "up"])
 
     @staticmethod
     def _address(index: int, routed: bool) -> tuple[str, int, str | None]:
@@ -945,6 +980,19 @@ class Lab:
         got = spec(self.default_switch_config(), self)
         return got if isinstance(got, str) else header + to_yaml(got)
 
+    def add_switch(self, exe: str, config_text: str, tag: str) -> Switch:
+        """Starts one more inaswitch in the namespace (its API on 127.0.0.<2 + n>), stopped by
+        close(); `config_text` names its ports (the lab's taps, links' ends) and its
+        control.listen must be the returned switch's api_host:API_PORT (add_switch_listen)."""
+        sw = Switch(self, exe, config_text, tag, self.add_switch_host())
+        self.more_switches.append(sw)
+        sw.start()
+        return sw
+
+    def add_switch_host(self) -> str:
+        """The API address the next add_switch gives its switch."""
+        return f"127.0.0.{2 + len(self.more_switches)}"
+
     def port_name(self, vm: VM) -> str:
         """The switch port facing `vm` in the default config."""
         return f"p{vm.index}"
@@ -981,11 +1029,11 @@ class Lab:
                 problems.append(f"{what}: {e}")
         for cap in self._captures:
             step("capture", lambda cap=cap: cap.stop(drain=False))
-        if self.switch is not None:
-            def stop_switch():
-                rc = self.switch.stop()
+        for sw in self.more_switches + ([self.switch] if self.switch is not None else []):
+            def stop_switch(sw=sw):
+                rc = sw.stop()
                 if rc not in (None, 0):
-                    log(f"inaswitch exited {rc}; log:\n{self.switch.log()}")
+                    log(f"inaswitch exited {rc}; log:\n{sw.log()}")
             step("inaswitch", stop_switch)
         for vm in self.vms:
             step(vm.name, vm.stop)
@@ -993,8 +1041,8 @@ class Lab:
             self._slots.release()
         if self._ns_created:
             step("netns", lambda: _sh(["ip", "netns", "del", self.ns], check_rc=False))
-        if self.switch is not None:
-            shutil.rmtree(f"/var/run/dpdk/{self.switch.file_prefix}", ignore_errors=True)
+        for sw in self.more_switches + ([self.switch] if self.switch is not None else []):
+            shutil.rmtree(f"/var/run/dpdk/{sw.file_prefix}", ignore_errors=True)
         if os.environ.get("INA_ROCE_VM_KEEP"):
             log(f"kept {self.workdir}")
         else:
@@ -1011,8 +1059,9 @@ class Lab:
         if exc_type is not None:
             for vm in self.vms:
                 log(f"{vm.name} console (tail):\n{_tail(vm.console_path, 2000)}")
-            if self.switch is not None and self.switch.proc is not None:
-                log(f"inaswitch log (tail):\n{_tail(self.switch.log_path, 3000)}")
+            for sw in ([self.switch] if self.switch is not None else []) + self.more_switches:
+                if sw.proc is not None:
+                    log(f"inaswitch{sw.tag} log (tail):\n{_tail(sw.log_path, 3000)}")
         self.close()
 
 

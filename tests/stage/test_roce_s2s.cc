@@ -23,6 +23,7 @@
 #include "roce/cm.h"
 #include "roce/encode.h"
 #include "roce/icrc.h"
+#include "roce_s2s_support.h"
 #include "stage_util.h"
 #include "worker/rdma/protocol.h"
 
@@ -68,22 +69,7 @@ std::string s2s_yaml(
            connections;
 }
 
-void register_once() {
-    static const bool ok = [] {
-        return config::register_section(fs::section_hooks()) &&
-               compile::register_extension(fs::compile_s2s) &&
-               pipeline::register_feature(fs::kFeatureS2s, fs::stage());
-    }();
-    ASSERT_TRUE(ok);
-}
-
-struct Seen {
-    uint32_t src = 0, dst = 0;
-    uint8_t ttl = 0;
-    rc::Packet p;
-    std::vector<uint8_t> payload;
-    bool icrc_ok = false;
-};
+void register_once() { register_s2s_once(); }
 
 // The job removed by a config change: control_s2s keeps its state attached, stores the idle
 // timeout into it and publishes its entries marked leaving (compile_s2s append_job), so the
@@ -256,21 +242,11 @@ protected:
             const Bytes b = bytes_of(m);
             rte_pktmbuf_free(m);
             Seen s;
-            const uint8_t* ip = b.data() + 14;
-            s.ttl = ip[8];
-            s.src = static_cast<uint32_t>(ip[12]) << 24 | ip[13] << 16 | ip[14] << 8 | ip[15];
-            s.dst = static_cast<uint32_t>(ip[16]) << 24 | ip[17] << 16 | ip[18] << 8 | ip[19];
-            const size_t ip_len = static_cast<size_t>(ip[2]) << 8 | ip[3];
-            const auto parsed = rc::parse(ip + 28, ip_len - 28);
-            EXPECT_TRUE(parsed.packet.has_value());
-            if (!parsed.packet) {
-                continue;
+            const bool parsed = parse_seen(b, s);
+            EXPECT_TRUE(parsed);
+            if (parsed) {
+                out.push_back(s);
             }
-            s.p = *parsed.packet;
-            s.payload.assign(ip + 28 + s.p.header_bytes,
-                             ip + 28 + s.p.header_bytes + s.p.payload_bytes);
-            s.icrc_ok = rc::icrc(ip, ip_len) == s.p.icrc;
-            out.push_back(s);
         }
         return out;
     }

@@ -46,6 +46,7 @@ bool compile_s2s(const config::Config& cfg, dp::Snapshot& snap, std::string& err
         append_job(*view, j, false);
     }
     sort_view(*view);
+    view->switches = s2s->switches;
     // Shared with the server-to-switch feature (routed RoCE to the switch's own addresses):
     // what is not a job connection's is passed on to it (dp::FeatureBinding::shared).
     if (!snap.features.bind({dp::kIpProtoUdp, kFeatureS2s,

@@ -12,6 +12,7 @@
 #include "config/reader.h"
 #include "config/reader_fields.h"
 #include "roce/rc_responder.h"
+#include "wire/bitstring.h"
 
 namespace ina::features::roce_s2s {
 
@@ -93,11 +94,21 @@ void check_job(Reader& r, const JobConfig& j, const YAML::Node& n) {
     }
     if (j.learn && !j.connections.empty()) {
         r.error(n, name + ": expected either connections or learn: true, not both");
-    } else if (j.learn && j.world > 64) {
+    } else if (j.learn && j.ranks.empty() && j.world > 64) {
         r.error(n, name + ": learn: true expects every rank through this switch; expected a "
-                       "world of at most 64");
+                       "world of at most 64 (or the ranks through it)");
     } else if (!j.learn && j.connections.empty()) {
         r.error(n, name + ": expected at least one connection (or learn: true)");
+    }
+    if (!j.ranks.empty() && !j.learn) {
+        r.error(j.ranks_mark, name + ": ranks are read only with learn: true (static "
+                                     "connections name their ranks)");
+    } else if (!j.ranks.empty() && j.ranks.back() > j.world) {
+        r.error(j.ranks_mark, name + ": rank " + std::to_string(j.ranks.back()) +
+                                  " is above the world (" + std::to_string(j.world) + ")");
+    } else if (j.ranks.size() > kMaxConnections) {
+        r.error(j.ranks_mark, name + ": expected at most " + std::to_string(kMaxConnections) +
+                                  " ranks through this switch");
     }
     for (const auto& c : j.connections) {
         const bool replication_fields = c.root_psn || c.result_addr || c.result_rkey;
@@ -120,7 +131,8 @@ void read_job(Reader& r, const YAML::Node& n, JobConfig& j) {
     }
     r.check_keys(n,
                  {"id", "root", "world", "op", "dtype", "chunk_bytes", "window", "pmtu",
-                  "timeout", "retry_cnt", "learn", "drain", "replicate", "connections"},
+                  "timeout", "retry_cnt", "learn", "ranks", "drain", "replicate",
+                  "connections"},
                  where);
     field(r, n, "id", where, j.id, 1, 65535, true);
     ip_field(r, n, "root", where, j.root);
@@ -134,6 +146,10 @@ void read_job(Reader& r, const YAML::Node& n, JobConfig& j) {
     field(r, n, "timeout", where, j.timeout, 0, 31, false);
     field(r, n, "retry_cnt", where, j.retry_cnt, 0, 7, false);
     r.optional(n, "learn", [&](const YAML::Node& v) { r.bool_value(v, "learn", j.learn); });
+    r.optional(n, "ranks", [&](const YAML::Node& v) {
+        j.ranks_mark = config::mark_of(v);
+        config::bfr_id_list(r, v, "ranks", j.ranks);
+    });
     r.optional(n, "drain", [&](const YAML::Node& v) { r.bool_value(v, "drain", j.drain); });
     r.optional(n, "replicate",
                [&](const YAML::Node& v) { r.bool_value(v, "replicate", j.replicate); });
@@ -157,8 +173,20 @@ std::shared_ptr<const void> parse_section(Reader& r, const YAML::Node& v) {
     if (!r.expect_map(v, "rdma_s2s settings")) {
         return nullptr;
     }
-    r.check_keys(v, {"jobs", "leave_timeout_ms"}, "rdma_s2s");
+    r.check_keys(v, {"jobs", "leave_timeout_ms", "switches"}, "rdma_s2s");
     field(r, v, "leave_timeout_ms", "rdma_s2s", out->leave_timeout_ms, 1, 3600000, false);
+    r.optional(v, "switches", [&](const YAML::Node& x) {
+        if (!r.expect_seq(x, "a list of neighbouring switches' IPv4 addresses")) {
+            return;
+        }
+        for (const auto& sn : x) {
+            net::Ipv4Addr a;
+            if (r.parsed(sn, "an IPv4 address like 10.77.9.2", a, net::Ipv4Addr::parse)) {
+                out->switches.push_back(a.value);
+                out->switch_marks.push_back(config::mark_of(sn));
+            }
+        }
+    });
     r.optional(v, "jobs", [&](const YAML::Node& x) {
         if (!r.expect_seq(x, "a list of rdma_s2s jobs")) {
             return;
@@ -177,8 +205,31 @@ std::shared_ptr<const void> parse_section(Reader& r, const YAML::Node& v) {
 
 // Cross-references: job ids unique; per job ranks within the world and once each, at most
 // kMaxConnections; every connection's two directions belong to one job only.
-void validate_section(Reader& r, const config::Config& /*cfg*/, const void* section) {
+void validate_section(Reader& r, const config::Config& cfg, const void* section) {
     const auto& s2s = *static_cast<const S2sConfig*>(section);
+    // A neighbouring switch is a next hop: on a port's subnet, not one of its addresses.
+    std::set<uint32_t> switches;
+    for (size_t k = 0; k < s2s.switches.size(); ++k) {
+        const uint32_t ip = s2s.switches[k];
+        const std::string what = "rdma_s2s switch " + net::Ipv4Addr{ip}.str();
+        bool on_subnet = false;
+        bool own = false;
+        for (const auto& p : cfg.ports) {
+            for (const auto& a : p.ipv4) {
+                on_subnet = on_subnet || a.contains(net::Ipv4Addr{ip});
+                own = own || a.addr.value == ip;
+            }
+        }
+        if (!switches.insert(ip).second) {
+            r.error(s2s.switch_marks[k], what + " twice; expected each switch once");
+        } else if (own) {
+            r.error(s2s.switch_marks[k], what + " is this switch's own address; expected a "
+                                                "neighbouring switch's");
+        } else if (!on_subnet) {
+            r.error(s2s.switch_marks[k], what + " is on no port's subnet; expected the "
+                                                "address of a neighbouring switch on a link to it");
+        }
+    }
     std::set<uint32_t> ids;
     std::set<std::tuple<uint32_t, uint32_t, uint32_t>> keys;
     for (const auto& j : s2s.jobs) {
@@ -234,8 +285,18 @@ std::string section_json(const void* section) {
                         {"timeout", j.timeout}, {"retry_cnt", j.retry_cnt}, {"learn", j.learn}, {"drain", j.drain},
                         {"replicate", j.replicate},
                         {"connections", conns}});
+        if (!j.ranks.empty()) {
+            // As written in YAML ("2-3"), so the running config reads back.
+            jobs.back()["ranks"] = wire::format_bfr_id_list(j.ranks);
+        }
     }
-    return nlohmann::json{{"jobs", jobs}, {"leave_timeout_ms", s2s.leave_timeout_ms}}.dump();
+    nlohmann::json switches = nlohmann::json::array();
+    for (const uint32_t ip : s2s.switches) {
+        switches.push_back(net::Ipv4Addr{ip}.str());
+    }
+    return nlohmann::json{{"jobs", jobs}, {"leave_timeout_ms", s2s.leave_timeout_ms},
+                          {"switches", switches}}
+        .dump();
 }
 
 }  // namespace
@@ -248,7 +309,7 @@ bool same_job(const JobConfig& a, const JobConfig& b) {
     if (!(a.id == b.id && a.root == b.root && a.world == b.world && a.op == b.op &&
           a.dtype == b.dtype && a.chunk_bytes == b.chunk_bytes && a.window == b.window &&
           a.pmtu == b.pmtu && a.timeout == b.timeout && a.retry_cnt == b.retry_cnt &&
-          a.learn == b.learn && a.replicate == b.replicate &&
+          a.learn == b.learn && a.replicate == b.replicate && a.ranks == b.ranks &&
           a.connections.size() == b.connections.size())) {
         return false;
     }

@@ -51,6 +51,12 @@ struct JobConfig {
     // Learn the connections by snooping the RDMA CM exchange (REQ/REP on QP1) instead of
     // `connections`: every rank 1..world is expected through this switch.
     bool learn = false;
+    // learn: the ranks whose connections this switch aggregates, ascending (docs/rdma.md
+    // "Several switches"): every rank 1..world (the default) on the switch next to the root;
+    // the ranks behind it on a downstream switch. A chunk completes when the contributions'
+    // counts sum to how many they are; the lowest is this switch's carrier.
+    std::vector<uint16_t> ranks;
+    config::Mark ranks_mark;
     // Leave the connections (docs/rdma.md "Leaving a job"): finish the chunks held, absorb
     // nothing new, then forward with each connection's PSN/MSN translation. Keeps the state.
     bool drain = false;
@@ -68,6 +74,12 @@ struct S2sConfig {
     // until each ends by a DREQ, or until none of them carried a packet for this long
     // (docs/rdma.md "Leaving a job").
     uint32_t leave_timeout_ms = kDefaultLeaveTimeoutMs;
+    // Neighbouring switches (their addresses on the links to this one, host order): a learned
+    // connection whose worker is routed through one of them is behind that switch, which
+    // aggregates it and replicates its results; this switch copies results onto one connection
+    // per such switch (docs/rdma.md "Several switches").
+    std::vector<uint32_t> switches;
+    std::vector<config::Mark> switch_marks;
 };
 
 inline const S2sConfig* s2s_of(const config::Config& c) {

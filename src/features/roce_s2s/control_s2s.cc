@@ -24,7 +24,16 @@ JobParams job_params(const JobConfig& j) {
     p.learn = j.learn;
     p.replicate = j.replicate;
     if (j.learn) {
-        // Every rank's connection is expected; each becomes live when its REP is seen.
+        // Every rank's connection through this switch is expected (all of them by default);
+        // each becomes live when its REP is seen. A chunk completes by the counts.
+        p.count_complete = true;
+        if (!j.ranks.empty()) {
+            p.n_conns = static_cast<uint16_t>(std::min<size_t>(j.ranks.size(), kMaxConns));
+            for (uint16_t i = 0; i < p.n_conns; ++i) {
+                p.conns[i].rank = j.ranks[i];
+            }
+            return p;
+        }
         p.n_conns = static_cast<uint16_t>(std::min<size_t>(j.world, kMaxConns));
         for (uint16_t i = 0; i < p.n_conns; ++i) {
             p.conns[i].rank = static_cast<uint16_t>(i + 1);

@@ -227,28 +227,30 @@ bool root_lacks(const uint8_t* inar, uint32_t chunk) {
     return chunk >= from && (i >= 256 || (inar[36 + i / 8] >> (i % 8) & 1) == 0);
 }
 
-// The rank (1..n_conns) of a REQ's INAR connect request (after rdma_cm's header: magic,
-// version, mode, then job id and rank) of server-to-server job `job_id`; 0 when it is another
-// job's, or one the root will refuse.
-uint32_t inar_request_rank(const uint8_t* inar, uint32_t job_id, uint16_t n_conns) {
+// The connection index of a REQ's INAR connect request's rank (after rdma_cm's header: magic,
+// version, mode, then job id and rank) of server-to-server job `job`; n_conns when it is another
+// job's, or a rank not through this switch, or one the root will refuse.
+uint16_t inar_request_conn(const uint8_t* inar, const JobState& job) {
     constexpr uint8_t kModeServerToServer = 1;
     const uint32_t rank = uint32_t{inar[12]} << 8 | inar[13];
     if (be32(inar) != kInarMagic || inar[4] != kInarVersion || inar[5] != kModeServerToServer ||
-        be32(inar + 8) != job_id || rank == 0 || rank > n_conns) {
-        return 0;
+        be32(inar + 8) != job.params.job_id || rank == 0) {
+        return job.params.n_conns;
     }
-    return rank;
+    return job.rank_index(rank);
 }
 
 constexpr uint32_t kInarFlags = 44, kInarResumeFrom = 48;
 
 // Connection c's REQ `req` from `src_ip` (its INAR request `inar`), noted until its REP. A
 // retransmission of the REQ noted (its REP not seen yet) changes nothing.
-void note_request(Connection& c, const rc::cm::Req& req, const uint8_t* inar, uint32_t src_ip) {
+void note_request(Connection& c, const rc::cm::Req& req, const uint8_t* inar, uint32_t src_ip,
+                  uint32_t branch) {
     if (c.pending && c.req.ip == src_ip && c.req.qpn == req.local_qpn) {
         return;
     }
     c.pending = true;
+    c.req.branch = branch;
     c.req.comm_id = req.local_comm_id;
     c.req.qpn = req.local_qpn;
     c.req.ip = src_ip;
@@ -517,6 +519,15 @@ struct Burst {
         }
         const uint32_t key = job.extend(p.imm >> 8);
         const uint32_t slot = key & (job.params.window - 1);
+        const uint32_t held = job.table.holds(key) ? job.slot_count[slot] : 0;
+        if (job.params.count_complete && held + k > job.params.n_conns) {
+            // More contributions than ranks through this switch: a downstream switch that
+            // counts a rank this one counts too (a configuration error). Adding it would send
+            // the root a count past world; in sequence, acknowledged, not added.
+            ++job.counters.count_beyond;
+            commit(job, c, p);
+            return;
+        }
         if (draining && !job.table.holds(key)) {
             // Leaving the job: only the chunks already held are finished. A new one waits (the
             // worker retries the same PSN) until the switch forwards instead.
@@ -525,11 +536,19 @@ struct Burst {
                                     leg.msn});
             return;
         }
-        const agg::AckVerdict v = job.table.contribute(key, c.bit.data(), len / elem, payload, t_ns);
+        agg::AckVerdict v = job.table.contribute(key, c.bit.data(), len / elem, payload, t_ns);
         switch (v) {
         case agg::AckVerdict::absorbed:
         case agg::AckVerdict::completed: {
-            job.slot_count[slot] = static_cast<uint16_t>(job.slot_count[slot] + k);
+            job.slot_count[slot] = static_cast<uint16_t>(held + k);
+            if (v == agg::AckVerdict::absorbed && job.params.count_complete &&
+                job.slot_count[slot] == job.params.n_conns && job.table.complete_now(key, t_ns)) {
+                // Counts make the tree: every rank through this switch is in, some of them in
+                // a downstream switch's aggregate; the connections that carried nothing here
+                // never will for this chunk (exactly once per connection and chunk stays).
+                v = agg::AckVerdict::completed;
+                ++job.counters.completed_by_count;
+            }
             if (i == 0) {
                 job.slot_va[slot] = p.reth.va;
                 job.slot_rkey[slot] = p.reth.rkey;
@@ -634,6 +653,9 @@ struct Burst {
         rte_mbuf* frames[kMaxConns];
         uint16_t n = 0;
         for (uint16_t i = 0; i < job.params.n_conns; ++i) {
+            if (job.conns[i].behind_switch) {
+                continue;  // its switch fans out the CNP it gets on its branch carrier
+            }
             if (rte_mbuf* m = cnp_frame(ctx, job.conns[i]); m != nullptr) {
                 frames[n++] = m;
                 ++job.counters.cnps_fanned_out;
@@ -666,9 +688,11 @@ struct Burst {
         rte_mbuf* frames[kMaxConns];
         uint16_t n = 0;
         for (uint16_t i = 1; i < job.params.n_conns; ++i) {
-            if (!job.conns[i].res_live ||
+            if (!job.conns[i].res_live || job.conns[i].behind_switch ||
                 rc::psn_diff(job.from_carrier(i, p.bth.psn), job.conns[i].res_start) < 0) {
-                continue;  // (a result sent before this leg's connection existed)
+                // (A result sent before this leg's connection existed; or a connection behind
+                // a downstream switch, which copies its branch carrier's: one copy per branch.)
+                continue;
             }
             if (rte_mbuf* f = result_copy(ctx, job, i, m, pm, p); f != nullptr) {
                 frames[n++] = f;
@@ -704,6 +728,9 @@ struct Burst {
     void on_result_ack(JobState& job, uint16_t i, const rc::Packet& p) {
         ++job.counters.result_acks_consumed;
         Connection& c = job.conns[i];
+        if (c.behind_switch) {
+            return;  // its switch copies and answers for it on the branch carrier: not ours
+        }
         const bool ack = rc::aeth::kind(p.aeth.syndrome) == rc::aeth::Kind::ack;
         const uint32_t next = ack ? rc::psn_add(p.bth.psn, 1) : p.bth.psn;
         if (rc::psn_diff(next, c.res_next) > 0) {
@@ -898,6 +925,44 @@ uint32_t JobState::from_carrier(uint16_t i, uint32_t psn) const {
     return rc::psn_add(psn, d & 0xFFFFFF);
 }
 
+bool JobState::branch_live(uint32_t branch) const {
+    if (branch == 0) {
+        return false;
+    }
+    for (uint16_t i = 0; i < params.n_conns; ++i) {
+        if (conns[i].branch == branch && conns[i].res_live && in_results(i)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+uint16_t JobState::rank_index(uint32_t rank) const {
+    for (uint16_t i = 0; i < params.n_conns; ++i) {
+        if (params.conns[i].rank == rank) {
+            return i;
+        }
+    }
+    return params.n_conns;
+}
+
+void JobState::mark_branches() {
+    for (uint16_t i = 0; i < params.n_conns; ++i) {
+        Connection& c = conns[i];
+        const bool was = c.behind_switch;
+        c.behind_switch = false;
+        if (i == 0 || c.branch == 0 || c.session != session) {
+            continue;
+        }
+        for (uint16_t j = 0; j < i && !c.behind_switch; ++j) {
+            c.behind_switch = conns[j].session == session && conns[j].branch == c.branch;
+        }
+        if (c.behind_switch && !was) {
+            ++counters.connections_behind_switch;
+        }
+    }
+}
+
 uint16_t JobState::find_res_live(bool toward_root, uint32_t worker_ip, uint32_t dest_qp) const {
     return find_where(&Connection::res_live, toward_root, worker_ip, dest_qp);
 }
@@ -962,7 +1027,7 @@ void JobState::move_result_source(uint32_t rep_root_qpn) {
     // one (the worker's ePSN is at most that; the fill makes it exactly that).
     for (uint16_t j = 1; j < params.n_conns; ++j) {
         Connection& c = conns[j];
-        if (!in_results(j)) {
+        if (!in_results(j) || c.behind_switch) {
             continue;
         }
         if (!c.res_live) {
@@ -983,7 +1048,7 @@ void JobState::move_result_source(uint32_t rep_root_qpn) {
     car.res_msn_known = true;
     const uint32_t first = car.req.root_psn;
     for (uint16_t j = 1; j < params.n_conns; ++j) {
-        if (conns[j].res_live && in_results(j)) {
+        if (conns[j].res_live && in_results(j) && !conns[j].behind_switch) {
             conns[j].res_psn_delta = (conns[j].res_fill_end - first) & 0xFFFFFF;
         }
     }
@@ -1027,7 +1092,7 @@ bool JobState::result_floor(uint32_t& psn, uint32_t& msn) const {
     uint32_t high_msn = 0;
     for (uint16_t i = 0; i < params.n_conns; ++i) {
         const Connection& c = conns[i];
-        if (!in_results(i) || c.res_old) {
+        if (!in_results(i) || c.res_old || c.behind_switch) {
             continue;
         }
         // The MSN in the carrier's space (after a move: known once the leg's fill is in).
@@ -1036,7 +1101,7 @@ bool JobState::result_floor(uint32_t& psn, uint32_t& msn) const {
         if (msn_known && rc::psn_diff(m, high_msn) > 0) {
             high_msn = m;
         }
-        if (!c.res_live) {
+        if (!c.res_live && !branch_live(c.branch)) {
             continue;
         }
         const uint32_t next = to_carrier(i, c.res_next);
@@ -1061,7 +1126,8 @@ bool JobState::result_floor(uint32_t& psn, uint32_t& msn) const {
 bool JobState::departed_floor(uint32_t& psn) const {
     bool any = false;
     for (uint16_t i = 0; i < params.n_conns; ++i) {
-        if (!in_results(i) || conns[i].res_live || conns[i].res_old) {
+        if (!in_results(i) || conns[i].res_live || conns[i].res_old || conns[i].behind_switch ||
+            branch_live(conns[i].branch)) {
             continue;
         }
         const uint32_t next = to_carrier(i, conns[i].res_next);
@@ -1321,6 +1387,7 @@ void JobState::note(uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, uint32
     CmNote& x = notes[n_notes++];
     x.src_ip = src_ip;
     x.dst_ip = dst_ip;
+    x.branch = cm_branch;
     x.len = static_cast<uint16_t>(len);
     std::memcpy(x.mad.data(), mad, len);
 }
@@ -1344,6 +1411,7 @@ void JobState::adopt_predecessor() {
     }
     for (uint16_t k = 0; k < old->n_notes; ++k) {
         const CmNote& x = old->notes[k];
+        cm_branch = x.branch;
         snoop_cm(x.src_ip, x.dst_ip, x.mad.data(), x.len);
     }
     old->n_notes = 0;
@@ -1378,6 +1446,8 @@ void JobState::go_live(uint16_t i, uint32_t worker_ip, uint32_t worker_qpn, uint
     c.res_old = false;
     c.res_filling = c.res_fill_any = false;
     c.session = session;
+    c.branch = c.req.branch;
+    mark_branches();
     if (i == 0) {
         // The carrier: the root's first ePSN on it is the worker's starting PSN.
         root_leg = rc::Requester(root_leg_config(params, worker_psn));
@@ -1399,11 +1469,11 @@ bool JobState::join_missing(rc::cm::Attr attr, const rc::cm::Message& msg, uint3
     }
     if (attr == rc::cm::Attr::req && dst_ip == params.root_ip) {
         const uint8_t* inar = msg.req.private_data.data() + rc::cm::kCmaHeaderBytes;
-        const uint32_t rank = inar_request_rank(inar, params.job_id, params.n_conns);
-        if (rank == 0 || conns[rank - 1].session == session) {
+        const uint16_t i = inar_request_conn(inar, *this);
+        if (i == params.n_conns || conns[i].session == session) {
             return false;  // (a rank of this session: the next AllReduce's, or a resume)
         }
-        note_request(conns[rank - 1], msg.req, inar, src_ip);
+        note_request(conns[i], msg.req, inar, src_ip, cm_branch);
         return true;
     }
     if (attr != rc::cm::Attr::rep || src_ip != params.root_ip) {
@@ -1440,9 +1510,9 @@ void JobState::follow_results(rc::cm::Attr attr, const rc::cm::Message& msg, uin
     }
     if (attr == rc::cm::Attr::req && dst_ip == params.root_ip) {
         const uint8_t* inar = msg.req.private_data.data() + rc::cm::kCmaHeaderBytes;
-        const uint32_t rank = inar_request_rank(inar, params.job_id, params.n_conns);
-        if (rank != 0 && in_results(rank - 1)) {  // (the REP says whether it resumes)
-            note_request(conns[rank - 1], msg.req, inar, src_ip);
+        const uint16_t i = inar_request_conn(inar, *this);
+        if (i != params.n_conns && in_results(i)) {  // (the REP says whether it resumes)
+            note_request(conns[i], msg.req, inar, src_ip, cm_branch);
         }
         return;
     }
@@ -1526,11 +1596,11 @@ void JobState::snoop_cm(uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, ui
     }
     if (attr == rc::cm::Attr::req && dst_ip == params.root_ip) {
         const uint8_t* inar = msg.req.private_data.data() + rc::cm::kCmaHeaderBytes;
-        const uint32_t rank = inar_request_rank(inar, params.job_id, params.n_conns);
-        if (rank == 0) {
-            return;  // another job's, or one the root will refuse
+        const uint16_t at = inar_request_conn(inar, *this);
+        if (at == params.n_conns) {
+            return;  // another job's, a rank not through this switch, or one refused
         }
-        Connection& c = conns[rank - 1];
+        Connection& c = conns[at];
         if ((inar[kInarFlags] & 1) != 0 && session != 0 && c.session == session &&
             rc::psn_diff(c.next_chunk, be32(inar + kInarResumeFrom)) > 0) {
             // A rank of this session resuming: everything below next_chunk the switch ACKed as
@@ -1550,7 +1620,7 @@ void JobState::snoop_cm(uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, ui
         // Only noted (a retransmitted REQ whose REP this switch has not seen yet: once): the
         // root may still refuse it (REJ), and until its REP nothing of the session or of a
         // live connection of this rank changes.
-        note_request(c, msg.req, inar, src_ip);
+        note_request(c, msg.req, inar, src_ip, cm_branch);
         return;
     }
     if (attr == rc::cm::Attr::rep && src_ip == params.root_ip) {
@@ -1612,6 +1682,23 @@ void JobState::snoop_cm(uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, ui
         }
     }
 }
+
+namespace {
+
+// The neighbouring switch `worker` is routed through (its address), 0 when none: the worker is
+// this switch's own (docs/rdma.md "Several switches"). Read once per CM packet, not per data
+// packet.
+uint32_t branch_of(const dp::Snapshot& snap, const S2sView& view, uint32_t worker) {
+    if (view.switches.empty()) {
+        return 0;
+    }
+    const dp::NextHop* nh = snap.route(worker);
+    return nh != nullptr && nh->kind == dp::NextHopKind::gateway && view.is_switch(nh->gateway)
+               ? nh->gateway
+               : 0;
+}
+
+}  // namespace
 
 uint16_t s2s_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, uint16_t n,
                    FeatureEdge pass, EdgeBatches<FeatureEdge>& out) {
@@ -1712,6 +1799,7 @@ uint16_t s2s_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
             // its successor until that is attached).
             if (opcode == rc::op::kUdSendOnly && rc::icrc(m, pm->l3_offset) == p.icrc) {
                 const uint8_t* mad = bytes + p.header_bytes;
+                const uint32_t branch = branch_of(snap, *view, to_root ? src : dst);
                 JobState* learner = lv != nullptr ? state_of(lv->slot, lv->job_id) : nullptr;
                 if (learner != nullptr) {
                     learner->adopt_predecessor();
@@ -1723,6 +1811,7 @@ uint16_t s2s_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
                         st != nullptr && !st->left.load(std::memory_order_relaxed)) {
                         st->leave_last_ns = b.t_ns;
                         st->cm_claimed = false;
+                        st->cm_branch = branch;
                         st->snoop_cm(src, dst, mad, p.payload_bytes, true);
                         claimed = claimed || st->cm_claimed;
                         waiting = st->awaiting_successor() ? st : waiting;
@@ -1732,6 +1821,7 @@ uint16_t s2s_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
                     // A rank joining a session a resume left waiting for it: not the next one.
                 } else if (learner != nullptr) {
                     learner->req_resume_from = 0;
+                    learner->cm_branch = branch;
                     learner->snoop_cm(src, dst, mad, p.payload_bytes, false, b.t_ns);
                     b.touch(*learner);  // a rejoin's partial aggregates go at the burst's end
                     if (learner->req_resume_from != 0 &&
@@ -1740,6 +1830,7 @@ uint16_t s2s_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
                     }
                 } else if (waiting != nullptr) {
                     // The snapshot names the successor, whose attach has not arrived yet.
+                    waiting->cm_branch = branch;
                     waiting->note(src, dst, mad, p.payload_bytes);
                 }
             }

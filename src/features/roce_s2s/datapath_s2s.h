@@ -66,6 +66,11 @@ struct JobParams {
     uint8_t retry_cnt = 7;
     bool learn = false;    // connections learned from the RDMA CM exchange (rank i + 1 at i)
     bool replicate = false;  // result WRITEs on the carrier are copied to every connection
+    // learn: a chunk completes when the contributions' counts (the immediate's k) sum to
+    // n_conns, the ranks through this switch, whichever connections delivered them: a
+    // downstream switch's aggregate of k ranks arrives on one connection (its branch carrier),
+    // its other ranks' connections carry nothing here (docs/rdma.md "Several switches").
+    bool count_complete = false;
     uint16_t n_conns = 0;  // connections[0] (the lowest rank) is the carrier
     std::array<ConnParams, kMaxConns> conns{};
 };
@@ -100,7 +105,15 @@ struct Connection {
         uint32_t root_psn = 0;
         uint64_t result_addr = 0;
         uint32_t result_rkey = 0;
+        uint32_t branch = 0;  // the neighbouring switch the worker is routed through, 0: none
     } req;
+    // Learned: the neighbouring switch (its address) the worker is routed through, 0 when the
+    // worker is this switch's own (docs/rdma.md "Several switches"). `behind_switch`: another
+    // connection of the same branch (its lowest rank) carries the branch's results and ACKs,
+    // so this one gets no copies, holds no floor and gets no CNPs here: the switch it is
+    // behind answers for it.
+    uint32_t branch = 0;
+    bool behind_switch = false;
     // Learn: the session (JobState::session) in which this rank's connection last went live;
     // 0 = never. The REP of a rank already live in the current session starts the next one.
     uint32_t session = 0;
@@ -146,6 +159,7 @@ struct Connection {
 struct CmNote {
     uint32_t src_ip = 0;
     uint32_t dst_ip = 0;
+    uint32_t branch = 0;  // JobState::cm_branch when it was noted
     uint16_t len = 0;
     std::array<uint8_t, kCmNoteBytes> mad{};
 };
@@ -250,6 +264,20 @@ struct alignas(64) JobState {
     // caller writes it into the REQ before it passes (docs/rdma.md "A worker process that
     // restarts"). 0: nothing to write.
     uint32_t req_resume_from = 0;
+    // Set by the caller before snoop_cm: the neighbouring switch the CM packet's worker is
+    // routed through (0: none), noted with a REQ (docs/rdma.md "Several switches").
+    uint32_t cm_branch = 0;
+    // The index of `rank` among the job's connections (ranks ascending); n_conns when none.
+    uint16_t rank_index(uint32_t rank) const;
+    // Recomputes behind_switch over the session's connections: in each branch, every one but
+    // the lowest rank's (connection 0, the result source, never).
+    void mark_branches();
+    // Whether a connection of `branch` (a neighbouring switch, not 0) is still live in the
+    // session: the branch carrier's departure (DREQ) is not its branch's while another of its
+    // ranks is live (its results reach it through the branch carrier's copies, its ACKs come
+    // as the downstream switch's on the branch carrier's ended connection): the departure rule
+    // ("Departures") holds per branch.
+    bool branch_live(uint32_t branch) const;
     // Superseded, no successor yet: the CM packets since the REP, replayed by the successor.
     std::array<CmNote, kMaxCmNotes> notes{};
     uint16_t n_notes = 0;

@@ -68,6 +68,13 @@ struct LearnView {
 struct S2sView {
     std::vector<ConnView> conns;     // sorted by key
     std::vector<LearnView> learning;  // a handful: scanned
+    // Neighbouring switches (rdma_s2s.switches, host order; a handful: scanned): a learned
+    // connection whose worker's route goes through one of them is behind that switch.
+    std::vector<uint32_t> switches;
+
+    bool is_switch(uint32_t gateway) const {
+        return std::find(switches.begin(), switches.end(), gateway) != switches.end();
+    }
 
     const ConnView* find(const ConnKey& k) const {
         auto it = std::lower_bound(conns.begin(), conns.end(), k,
@@ -144,7 +151,10 @@ constexpr uint32_t job_state_id(uint32_t job_id) { return 0x40000000u | job_id; 
     X(result_cnps_forwarded, "Workers' CNPs sent to the root on the carrier connection")     \
     X(result_source_moved, "Result copies' source moved onto the carrier's resumed connection (replicate: true)") \
     X(result_legs_resumed, "Resumed non-carrier connections made copy targets (replicate: true): the root writes them nothing itself") \
-    X(result_fill_sent, "Zero-length WRITEs that align a worker's result leg after the source moved (sent and resent)")
+    X(result_fill_sent, "Zero-length WRITEs that align a worker's result leg after the source moved (sent and resent)") \
+    X(completed_by_count, "Chunks completed because the contributions' counts summed to the ranks through this switch (a downstream switch's aggregate among them)") \
+    X(count_beyond, "Contributions whose count would take a chunk past the ranks through this switch (ACKed, not added)") \
+    X(connections_behind_switch, "Learned connections behind a neighbouring switch that another connection carries (no copies, ACKs or CNPs of their own here)")
 
 struct JobCounters {
 #define INA_S2S_FIELD(name, help) uint64_t name = 0;
