@@ -96,6 +96,29 @@ def under_emulated_parent(exe: str, rdma: dict, two_lcores: bool) -> None:
                   f"two worker lcores, {handed:.0f} packets handed to the job's home lcore")
 
 
+def ranks_under_ina_ps(exe: str, tb, chunk: int, window: int, peer_args: list[str]) -> dict:
+    """ina-ps on h2 as job 7's INA root (A-BM {1, 2}, `chunk` elements a seq, `window`; results
+    by unicast to BFR-ids 1 and 2, both the switch) while the ranks on h1 run
+    (rdma_vat_peer.py ranks ... `peer_args`); their JSON summary."""
+    h1, h2 = tb.hosts["h1"], tb.hosts["h2"]
+    h1.wait_reachable("10.0.1.1")
+    h2.wait_reachable("10.0.2.1")
+    ps = h2.popen([os.path.join(os.path.dirname(os.path.abspath(exe)), "..", "worker", "ina-ps"),
+                   "--job", "7", "--abm", "1-2", "--bsl", "64", "--type", "fp32",
+                   "--chunk", str(chunk), "--window", str(window), "--workers",
+                   "1=10.0.2.1,2=10.0.2.1", "--bind", h2.ip])
+    try:
+        h2.wait_listening(9470, proto="udp")
+        ranks = h1.run(["/usr/bin/python3", "-B", PEER, "ranks", h1.dev, tb.port("p0").mac,
+                        "10.0.1.1"] + peer_args, timeout=120)
+    finally:
+        ps.terminate()
+        ps_out, ps_err = ps.communicate(timeout=10)
+    log(f"ranks: {ranks.stdout.strip()} {ranks.stderr.strip()}")
+    log(f"ina-ps: {ps_out.strip()[-400:]} {ps_err.strip()[-400:]}")
+    return json.loads(ranks.stdout.strip().splitlines()[-1])
+
+
 def test(exe: str) -> None:
     rdma = {"jobs": [{"id": 7, "world": 2, "op": "sum", "dtype": "fp32", "chunk_bytes": 64,
                       "window": 4, "pmtu": 1024, "role": "aggregator", "parent": "10.0.2.2",
@@ -104,24 +127,7 @@ def test(exe: str) -> None:
     under_emulated_parent(exe, rdma, two_lcores=True)
 
     with two_subnets(exe, extra={"rdma": rdma}, tag="rdmavatps") as tb:
-        h1, h2 = tb.hosts["h1"], tb.hosts["h2"]
-        h1.wait_reachable("10.0.1.1")
-        h2.wait_reachable("10.0.2.1")
-        ps = h2.popen([os.path.join(os.path.dirname(os.path.abspath(exe)), "..", "worker",
-                                    "ina-ps"),
-                       "--job", "7", "--abm", "1-2", "--bsl", "64", "--type", "fp32",
-                       "--chunk", "16", "--window", "4", "--workers",
-                       "1=10.0.2.1,2=10.0.2.1", "--bind", h2.ip])
-        try:
-            h2.wait_listening(9470, proto="udp")
-            ranks = h1.run(["/usr/bin/python3", "-B", PEER, "ranks", h1.dev,
-                            tb.port("p0").mac, "10.0.1.1", str(CHUNKS), "0"], timeout=120)
-        finally:
-            ps.terminate()
-            ps_out, ps_err = ps.communicate(timeout=10)
-        log(f"ranks: {ranks.stdout.strip()} {ranks.stderr.strip()}")
-        log(f"ina-ps: {ps_out.strip()[-400:]} {ps_err.strip()[-400:]}")
-        r = json.loads(ranks.stdout.strip().splitlines()[-1])
+        r = ranks_under_ina_ps(exe, tb, 16, 4, [str(CHUNKS), "0"])
         check("stuck_at" not in r and r["results"] == 2 * CHUNKS and not r["wrong"],
               f"under ina-ps both ranks got every chunk's sum ({r})")
         # ina-ps sends each result once per BFR-id, both to this switch: the first becomes the
@@ -152,27 +158,10 @@ def multi_packet_under_ina_ps(exe: str, rdma: dict) -> None:
     job = {**rdma["jobs"][0], "chunk_bytes": 4 * MP_ELEMS, "pmtu": MP_PMTU,
            "qps": [{**q, "result_length": 4 * 4 * MP_ELEMS} for q in rdma["jobs"][0]["qps"]]}
     with two_subnets(exe, extra={"rdma": {"jobs": [job]}}, tag="rdmavatmp") as tb:
-        h1, h2 = tb.hosts["h1"], tb.hosts["h2"]
-        h1.wait_reachable("10.0.1.1")
-        h2.wait_reachable("10.0.2.1")
         # The INA job is chunked at the pmtu: 256 elements a seq, a window of the rdma job's
         # window x segments.
-        ps = h2.popen([os.path.join(os.path.dirname(os.path.abspath(exe)), "..", "worker",
-                                    "ina-ps"),
-                       "--job", "7", "--abm", "1-2", "--bsl", "64", "--type", "fp32",
-                       "--chunk", str(MP_PMTU // 4), "--window", str(job["window"] * segments),
-                       "--workers", "1=10.0.2.1,2=10.0.2.1", "--bind", h2.ip])
-        try:
-            h2.wait_listening(9470, proto="udp")
-            ranks = h1.run(["/usr/bin/python3", "-B", PEER, "ranks", h1.dev,
-                            tb.port("p0").mac, "10.0.1.1", str(MP_CHUNKS), "0", str(MP_ELEMS),
-                            str(MP_PMTU)], timeout=120)
-        finally:
-            ps.terminate()
-            ps_out, ps_err = ps.communicate(timeout=10)
-        log(f"ranks (multi-packet): {ranks.stdout.strip()} {ranks.stderr.strip()}")
-        log(f"ina-ps: {ps_out.strip()[-400:]} {ps_err.strip()[-400:]}")
-        r = json.loads(ranks.stdout.strip().splitlines()[-1])
+        r = ranks_under_ina_ps(exe, tb, MP_PMTU // 4, job["window"] * segments,
+                               [str(MP_CHUNKS), "0", str(MP_ELEMS), str(MP_PMTU)])
         check(r["packets_per_chunk"] == segments and "stuck_at" not in r and
               r["results"] == 2 * MP_CHUNKS and not r["wrong"],
               f"multi-packet chunks under ina-ps: both ranks got every chunk's sum as one "
