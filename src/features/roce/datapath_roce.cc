@@ -334,10 +334,18 @@ struct Burst {
             ++q.counters.cnps_sent;
             emit(cnp_frame(ctx, q));
         }
-        const rc::Verdict v = q.responder.receive(p);
         if (q.responder.posted_receives() < (1u << 20)) {
             q.responder.post_receives(1u << 30);  // the switch's receive queue never runs dry
         }
+        // The common case, an in-order WRITE ONLY the responder takes as it stands, without
+        // its general verdict (~85 instructions a contribution fewer, callgrind).
+        rc::Placement w;
+        if (q.responder.take_write_only(p, w)) [[likely]] {
+            execute(q, w, payload);
+            touch(q);
+            return;
+        }
+        const rc::Verdict v = q.responder.receive(p);
         if (v.action == rc::Action::drop) {
             // Under loss most drops are the packets a requester had pipelined behind a gap
             // (RC drops them silently after the one NAK-sequence, and they come again): loss,
