@@ -29,10 +29,12 @@
 #include <immintrin.h>
 
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_*() (`__m512i __Y = __Y;`), which trips
-// a false -Wmaybe-uninitialized once inlined (GCC PR 105593, fixed in GCC 13): no undefined lane
-// is read here (the broadcast and the extracts overwrite or ignore every such lane).
+// a false -Wmaybe-uninitialized once inlined (GCC PR 105593, fixed in GCC 13), and the float
+// loads and blends of the fused add a false -Wuninitialized: no undefined lane is read here (the
+// broadcast, the extracts and the full-width loads overwrite or ignore every such lane).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 #endif
 
@@ -313,6 +315,61 @@ INA_VPCLMUL512 uint32_t vpclmul512_update(uint32_t s, const uint8_t* p, size_t l
     return finish(r, p + len, len - 16 * k);
 }
 
+// The fp32 sum of the reduce library (src/reduce/README.md: one IEEE add, NaN made the canonical
+// quiet NaN 0x7FC00000), or with `first` the canonicalised copy, of 64 floats (256 bytes).
+template <bool kFirst>
+INA_VPCLMUL512 inline void add256_f32(float* acc, const uint8_t* in) {
+    const __m512 nan = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000));
+    for (int j = 0; j < 4; ++j) {
+        const __m512 v = _mm512_loadu_ps(in + 64 * j);
+        const __m512 r = kFirst ? v : _mm512_add_ps(_mm512_loadu_ps(acc + 16 * j), v);
+        _mm512_storeu_ps(acc + 16 * j, _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(r, r, _CMP_UNORD_Q), nan));
+    }
+}
+
+// vpclmul512_update's register (started at ~0, masked first 64 bytes) over len >= 256 bytes at
+// p, with 256 bytes of the fp32 add (n floats, a multiple of 64) done in each step of its main
+// loop and the rest after it: the adds' loads, adds and stores run beside the multiplies.
+template <bool kFirst>
+INA_VPCLMUL512 uint32_t vpclmul512_fold_add(const uint8_t* p, size_t len, const uint8_t* mask,
+                                            float* acc, const uint8_t* in, size_t n) {
+    const __m512i start = _mm512_zextsi128_si512(_mm_cvtsi32_si128(-1));
+    const __m512i k512 = pair512(kBlocks[4]);
+    __m512i x = _mm512_xor_si512(_mm512_or_si512(load512(p), load512(mask)), start);
+    __m512i x1 = load512(p + 64);
+    __m512i x2 = load512(p + 128);
+    __m512i x3 = load512(p + 192);
+    p += 256;
+    len -= 256;
+    size_t done = 0;
+    const __m512i k2048 = pair512(kFold2048);
+    for (; len >= 256; p += 256, len -= 256) {
+        x = fold512(x, k2048, load512(p));
+        x1 = fold512(x1, k2048, load512(p + 64));
+        x2 = fold512(x2, k2048, load512(p + 128));
+        x3 = fold512(x3, k2048, load512(p + 192));
+        if (done < n) {
+            add256_f32<kFirst>(acc + done, in + 4 * done);
+            done += 64;
+        }
+    }
+    x = _mm512_xor_si512(fold512(x, pair512(kFold1536), x3),
+                         fold512(x1, pair512(kFold1024), fold512(x2, k512, _mm512_setzero_si512())));
+    for (; len >= 64; p += 64, len -= 64) {
+        x = fold512(x, k512, load512(p));
+    }
+    for (; done < n; done += 64) {
+        add256_f32<kFirst>(acc + done, in + 4 * done);
+    }
+    const size_t k = len / 16;
+    const __m512i y = fold512(x, _mm512_load_si512(kLaneOperands[k].q.data()), _mm512_setzero_si512());
+    const __m128i r = _mm_xor_si128(
+        _mm_xor_si128(_mm512_castsi512_si128(y), _mm512_extracti32x4_epi32(y, 1)),
+        _mm_xor_si128(_mm512_extracti32x4_epi32(y, 2),
+                      join_blocks(_mm512_extracti32x4_epi32(x, 3), p, k)));
+    return ~finish(r, p + len, len - 16 * k);
+}
+
 #undef INA_PCLMUL
 #undef INA_VPCLMUL512
 
@@ -394,6 +451,20 @@ uint32_t crc32_update(uint32_t crc, const uint8_t* p, size_t len) {
 
 uint32_t crc32_update_masked(uint32_t crc, const uint8_t* p, size_t len, const uint8_t* mask) {
     return ~update_register(g_isa, ~crc, p, len, mask);
+}
+
+bool crc32_masked_with_add_f32(uint32_t& crc, const uint8_t* p, size_t len, const uint8_t* mask,
+                               float* acc, const void* in, size_t n, bool first) {
+#if defined(__x86_64__)
+    if (g_isa == CrcIsa::vpclmul512 && len >= 256 && n % 64 == 0) {
+        const auto* w = static_cast<const uint8_t*>(in);
+        crc = first ? vpclmul512_fold_add<true>(p, len, mask, acc, w, n)
+                    : vpclmul512_fold_add<false>(p, len, mask, acc, w, n);
+        return true;
+    }
+#endif
+    (void)p, (void)len, (void)mask, (void)acc, (void)in, (void)n, (void)first;
+    return false;
 }
 
 uint32_t crc32_update_masked_with(CrcIsa isa, uint32_t crc, const uint8_t* p, size_t len,
