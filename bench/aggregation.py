@@ -209,9 +209,13 @@ ROCE_RANKS = 8
 ROCE_GOAL = 0.8  # issue 11: RoCE aggregation per core >= 0.8 x the UDP INA path
 # The pairs measured, each RoCE job beside the INA job in the same place of the tree. The goal is
 # judged on the aggregator pair (the issue's "the ICRC must not halve the rate"), on the RoCE
-# aggregator's way up alone (`up_mpps`: contributions in, one partial out, what INA's aggregator
-# row does; its full rate also carries the parent's results down to the ranks as WRITEs and their
-# ACKs); the root pair shows what delivering the result to every rank costs each path.
+# aggregator's way up alone (`cpu_up_mpps`: contributions in, one partial out, what INA's
+# aggregator row does; its full rate also carries the parent's results down to the ranks as
+# WRITEs and their ACKs); the root pair shows what delivering the result to every rank costs each
+# path. Both sides are rates per second of the thread's CPU time (INA's `cpu_mpps`, RoCE's
+# `cpu_up_mpps` / `cpu_mpps`): on this shared machine the wall-time rates move with the
+# neighbours' load by +-40 % run to run, the CPU-time ones far less (bench/notes.md
+# "roce-rate2"); the wall-time figures stay in each row.
 ROCE_ROLES = ["aggregator", "root"]
 ROCE_GOAL_ROLE = "aggregator"
 
@@ -219,9 +223,9 @@ ROCE_GOAL_ROLE = "aggregator"
 def measure_roce(binary, payloads, seconds, repeat, log=print):
     """RoCEv2 server-to-switch aggregation per core (ina_bench --roce: 8 ranks' WRITE_ONLY_WITH_IMM
     contributions with ICRC, the switch's result WRITEs ACKed by the generator) beside the UDP INA
-    path (ina_bench, 8 workers) of the same payload, fp32, in the same role (ROCE_ROLES). INA and
-    RoCE runs alternate, so a load change on this shared machine hits both; each figure is a
-    median of `repeat` runs and the ratio is RoCE's median over INA's."""
+    path (ina_bench, 8 workers) of the same payload, fp32, in the same role (ROCE_ROLES), both per
+    second of CPU time. INA and RoCE runs alternate, so a load change on this shared machine hits
+    both; each figure is a median of `repeat` runs and the ratio is RoCE's median over INA's."""
     keys = [(p, role) for p in payloads for role in ROCE_ROLES]
     runs = {k: {"ina": [], "ina_csum": [], "roce": [], "load": []} for k in keys}
     for _ in range(repeat):
@@ -236,24 +240,31 @@ def measure_roce(binary, payloads, seconds, repeat, log=print):
     rows = []
     for k in keys:
         p, role = k
-        ina = [r["mpps"] for r in runs[k]["ina"]]
+        ina = [r["cpu_mpps"] for r in runs[k]["ina"]]
         goal_row = role == ROCE_GOAL_ROLE
-        full = [r["mpps"] for r in runs[k]["roce"]]
-        roce = [r["up_mpps"] for r in runs[k]["roce"]] if goal_row else full
+        full = [r["cpu_mpps"] for r in runs[k]["roce"]]
+        roce = [r["cpu_up_mpps"] for r in runs[k]["roce"]] if goal_row else full
         ratio = round(statistics.median(roce) / statistics.median(ina), 3)
         # Each RoCE run over the INA run just before it: a load change between pairs cancels.
         pairs = [r / i for r, i in zip(roce, ina)]
+        # The same runs in wall time (TSC inside the measured bursts for RoCE, the whole run for
+        # INA), as the rows were before they moved to CPU time.
+        ina_wall = [r["mpps"] for r in runs[k]["ina"]]
+        roce_wall = [r["up_mpps" if goal_row else "mpps"] for r in runs[k]["roce"]]
         row = {"payload_bytes": p, "type": "fp32", "ranks": ROCE_RANKS, "role": role,
-               "isa": runs[k]["roce"][0]["isa"], "roce_mpps": mmm(roce), "ina_mpps": mmm(ina),
+               "isa": runs[k]["roce"][0]["isa"], "time": "cpu", "roce_mpps": mmm(roce),
+               "ina_mpps": mmm(ina), "roce_wall_mpps": mmm(roce_wall),
+               "ina_wall_mpps": mmm(ina_wall),
+               "wall_ratio": round(statistics.median(roce_wall) / statistics.median(ina_wall), 3),
                # The whole RoCE rate (an aggregator's way down included) and its ratio.
                "roce_full_mpps": mmm(full),
                "full_ratio": round(statistics.median(full) / statistics.median(ina), 3),
                # Like for like: INA's integrity check (the UDP checksum) in software too, as
                # RoCE's ICRC always is here.
-               "ina_csum_mpps": mmm([r["mpps"] for r in runs[k]["ina_csum"]]),
+               "ina_csum_mpps": mmm([r["cpu_mpps"] for r in runs[k]["ina_csum"]]),
                "csum_ratio": round(statistics.median(roce) /
-                                   statistics.median([r["mpps"] for r in runs[k]["ina_csum"]]),
-                                   3),
+                                   statistics.median([r["cpu_mpps"]
+                                                      for r in runs[k]["ina_csum"]]), 3),
                "roce_payload_gbit_s": mmm([r["payload_gbit_s"] for r in runs[k]["roce"]]),
                "roce_excluded_s": mmm([r["excluded_seconds"] for r in runs[k]["roce"]]),
                "loadavg": mmm([round(x, 2) for x in runs[k]["load"]]), "ratio": ratio,
@@ -262,12 +273,12 @@ def measure_roce(binary, payloads, seconds, repeat, log=print):
                "met": ratio >= ROCE_GOAL if goal_row else None}
         rows.append(row)
         log("%5d B fp32 %d ranks, %-10s: RoCE %s%6.2f Mpps (min %.2f max %.2f) | INA %6.2f Mpps "
-            "(min %.2f max %.2f) | RoCE/INA %.3f (paired runs: median %.3f; vs INA with UDP "
-            "checksums %.3f)%s | load %.1f" % (
+            "(min %.2f max %.2f), per CPU second | RoCE/INA %.3f (paired runs: median %.3f; wall "
+            "time %.3f; vs INA with UDP checksums %.3f)%s | load %.1f" % (
                 p, ROCE_RANKS, role, "way up " if goal_row else "",
                 statistics.median(roce), min(roce), max(roce),
                 statistics.median(ina), min(ina), max(ina), ratio, statistics.median(pairs),
-                row["csum_ratio"],
+                row["wall_ratio"], row["csum_ratio"],
                 " (goal >= %.1f: %s)" % (ROCE_GOAL, "met" if row["met"] else "not met")
                 if goal_row else "", statistics.median(runs[k]["load"])))
     return rows

@@ -2,12 +2,16 @@
 // RoCEv2 ICRC cost per packet (src/roce/icrc.h: the const path and the in-place one the packet
 // path uses) for 256 B .. 4 KiB payloads, single segment, and the plain CRC-32 over the same
 // bytes on each path of src/roce/crc32.h against DPDK's rte_net_crc (its AVX-512 path: the EAL
-// is started with --force-max-simd-bitwidth=512) and zlib's crc32, in the same run.
+// is started with --force-max-simd-bitwidth=512) and zlib's crc32, in the same run. Then the
+// check folded into an add (crc32_masked_with_add_f32, docs/rdma.md): a packet's masked CRC and
+// an fp32 add of its payload into a 64-byte-aligned accumulator, one after the other (the reduce
+// library's kernel) and in one pass.
 #include <rte_eal.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include <chrono>
+#include <cstring>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -17,6 +21,7 @@
 #include "roce/crc32.h"
 #include "roce/icrc.h"
 #include "roce/wire.h"
+#include "reduce/reduce.h"
 
 namespace {
 
@@ -82,6 +87,50 @@ int main() {
         std::printf("%zu %.1f %.1f %.1f %.1f %.1f %.1f %.1f %.1f\n", payload, icrc, in_frame, zl,
                     rte, path_ns[0], path_ns[1], path_ns[2],
                     static_cast<double>(total) * 8 / in_frame);
+    }
+    std::printf("payload_bytes crc_ns add_ns crc_then_add_ns fused_ns\n");
+    const auto& f32 = ina::reduce::kernels()[ina::reduce::ElemType::fp32];
+    for (size_t payload : {1024u, 4096u}) {
+        const size_t total = 20 + 8 + ina::roce::kBthBytes + ina::roce::kRethBytes + 4 + payload + 4;
+        std::vector<uint8_t> frame(8 + total);
+        for (size_t i = 0; i < frame.size(); ++i) {
+            frame[i] = static_cast<uint8_t>(i % 4 == 3 ? 0x3F : i * 7);  // finite floats
+        }
+        const uint8_t* payload_at = frame.data() + 8 + total - 4 - payload;
+        const size_t n = payload / 4;
+        std::vector<float> room(n + 16, 1.0f);
+        const auto base = reinterpret_cast<uintptr_t>(room.data());
+        auto* acc = reinterpret_cast<float*>((base + 63) / 64 * 64);
+        uint8_t mask[64] = {};
+        std::memset(mask, 0xFF, 8);
+        const size_t covered = 8 + total - 4;
+        const int iters = 2'000'000 / static_cast<int>(payload / 256);
+        const double crc = ns_per_call(
+            [&] { return ina::roce::crc32_update_masked(0, frame.data(), covered, mask); }, iters);
+        const double add = ns_per_call(
+            [&] {
+                f32.accumulate(acc, payload_at, n, ina::reduce::Op::sum);
+                return 0u;
+            },
+            iters);
+        const double both = ns_per_call(
+            [&] {
+                const uint32_t c = ina::roce::crc32_update_masked(0, frame.data(), covered, mask);
+                f32.accumulate(acc, payload_at, n, ina::reduce::Op::sum);
+                return c;
+            },
+            iters);
+        const double fused = ns_per_call(
+            [&] {
+                uint32_t c = 0;
+                if (!ina::roce::crc32_masked_with_add_f32(c, frame.data(), covered, mask, acc,
+                                                          payload_at, n, false)) {
+                    return 0u;  // not on this CPU: the column reads the call's cost alone
+                }
+                return c;
+            },
+            iters);
+        std::printf("%zu %.1f %.1f %.1f %.1f\n", payload, crc, add, both, fused);
     }
     rte_eal_cleanup();
     return 0;

@@ -592,6 +592,7 @@ int run_roce(unsigned payload, const std::string& type, double seconds, rte_rcu_
     const uint64_t hz = rte_get_tsc_hz();
     const auto budget = static_cast<uint64_t>(seconds * static_cast<double>(hz));
     const uint64_t started = rte_rdtsc();
+    const uint64_t cpu_started = thread_cpu_ns();
     uint64_t switch_tsc = 0;  // inside the generator's alloc + copy and process_burst only
     // Aggregator: the part of switch_tsc spent on the way down (the parent's results, the WRITEs
     // they become, the ranks' ACKs, the tick): switch_tsc - down_tsc is the way up alone, the
@@ -678,6 +679,14 @@ int run_roce(unsigned payload, const std::string& type, double seconds, rte_rcu_
     const double elapsed = static_cast<double>(switch_tsc) / static_cast<double>(hz);
     const double up_elapsed = static_cast<double>(switch_tsc - down_tsc) / static_cast<double>(hz);
     const double wall = static_cast<double>(rte_rdtsc() - started) / static_cast<double>(hz);
+    // The share of the run the kernel gave this thread: its CPU time over the wall time. The
+    // measured regions are TSC time, which keeps running while the thread is switched out;
+    // switching out falls on the regions in proportion to their time, so the regions' CPU time
+    // is their TSC time times that share. No clock read per burst (CLOCK_THREAD_CPUTIME_ID is a
+    // syscall, a tenth of a 1 KiB burst): the cpu_* rates are INA's cpu_mpps for RoCE, what a
+    // shared machine's neighbours move far less than the TSC rates.
+    const double ran = std::min(
+        1.0, static_cast<double>(thread_cpu_ns() - cpu_started) / 1e9 / std::max(wall, 1e-9));
 
     fr::QpCounters sum;
 #define INA_ROCE_SUM(name, help) sum.name += q->counters.name;
@@ -691,7 +700,8 @@ int run_roce(unsigned payload, const std::string& type, double seconds, rte_rcu_
     std::printf("{\"traffic\": \"roce\", \"role\": \"%s\", \"workers\": %u, \"payload_bytes\": %u, "
                 "\"packets_per_chunk\": %u, \"segments\": %lu, \"type\": \"%s\", "
                 "\"isa\": \"%s\", \"lcores\": 1, \"steer\": \"none\", \"deterministic\": false, "
-                "\"mpps\": %.3f, \"up_mpps\": %.3f, \"payload_gbit_s\": %.2f, \"gelem_s\": %.3f, "
+                "\"mpps\": %.3f, \"up_mpps\": %.3f, \"cpu_mpps\": %.3f, \"cpu_up_mpps\": %.3f, "
+                "\"cpu_share\": %.3f, \"payload_gbit_s\": %.2f, \"gelem_s\": %.3f, "
                 "\"absorbed\": %lu, \"completed\": %lu, \"released\": %lu, \"results_sent\": %lu, "
                 "\"acks_sent\": %lu, \"acks_in\": %lu, \"partials_sent\": %lu, "
                 "\"parent_results_in\": %lu, \"frames_out\": %lu, \"packets\": %lu, "
@@ -701,6 +711,8 @@ int run_roce(unsigned payload, const std::string& type, double seconds, rte_rcu_
                 std::string(reduce::to_string(reduce::kernels().isa)).c_str(),
                 static_cast<double>(generated) / elapsed / 1e6,
                 static_cast<double>(generated) / up_elapsed / 1e6,
+                static_cast<double>(generated) / (elapsed * ran) / 1e6,
+                static_cast<double>(generated) / (up_elapsed * ran) / 1e6, ran,
                 static_cast<double>(generated) * static_cast<double>(payload / packets) * 8 / elapsed / 1e9,
                 static_cast<double>(sum.contributions) * static_cast<double>(elems) / elapsed / 1e9,
                 static_cast<unsigned long>(sum.contributions),

@@ -315,25 +315,31 @@ def write(res, doc, result_path):
               "`workers`) sends %d result datagrams. No goal: it shows what delivering the result "
               "costs each path." % (n, n, n, n), "",
               "Building the ACKs and the frame rings is excluded from RoCE's time, processing the "
-              "ACKs is not. The INA and RoCE runs of a pair alternate run by run; %d runs each of "
-              "%.1f s, figures are min / **median** / max, the ratio is of the medians. The "
+              "ACKs is not. %s The INA and RoCE runs of a pair alternate run by run; %d runs each "
+              "of %.1f s, figures are min / **median** / max, the ratio is of the medians. The "
               "machine was busy with other builds and tests (load average per row: median of the "
-              "values sampled before each pair of runs)." % (rows[0]["roce_mpps"]["n"],
-                                                              ro["seconds"]), "",
+              "values sampled before each pair of runs)." % (
+                  "Rates are per second of the thread's CPU time (INA's `cpu_mpps`; RoCE's time "
+                  "inside the measured bursts times the thread's share of the run, `cpu_up_mpps` "
+                  "/ `cpu_mpps`), which the neighbours' load moves far less than wall time; the "
+                  "wall-time ratio is shown beside." if rows[0].get("time") == "cpu" else
+                  "Rates are per second of wall time.",
+                  rows[0]["roce_mpps"]["n"], ro["seconds"]), "",
               "| pair | payload | RoCE Mpps | RoCE with the way down | INA Mpps | RoCE / INA "
-              "(medians) | RoCE / INA, paired runs | RoCE with the way down / INA | goal ≥ %.1f "
-              "| INA with UDP checksums Mpps | RoCE / INA with UDP checksums | load |" % (
-                  goal_ratio or 0.8),
-              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+              "(medians) | RoCE / INA, paired runs | RoCE / INA, wall time | RoCE with the way "
+              "down / INA | goal ≥ %.1f | INA with UDP checksums Mpps | RoCE / INA with UDP "
+              "checksums | load |" % (goal_ratio or 0.8),
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         for r in rows:
             role = r.get("role", "root")
             goal = ("–" if r.get("met") is None else "**met**" if r["met"] else "**not met**")
             down = role == "aggregator" and "roce_full_mpps" in r
-            L.append("| %s | %d B | %s | %s | %s | **%.2f** | %s | %s | %s | %s | %s | %s |" % (
+            L.append("| %s | %d B | %s | %s | %s | **%.2f** | %s | %s | %s | %s | %s | %s | %s |" % (
                 "%s vs %s" % (role, "aggregator" if "role" not in r else role),
                 r["payload_bytes"], mmm_txt(r["roce_mpps"]),
                 mmm_txt(r["roce_full_mpps"]) if down else "–", mmm_txt(r["ina_mpps"]), r["ratio"],
                 mmm_txt(r["pair_ratio"]) if r.get("pair_ratio") else "–",
+                "%.2f" % r["wall_ratio"] if r.get("wall_ratio") is not None else "–",
                 "%.2f" % r["full_ratio"] if down else "–", goal,
                 mmm_txt(r["ina_csum_mpps"]) if r.get("ina_csum_mpps") else "–",
                 "%.2f" % r["csum_ratio"] if r.get("csum_ratio") is not None else "–",

@@ -29,10 +29,12 @@
 #include <immintrin.h>
 
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_*() (`__m512i __Y = __Y;`), which trips
-// a false -Wmaybe-uninitialized once inlined (GCC PR 105593, fixed in GCC 13): no undefined lane
-// is read here (the broadcast and the extracts overwrite or ignore every such lane).
+// a false -Wmaybe-uninitialized once inlined (GCC PR 105593, fixed in GCC 13), and the float
+// loads and blends of the fused add a false -Wuninitialized: no undefined lane is read here (the
+// broadcast, the extracts and the full-width loads overwrite or ignore every such lane).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 #endif
 
@@ -269,9 +271,20 @@ INA_VPCLMUL512 inline __m512i pair512(FoldPair k) {
     return _mm512_broadcast_i32x4(_mm_set_epi64x(static_cast<long long>(k.hi), static_cast<long long>(k.lo)));
 }
 
-INA_VPCLMUL512 uint32_t vpclmul512_update(uint32_t s, const uint8_t* p, size_t len,
-                                          const uint8_t* mask = nullptr) {
+// What vpclmul512_fold does beside the multiplies: step() once per 256-byte step of its main
+// loop, rest() once after it (the fused add below); nothing for the plain CRC.
+struct NoSide {
+    void step() {}
+    void rest() {}
+};
+
+// The register continued over len bytes at p (`mask`: nullptr, or ORed into the first 64 bytes),
+// with `side`'s work interleaved with the folding.
+template <class Side>
+[[gnu::always_inline]] INA_VPCLMUL512 inline uint32_t vpclmul512_fold(uint32_t s, const uint8_t* p, size_t len,
+                                               const uint8_t* mask, Side& side) {
     if (len < 64) {
+        side.rest();
         return pclmul_update(s, p, len);
     }
     const __m512i start = _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(s)));
@@ -296,6 +309,7 @@ INA_VPCLMUL512 uint32_t vpclmul512_update(uint32_t s, const uint8_t* p, size_t l
             x1 = fold512(x1, k2048, load512(p + 64));
             x2 = fold512(x2, k2048, load512(p + 128));
             x3 = fold512(x3, k2048, load512(p + 192));
+            side.step();
         }
         x = _mm512_xor_si512(
             fold512(x, pair512(kFold1536), x3),
@@ -304,6 +318,7 @@ INA_VPCLMUL512 uint32_t vpclmul512_update(uint32_t s, const uint8_t* p, size_t l
     for (; len >= 64; p += 64, len -= 64) {
         x = fold512(x, k512, load512(p));
     }
+    side.rest();
     const size_t k = len / 16;
     const __m512i y = fold512(x, _mm512_load_si512(kLaneOperands[k].q.data()), _mm512_setzero_si512());
     const __m128i r = _mm_xor_si128(
@@ -311,6 +326,52 @@ INA_VPCLMUL512 uint32_t vpclmul512_update(uint32_t s, const uint8_t* p, size_t l
         _mm_xor_si128(_mm512_extracti32x4_epi32(y, 2),
                       join_blocks(_mm512_extracti32x4_epi32(x, 3), p, k)));
     return finish(r, p + len, len - 16 * k);
+}
+
+INA_VPCLMUL512 uint32_t vpclmul512_update(uint32_t s, const uint8_t* p, size_t len,
+                                          const uint8_t* mask = nullptr) {
+    NoSide none;
+    return vpclmul512_fold(s, p, len, mask, none);
+}
+
+// The fp32 sum of the reduce library (src/reduce/README.md: one IEEE add, NaN made the canonical
+// quiet NaN 0x7FC00000), or with kFirst the canonicalised copy, of n floats (a multiple of 64),
+// 256 bytes a step of the CRC's main loop and the rest after it: the adds' loads, adds and
+// stores run beside the multiplies.
+template <bool kFirst>
+struct AddF32 {
+    float* acc;
+    const uint8_t* in;
+    size_t n;
+    size_t done = 0;
+    [[gnu::always_inline]] INA_VPCLMUL512 void add256() {
+        const __m512 nan = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000));
+        for (size_t j = 0; j < 4; ++j) {
+            float* a = acc + done + 16 * j;
+            const __m512 v = _mm512_loadu_ps(in + 4 * done + 64 * j);
+            const __m512 r = kFirst ? v : _mm512_add_ps(_mm512_loadu_ps(a), v);
+            _mm512_storeu_ps(a, _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(r, r, _CMP_UNORD_Q), nan));
+        }
+        done += 64;
+    }
+    [[gnu::always_inline]] INA_VPCLMUL512 void step() {
+        if (done < n) {
+            add256();
+        }
+    }
+    [[gnu::always_inline]] INA_VPCLMUL512 void rest() {
+        while (done < n) {
+            add256();
+        }
+    }
+};
+
+// crc32_masked_with_add_f32 on the VPCLMULQDQ path (len >= 256, n a multiple of 64).
+template <bool kFirst>
+INA_VPCLMUL512 uint32_t vpclmul512_fold_add(const uint8_t* p, size_t len, const uint8_t* mask,
+                                            float* acc, const uint8_t* in, size_t n) {
+    AddF32<kFirst> add{acc, in, n};
+    return ~vpclmul512_fold(~0u, p, len, mask, add);
 }
 
 #undef INA_PCLMUL
@@ -394,6 +455,20 @@ uint32_t crc32_update(uint32_t crc, const uint8_t* p, size_t len) {
 
 uint32_t crc32_update_masked(uint32_t crc, const uint8_t* p, size_t len, const uint8_t* mask) {
     return ~update_register(g_isa, ~crc, p, len, mask);
+}
+
+bool crc32_masked_with_add_f32(uint32_t& crc, const uint8_t* p, size_t len, const uint8_t* mask,
+                               float* acc, const void* in, size_t n, bool first) {
+#if defined(__x86_64__)
+    if (g_isa == CrcIsa::vpclmul512 && len >= 256 && n % 64 == 0) {
+        const auto* w = static_cast<const uint8_t*>(in);
+        crc = first ? vpclmul512_fold_add<true>(p, len, mask, acc, w, n)
+                    : vpclmul512_fold_add<false>(p, len, mask, acc, w, n);
+        return true;
+    }
+#endif
+    (void)p, (void)len, (void)mask, (void)acc, (void)in, (void)n, (void)first;
+    return false;
 }
 
 uint32_t crc32_update_masked_with(CrcIsa isa, uint32_t crc, const uint8_t* p, size_t len,

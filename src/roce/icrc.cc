@@ -190,6 +190,27 @@ uint32_t icrc_writable(rte_mbuf* mb, uint32_t l3_off) {
     return icrc(static_cast<const rte_mbuf*>(mb), l3_off);
 }
 
+bool icrc_masked_span(rte_mbuf* mb, uint32_t l3_off, IcrcSpan& span) {
+    if (!RTE_MBUF_DIRECT(mb) || rte_mbuf_refcnt_read(mb) != 1 || mb->next != nullptr ||
+        l3_off < 8 || l3_off >= rte_pktmbuf_data_len(mb)) {
+        return false;
+    }
+    uint8_t* l3 = rte_pktmbuf_mtod_offset(mb, uint8_t*, l3_off);
+    uint8_t version = 0;
+    size_t ip_len = 0;
+    size_t total = 0;
+    const size_t len = rte_pktmbuf_data_len(mb) - l3_off;
+    if (header_shape(l3, len, version, ip_len, total) == 0 || total > len ||
+        !(version == 6 || ip_len == 20) || 8 + total - kIcrcBytes < kMaskBytes) {
+        return false;
+    }
+    // masked_pass's first branch, as icrc_writable takes it.
+    span.start = l3 - 8;
+    span.len = 8 + total - kIcrcBytes;
+    span.mask = version == 4 ? kMask4.data() : kMask6.data();
+    return true;
+}
+
 uint32_t icrc(const rte_mbuf* mb, uint32_t l3_off) {
     if (l3_off >= rte_pktmbuf_pkt_len(mb)) {
         return 0;

@@ -45,6 +45,18 @@ uint32_t icrc_in_frame(uint8_t* l3, size_t len);
 // (refcnt 1), one segment and has 8 bytes before l3; otherwise the const path above.
 uint32_t icrc_writable(rte_mbuf* m, uint32_t l3_off);
 
+// The bytes and the 64-byte mask of icrc_writable's one masked-load pass over m, when it takes
+// that path (direct, unshared, one segment, 8 bytes before l3, IPv4 without options or IPv6, a
+// sound RoCEv2 header): then icrc_writable(m, l3_off) ==
+// crc32_update_masked(0, span.start, span.len, span.mask), which a caller may compute in a
+// fused pass (crc32_masked_with_add_f32). False (span untouched) otherwise.
+struct IcrcSpan {
+    const uint8_t* start = nullptr;
+    size_t len = 0;
+    const uint8_t* mask = nullptr;
+};
+bool icrc_masked_span(rte_mbuf* m, uint32_t l3_off, IcrcSpan& span);
+
 // The CRC of the 8 bytes of ones and the first `header_bytes` of the packet at `l3` (IP, UDP,
 // BTH and its extension headers) with the variant fields masked, as icrc_in_frame (the same
 // provisos): the ICRC's first part, for IcrcJoin. 0 if they cannot be RoCEv2 headers.

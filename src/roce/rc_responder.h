@@ -109,6 +109,48 @@ public:
     // execute verdict's payload is the packet's `where.length` bytes after its headers; see the
     // file comment for the two phases.
     Verdict receive(const Packet& packet);
+    // receive() for the common case alone: an in-order WRITE ONLY (with or without immediate)
+    // that receive() would execute as it stands. True: `where` is receive()'s placement and the
+    // packet is pending exactly as after receive() (commit() or refuse() next). False: nothing
+    // changed, and receive() decides (every other packet, and every one it would NAK, drop or
+    // refuse). Inline and without a Verdict to build: the packet path's per-contribution
+    // check is a dozen compares (roce-responder runs every rule row through both ways).
+    bool take_write_only(const Packet& packet, Placement& where) {
+        const uint8_t opcode = packet.bth.opcode;
+        const bool imm = opcode == op::kWriteOnlyImm;
+        const uint32_t len = packet.payload_bytes;
+        const uint64_t va = packet.reth.va;
+        const MemoryRegion& r = config_.region;
+        // check_in_order's tests for an ONLY in order, with the DMA length equal to the
+        // payload's (its LAST rule), so the access check on the DMA length is the one on len.
+        if ((opcode != op::kWriteOnly && !imm) || state_ != State::ready ||
+            packet.bth.psn != epsn_ || in_message_ != Kind::none ||
+            ((packet.bth.pkey ^ config_.pkey) & 0x7FFF) != 0 || len > config_.pmtu ||
+            packet.bth.pad != ((0u - len) & 3u) || packet.reth.dma_len != len ||
+            (len != 0 && (packet.reth.rkey != r.rkey || va < r.va || va - r.va > r.length ||
+                          len > r.length - (va - r.va))) ||
+            (imm && receives_ == 0)) {
+            return false;
+        }
+        where.write = true;
+        where.first = true;
+        where.last = true;
+        where.has_imm = imm;
+        where.imm = imm ? packet.imm : 0;
+        where.va = va;
+        where.region_offset = va - r.va;
+        where.message_offset = 0;
+        where.length = len;
+        where.psn = packet.bth.psn;
+        where.msn = psn_add(msn_, 1);
+        pending_ = true;
+        pending_where_ = where;
+        pending_kind_ = Kind::write;
+        pending_ack_req_ = packet.bth.ack_req;
+        pending_takes_receive_ = imm;
+        pending_left_ = len;
+        return true;
+    }
     // The packet of the last execute verdict is stored: advance. Returns false (and changes
     // nothing) if the last verdict was not an execute verdict for the current ePSN.
     bool commit();

@@ -8,6 +8,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cstring>
 #include <array>
 #include <random>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "rocev2_vectors.h"
 #include "roce/crc32.h"
 #include "roce/icrc.h"
+#include "reduce/reduce.h"
 
 namespace ina::roce {
 namespace {
@@ -141,6 +143,88 @@ TEST(RoceCrc32, ReferenceIcrcsAsOneContinuedCrc) {
                 << to_string(isa);
         }
     }
+}
+
+}  // namespace
+}  // namespace ina::roce
+
+namespace ina::roce {
+namespace {
+
+// The fused check-and-add gives the masked CRC crc32_update_masked gives and the sums the reduce
+// library's fp32 kernels give (every ISA's: they are bit-identical), bit for bit: NaNs of any
+// payload made canonical, infinities, signed zeros and subnormals as IEEE adds them; for every
+// length it takes, the add shorter or longer than the CRC's main loop, first or not.
+TEST(RoceCrc32, FusedCheckAndAddIsTheCrcAndTheReduceLibrarysSum) {
+    if (crc32_isa() != CrcIsa::vpclmul512) {
+        uint32_t crc = 0;
+        float acc[64] = {};
+        uint8_t bytes[512] = {};
+        EXPECT_FALSE(crc32_masked_with_add_f32(crc, bytes, sizeof bytes, bytes, acc, bytes, 64,
+                                               false));
+        GTEST_SKIP() << "no VPCLMULQDQ: the fused pass declines (checked above)";
+    }
+    std::mt19937 rng(11);
+    const uint32_t specials[] = {0x7FC00000, 0x7F800001, 0xFFC12345, 0x7F800000, 0xFF800000,
+                                 0x80000000, 0x00000000, 0x00000001, 0x807FFFFF, 0x7F7FFFFF};
+    std::array<uint8_t, 64> mask{};
+    for (size_t i = 0; i < mask.size(); ++i) {
+        mask[i] = static_cast<uint8_t>(rng() % 3 == 0 ? rng() : 0);
+    }
+    const auto& sum = reduce::kernels()[reduce::ElemType::fp32];
+    const auto& scalar = reduce::select_kernels(reduce::Isa::scalar)[reduce::ElemType::fp32];
+    for (const size_t len : {256u, 300u, 511u, 1092u, 1100u, 4164u, 8200u}) {
+        for (const size_t n : {64u, 256u, 1024u, 2048u}) {
+            for (const bool first : {true, false}) {
+                std::vector<uint8_t> bytes(len + 1);
+                for (auto& b : bytes) {
+                    b = static_cast<uint8_t>(rng());
+                }
+                std::vector<uint32_t> in(n), acc0(n);
+                for (size_t i = 0; i < n; ++i) {
+                    in[i] = rng() % 8 == 0 ? specials[rng() % 10] : rng();
+                    acc0[i] = rng() % 8 == 0 ? specials[rng() % 10] : rng();
+                }
+                // Unaligned input (a payload behind 60 bytes of headers), aligned accumulator.
+                std::vector<uint8_t> wire(4 * n + 3);
+                std::memcpy(wire.data() + 3, in.data(), 4 * n);
+                // Accumulators 64-byte aligned, as the reduce kernels' contract asks.
+                std::vector<float> room(3 * n + 16);
+                const auto base = reinterpret_cast<uintptr_t>(room.data());
+                auto* fused = reinterpret_cast<float*>((base + 63) / 64 * 64);
+                float* ref = fused + n;
+                float* ref_scalar = ref + n;
+                std::memcpy(fused, acc0.data(), 4 * n);
+                std::memcpy(ref, acc0.data(), 4 * n);
+                std::memcpy(ref_scalar, acc0.data(), 4 * n);
+                uint32_t crc = 0;
+                const uint8_t* p = bytes.data() + 1;
+                ASSERT_TRUE(crc32_masked_with_add_f32(crc, p, len, mask.data(), fused,
+                                                      wire.data() + 3, n, first));
+                EXPECT_EQ(crc, crc32_update_masked(0, p, len, mask.data()))
+                    << len << " " << n << " " << first;
+                if (first) {
+                    sum.load(ref, wire.data() + 3, n);
+                    scalar.load(ref_scalar, wire.data() + 3, n);
+                } else {
+                    sum.accumulate(ref, wire.data() + 3, n, reduce::Op::sum);
+                    scalar.accumulate(ref_scalar, wire.data() + 3, n, reduce::Op::sum);
+                }
+                EXPECT_EQ(std::memcmp(fused, ref, 4 * n), 0)
+                    << len << " " << n << " " << first;
+                EXPECT_EQ(std::memcmp(fused, ref_scalar, 4 * n), 0)
+                    << len << " " << n << " " << first;
+            }
+        }
+    }
+    // What it declines, it leaves untouched.
+    uint32_t crc = 0x1234;
+    alignas(64) float acc[64] = {1.0f};
+    uint8_t bytes[300] = {};
+    EXPECT_FALSE(crc32_masked_with_add_f32(crc, bytes, 255, mask.data(), acc, bytes, 64, false));
+    EXPECT_FALSE(crc32_masked_with_add_f32(crc, bytes, 300, mask.data(), acc, bytes, 63, false));
+    EXPECT_EQ(crc, 0x1234u);
+    EXPECT_EQ(acc[0], 1.0f);
 }
 
 }  // namespace

@@ -406,10 +406,26 @@ void check_reply(const std::string& where, const Reply& r, const Expect& e) {
     }
 }
 
-class ResponderRules : public testing::TestWithParam<Row> {};
+// The packet path's way: take_write_only first, receive() when it declines. Its execute
+// verdicts must be receive()'s, and everything else receive()'s own.
+Verdict receive_fast_first(Responder& qp, const Packet& p, size_t* taken = nullptr) {
+    Verdict v;
+    if (qp.take_write_only(p, v.where)) {
+        v.action = Action::execute;
+        if (taken != nullptr) {
+            ++*taken;
+        }
+        return v;
+    }
+    return qp.receive(p);
+}
+
+// Each rule row runs both ways: receive() alone, and take_write_only before it.
+class ResponderRules : public testing::TestWithParam<std::tuple<Row, bool>> {};
 
 TEST_P(ResponderRules, Holds) {
-    const Row& row = GetParam();
+    const Row& row = std::get<0>(GetParam());
+    const bool fast = std::get<1>(GetParam());
     ResponderConfig config;
     config.initial_psn = row.initial_psn;
     config.pmtu = kPmtu;
@@ -434,7 +450,8 @@ TEST_P(ResponderRules, Holds) {
         }
         const uint32_t epsn = qp.expected_psn();
         const uint32_t msn = qp.msn();
-        const Verdict v = qp.receive(packet_of(step.in));
+        const Verdict v = fast ? receive_fast_first(qp, packet_of(step.in))
+                               : qp.receive(packet_of(step.in));
         const Expect& e = step.expect;
         if (step.what == Do::receive_refuse && v.action == Action::execute) {
             check_reply(where, qp.refuse(), e);
@@ -473,8 +490,107 @@ TEST_P(ResponderRules, Holds) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Rocev2Section3_1, ResponderRules, testing::ValuesIn(rows()),
-                         test::rule_name<Row>);
+INSTANTIATE_TEST_SUITE_P(
+    Rocev2Section3_1, ResponderRules, testing::Combine(testing::ValuesIn(rows()), testing::Bool()),
+    [](const testing::TestParamInfo<std::tuple<Row, bool>>& p) {
+        return test::rule_name<Row>(testing::TestParamInfo<Row>(std::get<0>(p.param),
+                                                                p.index)) +
+               (std::get<1>(p.param) ? "_FastFirst" : "");
+    });
+
+// take_write_only against receive() on packets drawn around every condition it tests (opcode,
+// PSN, P_Key, length, pad, DMA length, R_Key, VA at and past the region's ends, receive buffers,
+// a message in progress, the error state): two QPs fed the same packets, one through receive()
+// alone and one fast first, give the same verdicts and end in the same state after each step.
+TEST(Responder, TakeWriteOnlyIsReceiveForEveryPacketItTakes) {
+    ResponderConfig config;
+    config.initial_psn = 0xFFFFF0;  // the PSN wraps during the run
+    config.pmtu = kPmtu;
+    config.region = {kRegionVa, kRegionBytes, kRkey};
+    config.min_rnr_timer = kRnrTimer;
+    Responder plain(config);
+    Responder fast(config);
+    uint64_t seed = 0x9E3779B97F4A7C15ull;
+    const auto next = [&seed](uint32_t n) {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        return static_cast<uint32_t>(seed % n);
+    };
+    const uint8_t opcodes[] = {op::kWriteOnly,    op::kWriteOnlyImm, op::kWriteOnly,
+                               op::kWriteOnlyImm, op::kWriteOnly,    op::kWriteOnlyImm,
+                               op::kWriteOnly,    op::kWriteOnlyImm, op::kWriteOnly,
+                               op::kWriteOnlyImm, op::kWriteOnly,    op::kWriteOnlyImm,
+                               op::kWriteFirst,   op::kWriteLast,    op::kSendOnly,
+                               op::kReadRequest};
+    size_t taken = 0;
+    for (int i = 0; i < 200000; ++i) {
+        if (plain.state() == Responder::State::error) {
+            // A fatal NAK ended the QP (an opcode out of sequence, a bad length): both ended.
+            ASSERT_EQ(fast.state(), Responder::State::error) << "step " << i;
+            plain = Responder(config);
+            fast = Responder(config);
+        }
+        In in;
+        in.opcode = opcodes[next(16)];
+        in.psn = plain.expected_psn() + (next(16) == 0 ? next(3) - 1 : 0);
+        in.len = next(8) == 0 ? kPmtu + 4 * next(2) + next(2) : next(kPmtu / 4 + 1) * 4 - next(2);
+        in.dma_len = next(8) == 0 ? in.len + next(3) - 1 : in.len;
+        in.pad = next(32) == 0 ? static_cast<int>(next(4)) : -1;
+        in.pkey = next(32) == 0 ? static_cast<uint16_t>(kDefaultPkey ^ (1u << next(16)))
+                                : kDefaultPkey;
+        in.rkey = next(32) == 0 ? kRkey + 1 : kRkey;
+        const uint64_t at[] = {0, kRegionBytes - in.dma_len, kRegionBytes - in.dma_len + 4,
+                               kRegionBytes, 0 - uint64_t{4}, next(kRegionBytes / 4) * 4ull};
+        in.va = kRegionVa + at[next(6)];
+        in.ack_req = next(2) == 0;
+        if (next(64) == 0) {
+            // Drain the receive queue of both so the immediate's RNR case comes up.
+            plain = Responder(config);
+            fast = Responder(config);
+        }
+        const Packet p = packet_of(in);
+        const Verdict a = plain.receive(p);
+        const Verdict b = receive_fast_first(fast, p, &taken);
+        ASSERT_EQ(a.action, b.action) << "step " << i;
+        if (a.action == Action::execute) {
+            const Placement &x = a.where, &y = b.where;
+            ASSERT_TRUE(x.write == y.write && x.first == y.first && x.last == y.last &&
+                        x.has_imm == y.has_imm && x.imm == y.imm && x.va == y.va &&
+                        x.region_offset == y.region_offset &&
+                        x.message_offset == y.message_offset && x.length == y.length &&
+                        x.psn == y.psn && x.msn == y.msn)
+                << "step " << i;
+            // Commit most, refuse some: both QPs move alike.
+            if (next(8) == 0) {
+                const Reply ra = plain.refuse(), rb = fast.refuse();
+                ASSERT_TRUE(ra.syndrome == rb.syndrome && ra.psn == rb.psn && ra.msn == rb.msn);
+            } else {
+                ASSERT_EQ(plain.commit(), fast.commit()) << "step " << i;
+            }
+        } else if (a.action == Action::reply) {
+            ASSERT_TRUE(a.reply.syndrome == b.reply.syndrome && a.reply.psn == b.reply.psn &&
+                        a.reply.msn == b.reply.msn && a.fatal == b.fatal)
+                << "step " << i;
+        } else {
+            ASSERT_EQ(a.drop, b.drop) << "step " << i;
+        }
+        Reply ra, rb;
+        const bool owed_a = next(4) == 0 && plain.take_ack(ra);
+        ASSERT_EQ(plain.expected_psn(), fast.expected_psn()) << "step " << i;
+        ASSERT_EQ(plain.msn(), fast.msn()) << "step " << i;
+        ASSERT_EQ(plain.posted_receives(), fast.posted_receives()) << "step " << i;
+        ASSERT_EQ(plain.ack_owed() || owed_a, fast.ack_owed()) << "step " << i;
+        if (owed_a) {
+            ASSERT_TRUE(fast.take_ack(rb));
+        }
+        if (next(16) == 0) {
+            plain.post_receives(1);
+            fast.post_receives(1);
+        }
+    }
+    EXPECT_GT(taken, 20000u) << taken;  // the fast path was taken, not only declined
+}
 
 TEST(Responder, SendLongerThanTheReceiveBufferIsAnInvalidRequest) {
     ResponderConfig config;

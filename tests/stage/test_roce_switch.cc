@@ -122,7 +122,7 @@ protected:
 
     // A worker's contribution: WRITE_ONLY_WITH_IMM of `values` for session sequence s.
     Bytes contribution(uint16_t rank, uint32_t psn, uint32_t s, const std::vector<float>& values,
-                       uint8_t tos = 0x02, bool ack_req = true) {
+                       uint8_t tos = 0x02, bool ack_req = true, uint32_t chunk = kChunk) {
         const bool one = rank == 1;
         rc::Ipv4Path path;
         path.src_ip = one ? kWorker1 : kWorker2;
@@ -135,7 +135,7 @@ protected:
         tx.ack_req = ack_req;
         tx.has_reth = true;
         tx.length = static_cast<uint32_t>(values.size() * 4);
-        tx.reth = {fr::kAreaAddr + (s % kWindow) * kChunk, fr::kAreaRkey, tx.length};
+        tx.reth = {fr::kAreaAddr + (s % kWindow) * chunk, fr::kAreaRkey, tx.length};
         tx.has_imm = true;
         tx.imm = s << 8 | 1;
         return frame(one, path, [&](uint8_t* out, size_t cap) {
@@ -506,6 +506,101 @@ TEST_F(RoceSwitch, PacketOnAnotherLcoreIsHandedToTheJobsHome) {
 // bytes at PMTU 1024, so every contribution is WRITE FIRST, MIDDLE, MIDDLE, LAST_WITH_IMM as
 // rxe sends it (RETH on FIRST only, the immediate on LAST only, AckReq on LAST), and every
 // result goes back to each rank as the same four packets with consecutive PSNs.
+// 1 KiB fp32 chunks (256 elements): the adds that carry the next packet's ICRC check
+// (datapath_roce.cc "Hiding the ICRC check"; on a CPU with VPCLMULQDQ) run here.
+class RoceFusedCheck : public RoceSwitch {
+protected:
+    static constexpr uint32_t kKib = 1024;
+    std::string config_yaml() const override {
+        std::string y = roce_yaml("fp32", kKib, kKib * kWindow);
+        const std::string mtu = "    mtu: 1000\n";
+        y.replace(y.find(mtu), mtu.size(), "    mtu: 1500\n");  // a 1 KiB result WRITE leaves
+        return y;
+    }
+    fr::JobParams job_params() const override {
+        return fr::JobParams{7, 2, reduce::Op::sum, reduce::ElemType::fp32, kKib, kWindow};
+    }
+    static std::vector<float> kib(float base) {
+        std::vector<float> v(kKib / 4);
+        for (size_t i = 0; i < v.size(); ++i) {
+            v[i] = base + 0.25f * static_cast<float>(i);
+        }
+        return v;
+    }
+    Bytes chunk_of(uint16_t rank, uint32_t s, float base) {
+        return contribution(rank, (rank == 1 ? kPsn1 : kPsn2) + s, s, kib(base), 0x02, true,
+                            kKib);
+    }
+    // Each rank's result WRITE of chunk s on its port, as floats (empty: none).
+    std::vector<std::vector<float>> results(uint32_t s) {
+        std::vector<std::vector<float>> out;
+        for (const uint16_t port : {kR0, kR1}) {
+            std::vector<float> r;
+            for (const auto& x : seen(port)) {
+                if (x.p.bth.opcode == rc::op::kWriteOnlyImm && x.p.imm >> 8 == s) {
+                    EXPECT_TRUE(x.icrc_ok);
+                    r = floats(x.payload);
+                }
+            }
+            out.push_back(r);
+        }
+        return out;
+    }
+};
+
+TEST_F(RoceFusedCheck, ChecksFoldedIntoTheAddsBeforeAcceptGoodPacketsAndExactSums) {
+    // One burst of four: every packet after the first has its ICRC summed while the one before
+    // it is added (when the CPU has VPCLMULQDQ), and is taken on that value.
+    run({mbuf(chunk_of(1, 0, 1.0f), kR0), mbuf(chunk_of(2, 0, 100.0f), kR1),
+         mbuf(chunk_of(1, 1, 2.0f), kR0), mbuf(chunk_of(2, 1, 200.0f), kR1)});
+    EXPECT_EQ(qp1->counters.icrc_errors + qp2->counters.icrc_errors, 0u);
+    EXPECT_EQ(qp1->counters.contributions + qp2->counters.contributions, 4u);
+    const auto r = results(0);  // both chunks' results leave in the burst; seen() takes them all
+    ASSERT_EQ(r.size(), 2u);
+    for (const auto& sum : r) {
+        ASSERT_EQ(sum.size(), kKib / 4);
+        for (size_t i = 0; i < sum.size(); ++i) {
+            ASSERT_EQ(sum[i], kib(1.0f)[i] + kib(100.0f)[i]) << i;
+        }
+    }
+    EXPECT_EQ(job->results_completed, 2u);
+}
+
+TEST_F(RoceFusedCheck, ABadIcrcSummedInTheAddBeforeItIsDroppedCountedAndAddsNothing) {
+    // Rank 2's first copy has a payload bit flipped: its ICRC is summed while rank 1's chunk is
+    // added; it is dropped and counted, and the intact copy behind it (same PSN) is the one
+    // added. Then a bad packet after a good one of the same rank, last in its burst.
+    Bytes bad = chunk_of(2, 0, 100.0f);
+    bad[bad.size() - 10] ^= 0x01;
+    run({mbuf(chunk_of(1, 0, 1.0f), kR0), mbuf(bad, kR1), mbuf(chunk_of(2, 0, 100.0f), kR1)});
+    EXPECT_EQ(qp2->counters.icrc_errors, 1u);
+    EXPECT_EQ(lcore(fr::LcoreCounter::icrc_error), 1u);
+    EXPECT_EQ(qp2->counters.contributions, 1u);
+    const auto r = results(0);
+    ASSERT_EQ(r.size(), 2u);
+    for (const auto& sum : r) {
+        ASSERT_EQ(sum.size(), kKib / 4) << "the chunk completed once, with the intact copy";
+        for (size_t i = 0; i < sum.size(); ++i) {
+            ASSERT_EQ(sum[i], kib(1.0f)[i] + kib(100.0f)[i]) << i;
+        }
+    }
+    Bytes bad1 = chunk_of(1, 1, 2.0f);
+    bad1[60] ^= 0x80;  // a payload byte near the front
+    run({mbuf(chunk_of(2, 1, 200.0f), kR1), mbuf(bad1, kR0)});
+    EXPECT_EQ(qp1->counters.icrc_errors, 1u);
+    EXPECT_EQ(qp1->responder.expected_psn(), kPsn1 + 1) << "the bad packet advanced nothing";
+    EXPECT_EQ(job->results_completed, 1u) << "chunk 1 still waits for rank 1";
+    run({mbuf(chunk_of(1, 1, 2.0f), kR0)});
+    const auto r1 = results(1);
+    ASSERT_EQ(r1.size(), 2u);
+    for (const auto& sum : r1) {
+        ASSERT_EQ(sum.size(), kKib / 4);
+        for (size_t i = 0; i < sum.size(); ++i) {
+            ASSERT_EQ(sum[i], kib(2.0f)[i] + kib(200.0f)[i]) << i;
+        }
+    }
+}
+
 constexpr uint32_t kBigChunk = 4096;
 constexpr uint32_t kPmtu = 1024;
 constexpr uint32_t kSegments = kBigChunk / kPmtu;

@@ -62,6 +62,9 @@ struct alignas(64) JobState : StateTag {
     // parent_ip is set.
     explicit JobState(const JobParams& p, const ParentParams& parent = {});
     JobParams params;
+    // fused: the table adds fp32 sums through fused_check_kernels(), which fold the next
+    // packet's ICRC into each add (roce_input); set before the table is built.
+    bool fused = false;
     agg::AckTable table;
     std::unique_ptr<ParentLink> parent;  // aggregator role; nullptr: the job is its own root
     // The rank's QP, by rank (1..world); written on the lcore by the QP's attach/detach.
