@@ -63,10 +63,17 @@ again; rank 1 stays connected throughout.
   12. The same reconnect without the switch aggregating (the job removed by a reload: plain
      routing, a third root): the root sums the workers' own WRITEs, rank 2 resumes where it
      said, bit-exact.
+     Before the next reload no state of the job is leaving any more (the gauge
+     jobs_leaving 0 well within the 10 s leave timeout): the replicating states of rounds 9-11
+     ended once the root accepted a later AllReduce's connection, the removed job's (its
+     carrier never connected) at once.
   13. The CARRIER resumes TWICE in one AllReduce WITHOUT replication (the job reloaded back to
      aggregation, a fifth root; --reconnect-again-after): the state left at the first resume
      hears the second REQ/REP too (rejoin_resumed 2, rejoins 1), the aggregate leg moved once
-     and stays on rank 2's connection; the root takes rank 1 back twice; bit-exact.
+     and stays on rank 2's connection; the root takes rank 1 back twice; bit-exact. (It hung
+     while the four states of 12 outlived the reload: the state leaving at this round's first
+     resume was the fifth leaving one on the root and went unmatched, its aggregates on rank
+     2's connection never acknowledged.)
   In each the programs exit 0, every worker's disconnect is clean, and no guest's rxe counted a
   retry-exceeded or RNR-retry-exceeded error (no QP gave up).
 
@@ -101,6 +108,7 @@ RC_WRITE_ONLY_IMM = 0x0B  # a contribution's, an aggregate's and a result's
 # rounds that drop the aggregates at the root until the switch counted the rejoin.
 AGGREGATE_TIMEOUT = 18
 RESUME_PLAIN = 300  # without aggregation
+LEAVE_TIMEOUT_S = 10  # rdma_s2s.leave_timeout_ms, the default (the configs leave it out)
 LOSS = "loss 2%"
 
 NAMES = ("absorbed", "aggregates_sent", "aggregates_acked", "forwarded", "rejoins",
@@ -138,6 +146,12 @@ def counters(lab) -> dict[str, dict[str, float]]:
                              labels.get(label) == str(JOB)) for n in NAMES}
     out["fallback"] = m.by_label("inaswitch_rdma_s2s_packets_total", "reason").get("fallback", 0)
     return out
+
+
+def jobs_leaving(lab) -> float:
+    """The switch's states of server-to-server jobs still leaving (not over)."""
+    return sum(v for name, _labels, v in lab.switch.metrics().series
+               if name == "inaswitch_rdma_s2s_jobs_leaving")
 
 
 def diff(after: dict, before: dict, label: str) -> dict[str, float]:
@@ -678,6 +692,11 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
               "plain: the root received every worker's own WRITE")
         tags.append("plain")
         rounds.append(r)
+        # The states of the earlier AllReduces are over, not waiting for their idle timeout
+        # (LEAVE_TIMEOUT_S): otherwise they stay leaving on the root into round 13.
+        wait_until(lambda: jobs_leaving(lab) == 0, LEAVE_TIMEOUT_S / 2,
+                   "plain: no state of the job leaving any more (the replicating rounds' states "
+                   "ended once the root accepted a later AllReduce, the removed job's at once)")
 
         # 13. The carrier resumes twice in one AllReduce WITHOUT replication (the job reloaded
         # back to plain aggregation): the state left at the first resume follows the second.
