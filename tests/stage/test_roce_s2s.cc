@@ -2258,6 +2258,25 @@ public:
         EXPECT_EQ(acks[0].p.bth.psn, kRootPsn[1] + k);
         EXPECT_EQ(acks[0].p.aeth.msn, k + 1) << "rank 2's first message is the carrier's k + 1st";
     }
+    // Both ranks connected, `n` results copied and acknowledged by both, then rank 2 resumes
+    // at chunk n (a copy target; the state leaves, its successor made, attached and published).
+    void rank2_resumed_after(uint32_t n, const fs::JobConfig& cfg) {
+        connected_with_results(n);
+        acks_burst(1, 0, n, false);
+        acks_burst(2, 0, n, true);
+        acks_at_root();
+        EXPECT_TRUE(reconnect(2, 1, true, n).empty());
+        successor_made(cfg);
+        successor_attached();
+        successor_published(cfg);
+    }
+    // rank2_resumed_after(2), then that AllReduce ends: both connections' DREQs.
+    void rank2_resumed_then_the_allreduce_ended(const fs::JobConfig& cfg) {
+        rank2_resumed_after(2, cfg);
+        send(dreq(1));
+        send(dreq_from_root(2, 1));
+        drain();
+    }
     // The ACKs toward the root (the DREQs, passed untouched, left out).
     std::vector<Seen> acks_at_root() {
         std::vector<Seen> out;
@@ -2543,8 +2562,9 @@ TEST_F(RoceS2sLearnReplicate, ASecondCarrierResumeMovesTheCopiesAgain) {
     EXPECT_EQ(lcore(fs::LcoreCounter::fallback), 0u);
 }
 
-// A state left at a resume of one AllReduce (still leaving: replication waits for its idle
-// timeout) takes no part in the next AllReduce's resumes: the root accepted that AllReduce's
+// A state left at a resume of one AllReduce (still leaving: its tick has not run since the next
+// AllReduce's first REP, or a connection of it has not ended) takes no part in the next
+// AllReduce's resumes: the root accepted that AllReduce's
 // connections (REPs not `resumed`) while the state listened, so the carrier's resume there is
 // the new state's to follow. (Without: the old state moved its copies' source onto the new
 // AllReduce's resumed connection and copied the root's results to rank 2's QP of the last
@@ -2552,19 +2572,9 @@ TEST_F(RoceS2sLearnReplicate, ASecondCarrierResumeMovesTheCopiesAgain) {
 TEST_F(RoceS2sLearnReplicate, AStateOfAnEarlierAllReduceFollowsNoLaterResume) {
     config::LoadResult keep;
     const fs::JobConfig& cfg = job_config(yaml(), keep);
-    connected_with_results(2);
-    acks_burst(1, 0, 2, false);
-    acks_burst(2, 0, 2, true);
-    acks_at_root();
-    EXPECT_TRUE(reconnect(2, 1, true, 2).empty());  // rank 2 resumes: a copy target
-    successor_made(cfg);
-    successor_attached();
-    successor_published(cfg);
-    // That AllReduce ends; the next one connects both ranks (generation 2) on the fresh state,
-    // then its carrier resumes (generation 3).
-    send(dreq(1));
-    send(dreq_from_root(2, 1));
-    drain();
+    rank2_resumed_then_the_allreduce_ended(cfg);
+    // The next one connects both ranks (generation 2) on the fresh state, then its carrier
+    // resumes (generation 3).
     reconnect(1, 2);
     reconnect(2, 2);
     EXPECT_EQ(next_state->counters.connections_learned, 2u);
@@ -2596,17 +2606,7 @@ TEST_F(RoceS2sLearnReplicate, AStateOfAnEarlierAllReduceFollowsNoLaterResume) {
 TEST_F(RoceS2sLearnReplicate, AStateOfAnEarlierAllReduceIsOverOnceTheRootAcceptedTheNext) {
     config::LoadResult keep;
     const fs::JobConfig& cfg = job_config(yaml(), keep);
-    connected_with_results(2);
-    acks_burst(1, 0, 2, false);
-    acks_burst(2, 0, 2, true);
-    acks_at_root();
-    EXPECT_TRUE(reconnect(2, 1, true, 2).empty());  // rank 2 resumes: the state leaves
-    successor_made(cfg);
-    successor_attached();
-    successor_published(cfg);
-    send(dreq(1));
-    send(dreq_from_root(2, 1));
-    drain();
+    rank2_resumed_then_the_allreduce_ended(cfg);
     advance_ms(1);
     EXPECT_FALSE(job->left.load()) << "every connection ended, but the root may wait for ACKs";
     reconnect(1, 2);  // the root accepts the next AllReduce's first connection
@@ -2637,14 +2637,7 @@ TEST_F(RoceS2sLearnReplicate, ARankResumingTwiceGetsTheCopiesOnItsNewestConnecti
     config::LoadResult keep;
     const fs::JobConfig& cfg = job_config(yaml(), keep);
     const uint32_t first2 = kRootPsn[2] + 2 * kNextRootPsn;  // the root's PSN on the third
-    connected_with_results(4);
-    acks_burst(1, 0, 4, false);
-    acks_burst(2, 0, 4, true);
-    acks_at_root();
-    EXPECT_TRUE(reconnect(2, 1, true, 4).empty());
-    successor_made(cfg);
-    successor_attached();
-    successor_published(cfg);
+    rank2_resumed_after(4, cfg);
     send(result(4, 4));
     EXPECT_EQ(to(kWorker1).size(), 1u);
     auto copy = to(kWorker2);
