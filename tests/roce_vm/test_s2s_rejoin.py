@@ -63,6 +63,17 @@ again; rank 1 stays connected throughout.
   12. The same reconnect without the switch aggregating (the job removed by a reload: plain
      routing, a third root): the root sums the workers' own WRITEs, rank 2 resumes where it
      said, bit-exact.
+     Before the next reload no state of the job is leaving any more (the gauge
+     jobs_leaving 0 well within the 10 s leave timeout): the replicating states of rounds 9-11
+     ended once the root accepted a later AllReduce's connection, the removed job's (its
+     carrier never connected) at once.
+  13. The CARRIER resumes TWICE in one AllReduce WITHOUT replication (the job reloaded back to
+     aggregation, a fifth root; --reconnect-again-after): the state left at the first resume
+     hears the second REQ/REP too (rejoin_resumed 2, rejoins 1), the aggregate leg moved once
+     and stays on rank 2's connection; the root takes rank 1 back twice; bit-exact. (It hung
+     while the four states of 12 outlived the reload: the state leaving at this round's first
+     resume was the fifth leaving one on the root and went unmatched, its aggregates on rank
+     2's connection never acknowledged.)
   In each the programs exit 0, every worker's disconnect is clean, and no guest's rxe counted a
   retry-exceeded or RNR-retry-exceeded error (no QP gave up).
 
@@ -97,6 +108,7 @@ RC_WRITE_ONLY_IMM = 0x0B  # a contribution's, an aggregate's and a result's
 # rounds that drop the aggregates at the root until the switch counted the rejoin.
 AGGREGATE_TIMEOUT = 18
 RESUME_PLAIN = 300  # without aggregation
+LEAVE_TIMEOUT_S = 10  # rdma_s2s.leave_timeout_ms, the default (the configs leave it out)
 LOSS = "loss 2%"
 
 NAMES = ("absorbed", "aggregates_sent", "aggregates_acked", "forwarded", "rejoins",
@@ -134,6 +146,12 @@ def counters(lab) -> dict[str, dict[str, float]]:
                              labels.get(label) == str(JOB)) for n in NAMES}
     out["fallback"] = m.by_label("inaswitch_rdma_s2s_packets_total", "reason").get("fallback", 0)
     return out
+
+
+def jobs_leaving(lab) -> float:
+    """The switch's states of server-to-server jobs still leaving (not over)."""
+    return sum(v for name, _labels, v in lab.switch.metrics().series
+               if name == "inaswitch_rdma_s2s_jobs_leaving")
 
 
 def diff(after: dict, before: dict, label: str) -> dict[str, float]:
@@ -462,6 +480,15 @@ def replicate_carrier_twice_round(lab, data, tag: str) -> dict:
     return d
 
 
+def carrier_twice_round(lab, data, tag: str) -> dict:
+    """The carrier resumes TWICE in one AllReduce without replication: at RESUME_AT and,
+    writing on its resumed connection, again at AGAIN_AT. The state left at the first resume
+    hears the second REQ/REP (rejoin_resumed 2) and takes no part in the data: the aggregate leg
+    moved once, to rank 2's connection, and stays there; every result bit-exact on both
+    workers (rejoin_round's checks). Returns the counters' delta."""
+    return rejoin_round(lab, data, tag, 1, again=AGAIN_AT)
+
+
 # Rounds 6 and 7 (the lost aggregates), also alone with INA_S2S_REJOIN_LOST_ONLY=N.
 LOST_PLAN = [("carrier lost", 1, {"lose_aggregates": True}),
              ("restart after rejoin", 2, {"lose_aggregates": True, "restart": True})]
@@ -554,6 +581,8 @@ ALONE = {
               replicate_carrier_twice_round, 2, CHUNKS),
     "FIRST": (20261700, switch_config, "", "resumed first", resumed_first_round, 1,
               WORLD * CHUNKS),
+    "TWICE_PLAIN": (20261800, switch_config, "", "carrier twice", carrier_twice_round, 2,
+                    WORLD * CHUNKS),
 }
 
 
@@ -569,7 +598,7 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
         return
     plan = [("rejoin", 2, {}), ("carrier", 1, {}), (f"rejoin {LOSS}", 2, {"loss": LOSS}),
             ("restart", 2, {})] + LOST_PLAN + [("resumed first", 2, {})]
-    with rejoin_lab(exes, switch_config, len(plan) + 5, 20261128, "s2s-rejoin-") as (lab, data):
+    with rejoin_lab(exes, switch_config, len(plan) + 6, 20261128, "s2s-rejoin-") as (lab, data):
         root = listening_root(lab, f"--rounds {len(plan) + 1}")
 
         # 1. Rank 2 reconnects alone through the aggregating switch.
@@ -662,6 +691,24 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
         check(r["contributions"] == WORLD * CHUNKS,
               "plain: the root received every worker's own WRITE")
         tags.append("plain")
+        rounds.append(r)
+        # The states of the earlier AllReduces are over, not waiting for their idle timeout
+        # (LEAVE_TIMEOUT_S): otherwise they stay leaving on the root into round 13.
+        wait_until(lambda: jobs_leaving(lab) == 0, LEAVE_TIMEOUT_S / 2,
+                   "plain: no state of the job leaving any more (the replicating rounds' states "
+                   "ended once the root accepted a later AllReduce, the removed job's at once)")
+
+        # 13. The carrier resumes twice in one AllReduce WITHOUT replication (the job reloaded
+        # back to plain aggregation): the state left at the first resume follows the second.
+        lab.reload_switch(switch_config)
+        root = listening_root(lab, "--rounds 1")
+        carrier_twice_round(lab, data[-5], "carrier twice")
+        r = served("carrier twice", root, 1)[0]
+        root_round_checks("carrier twice", r, 2)
+        check(r["contributions"] < WORLD * CHUNKS,
+              f"carrier twice: {r['contributions']} WRITEs at the root, fewer than "
+              f"{WORLD * CHUNKS}: aggregates before the rejoin")
+        tags.append("carrier twice")
         rounds.append(r)
 
         log("timings: boot {:.1f}s; root seconds per round: {}".format(

@@ -1746,7 +1746,53 @@ TEST_F(RoceS2sLearn, RemovedJobKeepsItsConnectionsANewOneLearnsTheNext) {
                                               kNewSlot, fs::job_state_id(cfg.id), nullptr});
 }
 
-// Every listed counter reaches the exposition, per job and per reason.// Every listed counter reaches the exposition, per job and per reason.
+// More states leaving on one root than the stage matches (kMaxLeavingPerRoot): the newest are
+// matched, the oldest not. The root serves one AllReduce at a time, so the state that left last
+// holds the running one's connections; the older ones are over there. (Fails with the oldest
+// first: the root's ACK of the running AllReduce's aggregate passes to the worker untouched and
+// the aggregate is resent until its retries run out; roce-vm-s2s-rejoin round 13, behind four
+// replicating states of earlier AllReduces, hung.)
+TEST_F(RoceS2sLearn, TheNewestStatesLeavingARootAreMatched) {
+    config::LoadResult keep;
+    const fs::JobConfig& cfg = job_config(yaml(), keep);
+    connect(1);
+    connect(2);
+    complete_chunk_learned();  // chunk 0's aggregate out on rank 1's connection, unacknowledged
+    // Older states of the job still leaving on the root (attached, nothing live, not over),
+    // then this one removed: it left last.
+    std::vector<std::unique_ptr<fs::JobState>> older;
+    auto& view = *static_cast<fs::S2sView*>(snap->feature_views[fs::kFeatureS2s].get());
+    view.conns.clear();
+    view.learning.clear();
+    for (uint16_t k = 0; k < fs::kMaxLeavingPerRoot; ++k) {
+        const auto slot = static_cast<uint16_t>(kSlot + 2 + k);
+        older.push_back(std::make_unique<fs::JobState>(fs::job_params(cfg)));
+        older.back()->leave_timeout_ns.store(uint64_t{10000} * 1000000);
+        ASSERT_TRUE(pipeline::apply_command(
+            *ctx, dp::Command{dp::CommandType::attach, fs::kFeatureS2s, slot,
+                              fs::job_state_id(cfg.id), older.back().get()}));
+        fs::append_job(view, cfg, true, 0, slot);
+    }
+    fs::append_job(view, cfg, true, 0, kSlot);
+    job->leave_timeout_ns.store(uint64_t{10000} * 1000000);
+    send(root_ack(1, kRepPsn[1]));
+    EXPECT_TRUE(to(kWorker1).empty()) << "the root's ACK is the switch's, consumed";
+    EXPECT_EQ(job->counters.root_acks_consumed, 1u);
+    EXPECT_EQ(job->counters.aggregates_acked, 1u);
+    // Nothing held or unacknowledged any more: rank 2's next chunk goes on translated.
+    send(contribution(2, kRepPsn[2] + 1, 1, fill(2)));
+    const auto out = to(kRoot);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].p.bth.psn, kRepPsn[2]) << "the root saw nothing on rank 2's connection";
+    EXPECT_EQ(job->counters.forwarded, 1u);
+    for (uint16_t k = 0; k < fs::kMaxLeavingPerRoot; ++k) {
+        pipeline::apply_command(*ctx, dp::Command{dp::CommandType::detach, fs::kFeatureS2s,
+                                                  static_cast<uint16_t>(kSlot + 2 + k),
+                                                  fs::job_state_id(cfg.id), nullptr});
+    }
+}
+
+// Every listed counter reaches the exposition, per job and per reason.
 TEST(RoceS2sMetrics, EveryCounterIsRendered) {
     fs::JobSample j;
     j.job_id = 9;
@@ -2212,6 +2258,25 @@ public:
         EXPECT_EQ(acks[0].p.bth.psn, kRootPsn[1] + k);
         EXPECT_EQ(acks[0].p.aeth.msn, k + 1) << "rank 2's first message is the carrier's k + 1st";
     }
+    // Both ranks connected, `n` results copied and acknowledged by both, then rank 2 resumes
+    // at chunk n (a copy target; the state leaves, its successor made, attached and published).
+    void rank2_resumed_after(uint32_t n, const fs::JobConfig& cfg) {
+        connected_with_results(n);
+        acks_burst(1, 0, n, false);
+        acks_burst(2, 0, n, true);
+        acks_at_root();
+        EXPECT_TRUE(reconnect(2, 1, true, n).empty());
+        successor_made(cfg);
+        successor_attached();
+        successor_published(cfg);
+    }
+    // rank2_resumed_after(2), then that AllReduce ends: both connections' DREQs.
+    void rank2_resumed_then_the_allreduce_ended(const fs::JobConfig& cfg) {
+        rank2_resumed_after(2, cfg);
+        send(dreq(1));
+        send(dreq_from_root(2, 1));
+        drain();
+    }
     // The ACKs toward the root (the DREQs, passed untouched, left out).
     std::vector<Seen> acks_at_root() {
         std::vector<Seen> out;
@@ -2497,8 +2562,9 @@ TEST_F(RoceS2sLearnReplicate, ASecondCarrierResumeMovesTheCopiesAgain) {
     EXPECT_EQ(lcore(fs::LcoreCounter::fallback), 0u);
 }
 
-// A state left at a resume of one AllReduce (still leaving: replication waits for its idle
-// timeout) takes no part in the next AllReduce's resumes: the root accepted that AllReduce's
+// A state left at a resume of one AllReduce (still leaving: its tick has not run since the next
+// AllReduce's first REP, or a connection of it has not ended) takes no part in the next
+// AllReduce's resumes: the root accepted that AllReduce's
 // connections (REPs not `resumed`) while the state listened, so the carrier's resume there is
 // the new state's to follow. (Without: the old state moved its copies' source onto the new
 // AllReduce's resumed connection and copied the root's results to rank 2's QP of the last
@@ -2506,19 +2572,9 @@ TEST_F(RoceS2sLearnReplicate, ASecondCarrierResumeMovesTheCopiesAgain) {
 TEST_F(RoceS2sLearnReplicate, AStateOfAnEarlierAllReduceFollowsNoLaterResume) {
     config::LoadResult keep;
     const fs::JobConfig& cfg = job_config(yaml(), keep);
-    connected_with_results(2);
-    acks_burst(1, 0, 2, false);
-    acks_burst(2, 0, 2, true);
-    acks_at_root();
-    EXPECT_TRUE(reconnect(2, 1, true, 2).empty());  // rank 2 resumes: a copy target
-    successor_made(cfg);
-    successor_attached();
-    successor_published(cfg);
-    // That AllReduce ends; the next one connects both ranks (generation 2) on the fresh state,
-    // then its carrier resumes (generation 3).
-    send(dreq(1));
-    send(dreq_from_root(2, 1));
-    drain();
+    rank2_resumed_then_the_allreduce_ended(cfg);
+    // The next one connects both ranks (generation 2) on the fresh state, then its carrier
+    // resumes (generation 3).
     reconnect(1, 2);
     reconnect(2, 2);
     EXPECT_EQ(next_state->counters.connections_learned, 2u);
@@ -2540,6 +2596,39 @@ TEST_F(RoceS2sLearnReplicate, AStateOfAnEarlierAllReduceFollowsNoLaterResume) {
     EXPECT_EQ(job->counters.results_replicated, 2u) << "the last AllReduce's two, no more";
 }
 
+// A replicating state that left at a resume is over once its connections ended AND the root
+// accepted a connection of its next AllReduce (which it serves one at a time: the last one's
+// results are all acknowledged there), not at its idle timeout only: before that REP it may still
+// owe the root aggregated ACKs (its workers' departures), after it nothing. (Fails without: the
+// state stays leaving until 10 s pass without a CM packet on the root; in roce-vm-s2s-rejoin four
+// such states outlived a reload and the running AllReduce's state, the fifth leaving one on the
+// root, went unmatched.)
+TEST_F(RoceS2sLearnReplicate, AStateOfAnEarlierAllReduceIsOverOnceTheRootAcceptedTheNext) {
+    config::LoadResult keep;
+    const fs::JobConfig& cfg = job_config(yaml(), keep);
+    rank2_resumed_then_the_allreduce_ended(cfg);
+    advance_ms(1);
+    EXPECT_FALSE(job->left.load()) << "every connection ended, but the root may wait for ACKs";
+    reconnect(1, 2);  // the root accepts the next AllReduce's first connection
+    advance_ms(1);
+    EXPECT_TRUE(job->left.load()) << "that AllReduce is over at the root";
+    EXPECT_EQ(job->counters.leave_ended_timeout, 0u);
+    EXPECT_EQ(next_state->counters.connections_learned, 1u);
+}
+
+// A replicating job removed before its carrier ever connected owes the root nothing: it is over
+// at once. (Fails without: it stays leaving until its idle timeout, refreshed by every CM
+// packet on the root.)
+TEST_F(RoceS2sLearnReplicate, ARemovedJobWhoseCarrierNeverConnectedIsOverAtOnce) {
+    config::LoadResult keep;
+    const fs::JobConfig& cfg = job_config(yaml(), keep);
+    auto& view = *static_cast<fs::S2sView*>(snap->feature_views[fs::kFeatureS2s].get());
+    leave(view, cfg, *job, kSlot, 10000);
+    advance_ms(1);
+    EXPECT_TRUE(job->left.load());
+    EXPECT_EQ(job->counters.leave_ended_timeout, 0u);
+}
+
 // A non-carrier rank resumes twice in one AllReduce with replicate: true: the state that left
 // at its first resume makes its newest connection the copy target (at its REQ's root PSN, from
 // the root's next carrier PSN on), and its ACKs there count in the root's ACK. (Fails without:
@@ -2548,14 +2637,7 @@ TEST_F(RoceS2sLearnReplicate, ARankResumingTwiceGetsTheCopiesOnItsNewestConnecti
     config::LoadResult keep;
     const fs::JobConfig& cfg = job_config(yaml(), keep);
     const uint32_t first2 = kRootPsn[2] + 2 * kNextRootPsn;  // the root's PSN on the third
-    connected_with_results(4);
-    acks_burst(1, 0, 4, false);
-    acks_burst(2, 0, 4, true);
-    acks_at_root();
-    EXPECT_TRUE(reconnect(2, 1, true, 4).empty());
-    successor_made(cfg);
-    successor_attached();
-    successor_published(cfg);
+    rank2_resumed_after(4, cfg);
     send(result(4, 4));
     EXPECT_EQ(to(kWorker1).size(), 1u);
     auto copy = to(kWorker2);

@@ -1155,11 +1155,19 @@ void JobState::leave_tick(uint64_t t_ns) {
         live = static_cast<uint16_t>(live + (conns[i].live ? 1 : 0));
     }
     // With replication the root's last result WRITEs may still wait for the aggregated ACKs
-    // after every worker's DREQ (docs/rdma.md "Departures"): such a job ends by the timeout.
+    // after every worker's DREQ (docs/rdma.md "Departures"): such a job ends by the timeout,
+    // unless nothing of its results can be owed any more: its carrier never went live in its
+    // session (no result was copied or acknowledged through it), or the root accepted a
+    // connection of its next AllReduce (results_round_over: it serves one at a time, so the
+    // last one's results are all acknowledged there). Waiting for the timeout then kept states
+    // of AllReduces long over, and the root's next CM exchanges kept refreshing their clock:
+    // in roce-vm-s2s-rejoin four replicating ones outlived a reload, and the fifth state
+    // leaving on the root, the running AllReduce's, went unmatched (kMaxLeavingPerRoot).
     // A session a resume left holding chunks for ranks that have not connected yet waits for
     // them (join_missing) until the idle timeout.
+    const bool results_owed = params.replicate && carrier_open() && !results_round_over;
     const bool awaits_ranks = resumed_session && !results_round_over && table.in_use() != 0;
-    if (live == 0 && !params.replicate && !awaits_ranks) {
+    if (live == 0 && !results_owed && !awaits_ranks) {
         left.store(true, std::memory_order_relaxed);
         return;
     }

@@ -90,12 +90,16 @@ struct S2sView {
         }
         return nullptr;
     }
-    // Up to `cap` leaving learning jobs whose root is `a` or `b`, into `out`; how many.
+    // Up to `cap` leaving learning jobs whose root is `a` or `b`, into `out`, the NEWEST first
+    // (control_s2s appends them in the order they left); how many. Past `cap` the oldest go
+    // unmatched: the root serves one AllReduce at a time, so the states that left last are
+    // those of the AllReduce it runs (the oldest first dropped the running one's state:
+    // roce-vm-s2s-rejoin round 13 hung).
     uint16_t leaving_roots(uint32_t a, uint32_t b, const LearnView** out, uint16_t cap) const {
         uint16_t n = 0;
-        for (const auto& l : learning) {
-            if (l.leaving && n < cap && (l.root_ip == a || l.root_ip == b)) {
-                out[n++] = &l;
+        for (auto it = learning.rbegin(); it != learning.rend() && n < cap; ++it) {
+            if (it->leaving && (it->root_ip == a || it->root_ip == b)) {
+                out[n++] = &*it;
             }
         }
         return n;
