@@ -59,28 +59,35 @@ void read_ip(Reader& r, const YAML::Node& map, const std::string& where, QpConfi
     });
 }
 
-// `source`: the switch's IPv6 address for an IPv6 worker's QP (validate_section checks it is a
-// port's, on the worker's prefix).
+// `source`: the switch's address for the QP, of the worker's family (validate_section checks it
+// is a port's, where the worker is). read_ip ran first: the family is known.
 void read_source(Reader& r, const YAML::Node& n, QpConfig& q) {
     r.optional(n, "source", [&](const YAML::Node& v) {
         q.source_mark = config::mark_of(v);
         std::string text;
-        if (!r.string_value(v, "source: an IPv6 address of the switch", text)) {
+        if (!r.string_value(v, "source: an address of the switch", text)) {
             return;
         }
-        const auto a6 = net::Ipv6Addr::parse(text);
-        if (!a6) {
-            r.error(v, "expected source: one of the switch's IPv6 addresses (the QP's address "
-                       "towards an IPv6 worker), got '" + text + "'");
+        const char* family = q.ip6 ? "IPv6" : "IPv4";
+        const auto a4 = net::Ipv4Addr::parse(text);
+        const auto a6 = a4 ? std::nullopt : net::Ipv6Addr::parse(text);
+        if (!a4 && !a6) {
+            r.error(v, std::string("expected source: one of the switch's ") + family +
+                           " addresses (the QP's address towards the worker), got '" + text +
+                           "'");
             return;
         }
-        if (!q.ip6) {
-            r.error(v, "source " + text + " for the IPv4 worker " + worker_ip_text(q) +
-                           "; expected source only with an IPv6 ip (an IPv4 QP takes its "
-                           "port's address)");
+        if (a6.has_value() != q.ip6.has_value()) {
+            r.error(v, "source " + text + " is an " + (a6 ? "IPv6" : "IPv4") + " address for the " +
+                           family + " worker " + worker_ip_text(q) + "; expected one of the "
+                           "switch's " + family + " addresses (the QP runs in its worker's family)");
             return;
         }
-        q.source6 = *a6;
+        if (a6) {
+            q.source6 = *a6;
+        } else {
+            q.source4 = *a4;
+        }
     });
 }
 
@@ -316,6 +323,11 @@ void validate_section(Reader& r, const config::Config& c, const void* section) {
                         "source " + q.source6->str() + " is no IPv6 address of a port whose "
                             "prefix holds the worker " + worker_ip_text(q) +
                             "; expected one of the switch's addresses on that prefix");
+            } else if (q.source4 && !qp_source4(c, q)) {
+                r.error(q.source_mark,
+                        "source " + q.source4->str() + " is no IPv4 address of the port whose "
+                            "subnet holds the worker " + worker_ip_text(q) +
+                            "; expected one of that port's addresses");
             }
         }
     }
@@ -335,6 +347,8 @@ std::string section_json(const void* section) {
                            {"rnr_retry", q.rnr_retry}});
             if (q.source6) {
                 qps.back()["source"] = q.source6->str();
+            } else if (q.source4) {
+                qps.back()["source"] = q.source4->str();
             }
         }
         nlohmann::json job = {{"id", j.id}, {"mode", "server-to-switch"}, {"world", j.world},
@@ -382,6 +396,31 @@ std::optional<net::Ipv6Addr> qp_source6(const config::Config& c, const QpConfig&
     return std::nullopt;
 }
 
+std::optional<uint32_t> qp_source4(const config::Config& c, const QpConfig& q) {
+    if (q.ip6) {
+        return std::nullopt;
+    }
+    for (const auto& p : c.ports) {
+        const auto holder = std::find_if(p.ipv4.begin(), p.ipv4.end(), [&](const auto& a) {
+            return a.contains(net::Ipv4Addr{q.ip});
+        });
+        if (holder == p.ipv4.end()) {
+            continue;
+        }
+        if (!q.source4) {
+            return holder->addr.value;
+        }
+        // Any of the port's addresses: a worker reaches a secondary address of another subnet
+        // over the same link (through its gateway, which is the switch).
+        for (const auto& a : p.ipv4) {
+            if (a.addr == *q.source4) {
+                return a.addr.value;
+            }
+        }
+    }
+    return std::nullopt;
+}
+
 config::SectionHooks section_hooks() {
     return config::SectionHooks{kSectionKey, parse_section, validate_section, section_json};
 }
@@ -396,6 +435,7 @@ bool same_job(const JobConfig& a, const JobConfig& b) {
 
 bool same_qp(const QpConfig& a, const QpConfig& b) {
     return a.rank == b.rank && a.ip == b.ip && a.ip6 == b.ip6 && a.source6 == b.source6 &&
+           a.source4 == b.source4 &&
            a.qpn == b.qpn && a.psn == b.psn &&
            a.switch_qpn == b.switch_qpn && a.switch_psn == b.switch_psn &&
            a.result_addr == b.result_addr && a.result_rkey == b.result_rkey &&
