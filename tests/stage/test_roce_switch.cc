@@ -1637,6 +1637,9 @@ TEST(RoceConfig, SourceChoosesAmongAPortsIpv4Addresses) {
 
     r = config::load_string(yaml("10.0.2.2", "10.0.2.1"), "t.yaml");
     EXPECT_TRUE(r.ok()) << "the first address named: " << r.error_text();
+    r = config::load_string(yaml("10.0.2.2", "::ffff:10.0.3.1"), "t.yaml");
+    ASSERT_TRUE(r.ok()) << "IPv4-mapped, as for ip: " << r.error_text();
+    EXPECT_EQ(fr::rdma_of(*r.config)->jobs.at(0).qps.at(0).source4, net::Ipv4Addr{kSecondary2});
     r = config::load_string(yaml("10.0.2.2", "10.0.1.1"), "t.yaml");
     EXPECT_NE(r.error_text().find(at + "43: source 10.0.1.1 is no IPv4 address of the port "
                                        "whose subnet holds the worker 10.0.2.2"),

@@ -23,6 +23,16 @@ using config::kReduceTypes;
 using config::reduce_enum_field;
 using config::uint_field;
 
+// The IPv4 address an IPv4-mapped IPv6 address (::ffff:a.b.c.d) stands for, host order.
+std::optional<uint32_t> mapped_ipv4(const net::Ipv6Addr& a6) {
+    static constexpr uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (!std::equal(kMapped, kMapped + 12, a6.bytes.begin())) {
+        return std::nullopt;
+    }
+    return uint32_t{a6.bytes[12]} << 24 | uint32_t{a6.bytes[13]} << 16 |
+           uint32_t{a6.bytes[14]} << 8 | a6.bytes[15];
+}
+
 // The worker's address: IPv4, or IPv6 (a global or unique-local unicast address: the GID of a
 // RoCEv2 port on an IPv6 underlay); an IPv4-mapped IPv6 address is its IPv4 address.
 void read_ip(Reader& r, const YAML::Node& map, const std::string& where, QpConfig& q) {
@@ -41,10 +51,8 @@ void read_ip(Reader& r, const YAML::Node& map, const std::string& where, QpConfi
                        "2001:db8:1::2, got '" + text + "'");
             return;
         }
-        static constexpr uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-        if (std::equal(kMapped, kMapped + 12, a6->bytes.begin())) {
-            q.ip = uint32_t{a6->bytes[12]} << 24 | uint32_t{a6->bytes[13]} << 16 |
-                   uint32_t{a6->bytes[14]} << 8 | a6->bytes[15];
+        if (const auto mapped = mapped_ipv4(*a6)) {
+            q.ip = *mapped;
             return;
         }
         static constexpr std::array<uint8_t, 16> kLoopback = {0, 0, 0, 0, 0, 0, 0, 0,
@@ -69,13 +77,21 @@ void read_source(Reader& r, const YAML::Node& n, QpConfig& q) {
             return;
         }
         const char* family = q.ip6 ? "IPv6" : "IPv4";
-        const auto a4 = net::Ipv4Addr::parse(text);
-        const auto a6 = a4 ? std::nullopt : net::Ipv6Addr::parse(text);
+        // An IPv4-mapped address is its IPv4 address, as for `ip`.
+        auto a4 = net::Ipv4Addr::parse(text);
+        auto a6 = a4 ? std::nullopt : net::Ipv6Addr::parse(text);
+        if (const auto mapped = a6 ? mapped_ipv4(*a6) : std::nullopt) {
+            a4 = net::Ipv4Addr{*mapped};
+            a6.reset();
+        }
         if (!a4 && !a6) {
             r.error(v, std::string("expected source: one of the switch's ") + family +
                            " addresses (the QP's address towards the worker), got '" + text +
                            "'");
             return;
+        }
+        if (!q.ip6 && q.ip == 0) {
+            return;  // no worker address to match: read_ip said so
         }
         if (a6.has_value() != q.ip6.has_value()) {
             r.error(v, "source " + text + " is an " + (a6 ? "IPv6" : "IPv4") + " address for the " +
