@@ -5,7 +5,8 @@ A switch with rdma job 7 (world 2) and job 8 (world 64, 60 ranks set up statical
 two QPs every per-lcore state the feature may hold is in use): POST /api/v1/rdma/jobs/7/connect answers the
 switch's QPN, PSN, the address of the port facing the worker (and its GID), the virtual
 contribution area and the PMTU; the same rank again is 409, differing job parameters or a
-chunk above the PMTU 409, an unknown job 404, a malformed body 400, a connect beyond the QP
+chunk above the PMTU 409, an unknown job 404, a malformed body 400 (a `source` off the
+worker's port or of the other family too), a connect beyond the QP
 resources 503. GET /api/v1/rdma/jobs/7 lists the QPs; DELETE tears a rank's QP down (204, then
 404) and the rank connects again. Connecting never touches job 8's QPs; GET /api/v1/config
 shows the rdma section and PUT back keeps it; a reload of the file keeps the API's QPs while
@@ -60,9 +61,21 @@ def test(exe: str) -> None:
         status, text = tb.http("POST", "/api/v1/rdma/jobs/7/connect",
                                connect_body(2, "192.0.2.9"))
         check(status == 400, f"a worker on no port's subnet: 400 ({status} {text.strip()})")
+        # `source`: an address of the worker's own port, in its family (h1's port's address is
+        # the switch's, but not on h2's port).
+        status, text = tb.http("POST", "/api/v1/rdma/jobs/7/connect",
+                               connect_body(2, h2.ip, source="10.0.1.1"))
+        check(status == 400 and "source 10.0.1.1 is no IPv4 address of the port" in text,
+              f"a source off the worker's port: 400 ({status} {text.strip()})")
+        status, text = tb.http("POST", "/api/v1/rdma/jobs/7/connect",
+                               connect_body(2, h2.ip, source="2001:db8::1"))
+        check(status == 400 and "source 2001:db8::1 is an IPv6 address" in text,
+              f"an IPv6 source for an IPv4 worker: 400 ({status} {text.strip()})")
 
-        status, text = tb.http("POST", "/api/v1/rdma/jobs/7/connect", connect_body(2, h2.ip))
-        check(status == 200, f"rank 2 connects: HTTP {status} {text.strip()}")
+        status, text = tb.http("POST", "/api/v1/rdma/jobs/7/connect",
+                               connect_body(2, h2.ip, source="10.0.2.1"))
+        check(status == 200, f"rank 2 connects, naming its port's address: HTTP {status} "
+                             f"{text.strip()}")
         r2 = json.loads(text)
         check(r2["ip"] == "10.0.2.1" and r2["qpn"] != r1["qpn"], f"rank 2's own QP ({r2})")
 

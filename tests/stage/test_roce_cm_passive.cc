@@ -471,12 +471,33 @@ TEST(RoceCmPassive, Ipv6ReqMakesTheAddressItCameToTheQpsSource) {
     ASSERT_TRUE(cmp.on_mad(other.data(), other.size(), w6).has_value());
     ASSERT_EQ(qps.connects.size(), 2u);
     EXPECT_FALSE(qps.connects[1].request.qp.source6.has_value());
-    // An IPv4 worker's QP takes its port's address: no source.
-    const cm::Gid own4 = cm::ipv4_gid(kSwitchIp);
-    const Bytes v4 = mad_of(make_req(0x4444, kPort, inar_request(2)));
-    cmp.on_mad(v4.data(), v4.size(), cm::ipv4_gid(kWorkerIp), &own4);
-    ASSERT_EQ(qps.connects.size(), 3u);
-    EXPECT_FALSE(qps.connects[2].request.qp.source6.has_value());
+}
+
+// The same for an IPv4 worker whose REQ went to a secondary address of the switch's port
+// (rdma_connect() to 10.77.3.1 while the worker is on 10.77.1.0/24): that address is the QP's
+// source; without the address the REQ came to, the connect names none (the one on its subnet).
+TEST(RoceCmPassive, Ipv4ReqMakesTheAddressItCameToTheQpsSource) {
+    constexpr uint32_t kSecondary = ip(10, 77, 3, 1);
+    const cm::Gid own4 = cm::ipv4_gid(kSecondary);
+    FakeQps qps;
+    CmPassive cmp(qps, kPort);
+    cm::Message req = make_req(0x4444, kPort, inar_request(1));
+    req.req.primary.remote_gid = own4;
+    cm::CmaHeader cma = cm::parse_cma_header(req.req.private_data);
+    cma.dst = own4;
+    cm::write_cma_header(req.req.private_data, cma);
+    const Bytes v4 = mad_of(req);
+    ASSERT_TRUE(cmp.on_mad(v4.data(), v4.size(), cm::ipv4_gid(kWorkerIp), &own4).has_value());
+    ASSERT_EQ(qps.connects.size(), 1u);
+    const ConnectRequest& r = qps.connects[0].request;
+    EXPECT_EQ(r.qp.ip, kWorkerIp);
+    ASSERT_TRUE(r.qp.source4.has_value());
+    EXPECT_EQ(r.qp.source4->value, kSecondary);
+    EXPECT_FALSE(r.qp.source6.has_value());
+    const Bytes other = mad_of(make_req(0x4545, kPort, inar_request(2)));
+    ASSERT_TRUE(cmp.on_mad(other.data(), other.size(), kWorkerIp).has_value());
+    ASSERT_EQ(qps.connects.size(), 2u);
+    EXPECT_FALSE(qps.connects[1].request.qp.source4.has_value());
 }
 
 TEST(RoceCmPassive, RefusalsMapToTheApisStatuses) {

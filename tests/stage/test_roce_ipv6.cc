@@ -708,12 +708,14 @@ TEST(RoceIpv6Config, SourceChoosesAmongAPortsIpv6Addresses) {
               std::string::npos)
         << "a port's address on another prefix: " << r.error_text();
     r = config::load_string(yaml("10.0.1.2", "2001:db8:1::9"), "t.yaml");
-    EXPECT_NE(r.error_text().find("t.yaml:16:45: source 2001:db8:1::9 for the IPv4 worker "
-                                  "10.0.1.2; expected source only with an IPv6 ip"),
+    EXPECT_NE(r.error_text().find("t.yaml:16:45: source 2001:db8:1::9 is an IPv6 address for "
+                                  "the IPv4 worker 10.0.1.2; expected one of the switch's IPv4 "
+                                  "addresses"),
               std::string::npos)
         << r.error_text();
     r = config::load_string(yaml("2001:db8:1::2", "10.0.1.1"), "t.yaml");
-    EXPECT_NE(r.error_text().find("t.yaml:16:50: expected source: one of the switch's IPv6 "
+    EXPECT_NE(r.error_text().find("t.yaml:16:50: source 10.0.1.1 is an IPv4 address for the "
+                                  "IPv6 worker 2001:db8:1::2; expected one of the switch's IPv6 "
                                   "addresses"),
               std::string::npos)
         << r.error_text();

@@ -14,6 +14,7 @@
 #include "config/config.h"
 #include "features/roce/compile_roce.h"
 #include "features/roce/config_roce.h"
+#include "features/roce/control_roce.h"
 #include "features/roce/datapath_roce.h"
 #include "ina/protocol.h"
 #include "net/checksum.h"
@@ -126,7 +127,7 @@ protected:
         const bool one = rank == 1;
         rc::Ipv4Path path;
         path.src_ip = one ? kWorker1 : kWorker2;
-        path.dst_ip = one ? kSwitch1 : kSwitch2;
+        path.dst_ip = one ? switch1 : switch2;
         path.dest_qp = one ? kQpn1 : kQpn2;
         path.tos = tos;
         rc::Transmit tx;
@@ -148,7 +149,7 @@ protected:
         const bool one = rank == 1;
         rc::Ipv4Path path;
         path.src_ip = one ? kWorker1 : kWorker2;
-        path.dst_ip = one ? kSwitch1 : kSwitch2;
+        path.dst_ip = one ? switch1 : switch2;
         path.dest_qp = one ? kQpn1 : kQpn2;
         return frame(one, path, [&](uint8_t* out, size_t cap) {
             return rc::encode_ack(out, cap, path, 1, rc::Reply{syndrome, psn, 1});
@@ -223,6 +224,8 @@ protected:
     std::unique_ptr<fr::JobState> job;
     std::unique_ptr<fr::QpState> qp1, qp2;
     std::vector<Bytes> inas;  // INA frames seen() set aside
+    // The switch addresses the workers' frames go to (each QP's source).
+    uint32_t switch1 = kSwitch1, switch2 = kSwitch2;
 };
 
 TEST_F(RoceSwitch, InOrderWritesFromTwoRanksGiveOneResultPerRank) {
@@ -500,6 +503,74 @@ TEST_F(RoceSwitch, PacketOnAnotherLcoreIsHandedToTheJobsHome) {
     EXPECT_EQ(out[0].p.bth.psn, kPsn1) << "the home lcore took and ACKed it";
     EXPECT_EQ(qp1->counters.contributions, 1u);
     rte_ring_free(to_home);
+}
+
+// r1 answers on 10.0.2.1/24 and the secondary 10.0.3.1/24: rank 2 (10.0.2.2) names the second
+// as its QP's `source`, rank 1 names none. The QPs are built from the loaded config as the
+// control plane builds them (qp_params), so what leaves is what the config says.
+constexpr uint32_t kSecondary2 = 0x0A000301;  // 10.0.3.1 on r1
+
+class RoceSecondAddress : public RoceSwitch {
+protected:
+    std::string config_yaml() const override {
+        std::string y = roce_yaml();
+        const std::string rank2 = "ip: 10.0.2.2,";
+        y.replace(y.find(rank2), rank2.size(), "ip: 10.0.2.2, source: 10.0.3.1,");
+        return y;
+    }
+    void SetUp() override {
+        RoceSwitch::SetUp();
+        detach_roce_job(*ctx);
+        auto r = config::load_string(config_yaml(), "t.yaml");
+        ASSERT_TRUE(r.ok()) << r.error_text();
+        const fr::JobConfig& j = fr::rdma_of(*r.config)->jobs.at(0);
+        qp1 = std::make_unique<fr::QpState>(fr::qp_params(*r.config, j, j.qps.at(0)), job.get());
+        qp2 = std::make_unique<fr::QpState>(fr::qp_params(*r.config, j, j.qps.at(1)), job.get());
+        attach_roce_job(*ctx, *snap, *job, *qp1, *qp2);
+        switch2 = kSecondary2;
+    }
+};
+
+TEST_F(RoceSecondAddress, AckAndResultLeaveFromTheQpsSourceAndTheFirstAddressWithoutOne) {
+    send(contribution(1, kPsn1, 0, fill(1)), kR0);
+    auto r0 = seen(kR0);
+    ASSERT_EQ(r0.size(), 1u);
+    EXPECT_EQ(r0[0].src, kSwitch1) << "no source: the address whose subnet holds the worker";
+    send(contribution(2, kPsn2, 0, fill(2)), kR1);
+    const auto r1 = seen(kR1);
+    ASSERT_EQ(r1.size(), 2u) << "rank 2's ACK and its result WRITE";
+    for (const auto& x : r1) {
+        EXPECT_EQ(x.src, kSecondary2) << "opcode " << int{x.p.bth.opcode};
+        EXPECT_EQ(x.dst, kWorker2);
+        EXPECT_EQ(x.p.bth.dest_qp, kWorkerQpn2);
+        EXPECT_TRUE(x.icrc_ok) << "the ICRC covers the source address";
+    }
+    const bool ack_first = r1[0].p.bth.opcode == rc::op::kAcknowledge;
+    const Seen& ack = r1[ack_first ? 0 : 1];
+    const Seen& result = r1[ack_first ? 1 : 0];
+    EXPECT_EQ(ack.p.bth.opcode, rc::op::kAcknowledge);
+    EXPECT_EQ(ack.p.bth.psn, kPsn2);
+    EXPECT_EQ(result.p.bth.opcode, rc::op::kWriteOnlyImm);
+    EXPECT_EQ(floats(result.payload)[1], 1.0f + 2.0f + 2.0f * 1.0f);
+    r0 = seen(kR0);
+    ASSERT_EQ(r0.size(), 1u);
+    EXPECT_EQ(r0[0].p.bth.opcode, rc::op::kWriteOnlyImm);
+    EXPECT_EQ(r0[0].src, kSwitch1);
+    EXPECT_TRUE(r0[0].icrc_ok);
+}
+
+// The worker's RC connected to (address, QPN): the QPN at the port's other address is not its.
+TEST_F(RoceSecondAddress, WriteToTheQpnAtAnotherSwitchAddressIsDroppedAndCounted) {
+    switch2 = kSwitch2;
+    send(contribution(2, kPsn2, 0, fill(2)), kR1);
+    EXPECT_EQ(total_tx(), 0u);
+    EXPECT_EQ(lcore(fr::LcoreCounter::wrong_address), 1u);
+    EXPECT_EQ(qp2->counters.packets_in, 0u);
+    EXPECT_EQ(job->table.in_use(), 0u);
+    switch2 = kSecondary2;
+    send(contribution(2, kPsn2, 0, fill(2)), kR1);
+    EXPECT_EQ(seen(kR1).size(), 1u) << "at its source: ACKed";
+    EXPECT_EQ(qp2->counters.contributions, 1u);
 }
 
 // Multi-packet chunks (docs/rdma.md "Multi-packet chunks"): job 7 with int32 chunks of 4096
@@ -1533,6 +1604,101 @@ TEST(RoceConfig, ErrorsNameTheirPlace) {
     r = config::load_string(std::string(kStageYaml) + "rdma:\n  cm_port: 65536\n", "t.yaml");
     EXPECT_NE(r.error_text().find("t.yaml:"), std::string::npos) << r.error_text();
     EXPECT_NE(r.error_text().find("cm_port"), std::string::npos) << r.error_text();
+}
+
+// A port with several IPv4 addresses (kStageYaml's r1: 10.0.2.1/24 and 10.0.3.1/24): an IPv4
+// QP's `source` picks any of the addresses of the port whose subnet holds its worker; without
+// it the address on the worker's subnet. Errors name file:line:col of the `source` value.
+TEST(RoceConfig, SourceChoosesAmongAPortsIpv4Addresses) {
+    register_once();
+    const auto yaml = [](const std::string& ip, const std::string& source) {
+        return std::string(kStageYaml) + "rdma:\n  jobs:\n    - id: 7\n      world: 2\n"
+               "      qps:\n        - {rank: 1, ip: " + ip + ", source: \"" + source +
+               "\", qpn: 17,\n           psn: 0, switch_qpn: 0x100, switch_psn: 0, "
+               "result_addr: 0, result_rkey: 1,\n           result_length: 4096}\n";
+    };
+    // The line of the QP's first line in the document, and its `source` value's column.
+    const std::string head = std::string(kStageYaml) + "rdma:\n  jobs:\n    - id: 7\n";
+    const std::string at =
+        "t.yaml:" + std::to_string(std::count(head.begin(), head.end(), '\n') + 3) + ":";
+    auto r = config::load_string(yaml("10.0.2.2", "10.0.3.1"), "t.yaml");
+    ASSERT_TRUE(r.ok()) << r.error_text();
+    const fr::JobConfig& job = fr::rdma_of(*r.config)->jobs.at(0);
+    fr::QpParams p = fr::qp_params(*r.config, job, job.qps.at(0));
+    EXPECT_EQ(net::Ipv4Addr{p.switch_ip}.str(), "10.0.3.1") << "the QP's source";
+    EXPECT_NE(fr::section_hooks().to_json(fr::rdma_of(*r.config)).find("\"source\":\"10.0.3.1\""),
+              std::string::npos)
+        << "GET /api/v1/config shows it";
+    fr::QpConfig no_source = job.qps.at(0);
+    no_source.source4.reset();
+    p = fr::qp_params(*r.config, job, no_source);
+    EXPECT_EQ(net::Ipv4Addr{p.switch_ip}.str(), "10.0.2.1") << "the address on its subnet";
+    EXPECT_FALSE(fr::same_qp(no_source, job.qps.at(0))) << "another source is another QP";
+
+    r = config::load_string(yaml("10.0.2.2", "10.0.2.1"), "t.yaml");
+    EXPECT_TRUE(r.ok()) << "the first address named: " << r.error_text();
+    r = config::load_string(yaml("10.0.2.2", "::ffff:10.0.3.1"), "t.yaml");
+    ASSERT_TRUE(r.ok()) << "IPv4-mapped, as for ip: " << r.error_text();
+    EXPECT_EQ(fr::rdma_of(*r.config)->jobs.at(0).qps.at(0).source4, net::Ipv4Addr{kSecondary2});
+    r = config::load_string(yaml("10.0.2.2", "10.0.1.1"), "t.yaml");
+    EXPECT_NE(r.error_text().find(at + "43: source 10.0.1.1 is no IPv4 address of the port "
+                                       "whose subnet holds the worker 10.0.2.2"),
+              std::string::npos)
+        << "another port's address: " << r.error_text();
+    r = config::load_string(yaml("10.0.2.2", "10.0.2.9"), "t.yaml");
+    EXPECT_NE(r.error_text().find(at + "43: source 10.0.2.9 is no IPv4 address"),
+              std::string::npos)
+        << "an address on the subnet the switch does not own: " << r.error_text();
+    r = config::load_string(yaml("10.0.2.2", "2001:db8:1::1"), "t.yaml");
+    EXPECT_NE(r.error_text().find(at + "43: source 2001:db8:1::1 is an IPv6 address for the IPv4 "
+                                       "worker 10.0.2.2"),
+              std::string::npos)
+        << r.error_text();
+    r = config::load_string(yaml("10.0.2.2", "10.0.3"), "t.yaml");
+    EXPECT_NE(r.error_text().find(at + "43: expected source: one of the switch's IPv4 addresses"),
+              std::string::npos)
+        << r.error_text();
+
+    // The connect body takes it too, and the connect refuses one off the worker's port.
+    const std::string body = R"({"rank": 1, "qpn": 17, "psn": 5, "ip": "10.0.2.2",
+        "pmtu": 1024, "result_addr": 0, "result_rkey": 1, "result_length": 4096,
+        "chunk_bytes": 1024, "window": 64, "dtype": "fp32", "op": "sum", "world": 2, )";
+    fr::ConnectParse c = fr::parse_connect(body + R"("source": "10.0.3.1"})", "request");
+    ASSERT_TRUE(c.request.has_value());
+    ASSERT_TRUE(c.request->qp.source4.has_value());
+    EXPECT_EQ(c.request->qp.source4->str(), "10.0.3.1");
+    c = fr::parse_connect(body + R"("source": "2001:db8:1::1"})", "request");
+    ASSERT_EQ(c.errors.size(), 1u);
+    EXPECT_NE(c.errors[0].message.find("source 2001:db8:1::1 is an IPv6 address"),
+              std::string::npos)
+        << c.errors[0].message;
+
+    // A connected QP whose source leaves the port ends at a reload, with the reason; one whose
+    // source stays is carried.
+    r = config::load_string(yaml("10.0.2.2", "10.0.3.1"), "t.yaml");
+    ASSERT_TRUE(r.ok()) << r.error_text();
+    {
+        auto rdma = std::make_shared<fr::RdmaConfig>(*fr::rdma_of(*r.config));
+        rdma->jobs.at(0).qps.at(0).from_api = true;
+        r.config->sections[fr::kSectionKey] = rdma;
+    }
+    const std::string jobs = "rdma:\n  jobs:\n    - id: 7\n      world: 2\n";
+    auto next = config::load_string(std::string(kStageYaml) + jobs, "file.yaml");
+    ASSERT_TRUE(next.ok()) << next.error_text();
+    std::vector<std::string> ended;
+    fr::carry_connected_qps(*r.config, *next.config, ended);
+    EXPECT_TRUE(ended.empty()) << ended.at(0);
+    EXPECT_EQ(fr::rdma_of(*next.config)->jobs.at(0).qps.size(), 1u);
+    std::string without = kStageYaml;
+    const std::string both = "ipv4: [10.0.2.1/24, 10.0.3.1/24]";
+    without.replace(without.find(both), both.size(), "ipv4: [10.0.2.1/24]");
+    next = config::load_string(without + jobs, "file.yaml");
+    ASSERT_TRUE(next.ok()) << next.error_text();
+    fr::carry_connected_qps(*r.config, *next.config, ended);
+    ASSERT_EQ(ended.size(), 1u);
+    EXPECT_EQ(ended[0], "job 7 rank 1: its source address is not on its worker's port in the new "
+                        "config");
+    EXPECT_TRUE(fr::rdma_of(*next.config)->jobs.at(0).qps.empty());
 }
 
 }  // namespace

@@ -23,6 +23,16 @@ using config::kReduceTypes;
 using config::reduce_enum_field;
 using config::uint_field;
 
+// The IPv4 address an IPv4-mapped IPv6 address (::ffff:a.b.c.d) stands for, host order.
+std::optional<uint32_t> mapped_ipv4(const net::Ipv6Addr& a6) {
+    static constexpr uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (!std::equal(kMapped, kMapped + 12, a6.bytes.begin())) {
+        return std::nullopt;
+    }
+    return uint32_t{a6.bytes[12]} << 24 | uint32_t{a6.bytes[13]} << 16 |
+           uint32_t{a6.bytes[14]} << 8 | a6.bytes[15];
+}
+
 // The worker's address: IPv4, or IPv6 (a global or unique-local unicast address: the GID of a
 // RoCEv2 port on an IPv6 underlay); an IPv4-mapped IPv6 address is its IPv4 address.
 void read_ip(Reader& r, const YAML::Node& map, const std::string& where, QpConfig& q) {
@@ -41,10 +51,8 @@ void read_ip(Reader& r, const YAML::Node& map, const std::string& where, QpConfi
                        "2001:db8:1::2, got '" + text + "'");
             return;
         }
-        static constexpr uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-        if (std::equal(kMapped, kMapped + 12, a6->bytes.begin())) {
-            q.ip = uint32_t{a6->bytes[12]} << 24 | uint32_t{a6->bytes[13]} << 16 |
-                   uint32_t{a6->bytes[14]} << 8 | a6->bytes[15];
+        if (const auto mapped = mapped_ipv4(*a6)) {
+            q.ip = *mapped;
             return;
         }
         static constexpr std::array<uint8_t, 16> kLoopback = {0, 0, 0, 0, 0, 0, 0, 0,
@@ -59,28 +67,43 @@ void read_ip(Reader& r, const YAML::Node& map, const std::string& where, QpConfi
     });
 }
 
-// `source`: the switch's IPv6 address for an IPv6 worker's QP (validate_section checks it is a
-// port's, on the worker's prefix).
+// `source`: the switch's address for the QP, of the worker's family (validate_section checks it
+// is a port's, where the worker is). read_ip ran first: the family is known.
 void read_source(Reader& r, const YAML::Node& n, QpConfig& q) {
     r.optional(n, "source", [&](const YAML::Node& v) {
         q.source_mark = config::mark_of(v);
         std::string text;
-        if (!r.string_value(v, "source: an IPv6 address of the switch", text)) {
+        if (!r.string_value(v, "source: an address of the switch", text)) {
             return;
         }
-        const auto a6 = net::Ipv6Addr::parse(text);
-        if (!a6) {
-            r.error(v, "expected source: one of the switch's IPv6 addresses (the QP's address "
-                       "towards an IPv6 worker), got '" + text + "'");
+        const char* family = q.ip6 ? "IPv6" : "IPv4";
+        // An IPv4-mapped address is its IPv4 address, as for `ip`.
+        auto a4 = net::Ipv4Addr::parse(text);
+        auto a6 = a4 ? std::nullopt : net::Ipv6Addr::parse(text);
+        if (const auto mapped = a6 ? mapped_ipv4(*a6) : std::nullopt) {
+            a4 = net::Ipv4Addr{*mapped};
+            a6.reset();
+        }
+        if (!a4 && !a6) {
+            r.error(v, std::string("expected source: one of the switch's ") + family +
+                           " addresses (the QP's address towards the worker), got '" + text +
+                           "'");
             return;
         }
-        if (!q.ip6) {
-            r.error(v, "source " + text + " for the IPv4 worker " + worker_ip_text(q) +
-                           "; expected source only with an IPv6 ip (an IPv4 QP takes its "
-                           "port's address)");
+        if (!q.ip6 && q.ip == 0) {
+            return;  // no worker address to match: read_ip said so
+        }
+        if (a6.has_value() != q.ip6.has_value()) {
+            r.error(v, "source " + text + " is an " + (a6 ? "IPv6" : "IPv4") + " address for the " +
+                           family + " worker " + worker_ip_text(q) + "; expected one of the "
+                           "switch's " + family + " addresses (the QP runs in its worker's family)");
             return;
         }
-        q.source6 = *a6;
+        if (a6) {
+            q.source6 = *a6;
+        } else {
+            q.source4 = *a4;
+        }
     });
 }
 
@@ -316,6 +339,11 @@ void validate_section(Reader& r, const config::Config& c, const void* section) {
                         "source " + q.source6->str() + " is no IPv6 address of a port whose "
                             "prefix holds the worker " + worker_ip_text(q) +
                             "; expected one of the switch's addresses on that prefix");
+            } else if (q.source4 && !qp_source4(c, q)) {
+                r.error(q.source_mark,
+                        "source " + q.source4->str() + " is no IPv4 address of the port whose "
+                            "subnet holds the worker " + worker_ip_text(q) +
+                            "; expected one of that port's addresses");
             }
         }
     }
@@ -335,6 +363,8 @@ std::string section_json(const void* section) {
                            {"rnr_retry", q.rnr_retry}});
             if (q.source6) {
                 qps.back()["source"] = q.source6->str();
+            } else if (q.source4) {
+                qps.back()["source"] = q.source4->str();
             }
         }
         nlohmann::json job = {{"id", j.id}, {"mode", "server-to-switch"}, {"world", j.world},
@@ -382,6 +412,31 @@ std::optional<net::Ipv6Addr> qp_source6(const config::Config& c, const QpConfig&
     return std::nullopt;
 }
 
+std::optional<uint32_t> qp_source4(const config::Config& c, const QpConfig& q) {
+    if (q.ip6) {
+        return std::nullopt;
+    }
+    for (const auto& p : c.ports) {
+        const auto holder = std::find_if(p.ipv4.begin(), p.ipv4.end(), [&](const auto& a) {
+            return a.contains(net::Ipv4Addr{q.ip});
+        });
+        if (holder == p.ipv4.end()) {
+            continue;
+        }
+        if (!q.source4) {
+            return holder->addr.value;
+        }
+        // Any of the port's addresses: a worker reaches a secondary address of another subnet
+        // over the same link (through its gateway, which is the switch).
+        for (const auto& a : p.ipv4) {
+            if (a.addr == *q.source4) {
+                return a.addr.value;
+            }
+        }
+    }
+    return std::nullopt;
+}
+
 config::SectionHooks section_hooks() {
     return config::SectionHooks{kSectionKey, parse_section, validate_section, section_json};
 }
@@ -396,6 +451,7 @@ bool same_job(const JobConfig& a, const JobConfig& b) {
 
 bool same_qp(const QpConfig& a, const QpConfig& b) {
     return a.rank == b.rank && a.ip == b.ip && a.ip6 == b.ip6 && a.source6 == b.source6 &&
+           a.source4 == b.source4 &&
            a.qpn == b.qpn && a.psn == b.psn &&
            a.switch_qpn == b.switch_qpn && a.switch_psn == b.switch_psn &&
            a.result_addr == b.result_addr && a.result_rkey == b.result_rkey &&

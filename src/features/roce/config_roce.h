@@ -34,11 +34,14 @@ struct QpConfig {
     uint32_t ip = 0;            // the worker's IPv4 address, host order (0 when ip6 is set)
     // The worker's IPv6 address when it is an IPv6 one (its RoCEv2 GID): the QP runs over IPv6.
     std::optional<net::Ipv6Addr> ip6;
-    // IPv6 workers: the switch's address for this QP (`source`), one of a port's IPv6
-    // addresses whose prefix holds ip6; empty: the first such address. The RDMA CM sets it to
-    // the address the worker's REQ was sent to (rxe accepts a connected QP's packets only
-    // from the address it connected to).
+    // The switch's address for this QP (`source`), of the worker's family. IPv6 workers: one
+    // of a port's IPv6 addresses whose prefix holds ip6. IPv4 workers: one of the IPv4
+    // addresses of the port whose subnet holds ip (a secondary address, on that subnet or
+    // another). Empty: the first address whose prefix or subnet holds the worker. The RDMA CM
+    // sets it to the address the worker's REQ was sent to (rxe accepts a connected QP's
+    // packets only from the address it connected to).
     std::optional<net::Ipv6Addr> source6;
+    std::optional<net::Ipv4Addr> source4;
     config::Mark source_mark;
     uint32_t qpn = 0;           // the worker's QPN
     uint32_t psn = 0;           // the worker's initial send PSN
@@ -95,6 +98,11 @@ std::string worker_ip_text(const QpConfig& q);
 // addresses whose prefix holds the worker, else (no source) the first port address whose
 // prefix holds it; nullopt when there is none (or the source is not such an address).
 std::optional<net::Ipv6Addr> qp_source6(const config::Config& c, const QpConfig& q);
+
+// An IPv4 QP's switch address in config `c` (host order): its `source` when that is an IPv4
+// address of the port whose subnet holds the worker, else (no source) the address whose subnet
+// holds it; nullopt when there is none (or the source is not such an address).
+std::optional<uint32_t> qp_source4(const config::Config& c, const QpConfig& q);
 
 // The RDMA CM's listener port when the section names none (ina-rdma-root's default).
 inline constexpr uint16_t kDefaultCmPort = 7471;

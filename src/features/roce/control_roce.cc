@@ -27,22 +27,6 @@ JobParams job_params(const JobConfig& j) {
     return JobParams{j.id, j.world, j.op, j.dtype, j.chunk_bytes, j.window, j.pmtu};
 }
 
-namespace {
-
-// The address of the port whose subnet holds `ip` (host order), or 0.
-uint32_t switch_address_for(const config::Config& c, uint32_t ip) {
-    for (const auto& p : c.ports) {
-        for (const auto& a : p.ipv4) {
-            if (a.contains(net::Ipv4Addr{ip})) {
-                return a.addr.value;
-            }
-        }
-    }
-    return 0;
-}
-
-}  // namespace
-
 QpParams qp_params(const config::Config& c, const JobConfig& j, const QpConfig& q) {
     QpParams p;
     p.switch_qpn = q.switch_qpn;
@@ -55,7 +39,7 @@ QpParams qp_params(const config::Config& c, const JobConfig& j, const QpConfig& 
         p.worker_ip6 = q.ip6->bytes;
         p.switch_ip6 = qp_source6(c, q).value_or(net::Ipv6Addr{}).bytes;
     } else {
-        p.switch_ip = switch_address_for(c, q.ip);
+        p.switch_ip = qp_source4(c, q).value_or(0);
         p.worker_ip = q.ip;
     }
     p.rank = q.rank;
@@ -180,10 +164,12 @@ void carry_connected_qps(const config::Config& running, config::Config& next,
             } else if (qpns.count(q.switch_qpn) != 0) {
                 why = "the new config gives its switch QPN to another QP";
             } else if (q.ip6 ? !qp_source6(next, q).has_value()
-                             : switch_address_for(next, q.ip) == 0) {
-                why = q.source6 ? "its source address is not on its worker's prefix in the new "
-                                  "config"
-                                : "its worker is on no subnet of the new config's ports";
+                             : !qp_source4(next, q).has_value()) {
+                why = q.source6   ? "its source address is not on its worker's prefix in the new "
+                                    "config"
+                      : q.source4 ? "its source address is not on its worker's port in the new "
+                                    "config"
+                                  : "its worker is on no subnet of the new config's ports";
             } else if (held + 1 > kMaxRoceStates) {
                 why = "no QP resources left by the new config";
             }
@@ -649,15 +635,18 @@ ConnectOutcome RoceControl::connect_qp(control::ControlPlane& cp, uint32_t job_i
     if (r.qp.result_length < job->chunk_bytes) {
         return refuse(Refusal::malformed, "result_length is below chunk_bytes");
     }
-    const uint32_t switch_ip = r.qp.ip6 ? 0 : switch_address_for(cfg, r.qp.ip);
+    const auto switch_ip4 = qp_source4(cfg, r.qp);
     const auto switch_ip6 = qp_source6(cfg, r.qp);
-    if (r.qp.ip6 ? !switch_ip6 : switch_ip == 0) {
+    if (r.qp.ip6 ? !switch_ip6 : !switch_ip4) {
         return refuse(Refusal::malformed,
-                      r.qp.source6 ? "source " + r.qp.source6->str() +
-                                         " is no IPv6 address of a port whose prefix holds ip " +
-                                         worker_ip_text(r.qp)
-                                   : "ip " + worker_ip_text(r.qp) +
-                                         " is on no subnet of the switch's ports");
+                      r.qp.source6   ? "source " + r.qp.source6->str() +
+                                           " is no IPv6 address of a port whose prefix holds ip " +
+                                           worker_ip_text(r.qp)
+                      : r.qp.source4 ? "source " + r.qp.source4->str() +
+                                           " is no IPv4 address of the port whose subnet holds "
+                                           "ip " + worker_ip_text(r.qp)
+                                     : "ip " + worker_ip_text(r.qp) +
+                                           " is on no subnet of the switch's ports");
     }
     if (states() + 1 > kMaxRoceStates) {
         return refuse(Refusal::no_resources, "no QP resources on the switch");
@@ -679,7 +668,7 @@ ConnectOutcome RoceControl::connect_qp(control::ControlPlane& cp, uint32_t job_i
     ConnectOutcome out;
     out.switch_qpn = qpn;
     out.switch_psn = q.switch_psn;
-    out.switch_ip = switch_ip;
+    out.switch_ip = switch_ip4.value_or(0);
     out.switch_ip6 = switch_ip6;
     out.area_length = uint64_t{job->window} * job->chunk_bytes;
     out.pmtu = job->pmtu;

@@ -141,12 +141,15 @@ std::optional<cm::Message> CmPassive::on_req(const cm::Message& m, const cm::Gid
     }
     ConnectRequest r;
     r.qp.rank = inar->rank;
+    // The worker's QP takes packets only from the address it connected to: the QP's source.
     if (ipv4) {
         r.qp.ip = cm::gid_ipv4(worker);
+        if (own != nullptr) {
+            r.qp.source4 = net::Ipv4Addr{cm::gid_ipv4(*own)};
+        }
     } else {
         r.qp.ip6 = net::Ipv6Addr{worker};
         if (own != nullptr) {
-            // The worker's QP takes packets only from the address it connected to.
             r.qp.source6 = net::Ipv6Addr{*own};
         }
     }

@@ -50,7 +50,7 @@ struct ConnectOutcome {
     std::string error;  // the API's error text when refused
     uint32_t switch_qpn = 0;
     uint32_t switch_psn = 0;
-    uint32_t switch_ip = 0;  // host order: the port address on the worker's subnet
+    uint32_t switch_ip = 0;  // host order: the QP's source (an address of the worker's port)
     std::optional<net::Ipv6Addr> switch_ip6;  // instead, for an IPv6 worker: on its prefix
     uint64_t area_length = 0;
     uint32_t pmtu = 0;
@@ -79,8 +79,8 @@ public:
     void set_port(uint16_t port) { port_ = port; }
 
     // One MAD that arrived on QP1 from the worker whose address is `worker` as a GID (an IPv6
-    // address; IPv4 as ::ffff:a.b.c.d), sent to the switch's address `own` (when given: an
-    // IPv6 worker's QP then takes it as its source). The answer to send back to it (a REP,
+    // address; IPv4 as ::ffff:a.b.c.d), sent to the switch's address `own` (when given: the
+    // QP then takes it as its source, either family). The answer to send back to it (a REP,
     // REJ or DREP), if any.
     std::optional<ina::roce::cm::Message> on_mad(const uint8_t* mad, size_t len,
                                                  const ina::roce::cm::Gid& worker,

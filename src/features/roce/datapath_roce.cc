@@ -794,6 +794,14 @@ uint16_t roce_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts
             continue;
         }
         QpState& q = *static_cast<QpState*>(tag);
+        // A QP is its address and its QPN, as the worker's RC connected to them: the same QPN
+        // at another of the switch's addresses is no packet of it (rxe would not send it).
+        if (v6 ? std::memcmp(ip6->dst_addr, q.path6.src_ip.data(), 16) != 0
+               : rte_be_to_cpu_32(ip->dst_addr) != q.path.src_ip) {
+            ++lcore_counter(ctx, LcoreCounter::wrong_address);
+            drop(out, m);
+            continue;
+        }
         ++q.counters.packets_in;
         q.counters.bytes_in += v6 ? sizeof(rte_ipv6_hdr) + rte_be_to_cpu_16(ip6->payload_len)
                                   : rte_be_to_cpu_16(ip->total_length);

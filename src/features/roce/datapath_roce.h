@@ -98,7 +98,7 @@ struct alignas(64) JobState : StateTag {
 struct QpParams {
     uint32_t switch_qpn = 0;
     uint32_t switch_psn = 0;
-    uint32_t switch_ip = 0;  // host order: the address of the port whose subnet holds ip
+    uint32_t switch_ip = 0;  // host order: the QP's source, an address of the worker's port
     uint32_t worker_qpn = 0;
     uint32_t worker_psn = 0;
     uint32_t worker_ip = 0;

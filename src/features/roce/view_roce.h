@@ -90,6 +90,7 @@ struct QpCounters {
     X(malformed, "UDP 4791 to the switch that does not parse as RoCEv2 (dropped)")             \
     X(icrc_error, "Bad ICRC before a QP was found (dropped)")                                   \
     X(unknown_qp, "Destination QP the switch does not have, or not attached yet (dropped)")    \
+    X(wrong_address, "To a QP at a switch address other than its source (dropped)")            \
     X(cm_unsupported, "QP1 packets that are no CM MAD (not UD SEND ONLY), or CM off (dropped)") \
     X(cm_received, "CM MADs on QP1 handed to the control plane's RDMA CM")                      \
     X(cm_full, "CM ring to the control plane full (the MAD dropped; the worker retransmits)")   \
