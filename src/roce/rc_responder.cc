@@ -145,12 +145,7 @@ Verdict Responder::check_in_order(const Packet& packet) {
         v.reply = rnr_nak();
         return v;
     }
-    pending_ = true;
-    pending_where_ = where;
-    pending_kind_ = kind;
-    pending_ack_req_ = packet.bth.ack_req;
-    pending_takes_receive_ = takes_receive;
-    pending_left_ = left;
+    hold(where, kind, packet.bth.ack_req, takes_receive, left);
     v.action = Action::execute;
     return v;
 }

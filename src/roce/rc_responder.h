@@ -143,12 +143,7 @@ public:
         where.length = len;
         where.psn = packet.bth.psn;
         where.msn = psn_add(msn_, 1);
-        pending_ = true;
-        pending_where_ = where;
-        pending_kind_ = Kind::write;
-        pending_ack_req_ = packet.bth.ack_req;
-        pending_takes_receive_ = imm;
-        pending_left_ = len;
+        hold(where, Kind::write, packet.bth.ack_req, imm, len);
         return true;
     }
     // The packet of the last execute verdict is stored: advance. Returns false (and changes
@@ -193,7 +188,17 @@ private:
     uint64_t message_bytes_ = 0;   // received so far
     uint64_t write_va_ = 0;        // WRITE: the address of the next byte
     uint64_t write_left_ = 0;      // WRITE: RETH DMA length not yet received
-    // The last execute verdict, for commit()/refuse().
+    // The last execute verdict, for commit()/refuse(): hold() records it (check_in_order and
+    // take_write_only alike).
+    void hold(const Placement& where, Kind kind, bool ack_req, bool takes_receive,
+              uint64_t left) {
+        pending_ = true;
+        pending_where_ = where;
+        pending_kind_ = kind;
+        pending_ack_req_ = ack_req;
+        pending_takes_receive_ = takes_receive;
+        pending_left_ = left;
+    }
     bool pending_ = false;
     Placement pending_where_;
     Kind pending_kind_ = Kind::none;
