@@ -409,17 +409,23 @@ def replicate_carrier_round(lab, data, tag: str) -> dict:
     log(f"{tag}: rank 2 took {res[1]['duplicate_results']} result(s) twice, rank 1 "
         f"{res[0]['duplicate_results']}; {d['acks_dropped']} of rank 2's ACKs dropped before "
         f"the move; {d['result_fill_sent']:.0f} fill packet(s) sent")
-    check(d["result_source_moved"] == 1 and d["replicate_failed"] == 0,
-          f"{tag}: the copies' source moved onto the carrier's resumed connection once, no copy "
-          f"failed")
+    check_source_moves(d, tag, 1)
     check(d["acks_dropped"] > 0 and d["result_fill_sent"] > 0,
           f"{tag}: rank 2's leg was filled ({d['result_fill_sent']:.0f} zero-length WRITEs) "
           f"before the copies of the resumed connection (its {d['acks_dropped']} ACKs of the "
           f"old source's copies never arrived)")
+    return d
+
+
+def check_source_moves(d: dict, tag: str, moves: int) -> None:
+    """A replicating carrier round's copies: their source moved `moves` times, onto each
+    resumed connection of the carrier, no copy failed, and rank 2 got every result as a copy."""
+    check(d["result_source_moved"] == moves and d["replicate_failed"] == 0,
+          f"{tag}: the copies' source moved {moves} time(s), onto each resumed connection of "
+          f"the carrier; no copy failed")
     check(d["results_replicated"] >= CHUNKS,
           f"{tag}: {d['results_replicated']:.0f} copies made: rank 2's every result (it got "
           f"none from the root itself)")
-    return d
 
 
 def resumed_first_round(lab, data, tag: str) -> dict:
@@ -471,12 +477,7 @@ def replicate_carrier_twice_round(lab, data, tag: str) -> dict:
     res = d["workers"]
     log(f"{tag}: rank 2 took {res[1]['duplicate_results']} result(s) twice, rank 1 "
         f"{res[0]['duplicate_results']}; {d['result_fill_sent']:.0f} fill packet(s) sent")
-    check(d["result_source_moved"] == 2 and d["replicate_failed"] == 0,
-          f"{tag}: the copies' source moved twice, onto each resumed connection of the "
-          f"carrier; no copy failed")
-    check(d["results_replicated"] >= CHUNKS,
-          f"{tag}: {d['results_replicated']:.0f} copies made: rank 2's every result (it got "
-          f"none from the root itself)")
+    check_source_moves(d, tag, 2)
     return d
 
 
