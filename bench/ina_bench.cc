@@ -340,19 +340,24 @@ neighbours:
 )";
 
 // The bench's config from `yaml` and its snapshot on ports 0 and 1; an empty snapshot (the
-// error printed) when either fails.
+// error printed) when either fails. `tx_udp_checksum`: the ports stand for devices that compute
+// the UDP checksums of what they send (net_null discards it uncomputed: the CPU's part is what
+// such a NIC leaves it).
 struct BenchSnapshot {
     config::LoadResult cfg;
     compile::StandaloneSnapshot built;
 };
-BenchSnapshot build_bench_snapshot(const std::string& yaml, rte_rcu_qsbr* qsbr) {
+BenchSnapshot build_bench_snapshot(const std::string& yaml, rte_rcu_qsbr* qsbr,
+                                   bool tx_udp_checksum = false) {
     BenchSnapshot b{config::load_string(yaml, "bench"), {}};
     if (!b.cfg.ok()) {
         std::fprintf(stderr, "%s", b.cfg.error_text().c_str());
         return b;
     }
     std::string error;
-    b.built = compile::build_standalone(*b.cfg.config, {{0, {}}, {1, {}}}, {}, {}, qsbr, 1, error);
+    b.built = compile::build_standalone(*b.cfg.config,
+                                        {{0, {}, tx_udp_checksum}, {1, {}, tx_udp_checksum}}, {},
+                                        {}, qsbr, 1, error);
     if (!b.built.snapshot) {
         std::fprintf(stderr, "%s\n", error.c_str());
     }
@@ -1000,6 +1005,10 @@ int main(int argc, char** argv) {
     app.add_flag("--udp-checksum", udp_checksum,
                  "INA contributions carry a UDP checksum, which the switch verifies in software "
                  "(as from ina-worker over af_packet/af_xdp, no RX offload); default 0 (none)");
+    bool tx_checksum_offload = false;
+    app.add_flag("--tx-checksum-offload", tx_checksum_offload,
+                 "the ports compute the UDP checksums of the datagrams the switch emits, as a NIC "
+                 "with TX checksum offload does (ports: tx_udp_checksum); default: software");
     app.add_flag("--generator-only", g.generator_only,
                  "the input alone: every generated burst is freed instead of switched (alloc, "
                  "copy and free per packet: the part of the rate that is the generator's)");
@@ -1114,7 +1123,7 @@ int main(int argc, char** argv) {
                              (deterministic ? ", deterministic: true" : "") +
                              ", window: " + std::to_string(window) +
                              ", root: 10.0.2.2" + result_workers + "}\n");
-    auto bench = build_bench_snapshot(yaml, qsbr);
+    auto bench = build_bench_snapshot(yaml, qsbr, tx_checksum_offload);
     auto& snap = bench.built.snapshot;
     if (!snap) {
         return 1;
@@ -1243,7 +1252,7 @@ int main(int argc, char** argv) {
     }
     std::printf("{\"traffic\": \"%s\", \"role\": \"%s\", \"workers\": %u, \"payload_bytes\": %u, \"type\": \"%s\", \"isa\": \"%s\", "
                 "\"lcores\": %u, \"steer\": \"%s\", \"one_thread\": %s, \"deterministic\": %s, "
-                "\"udp_checksum\": %s, \"generator_only\": %s, "
+                "\"udp_checksum\": %s, \"tx_checksum_offload\": %s, \"generator_only\": %s, "
                 "\"mpps\": %.3f, \"payload_gbit_s\": %.2f, \"gelem_s\": %.3f, "
                 "\"absorbed\": %lu, \"completed\": %lu, \"frames_out\": %lu, "
                 "\"packets\": %lu, \"seconds\": %.3f, \"cpu_mpps\": %.3f}\n",
@@ -1251,7 +1260,7 @@ int main(int argc, char** argv) {
                 std::string(reduce::to_string(reduce::kernels().isa)).c_str(), lanes,
                 lanes > 1 ? steer.c_str() : "none", one_thread && lanes > 1 ? "true" : "false",
                 deterministic ? "true" : "false", g.udp_checksum ? "true" : "false",
-                g.generator_only ? "true" : "false", static_cast<double>(packets) / elapsed / 1e6,
+                snap->udp_checksum_offload ? "true" : "false", g.generator_only ? "true" : "false", static_cast<double>(packets) / elapsed / 1e6,
                 static_cast<double>(packets) * elems * static_cast<double>(esize) * 8 / elapsed / 1e9,
                 static_cast<double>(absorbed) * elems / elapsed / 1e9,
                 static_cast<unsigned long>(absorbed), static_cast<unsigned long>(completed),

@@ -258,6 +258,12 @@ def write(res, doc, result_path):
                   "**%.3f**." % (base["payload_bytes"], base["type"], base["workers"],
                                  mmm_txt(base["cpu_mpps"]), base["rev"],
                                  mmm_txt(base["baseline_cpu_mpps"]), base["ratio"]), ""]
+            if base.get("ratio_offload") is not None:
+                L += ["The baseline sent its partials without a UDP checksum; this tree computes "
+                      "one. With the ports standing for NICs that compute it on send "
+                      "(`--tx-checksum-offload`, docs/protocol.md \"Checksum offload\"): %s Mpps, "
+                      "**%.3f**." % (mmm_txt(base["offload_cpu_mpps"]), base["ratio_offload"]),
+                      ""]
         limit = ag.get("limit")
         if limit:
             L += ["### The physical limit: the memory ceiling per cache regime", "",

@@ -152,6 +152,22 @@ void seal_ina_datagram(uint8_t* d, const uint8_t* elements, uint32_t elements_su
     udp->dgram_cksum = net::udp_checksum_field(net::ones_complement_sum(udp, head, initial));
 }
 
+void seal_ina_datagram_offloaded(uint8_t* d) {
+    auto* ip = reinterpret_cast<rte_ipv4_hdr*>(d + kL2);
+    auto* udp = reinterpret_cast<rte_udp_hdr*>(ip + 1);
+    udp->dgram_cksum = pseudo_header_sum(ip, swap16(udp->dgram_len));
+}
+
+void ina_udp_checksum_retarget(rte_ipv4_hdr* ip, rte_udp_hdr* udp, uint32_t old_dst,
+                               bool offloaded) {
+    if (offloaded) {
+        udp->dgram_cksum = pseudo_header_sum(ip, swap16(udp->dgram_len));
+        return;
+    }
+    udp->dgram_cksum = net::udp_checksum_field(static_cast<uint16_t>(
+        ~net::checksum_update32(udp->dgram_cksum, old_dst, ip->dst_addr)));
+}
+
 void seal_ina_datagram(uint8_t* d) {
     const auto* udp = reinterpret_cast<const rte_udp_hdr*>(d + kL2 + kL3);
     seal_ina_datagram(d, reinterpret_cast<const uint8_t*>(udp) + rte_be_to_cpu_16(udp->dgram_len),

@@ -5,6 +5,7 @@
 // parent) — and the UDP checksum check of received INA datagrams.
 #pragma once
 
+#include <rte_ether.h>
 #include <rte_ip.h>
 #include <rte_mbuf.h>
 #include <rte_udp.h>
@@ -47,6 +48,26 @@ void seal_ina_datagram(uint8_t* d);
 // before them are summed here. The INA stage takes it from the store kernel that wrote the
 // elements (ChunkTable::store_result with a sum), so the 1 KiB+ payload is read once.
 void seal_ina_datagram(uint8_t* d, const uint8_t* elements, uint32_t elements_sum);
+
+// Leaves the UDP checksum of the datagram written at `d` to the device that sends it (for
+// dp::Snapshot::udp_checksum_offload): the field gets the pseudo-header's folded sum, as
+// RTE_MBUF_F_TX_UDP_CKSUM asks, and the elements are never summed. The checksum field must
+// hold the 0 write_ina_headers wrote. The frame's mbuf then needs mark_udp_checksum_offload.
+void seal_ina_datagram_offloaded(uint8_t* d);
+// Asks the device to complete the UDP checksum of the frame `m` (Ethernet, IPv4 without
+// options, UDP) whose field holds its pseudo-header sum. A frame so marked may only be routed
+// as plain IPv4 (a header put before it or a rewrite of its addresses must redo the field:
+// ina_udp_checksum_retarget).
+inline void mark_udp_checksum_offload(rte_mbuf* m) {
+    m->ol_flags |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_UDP_CKSUM;
+    m->l2_len = sizeof(rte_ether_hdr);
+    m->l3_len = sizeof(rte_ipv4_hdr);
+}
+// The UDP checksum field of a datagram whose IPv4 destination changed from `old_dst` to
+// ip->dst_addr: updated (RFC 1624) when it holds the checksum, recomputed as the pseudo-header
+// sum when the device completes it (`offloaded`).
+void ina_udp_checksum_retarget(rte_ipv4_hdr* ip, rte_udp_hdr* udp, uint32_t old_dst,
+                               bool offloaded);
 
 // A received INA datagram's UDP checksum holds (absent, 0, is allowed in IPv4; a NIC's verdict
 // is taken when it gave one; else summed across segments). The absent case is tested inline:

@@ -28,10 +28,16 @@ constexpr size_t kL3 = sizeof(rte_ipv4_hdr);
 constexpr size_t kL4 = sizeof(rte_udp_hdr);
 
 // Writes a whole INA datagram (Ethernet, IPv4, UDP, the header `h` with BitString `bs`, and the
-// result of `h.seq` from `table`) to `d` (the shared encoder, pipeline/ina_encode.h).
+// result of `h.seq` from `table`) to `d` (the shared encoder, pipeline/ina_encode.h). With
+// `offload` its UDP checksum is left to the device (the elements are stored, not summed).
 void write_ina(uint8_t* d, const ina::ChunkTable& table, const proto::Header& h,
-               const uint8_t* bs, uint32_t src, uint32_t dst, uint16_t port) {
+               const uint8_t* bs, uint32_t src, uint32_t dst, uint16_t port, bool offload) {
     uint8_t* elements = write_ina_headers(d, h, bs, src, dst, port);
+    if (offload) {
+        table.store_result(h.seq, elements, table.encoding_of(h.elem_type), nullptr);
+        seal_ina_datagram_offloaded(d);
+        return;
+    }
     // A deterministic job's partial (int64 element type) carries the exact fixed-point sum.
     // The store kernel sums the elements as it writes them: the seal sums only the headers.
     uint32_t elements_sum = 0;
@@ -47,10 +53,11 @@ void write_ina(uint8_t* d, const ina::ChunkTable& table, const proto::Header& h,
 // `h.seq` from `table`. The old contents are not read (the accumulator lives in the table). The
 // frame goes in m's own buffer; a larger one (a small data room, or a chained contribution) is
 // built in the lcore's scratch and spread over m and further segments from ctx.pool. Returns
-// false when no mbuf could be had (m then holds a truncated frame the caller drops).
+// false when no mbuf could be had (m then holds a truncated frame the caller drops). `offload`:
+// the UDP checksum is the device's (only for a datagram routed as plain IPv4: not over BIER).
 bool build_ina(LcoreContext& ctx, rte_mbuf* m, const ina::ChunkTable& table,
                const proto::Header& h, const uint8_t* bs, uint32_t src, uint32_t dst,
-               uint16_t port) {
+               uint16_t port, bool offload) {
     const size_t frame = kL2 + kL3 + kL4 + h.total_bytes();
     if (!RTE_MBUF_DIRECT(m) || rte_mbuf_refcnt_read(m) != 1) [[unlikely]] {
         return false;  // a shared buffer is never written (received frames are never shared)
@@ -62,17 +69,20 @@ bool build_ina(LcoreContext& ctx, rte_mbuf* m, const ina::ChunkTable& table,
     }
     m->data_off = RTE_PKTMBUF_HEADROOM;
     m->ol_flags = g_originated_flag;
+    if (offload) {
+        mark_udp_checksum_offload(m);
+    }
     const size_t room = static_cast<size_t>(m->buf_len) - RTE_PKTMBUF_HEADROOM;
     if (frame <= room) [[likely]] {
         m->data_len = static_cast<uint16_t>(frame);
         m->pkt_len = static_cast<uint32_t>(frame);
-        write_ina(rte_pktmbuf_mtod(m, uint8_t*), table, h, bs, src, dst, port);
+        write_ina(rte_pktmbuf_mtod(m, uint8_t*), table, h, bs, src, dst, port, offload);
         return true;
     }
     if (frame > ctx.scratch.size() || room < kHeadBytes) [[unlikely]] {
         return false;
     }
-    write_ina(ctx.scratch.data(), table, h, bs, src, dst, port);
+    write_ina(ctx.scratch.data(), table, h, bs, src, dst, port, offload);
     m->data_len = static_cast<uint16_t>(room);
     m->pkt_len = static_cast<uint32_t>(room);
     std::memcpy(rte_pktmbuf_mtod(m, uint8_t*), ctx.scratch.data(), room);
@@ -99,10 +109,9 @@ void retarget(rte_mbuf* m, uint32_t dst) {
     ip->dst_addr = rte_cpu_to_be_32(dst);
     ip->hdr_checksum = 0;
     ip->hdr_checksum = static_cast<uint16_t>(~ipv4_header_sum20(ip));
-    // The UDP checksum covers the destination through the pseudo-header (RFC 1624 update).
-    auto* udp = reinterpret_cast<rte_udp_hdr*>(ip + 1);
-    udp->dgram_cksum = net::udp_checksum_field(static_cast<uint16_t>(
-        ~net::checksum_update32(udp->dgram_cksum, old_dst, ip->dst_addr)));
+    // The UDP checksum covers the destination through the pseudo-header.
+    ina_udp_checksum_retarget(ip, reinterpret_cast<rte_udp_hdr*>(ip + 1), old_dst,
+                              (m->ol_flags & RTE_MBUF_F_TX_UDP_CKSUM) != 0);
 }
 
 // Takes the contribution's header by value (and the stage copies it for header_mismatch):
@@ -126,7 +135,8 @@ struct Emitter {
             h.flags |= proto::kFlagLowestMissing;
         }
         const uint32_t src = ina_source_for(snap, ctx.neighbours, job.source, job.parent);
-        if (!build_ina(ctx, m, table, h, job.abm.data(), src, job.parent, snap.ina_udp_port)) {
+        if (!build_ina(ctx, m, table, h, job.abm.data(), src, job.parent, snap.ina_udp_port,
+                       snap.udp_checksum_offload)) {
             count_drop(ctx, dp::DropReason::ina_no_mbuf);
             out.push(FeatureEdge::drop, m);
             return;
@@ -149,7 +159,9 @@ struct Emitter {
         if (job.results_bier && requester == 0) {
             // One packet; the BFIR stage puts the A-BM on it as the BitString and the BFERs
             // address the copies to their workers (the inner destination is a placeholder).
-            if (!build_ina(ctx, m, table, h, job.abm.data(), bier_src, 0, snap.ina_udp_port)) {
+            // A BIER header goes before it: a device cannot find its UDP header (software).
+            if (!build_ina(ctx, m, table, h, job.abm.data(), bier_src, 0, snap.ina_udp_port,
+                           false)) {
                 count_drop(ctx, dp::DropReason::ina_no_mbuf);
                 out.push(FeatureEdge::drop, m);
                 return;
@@ -162,7 +174,8 @@ struct Emitter {
         const uint32_t src = job.results_bier
                                  ? bier_src
                                  : ina_source_for(snap, ctx.neighbours, job.source, first);
-        if (!build_ina(ctx, m, table, h, job.abm.data(), src, first, snap.ina_udp_port)) {
+        if (!build_ina(ctx, m, table, h, job.abm.data(), src, first, snap.ina_udp_port,
+                       snap.udp_checksum_offload)) {
             count_drop(ctx, dp::DropReason::ina_no_mbuf);
             out.push(FeatureEdge::drop, m);
             return;

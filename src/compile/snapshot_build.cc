@@ -386,6 +386,9 @@ std::unique_ptr<Snapshot> build_snapshot(const config::Config& cfg,
     }
 
     s->ina_udp_port = cfg.ina.udp_port;
+    s->udp_checksum_offload =
+        !bindings.empty() && std::all_of(bindings.begin(), bindings.end(),
+                                         [](const PortBinding& b) { return b.tx_udp_checksum; });
     for (const auto& j : cfg.ina.jobs) {
         InaJobView v;
         v.job_id = j.job_id;

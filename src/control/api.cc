@@ -691,6 +691,7 @@ void ApiServer::Impl::install_routes(httplib::Server& s) {
                              {"rx_queues", p.rx_queues},
                              {"tx_queues", p.tx_queues},
                              {"rss", p.rss},
+                             {"tx_udp_checksum", p.tx_udp_checksum},
                              {"rx_packets", c.rx_packets},
                              {"tx_packets", c.tx_packets},
                              {"tx_dropped", c.tx_dropped}});

@@ -343,13 +343,18 @@ std::string ControlPlane::port_name(uint16_t port_id) const {
     return i < 0 ? std::to_string(port_id) : ports_[static_cast<size_t>(i)].name;
 }
 
+std::vector<dp::PortBinding> ControlPlane::port_bindings() const {
+    std::vector<dp::PortBinding> bindings;
+    for (const auto& p : ports_) {
+        bindings.push_back({p.port_id, p.mac, p.tx_udp_checksum});
+    }
+    return bindings;
+}
+
 std::unique_ptr<runtime::Published> ControlPlane::build_locked(
     const config::Config& cfg, const std::map<uint32_t, Learned>& learned_state,
     std::vector<dp::DynamicNeighbour>& neighbours, std::string& error) {
-    std::vector<dp::PortBinding> bindings;
-    for (const auto& p : ports_) {
-        bindings.push_back({p.port_id, p.mac});
-    }
+    const std::vector<dp::PortBinding> bindings = port_bindings();
     std::vector<dp::DynamicNeighbour> learned;
     for (const auto& [ip, l] : learned_state) {
         learned.push_back({ip, l.mac, l.port});
@@ -1090,10 +1095,7 @@ ApplyResult ControlPlane::add_route_locked(const config::RouteConfig& route) {
         ++counters_.reloads_failed;
         return failure(out);
     }
-    std::vector<dp::PortBinding> bindings;
-    for (const auto& p : ports_) {
-        bindings.push_back({p.port_id, p.mac});
-    }
+    const std::vector<dp::PortBinding> bindings = port_bindings();
     dp::NextHop nh = compile::route_next_hop(running_, bindings, route);
     if (nh.kind == dp::NextHopKind::gateway) {
         nh.station = tables_->neighbour_word(nh.gateway);

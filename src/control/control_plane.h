@@ -277,6 +277,8 @@ private:
     void send_arp_request(uint32_t ip, uint16_t port_id);
     int config_index(uint16_t port_id) const;
     std::string port_name(uint16_t port_id) const;
+    // The started ports as the snapshot compiler sees them (id, MAC, TX checksum offload).
+    std::vector<dp::PortBinding> port_bindings() const;
     const dp::Snapshot& snapshot() const { return *dataplane_.current()->snapshot; }
 
     mutable std::mutex mu_;

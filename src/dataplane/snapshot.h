@@ -435,6 +435,9 @@ struct InaJobView {
 struct PortBinding {
     uint16_t port_id = 0;
     rte_ether_addr mac{};
+    // The device computes UDP checksums of IPv4 frames it sends (RTE_ETH_TX_OFFLOAD_UDP_CKSUM,
+    // enabled on its queues).
+    bool tx_udp_checksum = false;
 };
 
 class Snapshot {
@@ -453,6 +456,10 @@ public:
     uint32_t max_fdb_entries = 0;
     uint64_t arp_request_interval_ms = 1000;
     uint16_t ina_udp_port = 0;  // network order comparisons are done on host order values
+    // Every port computes UDP checksums of the IPv4 frames it sends: a datagram this switch
+    // emits as plain IPv4 leaves its checksum to the device (pipeline/ina_encode.h), wherever
+    // the route sends it. One port without the offload makes every port's software's.
+    bool udp_checksum_offload = false;
     std::vector<InaJobView> ina_jobs;
     // INA jobs another feature terminates here instead of the INA stage: their results, when
     // addressed to this switch, go to that feature's stage (FeatureStage::ina_result) — a RoCE

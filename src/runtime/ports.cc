@@ -94,6 +94,19 @@ bool start_ports(const config::Config& cfg, rte_mempool* pool, uint16_t tx_queue
         if (info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_IPV4_CKSUM) {
             conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_IPV4_CKSUM;
         }
+        // The device's verdict on a received datagram's UDP checksum (RTE_MBUF_F_RX_L4_CKSUM_*)
+        // spares the INA stage its software check.
+        if (info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_UDP_CKSUM) {
+            conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_UDP_CKSUM;
+        }
+        // The switch's own datagrams (INA partials and unicast results) leave their UDP
+        // checksum to the device when every port can (dp::Snapshot::udp_checksum_offload).
+        constexpr uint64_t kUdpChecksumTx = RTE_ETH_TX_OFFLOAD_IPV4_CKSUM |
+                                            RTE_ETH_TX_OFFLOAD_UDP_CKSUM;
+        if ((info.tx_offload_capa & kUdpChecksumTx) == kUdpChecksumTx) {
+            conf.txmode.offloads |= kUdpChecksumTx;
+            pr.tx_udp_checksum = true;
+        }
         // BIER copies are a private header mbuf chained to a shared payload. Software PMDs
         // (pcap, af_packet, ring, null) take chains without asking; hardware must be told.
         if (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) {

@@ -23,6 +23,8 @@ struct PortRuntime {
     uint16_t rx_queues = 1;
     uint16_t tx_queues = 1;
     bool rss = false;
+    // UDP checksums of sent IPv4 frames computed by the device (enabled when it offers it).
+    bool tx_udp_checksum = false;
 };
 
 // Probes and starts every configured port with `tx_queues` TX queues (one per worker lcore).

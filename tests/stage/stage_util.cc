@@ -3,6 +3,7 @@
 
 #include <rte_cycles.h>
 #include <rte_eal.h>
+#include <rte_ip.h>
 #include <rte_errno.h>
 #include <netinet/in.h>
 #include <rte_mempool.h>
@@ -345,12 +346,41 @@ rte_ether_addr port_mac(uint16_t port) {
     return device_mac(port);
 }
 
-std::vector<dp::PortBinding> stage_bindings() {
+std::vector<dp::PortBinding> stage_bindings(bool tx_udp_checksum) {
     std::vector<dp::PortBinding> b;
     for (uint16_t id : {kR0, kR1, kG0, kG1, kG2, kH0, kH1}) {
-        b.push_back(dp::PortBinding{id, device_mac(id)});
+        b.push_back(dp::PortBinding{id, device_mac(id), tx_udp_checksum});
     }
     return b;
+}
+
+bool udp_checksum_holds(const rte_ipv4_hdr* ip) {
+    const auto* udp = reinterpret_cast<const uint8_t*>(ip + 1);
+    uint32_t sum = uint32_t{rte_raw_cksum(udp, get16(udp + 4))} + rte_ipv4_phdr_cksum(ip, 0);
+    sum = (sum & 0xffff) + (sum >> 16);
+    sum = (sum & 0xffff) + (sum >> 16);
+    return sum == 0xffff;
+}
+
+Bytes device_completed_udp_checksum(const rte_mbuf* m) {
+    Bytes f(rte_pktmbuf_pkt_len(m));
+    const void* at = rte_pktmbuf_read(m, 0, rte_pktmbuf_pkt_len(m), f.data());
+    if (at != f.data()) {
+        std::memcpy(f.data(), at, f.size());
+    }
+    const size_t l4 = size_t{m->l2_len} + m->l3_len;
+    const size_t udp_len = l4 + 8 <= f.size() ? get16(f.data() + l4 + 4) : 0;
+    if (udp_len < 8 || l4 + udp_len > f.size()) {
+        ADD_FAILURE() << "no whole UDP datagram at l2_len + l3_len = " << l4;
+        return f;
+    }
+    // DPDK's own sum (rte_raw_cksum), not the switch's: the field's pseudo-header sum included.
+    auto field = static_cast<uint16_t>(~rte_raw_cksum(f.data() + l4, udp_len));
+    if (field == 0) {
+        field = 0xffff;
+    }
+    std::memcpy(f.data() + l4 + 6, &field, 2);
+    return f;
 }
 
 std::vector<dp::DynamicNeighbour> stage_learned() {

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 #include <rte_ether.h>
+#include <rte_ip.h>
 #include <rte_mbuf.h>
 #include <rte_rcu_qsbr.h>
 #include <rte_ring.h>
@@ -129,7 +130,14 @@ inline constexpr rte_ether_addr kHostC{{0x02, 0xcc, 0x00, 0x00, 0x00, 0x0c}};
 inline constexpr rte_ether_addr kStranger{{0x02, 0xdd, 0x00, 0x00, 0x00, 0x01}};
 inline constexpr uint32_t kFdbIndexA = 5, kFdbIndexB = 6, kFdbIndexC = 7;
 
-std::vector<dp::PortBinding> stage_bindings();
+// `tx_udp_checksum`: every port stands for a device that computes UDP checksums on send.
+std::vector<dp::PortBinding> stage_bindings(bool tx_udp_checksum = false);
+// What a device with TX UDP checksum offload sends for `m` (marked RTE_MBUF_F_TX_UDP_CKSUM, its
+// field holding the pseudo-header sum): the frame with the complement of the datagram's sum
+// from the UDP header on written into the field, as the device computes it.
+Bytes device_completed_udp_checksum(const rte_mbuf* m);
+// The UDP checksum of the datagram after `ip` (whole in memory) holds, by DPDK's sums.
+bool udp_checksum_holds(const rte_ipv4_hdr* ip);
 std::vector<dp::DynamicNeighbour> stage_learned();
 std::vector<dp::DynamicFdbEntry> stage_fdb();
 

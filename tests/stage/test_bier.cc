@@ -297,5 +297,28 @@ TEST_F(Bier, InaRootResultGoesOutOnceOverBier) {
     EXPECT_EQ(sum, 100);
 }
 
+// A result over BIER has a BIER header before its IPv4 one, which a device's checksum offload
+// cannot see past: its UDP checksum is the core's, whatever the ports offload.
+TEST_F(Bier, InaRootResultOverBierKeepsItsChecksumOnOffloadingPorts) {
+    build(kBierYaml, stage_learned(), stage_fdb(), stage_bindings(true));
+    ASSERT_TRUE(snap->udp_checksum_offload);
+    const ina::JobParams p = ina_job_params(7, {1, 2, 3, 4}, ina::Role::root);
+    auto table = std::make_unique<ina::ChunkTable>(p);
+    ASSERT_TRUE(pipeline::attach_ina_table(*ctx, *snap, 7, 0, table.get()));
+    std::vector<rte_mbuf*> in;
+    for (uint16_t w = 1; w <= 4; ++w) {
+        in.push_back(mbuf(ina_contribution(7, w, 21, {w * 10}, ip4("10.0.1.1")), kR0));
+    }
+    run(in);
+    auto to_r1 = take_tx(kR1);
+    ASSERT_EQ(to_r1.size(), 1u);
+    EXPECT_EQ(to_r1[0]->ol_flags & RTE_MBUF_F_TX_UDP_CKSUM, 0u);
+    const Bytes a = bytes_of(to_r1[0]);
+    free_mbufs(to_r1);
+    free_mbufs(take_tx(kR0));
+    const auto* ip = reinterpret_cast<const rte_ipv4_hdr*>(a.data() + 34);
+    EXPECT_TRUE(udp_checksum_holds(ip));
+}
+
 }  // namespace
 }  // namespace ina::test

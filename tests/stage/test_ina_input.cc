@@ -6,6 +6,7 @@
 #include <rte_ip.h>
 #include <rte_udp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -52,6 +53,12 @@ protected:
 
     void run(std::vector<rte_mbuf*> in) {
         pipeline::process_burst(*ctx, *snap, in.data(), static_cast<uint16_t>(in.size()));
+    }
+
+    // The table attached again to a snapshot built anew (its job's slot is the snapshot's).
+    void reattach() {
+        ctx->feature_slots[0] = {};
+        ASSERT_TRUE(pipeline::attach_ina_table(*ctx, *snap, kJob, 0, table.get()));
     }
 
     // This lcore as worker 0 of two, handing worker 1's chunks over a ring of `size` slots.
@@ -155,6 +162,51 @@ std::vector<int32_t> iota16(int32_t from) {
         v[static_cast<size_t>(i)] = from + i;
     }
     return v;
+}
+
+// On ports that compute UDP checksums on send, the partial is marked for the device with its
+// pseudo-header sum in the field (DPDK's contract), and what the device completes is the
+// datagram's true checksum. The elements are never summed on the core.
+TEST_F(InaInput, OnOffloadingPortsThePartialLeavesItsUdpChecksumToTheDevice) {
+    build(kInaAggregatorYaml, stage_learned(), stage_fdb(), stage_bindings(true));
+    ASSERT_TRUE(snap->udp_checksum_offload);
+    reattach();
+    run({contribution(1, 5, iota16(7)), contribution(2, 5, iota16(-3))});
+    auto out = take_tx(kR1);
+    ASSERT_EQ(out.size(), 1u);
+    const rte_mbuf* m = out[0];
+    EXPECT_EQ(m->ol_flags & (RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_UDP_CKSUM),
+              RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_UDP_CKSUM);
+    EXPECT_EQ(m->l2_len, 14u);
+    EXPECT_EQ(m->l3_len, 20u);
+    const auto* ip = rte_pktmbuf_mtod_offset(m, const rte_ipv4_hdr*, 14);
+    const auto* udp = reinterpret_cast<const rte_udp_hdr*>(ip + 1);
+    EXPECT_EQ(udp->dgram_cksum, rte_ipv4_phdr_cksum(ip, 0)) << "the pseudo-header sum";
+    Bytes sent = device_completed_udp_checksum(m);
+    const auto* sent_ip = reinterpret_cast<const rte_ipv4_hdr*>(sent.data() + 14);
+    EXPECT_TRUE(udp_checksum_holds(sent_ip)) << "as the parent checks it";
+    EXPECT_EQ(partial_elements(sent), [] {
+        std::vector<int32_t> v(16);
+        for (int32_t i = 0; i < 16; ++i) v[static_cast<size_t>(i)] = 4 + 2 * i;
+        return v;
+    }());
+    free_mbufs(out);
+}
+
+// One port without the offload: every emitted datagram carries its checksum from the core.
+TEST_F(InaInput, OnePortWithoutTheOffloadKeepsEveryChecksumInSoftware) {
+    auto bindings = stage_bindings(true);
+    bindings.back().tx_udp_checksum = false;
+    build(kInaAggregatorYaml, stage_learned(), stage_fdb(), bindings);
+    ASSERT_FALSE(snap->udp_checksum_offload);
+    reattach();
+    run({contribution(1, 5, iota16(7)), contribution(2, 5, iota16(-3))});
+    auto out = take_tx(kR1);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0]->ol_flags & RTE_MBUF_F_TX_UDP_CKSUM, 0u);
+    const auto* ip = rte_pktmbuf_mtod_offset(out[0], const rte_ipv4_hdr*, 14);
+    EXPECT_TRUE(udp_checksum_holds(ip));
+    free_mbufs(out);
 }
 
 TEST_F(InaInput, ChainedContributionsAreAbsorbedWhole) {
@@ -375,6 +427,37 @@ protected:
     std::unique_ptr<ina::ChunkTable> table;
 };
 
+// Results unicast to each worker on ports that offload: every copy is marked for the device,
+// its field the pseudo-header sum of its own destination (a copy's address is rewritten).
+TEST_F(InaDeterministicRoot, OnOffloadingPortsEachUnicastCopyLeavesItsChecksumToTheDevice) {
+    build(kRootYaml, stage_learned(), stage_fdb(), stage_bindings(true));
+    ASSERT_TRUE(snap->udp_checksum_offload);
+    ctx->feature_slots[0] = {};  // attached again: the job's slot is the new snapshot's
+    ASSERT_TRUE(pipeline::attach_ina_table(*ctx, *snap, kJob, 0, table.get()));
+    const uint32_t dst = ip4("10.0.2.1");
+    std::vector<rte_mbuf*> in;
+    for (uint16_t w = 1; w <= 3; ++w) {
+        in.push_back(mbuf(ina_data(kJob, {w}, 0, 1, fp32_bytes({0.5f * w}), dst), kR0));
+    }
+    pipeline::process_burst(*ctx, *snap, in.data(), static_cast<uint16_t>(in.size()));
+    auto out = take_tx(kR1);
+    ASSERT_EQ(out.size(), 3u);
+    std::vector<uint32_t> to;
+    for (const rte_mbuf* m : out) {
+        EXPECT_NE(m->ol_flags & RTE_MBUF_F_TX_UDP_CKSUM, 0u);
+        const auto* ip = rte_pktmbuf_mtod_offset(m, const rte_ipv4_hdr*, 14);
+        const auto* udp = reinterpret_cast<const rte_udp_hdr*>(ip + 1);
+        EXPECT_EQ(udp->dgram_cksum, rte_ipv4_phdr_cksum(ip, 0));
+        to.push_back(rte_be_to_cpu_32(ip->dst_addr));
+        Bytes sent = device_completed_udp_checksum(m);
+        const auto* sent_ip = reinterpret_cast<const rte_ipv4_hdr*>(sent.data() + 14);
+        EXPECT_TRUE(udp_checksum_holds(sent_ip));
+    }
+    std::sort(to.begin(), to.end());
+    EXPECT_EQ(to, (std::vector<uint32_t>{ip4("10.0.2.2"), ip4("10.0.2.7"), ip4("10.0.2.7")}));
+    free_mbufs(out);
+}
+
 TEST_F(InaDeterministicRoot, AddsAnInt64PartialAndAWorkerAndEmitsFp32) {
     const std::vector<float> a = {1.5f, -0.25f, 3.0e-3f};
     const std::vector<float> b = {2.0f, 0.125f, -7.0e-4f};
@@ -391,6 +474,10 @@ TEST_F(InaDeterministicRoot, AddsAnInt64PartialAndAWorkerAndEmitsFp32) {
     EXPECT_EQ(ctx->counters.ina_results_sent, 3u) << "one unicast copy per worker";
     auto out = take_tx(kR1);
     ASSERT_EQ(out.size(), 3u);
+    for (const rte_mbuf* m : out) {
+        const auto* ip = rte_pktmbuf_mtod_offset(m, const rte_ipv4_hdr*, 14);
+        EXPECT_TRUE(udp_checksum_holds(ip)) << "each copy's own checksum";
+    }
     const Bytes f = bytes_of(out[0]);
     free_mbufs(out);
     const auto parsed = proto::parse(f.data() + 42, f.size() - 42);
