@@ -3,7 +3,7 @@
 // path uses) for 256 B .. 4 KiB payloads, single segment, and the plain CRC-32 over the same
 // bytes on each path of src/roce/crc32.h against DPDK's rte_net_crc (its AVX-512 path: the EAL
 // is started with --force-max-simd-bitwidth=512) and zlib's crc32, in the same run. Then the
-// check folded into an add (crc32_masked_with_add_f32, docs/rdma.md): a packet's masked CRC and
+// check folded into an add (crc32_masked_with_add, docs/rdma.md): a packet's masked CRC and
 // an fp32 add of its payload into a 64-byte-aligned accumulator, one after the other (the reduce
 // library's kernel) and in one pass.
 #include <rte_eal.h>
@@ -123,8 +123,9 @@ int main() {
         const double fused = ns_per_call(
             [&] {
                 uint32_t c = 0;
-                if (!ina::roce::crc32_masked_with_add_f32(c, frame.data(), covered, mask, acc,
-                                                          payload_at, n, false)) {
+                if (!ina::roce::crc32_masked_with_add(c, frame.data(), covered, mask,
+                                                      ina::roce::FusedAdd::fp32, acc, payload_at,
+                                                      n, false)) {
                     return 0u;  // not on this CPU: the column reads the call's cost alone
                 }
                 return c;

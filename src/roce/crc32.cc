@@ -334,44 +334,75 @@ INA_VPCLMUL512 uint32_t vpclmul512_update(uint32_t s, const uint8_t* p, size_t l
     return vpclmul512_fold(s, p, len, mask, none);
 }
 
-// The fp32 sum of the reduce library (src/reduce/README.md: one IEEE add, NaN made the canonical
-// quiet NaN 0x7FC00000), or with kFirst the canonicalised copy, of n floats (a multiple of 64),
-// 256 bytes a step of the CRC's main loop and the rest after it: the adds' loads, adds and
-// stores run beside the multiplies.
-template <bool kFirst>
-struct AddF32 {
-    float* acc;
+// The reduce library's sum (src/reduce/README.md), or with kFirst its load, of n elements of
+// type kType (a multiple of 64) into their accumulators, 256 packet bytes' worth a step of the
+// CRC's main loop and the rest after it: the adds' loads, adds and stores run beside the
+// multiplies. fp32, fp16 and bf16 accumulate in fp32 (the 16-bit types widened exactly), one
+// IEEE add, a NaN result the canonical quiet NaN 0x7FC00000; int32 wraps.
+template <FusedAdd kType, bool kFirst>
+struct AddStep {
+    static constexpr size_t kWire = kType == FusedAdd::fp16 || kType == FusedAdd::bf16 ? 2 : 4;
+    // 64 elements a unit; a step takes the units whose wire bytes match the CRC's 256.
+    static constexpr size_t kUnitsPerStep = 256 / (64 * kWire);
+    void* acc;
     const uint8_t* in;
     size_t n;
     size_t done = 0;
-    [[gnu::always_inline]] INA_VPCLMUL512 void add256() {
-        const __m512 nan = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000));
+
+    [[gnu::always_inline]] INA_VPCLMUL512 static __m512 widen(const uint8_t* p) {
+        if constexpr (kType == FusedAdd::fp16) {
+            return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+        } else if constexpr (kType == FusedAdd::bf16) {
+            const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+            return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+        } else {
+            return _mm512_loadu_ps(p);
+        }
+    }
+    [[gnu::always_inline]] INA_VPCLMUL512 void add64() {
         for (size_t j = 0; j < 4; ++j) {
-            float* a = acc + done + 16 * j;
-            const __m512 v = _mm512_loadu_ps(in + 4 * done + 64 * j);
-            const __m512 r = kFirst ? v : _mm512_add_ps(_mm512_loadu_ps(a), v);
-            _mm512_storeu_ps(a, _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(r, r, _CMP_UNORD_Q), nan));
+            const size_t e = done + 16 * j;
+            const uint8_t* w = in + kWire * e;
+            if constexpr (kType == FusedAdd::int32) {
+                auto* a = static_cast<int32_t*>(acc) + e;
+                const __m512i v = _mm512_loadu_si512(w);
+                _mm512_storeu_si512(a, kFirst ? v : _mm512_add_epi32(_mm512_loadu_si512(a), v));
+            } else {
+                const __m512 nan = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000));
+                auto* a = static_cast<float*>(acc) + e;
+                const __m512 v = widen(w);
+                const __m512 r = kFirst ? v : _mm512_add_ps(_mm512_loadu_ps(a), v);
+                _mm512_storeu_ps(a, _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(r, r, _CMP_UNORD_Q),
+                                                       nan));
+            }
         }
         done += 64;
     }
     [[gnu::always_inline]] INA_VPCLMUL512 void step() {
-        if (done < n) {
-            add256();
+        for (size_t u = 0; u < kUnitsPerStep && done < n; ++u) {
+            add64();
         }
     }
     [[gnu::always_inline]] INA_VPCLMUL512 void rest() {
         while (done < n) {
-            add256();
+            add64();
         }
     }
 };
 
-// crc32_masked_with_add_f32 on the VPCLMULQDQ path (len >= 256, n a multiple of 64).
-template <bool kFirst>
+// crc32_masked_with_add on the VPCLMULQDQ path (len >= 256, n a multiple of 64).
+template <FusedAdd kType, bool kFirst>
 INA_VPCLMUL512 uint32_t vpclmul512_fold_add(const uint8_t* p, size_t len, const uint8_t* mask,
-                                            float* acc, const uint8_t* in, size_t n) {
-    AddF32<kFirst> add{acc, in, n};
+                                            void* acc, const uint8_t* in, size_t n) {
+    AddStep<kType, kFirst> add{acc, in, n};
     return ~vpclmul512_fold(~0u, p, len, mask, add);
+}
+
+template <FusedAdd kType>
+INA_VPCLMUL512 uint32_t vpclmul512_fold_add(const uint8_t* p, size_t len, const uint8_t* mask,
+                                            void* acc, const uint8_t* in, size_t n, bool first) {
+    return first ? vpclmul512_fold_add<kType, true>(p, len, mask, acc, in, n)
+                 : vpclmul512_fold_add<kType, false>(p, len, mask, acc, in, n);
 }
 
 #undef INA_PCLMUL
@@ -457,17 +488,28 @@ uint32_t crc32_update_masked(uint32_t crc, const uint8_t* p, size_t len, const u
     return ~update_register(g_isa, ~crc, p, len, mask);
 }
 
-bool crc32_masked_with_add_f32(uint32_t& crc, const uint8_t* p, size_t len, const uint8_t* mask,
-                               float* acc, const void* in, size_t n, bool first) {
+bool crc32_masked_with_add(uint32_t& crc, const uint8_t* p, size_t len, const uint8_t* mask,
+                           FusedAdd type, void* acc, const void* in, size_t n, bool first) {
 #if defined(__x86_64__)
     if (g_isa == CrcIsa::vpclmul512 && len >= 256 && n % 64 == 0) {
         const auto* w = static_cast<const uint8_t*>(in);
-        crc = first ? vpclmul512_fold_add<true>(p, len, mask, acc, w, n)
-                    : vpclmul512_fold_add<false>(p, len, mask, acc, w, n);
-        return true;
+        switch (type) {
+        case FusedAdd::fp32:
+            crc = vpclmul512_fold_add<FusedAdd::fp32>(p, len, mask, acc, w, n, first);
+            return true;
+        case FusedAdd::int32:
+            crc = vpclmul512_fold_add<FusedAdd::int32>(p, len, mask, acc, w, n, first);
+            return true;
+        case FusedAdd::fp16:
+            crc = vpclmul512_fold_add<FusedAdd::fp16>(p, len, mask, acc, w, n, first);
+            return true;
+        case FusedAdd::bf16:
+            crc = vpclmul512_fold_add<FusedAdd::bf16>(p, len, mask, acc, w, n, first);
+            return true;
+        }
     }
 #endif
-    (void)p, (void)len, (void)mask, (void)acc, (void)in, (void)n, (void)first;
+    (void)p, (void)len, (void)mask, (void)type, (void)acc, (void)in, (void)n, (void)first;
     return false;
 }
 

@@ -22,15 +22,20 @@ uint32_t crc32_update(uint32_t crc, const uint8_t* p, size_t len);
 // registers, with nothing written to the bytes (no stores the loads must wait for).
 uint32_t crc32_update_masked(uint32_t crc, const uint8_t* p, size_t len, const uint8_t* mask);
 
-// crc32_update_masked(0, p, len, mask) into `crc` while the same pass adds n fp32 elements at
-// `in` (little-endian, any alignment) into `acc` as the reduce library's fp32 sum does
-// (acc[i] += in[i], a NaN result the canonical quiet NaN 0x7FC00000; `first`: acc[i] = in[i],
-// NaN canonicalised): the adds run on other ports than the carry-less multiplies, so the pass
-// costs what the CRC alone does. For a caller that checks one packet while it adds another,
-// already checked (the CRC and the add are independent streams). True when done: the
-// VPCLMULQDQ path, len >= 256 and n a multiple of 64; false, nothing done, otherwise.
-bool crc32_masked_with_add_f32(uint32_t& crc, const uint8_t* p, size_t len, const uint8_t* mask,
-                               float* acc, const void* in, size_t n, bool first);
+// The element types crc32_masked_with_add adds, each as the reduce library's sum does: fp32,
+// fp16 and bf16 into fp32 accumulators, int32 (wrapping) into int32 ones.
+enum class FusedAdd : uint8_t { fp32, int32, fp16, bf16 };
+
+// crc32_update_masked(0, p, len, mask) into `crc` while the same pass adds n elements of
+// `type` at `in` (little-endian, any alignment) into `acc` (the reduce library's accumulators:
+// fp32 for fp32/fp16/bf16, int32 for int32) as the library's sum does (acc[i] += in[i], a
+// floating NaN result the canonical quiet NaN 0x7FC00000; `first`: acc[i] = in[i] widened, NaN
+// canonicalised): the adds run on other ports than the carry-less multiplies, so the pass costs
+// what the CRC alone does. For a caller that checks one packet while it adds another, already
+// checked (the CRC and the add are independent streams). True when done: the VPCLMULQDQ path,
+// len >= 256 and n a multiple of 64; false, nothing done, otherwise.
+bool crc32_masked_with_add(uint32_t& crc, const uint8_t* p, size_t len, const uint8_t* mask,
+                           FusedAdd type, void* acc, const void* in, size_t n, bool first);
 
 // A message's CRC is affine in its bytes for a fixed length: changing bytes xors the CRC by
 // the register that the change alone (zeros elsewhere) leaves when it enters a zero register;

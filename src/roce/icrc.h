@@ -49,7 +49,7 @@ uint32_t icrc_writable(rte_mbuf* m, uint32_t l3_off);
 // that path (direct, unshared, one segment, 8 bytes before l3, IPv4 without options or IPv6, a
 // sound RoCEv2 header): then icrc_writable(m, l3_off) ==
 // crc32_update_masked(0, span.start, span.len, span.mask), which a caller may compute in a
-// fused pass (crc32_masked_with_add_f32). False (span untouched) otherwise.
+// fused pass (crc32_masked_with_add). False (span untouched) otherwise.
 struct IcrcSpan {
     const uint8_t* start = nullptr;
     size_t len = 0;

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <array>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "rocev2_vectors.h"
@@ -152,68 +153,106 @@ namespace ina::roce {
 namespace {
 
 // The fused check-and-add gives the masked CRC crc32_update_masked gives and the sums the reduce
-// library's fp32 kernels give (every ISA's: they are bit-identical), bit for bit: NaNs of any
-// payload made canonical, infinities, signed zeros and subnormals as IEEE adds them; for every
-// length it takes, the add shorter or longer than the CRC's main loop, first or not.
+// library's kernels give (every ISA's: they are bit-identical), bit for bit, for each element
+// type it adds: NaNs of any payload made canonical, infinities, signed zeros and subnormals as
+// IEEE adds them, int32 wrapping; for every length it takes, the add shorter or longer than the
+// CRC's main loop, first or not.
+struct FusedCase {
+    FusedAdd type;
+    reduce::ElemType elem;
+    size_t wire;  // bytes of one element on the wire
+};
+constexpr FusedCase kFusedCases[] = {{FusedAdd::fp32, reduce::ElemType::fp32, 4},
+                                     {FusedAdd::int32, reduce::ElemType::int32, 4},
+                                     {FusedAdd::fp16, reduce::ElemType::fp16, 2},
+                                     {FusedAdd::bf16, reduce::ElemType::bf16, 2}};
+
+// A random wire element of `wire` bytes, one in eight a special value of its type (the 16-bit
+// ones: NaNs with payloads, infinities, signed zeros, subnormals, the largest finite).
+uint32_t random_element(std::mt19937& rng, FusedAdd type) {
+    static constexpr uint32_t k32[] = {0x7FC00000, 0x7F800001, 0xFFC12345, 0x7F800000,
+                                       0xFF800000, 0x80000000, 0x00000000, 0x00000001,
+                                       0x807FFFFF, 0x7F7FFFFF};
+    static constexpr uint32_t kHalf[] = {0x7E00, 0x7C01, 0xFE12, 0x7C00, 0xFC00,
+                                         0x8000, 0x0000, 0x0001, 0x83FF, 0x7BFF};
+    static constexpr uint32_t kBf16[] = {0x7FC0, 0x7F81, 0xFFC1, 0x7F80, 0xFF80,
+                                         0x8000, 0x0000, 0x0001, 0x807F, 0x7F7F};
+    const bool special = rng() % 8 == 0;
+    switch (type) {
+    case FusedAdd::fp16: return special ? kHalf[rng() % 10] : rng() & 0xFFFF;
+    case FusedAdd::bf16: return special ? kBf16[rng() % 10] : rng() & 0xFFFF;
+    case FusedAdd::int32: return special ? 0x7FFFFFFFu + rng() % 3 : rng();
+    default: return special ? k32[rng() % 10] : rng();
+    }
+}
+
 TEST(RoceCrc32, FusedCheckAndAddIsTheCrcAndTheReduceLibrarysSum) {
     if (crc32_isa() != CrcIsa::vpclmul512) {
         uint32_t crc = 0;
         float acc[64] = {};
         uint8_t bytes[512] = {};
-        EXPECT_FALSE(crc32_masked_with_add_f32(crc, bytes, sizeof bytes, bytes, acc, bytes, 64,
-                                               false));
+        for (const FusedCase& c : kFusedCases) {
+            EXPECT_FALSE(crc32_masked_with_add(crc, bytes, sizeof bytes, bytes, c.type, acc,
+                                               bytes, 64, false));
+        }
         GTEST_SKIP() << "no VPCLMULQDQ: the fused pass declines (checked above)";
     }
     std::mt19937 rng(11);
-    const uint32_t specials[] = {0x7FC00000, 0x7F800001, 0xFFC12345, 0x7F800000, 0xFF800000,
-                                 0x80000000, 0x00000000, 0x00000001, 0x807FFFFF, 0x7F7FFFFF};
     std::array<uint8_t, 64> mask{};
     for (size_t i = 0; i < mask.size(); ++i) {
         mask[i] = static_cast<uint8_t>(rng() % 3 == 0 ? rng() : 0);
     }
-    const auto& sum = reduce::kernels()[reduce::ElemType::fp32];
-    const auto& scalar = reduce::select_kernels(reduce::Isa::scalar)[reduce::ElemType::fp32];
-    for (const size_t len : {256u, 300u, 511u, 1092u, 1100u, 4164u, 8200u}) {
-        for (const size_t n : {64u, 256u, 1024u, 2048u}) {
-            for (const bool first : {true, false}) {
-                std::vector<uint8_t> bytes(len + 1);
-                for (auto& b : bytes) {
-                    b = static_cast<uint8_t>(rng());
+    for (const FusedCase& c : kFusedCases) {
+        const auto& sum = reduce::kernels()[c.elem];
+        const auto& scalar = reduce::select_kernels(reduce::Isa::scalar)[c.elem];
+        for (const size_t len : {256u, 300u, 511u, 1092u, 1100u, 4164u, 8200u}) {
+            for (const size_t n : {64u, 192u, 256u, 1024u, 2048u}) {
+                for (const bool first : {true, false}) {
+                    const std::string where = std::to_string(static_cast<int>(c.type)) + " " +
+                                              std::to_string(len) + " " + std::to_string(n) +
+                                              (first ? " first" : "");
+                    std::vector<uint8_t> bytes(len + 1);
+                    for (auto& b : bytes) {
+                        b = static_cast<uint8_t>(rng());
+                    }
+                    // Unaligned input (a payload behind 60 bytes of headers).
+                    std::vector<uint8_t> wire(c.wire * n + 3);
+                    for (size_t i = 0; i < n; ++i) {
+                        const uint32_t e = random_element(rng, c.type);
+                        std::memcpy(wire.data() + 3 + c.wire * i, &e, c.wire);
+                    }
+                    // Accumulators (4 bytes an element: fp32 or int32) 64-byte aligned, as the
+                    // reduce kernels' contract asks, starting from the library's own load of
+                    // random elements (so they hold what a slot can hold).
+                    std::vector<uint8_t> start(c.wire * n);
+                    for (size_t i = 0; i < n; ++i) {
+                        const uint32_t e = random_element(rng, c.type);
+                        std::memcpy(start.data() + c.wire * i, &e, c.wire);
+                    }
+                    std::vector<uint32_t> room(3 * n + 16);
+                    const auto base = reinterpret_cast<uintptr_t>(room.data());
+                    auto* fused = reinterpret_cast<uint32_t*>((base + 63) / 64 * 64);
+                    uint32_t* ref = fused + n;
+                    uint32_t* ref_scalar = ref + n;
+                    for (uint32_t* a : {fused, ref, ref_scalar}) {
+                        scalar.load(a, start.data(), n);
+                    }
+                    uint32_t crc = 0;
+                    const uint8_t* p = bytes.data() + 1;
+                    ASSERT_TRUE(crc32_masked_with_add(crc, p, len, mask.data(), c.type, fused,
+                                                      wire.data() + 3, n, first))
+                        << where;
+                    EXPECT_EQ(crc, crc32_update_masked(0, p, len, mask.data())) << where;
+                    if (first) {
+                        sum.load(ref, wire.data() + 3, n);
+                        scalar.load(ref_scalar, wire.data() + 3, n);
+                    } else {
+                        sum.accumulate(ref, wire.data() + 3, n, reduce::Op::sum);
+                        scalar.accumulate(ref_scalar, wire.data() + 3, n, reduce::Op::sum);
+                    }
+                    EXPECT_EQ(std::memcmp(fused, ref, 4 * n), 0) << where;
+                    EXPECT_EQ(std::memcmp(fused, ref_scalar, 4 * n), 0) << where;
                 }
-                std::vector<uint32_t> in(n), acc0(n);
-                for (size_t i = 0; i < n; ++i) {
-                    in[i] = rng() % 8 == 0 ? specials[rng() % 10] : rng();
-                    acc0[i] = rng() % 8 == 0 ? specials[rng() % 10] : rng();
-                }
-                // Unaligned input (a payload behind 60 bytes of headers), aligned accumulator.
-                std::vector<uint8_t> wire(4 * n + 3);
-                std::memcpy(wire.data() + 3, in.data(), 4 * n);
-                // Accumulators 64-byte aligned, as the reduce kernels' contract asks.
-                std::vector<float> room(3 * n + 16);
-                const auto base = reinterpret_cast<uintptr_t>(room.data());
-                auto* fused = reinterpret_cast<float*>((base + 63) / 64 * 64);
-                float* ref = fused + n;
-                float* ref_scalar = ref + n;
-                std::memcpy(fused, acc0.data(), 4 * n);
-                std::memcpy(ref, acc0.data(), 4 * n);
-                std::memcpy(ref_scalar, acc0.data(), 4 * n);
-                uint32_t crc = 0;
-                const uint8_t* p = bytes.data() + 1;
-                ASSERT_TRUE(crc32_masked_with_add_f32(crc, p, len, mask.data(), fused,
-                                                      wire.data() + 3, n, first));
-                EXPECT_EQ(crc, crc32_update_masked(0, p, len, mask.data()))
-                    << len << " " << n << " " << first;
-                if (first) {
-                    sum.load(ref, wire.data() + 3, n);
-                    scalar.load(ref_scalar, wire.data() + 3, n);
-                } else {
-                    sum.accumulate(ref, wire.data() + 3, n, reduce::Op::sum);
-                    scalar.accumulate(ref_scalar, wire.data() + 3, n, reduce::Op::sum);
-                }
-                EXPECT_EQ(std::memcmp(fused, ref, 4 * n), 0)
-                    << len << " " << n << " " << first;
-                EXPECT_EQ(std::memcmp(fused, ref_scalar, 4 * n), 0)
-                    << len << " " << n << " " << first;
             }
         }
     }
@@ -221,8 +260,10 @@ TEST(RoceCrc32, FusedCheckAndAddIsTheCrcAndTheReduceLibrarysSum) {
     uint32_t crc = 0x1234;
     alignas(64) float acc[64] = {1.0f};
     uint8_t bytes[300] = {};
-    EXPECT_FALSE(crc32_masked_with_add_f32(crc, bytes, 255, mask.data(), acc, bytes, 64, false));
-    EXPECT_FALSE(crc32_masked_with_add_f32(crc, bytes, 300, mask.data(), acc, bytes, 63, false));
+    EXPECT_FALSE(crc32_masked_with_add(crc, bytes, 255, mask.data(), FusedAdd::fp32, acc, bytes,
+                                       64, false));
+    EXPECT_FALSE(crc32_masked_with_add(crc, bytes, 300, mask.data(), FusedAdd::bf16, acc, bytes,
+                                       63, false));
     EXPECT_EQ(crc, 0x1234u);
     EXPECT_EQ(acc[0], 1.0f);
 }

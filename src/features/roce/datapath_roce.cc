@@ -6,9 +6,11 @@
 #include <rte_udp.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cstring>
 #include <stdexcept>
+#include <utility>
 
 #include "pipeline/mbuf_chain.h"
 #include "pipeline/originate.h"
@@ -74,41 +76,59 @@ struct NextCheck {
 };
 // Per lcore (each worker thread its own): set only around one packet's responder and add.
 thread_local NextCheck* t_next_check = nullptr;
-reduce::TypeKernels g_plain_f32;  // the process table's fp32 kernels, written once
 
-template <bool kFirst>
-void fused_f32(void* acc, const void* in, size_t n) {
+// The element types whose sum the fused pass computes (rc::FusedAdd), and the process table's
+// own kernels of each, written once: the fallback when no add carries a check.
+constexpr std::array<std::pair<reduce::ElemType, rc::FusedAdd>, 4> kFusedTypes{{
+    {reduce::ElemType::fp32, rc::FusedAdd::fp32},
+    {reduce::ElemType::int32, rc::FusedAdd::int32},
+    {reduce::ElemType::fp16, rc::FusedAdd::fp16},
+    {reduce::ElemType::bf16, rc::FusedAdd::bf16},
+}};
+std::array<reduce::TypeKernels, kFusedTypes.size()> g_plain;
+
+template <size_t kType, bool kFirst>
+void fused(void* acc, const void* in, size_t n) {
     NextCheck* c = t_next_check;
     if (c != nullptr && !c->done &&
-        rc::crc32_masked_with_add_f32(c->crc, c->span.start, c->span.len, c->span.mask,
-                                      static_cast<float*>(acc), in, n, kFirst)) {
+        rc::crc32_masked_with_add(c->crc, c->span.start, c->span.len, c->span.mask,
+                                  kFusedTypes[kType].second, acc, in, n, kFirst)) {
         c->done = true;
         return;
     }
     if (kFirst) {
-        g_plain_f32.load(acc, in, n);
+        g_plain[kType].load(acc, in, n);
     } else {
-        g_plain_f32.accumulate(acc, in, n, reduce::Op::sum);
+        g_plain[kType].accumulate(acc, in, n, reduce::Op::sum);
     }
 }
 
-// The kernel table of a job whose adds carry the next packet's ICRC (fp32 sum on a CPU with
-// VPCLMULQDQ: crc32_masked_with_add_f32's sum is the reduce library's, bit for bit); the
-// process table otherwise.
+template <size_t kType>
+void install_fused(reduce::Kernels& k) {
+    reduce::TypeKernels& t = k.types[static_cast<size_t>(kFusedTypes[kType].first)];
+    g_plain[kType] = t;
+    t.load = fused<kType, true>;
+    t.accumulate_fn[static_cast<size_t>(reduce::Op::sum)] = fused<kType, false>;
+}
+
+// The kernel table of a job whose adds carry the next packet's ICRC (a sum of fp32, int32, fp16
+// or bf16 on a CPU with VPCLMULQDQ: crc32_masked_with_add's sum is the reduce library's, bit
+// for bit); the process table otherwise.
 bool fuses(const JobParams& p) {
-    return p.dtype == reduce::ElemType::fp32 && p.op == reduce::Op::sum &&
-           rc::crc32_isa() == rc::CrcIsa::vpclmul512;
+    const bool type_fuses = std::any_of(kFusedTypes.begin(), kFusedTypes.end(),
+                                        [&](const auto& t) { return t.first == p.dtype; });
+    return type_fuses && p.op == reduce::Op::sum && rc::crc32_isa() == rc::CrcIsa::vpclmul512;
 }
 const reduce::Kernels& job_kernels(const JobParams& p) {
-    static const reduce::Kernels fused = [] {
+    static const reduce::Kernels table = [] {
         reduce::Kernels k = reduce::kernels();
-        reduce::TypeKernels& t = k.types[static_cast<size_t>(reduce::ElemType::fp32)];
-        g_plain_f32 = t;
-        t.load = fused_f32<true>;
-        t.accumulate_fn[static_cast<size_t>(reduce::Op::sum)] = fused_f32<false>;
+        install_fused<0>(k);
+        install_fused<1>(k);
+        install_fused<2>(k);
+        install_fused<3>(k);
         return k;
     }();
-    return fuses(p) ? fused : reduce::kernels();
+    return fuses(p) ? table : reduce::kernels();
 }
 
 }  // namespace
