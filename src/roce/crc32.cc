@@ -493,20 +493,14 @@ bool crc32_masked_with_add(uint32_t& crc, const uint8_t* p, size_t len, const ui
 #if defined(__x86_64__)
     if (g_isa == CrcIsa::vpclmul512 && len >= 256 && n % 64 == 0) {
         const auto* w = static_cast<const uint8_t*>(in);
-        switch (type) {
-        case FusedAdd::fp32:
-            crc = vpclmul512_fold_add<FusedAdd::fp32>(p, len, mask, acc, w, n, first);
-            return true;
-        case FusedAdd::int32:
-            crc = vpclmul512_fold_add<FusedAdd::int32>(p, len, mask, acc, w, n, first);
-            return true;
-        case FusedAdd::fp16:
-            crc = vpclmul512_fold_add<FusedAdd::fp16>(p, len, mask, acc, w, n, first);
-            return true;
-        case FusedAdd::bf16:
-            crc = vpclmul512_fold_add<FusedAdd::bf16>(p, len, mask, acc, w, n, first);
-            return true;
-        }
+        // Indexed by FusedAdd.
+        using FoldAdd = uint32_t (*)(const uint8_t*, size_t, const uint8_t*, void*,
+                                     const uint8_t*, size_t, bool);
+        static constexpr FoldAdd kFoldAdd[] = {
+            &vpclmul512_fold_add<FusedAdd::fp32>, &vpclmul512_fold_add<FusedAdd::int32>,
+            &vpclmul512_fold_add<FusedAdd::fp16>, &vpclmul512_fold_add<FusedAdd::bf16>};
+        crc = kFoldAdd[static_cast<size_t>(type)](p, len, mask, acc, w, n, first);
+        return true;
     }
 #endif
     (void)p, (void)len, (void)mask, (void)type, (void)acc, (void)in, (void)n, (void)first;

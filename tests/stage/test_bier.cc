@@ -84,6 +84,8 @@ protected:
         ctx->pool = pool;
     }
 
+    std::unique_ptr<ina::ChunkTable> ina_root_completes_chunk_21();
+
     Bytes inner() const {
         const uint32_t src = ip4("10.50.0.1");
         return ipv4_packet(src, ip4("10.60.0.1"), IPPROTO_UDP,
@@ -268,15 +270,24 @@ TEST_F(Bier, MulticastGroupIsEncapsulatedAtTheBfir) {
     EXPECT_EQ(ctx->counters.mcast_encapsulated, 1u);
 }
 
-TEST_F(Bier, InaRootResultGoesOutOnceOverBier) {
-    const ina::JobParams p = ina_job_params(7, {1, 2, 3, 4}, ina::Role::root);
-    auto table = std::make_unique<ina::ChunkTable>(p);
-    ASSERT_TRUE(pipeline::attach_ina_table(*ctx, *snap, 7, 0, table.get()));
+// INA job 7, root of BFR-ids 1-4 with results over BIER, attached here; its four workers'
+// contributions to chunk 21 (sum 100) run. The table (nullptr: not attached) outlives the run.
+std::unique_ptr<ina::ChunkTable> Bier::ina_root_completes_chunk_21() {
+    auto table = std::make_unique<ina::ChunkTable>(ina_job_params(7, {1, 2, 3, 4}, ina::Role::root));
+    if (!pipeline::attach_ina_table(*ctx, *snap, 7, 0, table.get())) {
+        return nullptr;
+    }
     std::vector<rte_mbuf*> in;
     for (uint16_t w = 1; w <= 4; ++w) {
         in.push_back(mbuf(ina_contribution(7, w, 21, {w * 10}, ip4("10.0.1.1")), kR0));
     }
     run(in);
+    return table;
+}
+
+TEST_F(Bier, InaRootResultGoesOutOnceOverBier) {
+    auto table = ina_root_completes_chunk_21();
+    ASSERT_NE(table, nullptr);
     EXPECT_EQ(ctx->counters.ina_results_sent, 1u);
     auto to_r1 = take_tx(kR1);
     auto to_r0 = take_tx(kR0);
@@ -302,14 +313,8 @@ TEST_F(Bier, InaRootResultGoesOutOnceOverBier) {
 TEST_F(Bier, InaRootResultOverBierKeepsItsChecksumOnOffloadingPorts) {
     build(kBierYaml, stage_learned(), stage_fdb(), stage_bindings(true));
     ASSERT_TRUE(snap->udp_checksum_offload);
-    const ina::JobParams p = ina_job_params(7, {1, 2, 3, 4}, ina::Role::root);
-    auto table = std::make_unique<ina::ChunkTable>(p);
-    ASSERT_TRUE(pipeline::attach_ina_table(*ctx, *snap, 7, 0, table.get()));
-    std::vector<rte_mbuf*> in;
-    for (uint16_t w = 1; w <= 4; ++w) {
-        in.push_back(mbuf(ina_contribution(7, w, 21, {w * 10}, ip4("10.0.1.1")), kR0));
-    }
-    run(in);
+    auto table = ina_root_completes_chunk_21();
+    ASSERT_NE(table, nullptr);
     auto to_r1 = take_tx(kR1);
     ASSERT_EQ(to_r1.size(), 1u);
     EXPECT_EQ(to_r1[0]->ol_flags & RTE_MBUF_F_TX_UDP_CKSUM, 0u);
