@@ -28,6 +28,11 @@ address 10.9.0.1 in both jobs.
   checksum on every such chain (InCsumErrors grew by every partial, the workers timed out); the
   switch now leaves only single-mbuf frames to the device (pipeline/ina_input.cc build_ina).
 
+- On each switch, RX: a contribution written into the tap by a packet socket with one bit of its
+  UDP checksum wrong is dropped as ina_bad_checksum (net_tap's RX verdict for a single mbuf, the
+  switch's own sum across a chain's segments), and the same frame with its right checksum is
+  absorbed.
+
 Evidence that the checksums were checked and right: every run completes (a dropped datagram is
 retransmitted for ever and the workers time out), the switch's counters show the partials and
 results sent, and the root namespace's UDP InCsumErrors and InErrors do not move during a run.
@@ -40,6 +45,8 @@ Env: INAE2E_TAP_ELEMENTS (default 1 Mi int32 elements per run), INAE2E_INA_WORKE
 
 import json
 import os
+import socket
+import struct
 import subprocess
 import time
 
@@ -68,10 +75,15 @@ def udp_snmp() -> dict[str, int]:
     return {k: int(v) for k, v in zip(rows[0][1:], rows[1][1:])}
 
 
+def tap_name(tag: str) -> str:
+    """The tap of switch `tag`, named like the testbed's veths (a killed run's leftovers are
+    cleaned by the next one)."""
+    return f"ie{os.getpid()}s{tag}"
+
+
 def tap_testbed(switch_exe: str, tag: str, mempool: dict | None = None) -> Testbed:
-    """A switch whose only port is net_tap on interface ie<pid>s<tag> (named like the testbed's
-    veths, so a killed run's leftovers are cleaned by the next one), with both jobs."""
-    iface = f"ie{os.getpid()}s{tag}"
+    """A switch whose only port is net_tap on interface tap_name(tag), with both jobs."""
+    iface = tap_name(tag)
     extra = {
         "ports": [{"name": "tap0", "devargs": f"net_tap{tag},iface={iface}",
                    "ipv4": [f"{SWITCH}/{PREFIX}"]}],
@@ -227,6 +239,54 @@ def root_run(tb: Testbed, exe: str, elements: int, what: str, room: int | None =
     checked_by_kernel(tb, before, snmp, room, what)
 
 
+def ones_sum(data: bytes) -> int:
+    """The folded 16-bit ones' complement sum of `data` (RFC 1071)."""
+    data += b"\0" * (len(data) % 2)
+    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return total
+
+
+def contribution_frame(tb: Testbed, iface: str, seq: int, udp_checksum_error: int) -> bytes:
+    """Worker 1's contribution to job 2, chunk `seq`, as the tap's kernel side would send it,
+    with `udp_checksum_error` xor-ed into its UDP checksum."""
+    ina = struct.pack("!BBBBBBBBIIHHI", 0x49, 0x4E, 0x11, 0, 0x00, 0x10, 0, 0, ROOT_JOB, seq,
+                      CHUNK, 0, 0) + (1).to_bytes(8, "big") + bytes(range(256)) * (CHUNK // 64)
+    src, dst = socket.inet_aton(WORKERS[0]), socket.inet_aton(SWITCH)
+    udp_len = 8 + len(ina)
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + udp_len, 0, 0x4000, 64, 17, 0, src, dst)
+    ip = ip[:10] + struct.pack("!H", ~ones_sum(ip) & 0xFFFF) + ip[12:]
+    udp = struct.pack("!HHHH", 9470, 9470, udp_len, 0)
+    pseudo = src + dst + struct.pack("!BBH", 0, 17, udp_len)
+    field = (~ones_sum(pseudo + udp + ina) & 0xFFFF or 0xFFFF) ^ udp_checksum_error
+    mac = bytes.fromhex(tb.api_json("GET", "/api/v1/status")["ports"][0]["mac"].replace(":", ""))
+    with open(f"/sys/class/net/{iface}/address") as f:
+        own = bytes.fromhex(f.read().strip().replace(":", ""))
+    return mac + own + b"\x08\x00" + ip + udp[:6] + struct.pack("!H", field) + ina
+
+
+def bad_contribution_dropped(tb: Testbed, iface: str, seq: int, what: str) -> None:
+    """A contribution whose UDP checksum is wrong by one bit, written into the tap, is dropped as
+    ina_bad_checksum before it touches a slot; the same frame with its right checksum, the
+    control, is absorbed."""
+    before = tb.metrics()
+    with socket.socket(socket.AF_PACKET, socket.SOCK_RAW) as raw:
+        raw.bind((iface, 0))
+        raw.send(contribution_frame(tb, iface, seq, 0))
+        raw.send(contribution_frame(tb, iface, seq + 1, 0x0100))
+    seen = before.get("inaswitch_ina_packets_total") + 2
+    tb.wait_metric("inaswitch_ina_packets_total", lambda v: v >= seen)
+    after = tb.metrics()
+    absorbed = delta(after, before, "inaswitch_ina_job_contributions_total", job=str(ROOT_JOB),
+                     verdict="absorbed")
+    bad = delta(after, before, "inaswitch_drops_total", reason="ina_bad_checksum")
+    check(absorbed == 1 and bad == 1,
+          f"{what}: of a contribution with its right UDP checksum and the same with one bit of it "
+          f"wrong, {absorbed:.0f} was absorbed (== 1) and {bad:.0f} dropped as ina_bad_checksum "
+          f"(== 1)")
+
+
 def wait_udp_bound(ip: str, port: int = 9470) -> None:
     wait_until(lambda: f"{ip}:{port} " in run(["ss", "-lunH"]).stdout + " ", 10,
                f"a socket bound to udp {ip}:{port}")
@@ -238,11 +298,15 @@ def test(switch_exe: str) -> None:
     with tap_testbed(switch_exe, "0") as tb:
         aggregator_run(tb, switch_exe, exe, elements, "aggregator, partials offloaded")
         root_run(tb, exe, elements, "root, unicast results offloaded")
+        bad_contribution_dropped(tb, tap_name("0"), -(-elements // CHUNK),
+                                 "RX of single mbufs, net_tap's checksum verdict")
     # Chained frames: RX scatter gives the switch the workers' frames as chains; everything it
     # sends is a chain too.
     with tap_testbed(switch_exe, "1", mempool={"data_room": 128 + ODD_ROOM}) as tb:
         aggregator_run(tb, switch_exe, exe, elements, "aggregator, chained partials", ODD_ROOM)
         root_run(tb, exe, elements, "root, chained unicast results", ODD_ROOM)
+        bad_contribution_dropped(tb, tap_name("1"), -(-elements // CHUNK),
+                                 "RX of chains, the switch's own check across segments")
 
 
 if __name__ == "__main__":
