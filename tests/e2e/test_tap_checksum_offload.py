@@ -100,6 +100,11 @@ def tap_testbed(switch_exe: str, tag: str, mempool: dict | None = None) -> Testb
     }
     if mempool:
         extra["mempool"] = mempool
+    taken = json.loads(run(["ip", "-j", "-4", "addr", "show", "to", f"{SWITCH}/{PREFIX}"]).stdout
+                       or "[]")
+    if taken:
+        raise TestFailure(f"{SWITCH}/{PREFIX} is in use in the root namespace already (on "
+                          f"{[i.get('ifname') for i in taken]}): the test needs it on its tap")
     tb = Testbed(switch_exe, [], extra=extra, tag=f"t{tag}")
     try:
         if not os.path.exists(f"/sys/class/net/{iface}"):
