@@ -120,8 +120,9 @@ def tap_testbed(switch_exe: str, tag: str, mempool: dict | None = None) -> Testb
               ports[0]["tx_udp_checksum"] is True,
               f"GET /api/v1/status: the only port is net_tap with tx_udp_checksum true "
               f"({[(p['name'], p['driver'], p['tx_udp_checksum']) for p in ports]})")
-        # Both directions resolved before counting: the kernel asks for the switch's address,
-        # the switch answers each source's echo once it has resolved that source.
+        # Every host address reaches the switch (the kernel has resolved it). The switch
+        # resolves a host when it first routes to it: that run's first window is dropped as
+        # neighbour_unresolved and retransmitted.
         for ip in WORKERS + [PARENT]:
             wait_until(lambda ip=ip: run(["ping", "-n", "-q", "-c", "1", "-W", "1", "-I", ip,
                                           SWITCH], check_rc=False).returncode == 0,
