@@ -107,6 +107,15 @@ bool start_ports(const config::Config& cfg, rte_mempool* pool, uint16_t tx_queue
             conf.txmode.offloads |= kUdpChecksumTx;
             pr.tx_udp_checksum = true;
         }
+        // A frame the MTU allows but one mbuf does not hold (a data room below the MTU) must
+        // arrive as a chain: the device is told to scatter it where it can. Without that a
+        // device receives only what fits (net_tap drops the rest of such a frame as an error).
+        const uint32_t max_frame =
+            uint32_t{pc.mtu} + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN + RTE_VLAN_HLEN;
+        const uint32_t mbuf_room = rte_pktmbuf_data_room_size(pool) - RTE_PKTMBUF_HEADROOM;
+        if (max_frame > mbuf_room && (info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_SCATTER)) {
+            conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_SCATTER;
+        }
         // BIER copies are a private header mbuf chained to a shared payload. Software PMDs
         // (pcap, af_packet, ring, null) take chains without asking; hardware must be told.
         if (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) {

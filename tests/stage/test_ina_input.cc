@@ -256,6 +256,46 @@ TEST_F(InaInput, ResultLargerThanOneMbufIsBuiltAsAChain) {
     rte_mempool_free(small);
 }
 
+// A pool whose mbufs hold 129 data bytes (odd; at least kHeadBytes): a 138-byte INA frame is a
+// chain whose first segment holds 95 bytes of the UDP datagram, the case DPDK 22.11's net_tap
+// gets wrong (it sums each segment's 16-bit words from the segment's own start).
+rte_mempool* odd_room_pool() {
+    const std::string name = "oddroom" + std::to_string(unique_id());
+    return rte_pktmbuf_pool_create(name.c_str(), 63, 0, 0, RTE_PKTMBUF_HEADROOM + 129,
+                                   SOCKET_ID_ANY);
+}
+
+// On ports that offload, a partial too large for one mbuf is not marked for the device: its
+// checksum is the core's (devices differ in what they sum right across segments).
+TEST_F(InaInput, OnOffloadingPortsAChainedPartialCarriesTheCoresChecksum) {
+    build(kInaAggregatorYaml, stage_learned(), stage_fdb(), stage_bindings(true));
+    ASSERT_TRUE(snap->udp_checksum_offload);
+    reattach();
+    rte_mempool* small = odd_room_pool();
+    ASSERT_NE(small, nullptr);
+    ctx->pool = small;
+    const Bytes a = ina_contribution(kJob, 1, 6, iota16(7), ip4("10.0.2.2"));
+    const Bytes b = ina_contribution(kJob, 2, 6, iota16(-3), ip4("10.0.2.2"));
+    run({chained(a, kR0, {129}, small), chained(b, kR0, {129}, small)});
+    auto out = take_tx(kR1);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0]->nb_segs, 2);
+    EXPECT_EQ(out[0]->data_len, 129u);
+    EXPECT_EQ(out[0]->ol_flags & RTE_MBUF_F_TX_UDP_CKSUM, 0u) << "not left to the device";
+    const Bytes f = bytes_of(out[0]);
+    ASSERT_EQ(f.size(), a.size());
+    EXPECT_TRUE(udp_checksum_holds(reinterpret_cast<const rte_ipv4_hdr*>(f.data() + 14)));
+    EXPECT_EQ(partial_elements(f), [] {
+        std::vector<int32_t> v(16);
+        for (int32_t i = 0; i < 16; ++i) v[static_cast<size_t>(i)] = 4 + 2 * i;
+        return v;
+    }());
+    free_mbufs(out);
+    EXPECT_EQ(rte_mempool_in_use_count(small), 0u);
+    ctx->pool = pool;
+    rte_mempool_free(small);
+}
+
 TEST_F(InaInput, ChunksOwnedByAnotherLcoreAreHandedOverAndAggregatedThere) {
     ASSERT_NO_FATAL_FAILURE(two_lanes("ina_ho_test", 64));
     run({contribution(1, 1, {5}), contribution(1, 2, {7}), contribution(2, 1, {6})});
@@ -456,6 +496,44 @@ TEST_F(InaDeterministicRoot, OnOffloadingPortsEachUnicastCopyLeavesItsChecksumTo
     std::sort(to.begin(), to.end());
     EXPECT_EQ(to, (std::vector<uint32_t>{ip4("10.0.2.2"), ip4("10.0.2.7"), ip4("10.0.2.7")}));
     free_mbufs(out);
+}
+
+// The same for a chained result on ports that offload: the first copy and each retargeted one
+// carry the core's checksum, updated for its own destination.
+TEST_F(InaDeterministicRoot, OnOffloadingPortsChainedUnicastCopiesCarryTheCoresChecksums) {
+    build(kRootYaml, stage_learned(), stage_fdb(), stage_bindings(true));
+    ASSERT_TRUE(snap->udp_checksum_offload);
+    ctx->feature_slots[0] = {};
+    ASSERT_TRUE(pipeline::attach_ina_table(*ctx, *snap, kJob, 0, table.get()));
+    rte_mempool* small = odd_room_pool();
+    ASSERT_NE(small, nullptr);
+    ctx->pool = small;
+    const uint32_t dst = ip4("10.0.2.1");
+    std::vector<rte_mbuf*> in;
+    for (uint16_t w = 1; w <= 3; ++w) {
+        in.push_back(chained(ina_data(kJob, {w}, 0, 1, fp32_bytes(std::vector<float>(16, 0.5f * w)),
+                                      dst),
+                             kR0, {129}, small));
+    }
+    pipeline::process_burst(*ctx, *snap, in.data(), static_cast<uint16_t>(in.size()));
+    EXPECT_EQ(ctx->counters.ina_results_sent, 3u);
+    auto out = take_tx(kR1);
+    ASSERT_EQ(out.size(), 3u);
+    std::vector<uint32_t> to;
+    for (const rte_mbuf* m : out) {
+        EXPECT_EQ(m->nb_segs, 2);
+        EXPECT_EQ(m->ol_flags & RTE_MBUF_F_TX_UDP_CKSUM, 0u);
+        const Bytes f = bytes_of(m);
+        const auto* ip = reinterpret_cast<const rte_ipv4_hdr*>(f.data() + 14);
+        EXPECT_TRUE(udp_checksum_holds(ip));
+        to.push_back(rte_be_to_cpu_32(ip->dst_addr));
+    }
+    std::sort(to.begin(), to.end());
+    EXPECT_EQ(to, (std::vector<uint32_t>{ip4("10.0.2.2"), ip4("10.0.2.7"), ip4("10.0.2.7")}));
+    free_mbufs(out);
+    EXPECT_EQ(rte_mempool_in_use_count(small), 0u);
+    ctx->pool = pool;
+    rte_mempool_free(small);
 }
 
 TEST_F(InaDeterministicRoot, AddsAnInt64PartialAndAWorkerAndEmitsFp32) {
