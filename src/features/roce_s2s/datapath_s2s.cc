@@ -648,22 +648,6 @@ struct Burst {
         touch(job);
     }
 
-    // The root's result WRITE of a chunk (immediate chunk << 8 | k) on a connection of the
-    // session, going on to its worker: the root writes results only of chunks it completed, so
-    // it holds that chunk's aggregate even when its ACK was lost (JobState::root_has). The ICRC
-    // is checked (unless `verified`) only for a chunk whose aggregate awaits the root's ACK.
-    void note_root_result(JobState& job, rte_mbuf* m, const pipeline::PacketMeta& pm,
-                          const rc::Packet& p, bool verified) {
-        uint32_t key = 0;
-        if ((p.bth.opcode != rc::op::kWriteOnlyImm && p.bth.opcode != rc::op::kWriteLastImm) ||
-            !job.awaits_root_result(p.imm >> 8, key)) {
-            return;  // (the usual case: the root's ACK released the aggregate first)
-        }
-        if (verified || rc::icrc(m, pm.l3_offset) == p.icrc) {
-            job.root_result_seen(key);
-        }
-    }
-
     // The root slows the carrier: every contributor's data rides on it, so each one is told.
     void fan_out_cnp(JobState& job) {
         rte_mbuf* frames[kMaxConns];
@@ -922,11 +906,12 @@ uint32_t JobState::extend(uint32_t chunk) {
     return key;
 }
 
-bool JobState::awaits_root_result(uint32_t chunk, uint32_t& key) const {
-    if (!any_key) {
+bool JobState::awaits_root_result(const rc::Packet& p, uint32_t& key) const {
+    if ((p.bth.opcode != rc::op::kWriteOnlyImm && p.bth.opcode != rc::op::kWriteLastImm) ||
+        !any_key) {
         return false;
     }
-    key = key_near(chunk);
+    key = key_near(p.imm >> 8);
     const uint32_t slot = key & (params.window - 1);
     // A complete unit still held is one posted on the leg and not acknowledged (post_aggregate
     // runs at completion; the root's ACK releases it).
@@ -1845,9 +1830,9 @@ uint16_t s2s_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
                             : write_request(opcode));
         };
         // The root's result WRITEs on a learned connection are taken without replication too,
-        // only to be noted and passed: the one that names a chunk whose aggregate the root has
-        // not acknowledged shows that the root holds it (Burst::note_root_result; every packet
-        // of the WRITEs, so that none overtakes another on the way to its home lcore).
+        // only to be looked at and passed: one that names a chunk whose aggregate the root has
+        // not acknowledged shows that the root holds it (below; every packet of the WRITEs, so
+        // that none overtakes another on the way to the home lcore).
         const bool root_result = !to_root && !cm && write_request(opcode);
         const bool ours = cm || is_result(any_replicate) || (root_result && cv == nullptr) ||
                           (to_root ? rc_request(opcode)
@@ -1874,6 +1859,35 @@ uint16_t s2s_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
             return static_cast<JobState*>(
                 ctx.feature_state(slot, kFeatureS2s, job_state_id(job_id)));
         };
+        if (root_result && !any_replicate) {
+            // Not replicating: the root's result WRITE passes untouched whatever it names. Only
+            // one naming a chunk whose aggregate a state awaits the root's ACK of (rare: that
+            // ACK is lost or still on its way) is looked at further: on a connection of that
+            // state's session, its ICRC sound, it shows the root holds the aggregate.
+            const auto note = [&](JobState* st) {
+                uint32_t key = 0;
+                if (st == nullptr || st->left.load(std::memory_order_relaxed) ||
+                    !st->awaits_root_result(p, key) ||
+                    st->find_in_results(false, dst, p.bth.dest_qp) == st->params.n_conns) {
+                    return false;
+                }
+                if (rc::icrc(m, pm->l3_offset) == p.icrc) {
+                    st->root_result_seen(key);
+                }
+                return true;
+            };
+            bool noted = false;
+            for (uint16_t g = 0; g < n_gone && !noted; ++g) {
+                noted = note(state_of(gone[g]->slot, gone[g]->job_id));
+            }
+            if (JobState* st = lv != nullptr ? state_of(lv->slot, lv->job_id) : nullptr;
+                !noted && st != nullptr && !note(st) && st->superseded) {
+                note(st->successor);
+            }
+            ++lcore_counter(ctx, LcoreCounter::passed);
+            out.push(pass, m);
+            continue;
+        }
         if (cm) {
             // The CM exchange passes untouched; a valid one teaches the job its connection (a
             // leaving job only hears its connections' DREQs; a superseded one keeps the rest for
@@ -1929,8 +1943,8 @@ uint16_t s2s_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
         // are held back (docs/rdma.md "A worker that reconnects alone").
         JobState* waiting = nullptr;
         const auto find_conn = [&](const JobState& st, bool res) {
-            return res || root_result ? st.find_in_results(to_root, worker, p.bth.dest_qp)
-                                      : st.find_live(to_root, worker, p.bth.dest_qp);
+            return res ? st.find_in_results(to_root, worker, p.bth.dest_qp)
+                       : st.find_live(to_root, worker, p.bth.dest_qp);
         };
         if (cv != nullptr) {
             job = state_of(cv->slot, cv->job_id);
@@ -1983,16 +1997,6 @@ uint16_t s2s_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
                 continue;
             }
         }
-        if (root_result && !result_path) {
-            // Not replicating: the root's result WRITE passes untouched whatever it names.
-            if (job != nullptr && conn < job->params.n_conns &&
-                !job->left.load(std::memory_order_relaxed)) {
-                b.note_root_result(*job, m, *pm, p, false);
-            }
-            ++lcore_counter(ctx, LcoreCounter::passed);
-            out.push(pass, m);
-            continue;
-        }
         if (job == nullptr && waiting != nullptr) {
             b.hold(*waiting, m, *pm, p, to_root, worker, pass);
             continue;
@@ -2041,7 +2045,9 @@ uint16_t s2s_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
         if (result_path) {
             // Independent of the aggregation and of a drain: the root writes once all along.
             if (!to_root) {
-                b.note_root_result(*job, m, *pm, p, true);
+                if (uint32_t key = 0; job->awaits_root_result(p, key)) {
+                    job->root_result_seen(key);  // (its ICRC checked above)
+                }
                 if (conn == 0) {
                     b.replicate(*job, m, *pm, p);
                 }

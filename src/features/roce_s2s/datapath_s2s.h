@@ -300,10 +300,11 @@ struct alignas(64) JobState {
     uint32_t extend(uint32_t chunk);
     // The key chunk index `chunk` (24 bits) has around the highest seen, without moving it.
     uint32_t key_near(uint32_t chunk) const;
-    // Whether `chunk` (24 bits) names an aggregate posted on the leg and unacknowledged whose
-    // result the root has not yet been seen writing (its key in `key`): the one kind of chunk
-    // a root result teaches anything about.
-    bool awaits_root_result(uint32_t chunk, uint32_t& key) const;
+    // Whether `p`, a root's WRITE toward a worker, carries an immediate (ONLY or LAST) naming a
+    // chunk whose aggregate is posted on the leg and unacknowledged, and whose result the root
+    // has not yet been seen writing (its key in `key`): the one kind of root result that
+    // teaches the switch anything (root_result_seen).
+    bool awaits_root_result(const ina::roce::Packet& p, uint32_t& key) const;
     // The root wrote the result of chunk `key` (awaits_root_result, the packet's ICRC checked):
     // noted, and once the leg has ended the aggregate is released at once.
     void root_result_seen(uint32_t key);
