@@ -41,9 +41,10 @@ goes to a log file (vm.console()). `extra_files` are host files for every guest 
 land in /usr/local/bin with their shared libraries), as a second cpio after the cached base.
 
 Also: vm.netem("loss 1%", direction="egress"|"ingress"|"both") impairs a guest's link (netem
-in the guest kernel; None removes it); vm.drop_sent_roce(opcode) / vm.hold_sent_roce(opcode)
-(the sender's stack sees those sent) / vm.drop_received_roce(opcode, imm_count) drop RoCE
-frames by BTH opcode with a tc u32 rule in the guest until called with None (the count back);
+in the guest kernel; None removes it); vm.drop_sent_roce(opcode, aeth_msn) /
+vm.hold_sent_roce(opcode) (the sender's stack sees those sent) /
+vm.drop_received_roce(opcode, imm_count) drop RoCE frames by BTH opcode (an ACK's MSN, a
+WRITE's immediate count) with a tc u32 rule in the guest until called with None (the count back);
 lab.capture(bpf) runs tcpdump on every tap (both directions, what the switch sends
 included) and stop() returns the pcaps; lab.reach_all() has every VM resolve every other by
 ARP; lab.readdress(routed) moves a running inaswitch lab between L2 and routed addressing;
@@ -470,12 +471,13 @@ class VM:
                        "action mirred egress redirect dev ifb0"]
         self.run(" && ".join(script), check=True)
 
-    def drop_sent_roce(self, opcode: int | None) -> int:
+    def drop_sent_roce(self, opcode: int | None, aeth_msn: int | None = None) -> int:
         """Drops the RoCEv2 frames this guest sends whose BTH opcode is `opcode` (e.g. 0x11,
         ACKNOWLEDGE: an RC responder that executes what it receives and is never heard), over
-        IPv4 without options; None stops it. Returns how many frames the rule dropped (when
-        stopping: the rule's count then)."""
-        return self._drop_roce("egress", opcode)
+        IPv4 without options; None stops it. With `aeth_msn`, only an ACKNOWLEDGE whose AETH
+        MSN is that (e.g. a responder's ACK of its n-th message, and every re-ACK of it).
+        Returns how many frames the rule dropped (when stopping: the rule's count then)."""
+        return self._drop_roce("egress", opcode, aeth_msn=aeth_msn)
 
     def hold_sent_roce(self, opcode: int | None) -> int:
         """As drop_sent_roce, but the sender's stack sees each dropped frame sent (tc's mirred
@@ -495,17 +497,22 @@ class VM:
         return self._drop_roce("ingress", opcode, imm_count)
 
     def _drop_roce(self, hook: str, opcode: int | None, imm_count: int | None = None,
-                   as_sent: bool = False) -> int:
+                   as_sent: bool = False, aeth_msn: int | None = None) -> int:
         """A tc clsact u32 rule on eth0's `hook` (egress or ingress) dropping RoCEv2 frames by
         BTH opcode (and immediate count), or, with opcode None, its drop count and removal. One
         such rule at a time per guest (the clsact qdisc carries both hooks)."""
         if opcode is not None:
             # Offsets from the IPv4 header (20 bytes, no options): UDP destination port at 22,
             # the BTH at 28 (opcode its first byte), a WRITE_ONLY_WITH_IMM's RETH at 40 and
-            # immediate at 56 (big-endian: the count's byte at 59).
+            # immediate at 56 (big-endian: the count's byte at 59); an ACKNOWLEDGE's AETH at 40
+            # (the syndrome, then the 24-bit MSN).
             count = "" if imm_count is None else f"match u8 {imm_count:#x} 0xff at 59 "
             if imm_count is not None and opcode != 0x0B:
                 raise ValueError("imm_count matches a WRITE_ONLY_WITH_IMM (opcode 0x0b) only")
+            if aeth_msn is not None:
+                if opcode != 0x11:
+                    raise ValueError("aeth_msn matches an ACKNOWLEDGE (opcode 0x11) only")
+                count += f"match u32 {aeth_msn & 0xFFFFFF:#x} 0xffffff at 40 "
             ifb = IFB0_UP + ["tc qdisc replace dev ifb0 root netem loss 100%"] if as_sent else []
             action = "action mirred egress redirect dev ifb0" if as_sent else "action drop"
             self.run(" && ".join(ifb + [

@@ -10,6 +10,13 @@ the switch's address, port 7471; docs/rdma.md "RDMA CM on the switch"), not thro
      worker; while rank 1 waits for the others, GET /api/v1/rdma/jobs/7 shows its QP (made by
      the CM through the API's own connect); at the end each worker's rdma_disconnect (DREQ ->
      the switch's DREP) tears its QP down; the switch counted the REQs, REPs, RTUs, DREQs.
+     Rank 1 connects to its port's secondary address 10.177.1.1 (another subnet, reached
+     through its gateway, the switch): the REQ's address is its QP's `source` (GET
+     /api/v1/config), which its ACKs and results leave from (rxe takes a connected QP's
+     packets only from the address it connected to: from the port's first address rank 1
+     would time out); no packet reached a QP at another of the switch's addresses
+     (`wrong_address`). A stall logs the switch's packets by reason and the QPs' counters
+     (session 14 saw rank 1 stall in 2 of 12 hand runs; not reproduced since).
   2. The same over CM with chunks larger than the PMTU (job 11: 4096-byte chunks at the path
      MTU 1024 the REQ carries; test_switch_allreduce.py's round 5): multi-packet WRITEs both
      ways, bit-exact, exactly one contribution per chunk and rank at the switch.
@@ -28,18 +35,34 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from lab import Lab, run_test, check, log, wait_until  # noqa: E402
+from lab import Lab, TestFailure, run_test, check, log, wait_until  # noqa: E402
 from test_rdma_allreduce import int32_inputs, stripped  # noqa: E402
 from test_switch_allreduce import (CHUNK, ELEMENTS, JOB_INT32, JOB_MULTI, MULTI_CHUNK,  # noqa: E402
                                    MULTI_WINDOW, TIMEOUT_S, WINDOW, WORLD, job_qps,
-                                   multi_packet_round, switch_config, wait_results)
+                                   multi_packet_round, wait_results)
+from test_switch_allreduce import switch_config as ipv4_switch_config  # noqa: E402
+
+# A secondary address of rank 1's switch port, on no VM's subnet.
+SECONDARY = "10.177.1.1"
+
+
+def switch_config(cfg: dict, lab) -> dict:
+    cfg = ipv4_switch_config(cfg, lab)
+    cfg["ports"][0]["ipv4"].append(f"{SECONDARY}/24")
+    return cfg
 
 
 def worker_cmd(vm, rank: int, job: int, args: str, timeout_s: int = TIMEOUT_S,
-               chunk: int = CHUNK, window: int = WINDOW) -> str:
-    return (f"ina-rdma-worker --mode server-to-switch --switch-cm {vm.gw}:7471 "
+               chunk: int = CHUNK, window: int = WINDOW, cm: str | None = None) -> str:
+    """cm: the switch address to rdma_connect() to (else the VM's gateway)."""
+    return (f"ina-rdma-worker --mode server-to-switch --switch-cm {cm or vm.gw}:7471 "
             f"--job {job} --rank {rank} --world {WORLD} --ip {vm.ip} --gid-index {vm.gid_index} "
             f"--chunk-bytes {chunk} --window {window} --timeout-ms {timeout_s * 1000} {args}")
+
+
+def reasons(lab) -> dict[str, float]:
+    """The switch's RoCE packets by reason (inaswitch_rdma_packets_total)."""
+    return lab.switch.metrics().by_label("inaswitch_rdma_packets_total", "reason")
 
 
 def cm_events(lab) -> dict[str, float]:
@@ -76,25 +99,42 @@ def test(worker_exe: str, switch_exe: str) -> None:
             t0 = time.monotonic()
             jobs = [vms[0].start(worker_cmd(
                 vms[0], 1, JOB_INT32,
-                f"--type int32 --input /root/{os.path.basename(inputs[0])} --output /tmp/int32.out"))]
+                f"--type int32 --input /root/{os.path.basename(inputs[0])} --output /tmp/int32.out",
+                cm=SECONDARY))]
             qps = wait_until(lambda: job_qps(lab, JOB_INT32) or None, 60,
                              "rank 1's QP (connected by CM) in GET /api/v1/rdma/jobs/7")
             log(f"job {JOB_INT32} with rank 1 alone: {json.dumps(qps)}")
             check(len(qps) == 1 and qps[0].get("rank") == 1,
                   "the CM connect made rank 1's QP, listed by GET /api/v1/rdma/jobs/7")
+            running = lab.switch.api_json("GET", "/api/v1/config")
+            job7 = [j for j in running["rdma"]["jobs"] if j["id"] == JOB_INT32][0]
+            check([q.get("source") for q in job7["qps"]] == [SECONDARY],
+                  f"rank 1's REQ to {SECONDARY} made that address its QP's source "
+                  f"({job7['qps']})")
             jobs += [vm.start(worker_cmd(
                 vm, rank, JOB_INT32,
                 f"--type int32 --input /root/{os.path.basename(p)} --output /tmp/int32.out"))
                 for rank, (vm, p) in enumerate(zip(vms[1:], inputs[1:]), start=2)]
-            res = wait_results(jobs, "int32 over CM")
+            try:
+                res = wait_results(jobs, "int32 over CM")
+            except TestFailure:
+                # A rank that stalled (2 of 12 hand runs in session 14, rank 1 after 1 and 206
+                # results; none in 31 since): whether its packets reached its QP.
+                log(f"stalled: switch RoCE packets by reason {reasons(lab)}; QPs of job "
+                    f"{JOB_INT32}: {json.dumps(job_qps(lab, JOB_INT32))}")
+                raise
             wall = time.monotonic() - t0
+            check(reasons(lab).get("wrong_address", 0) == 0,
+                  f"no packet reached a QP at an address other than its source (rank 1's at "
+                  f"{SECONDARY}): {reasons(lab)}")
             for vm in vms:
                 rc, out = vm.run("sha256sum /tmp/int32.out", check=True)
                 check(out.split()[0] == int32_sha,
                       f"{vm.name}: int32 result over a CM connection bit-exact")
             check(all(r[0]["chunks"] == ELEMENTS * 4 // CHUNK and r[0]["results"] == r[0]["chunks"]
                       and r[0]["disconnect_error"] == "" for r in res),
-                  "one result per chunk on every worker, and a clean rdma_disconnect")
+                  "one result per chunk on every worker (rank 1's from the secondary address), "
+                  "and a clean rdma_disconnect")
             check(wait_until(lambda: job_qps(lab, JOB_INT32) == [] or None, 30,
                              "job 7's QPs gone after the DREQs"), "the DREQs tore the QPs down")
             ev = cm_events(lab)

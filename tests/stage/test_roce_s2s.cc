@@ -1681,6 +1681,71 @@ TEST_F(RoceS2sLearn, ACarrierRejoiningBehindAWorkerAWindowAheadReleasesItsUnacke
     EXPECT_EQ(job->counters.forwarded, 1u);
 }
 
+// The root's ACK of the last aggregate lost (roce-vm-s2s-allreduce, "root loss 2%"): the root
+// completed chunk 0 and wrote its results, which pass the switch untouched, the workers got them
+// and the root ended both connections (its DREQs) before the switch's ACK timeout resent the
+// aggregate. The result WRITE shows the root holds the aggregate: the carrier's end releases it
+// (`carrier_ended_unacked`) and nothing is sent to the root's QP that is gone. The next
+// session's carrier has a leg of its own again. (Fails without: the slot stayed held and the
+// aggregate went again to the closed QP until its retries ran out.)
+TEST_F(RoceS2sLearn, TheCarriersEndReleasesAnAggregateWhoseResultTheRootWrote) {
+    connect(1);
+    connect(2);
+    complete_chunk_learned();  // chunk 0's aggregate out, its ACK lost
+    send(result(0, 0));
+    const auto res = to(kWorker1);
+    ASSERT_EQ(res.size(), 1u) << "the root's result passes";
+    EXPECT_EQ(res[0].p.bth.opcode, rc::op::kWriteOnlyImm);
+    EXPECT_EQ(res[0].p.imm, 0u << 8 | 2);
+    EXPECT_TRUE(res[0].icrc_ok);
+    EXPECT_EQ(job->table.in_use(), 1u) << "released only when the leg ends";
+    send(dreq_from_root(1));
+    send(dreq_from_root(2));
+    drain();
+    EXPECT_EQ(job->counters.carrier_ended_unacked, 1u);
+    EXPECT_EQ(job->counters.aggregates_acked, 0u);
+    EXPECT_EQ(job->table.in_use(), 0u) << "the slot is free";
+    advance_ms(100);
+    EXPECT_TRUE(to(kRoot).empty()) << "nothing resent to the root's closed QP";
+    EXPECT_EQ(job->counters.retransmits, 0u);
+    connect(1);
+    connect(2);
+    send(contribution(1, kRepPsn[1], 0, fill(3)));
+    send(contribution(2, kRepPsn[2], 0, fill(4)));
+    const auto agg = to(kRoot);
+    ASSERT_EQ(agg.size(), 1u) << "the next session's chunk 0 on the carrier's new leg";
+    EXPECT_EQ(agg[0].p.bth.psn, kRepPsn[1]);
+    EXPECT_EQ(ints(agg[0].payload)[0], 3 + 4);
+    EXPECT_EQ(job->counters.carrier_ended_unacked, 1u);
+    free_mbufs(take_tx(kR0));
+}
+
+// The carrier's worker ends its connection while chunk 0's aggregate is unacknowledged and no
+// result of it passed (the worker leaves mid-AllReduce; or the result's ICRC is bad, which
+// proves nothing): the root may lack it, so it stays held for what says so (a resumed REP, the
+// next session), but nothing goes to the closed connection. A result of it written later (the
+// root had it) releases it at once.
+TEST_F(RoceS2sLearn, TheCarriersEndKeepsAnAggregateTheRootMayLack) {
+    connect(1);
+    connect(2);
+    complete_chunk_learned();
+    Bytes damaged = result(0, 0);
+    damaged[damaged.size() - 10] ^= 0x5A;  // payload: the ICRC no longer matches
+    send(damaged);
+    ASSERT_EQ(to(kWorker1).size(), 1u) << "passed untouched all the same";
+    send(dreq(1));
+    drain();
+    EXPECT_EQ(job->table.in_use(), 1u);
+    EXPECT_EQ(job->counters.carrier_ended_unacked, 0u);
+    advance_ms(100);
+    EXPECT_TRUE(to(kRoot).empty()) << "nothing resent on the ended connection";
+    EXPECT_EQ(job->counters.retransmits, 0u);
+    send(result(0, 0));
+    ASSERT_EQ(to(kWorker1).size(), 1u);
+    EXPECT_EQ(job->counters.carrier_ended_unacked, 1u);
+    EXPECT_EQ(job->table.in_use(), 0u);
+}
+
 // The learning job removed: its connections end by their DREQs (either way); when none is left
 // the job is over. A new job on the same root (here: the same id again, as a reload that
 // changed it would make) learns only connections whose REQ comes after the removal; the old
@@ -2288,6 +2353,24 @@ public:
         return out;
     }
 };
+
+// Replicating: the root's one result WRITE of chunk 0 (on the carrier, copied to rank 2) shows
+// it holds the aggregate whose ACK was lost; the carrier's DREQ releases it.
+TEST_F(RoceS2sLearnReplicate, TheCarriersEndReleasesAnAggregateWhoseResultTheRootWrote) {
+    connect(1);
+    connect(2);
+    complete_chunk_learned();
+    results(1);
+    EXPECT_EQ(job->table.in_use(), 1u);
+    acks_burst(1, 0, 1, true);
+    drain();
+    EXPECT_EQ(job->counters.carrier_ended_unacked, 1u);
+    EXPECT_EQ(job->table.in_use(), 0u);
+    advance_ms(100);
+    for (const auto& s : to(kRoot)) {
+        EXPECT_NE(s.p.bth.opcode, rc::op::kWriteOnlyImm) << "no aggregate resent";
+    }
+}
 
 TEST_F(RoceS2sLearnReplicate, TheRequestTeachesTheLegAndTheResultBuffer) {
     connect(1);

@@ -100,7 +100,7 @@ rte_mbuf* cnp_frame(LcoreContext& ctx, Connection& c) {
 // The next packet of the job's aggregate leg as a frame, if one may go now; false when none may.
 bool next_aggregate(LcoreContext& ctx, JobState& job, uint64_t t_ns, rte_mbuf*& out) {
     rc::Transmit tx;
-    if (!job.root_leg.next(t_ns, tx)) {
+    if (job.leg_ended || !job.root_leg.next(t_ns, tx)) {
         return false;
     }
     out = nullptr;
@@ -888,6 +888,10 @@ JobState::JobState(const JobParams& p)
     res_to_root = to_root;
 }
 
+uint32_t JobState::key_near(uint32_t chunk) const {
+    return high_key + static_cast<uint32_t>(rc::psn_diff(chunk & 0xFFFFFF, high_key & 0xFFFFFF));
+}
+
 uint32_t JobState::extend(uint32_t chunk) {
     chunk &= 0xFFFFFF;
     if (!any_key) {
@@ -895,11 +899,49 @@ uint32_t JobState::extend(uint32_t chunk) {
         high_key = chunk;
         return chunk;
     }
-    const uint32_t key = high_key + static_cast<uint32_t>(rc::psn_diff(chunk, high_key & 0xFFFFFF));
+    const uint32_t key = key_near(chunk);
     if (static_cast<int32_t>(key - high_key) > 0) {
         high_key = key;
     }
     return key;
+}
+
+bool JobState::awaits_root_result(const rc::Packet& p, uint32_t& key) const {
+    if ((p.bth.opcode != rc::op::kWriteOnlyImm && p.bth.opcode != rc::op::kWriteLastImm) ||
+        !any_key) {
+        return false;
+    }
+    key = key_near(p.imm >> 8);
+    const uint32_t slot = key & (params.window - 1);
+    // A complete unit still held is one posted on the leg and not acknowledged (post_aggregate
+    // runs at completion; the root's ACK releases it).
+    return table.holds(key) && table.core().state(slot) == agg::SlotState::complete &&
+           root_has[slot] != (kRootHas | key);
+}
+
+void JobState::root_result_seen(uint32_t key) {
+    const uint32_t slot = key & (params.window - 1);
+    root_has[slot] = kRootHas | key;
+    if (leg_ended && table.ack(key, conns[0].bit.data()) == agg::AckResult::released) {
+        ++counters.carrier_ended_unacked;
+        slot_count[slot] = 0;
+    }
+}
+
+void JobState::end_aggregate_leg() {
+    leg_ended = true;
+    // The outstanding messages, not the keys below the highest (a chunk a window ahead may be
+    // held unsent): those the root holds are released; the others stay held for what says
+    // whether the root has them (a resumed REP: supersede) or for the next session's reset.
+    const uint32_t w = params.window;
+    for (uint64_t seq = root_leg.completed_messages(); seq < root_leg.posted_messages(); ++seq) {
+        const uint32_t key = message_key[seq % message_key.size()];
+        if (root_has[key & (w - 1)] == (kRootHas | key) && table.holds(key) &&
+            table.ack(key, conns[0].bit.data()) == agg::AckResult::released) {
+            ++counters.carrier_ended_unacked;
+            slot_count[key & (w - 1)] = 0;
+        }
+    }
 }
 
 int32_t JobState::psn_delta(uint16_t i) const {
@@ -1181,8 +1223,10 @@ bool JobState::try_forwarding() {
     if (forwarding) {
         return true;
     }
-    if (table.in_use() != 0 || root_leg.inflight_packets() != 0 ||
-        root_leg.oldest_unacked_psn() != root_leg.next_psn()) {
+    // (An ended leg sends nothing more: what it still lists was released.)
+    if (table.in_use() != 0 ||
+        (!leg_ended && (root_leg.inflight_packets() != 0 ||
+                        root_leg.oldest_unacked_psn() != root_leg.next_psn()))) {
         return false;
     }
     for (uint16_t i = 0; i < params.n_conns; ++i) {
@@ -1230,6 +1274,7 @@ bool JobState::start_session_if_new(uint16_t i) {
         // no connection of it is live but this rank's own, which its REP replaces.
         table.reset();
         slot_count.fill(0);
+        root_has.fill(0);
         any_key = false;
         high_key = 0;
         ++counters.sessions;
@@ -1343,6 +1388,7 @@ void JobState::supersede(uint16_t i, uint32_t src_ip, uint32_t dst_ip, const uin
             carrier = k;
             const Connection& n = conns[k];
             root_leg = rc::Requester(root_leg_config(params, n.first_psn));
+            leg_ended = false;
             root_messages = 0;
             to_root.src_ip = n.params.worker_ip;
             to_root.src_port = rc::source_port_for_qp(n.params.worker_qpn);
@@ -1459,6 +1505,7 @@ void JobState::go_live(uint16_t i, uint32_t worker_ip, uint32_t worker_qpn, uint
     if (i == 0) {
         // The carrier: the root's first ePSN on it is the worker's starting PSN.
         root_leg = rc::Requester(root_leg_config(params, worker_psn));
+        leg_ended = false;
         to_root.src_ip = worker_ip;
         to_root.src_port = rc::source_port_for_qp(worker_qpn);
         to_root.dest_qp = root_qpn;
@@ -1586,6 +1633,9 @@ void JobState::snoop_cm(uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, ui
             const bool from_worker = dst_ip == params.root_ip;
             const uint32_t worker_ip = from_worker ? src_ip : dst_ip;
             uint16_t i = find_live(from_worker, worker_ip, msg.dreq.remote_qpn);
+            if (i < params.n_conns && i == carrier) {
+                end_aggregate_leg();
+            }
             if (i == params.n_conns) {
                 // The carrier's resumed connection, the result source after a move.
                 i = find_res_live(from_worker, worker_ip, msg.dreq.remote_qpn);
@@ -1687,6 +1737,9 @@ void JobState::snoop_cm(uint32_t src_ip, uint32_t dst_ip, const uint8_t* mad, ui
         if (i < params.n_conns) {
             end_connection(i);
             ++counters.connections_ended;
+            if (i == carrier) {
+                end_aggregate_leg();
+            }
         }
     }
 }
@@ -1776,7 +1829,12 @@ uint16_t s2s_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
                    (to_root ? (opcode == rc::op::kAcknowledge || opcode == rc::op::kCnp)
                             : write_request(opcode));
         };
-        const bool ours = cm || is_result(any_replicate) ||
+        // The root's result WRITEs on a learned connection are taken without replication too,
+        // only to be looked at and passed: one that names a chunk whose aggregate the root has
+        // not acknowledged shows that the root holds it (below; every packet of the WRITEs, so
+        // that none overtakes another on the way to the home lcore).
+        const bool root_result = !to_root && !cm && write_request(opcode);
+        const bool ours = cm || is_result(any_replicate) || (root_result && cv == nullptr) ||
                           (to_root ? rc_request(opcode)
                                    : (opcode == rc::op::kAcknowledge || opcode == rc::op::kCnp));
         if (!ours) {
@@ -1801,6 +1859,35 @@ uint16_t s2s_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
             return static_cast<JobState*>(
                 ctx.feature_state(slot, kFeatureS2s, job_state_id(job_id)));
         };
+        if (root_result && !any_replicate) {
+            // Not replicating: the root's result WRITE passes untouched whatever it names. Only
+            // one naming a chunk whose aggregate a state awaits the root's ACK of (rare: that
+            // ACK is lost or still on its way) is looked at further: on a connection of that
+            // state's session, its ICRC sound, it shows the root holds the aggregate.
+            const auto note = [&](JobState* st) {
+                uint32_t key = 0;
+                if (st == nullptr || st->left.load(std::memory_order_relaxed) ||
+                    !st->awaits_root_result(p, key) ||
+                    st->find_in_results(false, dst, p.bth.dest_qp) == st->params.n_conns) {
+                    return false;
+                }
+                if (rc::icrc(m, pm->l3_offset) == p.icrc) {
+                    st->root_result_seen(key);
+                }
+                return true;
+            };
+            bool noted = false;
+            for (uint16_t g = 0; g < n_gone && !noted; ++g) {
+                noted = note(state_of(gone[g]->slot, gone[g]->job_id));
+            }
+            if (JobState* st = lv != nullptr ? state_of(lv->slot, lv->job_id) : nullptr;
+                !noted && st != nullptr && !note(st) && st->superseded) {
+                note(st->successor);
+            }
+            ++lcore_counter(ctx, LcoreCounter::passed);
+            out.push(pass, m);
+            continue;
+        }
         if (cm) {
             // The CM exchange passes untouched; a valid one teaches the job its connection (a
             // leaving job only hears its connections' DREQs; a superseded one keeps the rest for
@@ -1958,6 +2045,9 @@ uint16_t s2s_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts,
         if (result_path) {
             // Independent of the aggregation and of a drain: the root writes once all along.
             if (!to_root) {
+                if (uint32_t key = 0; job->awaits_root_result(p, key)) {
+                    job->root_result_seen(key);  // (its ICRC checked above)
+                }
                 if (conn == 0) {
                     b.replicate(*job, m, *pm, p);
                 }
@@ -2033,7 +2123,9 @@ void s2s_tick(LcoreContext& ctx, const dp::Snapshot& snap, void* state, uint64_t
     const uint64_t t = now_ns(ctx);
     job.adopt_predecessor();  // a fresh state for a rejoin: what its predecessor noted
     job.leave_tick(t);
-    job.root_leg.tick(t);
+    if (!job.leg_ended) {
+        job.root_leg.tick(t);
+    }
     if (job.res_moved) {
         send_due_fills(ctx, snap, job, t);
     }

@@ -179,6 +179,17 @@ struct alignas(64) JobState {
     std::array<uint32_t, kMaxSlots> slot_rkey{};
     std::array<uint16_t, kMaxSlots> slot_count{};
     std::array<uint32_t, ina::roce::Requester::kMaxMessages> message_key{};
+    // Per slot: kRootHas | the key of the chunk whose result the root was seen writing (on a
+    // connection of the session) while the slot's aggregate was unacknowledged. The root writes
+    // results only of chunks it completed, so it holds that aggregate, its ACK lost or not yet
+    // seen. Emptied with the table at a session's start (keys start over).
+    static constexpr uint64_t kRootHas = uint64_t{1} << 32;
+    std::array<uint64_t, kMaxSlots> root_has{};
+    // The aggregate leg's connection ended (its DREQ): the root's QP of it takes nothing more,
+    // so nothing is sent on the leg (its outstanding aggregates are released where the root
+    // has them, else kept for a resume's answer or the next session); a new leg (go_live of
+    // the carrier, a carrier move) clears it.
+    bool leg_ended = false;
     uint32_t high_key = 0;  // chunk indices (24 bits) extend around the highest seen
     bool any_key = false;
     // Learn: the current session (one AllReduce's set of connections; chunk indices start over
@@ -287,6 +298,20 @@ struct alignas(64) JobState {
     void leave_tick(uint64_t t_ns);
 
     uint32_t extend(uint32_t chunk);
+    // The key chunk index `chunk` (24 bits) has around the highest seen, without moving it.
+    uint32_t key_near(uint32_t chunk) const;
+    // Whether `p`, a root's WRITE toward a worker, carries an immediate (ONLY or LAST) naming a
+    // chunk whose aggregate is posted on the leg and unacknowledged, and whose result the root
+    // has not yet been seen writing (its key in `key`): the one kind of root result that
+    // teaches the switch anything (root_result_seen).
+    bool awaits_root_result(const ina::roce::Packet& p, uint32_t& key) const;
+    // The root wrote the result of chunk `key` (awaits_root_result, the packet's ICRC checked):
+    // noted, and once the leg has ended the aggregate is released at once.
+    void root_result_seen(uint32_t key);
+    // The aggregate leg's connection ended (a DREQ of conns[carrier], found live): see
+    // leg_ended; the outstanding aggregates whose result the root wrote are released
+    // (`carrier_ended_unacked`).
+    void end_aggregate_leg();
     // Learn: the connection of a packet (worker -> root: src, DestQP = the root's QPN; root ->
     // worker: dst, DestQP = the worker's QPN) among the live ones; n_conns when none.
     uint16_t find_live(bool toward_root, uint32_t worker_ip, uint32_t dest_qp) const;

@@ -120,6 +120,7 @@ constexpr uint32_t job_state_id(uint32_t job_id) { return 0x40000000u | job_id; 
     X(root_acks_consumed, "ACKs from the root on job connections (consumed, not forwarded)")   \
     X(root_naks_consumed, "NAKs from the root on job connections (consumed; go-back-N)")       \
     X(aggregates_acked, "Aggregates the root acknowledged (their slots released)")             \
+    X(carrier_ended_unacked, "Aggregates unacknowledged when the carrier's connection ended (DREQ) whose result the root had written: released, not sent again") \
     X(cnps_sent, "CNPs sent to workers for CE-marked contributions")                           \
     X(cnps_fanned_out, "CNPs sent to workers for a CNP the root sent on the carrier")          \
     X(icrc_errors, "Job packets with a bad ICRC (dropped, as the root would)")                 \
