@@ -316,6 +316,22 @@ uint16_t ina_run(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, u
                 continue;
             }
         }
+        // Not this lcore's chunk: its owner holds the slot and parses the packet and makes every
+        // check that depends on the job (ingress, header, checksum) before it aggregates. The
+        // frame goes unchanged, its metadata with it, in the burst's batch for that owner; no
+        // lock, no shared slot state, no payload read here.
+        const auto hand_off = [&](rte_mbuf* frame_m, uint16_t owner) {
+            if constexpr (kIn == Input::unchecked) {
+                store_meta(frame_m, pm);
+            }
+            auto& batch = ctx.handoff_out[owner];
+            if (batch.n == batch.pkts.size()) [[unlikely]] {
+                send_handoffs(ctx, owner);
+            }
+            batch.pkts[batch.n++] = frame_m;
+            ctx.handoff_pending |= uint32_t{1} << owner;
+            ctx.flush_pending = static_cast<uint8_t>(ctx.flush_pending | 1u << dp::kFeatureIna);
+        };
         const auto* frame = rte_pktmbuf_mtod(m, const uint8_t*);
         const auto* ip = reinterpret_cast<const rte_ipv4_hdr*>(frame + pm.l3_offset);
         const auto* udp = reinterpret_cast<const rte_udp_hdr*>(frame + pm.l4_offset);
@@ -327,13 +343,39 @@ uint16_t ina_run(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, u
                 continue;
             }
         }
+        if constexpr (kIn != Input::handed) {
+            // Another lcore's chunk goes to it before this one parses anything: a first look at
+            // the fixed header (in the first segment, where eth_input gathered it) names the
+            // job and the chunk, and the owner parses and checks the packet whole, once. What
+            // the look does not take (not data, an unknown job, a short header) is parsed
+            // here, and the owner found after the parse.
+            uint32_t peek_job = 0;
+            uint32_t peek_seq = 0;
+            if (ctx.n_workers > 1 && udp_len >= kL4 + proto::kFixedHeaderBytes &&
+                pm.l4_offset + kL4 + 16 <= rte_pktmbuf_data_len(m) &&
+                proto::peek_data(frame + pm.l4_offset + kL4, peek_job, peek_seq)) {
+                if (peek_job != memo_id || memo_table == nullptr) {
+                    memo_job = snap.ina_job(peek_job);
+                    memo_table = memo_job != nullptr
+                                     ? static_cast<ina::ChunkTable*>(ctx.feature_state(
+                                           memo_job->state_slot, dp::kFeatureIna, peek_job))
+                                     : nullptr;
+                    memo_id = peek_job;
+                }
+                if (memo_table != nullptr &&
+                    memo_table->lane_of(peek_seq) != ctx.worker_index) {
+                    hand_off(m, memo_table->lane_of(peek_seq));
+                    continue;
+                }
+            }
+        }
         // In place when the datagram sits in the first segment, else gathered into scratch.
         const auto* ina_bytes = static_cast<const uint8_t*>(rte_pktmbuf_read(
             m, static_cast<uint32_t>(pm.l4_offset + kL4), static_cast<uint32_t>(udp_len - kL4),
             ctx.scratch.data()));
         proto::Parsed packet;
-        // A handed frame parsed on its sender; parsing again is the decoding of its fields
-        // (the folded checks are one branch, which a sender's verdict always passes).
+        // A handed frame is parsed here only: its sender looked at the chunk alone. One that
+        // fails is counted and passed on here, as its sender would have.
         if (!proto::parse_into(ina_bytes, udp_len - kL4, packet)) [[unlikely]] {
             ++ctx.counters.ina_not_ina;
             ++ctx.counters.ina_malformed[static_cast<size_t>(
@@ -382,22 +424,8 @@ uint16_t ina_run(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, u
                 // rule that also picks its slot index there.
                 const uint16_t owner = table->lane_of(h.seq);
                 if (owner != ctx.worker_index) {
-                    // Not this lcore's chunk: its owner holds the slot and makes every check
-                    // that depends on the job (ingress, header, checksum) before it aggregates.
-                    // The frame goes unchanged, its metadata with it, in the burst's batch for
-                    // that owner; no lock, no shared slot state, no payload read here.
-                    if constexpr (kIn == Input::unchecked) {
-                        store_meta(m, pm);
-                    }
                     --ctx.counters.ina_packets;  // the owner counts it (or the flush, if lost)
-                    auto& batch = ctx.handoff_out[owner];
-                    if (batch.n == batch.pkts.size()) [[unlikely]] {
-                        send_handoffs(ctx, owner);
-                    }
-                    batch.pkts[batch.n++] = m;
-                    ctx.handoff_pending |= uint32_t{1} << owner;
-                    ctx.flush_pending =
-                        static_cast<uint8_t>(ctx.flush_pending | 1u << dp::kFeatureIna);
+                    hand_off(m, owner);
                     continue;
                 }
             }

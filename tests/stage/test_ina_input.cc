@@ -345,6 +345,33 @@ TEST_F(InaInput, HandedContributionsEnterTheOwnersStageAndAreCheckedThere) {
     EXPECT_EQ(owner_partial(), 11);
 }
 
+// The sender looks at a contribution's chunk only (job, seq) before handing it over: a packet
+// malformed beyond that is parsed, counted by reason and passed on by its owner, once.
+TEST_F(InaInput, AMalformedContributionToAnotherLcoresChunkIsParsedAndCountedByItsOwner) {
+    ASSERT_NO_FATAL_FAILURE(two_lanes("ina_ho_malformed", 64));
+    Bytes bad = ina_contribution(kJob, 1, 1, {5}, ip4("10.0.2.2"));
+    put16(&bad[42 + 16], 2);  // two elements claimed, one carried
+    run({mbuf(bad, kR0)});
+    EXPECT_EQ(ctx->counters.ina_handed_off, 1u);
+    EXPECT_EQ(ctx->counters.ina_not_ina, 0u) << "the sender parsed nothing";
+    ASSERT_NO_FATAL_FAILURE(make_owner());
+    rte_mbuf* pkts[8];
+    const unsigned n = rte_ring_sc_dequeue_burst(handoff, reinterpret_cast<void**>(pkts), 8, nullptr);
+    ASSERT_EQ(n, 1u);
+    pipeline::process_handoff(*owner, *snap, pkts, static_cast<uint16_t>(n));
+    EXPECT_EQ(owner->counters.ina_not_ina, 1u);
+    EXPECT_EQ(owner->counters.ina_malformed[static_cast<size_t>(proto::ParseError::length_mismatch)],
+              1u);
+    EXPECT_EQ(owner->counters.ina_packets, 0u) << "not a contribution";
+    EXPECT_EQ(owner_table->state_of(1), ina::ChunkTable::State::empty);
+    auto& buf = owner->tx[kR1];
+    ASSERT_EQ(buf.count, 1u) << "routed on toward its destination, unchanged";
+    EXPECT_EQ(bytes_of(buf.pkts[0]).size(), bad.size());
+    rte_pktmbuf_free_bulk(buf.pkts.data(), buf.count);
+    buf.count = 0;
+    buf.bytes = 0;
+}
+
 TEST_F(InaInput, HandOffsAFullRingCannotTakeAreCountedAndStillSeenOnce) {
     // Room for one: a ring of two slots holds one entry.
     ASSERT_NO_FATAL_FAILURE(two_lanes("ina_ho_small", 2));
