@@ -48,12 +48,8 @@ ParseError parse_error(const uint8_t* p, size_t len) {
     if (len < kFixedHeaderBytes) {
         return ParseError::truncated;
     }
-    uint64_t w0;
-    uint64_t w2;
-    std::memcpy(&w0, p, sizeof w0);
-    std::memcpy(&w2, p + 16, sizeof w2);
-    w0 = __builtin_bswap64(w0);
-    w2 = __builtin_bswap64(w2);
+    const uint64_t w0 = header_word(p);
+    const uint64_t w2 = header_word(p + 16);
     const auto octet = [w0](int i) { return static_cast<uint8_t>(w0 >> (56 - 8 * i)); };
     if ((w0 >> 48) != (uint64_t{kMagic0} << 8 | kMagic1)) {
         return ParseError::bad_magic;

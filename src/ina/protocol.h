@@ -115,6 +115,13 @@ inline constexpr std::array<uint16_t, 16> kBslBytesByCode = [] {
 // check in the order of the ParseError list. Out of line: only refused packets come here.
 ParseError parse_error(const uint8_t* p, size_t len);
 
+// The big-endian 64-bit word at `p` (any alignment): the fixed header is read as three.
+[[gnu::always_inline]] inline uint64_t header_word(const uint8_t* p) {
+    uint64_t w;
+    std::memcpy(&w, p, sizeof w);
+    return __builtin_bswap64(w);
+}
+
 // The packet path's parse: true, with `out` filled, when the whole UDP payload `p` (`len`
 // bytes, exactly the UDP payload) is a valid INA packet. Every field check of the fixed header
 // is folded into one test and one branch (the words are read once, the reserved codes of the
@@ -128,15 +135,9 @@ ParseError parse_error(const uint8_t* p, size_t len);
     // Octets 0..7 as one big-endian word: magic(16) ver|type(8) flags(8) op|elem(8)
     // bsl|rsv(8) set_id(8) rsv(8); 8..15 job_id, seq; 16..23 elem_count(16), reserved(16),
     // lowest missing(32: reserved unless kFlagLowestMissing).
-    uint64_t w0;
-    uint64_t w1;
-    uint64_t w2;
-    std::memcpy(&w0, p, sizeof w0);
-    std::memcpy(&w1, p + 8, sizeof w1);
-    std::memcpy(&w2, p + 16, sizeof w2);
-    w0 = __builtin_bswap64(w0);
-    w1 = __builtin_bswap64(w1);
-    w2 = __builtin_bswap64(w2);
+    const uint64_t w0 = header_word(p);
+    const uint64_t w1 = header_word(p + 8);
+    const uint64_t w2 = header_word(p + 16);
     const auto type = static_cast<uint8_t>((w0 >> 40) & 0x0f);
     const auto flags = static_cast<uint8_t>(w0 >> 32);
     const auto op = static_cast<uint8_t>((w0 >> 28) & 0x0f);
@@ -182,12 +183,8 @@ ParseError parse_error(const uint8_t* p, size_t len);
 // bytes at `p` begin an INA v1 data header (magic, version and type; nothing else is checked).
 // For deciding where a packet goes (the lcore that owns its chunk), which then parses it whole.
 [[gnu::always_inline]] inline bool peek_data(const uint8_t* p, uint32_t& job_id, uint32_t& seq) {
-    uint64_t w0;
-    uint64_t w1;
-    std::memcpy(&w0, p, sizeof w0);
-    std::memcpy(&w1, p + 8, sizeof w1);
-    w0 = __builtin_bswap64(w0);
-    w1 = __builtin_bswap64(w1);
+    const uint64_t w0 = header_word(p);
+    const uint64_t w1 = header_word(p + 8);
     constexpr uint64_t kDataHead = (uint64_t{kMagic0} << 12 | uint64_t{kMagic1} << 4 | kVersion)
                                        << 4 |
                                    static_cast<uint64_t>(PacketType::data);

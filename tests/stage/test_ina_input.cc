@@ -94,6 +94,15 @@ protected:
         owner->pool = pool;
     }
 
+    // What the hand-off ring holds for the owner, in order (the caller passes them on).
+    std::vector<rte_mbuf*> handed() {
+        std::vector<rte_mbuf*> v(64);
+        const unsigned n = rte_ring_sc_dequeue_burst(handoff, reinterpret_cast<void**>(v.data()),
+                                                     static_cast<unsigned>(v.size()), nullptr);
+        v.resize(n);
+        return v;
+    }
+
     // The owner's one partial to the parent (r1): its first element.
     int32_t owner_partial() {
         auto& buf = owner->tx[kR1];
@@ -308,10 +317,9 @@ TEST_F(InaInput, ChunksOwnedByAnotherLcoreAreHandedOverAndAggregatedThere) {
 
     // The owner, fed from the ring through its whole pipeline (as the RoCE modes' hand-offs).
     ASSERT_NO_FATAL_FAILURE(make_owner());
-    rte_mbuf* pkts[8];
-    const unsigned n = rte_ring_sc_dequeue_burst(handoff, reinterpret_cast<void**>(pkts), 8, nullptr);
-    ASSERT_EQ(n, 2u);
-    pipeline::process_burst(*owner, *snap, pkts, static_cast<uint16_t>(n));
+    auto pkts = handed();
+    ASSERT_EQ(pkts.size(), 2u);
+    pipeline::process_burst(*owner, *snap, pkts.data(), static_cast<uint16_t>(pkts.size()));
     EXPECT_EQ(owner->counters.ina_handed_off, 0u);
     EXPECT_EQ(owner->counters.ina_packets, 2u);
     EXPECT_EQ(owner->counters.ina_partials_sent, 1u);
@@ -333,10 +341,9 @@ TEST_F(InaInput, HandedContributionsEnterTheOwnersStageAndAreCheckedThere) {
     ASSERT_EQ(rte_ring_count(handoff), 3u) << "one enqueue at the end of the burst";
 
     ASSERT_NO_FATAL_FAILURE(make_owner());
-    rte_mbuf* pkts[8];
-    const unsigned n = rte_ring_sc_dequeue_burst(handoff, reinterpret_cast<void**>(pkts), 8, nullptr);
-    ASSERT_EQ(n, 3u);
-    pipeline::process_handoff(*owner, *snap, pkts, static_cast<uint16_t>(n));
+    auto pkts = handed();
+    ASSERT_EQ(pkts.size(), 3u);
+    pipeline::process_handoff(*owner, *snap, pkts.data(), static_cast<uint16_t>(pkts.size()));
     EXPECT_EQ(owner->counters.ina_packets, 3u) << "counted once, on the owner";
     EXPECT_EQ(owner->counters.drops[static_cast<size_t>(dp::DropReason::ina_bad_checksum)], 1u);
     EXPECT_EQ(owner->counters.ina_partials_sent, 1u);
@@ -355,10 +362,9 @@ TEST_F(InaInput, AMalformedContributionToAnotherLcoresChunkIsParsedAndCountedByI
     EXPECT_EQ(ctx->counters.ina_handed_off, 1u);
     EXPECT_EQ(ctx->counters.ina_not_ina, 0u) << "the sender parsed nothing";
     ASSERT_NO_FATAL_FAILURE(make_owner());
-    rte_mbuf* pkts[8];
-    const unsigned n = rte_ring_sc_dequeue_burst(handoff, reinterpret_cast<void**>(pkts), 8, nullptr);
-    ASSERT_EQ(n, 1u);
-    pipeline::process_handoff(*owner, *snap, pkts, static_cast<uint16_t>(n));
+    auto pkts = handed();
+    ASSERT_EQ(pkts.size(), 1u);
+    pipeline::process_handoff(*owner, *snap, pkts.data(), static_cast<uint16_t>(pkts.size()));
     EXPECT_EQ(owner->counters.ina_not_ina, 1u);
     EXPECT_EQ(owner->counters.ina_malformed[static_cast<size_t>(proto::ParseError::length_mismatch)],
               1u);
