@@ -316,21 +316,15 @@ uint16_t ina_run(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, u
                 continue;
             }
         }
-        // Not this lcore's chunk: its owner holds the slot and parses the packet and makes every
-        // check that depends on the job (ingress, header, checksum) before it aggregates. The
-        // frame goes unchanged, its metadata with it, in the burst's batch for that owner; no
-        // lock, no shared slot state, no payload read here.
-        const auto hand_off = [&](rte_mbuf* frame_m, uint16_t owner) {
-            if constexpr (kIn == Input::unchecked) {
-                store_meta(frame_m, pm);
+        // The memo holds job `id` and this lcore's table of it (nullptr: none attached).
+        const auto look_up = [&](uint32_t id) {
+            if (id != memo_id || memo_table == nullptr) {
+                memo_job = snap.ina_job(id);
+                memo_table = memo_job != nullptr ? static_cast<ina::ChunkTable*>(ctx.feature_state(
+                                                       memo_job->state_slot, dp::kFeatureIna, id))
+                                                 : nullptr;
+                memo_id = id;
             }
-            auto& batch = ctx.handoff_out[owner];
-            if (batch.n == batch.pkts.size()) [[unlikely]] {
-                send_handoffs(ctx, owner);
-            }
-            batch.pkts[batch.n++] = frame_m;
-            ctx.handoff_pending |= uint32_t{1} << owner;
-            ctx.flush_pending = static_cast<uint8_t>(ctx.flush_pending | 1u << dp::kFeatureIna);
         };
         const auto* frame = rte_pktmbuf_mtod(m, const uint8_t*);
         const auto* ip = reinterpret_cast<const rte_ipv4_hdr*>(frame + pm.l3_offset);
@@ -344,27 +338,36 @@ uint16_t ina_run(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, u
             }
         }
         if constexpr (kIn != Input::handed) {
-            // Another lcore's chunk goes to it before this one parses anything: a first look at
-            // the fixed header (in the first segment, where eth_input gathered it) names the
-            // job and the chunk, and the owner parses and checks the packet whole, once. What
-            // the look does not take (not data, an unknown job, a short header) is parsed
-            // here, and the owner found after the parse.
+            // Another lcore's chunk goes to it before this one parses anything. A first look at
+            // the fixed header names the job and the chunk (an INA chunk's owner comes from
+            // ina::chunk_place, its table's lane_of, the rule that also picks its slot index
+            // there); the owner holds the slot, parses the packet and makes every check that
+            // depends on the job (ingress, header, checksum) before it aggregates. The frame goes
+            // unchanged, its metadata with it, in the burst's batch for that owner: no lock, no
+            // shared slot state, no payload read here. What the look does not take is no
+            // contribution of an attached job (a result, unknown, malformed): it stays here.
+            uint8_t fixed_copy[16];
+            const auto* fixed = static_cast<const uint8_t*>(rte_pktmbuf_read(
+                m, static_cast<uint32_t>(pm.l4_offset + kL4), sizeof fixed_copy, fixed_copy));
             uint32_t peek_job = 0;
             uint32_t peek_seq = 0;
             if (ctx.n_workers > 1 && udp_len >= kL4 + proto::kFixedHeaderBytes &&
-                pm.l4_offset + kL4 + 16 <= rte_pktmbuf_data_len(m) &&
-                proto::peek_data(frame + pm.l4_offset + kL4, peek_job, peek_seq)) {
-                if (peek_job != memo_id || memo_table == nullptr) {
-                    memo_job = snap.ina_job(peek_job);
-                    memo_table = memo_job != nullptr
-                                     ? static_cast<ina::ChunkTable*>(ctx.feature_state(
-                                           memo_job->state_slot, dp::kFeatureIna, peek_job))
-                                     : nullptr;
-                    memo_id = peek_job;
-                }
-                if (memo_table != nullptr &&
-                    memo_table->lane_of(peek_seq) != ctx.worker_index) {
-                    hand_off(m, memo_table->lane_of(peek_seq));
+                fixed != nullptr && proto::peek_data(fixed, peek_job, peek_seq)) {
+                look_up(peek_job);
+                const uint16_t owner =
+                    memo_table != nullptr ? memo_table->lane_of(peek_seq) : ctx.worker_index;
+                if (owner != ctx.worker_index) {
+                    if constexpr (kIn == Input::unchecked) {
+                        store_meta(m, pm);
+                    }
+                    auto& batch = ctx.handoff_out[owner];
+                    if (batch.n == batch.pkts.size()) [[unlikely]] {
+                        send_handoffs(ctx, owner);
+                    }
+                    batch.pkts[batch.n++] = m;
+                    ctx.handoff_pending |= uint32_t{1} << owner;
+                    ctx.flush_pending =
+                        static_cast<uint8_t>(ctx.flush_pending | 1u << dp::kFeatureIna);
                     continue;
                 }
             }
@@ -385,17 +388,9 @@ uint16_t ina_run(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, u
         }
         ++ctx.counters.ina_packets;
         const proto::Header& h = packet.header;
+        look_up(h.job_id);
         const dp::InaJobView* job = memo_job;
         ina::ChunkTable* table = memo_table;
-        if (h.job_id != memo_id || table == nullptr) {
-            job = snap.ina_job(h.job_id);
-            table = job != nullptr ? static_cast<ina::ChunkTable*>(ctx.feature_state(
-                                         job->state_slot, dp::kFeatureIna, h.job_id))
-                                   : nullptr;
-            memo_id = h.job_id;
-            memo_job = job;
-            memo_table = table;
-        }
         if (table == nullptr) {
             const uint8_t handler = job == nullptr && h.type == proto::PacketType::result
                                         ? snap.ina_job_handler(h.job_id)
@@ -417,18 +412,6 @@ uint16_t ina_run(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, u
         if (h.type != proto::PacketType::data) {
             on(pass);  // results travel to the workers untouched
             continue;
-        }
-        if constexpr (kIn != Input::handed) {
-            if (ctx.n_workers > 1) {
-                // An INA chunk's owner comes from ina::chunk_place (its table's lane_of), the
-                // rule that also picks its slot index there.
-                const uint16_t owner = table->lane_of(h.seq);
-                if (owner != ctx.worker_index) {
-                    --ctx.counters.ina_packets;  // the owner counts it (or the flush, if lost)
-                    hand_off(m, owner);
-                    continue;
-                }
-            }
         }
         const uint32_t src = rte_be_to_cpu_32(ip->src_addr);
         const int ingress = job->ingress_violation(m->port, src);
