@@ -640,9 +640,8 @@ struct Burst {
         for (uint32_t n = 0; n < o.completed; ++n) {
             const uint64_t seq = o.first_completed + n;
             const uint32_t key = job.message_key[seq % job.message_key.size()];
-            if (job.table.ack(key, job.conns[0].bit.data()) == agg::AckResult::released) {
+            if (job.release_at_root(key)) {
                 ++job.counters.aggregates_acked;
-                job.slot_count[key & (job.params.window - 1)] = 0;
             }
         }
         touch(job);
@@ -922,10 +921,17 @@ bool JobState::awaits_root_result(const rc::Packet& p, uint32_t& key) const {
 void JobState::root_result_seen(uint32_t key) {
     const uint32_t slot = key & (params.window - 1);
     root_has[slot] = kRootHas | key;
-    if (leg_ended && table.ack(key, conns[0].bit.data()) == agg::AckResult::released) {
+    if (leg_ended && release_at_root(key)) {
         ++counters.carrier_ended_unacked;
-        slot_count[slot] = 0;
     }
+}
+
+bool JobState::release_at_root(uint32_t key) {
+    if (table.ack(key, conns[0].bit.data()) != agg::AckResult::released) {
+        return false;
+    }
+    slot_count[key & (params.window - 1)] = 0;
+    return true;
 }
 
 void JobState::end_aggregate_leg() {
@@ -937,9 +943,8 @@ void JobState::end_aggregate_leg() {
     for (uint64_t seq = root_leg.completed_messages(); seq < root_leg.posted_messages(); ++seq) {
         const uint32_t key = message_key[seq % message_key.size()];
         if (root_has[key & (w - 1)] == (kRootHas | key) && table.holds(key) &&
-            table.ack(key, conns[0].bit.data()) == agg::AckResult::released) {
+            release_at_root(key)) {
             ++counters.carrier_ended_unacked;
-            slot_count[key & (w - 1)] = 0;
         }
     }
 }
@@ -1380,9 +1385,8 @@ void JobState::supersede(uint16_t i, uint32_t src_ip, uint32_t dst_ip, const uin
                 if (rep_inar != nullptr && root_lacks(rep_inar, key & 0xFFFFFF) &&
                     n_resend < resend.size()) {
                     resend[n_resend++] = key;
-                } else if (table.ack(key, conns[0].bit.data()) == agg::AckResult::released) {
+                } else if (release_at_root(key)) {
                     ++counters.rejoin_carrier_unacked;
-                    slot_count[key & (w - 1)] = 0;
                 }
             }
             carrier = k;

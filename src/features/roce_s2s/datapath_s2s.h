@@ -312,6 +312,9 @@ struct alignas(64) JobState {
     // leg_ended; the outstanding aggregates whose result the root wrote are released
     // (`carrier_ended_unacked`).
     void end_aggregate_leg();
+    // The root holds chunk `key`'s aggregate (its ACK, or evidence of it): the leg's hold on
+    // the slot ends. True when that released the slot (the caller counts why).
+    bool release_at_root(uint32_t key);
     // Learn: the connection of a packet (worker -> root: src, DestQP = the root's QPN; root ->
     // worker: dst, DestQP = the worker's QPN) among the live ones; n_conns when none.
     uint16_t find_live(bool toward_root, uint32_t worker_ip, uint32_t dest_qp) const;
