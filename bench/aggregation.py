@@ -50,8 +50,9 @@ def run_bench(cmd, timeout=60):
 
 def ina_bench(binary, workers, payload, etype, seconds, lcores=1, steer="chunk",
               deterministic=False, roce=False, role="aggregator", s2s=False,
-              udp_checksum=False, pmtu=None):
-    """One ina_bench run's JSON line; roce: the RoCEv2 server-to-switch stage instead (8 ranks,
+              udp_checksum=False, pmtu=None, input_mode="cpu"):
+    """One ina_bench run's JSON line; input_mode: cpu (frames written whole on the receiving
+    lcore) or nic (payloads outside its caches, as a NIC's DMA leaves them); roce: the RoCEv2 server-to-switch stage instead (8 ranks,
     `workers` is ignored); s2s: the server-to-server stage (8 connections to a root, `workers`
     and `role` ignored); role: the job's place in the tree (aggregator or root)."""
     out = subprocess.run([binary, "--workers", str(workers), "--payload", str(payload),
@@ -61,6 +62,7 @@ def ina_bench(binary, workers, payload, etype, seconds, lcores=1, steer="chunk",
                          + (["--roce"] if roce else []) + (["--s2s"] if s2s else [])
                          + (["--udp-checksum"] if udp_checksum else [])
                          + (["--pmtu", str(pmtu)] if pmtu else [])
+                         + (["--input", input_mode] if input_mode != "cpu" else [])
                          + ["--role", role],
                          capture_output=True, text=True, timeout=seconds + 30)
     if out.returncode != 0:

@@ -19,6 +19,14 @@
 //                    CPU doing both lanes' work (the hand-off's cost in instructions and cycles,
 //                    its cross-core cache transfers aside), which a loaded machine cannot spoil.
 //
+// --input picks what the switch's lcore finds in memory:
+//   cpu   (default) the generator writes each frame whole on the lcore that receives it, so the
+//         payload is in that core's L1/L2 (and crosses to the owner on a hand-off);
+//   nic   as a NIC's DMA leaves frames: each lane allocates from its own ring of mbufs
+//         (--input-mib, cycled FIFO: beyond L2, inside the LLC) whose payloads were written
+//         before the run; per packet only the headers are written. No core holds a payload in
+//         its private caches, the receiver included.
+//
 // With --roce the same generator skeleton drives the RoCEv2 server-to-switch stage instead
 // (src/features/roce, registered as the switch registers it): 8 ranks with static QPs from an
 // `rdma:` config, each contribution a WRITE_ONLY_WITH_IMM with a valid ICRC copied from a ring
@@ -110,6 +118,7 @@ struct Lane {
     unsigned index = 0;
     pipeline::LcoreContext* ctx = nullptr;
     std::unique_ptr<ChunkTable> table;
+    rte_mempool* pool = nullptr;  // where its frames come from: g.pool, or its own (--input nic)
     rte_ring* in = nullptr;  // hand-off ring into this lane (handoff mode)
     // What this lane's generator produces: (worker, seq) pairs in order.
     std::vector<uint16_t> my_workers;  // indices into templates
@@ -140,6 +149,10 @@ struct Shared {
     // The generator alone: each burst is freed where the switch would take it (the share of a
     // contribution's time that is the input's, not the switch's).
     bool generator_only = false;
+    // --input nic: the bytes of a template the generator writes per packet (its headers, up to
+    // the payload); 0 writes it whole (--input cpu).
+    size_t header_bytes = 0;
+    unsigned input_mib = 4;  // --input nic: each lane's pool (its "RX ring") in MiB
     uint64_t end_tsc = 0;
     std::atomic<unsigned> ready{0};
     std::atomic<bool> go{false};
@@ -160,7 +173,7 @@ Shared g;
 [[gnu::always_inline]] inline bool generate(Lane& lane, rte_mbuf** burst, uint32_t& seq,
                                             size_t& wi) {
     const auto& templates = *g.templates;
-    if (rte_pktmbuf_alloc_bulk(g.pool, burst, kBurst) != 0) {
+    if (rte_pktmbuf_alloc_bulk(lane.pool, burst, kBurst) != 0) {
         std::fprintf(stderr, "mempool exhausted\n");
         lane.failed = true;
         return false;
@@ -169,7 +182,7 @@ Shared g;
         rte_mbuf* m = burst[b];
         const auto& t = templates[lane.my_workers[wi]];
         auto* d = rte_pktmbuf_mtod(m, uint8_t*);
-        std::memcpy(d, t.data(), t.size());
+        std::memcpy(d, t.data(), g.header_bytes != 0 ? g.header_bytes : t.size());
         if (g.seq_off != 0) {
             const uint32_t be = rte_cpu_to_be_32(seq);
             std::memcpy(d + g.seq_off, &be, 4);
@@ -302,6 +315,37 @@ Shared g;
     lane.cpu_ns = thread_cpu_ns() - cpu_start;
     pipeline::tx_flush_all(ctx);
     return 0;
+}
+
+// --input nic: a lane's own pool, as a NIC queue's RX ring: its buffers are written by the device
+// (into memory, or the LLC with DDIO), not by the core that polls it, and the ring cycles
+// through all of them. So: no per-lcore cache (the pool's ring hands mbufs out in the order
+// they came back: FIFO), ~10 MiB (beyond both cores' L2, inside the L3), every mbuf holding a
+// whole contribution (the templates' in turn) before the run; per packet the generator writes
+// the headers only (g.header_bytes). Multi-producer puts: the other lane frees the frames it
+// was handed.
+rte_mempool* nic_pool(unsigned lane, const std::vector<std::vector<uint8_t>>& templates,
+                      size_t payload, unsigned room) {
+    const unsigned frames = std::max(2048u, (g.input_mib << 20) / (room + 256));
+    rte_mempool* pool = rte_pktmbuf_pool_create_by_ops(
+        ("bench_nic" + std::to_string(lane)).c_str(), frames, 0, 0,
+        static_cast<uint16_t>(room), SOCKET_ID_ANY, "ring_mp_sc");
+    std::vector<rte_mbuf*> all(frames);
+    if (pool == nullptr || rte_pktmbuf_alloc_bulk(pool, all.data(), frames) != 0) {
+        std::fprintf(stderr, "cannot create or fill the lane's pool\n");
+        return nullptr;
+    }
+    for (size_t i = 0; i < all.size(); ++i) {
+        const auto& t = templates[i % templates.size()];
+        if (t.size() > rte_pktmbuf_tailroom(all[i])) {
+            std::fprintf(stderr, "a frame does not fit the pool's mbufs\n");
+            return nullptr;
+        }
+        std::memcpy(rte_pktmbuf_mtod(all[i], uint8_t*), t.data(), t.size());
+    }
+    rte_pktmbuf_free_bulk(all.data(), frames);
+    g.header_bytes = templates[0].size() - payload;
+    return pool;
 }
 
 bool start_sink_ports(unsigned lanes) {
@@ -1009,6 +1053,16 @@ int main(int argc, char** argv) {
     app.add_flag("--tx-checksum-offload", tx_checksum_offload,
                  "the ports compute the UDP checksums of the datagrams the switch emits, as a NIC "
                  "with TX checksum offload does (ports: tx_udp_checksum); default: software");
+    std::string input = "cpu";
+    app.add_option("--input", input,
+                   "cpu: the generator writes every frame whole on the lcore that receives it "
+                   "(payload in that core's caches); nic: as a NIC's DMA leaves them, payloads "
+                   "not in the receiving core's caches (a ~10 MiB ring of mbufs cycled FIFO, "
+                   "only the headers written per packet)")
+        ->check(CLI::IsMember({"cpu", "nic"}));
+    app.add_option("--input-mib", g.input_mib,
+                   "--input nic: each lane's ring of frames, MiB (beyond L2, inside the LLC)")
+        ->check(CLI::Range(1u, 256u));
     app.add_flag("--generator-only", g.generator_only,
                  "the input alone: every generated burst is freed instead of switched (alloc, "
                  "copy and free per packet: the part of the rate that is the generator's)");
@@ -1037,6 +1091,11 @@ int main(int argc, char** argv) {
         ->needs("--roce");
     CLI11_PARSE(app, argc, argv);
     const bool root = role == "root";
+    const bool nic_input = input == "nic";
+    if (nic_input && (roce || s2s || l3)) {
+        std::fprintf(stderr, "--input nic: INA only\n");
+        return 2;
+    }
     if (root && (lanes != 1 || l3)) {
         std::fprintf(stderr, "--role root: 1 lcore, not with --l3\n");
         return 2;
@@ -1170,6 +1229,16 @@ int main(int argc, char** argv) {
         lane.index = k;
         ctxs.push_back(lane_context(static_cast<uint16_t>(k)));
         auto* ctx = ctxs.back().get();
+        lane.pool = g.pool;
+        if (nic_input) {
+            // Room for a deterministic partial (int64 elements: up to 4 x a 16-bit payload).
+            const unsigned room = RTE_PKTMBUF_HEADROOM + (deterministic ? 4 : 1) * payload + 256;
+            lane.pool = nic_pool(k, templates, size_t{elems} * esize, room);
+            if (lane.pool == nullptr) {
+                return 1;
+            }
+            ctx->pool = lane.pool;  // its partials, as a switch's lcore allocates them
+        }
         ina::JobParams lane_jp = jp;
         if (handoff) {
             lane_jp.lanes = static_cast<uint16_t>(lanes);
@@ -1252,7 +1321,7 @@ int main(int argc, char** argv) {
     }
     std::printf("{\"traffic\": \"%s\", \"role\": \"%s\", \"workers\": %u, \"payload_bytes\": %u, \"type\": \"%s\", \"isa\": \"%s\", "
                 "\"lcores\": %u, \"steer\": \"%s\", \"one_thread\": %s, \"deterministic\": %s, "
-                "\"udp_checksum\": %s, \"tx_checksum_offload\": %s, \"generator_only\": %s, "
+                "\"udp_checksum\": %s, \"tx_checksum_offload\": %s, \"generator_only\": %s, \"input\": \"%s\", "
                 "\"mpps\": %.3f, \"payload_gbit_s\": %.2f, \"gelem_s\": %.3f, "
                 "\"absorbed\": %lu, \"completed\": %lu, \"frames_out\": %lu, "
                 "\"packets\": %lu, \"seconds\": %.3f, \"cpu_mpps\": %.3f}\n",
@@ -1260,7 +1329,8 @@ int main(int argc, char** argv) {
                 std::string(reduce::to_string(reduce::kernels().isa)).c_str(), lanes,
                 lanes > 1 ? steer.c_str() : "none", one_thread && lanes > 1 ? "true" : "false",
                 deterministic ? "true" : "false", g.udp_checksum ? "true" : "false",
-                snap->udp_checksum_offload ? "true" : "false", g.generator_only ? "true" : "false", static_cast<double>(packets) / elapsed / 1e6,
+                snap->udp_checksum_offload ? "true" : "false", g.generator_only ? "true" : "false",
+                input.c_str(), static_cast<double>(packets) / elapsed / 1e6,
                 static_cast<double>(packets) * elems * static_cast<double>(esize) * 8 / elapsed / 1e9,
                 static_cast<double>(absorbed) * elems / elapsed / 1e9,
                 static_cast<unsigned long>(absorbed), static_cast<unsigned long>(completed),

@@ -120,20 +120,25 @@ def scenario_roce(a):
 def scenario_scaling(a):
     exe = os.path.join(a.build, "bench", "ina_bench")
     seconds = 0.2 if a.smoke else 1.5
-    modes = [("1 lcore", 1, "chunk"), ("2 lcores, chunk-steered input", 2, "chunk"),
-             ("2 lcores, input by worker + hand-off", 2, "handoff")]
-    runs = {label: [] for label, _, _ in modes}
+    # (label, lcores, steer, input): each input's 1-lcore row is its rows' base.
+    modes = [("1 lcore", 1, "chunk", "cpu"), ("2 lcores, chunk-steered input", 2, "chunk", "cpu"),
+             ("2 lcores, input by worker + hand-off", 2, "handoff", "cpu"),
+             ("NIC-like input: 1 lcore", 1, "chunk", "nic"),
+             ("NIC-like input: 2 lcores, chunk-steered", 2, "chunk", "nic"),
+             ("NIC-like input: 2 lcores, by worker + hand-off", 2, "handoff", "nic")]
+    runs = {label: [] for label, _, _, _ in modes}
     for _ in range(a.repeat):
-        for label, lcores, steer in modes:  # interleaved, so load changes hit every mode
+        for label, lcores, steer, inp in modes:  # interleaved, so load changes hit every mode
             runs[label].append(aggregation.ina_bench(exe, 8, 1024, "fp32", seconds, lcores,
-                                                     steer)["mpps"])
-    one = statistics.median(runs["1 lcore"])
+                                                     steer, input_mode=inp)["mpps"])
+    one = {inp: statistics.median(runs[label])
+           for label, lcores, _, inp in modes if lcores == 1}
     rows = []
-    for label, lcores, steer in modes:
+    for label, lcores, steer, inp in modes:
         med = statistics.median(runs[label])
-        rows.append({"mode": label, "lcores": lcores, "steer": steer, "mpps": common.mmm(
-            runs[label]), "speedup": round(med / one, 3)})
-        log("scaling %-38s %6.2f Mpps  x%.2f" % (label, med, med / one))
+        rows.append({"mode": label, "lcores": lcores, "steer": steer, "input": inp,
+                     "mpps": common.mmm(runs[label]), "speedup": round(med / one[inp], 3)})
+        log("scaling %-46s %6.2f Mpps  x%.2f" % (label, med, med / one[inp]))
     return {"payload_bytes": 1024, "type": "fp32", "workers": 8, "seconds": seconds,
             "rows": rows}
 
@@ -225,11 +230,12 @@ def goals(res):
             r["payload_bytes"], r["ranks"]), r["ratio"], aggregation.ROCE_GOAL, "higher",
             "issue 11")
     sc = res.get("scaling", {})
-    two = next((r for r in sc.get("rows", []) if r["steer"] == "chunk" and r["lcores"] == 2), None)
+    two = next((r for r in sc.get("rows", []) if r["steer"] == "chunk" and r["lcores"] == 2 and
+                r.get("input", "cpu") == "cpu"), None)
     add("aggregation: 2 lcores / 1 lcore", two and two["speedup"], 1.8, "higher",
         "chunk-steered input")
     handoff = next((r for r in sc.get("rows", []) if r["steer"] == "handoff" and
-                    r["lcores"] == 2), None)
+                    r["lcores"] == 2 and r.get("input", "cpu") == "cpu"), None)
     add("aggregation: 2 lcores / 1 lcore, input by worker + hand-off", handoff and
         handoff["speedup"], 1.8, "higher", "issue 15: input hashed by address, as RSS spreads it")
     lat = res.get("latency", {}).get("l3")
