@@ -98,9 +98,12 @@ std::string flow_error_text(const char* call, const SteerRule& rule, int rc,
                             const rte_flow_error& e) {
     std::string text = std::string(call) + " refused the rule of lane " +
                        std::to_string(rule.lane) + " (queue " + std::to_string(rule.queue) + "): ";
-    text += e.message != nullptr ? e.message : "no message";
-    text += " (" + std::string(std::strerror(rc < 0 ? -rc : rc)) + ")";
-    return text;
+    const std::string cause = std::strerror(rc < 0 ? -rc : rc);
+    // A device without flow support answers ENOSYS with the errno's own text as the message.
+    if (e.message == nullptr || cause == e.message) {
+        return text + cause;
+    }
+    return text + e.message + " (" + cause + ")";
 }
 
 // Validates and creates `plan`'s rules on `port`; on the first refusal destroys what it

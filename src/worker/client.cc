@@ -243,11 +243,17 @@ Stats Client::allreduce(std::span<const std::byte> input, std::span<std::byte> o
     std::vector<uint8_t> resent(W, 0);  // slot's chunk was sent again (its RTT is ambiguous)
     std::vector<uint8_t> done(n_chunks, 0);
     // Fast retransmission: results come back in about the order chunks went out, so a chunk
-    // still missing when the results of kOvertaken later chunks are in was lost (its data or its
-    // result). It is sent again once it is older than 1.5 smoothed RTTs, without waiting for the
-    // timeout; reordering by fewer than kOvertaken chunks never triggers it.
+    // still missing when the results of kOvertaken chunks first sent after it are in was lost
+    // (its data or its result). It is sent again once it is older than 1.5 smoothed RTTs,
+    // without waiting for the timeout; reordering by fewer than kOvertaken chunks never
+    // triggers it. "After" is the order of first sends on the wire (first_ord): the chunk order
+    // unsteered, regrouped by socket when steered (a batch's chunks of one source port leave
+    // together, ahead of lower chunks of other ports, which is no loss).
     constexpr uint64_t kOvertaken = 3;
-    uint64_t highest_done = 0;  // 1 + the highest chunk with its result
+    std::vector<uint64_t> first_ord(W);  // slot's chunk: its first send's place on the wire
+    uint64_t next_ord = 0;
+    uint64_t last_first = UINT64_MAX;  // the chunk of the last first send given its first_ord
+    uint64_t highest_done = 0;  // 1 + the highest first_ord with its result
     Clock::duration srtt{};     // EWMA (1/8) of first-send round trips (Karn: none resent)
     uint64_t base = 0;  // lowest chunk without its result
     uint64_t next = 0;  // next chunk never sent
@@ -266,6 +272,7 @@ Stats Client::allreduce(std::span<const std::byte> input, std::span<std::byte> o
     std::vector<uint8_t> tx_first_send(kBatch);  // retransmissions never go in a GSO run
     // Which of send_fds_ a message leaves by: seq & (steer_ports - 1), 0 when unsteered.
     std::vector<uint8_t> tx_sock(kBatch);
+    std::vector<uint64_t> tx_chunk(kBatch);  // the message's chunk
     const uint32_t steer_mask = opt_.steer_ports - 1;
     size_t tx_n = 0;
     // UDP GSO: a run of full-size first sends goes down the stack as ONE datagram with
@@ -370,6 +377,7 @@ Stats Client::allreduce(std::span<const std::byte> input, std::span<std::byte> o
     std::vector<mmsghdr> by_sock_msgs(kBatch);
     std::vector<uint8_t> by_sock_first(kBatch);
     std::vector<uint8_t> by_sock_sock(kBatch);
+    std::vector<uint64_t> by_sock_chunk(kBatch);
     std::vector<size_t> sock_start(kMaxSteerPorts + 1);
     auto group_by_socket = [&]() {
         std::fill(sock_start.begin(), sock_start.end(), 0);
@@ -384,14 +392,25 @@ Stats Client::allreduce(std::span<const std::byte> input, std::span<std::byte> o
             by_sock_msgs[j] = tx_msgs[i];
             by_sock_first[j] = tx_first_send[i];
             by_sock_sock[j] = tx_sock[i];
+            by_sock_chunk[j] = tx_chunk[i];
         }
         std::copy_n(by_sock_msgs.begin(), tx_n, tx_msgs.begin());
         std::copy_n(by_sock_first.begin(), tx_n, tx_first_send.begin());
         std::copy_n(by_sock_sock.begin(), tx_n, tx_sock.begin());
+        std::copy_n(by_sock_chunk.begin(), tx_n, tx_chunk.begin());
     };
     auto flush = [&]() {
         if (steer_mask != 0) {
             group_by_socket();
+        }
+        // Before the injected reordering (a fault of the path, not the sender's order); an
+        // injected duplicate (queued right after its original, maybe in the next batch) is the
+        // same first send. Unsteered, first_ord is the chunk index.
+        for (size_t i = 0; i < tx_n; ++i) {
+            if (tx_first_send[i] != 0 && tx_chunk[i] != last_first) {
+                first_ord[tx_chunk[i] % W] = next_ord++;
+                last_first = tx_chunk[i];
+            }
         }
         if (faults && opt_.fault_reorder > 0) {
             for (size_t i = 0; i + 1 < tx_n; ++i) {
@@ -461,6 +480,7 @@ Stats Client::allreduce(std::span<const std::byte> input, std::span<std::byte> o
             m.msg_hdr.msg_iovlen = 1;
             tx_first_send[tx_n] = retransmit ? 0 : 1;
             tx_sock[tx_n] = static_cast<uint8_t>((first + static_cast<uint32_t>(c)) & steer_mask);
+            tx_chunk[tx_n] = c;
             if (++tx_n == kBatch) {
                 flush();
             }
@@ -505,7 +525,7 @@ Stats Client::allreduce(std::span<const std::byte> input, std::span<std::byte> o
                     h.payload_bytes());
         done[chunk] = 1;
         ++st.results;
-        highest_done = std::max(highest_done, chunk + 1);
+        highest_done = std::max(highest_done, first_ord[chunk % W] + 1);
         if (resent[chunk % W] == 0) {
             const auto rtt = Clock::now() - sent_at[chunk % W];
             srtt = srtt == Clock::duration::zero() ? rtt : srtt + (rtt - srtt) / 8;
@@ -563,11 +583,13 @@ Stats Client::allreduce(std::span<const std::byte> input, std::span<std::byte> o
             const auto fast_after = std::max(srtt + srtt / 2, min_fast);
             if (age >= rto) {
                 queue(c, true);
-            } else if (highest_done >= c + 1 + kOvertaken && srtt != Clock::duration::zero() &&
+            } else if (highest_done >= first_ord[c % W] + 1 + kOvertaken &&
+                       srtt != Clock::duration::zero() &&
                        age >= fast_after) {
                 queue(c, true);
                 ++st.fast_retransmits;
-            } else if (highest_done >= c + 1 + kOvertaken && srtt != Clock::duration::zero()) {
+            } else if (highest_done >= first_ord[c % W] + 1 + kOvertaken &&
+                       srtt != Clock::duration::zero()) {
                 wake = std::min(wake, sent_at[c % W] + fast_after);
             }
             wake = std::min(wake, sent_at[c % W] + rto);
