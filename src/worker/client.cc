@@ -243,17 +243,19 @@ Stats Client::allreduce(std::span<const std::byte> input, std::span<std::byte> o
     std::vector<uint8_t> resent(W, 0);  // slot's chunk was sent again (its RTT is ambiguous)
     std::vector<uint8_t> done(n_chunks, 0);
     // Fast retransmission: results come back in about the order chunks went out, so a chunk
-    // still missing when the results of kOvertaken chunks first sent after it are in was lost
-    // (its data or its result). It is sent again once it is older than 1.5 smoothed RTTs,
-    // without waiting for the timeout; reordering by fewer than kOvertaken chunks never
-    // triggers it. "After" is the order of first sends on the wire (first_ord): the chunk order
-    // unsteered, regrouped by socket when steered (a batch's chunks of one source port leave
-    // together, ahead of lower chunks of other ports, which is no loss).
+    // still missing when the results of kOvertaken later chunks are in was lost (its data or its
+    // result). It is sent again once it is older than 1.5 smoothed RTTs, without waiting for the
+    // timeout; reordering by fewer than kOvertaken chunks never triggers it. Steered, "later"
+    // means later chunks of the same source port (seq mod steer_ports): each port's chunks leave
+    // every worker in order, while a batch leaves grouped by port, so across ports a chunk may
+    // complete before a lower one whenever some worker's next port group is late (a descheduled
+    // worker), which is no loss. Unsteered it is every later chunk.
     constexpr uint64_t kOvertaken = 3;
-    std::vector<uint64_t> first_ord(W);  // slot's chunk: its first send's place on the wire
-    uint64_t next_ord = 0;
-    uint64_t last_first = UINT64_MAX;  // the chunk of the last first send given its first_ord
-    uint64_t highest_done = 0;  // 1 + the highest first_ord with its result
+    // Per source port (seq & steer_mask): 1 + the highest chunk with its result.
+    std::vector<uint64_t> highest_done(opt_.steer_ports, 0);
+    const uint64_t overtaken_span = kOvertaken * opt_.steer_ports;  // chunks of one port apart
+    const uint32_t steer_mask = opt_.steer_ports - 1;
+    auto port_of = [&](uint64_t c) { return (first + static_cast<uint32_t>(c)) & steer_mask; };
     Clock::duration srtt{};     // EWMA (1/8) of first-send round trips (Karn: none resent)
     uint64_t base = 0;  // lowest chunk without its result
     uint64_t next = 0;  // next chunk never sent
@@ -272,8 +274,6 @@ Stats Client::allreduce(std::span<const std::byte> input, std::span<std::byte> o
     std::vector<uint8_t> tx_first_send(kBatch);  // retransmissions never go in a GSO run
     // Which of send_fds_ a message leaves by: seq & (steer_ports - 1), 0 when unsteered.
     std::vector<uint8_t> tx_sock(kBatch);
-    std::vector<uint64_t> tx_chunk(kBatch);  // the message's chunk
-    const uint32_t steer_mask = opt_.steer_ports - 1;
     size_t tx_n = 0;
     // UDP GSO: a run of full-size first sends goes down the stack as ONE datagram with
     // UDP_SEGMENT = max_pkt (cut into the same datagrams by the NIC, or by the kernel just before
@@ -377,7 +377,6 @@ Stats Client::allreduce(std::span<const std::byte> input, std::span<std::byte> o
     std::vector<mmsghdr> by_sock_msgs(kBatch);
     std::vector<uint8_t> by_sock_first(kBatch);
     std::vector<uint8_t> by_sock_sock(kBatch);
-    std::vector<uint64_t> by_sock_chunk(kBatch);
     std::vector<size_t> sock_start(kMaxSteerPorts + 1);
     auto group_by_socket = [&]() {
         std::fill(sock_start.begin(), sock_start.end(), 0);
@@ -392,25 +391,14 @@ Stats Client::allreduce(std::span<const std::byte> input, std::span<std::byte> o
             by_sock_msgs[j] = tx_msgs[i];
             by_sock_first[j] = tx_first_send[i];
             by_sock_sock[j] = tx_sock[i];
-            by_sock_chunk[j] = tx_chunk[i];
         }
         std::copy_n(by_sock_msgs.begin(), tx_n, tx_msgs.begin());
         std::copy_n(by_sock_first.begin(), tx_n, tx_first_send.begin());
         std::copy_n(by_sock_sock.begin(), tx_n, tx_sock.begin());
-        std::copy_n(by_sock_chunk.begin(), tx_n, tx_chunk.begin());
     };
     auto flush = [&]() {
         if (steer_mask != 0) {
             group_by_socket();
-        }
-        // Before the injected reordering (a fault of the path, not the sender's order); an
-        // injected duplicate (queued right after its original, maybe in the next batch) is the
-        // same first send. Unsteered, first_ord is the chunk index.
-        for (size_t i = 0; i < tx_n; ++i) {
-            if (tx_first_send[i] != 0 && tx_chunk[i] != last_first) {
-                first_ord[tx_chunk[i] % W] = next_ord++;
-                last_first = tx_chunk[i];
-            }
         }
         if (faults && opt_.fault_reorder > 0) {
             for (size_t i = 0; i + 1 < tx_n; ++i) {
@@ -479,8 +467,7 @@ Stats Client::allreduce(std::span<const std::byte> input, std::span<std::byte> o
             m.msg_hdr.msg_iov = &tx_iov[tx_n];
             m.msg_hdr.msg_iovlen = 1;
             tx_first_send[tx_n] = retransmit ? 0 : 1;
-            tx_sock[tx_n] = static_cast<uint8_t>((first + static_cast<uint32_t>(c)) & steer_mask);
-            tx_chunk[tx_n] = c;
+            tx_sock[tx_n] = static_cast<uint8_t>(port_of(c));
             if (++tx_n == kBatch) {
                 flush();
             }
@@ -525,7 +512,8 @@ Stats Client::allreduce(std::span<const std::byte> input, std::span<std::byte> o
                     h.payload_bytes());
         done[chunk] = 1;
         ++st.results;
-        highest_done = std::max(highest_done, first_ord[chunk % W] + 1);
+        auto& highest = highest_done[port_of(chunk)];
+        highest = std::max(highest, chunk + 1);
         if (resent[chunk % W] == 0) {
             const auto rtt = Clock::now() - sent_at[chunk % W];
             srtt = srtt == Clock::duration::zero() ? rtt : srtt + (rtt - srtt) / 8;
@@ -583,12 +571,12 @@ Stats Client::allreduce(std::span<const std::byte> input, std::span<std::byte> o
             const auto fast_after = std::max(srtt + srtt / 2, min_fast);
             if (age >= rto) {
                 queue(c, true);
-            } else if (highest_done >= first_ord[c % W] + 1 + kOvertaken &&
+            } else if (highest_done[port_of(c)] >= c + 1 + overtaken_span &&
                        srtt != Clock::duration::zero() &&
                        age >= fast_after) {
                 queue(c, true);
                 ++st.fast_retransmits;
-            } else if (highest_done >= first_ord[c % W] + 1 + kOvertaken &&
+            } else if (highest_done[port_of(c)] >= c + 1 + overtaken_span &&
                        srtt != Clock::duration::zero()) {
                 wake = std::min(wake, sent_at[c % W] + fast_after);
             }

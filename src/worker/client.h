@@ -11,9 +11,9 @@
 //
 // Reliability: a chunk whose result has not come within `retransmit_timeout` is sent again with
 // the retransmit flag, until its result arrives; so is, sooner, a chunk whose result is still
-// missing when the results of three later chunks are in and it is older than 1.5 smoothed RTTs
-// (fast retransmission: the results overtook it, so something was lost); duplicate results are
-// ignored. Everything is
+// missing when the results of three later chunks (steered: of its source port) are in and it is
+// older than 1.5 smoothed RTTs (fast retransmission: the results overtook it, so something was
+// lost); duplicate results are ignored. Everything is
 // bounded by `overall_timeout`: allreduce() throws instead of hanging.
 #pragma once
 

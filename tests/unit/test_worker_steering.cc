@@ -207,6 +207,30 @@ TEST(WorkerSteering, ChunkSeqPicksTheSourcePort) { allreduce_through(4, 40, true
 // A window of 16 spreads over 16 of the 64 sockets at a time: one datagram per socket.
 TEST(WorkerSteering, SixtyFourPorts) { allreduce_through(64, 130, false); }
 
+// Losses are still found by fast retransmission (later chunks of the lost one's source port
+// came back), not only by the timeout, and the result is whole.
+TEST(WorkerSteering, FastRetransmissionPerSourcePort) {
+    StandInRoot root;
+    ClientOptions o = options(root.port());
+    o.steer_ports = 4;
+    o.fault_tx_loss = 0.05;
+    o.fault_seed = 7;
+    // Long enough that a loaded machine's RTT never lets the timeout come first.
+    o.retransmit_timeout = std::chrono::milliseconds(300);
+    const size_t elems = size_t{64} * 300;
+    std::vector<int32_t> in(elems);
+    for (size_t i = 0; i < elems; ++i) {
+        in[i] = static_cast<int32_t>(i);
+    }
+    std::vector<int32_t> out(elems, 0);
+    Client c(o);
+    const auto st =
+        c.allreduce(std::as_bytes(std::span(in)), std::as_writable_bytes(std::span(out)));
+    EXPECT_EQ(out, in);
+    EXPECT_GT(st.injected_faults, 0u);
+    EXPECT_GT(st.fast_retransmits, 0u);
+}
+
 TEST(WorkerSteering, TakenSteerPortFailsNamingTheOption) {
     StandInRoot root;
     ClientOptions o = options(root.port());
