@@ -11,7 +11,10 @@ capture on h1's and h4's links (tcpdump in their namespaces) shows every data pa
 from source port 40960 | (seq & (N - 1)), every one of the N ports used, every chunk seen, and
 the results come back to the INA port (the workers verify them). The switch aggregates them
 whatever their source port: every chunk completed once, one result per worker per chunk,
-contributions handed between the lcores (the hand-off path the status names).
+contributions handed between the lcores (the hand-off path the status names). Then a switch
+whose port is net_tap (2 queues, 2 lcores): net_tap's rte_flow needs the kernel's TC flower,
+which this CI's kernel lacks, so it reports hand-off with net_tap's refusal (here
+rte_flow_validate passes and rte_flow_create refuses: "item not supported").
 """
 
 import os
@@ -122,6 +125,27 @@ def check_capture(h: Host, path: str, ports: int, chunks: int) -> None:
           f"{h.name}: each of its {ports} source ports used ({sorted(used)[:8]}...)")
 
 
+def tap_refuses(switch_exe: str) -> None:
+    """net_tap implements rte_flow through the kernel's TC flower classifier: where the kernel
+    has none (this CI's), the rules are refused and the port says so with the PMD's message."""
+    iface = f"ie{os.getpid()}steer"
+    extra = {"ports": [{"name": "tap0", "devargs": f"net_tap9,iface={iface}", "rx_queues": 2,
+                        "ipv4": ["10.9.7.1/24"]}],
+             "eal": {"args": ["--lcores", "0@0,1@1,2@1", "--no-huge", "-m", "512", "--no-pci",
+                              "--log-level", "*:warning"]}}
+    with Testbed(switch_exe, [], extra=extra, tag="steertap") as tb:
+        port = tb.api_json("GET", "/api/v1/status")["ports"][0]
+        check(port["driver"] == "net_tap" and port["chunk_steering"] in ("hand-off", "rte_flow"),
+              f"net_tap with 2 queues and 2 lcores: {port['chunk_steering']}, "
+              f"{port['chunk_steering_rules']} rules, {port['chunk_steering_reason']!r}")
+        if port["chunk_steering"] == "rte_flow":
+            check(port["chunk_steering_rules"] == 2, "a kernel with TC flower took both rules")
+        else:
+            check(port["chunk_steering_rules"] == 0 and
+                  port["chunk_steering_reason"].startswith("net_tap: rte_flow_"),
+                  "the refusal names the PMD and the call")
+
+
 def test(switch_exe: str) -> None:
     exe = worker_exe(switch_exe)
     elements = int(os.environ.get("INAE2E_STEERING_ELEMENTS", str(1 << 20)))
@@ -185,6 +209,7 @@ def test(switch_exe: str) -> None:
             kill_leftovers([p for _, p in caps.values()])
         log(f"{elements} int32 x {N} workers steering over {sorted(STEER.values())} source "
             f"ports, switch on hand-off: ok")
+    tap_refuses(switch_exe)
 
 
 if __name__ == "__main__":
