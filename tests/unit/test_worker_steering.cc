@@ -109,12 +109,18 @@ public:
         thread_ = std::thread([this] { run(); });
     }
     ~StandInRoot() {
-        stop_ = true;
-        thread_.join();
+        stop();
         ::close(fd_);
     }
     uint16_t port() const { return port_; }
-    // (seq, source port) of every data packet, in arrival order; after the client returned.
+    // Ends the answering thread (idempotent).
+    void stop() {
+        stop_ = true;
+        if (thread_.joinable()) {
+            thread_.join();
+        }
+    }
+    // (seq, source port) of every data packet, in arrival order; only after stop().
     const std::vector<std::pair<uint32_t, uint16_t>>& seen() const { return seen_; }
 
 private:
@@ -177,6 +183,7 @@ void allreduce_through(uint32_t steer_ports, uint32_t chunks, bool gso) {
     }
     EXPECT_EQ(out, in);
     EXPECT_EQ(st.results, chunks);
+    root.stop();
     const auto& seen = root.seen();
     ASSERT_GE(seen.size(), chunks);
     std::set<uint16_t> ports;
