@@ -46,6 +46,9 @@ ClientOptions options(uint16_t port) {
     o.chunk_elems = 64;
     o.window = 16;
     o.first_seq = 5;  // seq, not the chunk index, picks the port
+    // The stand-in root's port is an ephemeral one (32768 and up), which may fall in the
+    // default 40960 .. 41023: steer from a range below them, never holding `port`.
+    o.steer_base_port = port / 64 == 2048 / 64 ? 4096 : 2048;
     o.overall_timeout = std::chrono::milliseconds(20000);
     return o;
 }
