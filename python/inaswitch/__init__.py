@@ -117,13 +117,16 @@ class Client:
     timeout. The socket is bound here: a second client on the same address and port would steal
     this one's results, so a host runs one client per address at a time (close() releases it).
     `progress` draws a bar on stderr for tensors of 1 MiB or more while stderr is a terminal
-    (never on a pipe or file); False turns it off.
+    (never on a pipe or file); False turns it off. `steer_ports` N > 1 (a power of two up to 64)
+    sends chunk seq from UDP source port `steer_base_port` | (seq & (N - 1)), one socket bound
+    per port, so a switch whose NIC steers by source port puts each chunk on the lcore owning it
+    (docs/operations.md "Chunk steering"); results still arrive on `port`.
     """
 
     def __init__(self, job: int, bfr_id: int, abm: str, root: str, *, bind: str = "0.0.0.0",
                  port: int = 9470, chunk: int = 256, window: int = 64, bsl: int = 64,
                  timeout_ms: int = 60000, rto_ms: float = 20.0, first_seq: int = 0,
-                 progress: bool = True):
+                 progress: bool = True, steer_ports: int = 1, steer_base_port: int = 40960):
         self.job = job
         self.progress = progress
         self.bfr_id = bfr_id
@@ -131,7 +134,8 @@ class Client:
         self.root = root
         try:
             self._native = _native.NativeClient(job, bfr_id, abm, root, bind, port, chunk,
-                                                window, bsl, timeout_ms, rto_ms, first_seq)
+                                                window, bsl, timeout_ms, rto_ms, first_seq,
+                                                steer_ports, steer_base_port)
         except _native.NativeError as e:
             _raise(e)
         except TypeError as e:  # out-of-range integers (pybind11's conversion refused them)

@@ -109,7 +109,8 @@ class NativeClient {
 public:
     NativeClient(uint32_t job, uint16_t bfr_id, const std::string& abm, const std::string& root,
                  const std::string& bind, uint16_t port, uint32_t chunk, uint32_t window,
-                 uint16_t bsl, uint32_t timeout_ms, double rto_ms, uint32_t first_seq) {
+                 uint16_t bsl, uint32_t timeout_ms, double rto_ms, uint32_t first_seq,
+                 uint32_t steer_ports, uint32_t steer_base_port) {
         opt_.job_id = job;
         opt_.bfr_id = bfr_id;
         opt_.bsl_bits = bsl;
@@ -132,6 +133,8 @@ public:
         opt_.chunk_elems = chunk;
         opt_.window = window;
         opt_.first_seq = first_seq;
+        opt_.steer_ports = steer_ports;
+        opt_.steer_base_port = steer_base_port;
         opt_.overall_timeout = std::chrono::milliseconds(timeout_ms);
         opt_.retransmit_timeout = std::chrono::microseconds(static_cast<int64_t>(rto_ms * 1000));
         // Bind now, so a bad address or a taken port fails here, not at the first AllReduce.
@@ -255,10 +258,12 @@ PYBIND11_MODULE(_native, m) {
     py::class_<NativeClient>(m, "NativeClient")
         .def(py::init<uint32_t, uint16_t, const std::string&, const std::string&,
                       const std::string&, uint16_t, uint32_t, uint32_t, uint16_t, uint32_t,
-                      double, uint32_t>(),
+                      double, uint32_t, uint32_t, uint32_t>(),
              py::arg("job"), py::arg("bfr_id"), py::arg("abm"), py::arg("root"), py::arg("bind"),
              py::arg("port"), py::arg("chunk"), py::arg("window"), py::arg("bsl"),
-             py::arg("timeout_ms"), py::arg("rto_ms"), py::arg("first_seq"))
+             py::arg("timeout_ms"), py::arg("rto_ms"), py::arg("first_seq"),
+             py::arg("steer_ports") = 1,
+             py::arg("steer_base_port") = ina::worker::kDefaultSteerBasePort)
         .def("allreduce_address", &NativeClient::allreduce_address, py::arg("address"),
              py::arg("nbytes"), py::arg("elem_type"), py::arg("op"), py::arg("progress") = false,
              "AllReduce nbytes at address in place (the caller keeps the memory alive)")

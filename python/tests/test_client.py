@@ -213,3 +213,39 @@ def test_root_without_the_job_times_out():
         with pytest.raises(inaswitch.TimeoutError, match="0 of 2 results.*no result at all") as e:
             c.allreduce_(np.ones(300, np.float32))
         assert isinstance(e.value, TimeoutError) and e.value.reason == "timeout"
+
+
+def test_steered_source_ports():
+    # Four clients each sending chunk seq from 2048 | (seq & 3) (their own 127.0.0.x, so the
+    # ranges do not clash): ina-ps aggregates whatever the source port and answers on PORT.
+    n = 3000
+    inputs = [data(i, n, np.float32) for i in range(1, N + 1)]
+    expect = sum(inputs[1:], inputs[0].copy())
+    tensors = [x.copy() for x in inputs]
+    # PORT is ephemeral (32768 and up): steer from below it, so the ranges never meet.
+    cs = clients(steer_ports=4, steer_base_port=2048)
+    try:
+        with host_root("fp32"):
+            stats = run_workers(cs, tensors)
+    finally:
+        close_all(cs)
+    for t in tensors:
+        np.testing.assert_array_equal(t, expect)
+    assert all(s["results"] == 12 for s in stats), stats
+
+
+def test_steered_nothing_at_the_root_is_job_unknown():
+    # The ICMP errors come back on the steered sockets, not the INA port's.
+    with inaswitch.Client(7, 1, f"1-{N}", "127.0.0.1", bind="127.0.0.2", port=PORT,
+                          timeout_ms=400, steer_ports=8, steer_base_port=2048) as c:
+        with pytest.raises(inaswitch.JobUnknownError, match="job 7 .*unreachable"):
+            c.allreduce_(np.ones(3000, np.float32))
+
+
+def test_bad_steering_options_name_the_option():
+    with pytest.raises(inaswitch.InvalidError, match="steer_ports .* power of two .* got 3"):
+        inaswitch.Client(1, 1, f"1-{N}", "127.0.0.1", bind="127.0.0.2", port=PORT,
+                         steer_ports=3)
+    with pytest.raises(inaswitch.InvalidError, match="steer_base_port .* multiple of"):
+        inaswitch.Client(1, 1, f"1-{N}", "127.0.0.1", bind="127.0.0.2", port=PORT,
+                         steer_ports=4, steer_base_port=40961)

@@ -194,6 +194,9 @@ int run_switch(config::Config cfg, const RunOptions& opt) {
             stop_ports(ports);
             return fail(error);
         }
+        // After the RX queues are assigned (a rule names the queue its lane's lcore polls) and
+        // the ports started (where every PMD accepts rules), before any worker runs.
+        install_chunk_steering(cfg, dataplane, ports);
         const std::string listen = cfg.control.listen;
         const config::ControlConfig api_settings = cfg.control;
         control::ControlPlane control(dataplane, ports, std::move(cfg));

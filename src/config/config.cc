@@ -82,6 +82,30 @@ bool valid_name(const std::string& s) {
     });
 }
 
+// Reads one of `names` into `out` (its index, as the enum's value); the error lists them all.
+template <typename E, size_t N>
+void enum_value(Reader& r, const YAML::Node& v, const std::string& what,
+                const std::array<std::string_view, N>& names, E& out) {
+    std::string s;
+    if (!r.string_value(v, what, s)) {
+        return;
+    }
+    for (size_t i = 0; i < N; ++i) {
+        if (names[i] == s) {
+            out = static_cast<E>(i);
+            return;
+        }
+    }
+    std::string expected;
+    for (size_t i = 0; i < N; ++i) {
+        expected += i == 0 ? "" : (i + 1 == N ? " or " : ", ");
+        expected += names[i];
+    }
+    r.error(v, "expected " + what + ": " + expected + ", got '" + s + "'");
+}
+
+constexpr std::array<std::string_view, 2> kChunkSteeringNames = {"auto", "off"};  // ChunkSteering
+
 void read_port(Reader& r, const YAML::Node& n, PortConfig& p) {
     p.mark = mark_of(n);
     if (!r.expect_map(n, "a port")) {
@@ -89,7 +113,7 @@ void read_port(Reader& r, const YAML::Node& n, PortConfig& p) {
     }
     r.check_keys(n,
                  {"name", "devargs", "rx_queues", "rx_descriptors", "tx_descriptors", "mac", "mtu",
-                  "promiscuous", "ipv4", "ipv6", "l2_group"},
+                  "promiscuous", "ipv4", "ipv6", "l2_group", "chunk_steering"},
                  "a port");
     r.required(n, "name", "a port", [&](const YAML::Node& v) {
         if (r.string_value(v, "a port name", p.name) && !valid_name(p.name)) {
@@ -121,6 +145,9 @@ void read_port(Reader& r, const YAML::Node& n, PortConfig& p) {
     r.optional(n, "mtu", [&](const YAML::Node& v) { r.uint_value(v, "mtu", p.mtu, 68, 9600); });
     r.optional(n, "promiscuous",
                [&](const YAML::Node& v) { r.bool_value(v, "promiscuous", p.promiscuous); });
+    r.optional(n, "chunk_steering", [&](const YAML::Node& v) {
+        enum_value(r, v, "chunk_steering", kChunkSteeringNames, p.chunk_steering);
+    });
     r.optional(n, "ipv4", [&](const YAML::Node& v) {
         if (!r.expect_seq(v, "a list of interface addresses like 10.0.1.1/24")) {
             return;
@@ -322,28 +349,6 @@ constexpr std::array<std::string_view, 2> kResultNames = {"unicast", "bier"};   
 constexpr std::array<std::string_view, 4> kOpNames = {"sum", "prod", "min", "max"};
 constexpr std::array<std::string_view, 6> kElemTypeNames = {"int32", "fp32",  "fp16",
                                                             "bf16",  "int64", "fp64"};
-
-// Reads one of `names` into `out` (its index, as the enum's value); the error lists them all.
-template <typename E, size_t N>
-void enum_value(Reader& r, const YAML::Node& v, const std::string& what,
-                const std::array<std::string_view, N>& names, E& out) {
-    std::string s;
-    if (!r.string_value(v, what, s)) {
-        return;
-    }
-    for (size_t i = 0; i < N; ++i) {
-        if (names[i] == s) {
-            out = static_cast<E>(i);
-            return;
-        }
-    }
-    std::string expected;
-    for (size_t i = 0; i < N; ++i) {
-        expected += i == 0 ? "" : (i + 1 == N ? " or " : ", ");
-        expected += names[i];
-    }
-    r.error(v, "expected " + what + ": " + expected + ", got '" + s + "'");
-}
 
 // `deterministic: true | false | {fraction_bits: N}`, read after op and elem_type. Refused where
 // it could change nothing (integer types, min/max: already order free) or cannot apply (prod: no
@@ -1710,7 +1715,8 @@ std::vector<std::string> restart_required(const Config& running, const Config& n
             const auto& b = next.ports[i];
             if (a.name != b.name || a.devargs != b.devargs || a.rx_queues != b.rx_queues ||
                 a.rx_descriptors != b.rx_descriptors || a.tx_descriptors != b.tx_descriptors ||
-                a.mac != b.mac || a.mtu != b.mtu || a.promiscuous != b.promiscuous) {
+                a.mac != b.mac || a.mtu != b.mtu || a.promiscuous != b.promiscuous ||
+                a.chunk_steering != b.chunk_steering) {
                 reasons.push_back("port '" + a.name + "' hardware settings changed");
             }
         }

@@ -25,6 +25,10 @@ struct Mark {
     int column = 0;  // 1-based
 };
 
+// Whether the switch asks the port's device to steer each INA chunk to the RX queue of the lcore
+// owning it (rte_flow rules on the UDP source port; docs/operations.md "Chunk steering").
+enum class ChunkSteering : uint8_t { automatic, off };
+
 struct PortConfig {
     std::string name;
     std::string devargs;  // PCI address ("0000:3b:00.0") or vdev string ("net_null0,no-rx=1")
@@ -37,6 +41,7 @@ struct PortConfig {
     std::vector<net::Ipv4Prefix> ipv4;  // interface addresses
     std::vector<net::Ipv6Prefix> ipv6;  // interface addresses (global or unique local)
     std::string l2_group;               // empty: routed port only
+    ChunkSteering chunk_steering = ChunkSteering::automatic;
     Mark mark;
 };
 

@@ -150,7 +150,9 @@ json to_json(const config::Config& c) {
         json j = {{"name", p.name},           {"devargs", p.devargs},
                   {"rx_queues", p.rx_queues}, {"rx_descriptors", p.rx_descriptors},
                   {"tx_descriptors", p.tx_descriptors}, {"mtu", p.mtu},
-                  {"promiscuous", p.promiscuous}, {"ipv4", addrs}};
+                  {"promiscuous", p.promiscuous}, {"ipv4", addrs},
+                  {"chunk_steering",
+                   p.chunk_steering == config::ChunkSteering::off ? "off" : "auto"}};
         if (p.mac) {
             j["mac"] = p.mac->str();
         }
@@ -692,6 +694,9 @@ void ApiServer::Impl::install_routes(httplib::Server& s) {
                              {"tx_queues", p.tx_queues},
                              {"rss", p.rss},
                              {"tx_udp_checksum", p.tx_udp_checksum},
+                             {"chunk_steering", runtime::steering_mode_name(p.chunk_steering)},
+                             {"chunk_steering_reason", p.chunk_steering_reason},
+                             {"chunk_steering_rules", p.chunk_steering_rules},
                              {"rx_packets", c.rx_packets},
                              {"tx_packets", c.tx_packets},
                              {"tx_dropped", c.tx_dropped}});

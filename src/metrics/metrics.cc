@@ -216,6 +216,18 @@ std::vector<prometheus::MetricFamily> families(const Stats& s) {
             Builder::add(f, up ? 1 : 0, {{"port", p.name}, {"driver", p.driver}});
         }
     }
+    {
+        auto& f = b.family("port_chunk_steering_rules",
+                           "rte_flow rules steering INA chunks to their owner's RX queue; mode: "
+                           "rte_flow, hand-off (no rules: another lcore's chunk is handed over) "
+                           "or off",
+                           MetricType::Gauge);
+        for (const auto& p : s.ports) {
+            Builder::add(f, p.chunk_steering_rules,
+                         {{"port", p.name},
+                          {"mode", std::string(runtime::steering_mode_name(p.chunk_steering))}});
+        }
+    }
 
     // Every lcore scalar: totals summed over lcores, loop health per lcore.
     for (const auto& c : kLcoreScalars) {

@@ -186,6 +186,7 @@ bool start_ports(const config::Config& cfg, rte_mempool* pool, uint16_t tx_queue
 
 void stop_ports(const std::vector<PortRuntime>& ports) {
     for (const auto& p : ports) {
+        flush_chunk_steering(p);
         rte_eth_dev_stop(p.port_id);
         rte_eth_dev_close(p.port_id);
     }

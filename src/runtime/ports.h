@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "runtime/chunk_steering.h"
 
 namespace ina::runtime {
 
@@ -25,6 +26,11 @@ struct PortRuntime {
     bool rss = false;
     // UDP checksums of sent IPv4 frames computed by the device (enabled when it offers it).
     bool tx_udp_checksum = false;
+    // Chunk steering (runtime/chunk_steering.h), set by install_chunk_steering: the mode, why
+    // not rte_flow (empty when it is), and how many rules the device holds.
+    SteeringMode chunk_steering = SteeringMode::hand_off;
+    std::string chunk_steering_reason;
+    uint16_t chunk_steering_rules = 0;
 };
 
 // Probes and starts every configured port with `tx_queues` TX queues (one per worker lcore).

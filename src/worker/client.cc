@@ -69,6 +69,38 @@ uint32_t parse_ipv4(const std::string& text, const char* what) {
     return a.s_addr;
 }
 
+// A UDP socket bound to addr:port, with the options every INA socket has. Throws Error.
+// `hint` follows a bind error (which option chose the port).
+int open_socket(uint32_t addr, uint16_t port, const std::string& addr_text, int buffer_bytes,
+                const char* hint = "") {
+    const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        throw socket_error("socket");
+    }
+    const int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    int buf = buffer_bytes;
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+    // No fragmentation (docs/protocol.md): send with DF.
+    int pmtu = IP_PMTUDISC_DO;
+    ::setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu);
+    // ICMP errors for our data (nothing at the root's INA port) are queued for drain_unreachable,
+    // so a timeout can say why no result came.
+    ::setsockopt(fd, IPPROTO_IP, IP_RECVERR, &one, sizeof one);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(port);
+    sa.sin_addr.s_addr = addr;
+    if (::bind(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof sa) != 0) {
+        const std::string e = errno_text("bind");
+        ::close(fd);
+        throw Error(e + " (" + addr_text + ":" + std::to_string(port) + ")" + hint,
+                    ErrorKind::socket);
+    }
+    return fd;
+}
+
 constexpr size_t kBatch = 64;
 
 // Fault injection draws (xorshift64*): a uniform double in [0, 1).
@@ -110,41 +142,72 @@ Client::Client(const ClientOptions& options)
     if (max_pkt > 65507) {
         throw Error("chunk too large for one UDP datagram");
     }
+    if (const std::string why = check_steering(opt_); !why.empty()) {
+        throw Error(why);
+    }
     root_addr_ = parse_ipv4(opt_.root, "root");
     const uint32_t bind_addr = parse_ipv4(opt_.bind, "bind");
 
-    fd_ = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd_ < 0) {
-        throw socket_error("socket");
-    }
-    const int one = 1;
-    ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    int buf = opt_.socket_buffer_bytes;
-    ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
-    ::setsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
-    // No fragmentation (docs/protocol.md): send with DF.
-    int pmtu = IP_PMTUDISC_DO;
-    ::setsockopt(fd_, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu);
-    // ICMP errors for our data (nothing at the root's INA port) are queued for drain_unreachable,
-    // so a timeout can say why no result came.
-    ::setsockopt(fd_, IPPROTO_IP, IP_RECVERR, &one, sizeof one);
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons(opt_.port);
-    sa.sin_addr.s_addr = bind_addr;
-    if (::bind(fd_, reinterpret_cast<const sockaddr*>(&sa), sizeof sa) != 0) {
-        const std::string e = errno_text("bind");
-        ::close(fd_);
-        throw Error(e + " (" + opt_.bind + ":" + std::to_string(opt_.port) + ")",
-                    ErrorKind::socket);
+    fd_ = open_socket(bind_addr, opt_.port, opt_.bind, opt_.socket_buffer_bytes);
+    send_fds_.push_back(fd_);
+    if (opt_.steer_ports > 1) {
+        send_fds_.clear();
+        try {
+            // Socket i sends the chunks whose seq & (steer_ports - 1) == i.
+            for (uint32_t i = 0; i < opt_.steer_ports; ++i) {
+                const uint16_t p = steer_source_port(opt_.steer_base_port, opt_.steer_ports, i);
+                send_fds_.push_back(open_socket(bind_addr, p, opt_.bind, opt_.socket_buffer_bytes,
+                                                " (steer_base_port / --steer-base-port)"));
+            }
+        } catch (const Error&) {
+            close_all();
+            throw;
+        }
     }
 }
 
-Client::~Client() {
+std::string Client::check_steering(const ClientOptions& o) {
+    const uint32_t n = o.steer_ports;
+    if (n == 0 || n > kMaxSteerPorts || (n & (n - 1)) != 0) {
+        return "steer_ports (--steer-ports) must be a power of two from 1 to " +
+               std::to_string(kMaxSteerPorts) + ", got " + std::to_string(n);
+    }
+    if (n == 1) {
+        return "";  // no steering: the base is not used
+    }
+    const uint64_t base = o.steer_base_port;
+    const uint64_t last = base + n - 1;
+    if (base % n != 0) {
+        return "steer_base_port (--steer-base-port) " + std::to_string(base) +
+               " must be a multiple of steer_ports " + std::to_string(n) +
+               " (its low bits carry the chunk)";
+    }
+    if (base < 1024 || last > 65535) {
+        return "steer_base_port (--steer-base-port) " + std::to_string(base) + " .. " +
+               std::to_string(last) + " must lie inside 1024..65535";
+    }
+    if (o.port >= base && o.port <= last) {
+        return "steer_base_port (--steer-base-port) " + std::to_string(base) + " .. " +
+               std::to_string(last) + " holds the INA port " + std::to_string(o.port) +
+               ", where results arrive";
+    }
+    return "";
+}
+
+void Client::close_all() {
+    for (int fd : send_fds_) {
+        if (fd >= 0 && fd != fd_) {
+            ::close(fd);
+        }
+    }
+    send_fds_.clear();
     if (fd_ >= 0) {
         ::close(fd_);
+        fd_ = -1;
     }
 }
+
+Client::~Client() { close_all(); }
 
 Stats Client::allreduce(std::span<const std::byte> input, std::span<std::byte> output,
                         ProgressBar* progress) {
@@ -182,9 +245,17 @@ Stats Client::allreduce(std::span<const std::byte> input, std::span<std::byte> o
     // Fast retransmission: results come back in about the order chunks went out, so a chunk
     // still missing when the results of kOvertaken later chunks are in was lost (its data or its
     // result). It is sent again once it is older than 1.5 smoothed RTTs, without waiting for the
-    // timeout; reordering by fewer than kOvertaken chunks never triggers it.
+    // timeout; reordering by fewer than kOvertaken chunks never triggers it. Steered, "later"
+    // means later chunks of the same source port (seq mod steer_ports): each port's chunks leave
+    // every worker in order, while a batch leaves grouped by port, so across ports a chunk may
+    // complete before a lower one whenever some worker's next port group is late (a descheduled
+    // worker), which is no loss. Unsteered it is every later chunk.
     constexpr uint64_t kOvertaken = 3;
-    uint64_t highest_done = 0;  // 1 + the highest chunk with its result
+    // Per source port (seq & steer_mask): 1 + the highest chunk with its result.
+    std::vector<uint64_t> highest_done(opt_.steer_ports, 0);
+    const uint64_t overtaken_span = kOvertaken * opt_.steer_ports;  // chunks of one port apart
+    const uint32_t steer_mask = opt_.steer_ports - 1;
+    auto port_of = [&](uint64_t c) { return (first + static_cast<uint32_t>(c)) & steer_mask; };
     Clock::duration srtt{};     // EWMA (1/8) of first-send round trips (Karn: none resent)
     uint64_t base = 0;  // lowest chunk without its result
     uint64_t next = 0;  // next chunk never sent
@@ -201,46 +272,48 @@ Stats Client::allreduce(std::span<const std::byte> input, std::span<std::byte> o
     std::vector<mmsghdr> tx_msgs(kBatch);
     std::vector<iovec> tx_iov(kBatch);
     std::vector<uint8_t> tx_first_send(kBatch);  // retransmissions never go in a GSO run
+    // Which of send_fds_ a message leaves by: seq & (steer_ports - 1), 0 when unsteered.
+    std::vector<uint8_t> tx_sock(kBatch);
     size_t tx_n = 0;
-    // UDP GSO: full-size packets of consecutive window slots lie back to back in txbuf, so a run
-    // of them goes down the stack as ONE datagram with UDP_SEGMENT = max_pkt (cut into the same
-    // datagrams by the NIC, or by the kernel just before the device): one socket, routing and
-    // qdisc pass per run instead of per packet. The kernel caps a GSO datagram at 64 segments
-    // and 64 KiB.
+    // UDP GSO: a run of full-size first sends goes down the stack as ONE datagram with
+    // UDP_SEGMENT = max_pkt (cut into the same datagrams by the NIC, or by the kernel just before
+    // the device): one socket, routing and qdisc pass per run instead of per packet. The run's
+    // packets are its iovecs (the kernel segments their concatenation), so they need not lie
+    // back to back: a steered socket's chunks are every steer_ports-th window slot. The kernel
+    // caps a GSO datagram at 64 segments and 64 KiB.
     struct GsoControl {
         alignas(cmsghdr) char buf[CMSG_SPACE(sizeof(uint16_t))];
     };
     const size_t gso_max_run = std::min<size_t>(64, 65507 / max_pkt);
     std::vector<mmsghdr> gso_msgs(kBatch);
-    std::vector<iovec> gso_iov(kBatch);
+    std::vector<iovec> gso_iov(kBatch);  // the runs' packets, each run's consecutive
     std::vector<GsoControl> gso_ctl(kBatch);
     std::vector<size_t> gso_first(kBatch + 1);  // gso_msgs[k] starts at tx_msgs[gso_first[k]]
-    // tx_msgs[from, tx_n) as runs in gso_msgs; returns their number.
-    auto gso_runs = [&](size_t from) {
+    // tx_msgs[from, to) as runs in gso_msgs; returns their number.
+    auto gso_runs = [&](size_t from, size_t to) {
         size_t k = 0;
-        for (size_t i = from; i < tx_n; ++k) {
-            const iovec& v = *tx_msgs[i].msg_hdr.msg_iov;
-            const auto* start = static_cast<const uint8_t*>(v.iov_base);
+        size_t v = 0;  // next free gso_iov entry
+        for (size_t i = from; i < to; ++k) {
             size_t run = 1;
             // Retransmissions go one datagram each: a path that mangled GSO runs silently still
             // delivers them, and the transfer progresses.
-            if (v.iov_len == max_pkt && tx_first_send[i] != 0) {
-                while (i + run < tx_n && run < gso_max_run) {
-                    const iovec& w = *tx_msgs[i + run].msg_hdr.msg_iov;
-                    if (w.iov_len != max_pkt || w.iov_base != start + run * max_pkt ||
-                        tx_first_send[i + run] == 0) {
-                        break;
-                    }
+            if (tx_msgs[i].msg_hdr.msg_iov->iov_len == max_pkt && tx_first_send[i] != 0) {
+                while (i + run < to && run < gso_max_run &&
+                       tx_msgs[i + run].msg_hdr.msg_iov->iov_len == max_pkt &&
+                       tx_first_send[i + run] != 0) {
                     ++run;
                 }
             }
             gso_first[k] = i;
-            gso_iov[k] = {v.iov_base, run * v.iov_len};
+            for (size_t r = 0; r < run; ++r) {
+                gso_iov[v + r] = *tx_msgs[i + r].msg_hdr.msg_iov;
+            }
             gso_msgs[k] = mmsghdr{};
             gso_msgs[k].msg_hdr.msg_name = &dst;
             gso_msgs[k].msg_hdr.msg_namelen = sizeof dst;
-            gso_msgs[k].msg_hdr.msg_iov = &gso_iov[k];
-            gso_msgs[k].msg_hdr.msg_iovlen = 1;
+            gso_msgs[k].msg_hdr.msg_iov = &gso_iov[v];
+            gso_msgs[k].msg_hdr.msg_iovlen = run;
+            v += run;
             if (run > 1) {
                 gso_msgs[k].msg_hdr.msg_control = gso_ctl[k].buf;
                 gso_msgs[k].msg_hdr.msg_controllen = sizeof gso_ctl[k].buf;
@@ -253,25 +326,17 @@ Stats Client::allreduce(std::span<const std::byte> input, std::span<std::byte> o
             }
             i += run;
         }
-        gso_first[k] = tx_n;
+        gso_first[k] = to;
         return k;
     };
-    auto flush = [&]() {
-        if (faults && opt_.fault_reorder > 0) {
-            for (size_t i = 0; i + 1 < tx_n; ++i) {
-                if (rng.next() < opt_.fault_reorder) {
-                    std::swap(tx_msgs[i], tx_msgs[i + 1]);
-                    std::swap(tx_first_send[i], tx_first_send[i + 1]);
-                    ++st.injected_faults;
-                }
-            }
-        }
-        size_t off = 0;
-        while (off < tx_n) {
+    // Sends tx_msgs[from, to) by socket `fd`, sendmmsg by sendmmsg.
+    auto send_range = [&](int fd, size_t from, size_t to) {
+        size_t off = from;
+        while (off < to) {
             int r;
             if (gso_) {
-                const size_t runs = gso_runs(off);
-                r = ::sendmmsg(fd_, gso_msgs.data(), static_cast<unsigned>(runs), 0);
+                const size_t runs = gso_runs(off, to);
+                r = ::sendmmsg(fd, gso_msgs.data(), static_cast<unsigned>(runs), 0);
                 if (r < 0 && (errno == EIO || errno == EINVAL || errno == ENOPROTOOPT)) {
                     // No segmentation offload on this path (or an old kernel): per packet from
                     // now on.
@@ -283,7 +348,7 @@ Stats Client::allreduce(std::span<const std::byte> input, std::span<std::byte> o
                     r = static_cast<int>(gso_first[static_cast<size_t>(r)] - off);
                 }
             } else {
-                r = ::sendmmsg(fd_, tx_msgs.data() + off, static_cast<unsigned>(tx_n - off), 0);
+                r = ::sendmmsg(fd, tx_msgs.data() + off, static_cast<unsigned>(to - off), 0);
             }
             if (r < 0) {
                 if (errno == EINTR || errno == ENOBUFS || errno == EAGAIN) {
@@ -294,7 +359,7 @@ Stats Client::allreduce(std::span<const std::byte> input, std::span<std::byte> o
                 // route) and would recur forever.
                 if (is_icmp_errno(errno)) {
                     const int err = errno;
-                    const uint64_t icmp = drain_unreachable(fd_);
+                    const uint64_t icmp = drain_unreachable(fd);
                     st.unreachable += icmp;
                     if (icmp > 0) {
                         continue;
@@ -304,6 +369,54 @@ Stats Client::allreduce(std::span<const std::byte> input, std::span<std::byte> o
                 throw socket_error("sendmmsg");
             }
             off += static_cast<size_t>(r);
+        }
+    };
+    // Steered: the batch regrouped by socket (stable, so each socket's chunks keep their order)
+    // for one sendmmsg per socket; chunks of different sockets may then leave out of order,
+    // which the switch does not mind (each chunk is aggregated on its own).
+    std::vector<mmsghdr> by_sock_msgs(kBatch);
+    std::vector<uint8_t> by_sock_first(kBatch);
+    std::vector<uint8_t> by_sock_sock(kBatch);
+    std::vector<size_t> sock_start(kMaxSteerPorts + 1);
+    auto group_by_socket = [&]() {
+        std::fill(sock_start.begin(), sock_start.end(), 0);
+        for (size_t i = 0; i < tx_n; ++i) {
+            ++sock_start[tx_sock[i] + 1];
+        }
+        for (size_t s = 1; s <= kMaxSteerPorts; ++s) {
+            sock_start[s] += sock_start[s - 1];
+        }
+        for (size_t i = 0; i < tx_n; ++i) {
+            const size_t j = sock_start[tx_sock[i]]++;
+            by_sock_msgs[j] = tx_msgs[i];
+            by_sock_first[j] = tx_first_send[i];
+            by_sock_sock[j] = tx_sock[i];
+        }
+        std::copy_n(by_sock_msgs.begin(), tx_n, tx_msgs.begin());
+        std::copy_n(by_sock_first.begin(), tx_n, tx_first_send.begin());
+        std::copy_n(by_sock_sock.begin(), tx_n, tx_sock.begin());
+    };
+    auto flush = [&]() {
+        if (steer_mask != 0) {
+            group_by_socket();
+        }
+        if (faults && opt_.fault_reorder > 0) {
+            for (size_t i = 0; i + 1 < tx_n; ++i) {
+                // Within one socket's group only (a pair across groups would split a group).
+                if (tx_sock[i] == tx_sock[i + 1] && rng.next() < opt_.fault_reorder) {
+                    std::swap(tx_msgs[i], tx_msgs[i + 1]);
+                    std::swap(tx_first_send[i], tx_first_send[i + 1]);
+                    ++st.injected_faults;
+                }
+            }
+        }
+        for (size_t from = 0; from < tx_n;) {
+            size_t to = from + 1;
+            while (to < tx_n && tx_sock[to] == tx_sock[from]) {
+                ++to;
+            }
+            send_range(send_fds_[tx_sock[from]], from, to);
+            from = to;
         }
         tx_n = 0;
     };
@@ -354,6 +467,7 @@ Stats Client::allreduce(std::span<const std::byte> input, std::span<std::byte> o
             m.msg_hdr.msg_iov = &tx_iov[tx_n];
             m.msg_hdr.msg_iovlen = 1;
             tx_first_send[tx_n] = retransmit ? 0 : 1;
+            tx_sock[tx_n] = static_cast<uint8_t>(port_of(c));
             if (++tx_n == kBatch) {
                 flush();
             }
@@ -398,7 +512,8 @@ Stats Client::allreduce(std::span<const std::byte> input, std::span<std::byte> o
                     h.payload_bytes());
         done[chunk] = 1;
         ++st.results;
-        highest_done = std::max(highest_done, chunk + 1);
+        auto& highest = highest_done[port_of(chunk)];
+        highest = std::max(highest, chunk + 1);
         if (resent[chunk % W] == 0) {
             const auto rtt = Clock::now() - sent_at[chunk % W];
             srtt = srtt == Clock::duration::zero() ? rtt : srtt + (rtt - srtt) / 8;
@@ -411,6 +526,13 @@ Stats Client::allreduce(std::span<const std::byte> input, std::span<std::byte> o
     // Never fast-retransmit sooner than this after a send, however small the RTT looks.
     const auto min_fast = std::chrono::duration_cast<Clock::duration>(std::chrono::microseconds(100));
     auto next_draw = start;
+    // Results arrive on fd_; a steered send socket only reports errors (ICMP for its data).
+    std::vector<pollfd> pfds{{fd_, POLLIN, 0}};
+    if (steer_mask != 0) {
+        for (int fd : send_fds_) {
+            pfds.push_back({fd, 0, 0});
+        }
+    }
     while (base < n_chunks) {
         auto now = Clock::now();
         if (progress != nullptr && now >= next_draw) {
@@ -449,11 +571,13 @@ Stats Client::allreduce(std::span<const std::byte> input, std::span<std::byte> o
             const auto fast_after = std::max(srtt + srtt / 2, min_fast);
             if (age >= rto) {
                 queue(c, true);
-            } else if (highest_done >= c + 1 + kOvertaken && srtt != Clock::duration::zero() &&
+            } else if (highest_done[port_of(c)] >= c + 1 + overtaken_span &&
+                       srtt != Clock::duration::zero() &&
                        age >= fast_after) {
                 queue(c, true);
                 ++st.fast_retransmits;
-            } else if (highest_done >= c + 1 + kOvertaken && srtt != Clock::duration::zero()) {
+            } else if (highest_done[port_of(c)] >= c + 1 + overtaken_span &&
+                       srtt != Clock::duration::zero()) {
                 wake = std::min(wake, sent_at[c % W] + fast_after);
             }
             wake = std::min(wake, sent_at[c % W] + rto);
@@ -469,16 +593,20 @@ Stats Client::allreduce(std::span<const std::byte> input, std::span<std::byte> o
         const auto wait = std::max(Clock::duration::zero(), wake - now);
         const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(wait).count();
         timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
-        pollfd pfd{fd_, POLLIN, 0};
-        const int pr = ::ppoll(&pfd, 1, &ts, nullptr);
+        for (auto& p : pfds) {
+            p.revents = 0;
+        }
+        const int pr = ::ppoll(pfds.data(), pfds.size(), &ts, nullptr);
         if (pr < 0 && errno != EINTR) {
             throw socket_error("ppoll");
         }
         if (pr <= 0) {
             continue;
         }
-        if ((pfd.revents & POLLERR) != 0) {
-            st.unreachable += drain_unreachable(fd_);
+        for (const auto& p : pfds) {
+            if ((p.revents & POLLERR) != 0) {
+                st.unreachable += drain_unreachable(p.fd);
+            }
         }
         // Drain everything queued.
         for (;;) {

@@ -11,9 +11,9 @@
 //
 // Reliability: a chunk whose result has not come within `retransmit_timeout` is sent again with
 // the retransmit flag, until its result arrives; so is, sooner, a chunk whose result is still
-// missing when the results of three later chunks are in and it is older than 1.5 smoothed RTTs
-// (fast retransmission: the results overtook it, so something was lost); duplicate results are
-// ignored. Everything is
+// missing when the results of three later chunks (steered: of its source port) are in and it is
+// older than 1.5 smoothed RTTs (fast retransmission: the results overtook it, so something was
+// lost); duplicate results are ignored. Everything is
 // bounded by `overall_timeout`: allreduce() throws instead of hanging.
 #pragma once
 
@@ -23,12 +23,23 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "reduce/reduce.h"
 #include "wire/bitstring.h"
 #include "worker/progress.h"
 
 namespace ina::worker {
+
+inline constexpr uint32_t kMaxSteerPorts = 64;
+inline constexpr uint32_t kDefaultSteerBasePort = 40960;  // 0xA000: aligned to any N <= 64
+
+// The UDP source port chunk `seq` leaves from when steered over `ports` (a power of two) from
+// `base` (a multiple of `ports`): the chunk's low bits, so that a NIC rule on the source port's
+// low bits finds the lcore owning the chunk (runtime/chunk_steering.h).
+constexpr uint16_t steer_source_port(uint32_t base, uint32_t ports, uint32_t seq) {
+    return static_cast<uint16_t>(base | (seq & (ports - 1)));
+}
 
 struct ClientOptions {
     uint32_t job_id = 0;
@@ -54,6 +65,15 @@ struct ClientOptions {
     // Send runs of full-size packets as UDP GSO datagrams (UDP_SEGMENT); falls back to one
     // datagram per packet when the kernel refuses.
     bool udp_gso = true;
+    // Chunk steering (docs/operations.md "Chunk steering"): with steer_ports N > 1, chunk seq
+    // leaves from UDP source port steer_base_port | (seq & (N - 1)), one socket bound per port,
+    // so a switch whose NIC steers on the source port's low bits puts each chunk on the lcore
+    // that owns it (lane = seq mod lanes for lanes a power of two dividing N and the job's
+    // window). Results still come back to `port`. N = 1: every datagram leaves from `port`.
+    // N a power of two from 1 to kMaxSteerPorts; the base a multiple of N, the range inside
+    // 1024..65535 and not holding `port`.
+    uint32_t steer_ports = 1;
+    uint32_t steer_base_port = kDefaultSteerBasePort;
     // Fault injection for tests (where netem is unavailable): probabilities in [0, 1] that a
     // data packet is not sent, is sent twice, that a received result is dropped, and that a
     // batch of sends is reordered (adjacent pairs swapped). Seeded by fault_seed.
@@ -125,9 +145,16 @@ public:
     // another op) must start there, since the switch treats a reused seq as a late duplicate.
     uint32_t next_seq() const { return next_seq_; }
 
+    // "" when the steering options are sound, else what is wrong, naming the option
+    // (steer_ports / steer_base_port; ina-worker's --steer-ports / --steer-base-port).
+    static std::string check_steering(const ClientOptions& options);
+
 private:
+    void close_all();
+
     ClientOptions opt_;
-    int fd_ = -1;
+    int fd_ = -1;                // bound to `port`: results arrive here; sends when unsteered
+    std::vector<int> send_fds_;  // socket of seq & (steer_ports - 1) ({fd_} when unsteered)
     bool gso_ = true;  // UDP_SEGMENT runs (ClientOptions::udp_gso), until the kernel refuses one
     uint32_t next_seq_ = 0;
     uint32_t root_addr_ = 0;  // network byte order

@@ -56,6 +56,14 @@ int main(int argc, char** argv) {
         ->default_val(0);
     app.add_option("--timeout-ms", timeout_ms, "overall timeout")->default_val(60000);
     app.add_option("--rto-ms", rto_ms, "retransmission timeout")->default_val(20);
+    app.add_option("--steer-ports", o.steer_ports,
+                   "send chunk seq from UDP source port base | (seq & (N-1)), N a power of two "
+                   "1..64, so a switch's NIC can put each chunk on its owner's queue "
+                   "(docs/operations.md \"Chunk steering\"; 1: every datagram from --port)")
+        ->default_val(1);
+    app.add_option("--steer-base-port", o.steer_base_port,
+                   "first source port of --steer-ports (a multiple of N)")
+        ->default_val(worker::kDefaultSteerBasePort);
     bool no_gso = false;
     app.add_flag("--no-gso", no_gso,
                  "one datagram per packet (no UDP GSO runs of full-size packets)");
@@ -124,6 +132,10 @@ int main(int argc, char** argv) {
     o.overall_timeout = std::chrono::milliseconds(timeout_ms);
     o.retransmit_timeout = std::chrono::microseconds(static_cast<int64_t>(rto_ms * 1000));
     o.udp_gso = !no_gso;
+    if (const std::string why = worker::Client::check_steering(o); !why.empty()) {
+        std::fprintf(stderr, "ina-worker: %s\n", why.c_str());
+        return 2;
+    }
 
     try {
         worker::Client client(o);

@@ -74,9 +74,11 @@ def job(job_id: int, elem_type: str, hosts: list[Host]) -> dict:
 def run_allreduce(tb: Testbed, exe: str, hosts: list[Host], job_id: int, elem_type: str,
                   elements: int, seed: int, timeout_s: float,
                   extra: list[str] | None = None,
-                  windows: dict[int, int] | None = None) -> list[dict]:
+                  windows: dict[int, int] | None = None,
+                  host_extra: dict[int, list[str]] | None = None) -> list[dict]:
     """Starts one ina-worker per host concurrently; returns their JSON reports (all ok).
-    windows: chunks in flight by host index, where not WINDOW."""
+    windows: chunks in flight by host index, where not WINDOW; host_extra: more arguments by
+    host index."""
     procs = []
     try:
         for i, h in enumerate(hosts):
@@ -84,7 +86,8 @@ def run_allreduce(tb: Testbed, exe: str, hosts: list[Host], job_id: int, elem_ty
             cmd = [exe, "--job", str(job_id), "--bfr-id", str(i + 1), "--abm", f"1-{N}",
                    "--root", ROOT, "--bind", h.ip, "--type", elem_type, "--op", "sum",
                    "--elements", str(elements), "--chunk", str(CHUNK), "--window", str(window),
-                   "--seed", str(seed), "--timeout-ms", str(int(timeout_s * 1000))] + (extra or [])
+                   "--seed", str(seed), "--timeout-ms", str(int(timeout_s * 1000))] + \
+                (extra or []) + (host_extra or {}).get(i, [])
             procs.append(h.popen(cmd))
         reports = []
         for i, p in enumerate(procs):

@@ -275,6 +275,7 @@ class Port:
     host: Host | None = None   # the host on the far end of this port's veth
     queues: int = 1            # RX queues (and af_packet queue pairs)
     ring_frames: int = 0       # af_packet ring frames per queue (0: the PMD's default, 512)
+    chunk_steering: str | None = None  # the port's chunk_steering key (None: the default, auto)
     # Filled in by the testbed:
     index: int = 0
     dev: str = ""              # root-namespace veth end the switch opens
@@ -718,6 +719,8 @@ class Testbed:
                 d["ipv6"] = list(p.ipv6)
             if p.l2_group:
                 d["l2_group"] = p.l2_group
+            if p.chunk_steering:
+                d["chunk_steering"] = p.chunk_steering
             ports.append(d)
         cfg: dict[str, Any] = {
             "version": 1,

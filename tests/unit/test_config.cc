@@ -150,6 +150,7 @@ TEST(ConfigLoad, EveryKey) {
     EXPECT_FALSE(up.promiscuous);
     EXPECT_EQ(up.ipv4, (std::vector<Ipv4Prefix>{pfx("10.0.1.1/24"), pfx("10.0.9.1/30")}));
     EXPECT_EQ(up.l2_group, "");
+    EXPECT_EQ(up.chunk_steering, ina::config::ChunkSteering::automatic);
     EXPECT_EQ(up.mark.line, 9);
     EXPECT_EQ(up.mark.column, 5);
 
@@ -371,6 +372,26 @@ TEST(ConfigErrors, ListOrScalarWhereAMapBelongs) {
 TEST(ConfigErrors, BooleansAreStrict) {
     EXPECT_TRUE(HasError("version: 1\nports:\n  - name: p0\n    devargs: x\n    promiscuous: yes\n",
                          "t.yaml:5:18: ", "expected promiscuous: true or false, got 'yes'"));
+}
+
+TEST(Config, ChunkSteeringPerPort) {
+    const auto r = load_string("version: 1\nports:\n  - name: p0\n    devargs: x\n"
+                               "    chunk_steering: off\n  - name: p1\n    devargs: y\n"
+                               "    chunk_steering: auto\n  - name: p2\n    devargs: z\n",
+                               "t.yaml");
+    ASSERT_TRUE(r.ok()) << r.error_text();
+    EXPECT_EQ(r.config->ports[0].chunk_steering, ina::config::ChunkSteering::off);
+    EXPECT_EQ(r.config->ports[1].chunk_steering, ina::config::ChunkSteering::automatic);
+    EXPECT_EQ(r.config->ports[2].chunk_steering, ina::config::ChunkSteering::automatic);
+}
+
+TEST(ConfigErrors, ChunkSteeringIsAutoOrOff) {
+    EXPECT_TRUE(HasError("version: 1\nports:\n  - name: p0\n    devargs: x\n"
+                         "    chunk_steering: on\n",
+                         "t.yaml:5:21: ", "expected chunk_steering: auto or off, got 'on'"));
+    EXPECT_TRUE(HasError("version: 1\nports:\n  - name: p0\n    devargs: x\n"
+                         "    chunk_steering: [auto]\n",
+                         "t.yaml:5:21: ", "chunk_steering"));
 }
 
 TEST(ConfigErrors, IntegersOutOfRange) {
@@ -871,6 +892,8 @@ TEST_F(RestartRequired, EachRestartOnlyChange) {
     ExpectRestart([](Config& c) { c.mempool.mbufs = 32767; }, "mempool");
     ExpectRestart([](Config& c) { c.mempool.cache_size = 0; }, "mempool");
     ExpectRestart([](Config& c) { c.mempool.data_room = 2176; }, "mempool");
+    ExpectRestart([](Config& c) { c.ports[1].chunk_steering = ina::config::ChunkSteering::off; },
+                  "port 'lan0' hardware settings");
     ExpectRestart([](Config& c) { c.ports.pop_back(); }, "the set of ports");
     ExpectRestart([](Config& c) { c.ports.push_back(c.ports[0]); }, "the set of ports");
     ExpectRestart([](Config& c) { c.ports[1].name = "lanX"; }, "hardware settings");
