@@ -127,8 +127,15 @@ uint8_t* write_ina_headers(uint8_t* d, const proto::Header& h, const uint8_t* bs
     auto* ip = reinterpret_cast<rte_ipv4_hdr*>(eth + 1);
     write_ipv4(ip, src, dst, static_cast<uint16_t>(kL3 + kL4 + ina_len));
     auto* udp = reinterpret_cast<rte_udp_hdr*>(ip + 1);
+    // A partial (data towards the parent) leaves from its chunk's steering source port, so a
+    // parent switch's NIC rules put it on the lcore owning the chunk (proto::steer_source_port);
+    // a result from the INA port (its receivers match on the destination port alone).
+    const uint16_t src_port =
+        h.type == proto::PacketType::data
+            ? proto::steer_source_port(proto::kDefaultSteerBasePort, proto::kMaxSteerPorts, h.seq)
+            : port;
     // One store (ports, length, checksum 0), as the seal's sum loads it (see write_ipv4).
-    const uint64_t udp_word = uint64_t{swap16(port)} | uint64_t{swap16(port)} << 16 |
+    const uint64_t udp_word = uint64_t{swap16(src_port)} | uint64_t{swap16(port)} << 16 |
                               uint64_t{swap16(static_cast<uint16_t>(kL4 + ina_len))} << 32;
     std::memcpy(udp, &udp_word, 8);
     auto* hdr = reinterpret_cast<uint8_t*>(udp + 1);

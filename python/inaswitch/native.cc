@@ -263,7 +263,7 @@ PYBIND11_MODULE(_native, m) {
              py::arg("port"), py::arg("chunk"), py::arg("window"), py::arg("bsl"),
              py::arg("timeout_ms"), py::arg("rto_ms"), py::arg("first_seq"),
              py::arg("steer_ports") = 1,
-             py::arg("steer_base_port") = ina::worker::kDefaultSteerBasePort)
+             py::arg("steer_base_port") = ina::proto::kDefaultSteerBasePort)
         .def("allreduce_address", &NativeClient::allreduce_address, py::arg("address"),
              py::arg("nbytes"), py::arg("elem_type"), py::arg("op"), py::arg("progress") = false,
              "AllReduce nbytes at address in place (the caller keeps the memory alive)")

@@ -16,6 +16,18 @@
 namespace ina::proto {
 
 inline constexpr uint16_t kDefaultUdpPort = 9470;
+
+// Chunk steering (docs/operations.md "Chunk steering"): a sender may send chunk `seq` from UDP
+// source port base | (seq & (ports - 1)) (ports a power of two up to kMaxSteerPorts, base a
+// multiple of it), so that a NIC rule on the source port's low bits puts every chunk on the
+// lcore owning it (runtime/chunk_steering.h). Workers steer when asked (--steer-ports); a
+// switch's partials always leave from kDefaultSteerBasePort | (seq & (kMaxSteerPorts - 1)), so a
+// parent switch's rules steer them for any lane count up to 64.
+inline constexpr uint32_t kMaxSteerPorts = 64;
+inline constexpr uint32_t kDefaultSteerBasePort = 40960;  // 0xA000: aligned to any N <= 64
+constexpr uint16_t steer_source_port(uint32_t base, uint32_t ports, uint32_t seq) {
+    return static_cast<uint16_t>(base | (seq & (ports - 1)));
+}
 inline constexpr uint8_t kMagic0 = 0x49;  // 'I'
 inline constexpr uint8_t kMagic1 = 0x4E;  // 'N'
 inline constexpr uint8_t kVersion = 1;

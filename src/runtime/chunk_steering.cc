@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "ina/protocol.h"
 #include "runtime/dataplane.h"
 #include "runtime/ports.h"
 
@@ -16,9 +17,9 @@ namespace ina::runtime {
 
 namespace {
 
-// The most lanes a rule set covers: workers steer over at most 64 source ports
-// (src/worker/client.h), so more lanes could never all be named by a source port.
-constexpr size_t kMaxSteerLanes = 64;
+// The most lanes a rule set covers: senders steer over at most 64 source ports
+// (ina/protocol.h), so more lanes could never all be named by a source port.
+constexpr size_t kMaxSteerLanes = proto::kMaxSteerPorts;
 
 bool power_of_two(size_t n) { return n != 0 && (n & (n - 1)) == 0; }
 

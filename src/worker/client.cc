@@ -155,7 +155,7 @@ Client::Client(const ClientOptions& options)
         try {
             // Socket i sends the chunks whose seq & (steer_ports - 1) == i.
             for (uint32_t i = 0; i < opt_.steer_ports; ++i) {
-                const uint16_t p = steer_source_port(opt_.steer_base_port, opt_.steer_ports, i);
+                const uint16_t p = proto::steer_source_port(opt_.steer_base_port, opt_.steer_ports, i);
                 send_fds_.push_back(open_socket(bind_addr, p, opt_.bind, opt_.socket_buffer_bytes,
                                                 " (steer_base_port / --steer-base-port)"));
             }
@@ -168,9 +168,9 @@ Client::Client(const ClientOptions& options)
 
 std::string Client::check_steering(const ClientOptions& o) {
     const uint32_t n = o.steer_ports;
-    if (n == 0 || n > kMaxSteerPorts || (n & (n - 1)) != 0) {
+    if (n == 0 || n > proto::kMaxSteerPorts || (n & (n - 1)) != 0) {
         return "steer_ports (--steer-ports) must be a power of two from 1 to " +
-               std::to_string(kMaxSteerPorts) + ", got " + std::to_string(n);
+               std::to_string(proto::kMaxSteerPorts) + ", got " + std::to_string(n);
     }
     if (n == 1) {
         return "";  // no steering: the base is not used
@@ -377,13 +377,13 @@ Stats Client::allreduce(std::span<const std::byte> input, std::span<std::byte> o
     std::vector<mmsghdr> by_sock_msgs(kBatch);
     std::vector<uint8_t> by_sock_first(kBatch);
     std::vector<uint8_t> by_sock_sock(kBatch);
-    std::vector<size_t> sock_start(kMaxSteerPorts + 1);
+    std::vector<size_t> sock_start(proto::kMaxSteerPorts + 1);
     auto group_by_socket = [&]() {
         std::fill(sock_start.begin(), sock_start.end(), 0);
         for (size_t i = 0; i < tx_n; ++i) {
             ++sock_start[tx_sock[i] + 1];
         }
-        for (size_t s = 1; s <= kMaxSteerPorts; ++s) {
+        for (size_t s = 1; s <= proto::kMaxSteerPorts; ++s) {
             sock_start[s] += sock_start[s - 1];
         }
         for (size_t i = 0; i < tx_n; ++i) {

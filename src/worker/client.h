@@ -25,21 +25,12 @@
 #include <string>
 #include <vector>
 
+#include "ina/protocol.h"
 #include "reduce/reduce.h"
 #include "wire/bitstring.h"
 #include "worker/progress.h"
 
 namespace ina::worker {
-
-inline constexpr uint32_t kMaxSteerPorts = 64;
-inline constexpr uint32_t kDefaultSteerBasePort = 40960;  // 0xA000: aligned to any N <= 64
-
-// The UDP source port chunk `seq` leaves from when steered over `ports` (a power of two) from
-// `base` (a multiple of `ports`): the chunk's low bits, so that a NIC rule on the source port's
-// low bits finds the lcore owning the chunk (runtime/chunk_steering.h).
-constexpr uint16_t steer_source_port(uint32_t base, uint32_t ports, uint32_t seq) {
-    return static_cast<uint16_t>(base | (seq & (ports - 1)));
-}
 
 struct ClientOptions {
     uint32_t job_id = 0;
@@ -70,10 +61,10 @@ struct ClientOptions {
     // so a switch whose NIC steers on the source port's low bits puts each chunk on the lcore
     // that owns it (lane = seq mod lanes for lanes a power of two dividing N and the job's
     // window). Results still come back to `port`. N = 1: every datagram leaves from `port`.
-    // N a power of two from 1 to kMaxSteerPorts; the base a multiple of N, the range inside
+    // N a power of two from 1 to proto::kMaxSteerPorts; the base a multiple of N, the range inside
     // 1024..65535 and not holding `port`.
     uint32_t steer_ports = 1;
-    uint32_t steer_base_port = kDefaultSteerBasePort;
+    uint32_t steer_base_port = proto::kDefaultSteerBasePort;
     // Fault injection for tests (where netem is unavailable): probabilities in [0, 1] that a
     // data packet is not sent, is sent twice, that a received result is dropped, and that a
     // batch of sends is reordered (adjacent pairs swapped). Seeded by fault_seed.

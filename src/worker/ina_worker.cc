@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
         ->default_val(1);
     app.add_option("--steer-base-port", o.steer_base_port,
                    "first source port of --steer-ports (a multiple of N)")
-        ->default_val(worker::kDefaultSteerBasePort);
+        ->default_val(proto::kDefaultSteerBasePort);
     bool no_gso = false;
     app.add_flag("--no-gso", no_gso,
                  "one datagram per packet (no UDP GSO runs of full-size packets)");

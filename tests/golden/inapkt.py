@@ -8,6 +8,12 @@ import struct
 OPS = {"sum": 0, "prod": 1, "min": 2, "max": 3}
 TYPES = {"int32": (0, "<i"), "fp32": (1, "<f")}
 DATA, RESULT = 1, 2
+
+
+def partial_sport(seq):
+    """The UDP source port of a switch's partial for chunk `seq`: the chunk's steering port
+    (docs/protocol.md "Transport": 40960 | (seq & 63)), so a parent's NIC rules can steer it."""
+    return 40960 | (seq & 63)
 RETRANSMIT, ECN_ECHO, FALLBACK, LOWEST_MISSING = 0x01, 0x02, 0x04, 0x08
 BSL_CODE = {64: 1, 128: 2, 256: 3, 512: 4, 1024: 5, 2048: 6, 4096: 7}
 

@@ -154,6 +154,27 @@ TEST_F(InaInput, TwoContributionsBecomeOnePartialToTheParent) {
     EXPECT_EQ(sum[2], 27);
 }
 
+// A partial leaves from its chunk's steering port (40960 | (seq & 63), docs/protocol.md
+// "Transport"), so a parent switch's NIC rules steer it to the lcore owning the chunk; it goes
+// to the INA port.
+TEST_F(InaInput, APartialLeavesFromItsChunksSteeringSourcePort) {
+    run({contribution(1, 3, {1}), contribution(2, 3, {2}), contribution(1, 66, {3}),
+         contribution(2, 66, {4})});
+    auto out = take_tx(kR1);
+    ASSERT_EQ(out.size(), 2u);
+    std::vector<std::pair<uint32_t, uint16_t>> seq_and_port;
+    for (rte_mbuf* m : out) {
+        const Bytes f = bytes_of(m);
+        const auto* udp = reinterpret_cast<const rte_udp_hdr*>(f.data() + 14 + 20);
+        EXPECT_EQ(rte_be_to_cpu_16(udp->dst_port), kInaPort);
+        const auto parsed = proto::parse(f.data() + 42, f.size() - 42);
+        ASSERT_TRUE(parsed.packet.has_value());
+        seq_and_port.emplace_back(parsed.packet->header.seq, rte_be_to_cpu_16(udp->src_port));
+    }
+    free_mbufs(out);
+    EXPECT_EQ(seq_and_port, (std::vector<std::pair<uint32_t, uint16_t>>{{3, 40963}, {66, 40962}}));
+}
+
 // The partial result's 16 elements, read from a (possibly chained) frame.
 std::vector<int32_t> partial_elements(const Bytes& f) {
     const auto parsed = proto::parse(f.data() + 42, f.size() - 42);

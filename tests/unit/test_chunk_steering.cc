@@ -126,11 +126,11 @@ TEST(ChunkSteeringFlow, SourcePortRuleMatchesTheChunkOwner) {
         }
         const auto plan = plan_chunk_steering(ChunkSteering::automatic, lanes, kInaPort, lq);
         ASSERT_EQ(plan.mode, SteeringMode::rte_flow);
-        for (uint32_t n = lanes; n <= ina::worker::kMaxSteerPorts; n *= 2) {
+        for (uint32_t n = lanes; n <= ina::proto::kMaxSteerPorts; n *= 2) {
             for (uint32_t window : {uint32_t{lanes}, 64u, 256u}) {
                 for (uint32_t seq = 0xFFFFFF00u; seq != 0x200u; ++seq) {  // across the wrap
-                    const uint16_t src = ina::worker::steer_source_port(
-                        ina::worker::kDefaultSteerBasePort, n, seq);
+                    const uint16_t src = ina::proto::steer_source_port(
+                        ina::proto::kDefaultSteerBasePort, n, seq);
                     int hits = 0;
                     uint16_t queue = 0;
                     for (const auto& r : plan.rules) {

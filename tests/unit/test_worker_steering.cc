@@ -194,7 +194,7 @@ void allreduce_through(uint32_t steer_ports, uint32_t chunks, bool gso) {
     for (const auto& [seq, src] : seen) {
         const uint16_t want = steer_ports == 1
                                   ? root.port()
-                                  : ina::worker::steer_source_port(o.steer_base_port, steer_ports,
+                                  : ina::proto::steer_source_port(o.steer_base_port, steer_ports,
                                                                    seq);
         EXPECT_EQ(src, want) << "seq " << seq;
         ports.insert(src);

@@ -13,7 +13,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(HERE))
-from inapkt import DATA, ina  # noqa: E402
+from inapkt import DATA, ina, partial_sport  # noqa: E402
 from pcapio import write_case_pcaps  # noqa: E402
 from scapy.all import ICMP, IP, UDP, Ether, Raw  # noqa: E402
 
@@ -77,7 +77,7 @@ for w, values, ident in ((1, a, 79), (2, b, 80)):
                               UDP(sport=40000 + w, dport=PORT) / Raw(ina(7, 0, [w], values))))
 expect["r1"].append(bytes(Ether(src=SW["r1"], dst=ROOT[0]) /
                           IP(src="10.0.2.1", dst=ROOT[1], id=0, flags="DF", ttl=64) /
-                          UDP(sport=PORT, dport=PORT) /
+                          UDP(sport=partial_sport(0), dport=PORT) /
                           Raw(ina(7, 0, [1, 2], [x + y for x, y in zip(a, b)], DATA))))
 
 if __name__ == "__main__":

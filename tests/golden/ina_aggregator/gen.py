@@ -17,7 +17,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(HERE))
-from inapkt import DATA, ECN_ECHO, RETRANSMIT, ina  # noqa: E402
+from inapkt import DATA, ECN_ECHO, RETRANSMIT, ina, partial_sport  # noqa: E402
 from pcapio import write_case_pcaps  # noqa: E402
 from scapy.all import IP, UDP, Ether, Raw  # noqa: E402
 
@@ -51,10 +51,10 @@ def routed(pkt):
 def partial(seq, values, flags=0):
     """What the switch emits to the root: from p1's address, TTL 64 (its own packet: routing
     does not decrement it), DF,
-    id 0, a real UDP checksum, ports = the INA port, P-BM = A-BM."""
+    id 0, a real UDP checksum, from the chunk's steering port to the INA port, P-BM = A-BM."""
     return bytes(Ether(src=SW["p1"], dst=ROOT_MAC) /
                  IP(src="10.0.2.1", dst="10.0.2.2", id=0, flags="DF", ttl=64) /
-                 UDP(sport=PORT, dport=PORT) /
+                 UDP(sport=partial_sport(seq), dport=PORT) /
                  Raw(ina(7, seq, [1, 2], values, DATA, flags)))
 
 

@@ -13,7 +13,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(HERE))
-from inapkt import DATA, ina  # noqa: E402
+from inapkt import DATA, ina, partial_sport  # noqa: E402
 from pcapio import write_case_pcaps  # noqa: E402
 from scapy.all import IP, UDP, Ether, Raw  # noqa: E402
 
@@ -56,7 +56,7 @@ inputs["p0"].append(bytes(pkt("child", ina(3, 0, [1, 2], [10, 20, 30, 40]), 6)))
 inputs["p0"].append(bytes(pkt(4, ina(3, 0, [4], [1, 2, 3, 4]), 7)))   # completes the chunk
 expect["p1"].append(bytes(Ether(src=SW["p1"], dst=ROOT_MAC) /
                           IP(src="10.0.2.1", dst="10.0.2.2", id=0, flags="DF", ttl=64) /
-                          UDP(sport=PORT, dport=PORT) /
+                          UDP(sport=partial_sport(0), dport=PORT) /
                           Raw(ina(3, 0, [1, 2, 3, 4], [111, 222, 333, 444], DATA))))
 
 if __name__ == "__main__":

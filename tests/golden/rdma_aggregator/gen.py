@@ -2,7 +2,7 @@
 """rdma_aggregator: rdma job 7 is a VAT aggregator (role aggregator, parent 10.0.1.9, BSL 64,
 A-BM = ranks {1, 2} as BFR-ids 1 and 2). Ranks 1 and 2 WRITE chunk s = 0: each contribution is
 ACKed, no result WRITE goes out; exactly one INA contribution goes to the parent (from the
-switch's 10.0.1.1, TTL 64, DF, id 0, both ports 9470, a real UDP checksum, P-BM = A-BM, job 7,
+switch's 10.0.1.1, TTL 64, DF, id 0, from the chunk's steering port 40960 | (seq & 63) to 9470, a real UDP checksum, P-BM = A-BM, job 7,
 seq 0, fp32, the element-wise sum). The parent's INA result for seq 0 (P-BM = the root's A-BM
 {1..4}, other values than the local sum) becomes one result WRITE per rank carrying the
 parent's values (PSN 5000, immediate 0 << 8 | 2); a second copy of that result is counted as a
@@ -15,7 +15,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(HERE))
-from inapkt import DATA, RESULT, ina  # noqa: E402
+from inapkt import DATA, RESULT, ina, partial_sport  # noqa: E402
 from pcapio import write_case_pcaps  # noqa: E402
 from roceswitch import PSN, SW_IP, SW_MAC, chunk, contribution, reply, result, total  # noqa: E402
 from scapy.all import IP, UDP, Ether, Raw  # noqa: E402
@@ -34,7 +34,7 @@ def from_parent(seq, values):
 def partial(seq, values):
     return bytes(Ether(src=SW_MAC, dst=PARENT_MAC) /
                  IP(src=SW_IP, dst=PARENT_IP, id=0, flags="DF", ttl=64) /
-                 UDP(sport=PORT, dport=PORT) /
+                 UDP(sport=partial_sport(seq), dport=PORT) /
                  Raw(ina(7, seq, [1, 2], values, DATA, etype="fp32", bsl=64)))
 
 

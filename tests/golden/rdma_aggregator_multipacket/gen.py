@@ -4,8 +4,8 @@ ranks {1, 2} as BFR-ids 1 and 2) whose chunks are 4096 bytes of int32 at PMTU 10
 WRITEs chunk 0 as FIRST, MIDDLE, MIDDLE, LAST_WITH_IMM (rocepkt.write_message); each rank's LAST
 is ACKed (PSN + 3, MSN 1) and no result WRITE goes out. The complete chunk goes up as FOUR INA
 contributions, one per PMTU segment: INA seq = chunk x 4 + segment (0..3), 256 int32 each, the
-element-wise sum of that segment, from the switch's 10.0.1.1 (TTL 64, DF, id 0, both ports
-9470, a real UDP checksum, P-BM = A-BM, job 7). The parent's four INA results (P-BM = the
+element-wise sum of that segment, from the switch's 10.0.1.1 (TTL 64, DF, id 0, from port
+40960 | (seq & 63) to 9470, a real UDP checksum, P-BM = A-BM, job 7). The parent's four INA results (P-BM = the
 root's A-BM {1..4}, values other than the local sum) arrive out of order (seq 2, 0, 3, 1);
 nothing goes down until the last of them is in, then each rank gets ONE result WRITE of the
 whole chunk with the parent's values: FIRST (RETH: result_addr, rkey, DMA length 4096),
@@ -21,7 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(HERE))
 import rocepkt  # noqa: E402
-from inapkt import DATA, RESULT, ina  # noqa: E402
+from inapkt import DATA, RESULT, ina, partial_sport  # noqa: E402
 from pcapio import write_case_pcaps  # noqa: E402
 from roceswitch import (AREA_ADDR, AREA_RKEY, PSN, RESULT_ADDR, RESULT_RKEY, SW_IP, SW_MAC,  # noqa: E402
                         SWITCH, SWITCH_PSN, WORKER, WORLD, _from_switch, reply)
@@ -59,7 +59,7 @@ def segment(values, seg):
 def partial(seq, values):
     return bytes(Ether(src=SW_MAC, dst=PARENT_MAC) /
                  IP(src=SW_IP, dst=PARENT_IP, id=0, flags="DF", ttl=64) /
-                 UDP(sport=PORT, dport=PORT) /
+                 UDP(sport=partial_sport(seq), dport=PORT) /
                  Raw(ina(7, seq, [1, 2], values, DATA, etype="int32", bsl=64)))
 
 
