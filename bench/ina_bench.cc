@@ -325,7 +325,7 @@ Shared g;
 // the headers only (g.header_bytes). Multi-producer puts: the other lane frees the frames it
 // was handed.
 rte_mempool* nic_pool(unsigned lane, const std::vector<std::vector<uint8_t>>& templates,
-                      size_t payload, unsigned room) {
+                      unsigned room) {
     const unsigned frames = std::max(2048u, (g.input_mib << 20) / (room + 256));
     rte_mempool* pool = rte_pktmbuf_pool_create_by_ops(
         ("bench_nic" + std::to_string(lane)).c_str(), frames, 0, 0,
@@ -344,7 +344,6 @@ rte_mempool* nic_pool(unsigned lane, const std::vector<std::vector<uint8_t>>& te
         std::memcpy(rte_pktmbuf_mtod(all[i], uint8_t*), t.data(), t.size());
     }
     rte_pktmbuf_free_bulk(all.data(), frames);
-    g.header_bytes = templates[0].size() - payload;
     return pool;
 }
 
@@ -1219,6 +1218,9 @@ int main(int argc, char** argv) {
         g.seq_off = 14 + 20 + 8 + 12;
     }
     g.lanes = lanes;
+    if (nic_input) {
+        g.header_bytes = templates[0].size() - size_t{elems} * esize;  // up to the payload
+    }
 
     std::vector<Lane> all(lanes);
     g.all = &all;
@@ -1233,7 +1235,7 @@ int main(int argc, char** argv) {
         if (nic_input) {
             // Room for a deterministic partial (int64 elements: up to 4 x a 16-bit payload).
             const unsigned room = RTE_PKTMBUF_HEADROOM + (deterministic ? 4 : 1) * payload + 256;
-            lane.pool = nic_pool(k, templates, size_t{elems} * esize, room);
+            lane.pool = nic_pool(k, templates, room);
             if (lane.pool == nullptr) {
                 return 1;
             }

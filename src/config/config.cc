@@ -106,6 +106,14 @@ void enum_value(Reader& r, const YAML::Node& v, const std::string& what,
 
 constexpr std::array<std::string_view, 2> kChunkSteeringNames = {"auto", "off"};  // ChunkSteering
 
+}  // namespace
+
+std::string_view chunk_steering_name(ChunkSteering c) {
+    return kChunkSteeringNames[static_cast<size_t>(c)];
+}
+
+namespace {
+
 void read_port(Reader& r, const YAML::Node& n, PortConfig& p) {
     p.mark = mark_of(n);
     if (!r.expect_map(n, "a port")) {

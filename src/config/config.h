@@ -28,6 +28,8 @@ struct Mark {
 // Whether the switch asks the port's device to steer each INA chunk to the RX queue of the lcore
 // owning it (rte_flow rules on the UDP source port; docs/operations.md "Chunk steering").
 enum class ChunkSteering : uint8_t { automatic, off };
+// "auto" | "off": the config's spelling (the status API shows it back).
+std::string_view chunk_steering_name(ChunkSteering c);
 
 struct PortConfig {
     std::string name;

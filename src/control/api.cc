@@ -151,8 +151,7 @@ json to_json(const config::Config& c) {
                   {"rx_queues", p.rx_queues}, {"rx_descriptors", p.rx_descriptors},
                   {"tx_descriptors", p.tx_descriptors}, {"mtu", p.mtu},
                   {"promiscuous", p.promiscuous}, {"ipv4", addrs},
-                  {"chunk_steering",
-                   p.chunk_steering == config::ChunkSteering::off ? "off" : "auto"}};
+                  {"chunk_steering", config::chunk_steering_name(p.chunk_steering)}};
         if (p.mac) {
             j["mac"] = p.mac->str();
         }

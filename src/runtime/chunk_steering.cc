@@ -7,6 +7,7 @@
 #include <rte_log.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include "ina/protocol.h"
@@ -20,8 +21,6 @@ namespace {
 // The most lanes a rule set covers: senders steer over at most 64 source ports
 // (ina/protocol.h), so more lanes could never all be named by a source port.
 constexpr size_t kMaxSteerLanes = proto::kMaxSteerPorts;
-
-bool power_of_two(size_t n) { return n != 0 && (n & (n - 1)) == 0; }
 
 }  // namespace
 
@@ -50,7 +49,7 @@ SteerPlan plan_chunk_steering(config::ChunkSteering setting, uint16_t rx_queues,
         plan.reason = "one RX queue: every chunk arrives on the lcore polling it";
         return plan;
     }
-    if (!power_of_two(lanes.size()) || lanes.size() > kMaxSteerLanes) {
+    if (!std::has_single_bit(lanes.size()) || lanes.size() > kMaxSteerLanes) {
         plan.reason = std::to_string(lanes.size()) +
                       " worker lcores: a source port's low bits name the owner only for a "
                       "power of two from 2 to 64";

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -168,7 +169,7 @@ Client::Client(const ClientOptions& options)
 
 std::string Client::check_steering(const ClientOptions& o) {
     const uint32_t n = o.steer_ports;
-    if (n == 0 || n > proto::kMaxSteerPorts || (n & (n - 1)) != 0) {
+    if (n > proto::kMaxSteerPorts || !std::has_single_bit(n)) {
         return "steer_ports (--steer-ports) must be a power of two from 1 to " +
                std::to_string(proto::kMaxSteerPorts) + ", got " + std::to_string(n);
     }
@@ -569,15 +570,14 @@ Stats Client::allreduce(std::span<const std::byte> input, std::span<std::byte> o
             }
             const auto age = now - sent_at[c % W];
             const auto fast_after = std::max(srtt + srtt / 2, min_fast);
+            const bool overtaken = highest_done[port_of(c)] >= c + 1 + overtaken_span &&
+                                   srtt != Clock::duration::zero();
             if (age >= rto) {
                 queue(c, true);
-            } else if (highest_done[port_of(c)] >= c + 1 + overtaken_span &&
-                       srtt != Clock::duration::zero() &&
-                       age >= fast_after) {
+            } else if (overtaken && age >= fast_after) {
                 queue(c, true);
                 ++st.fast_retransmits;
-            } else if (highest_done[port_of(c)] >= c + 1 + overtaken_span &&
-                       srtt != Clock::duration::zero()) {
+            } else if (overtaken) {
                 wake = std::min(wake, sent_at[c % W] + fast_after);
             }
             wake = std::min(wake, sent_at[c % W] + rto);

@@ -8,7 +8,7 @@
 
 #include "ina/chunk_table.h"
 #include "runtime/chunk_steering.h"
-#include "worker/client.h"
+#include "ina/protocol.h"
 
 namespace {
 
