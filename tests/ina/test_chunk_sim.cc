@@ -24,6 +24,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -129,6 +130,21 @@ JobParams lane_job(const SimConfig& c, uint16_t lane) {
     p.lanes = c.lanes;
     p.lane = lane;
     return p;
+}
+
+// " name=count" onto `out`, for a wedge report.
+void append_count(std::string& out, std::string_view name, uint64_t count) {
+    out += ' ';
+    out += name;
+    out += '=';
+    out += std::to_string(count);
+}
+
+// " chunk:state" onto `out`, for a wedge report.
+void append_state(std::string& out, uint32_t chunk, ChunkTable::State st) {
+    out += ' ';
+    out += std::to_string(chunk);
+    out += st == ChunkTable::State::complete ? ":complete" : ":aggregating";
 }
 
 class Sim {
@@ -310,24 +326,22 @@ private:
         std::string verdicts;
         for (size_t v = 0; v < kNumVerdicts; ++v) {
             if (chunk_[k].verdicts[v] != 0) {
-                verdicts += " " + std::string(to_string(static_cast<Verdict>(v))) + "=" +
-                            std::to_string(chunk_[k].verdicts[v]);
+                append_count(verdicts, to_string(static_cast<Verdict>(v)), chunk_[k].verdicts[v]);
             }
         }
         if (child_) {
             verdicts += "; at the child:";
             for (size_t v = 0; v < kNumVerdicts; ++v) {
                 if (chunk_[k].child_verdicts[v] != 0) {
-                    verdicts += " " + std::string(to_string(static_cast<Verdict>(v))) + "=" +
-                                std::to_string(chunk_[k].child_verdicts[v]);
+                    append_count(verdicts, to_string(static_cast<Verdict>(v)),
+                                 chunk_[k].child_verdicts[v]);
                 }
             }
             verdicts += " child entries:";
             for (uint32_t j = k >= 4 ? k - 4 : 0; j < std::min(c_.chunks, k + 12); ++j) {
                 const auto st = child_->state_of(seq(j));
                 if (st != ChunkTable::State::empty) {
-                    verdicts += " " + std::to_string(j) +
-                                (st == ChunkTable::State::complete ? ":complete" : ":aggregating");
+                    append_state(verdicts, j, st);
                 }
             }
         }
@@ -336,8 +350,7 @@ private:
         for (uint32_t j = k >= 4 ? k - 4 : 0; j < std::min(c_.chunks, k + 12); ++j) {
             const auto st = lane_of(j).state_of(seq(j));
             if (st != ChunkTable::State::empty) {
-                around += " " + std::to_string(j) +
-                          (st == ChunkTable::State::complete ? ":complete" : ":aggregating");
+                append_state(around, j, st);
             }
         }
         std::string workers;

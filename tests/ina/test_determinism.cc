@@ -13,7 +13,6 @@
 #include <cstring>
 #include <memory>
 #include <random>
-#include <set>
 #include <vector>
 
 #include "chunk_test_util.h"
@@ -240,11 +239,12 @@ INSTANTIATE_TEST_SUITE_P(FloatTypes, Deterministic,
 TEST(DeterministicSanity, DefaultModeDiffersForSomeOrder) {
     for (ElemType t : {ElemType::fp32, ElemType::fp64}) {
         std::mt19937_64 rng(99);
-        std::set<std::vector<uint8_t>> seen;
-        for (int trial = 0; trial < 60; ++trial) {
-            seen.insert(run(t, false, 1, 0, random_groups(rng, trial % 2 == 1), rng));
+        const std::vector<uint8_t> first = run(t, false, 1, 0, random_groups(rng, false), rng);
+        int differing = 0;
+        for (int trial = 1; trial < 60; ++trial) {
+            differing += run(t, false, 1, 0, random_groups(rng, trial % 2 == 1), rng) != first;
         }
-        EXPECT_GT(seen.size(), 1u) << reduce::to_string(t);
+        EXPECT_GT(differing, 0) << reduce::to_string(t);
     }
 }
 

@@ -78,8 +78,10 @@ Bytes ipv6_packet(const Addr6& src, const Addr6& dst, uint8_t next, const Bytes&
 // An ICMPv6 message with its checksum set (or off by one when `corrupt`).
 Bytes icmp6(const Addr6& src, const Addr6& dst, uint8_t type, uint8_t code, const Bytes& body,
             bool corrupt = false) {
-    Bytes msg{type, code, 0, 0};
-    msg.insert(msg.end(), body.begin(), body.end());
+    Bytes msg(4 + body.size());
+    msg[0] = type;
+    msg[1] = code;
+    std::copy(body.begin(), body.end(), msg.begin() + 4);
     put16(&msg[2], static_cast<uint16_t>(ref_icmp6_checksum(src, dst, msg) + (corrupt ? 1 : 0)));
     return msg;
 }

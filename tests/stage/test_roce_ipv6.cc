@@ -112,8 +112,8 @@ uint32_t ref_crc32(const uint8_t* p, size_t n) {
 // of ones, then the packet with the traffic class, flow label, hop limit, UDP checksum and BTH
 // byte 4 set to ones (rocev2.md §2).
 uint32_t ref_icrc6(const Bytes& l3) {
-    Bytes b(8, 0xFF);
-    b.insert(b.end(), l3.begin(), l3.end() - 4);
+    Bytes b(8 + l3.size() - 4, 0xFF);
+    std::copy(l3.begin(), l3.end() - 4, b.begin() + 8);
     uint8_t* ip = b.data() + 8;
     ip[0] |= 0x0F;
     ip[1] = ip[2] = ip[3] = 0xFF;

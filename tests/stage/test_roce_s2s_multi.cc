@@ -96,7 +96,10 @@ protected:
         std::string out;
         for (int r = 1; r <= tree.world(); ++r) {
             if (tree.switch_of[r - 1] == sw) {
-                out += (out.empty() ? "" : ",") + std::to_string(r);
+                if (!out.empty()) {
+                    out += ',';
+                }
+                out += std::to_string(r);
             }
         }
         return out;
@@ -141,7 +144,10 @@ protected:
         }
         build(yaml_of(0), learned);
         for (int sw = 0; sw < tree.switches(); ++sw) {
-            auto loaded = config::load_string(yaml_of(sw), "s" + std::to_string(sw) + ".yaml");
+            std::string file = "s";
+            file += std::to_string(sw);
+            file += ".yaml";
+            auto loaded = config::load_string(yaml_of(sw), file);
             ASSERT_TRUE(loaded.ok()) << loaded.error_text();
             const fs::S2sConfig* s2s = fs::s2s_of(*loaded.config);
             const auto slot = static_cast<uint16_t>(kFirstSlot + sw);

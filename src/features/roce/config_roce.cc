@@ -375,7 +375,10 @@ std::string section_json(const void* section) {
         if (j.role == Role::aggregator) {
             std::string abm;
             for (uint16_t id : j.abm) {
-                abm += (abm.empty() ? "" : ",") + std::to_string(id);
+                if (!abm.empty()) {
+                    abm += ',';
+                }
+                abm += std::to_string(id);
             }
             job["role"] = "aggregator";
             job["parent"] = net::Ipv4Addr{j.parent}.str();
