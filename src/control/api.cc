@@ -504,7 +504,12 @@ void ApiServer::Impl::audit(const httplib::Request& req, const httplib::Response
     }
     std::string query;
     for (const auto& [k, v] : req.params) {
-        query += (query.empty() ? "" : "&") + k + "=" + v;
+        if (!query.empty()) {
+            query += "&";
+        }
+        query += k;
+        query += "=";
+        query += v;
     }
     if (!query.empty()) {
         entry["query"] = query;

@@ -565,7 +565,10 @@ RoceControl::Reply RoceControl::connect(control::ControlPlane& cp, uint32_t job_
     if (!parsed.request) {
         std::string message;
         for (const auto& e : parsed.errors) {
-            message += (message.empty() ? "" : "; ") + e.str();
+            if (!message.empty()) {
+                message += "; ";
+            }
+            message += e.str();
         }
         // An unknown job is a 404 even when the body is bad.
         if (!has_job(cp, job_id)) {
@@ -686,7 +689,10 @@ ConnectOutcome RoceControl::connect_qp(control::ControlPlane& cp, uint32_t job_i
     if (!applied.ok) {
         std::string message;
         for (const auto& e : applied.errors) {
-            message += (message.empty() ? "" : "; ") + e;
+            if (!message.empty()) {
+                message += "; ";
+            }
+            message += e;
         }
         const bool resources = message.find("no QP resources") != std::string::npos;
         return refuse(resources ? Refusal::no_resources : Refusal::malformed, message);

@@ -242,7 +242,10 @@ std::string api_error_text(int status, std::string_view body) {
             // The API's generic error shape: {"errors": ["...", ...], "ok": false}.
             for (const auto& e : *all) {
                 if (e.is_string()) {
-                    text += (text.empty() ? "" : "; ") + e.get<std::string>();
+                    if (!text.empty()) {
+                        text += "; ";
+                    }
+                    text += e.get<std::string>();
                 }
             }
         }
