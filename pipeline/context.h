@@ -114,6 +114,10 @@ struct alignas(64) LcoreContext {
     };
     std::array<HandoffBatch, kMaxWorkers> handoff_out{};
     uint32_t handoff_pending = 0;  // a bit per owner whose batch is not empty
+    // Whether ina_input fetches the next received frame's body ahead: not while most of what
+    // this lcore receives goes to other lcores (input hashed by address), whose cores read
+    // those bodies; set from the share the previous burst handed over.
+    bool prefetch_received_bodies = true;
     // A bit per feature handle whose stage's flush is due at the end of this burst.
     uint8_t flush_pending = 0;
     static_assert(dp::kMaxFeatures <= 8);

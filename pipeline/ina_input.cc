@@ -247,11 +247,24 @@ enum class Input : uint8_t {
 // 6 measured alike (+1.6 to +2.4 %, 8 workers, 1 KiB, cpu_mpps, alternating runs).
 constexpr uint16_t kInaPrefetchAhead = 3;
 
-// Every line of a frame's first segment after its first two (which the loop fetches anyway).
+// Every line of a frame's first segment after its first two (which the loop fetches anyway),
+// fetched non-temporally: the elements are read once, by the reduction kernel, and a burst's
+// frames (~35 KiB at 1 KiB payloads) would otherwise push the accumulators, the chunk table's
+// lines and the stage's batches out of a 48 KiB L1. A frame from a NIC comes from the LLC or
+// DRAM, one handed over from the other core's cache; the stream prefetcher does not run ahead
+// across frames. Measured (bench/notes.md, session 17): NIC-like input +8 to +12 % on one lcore
+// and on two chunk-steered (prefetch0: +9 % on one), generator-written input within noise; the
+// hand-off's bodies as before. Not for frames this lcore hands over (their owner reads them):
+// fetched anyway, they cost the by-address hand-off 3.5 %.
+// At most the frame's first 1152 bytes (a 1 KiB payload with its headers): a whole 4 KiB frame
+// at once fills the core's miss queue ahead of the current frame's own loads (4 KiB input from
+// the generator: 0.95 whole, 0.99 capped); its later lines the stream prefetcher follows.
+constexpr uint32_t kBodyPrefetchBytes = 1152;
 inline void prefetch_frame_body(const rte_mbuf* m) {
     const auto* at = rte_pktmbuf_mtod(m, const uint8_t*);
-    for (uint32_t off = 2 * RTE_CACHE_LINE_SIZE; off < m->data_len; off += RTE_CACHE_LINE_SIZE) {
-        rte_prefetch0(at + off);
+    const uint32_t end = std::min<uint32_t>(m->data_len, kBodyPrefetchBytes);
+    for (uint32_t off = 2 * RTE_CACHE_LINE_SIZE; off < end; off += RTE_CACHE_LINE_SIZE) {
+        rte_prefetch_non_temporal(at + off);
     }
 }
 
@@ -270,6 +283,8 @@ uint16_t ina_run(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, u
     const uint64_t classified_flag = g_classified_flag;
     const int meta_offset = g_meta_offset;
     BindingMemo binding{snap.features, dp::kScopeRouted};  // unchecked input only
+    const bool prefetch_bodies = ctx.prefetch_received_bodies;
+    uint16_t handed_over = 0;
     uint16_t i = 0;
     for (; i < n; ++i) {
         if (!out.room_for(kInaEmitReserve)) {
@@ -281,14 +296,10 @@ uint16_t ina_run(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, u
             rte_prefetch0(ahead);
             rte_prefetch0(ahead + RTE_CACHE_LINE_SIZE);
         }
-        if constexpr (kIn == Input::handed) {
-            // A handed frame was written where it arrived: its lines are in the other core's
-            // cache, a longer way than a local frame's, which the stream prefetcher hides alone
-            // (measured: no gain there). So the next frame's first segment is fetched whole
-            // while this one is absorbed (the hand-off's 2-lcore rate +6 %, bench/notes.md).
-            if (i + 1 < n) {
-                prefetch_frame_body(pkts[i + 1]);
-            }
+        // The next frame's body, while this one is absorbed: always for handed frames (every
+        // one is this lcore's), for received ones unless most go to other lcores.
+        if (i + 1 < n && (kIn == Input::handed || prefetch_bodies)) {
+            prefetch_frame_body(pkts[i + 1]);
         }
         // The frame's metadata, in registers. Unchecked input: classified here, by the
         // classifier's own checks and the registration table (one walk over the headers), and
@@ -382,6 +393,7 @@ uint16_t ina_run(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, u
                         send_handoffs(ctx, owner);
                     }
                     batch.pkts[batch.n++] = m;
+                    ++handed_over;
                     ctx.handoff_pending |= uint32_t{1} << owner;
                     ctx.flush_pending =
                         static_cast<uint8_t>(ctx.flush_pending | 1u << dp::kFeatureIna);
@@ -520,6 +532,10 @@ uint16_t ina_run(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts, u
             }
             break;
         }
+    }
+    if constexpr (kIn != Input::handed) {
+        // More than a quarter handed over: the input is spread by address, not by chunk.
+        ctx.prefetch_received_bodies = handed_over * 4u <= i;
     }
     return i;
 }

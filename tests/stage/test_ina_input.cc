@@ -399,6 +399,30 @@ TEST_F(InaInput, AMalformedContributionToAnotherLcoresChunkIsParsedAndCountedByI
     buf.bytes = 0;
 }
 
+// The stage fetches the next received frame's body ahead only while the lcore keeps most of
+// its input: bodies of frames handed over are read on their owner's core. The rule follows the
+// share of the previous burst; handed input (every frame the owner's) leaves it alone.
+TEST_F(InaInput, ReceivedBodiesAreFetchedAheadOnlyWhileMostOfTheInputStaysHere) {
+    ASSERT_NO_FATAL_FAILURE(two_lanes("ina_ho_prefetch", 64));
+    EXPECT_TRUE(ctx->prefetch_received_bodies);
+    run({contribution(1, 1, {5}), contribution(1, 2, {7}), contribution(2, 1, {6})});
+    ASSERT_EQ(ctx->counters.ina_handed_off, 2u);
+    EXPECT_FALSE(ctx->prefetch_received_bodies) << "2 of 3 handed over";
+    run({contribution(1, 4, {1}), contribution(1, 6, {2}), contribution(1, 8, {3}),
+         contribution(1, 3, {4})});
+    ASSERT_EQ(ctx->counters.ina_handed_off, 3u);
+    EXPECT_TRUE(ctx->prefetch_received_bodies) << "1 of 4 handed over";
+
+    ASSERT_NO_FATAL_FAILURE(make_owner());
+    owner->prefetch_received_bodies = false;
+    auto pkts = handed();
+    ASSERT_EQ(pkts.size(), 3u);
+    pipeline::process_handoff(*owner, *snap, pkts.data(), static_cast<uint16_t>(pkts.size()));
+    EXPECT_EQ(owner->counters.ina_packets, 3u);
+    EXPECT_EQ(owner_partial(), 11);
+    EXPECT_FALSE(owner->prefetch_received_bodies) << "handed input says nothing of received";
+}
+
 TEST_F(InaInput, HandOffsAFullRingCannotTakeAreCountedAndStillSeenOnce) {
     // Room for one: a ring of two slots holds one entry.
     ASSERT_NO_FATAL_FAILURE(two_lanes("ina_ho_small", 2));
