@@ -284,8 +284,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=3, help="runs per figure (min/median/max)")
     ap.add_argument("--build", default=default_build(), help="meson build directory")
     ap.add_argument("--out", help="JSON result file (default bench/results/run-<time>.json)")
-    ap.add_argument("--doc", help="report to write (default docs/performance.md; with --smoke "
-                                  "only when given)")
+    ap.add_argument("--doc", help="report to write (default docs/performance.md; with --smoke, "
+                                  "or --only without --merge, only when given)")
     ap.add_argument("--only", help="comma-separated scenarios (default: all)")
     ap.add_argument("--baseline-tree", help="aggregation: an earlier checkout with a built "
                     "build/bench/ina_bench, run alternating with this tree's at the goal point "
@@ -304,7 +304,13 @@ def main():
             ap.error("unknown scenario %s (one of %s)" % (s, ", ".join(SCENARIOS)))
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = a.out or os.path.join(ROOT, "bench", "results", "run-%s.json" % stamp)
-    doc = a.doc or (None if a.smoke else os.path.join(ROOT, "docs", "performance.md"))
+    # A partial run rewrites the committed page (and docs/perf/results.json) only on top of the
+    # results it merges: alone it would drop every scenario it did not run.
+    partial = a.only is not None and not a.merge
+    doc = a.doc or (None if a.smoke or partial else os.path.join(ROOT, "docs", "performance.md"))
+    if partial and not a.doc and not a.smoke:
+        log("docs/performance.md is left as it is: --only without --merge (add --merge "
+            "docs/perf/results.json to update it, or --doc FILE)")
     env = common.environment()
     env.update({"repeat": a.repeat, "smoke": a.smoke, "build": os.path.relpath(a.build, ROOT),
                 "date": datetime.datetime.now().isoformat(timespec="seconds")})
@@ -344,7 +350,7 @@ def main():
             continue
         log("goal %-50s %8.3f (target %s %.2f): %s" % (
             g["goal"], g["value"], ">=" if g["better"] == "higher" else "<=", g["target"],
-            "met" if g["met"] else "NOT MET"))
+            "informational" if g["met"] is None else "met" if g["met"] else "NOT MET"))
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     with open(out, "w") as f:
         json.dump(res, f, indent=1)
