@@ -160,8 +160,15 @@ struct Shared {
     std::vector<Lane>* all = nullptr;
     // Handoff mode: each lane's next seq. Real workers never run more than their window ahead
     // of the slowest contributor; the lanes keep the same bound, or the faster one would fill
-    // its table with chunks whose other half has not arrived (and fall back).
-    std::array<std::atomic<uint32_t>, 2> progress{};
+    // its table with chunks whose other half has not arrived (and fall back). A line each, and
+    // the other's read only near the bound: the switch shares no line between its lcores but
+    // the hand-off rings', and neither may the bench's pacing (one shared line written by both
+    // lanes every burst cost the hand-off up to a third of its rate when the VM's two vCPUs sat
+    // far apart, bench/notes.md session 17).
+    struct alignas(64) Progress {
+        std::atomic<uint32_t> seq{0};
+    };
+    std::array<Progress, 2> progress{};
 };
 
 constexpr uint32_t kLockstep = 256;  // chunks one lane may run ahead of the other
@@ -262,6 +269,7 @@ Shared g;
     rte_mbuf* burst[kBurst];
     rte_mbuf* handed[pipeline::kMaxBurst];
     uint32_t seq = lane.seq_first;
+    uint32_t other = 0;  // the other lane's progress when last read
     size_t wi = 0;
     g.ready.fetch_add(1);
     while (!g.go.load(std::memory_order_acquire)) {
@@ -270,8 +278,10 @@ Shared g;
     const uint64_t cpu_start = thread_cpu_ns();
     while (now < g.end_tsc) {
         if (lane.in != nullptr) {
-            g.progress[lane.index].store(seq, std::memory_order_relaxed);
-            const uint32_t other = g.progress[1 - lane.index].load(std::memory_order_relaxed);
+            g.progress[lane.index].seq.store(seq, std::memory_order_relaxed);
+            if (static_cast<int32_t>(seq - other) > static_cast<int32_t>(kLockstep)) {
+                other = g.progress[1 - lane.index].seq.load(std::memory_order_relaxed);
+            }
             if (static_cast<int32_t>(seq - other) > static_cast<int32_t>(kLockstep)) {
                 const uint16_t n = static_cast<uint16_t>(rte_ring_sc_dequeue_burst(
                     lane.in, reinterpret_cast<void**>(handed), kBurst, nullptr));
@@ -303,7 +313,7 @@ Shared g;
     }
     // Drain what the other lane handed over before it stopped.
     if (lane.in != nullptr) {
-        g.progress[lane.index].store(UINT32_MAX / 2, std::memory_order_relaxed);
+        g.progress[lane.index].seq.store(UINT32_MAX / 2, std::memory_order_relaxed);
         for (int spins = 0; spins < 1000; ++spins) {
             const uint16_t n = static_cast<uint16_t>(rte_ring_sc_dequeue_burst(
                 lane.in, reinterpret_cast<void**>(handed), kBurst, nullptr));
