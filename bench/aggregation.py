@@ -180,6 +180,16 @@ def membw(binary, working_set, payload, etype, workers, seconds):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def cross_core_round_trip_ns(membw_binary, cpus=(0, 1)):
+    """A cache line's round trip between the CPUs the 2-lcore rows run on (ina_bench -l 0-1):
+    what each line a hand-off moves costs, which on a VM depends on where the two vCPUs sit."""
+    out = subprocess.run([membw_binary, "--cross-core-cpus", "%d,%d" % cpus],
+                         capture_output=True, text=True, timeout=60)
+    if out.returncode != 0:
+        raise RuntimeError("membw_bench failed: " + out.stdout + out.stderr)
+    return json.loads(out.stdout.strip().splitlines()[-1])["round_trip_ns"]
+
+
 def measure_limit(ina_binary, membw_binary, seconds, repeat, windows=LIMIT_WINDOWS, log=print):
     """The aggregation (1 KiB fp32 x 8 workers, one lcore) at each working set beside what one
     thread's accumulator copy/add sustains over the same working set (membw_bench, the same

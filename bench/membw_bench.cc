@@ -10,14 +10,22 @@
 // cache), so what varies with `bytes` is only where the accumulators live: L1/L2, LLC or DRAM.
 // Output: one JSON line; `contributions_per_s` of a mix of 1 copy + (workers - 1) adds per
 // chunk is the ceiling the aggregation's contributions/s is compared with.
+// --cross-core-cpus A,B instead: the round trip of one cache line between two CPUs (a thread on
+// each passes a counter back and forth), what every line a hand-off moves between lcores costs;
+// on a VM it varies with where the hypervisor placed the two vCPUs.
 #include <CLI/CLI.hpp>
+#include <pthread.h>
+#include <sched.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "reduce/reduce.h"
@@ -47,6 +55,53 @@ double sweeps_per_second(double seconds, Pass&& pass) {
     return static_cast<double>(sweeps) / std::chrono::duration<double>(now - t0).count();
 }
 
+bool pin_to(int cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    return pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0;
+}
+
+// Median over `rounds` of the time per round trip of a line between CPUs a and b, in ns: the
+// thread on a writes an odd count and waits for b's even answer.
+double cross_core_round_trip_ns(int a, int b, int rounds) {
+    struct alignas(64) Line {
+        std::atomic<uint64_t> count{0};
+    };
+    Line line;
+    constexpr uint64_t kTrips = 20000;
+    std::vector<double> per_round;
+    for (int r = 0; r < rounds; ++r) {
+        line.count.store(0);
+        std::atomic<bool> pinned{true};
+        std::thread answer([&] {
+            pinned = pin_to(b) && pinned;
+            for (uint64_t i = 1; i < 2 * kTrips; i += 2) {
+                while (line.count.load(std::memory_order_acquire) != i) {
+                }
+                line.count.store(i + 1, std::memory_order_release);
+            }
+        });
+        if (!pin_to(a)) {
+            pinned = false;
+        }
+        const auto t0 = Clock::now();
+        for (uint64_t i = 1; i < 2 * kTrips; i += 2) {
+            line.count.store(i, std::memory_order_release);
+            while (line.count.load(std::memory_order_acquire) != i + 1) {
+            }
+        }
+        const auto t1 = Clock::now();
+        answer.join();
+        if (!pinned) {
+            return -1;
+        }
+        per_round.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / kTrips);
+    }
+    std::sort(per_round.begin(), per_round.end());
+    return per_round[per_round.size() / 2];
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -64,7 +119,23 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(2, 64));
     app.add_option("--type", type, "int32, fp32, fp16 or bf16");
     app.add_option("--seconds", seconds, "time per kernel");
+    std::vector<int> cross_core;
+    app.add_option("--cross-core-cpus", cross_core,
+                   "two CPUs: measure a cache line's round trip between them instead")
+        ->expected(2)
+        ->delimiter(',');
     CLI11_PARSE(app, argc, argv);
+    if (!cross_core.empty()) {
+        const double ns = cross_core_round_trip_ns(cross_core[0], cross_core[1], 9);
+        if (ns < 0) {
+            std::fprintf(stderr, "membw_bench: cannot pin threads to CPUs %d and %d\n",
+                         cross_core[0], cross_core[1]);
+            return 1;
+        }
+        std::printf("{\"cpus\": [%d, %d], \"round_trip_ns\": %.1f}\n", cross_core[0],
+                    cross_core[1], ns);
+        return 0;
+    }
 
     const auto et = type == "int32"  ? reduce::ElemType::int32
                     : type == "fp16" ? reduce::ElemType::fp16

@@ -449,6 +449,14 @@ def write(res, doc, result_path):
               "| mode | Mpps | speedup (medians) |", "| --- | --- | --- |"]
         for r in sc["rows"]:
             L.append("| %s | %s | **%.2f** |" % (r["mode"], mmm_txt(r["mpps"]), r["speedup"]))
+        rt = sc.get("cross_core_round_trip_ns")
+        if rt:
+            L += ["", "A cache line's round trip between the two CPUs, measured before each round: "
+                  "%s ns. On this VM it is ~200 ns while the hypervisor keeps the two vCPUs "
+                  "close and ~590 ns when it places them apart; the hand-off rows run at ~17 Mpps "
+                  "then (chunk-steered input does not move), so a figure taken at ~590 ns says "
+                  "where the vCPUs were, not what the code does (bench/notes.md, session 17)." %
+                  mmm_txt(rt, 0)]
         if plt:
             plot_scaling(plt, sc, os.path.join(imgdir, "scaling.png"))
             L += ["", "![scaling](perf/scaling.png)"]

@@ -126,8 +126,13 @@ def scenario_scaling(a):
              ("NIC-like input: 1 lcore", 1, "chunk", "nic"),
              ("NIC-like input: 2 lcores, chunk-steered", 2, "chunk", "nic"),
              ("NIC-like input: 2 lcores, by worker + hand-off", 2, "handoff", "nic")]
+    membw = os.path.join(a.build, "bench", "membw_bench")
     runs = {label: [] for label, _, _, _ in modes}
+    round_trips = []
     for _ in range(a.repeat):
+        # Where the hypervisor put the two vCPUs, beside each round: the hand-off rows move with
+        # it (bench/notes.md, session 17).
+        round_trips.append(aggregation.cross_core_round_trip_ns(membw))
         for label, lcores, steer, inp in modes:  # interleaved, so load changes hit every mode
             runs[label].append(aggregation.ina_bench(exe, 8, 1024, "fp32", seconds, lcores,
                                                      steer, input_mode=inp)["mpps"])
@@ -139,8 +144,10 @@ def scenario_scaling(a):
         rows.append({"mode": label, "lcores": lcores, "steer": steer, "input": inp,
                      "mpps": common.mmm(runs[label]), "speedup": round(med / one[inp], 3)})
         log("scaling %-46s %6.2f Mpps  x%.2f" % (label, med, med / one[inp]))
+    log("scaling: a cache line's round trip between CPUs 0 and 1: %s ns per round" %
+        ", ".join("%.0f" % x for x in round_trips))
     return {"payload_bytes": 1024, "type": "fp32", "workers": 8, "seconds": seconds,
-            "rows": rows}
+            "rows": rows, "cross_core_round_trip_ns": common.mmm(round_trips)}
 
 
 def scenario_latency(a):
