@@ -10,6 +10,10 @@ given the inaswitch executable, by inaswitch as their L2 switch (lab.py).
      bit-exact against the sum the host computes independently (sha256 of the whole tensor).
   3. fp32 sum of 1 MiB per worker from generated data: each worker verifies against its own
      reference within the summation-order bound; both received the same bytes.
+  3b. A worker far behind its NIC (rank 2 with --poll-after-root-ends: every WRITE posted,
+     then no completion taken until the root ended the connection, its rxe having executed and
+     acknowledged every result meanwhile): it takes every result from its CQ, more than one
+     poll's worth, and verifies (it failed with "the root ended the connection" before).
   4. A root whose second worker never comes stops at its deadline with a message, and the
      worker waiting on it ends as soon as the root is gone.
   The root's JSON must account for every contribution and result WRITE of both AllReduces;
@@ -39,6 +43,7 @@ ELEMENTS = 262144  # 1 MiB of int32 / fp32 per worker
 WORLD = 2
 PORT = 7471
 TIMEOUT_S = 120
+LAG_ELEMENTS = 16384  # 64 chunks of 1 KiB fp32: one window of 64
 
 
 def json_line(out: str, key: str) -> dict:
@@ -130,7 +135,7 @@ def test(worker_exe: str, root_exe: str, switch_exe: str | None = None) -> None:
             log(f"worker without a root: {out.strip()}")
             check(rc == 1 and "is anything listening there?" in out,
                   "a worker without a listening root fails with a message (exit 1)")
-            root = root_vm.start(root_cmd(root_vm, f"--rounds 2 --timeout-ms {TIMEOUT_S * 1000}"))
+            root = root_vm.start(root_cmd(root_vm, f"--rounds 3 --timeout-ms {TIMEOUT_S * 1000}"))
             # A guest job's output arrives when it ends: ask the guest's RDMA stack instead.
             root_vm.wait_rdma_cm_listen(timeout=60)
             check(not root.done(), "ina-rdma-root listens with rdma_cm")
@@ -165,13 +170,25 @@ def test(worker_exe: str, root_exe: str, switch_exe: str | None = None) -> None:
             sums = {vm.run("sha256sum /tmp/fp32.out", check=True)[1].split()[0] for vm in workers}
             check(len(sums) == 1, "fp32: both workers received the same result bytes")
 
+            # 3b. Rank 2's process far behind its NIC: the whole tensor (64 chunks) in one
+            # window, 128 completions waiting when the root's DISCONNECTED comes.
+            lag = allreduce(root_vm, workers,
+                            [f"--type fp32 --elements {LAG_ELEMENTS} --window 64 --seed 13 "
+                             f"--output /tmp/lag.out",
+                             f"--type fp32 --elements {LAG_ELEMENTS} --window 64 --seed 13 "
+                             f"--output /tmp/lag.out --poll-after-root-ends"], "lagging")
+            check(all(r["verified"] and r["results"] == r["chunks"] == LAG_ELEMENTS * 4 // 1024
+                      for r in lag),
+                  "lagging: the worker behind its NIC took every result after the root ended, "
+                  "and both verified")
+
             rc, out = root.wait(60)
             log(f"root: {out.strip()}")
-            check(rc == 0, f"ina-rdma-root served both AllReduces (exit {rc})")
+            check(rc == 0, f"ina-rdma-root served the three AllReduces (exit {rc})")
             rounds = [json.loads(line) for line in out.splitlines()
                       if line.startswith("{") and '"round"' in line]
-            check(len(rounds) == 2, "the root reports two rounds")
-            for r, typ in zip(rounds, ("int32", "fp32")):
+            check(len(rounds) == 3, "the root reports three rounds")
+            for r, typ in zip(rounds, ("int32", "fp32", "fp32")):
                 n = r["chunks"] * WORLD
                 check(r["ok"] and r["type"] == typ and r["contributions"] == n and
                       r["contribution_count"] == n and r["results_written"] == n,

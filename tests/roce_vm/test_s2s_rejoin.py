@@ -56,7 +56,9 @@ again; rank 1 stays connected throughout.
      source onto it (result_source_moved 1; rank 2's result leg filled up to its last copy and
      translated on from there); the root wrote the carrier alone (CHUNKS results acknowledged,
      the aggregated ACKs of both workers), rank 2 got every result as copies (some twice: the
-     carrier's owed results are copied too), bit-exact on both.
+     carrier's owed results are copied too), bit-exact on both. The carrier leaves once a
+     result is in (--reconnect-min-results 1): the root wrote on its old connection, so rank
+     2's leg (its ACKs dropped) is behind at the move and the switch fills it.
   11. The CARRIER resumes TWICE in one AllReduce with replication (--reconnect-again-after):
      the state that left at the first resume moves the copies' source again
      (result_source_moved 2); bit-exact on both.
@@ -204,7 +206,7 @@ def root_round_checks(tag: str, r: dict, resumes: int, written: int = WORLD * CH
 
 def rejoin_round(lab, data, tag: str, rejoining: int, loss: str | None = None,
                  other_acks_until_move: bool = False, lose_aggregates: bool = False,
-                 restart: bool = False, again: int = 0) -> dict:
+                 restart: bool = False, again: int = 0, extra_args: str = "") -> dict:
     """Rank `rejoining` reconnects after RESUME_AT chunks through the aggregating switch, the
     other rank having filled its window first (WINDOW chunks absorbed and held: the test waits
     for that counter), `loss` (netem, both ways) on the rejoining rank's link; both results
@@ -218,7 +220,7 @@ def rejoin_round(lab, data, tag: str, rejoining: int, loss: str | None = None,
     `restart`: the rank's process also restarts right after its reconnect (--restart-at at the
     same chunk: nothing written on the resumed connection), resuming from 0 a second time.
     `again`: the rank reconnects a second time once `again` chunks are written (on its resumed
-    connection) and acknowledged.
+    connection) and acknowledged. `extra_args`: more of the rejoining worker's arguments.
     Returns the counters' delta, with "workers" (their JSON), "acks_dropped" and
     "aggregates_dropped"."""
     other = 3 - rejoining
@@ -261,6 +263,7 @@ def rejoin_round(lab, data, tag: str, rejoining: int, loss: str | None = None,
 
     extra = f"--reconnect-after {RESUME_AT}" + (f" --restart-at {RESUME_AT}" if restart else "")
     extra += f" --reconnect-again-after {again}" if again else ""
+    extra += f" {extra_args}" if extra_args else ""
     t0 = time.monotonic()
     try:
         res = run_workers(lab, data, tag.replace(" ", "-").replace("%", ""), extra, window_held,
@@ -415,8 +418,12 @@ def replicate_carrier_round(lab, data, tag: str) -> dict:
     workers (rejoin_round). Rank 2's ACKs are dropped in its guest from the start until the
     switch moved the source, so at the move its leg is behind by every copy of the old source:
     the switch fills it (zero-length WRITEs, duplicates to rxe, resent until answered) before
-    copying on. Returns the counters' delta."""
-    d = rejoin_round(lab, data, tag, 1, other_acks_until_move=True)
+    copying on. The carrier leaves only once a result is in (--reconnect-min-results 1), so
+    the root wrote on its old connection and the switch copied that to rank 2: without it, a
+    DREQ that reached the root before the first aggregate left no old copy, and no fill due.
+    Returns the counters' delta."""
+    d = rejoin_round(lab, data, tag, 1, other_acks_until_move=True,
+                     extra_args="--reconnect-min-results 1")
     res = d["workers"]
     log(f"{tag}: rank 2 took {res[1]['duplicate_results']} result(s) twice, rank 1 "
         f"{res[0]['duplicate_results']}; {d['acks_dropped']} of rank 2's ACKs dropped before "

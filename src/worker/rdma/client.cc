@@ -60,6 +60,10 @@ ClientStats Client::allreduce(std::span<const std::byte> input, std::span<std::b
     // A WRITE's send completion can trail the result that proves it arrived, so the send queue
     // holds two windows.
     const uint32_t send_depth = 2 * window;
+    if (opt_.poll_after_root_ends && chunks > window) {
+        throw Error("--poll-after-root-ends needs the tensor in one window (" +
+                    std::to_string(chunks) + " chunks, window " + std::to_string(window) + ")");
+    }
 
     EventChannel channel;
     std::unique_ptr<ProtectionDomain> pd;
@@ -133,6 +137,7 @@ ClientStats Client::allreduce(std::span<const std::byte> input, std::span<std::b
     uint32_t base = 0;  // lowest chunk without its result
     uint32_t sends_outstanding = 0;
     bool root_disconnected = false;
+    bool lagged = false;  // poll_after_root_ends: waited for the root's end
     std::array<ibv_wc, 64> wcs;
     const std::array<int, 1> cm_fd{channel.fd()};
     const auto t0 = Clock::now();
@@ -213,7 +218,7 @@ ClientStats Client::allreduce(std::span<const std::byte> input, std::span<std::b
             next = st.resume_chunk;
             continue;
         }
-        if (reconnect_due && sends_outstanding == 0) {
+        if (reconnect_due && sends_outstanding == 0 && st.results >= opt_.reconnect_min_results) {
             // Every WRITE so far acknowledged: chunks [0, next) are in (at the root, or held by
             // a switch that ACKed them as the root), none beyond. Leave, and come back saying so.
             const auto t_leave = Clock::now();
@@ -263,10 +268,17 @@ ClientStats Client::allreduce(std::span<const std::byte> input, std::span<std::b
                 break;
             }
         }
+        std::optional<CmEvent> cm_event;
+        if (opt_.poll_after_root_ends && next == chunks && !lagged) {
+            lagged = true;
+            cm_event.emplace(channel.next(deadline, "the root to end the connection"));
+        }
         const size_t n = conn->cq->wait(wcs, deadline, cm_fd);
         // Completions first: the root disconnects once its result WRITEs completed, which can
         // be before this process has polled the last results.
-        std::optional<CmEvent> cm_event = channel.try_next();
+        if (auto ev = cm_event ? std::nullopt : channel.try_next()) {
+            cm_event.emplace(std::move(*ev));
+        }
         if (cm_event && cm_event->id() != conn->id.get()) {
             cm_event.reset();  // a late event of a connection this side already replaced
         }
@@ -277,6 +289,12 @@ ClientStats Client::allreduce(std::span<const std::byte> input, std::span<std::b
         }
         take_results(std::span(wcs).first(n), false);
         if (cm_event) {
+            // Everything the root saw completed before it ended is in the CQ by now, and may be
+            // more than one poll's worth (a process behind its NIC).
+            size_t more = 0;
+            while ((more = conn->cq->poll(wcs)) > 0) {
+                take_results(std::span(wcs).first(more), true);
+            }
             if (st.results < chunks) {
                 // The root went away (or its CM gave up on us): no result can come any more.
                 throw Error("the root ended the connection (" + cm_event->name() + ") with " +

@@ -50,6 +50,9 @@ struct ClientOptions {
     // Once this many chunks are written and acknowledged, a second reconnect the same way
     // (after the first; e.g. a carrier that resumes twice in one AllReduce); 0: none.
     uint32_t reconnect_again_after = 0;
+    // A reconnect also waits until this many results are in (a test hook: a carrier that
+    // leaves only once the root wrote results on its old connection); 0: it does not wait.
+    uint32_t reconnect_min_results = 0;
     // A test hook for a worker process that restarts (docs/rdma.md "A worker process that
     // restarts"): once this many chunks are WRITTEN (posted, acknowledged or not), drop
     // everything this process knows -- the connection without a goodbye, the registrations,
@@ -58,6 +61,10 @@ struct ClientOptions {
     // With reconnect_after too, whichever is due first goes first; at the same chunk the
     // reconnect, then at once the restart (a restart after an earlier rejoin). 0: never.
     uint32_t restart_at = 0;
+    // A test hook for a process far behind its NIC: post every WRITE, then take no completion
+    // until the root ends the connection (its NIC executed and acknowledged every result
+    // meanwhile). The whole tensor must fit in one window.
+    bool poll_after_root_ends = false;
 };
 
 struct ClientStats {

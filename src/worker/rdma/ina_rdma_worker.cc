@@ -120,12 +120,20 @@ int main(int argc, char** argv) {
                    "server-to-server: after --reconnect-after, once this many chunks are written "
                    "and acknowledged, reconnect the same way once more (0: never)")
         ->default_val(0);
+    app.add_option("--reconnect-min-results", o.reconnect_min_results,
+                   "server-to-server, a test hook: a reconnect also waits until this many "
+                   "results are in (0: it does not wait)")
+        ->default_val(0);
     app.add_option("--restart-at", o.restart_at,
                    "server-to-server, a test hook: once this many chunks are written, drop the "
                    "connection, registrations and results as a restarted process would and "
                    "connect again knowing nothing; the root says where to write from; at the "
                    "chunk of --reconnect-after: right after that reconnect (0: never)")
         ->default_val(0);
+    app.add_flag("--poll-after-root-ends", o.poll_after_root_ends,
+                 "server-to-server, a test hook: post every WRITE, then take no completion "
+                 "until the root ends the connection, as a process far behind its NIC (the "
+                 "tensor must fit in --window chunks)");
     app.add_option("--input", input_path,
                    "reduce this file (raw little-endian elements of --type) instead of generated "
                    "data; nothing is verified then");
@@ -161,9 +169,9 @@ int main(int argc, char** argv) {
                              "below it\n");
         return 2;
     }
-    if (to_switch && (o.reconnect_after != 0 || o.restart_at != 0)) {
-        std::fprintf(stderr, "ina-rdma-worker: --reconnect-after and --restart-at are for "
-                             "server-to-server\n");
+    if (to_switch && (o.reconnect_after != 0 || o.restart_at != 0 || o.poll_after_root_ends)) {
+        std::fprintf(stderr, "ina-rdma-worker: --reconnect-after, --restart-at and "
+                             "--poll-after-root-ends are for server-to-server\n");
         return 2;
     }
     if (iterations == 0 || (!to_switch && iterations != 1)) {
