@@ -59,6 +59,11 @@ again; rank 1 stays connected throughout.
      carrier's owed results are copied too), bit-exact on both. The carrier leaves once a
      result is in (--reconnect-min-results 1): the root wrote on its old connection, so rank
      2's leg (its ACKs dropped) is behind at the move and the switch fills it.
+  10b. The same, but rank 2 LOSES the old source's copies (every result it receives dropped
+     in its guest until the move) while the carrier has them: the switch's fill moves rank 2
+     past them, and the root owes them again on the carrier's new connection (below the
+     carrier's results_from only what its old connection saw acknowledged by every rank is
+     delivered): rank 2 gets every result, the carrier some twice.
   11. The CARRIER resumes TWICE in one AllReduce with replication (--reconnect-again-after):
      the state that left at the first resume moves the copies' source again
      (result_source_moved 2); bit-exact on both.
@@ -205,14 +210,14 @@ def root_round_checks(tag: str, r: dict, resumes: int, written: int = WORLD * CH
 
 
 def rejoin_round(lab, data, tag: str, rejoining: int, loss: str | None = None,
-                 other_acks_until_move: bool = False, lose_aggregates: bool = False,
+                 other_until_move: str | None = None, lose_aggregates: bool = False,
                  restart: bool = False, again: int = 0, extra_args: str = "") -> dict:
     """Rank `rejoining` reconnects after RESUME_AT chunks through the aggregating switch, the
     other rank having filled its window first (WINDOW chunks absorbed and held: the test waits
     for that counter), `loss` (netem, both ways) on the rejoining rank's link; both results
-    bit-exact and the switch's counters of the rule checked. `other_acks_until_move`: every ACK
-    the other rank sends is dropped in its guest until the switch moved the copies' source (its
-    counter says so), then they pass again. `lose_aggregates`: from that window on, the root's
+    bit-exact and the switch's counters of the rule checked. `other_until_move`: "acks", every ACK
+    the other rank sends, or "results", every result (copy) it receives, is dropped in its guest
+    until the switch moved the copies' source (its counter says so), then they pass again. `lose_aggregates`: from that window on, the root's
     guest drops every aggregate carrying WORLD contributions it receives (the complete ones,
     not the partial ones nor a worker's own WRITEs) until the switch counted the rejoin's last
     resumed REP: for the carrier, the root lacks every complete aggregate sent on its old
@@ -221,7 +226,8 @@ def rejoin_round(lab, data, tag: str, rejoining: int, loss: str | None = None,
     same chunk: nothing written on the resumed connection), resuming from 0 a second time.
     `again`: the rank reconnects a second time once `again` chunks are written (on its resumed
     connection) and acknowledged. `extra_args`: more of the rejoining worker's arguments.
-    Returns the counters' delta, with "workers" (their JSON), "acks_dropped" and
+    Returns the counters' delta, with "workers" (their JSON), "other_dropped" (the other rank's frames
+    `other_until_move` dropped) and
     "aggregates_dropped"."""
     other = 3 - rejoining
     before = counters(lab)
@@ -234,10 +240,18 @@ def rejoin_round(lab, data, tag: str, rejoining: int, loss: str | None = None,
 
     if loss:
         lab.vms[rejoining].netem(loss, direction="both")
-    dropped = {"acks": 0, "aggregates": 0}
-    dropping = {"acks": other_acks_until_move, "aggregates": False}
-    if other_acks_until_move:
+    dropped = {"other": 0, "aggregates": 0}
+    dropping = {"other": other_until_move is not None, "aggregates": False}
+    if other_until_move == "acks":
         lab.vms[other].drop_sent_roce(RC_ACKNOWLEDGE)
+    elif other_until_move == "results":
+        lab.vms[other].drop_received_roce(RC_WRITE_ONLY_IMM, imm_count=WORLD)
+    elif other_until_move is not None:
+        raise ValueError(f"other_until_move: acks or results, not {other_until_move!r}")
+
+    def stop_other_drop() -> int:
+        return (lab.vms[other].drop_sent_roce(None) if other_until_move == "acks" else
+                lab.vms[other].drop_received_roce(None))
 
     def window_held() -> None:
         wait_until(lambda: total()["absorbed"] >= WINDOW, TIMEOUT_S,
@@ -249,12 +263,12 @@ def rejoin_round(lab, data, tag: str, rejoining: int, loss: str | None = None,
 
     def released() -> None:
         # Each rule stays until the switch counted what it provokes, then goes.
-        if dropping["acks"]:
+        if dropping["other"]:
             wait_until(lambda: total()["result_source_moved"] >= 1, TIMEOUT_S,
                        f"{tag}: the copies' source moved onto rank {rejoining}'s resumed "
                        f"connection")
-            dropped["acks"] = lab.vms[other].drop_sent_roce(None)
-            dropping["acks"] = False
+            dropped["other"] = stop_other_drop()
+            dropping["other"] = False
         if dropping["aggregates"]:
             wait_until(lambda: total()["rejoin_resumed"] >= resumed_reps, TIMEOUT_S,
                        f"{tag}: the root's resumed REP(s) of rank {rejoining} seen")
@@ -272,8 +286,8 @@ def rejoin_round(lab, data, tag: str, rejoining: int, loss: str | None = None,
     finally:
         if loss:
             lab.vms[rejoining].netem(None)
-        if dropping["acks"]:
-            lab.vms[other].drop_sent_roce(None)
+        if dropping["other"]:
+            stop_other_drop()
         if dropping["aggregates"]:
             lab.vms[0].drop_received_roce(None)
     wall = time.monotonic() - t0
@@ -337,7 +351,7 @@ def rejoin_round(lab, data, tag: str, rejoining: int, loss: str | None = None,
           f"{tag}: the resumed connection was never held back; no ICRC error, "
           f"non-contribution, bad contribution or fallback")
     d["workers"] = res
-    d["acks_dropped"] = dropped["acks"]
+    d["other_dropped"] = dropped["other"]
     d["aggregates_dropped"] = dropped["aggregates"]
     return d
 
@@ -422,17 +436,42 @@ def replicate_carrier_round(lab, data, tag: str) -> dict:
     the root wrote on its old connection and the switch copied that to rank 2: without it, a
     DREQ that reached the root before the first aggregate left no old copy, and no fill due.
     Returns the counters' delta."""
-    d = rejoin_round(lab, data, tag, 1, other_acks_until_move=True,
+    d = rejoin_round(lab, data, tag, 1, other_until_move="acks",
                      extra_args="--reconnect-min-results 1")
     res = d["workers"]
     log(f"{tag}: rank 2 took {res[1]['duplicate_results']} result(s) twice, rank 1 "
-        f"{res[0]['duplicate_results']}; {d['acks_dropped']} of rank 2's ACKs dropped before "
+        f"{res[0]['duplicate_results']}; {d['other_dropped']} of rank 2's ACKs dropped before "
         f"the move; {d['result_fill_sent']:.0f} fill packet(s) sent")
     check_source_moves(d, tag, 1)
-    check(d["acks_dropped"] > 0 and d["result_fill_sent"] > 0,
+    check(d["other_dropped"] > 0 and d["result_fill_sent"] > 0,
           f"{tag}: rank 2's leg was filled ({d['result_fill_sent']:.0f} zero-length WRITEs) "
-          f"before the copies of the resumed connection (its {d['acks_dropped']} ACKs of the "
+          f"before the copies of the resumed connection (its {d['other_dropped']} ACKs of the "
           f"old source's copies never arrived)")
+    return d
+
+
+def replicate_carrier_lost_copies_round(lab, data, tag: str) -> dict:
+    """As replicate_carrier_round, but rank 2 LOSES the old source's copies: every result it
+    receives is dropped in its guest until the switch moved the copies' source, while the
+    carrier got them (it leaves once a result is in, saying it has them). The switch's fill
+    moves rank 2 past the lost PSNs, so only the root can give them back: it must owe them
+    again on the carrier's new connection (below the carrier's results_from, only what its old
+    connection saw acknowledged by every rank is delivered). Without that rank 2 ended short
+    ("the root ended the connection with 1008 of 1024 results in"). Returns the counters'
+    delta."""
+    d = rejoin_round(lab, data, tag, 1, other_until_move="results",
+                     extra_args="--reconnect-min-results 1")
+    res = d["workers"]
+    log(f"{tag}: {d['other_dropped']} copies dropped in rank 2's guest before the move; "
+        f"{d['result_fill_sent']:.0f} fill packet(s) sent; rank 2 took "
+        f"{res[1]['duplicate_results']} result(s) twice, rank 1 {res[0]['duplicate_results']}")
+    check_source_moves(d, tag, 1)
+    check(d["other_dropped"] > 0 and d["result_fill_sent"] > 0,
+          f"{tag}: rank 2 lost {d['other_dropped']} copies and its leg was filled past them "
+          f"({d['result_fill_sent']:.0f} zero-length WRITEs)")
+    check(res[0]["duplicate_results"] > 0,
+          f"{tag}: the root wrote the carrier again what it had ({res[0]['duplicate_results']} "
+          f"twice): rank 2 lacked them")
     return d
 
 
@@ -599,6 +638,9 @@ ALONE = {
     "RESTART": (20261400, switch_config, "", "restart", restart_round, 1, WORLD * CHUNKS),
     "CARRIER": (20261300, replicating_config, "--results once", "replicate carrier",
                 replicate_carrier_round, 1, CHUNKS),
+    "LOST_COPIES": (20261900, replicating_config, "--results once",
+                    "replicate carrier lost copies", replicate_carrier_lost_copies_round, 1,
+                    CHUNKS),
     "TWICE": (20261600, replicating_config, "--results once", "replicate carrier twice",
               replicate_carrier_twice_round, 2, CHUNKS),
     "FIRST": (20261700, switch_config, "", "resumed first", resumed_first_round, 1,
@@ -688,14 +730,17 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
 
         # 10. The carrier resumes while the switch replicates: the copies' source moves.
         # 11. It resumes twice in one AllReduce: the source moves again.
-        root = listening_root(lab, "--rounds 2 --results once")
+        # 10b. The carrier resumes while rank 2 lost the old source's copies: owed again.
+        root = listening_root(lab, "--rounds 3 --results once")
         replicate_carrier_round(lab, data[-3], "replicate carrier")
+        replicate_carrier_lost_copies_round(lab, data[-3], "replicate carrier lost copies")
         replicate_carrier_twice_round(lab, data[-2], "replicate carrier twice")
-        r, r2 = served("replicate carrier", root, 2)
+        r, r_lost, r2 = served("replicate carrier", root, 3)
         root_round_checks("replicate carrier", r, 1, written=CHUNKS)
+        root_round_checks("replicate carrier lost copies", r_lost, 1, written=CHUNKS)
         root_round_checks("replicate carrier twice", r2, 2, written=CHUNKS)
-        tags += ["replicate carrier", "replicate carrier twice"]
-        rounds += [r, r2]
+        tags += ["replicate carrier", "replicate carrier lost copies", "replicate carrier twice"]
+        rounds += [r, r_lost, r2]
 
         # 12. Without aggregation: the job removed, RoCE routed untouched.
         lab.reload_switch(plain_config)

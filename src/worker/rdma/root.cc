@@ -275,10 +275,15 @@ std::optional<RejectReason> Round::on_connect_request(const CmEvent& ev, std::st
         // ACK was a replicating switch's aggregate, which stops counting a rank once its
         // connection ends, docs/rdma.md "Departures"; a process that restarted has nothing).
         // So every result from there is owed again (one it has is a duplicate, the same bytes).
+        // With --results once the carrier's results_from speaks for itself alone: the other
+        // ranks had copies, and a copy one of them lost was acknowledged to nobody (the switch's
+        // ACK is the least over the ranks) while the switch's fill moves that rank past it. So
+        // below it only what the old connection saw acknowledged is delivered.
         const uint32_t have_below = std::min(q->results_from, st_.chunks);
+        const bool speaks_for_all = opt_.results == ResultMode::per_worker;
         for (uint32_t c = 0; c < st_.chunks && writes_results(index); ++c) {
             uint8_t& s = result_state(index, c);
-            if (c < have_below) {
+            if (c < have_below && (speaks_for_all || s == kDelivered)) {
                 if (s != kDelivered && staged_[c]) {
                     s = kDelivered;
                     ++delivered_[index];
