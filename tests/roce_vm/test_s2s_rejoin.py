@@ -426,7 +426,7 @@ def restart_round(lab, data, tag: str) -> dict:
     return d
 
 
-def replicate_carrier_round(lab, data, tag: str) -> dict:
+def replicate_carrier_round(lab, data, tag: str, lose_copies: bool = False) -> dict:
     """The carrier (rank 1) resumes while the job replicates (the root runs --results once):
     the copies' source moves onto its resumed connection; every result bit-exact on both
     workers (rejoin_round). Rank 2's ACKs are dropped in its guest from the start until the
@@ -435,43 +435,28 @@ def replicate_carrier_round(lab, data, tag: str) -> dict:
     copying on. The carrier leaves only once a result is in (--reconnect-min-results 1), so
     the root wrote on its old connection and the switch copied that to rank 2: without it, a
     DREQ that reached the root before the first aggregate left no old copy, and no fill due.
-    Returns the counters' delta."""
-    d = rejoin_round(lab, data, tag, 1, other_until_move="acks",
+    `lose_copies`: rank 2 LOSES the old source's copies instead (every result it receives
+    dropped until the move) while the carrier has them; the fill moves rank 2 past the lost
+    PSNs, so only the root can give them back: it owes them again on the carrier's new
+    connection (below the carrier's results_from only what its old connection saw acknowledged
+    by every rank is delivered), and the carrier takes some twice. Without that rank 2's window
+    stalled and the round hung until the root's deadline. Returns the counters' delta."""
+    d = rejoin_round(lab, data, tag, 1, other_until_move="results" if lose_copies else "acks",
                      extra_args="--reconnect-min-results 1")
     res = d["workers"]
+    what = "received copies" if lose_copies else "ACKs"
     log(f"{tag}: rank 2 took {res[1]['duplicate_results']} result(s) twice, rank 1 "
-        f"{res[0]['duplicate_results']}; {d['other_dropped']} of rank 2's ACKs dropped before "
+        f"{res[0]['duplicate_results']}; {d['other_dropped']} of rank 2's {what} dropped before "
         f"the move; {d['result_fill_sent']:.0f} fill packet(s) sent")
     check_source_moves(d, tag, 1)
     check(d["other_dropped"] > 0 and d["result_fill_sent"] > 0,
           f"{tag}: rank 2's leg was filled ({d['result_fill_sent']:.0f} zero-length WRITEs) "
-          f"before the copies of the resumed connection (its {d['other_dropped']} ACKs of the "
-          f"old source's copies never arrived)")
-    return d
-
-
-def replicate_carrier_lost_copies_round(lab, data, tag: str) -> dict:
-    """As replicate_carrier_round, but rank 2 LOSES the old source's copies: every result it
-    receives is dropped in its guest until the switch moved the copies' source, while the
-    carrier got them (it leaves once a result is in, saying it has them). The switch's fill
-    moves rank 2 past the lost PSNs, so only the root can give them back: it must owe them
-    again on the carrier's new connection (below the carrier's results_from, only what its old
-    connection saw acknowledged by every rank is delivered). Without that rank 2 ended short
-    ("the root ended the connection with 1008 of 1024 results in"). Returns the counters'
-    delta."""
-    d = rejoin_round(lab, data, tag, 1, other_until_move="results",
-                     extra_args="--reconnect-min-results 1")
-    res = d["workers"]
-    log(f"{tag}: {d['other_dropped']} copies dropped in rank 2's guest before the move; "
-        f"{d['result_fill_sent']:.0f} fill packet(s) sent; rank 2 took "
-        f"{res[1]['duplicate_results']} result(s) twice, rank 1 {res[0]['duplicate_results']}")
-    check_source_moves(d, tag, 1)
-    check(d["other_dropped"] > 0 and d["result_fill_sent"] > 0,
-          f"{tag}: rank 2 lost {d['other_dropped']} copies and its leg was filled past them "
-          f"({d['result_fill_sent']:.0f} zero-length WRITEs)")
-    check(res[0]["duplicate_results"] > 0,
-          f"{tag}: the root wrote the carrier again what it had ({res[0]['duplicate_results']} "
-          f"twice): rank 2 lacked them")
+          f"past the old source's copies before the copies of the resumed connection "
+          f"({d['other_dropped']} of its {what} dropped)")
+    if lose_copies:
+        check(res[0]["duplicate_results"] > 0,
+              f"{tag}: the root wrote the carrier again what it had "
+              f"({res[0]['duplicate_results']} twice): rank 2 lacked them")
     return d
 
 
@@ -639,8 +624,9 @@ ALONE = {
     "CARRIER": (20261300, replicating_config, "--results once", "replicate carrier",
                 replicate_carrier_round, 1, CHUNKS),
     "LOST_COPIES": (20261900, replicating_config, "--results once",
-                    "replicate carrier lost copies", replicate_carrier_lost_copies_round, 1,
-                    CHUNKS),
+                    "replicate carrier lost copies",
+                    lambda lab, d, tag: replicate_carrier_round(lab, d, tag, lose_copies=True),
+                    1, CHUNKS),
     "TWICE": (20261600, replicating_config, "--results once", "replicate carrier twice",
               replicate_carrier_twice_round, 2, CHUNKS),
     "FIRST": (20261700, switch_config, "", "resumed first", resumed_first_round, 1,
@@ -733,7 +719,7 @@ def test(worker_exe: str, root_exe: str, switch_exe: str) -> None:
         # 10b. The carrier resumes while rank 2 lost the old source's copies: owed again.
         root = listening_root(lab, "--rounds 3 --results once")
         replicate_carrier_round(lab, data[-3], "replicate carrier")
-        replicate_carrier_lost_copies_round(lab, data[-3], "replicate carrier lost copies")
+        replicate_carrier_round(lab, data[-3], "replicate carrier lost copies", lose_copies=True)
         replicate_carrier_twice_round(lab, data[-2], "replicate carrier twice")
         r, r_lost, r2 = served("replicate carrier", root, 3)
         root_round_checks("replicate carrier", r, 1, written=CHUNKS)
