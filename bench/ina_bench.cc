@@ -25,7 +25,9 @@
 //   nic   as a NIC's DMA leaves frames: each lane allocates from its own ring of mbufs
 //         (--input-mib, cycled FIFO: beyond L2, inside the LLC) whose payloads were written
 //         before the run; per packet only the headers are written. No core holds a payload in
-//         its private caches, the receiver included.
+//         its private caches, the receiver included. With --roce (one packet per chunk) every
+//         contribution carries the same payload, so the headers and the 4-byte ICRC (the ring
+//         frame's: valid for that payload) are what is written per packet.
 //
 // With --roce the same generator skeleton drives the RoCEv2 server-to-switch stage instead
 // (src/features/roce, registered as the switch registers it): 8 ranks with static QPs from an
@@ -564,17 +566,32 @@ struct RoceFrameRing {
     std::vector<uint8_t> ring;
 };
 
+// Where frames_in takes its mbufs and what it writes of each: the whole frame from g.pool, or
+// (--input nic) from a pool whose buffers already hold a frame with the same payload, only the
+// headers (`header_bytes`) and the ICRC (the last 4 bytes: a NIC's DMA leaves the rest).
+struct FrameSource {
+    rte_mempool* pool = nullptr;  // nullptr: g.pool
+    size_t header_bytes = 0;      // 0: the whole frame
+};
+
 // n fresh mbufs in `ms`, each a copy of frame_of(k) (len_of(k) bytes) arriving on the sink
 // port, as a NIC's RX would give them; false when the pool is empty.
 template <typename FrameOf, typename LenOf>
-bool frames_in(rte_mbuf** ms, unsigned n, FrameOf frame_of, LenOf len_of) {
-    if (rte_pktmbuf_alloc_bulk(g.pool, ms, n) != 0) {
+bool frames_in(rte_mbuf** ms, unsigned n, FrameOf frame_of, LenOf len_of,
+               const FrameSource& from = {}) {
+    if (rte_pktmbuf_alloc_bulk(from.pool != nullptr ? from.pool : g.pool, ms, n) != 0) {
         std::fprintf(stderr, "mempool exhausted\n");
         return false;
     }
     for (unsigned k = 0; k < n; ++k) {
         const size_t len = len_of(k);
-        std::memcpy(rte_pktmbuf_mtod(ms[k], uint8_t*), frame_of(k), len);
+        auto* d = rte_pktmbuf_mtod(ms[k], uint8_t*);
+        if (from.header_bytes != 0 && from.header_bytes + 4 <= len) {
+            std::memcpy(d, frame_of(k), from.header_bytes);
+            std::memcpy(d + len - 4, frame_of(k) + len - 4, 4);
+        } else {
+            std::memcpy(d, frame_of(k), len);
+        }
         ms[k]->data_len = static_cast<uint16_t>(len);
         ms[k]->pkt_len = static_cast<uint32_t>(len);
         ms[k]->port = kSinkPort;
@@ -588,7 +605,7 @@ bool frames_in(rte_mbuf** ms, unsigned n, size_t len, FrameOf frame_of) {
 }
 
 int run_roce(unsigned payload, const std::string& type, double seconds, rte_rcu_qsbr* qsbr,
-             bool aggregator, unsigned pmtu) {
+             bool aggregator, unsigned pmtu, bool nic_input) {
     // A chunk above the PMTU goes as `packets` WRITE packets (FIRST, MIDDLE.., LAST_WITH_IMM).
     const unsigned packets = pmtu != 0 && payload > pmtu ? payload / pmtu : 1;
     if (packets > 1 && (aggregator || payload % pmtu != 0 || kBurst % (kRanks * packets) != 0)) {
@@ -647,6 +664,26 @@ int run_roce(unsigned payload, const std::string& type, double seconds, rte_rcu_
         return true;
     };
 
+    // --input nic: every contribution carries the same payload (`values`), so a pool filled
+    // with one whole frame needs per packet only the headers and the ICRC written.
+    FrameSource contributions;
+    uint32_t built_first = 0;
+    if (nic_input) {
+        if (!build_segment(0)) {
+            std::fprintf(stderr, "cannot build a contribution frame\n");
+            return 1;
+        }
+        built_first = kRing;
+        const uint8_t* t = frames.at(0, 0, 0);
+        contributions.pool =
+            nic_pool(0, {std::vector<uint8_t>(t, t + frames.length[0])},
+                     RTE_PKTMBUF_HEADROOM + payload + 256);
+        contributions.header_bytes = frames.length[0] - payload - 4;
+        if (contributions.pool == nullptr) {
+            return 1;
+        }
+    }
+
     const uint64_t hz = rte_get_tsc_hz();
     const auto budget = static_cast<uint64_t>(seconds * static_cast<double>(hz));
     const uint64_t started = rte_rdtsc();
@@ -658,7 +695,7 @@ int run_roce(unsigned payload, const std::string& type, double seconds, rte_rcu_
     uint64_t down_tsc = 0;
     uint64_t stalled_since = 0;
     uint32_t next_s = 0;
-    uint32_t built_to = 0;
+    uint32_t built_to = built_first;
     uint64_t generated = 0;
     uint64_t acks_in = 0;
     bool failed = false;
@@ -685,7 +722,7 @@ int run_roce(unsigned payload, const std::string& type, double seconds, rte_rcu_
         if (next_s + chunks_per_burst <= st.job->results_released + kRoceWindow) {
             stalled_since = 0;
             const uint64_t t0 = rte_rdtsc();
-            if (!frames_in(burst, kBurst, burst_frame, burst_length)) {
+            if (!frames_in(burst, kBurst, burst_frame, burst_length, contributions)) {
                 failed = true;
                 break;
             }
@@ -1067,7 +1104,7 @@ int main(int argc, char** argv) {
                    "cpu: the generator writes every frame whole on the lcore that receives it "
                    "(payload in that core's caches); nic: as a NIC's DMA leaves them, payloads "
                    "not in the receiving core's caches (a ~10 MiB ring of mbufs cycled FIFO, "
-                   "only the headers written per packet)")
+                   "only the headers written per packet; --roce: and the ICRC)")
         ->check(CLI::IsMember({"cpu", "nic"}));
     app.add_option("--input-mib", g.input_mib,
                    "--input nic: each lane's ring of frames, MiB (beyond L2, inside the LLC)")
@@ -1101,8 +1138,8 @@ int main(int argc, char** argv) {
     CLI11_PARSE(app, argc, argv);
     const bool root = role == "root";
     const bool nic_input = input == "nic";
-    if (nic_input && (roce || s2s || l3)) {
-        std::fprintf(stderr, "--input nic: INA only\n");
+    if (nic_input && (s2s || l3 || (roce && pmtu != 0))) {
+        std::fprintf(stderr, "--input nic: INA, or --roce without --pmtu\n");
         return 2;
     }
     if (root && (lanes != 1 || l3)) {
@@ -1160,7 +1197,7 @@ int main(int argc, char** argv) {
         return 1;
     }
     if (roce) {
-        return run_roce(payload, type, seconds, qsbr, !root, pmtu);
+        return run_roce(payload, type, seconds, qsbr, !root, pmtu, nic_input);
     }
     if (s2s) {
         return run_s2s(payload, type, seconds, qsbr);

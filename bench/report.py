@@ -335,13 +335,15 @@ def write(res, doc, result_path):
               "| pair | payload | RoCE Mpps | RoCE with the way down | INA Mpps | RoCE / INA "
               "(medians) | RoCE / INA, paired runs | RoCE / INA, wall time | RoCE with the way "
               "down / INA | goal ≥ %.1f | INA with UDP checksums Mpps | RoCE / INA with UDP "
-              "checksums | load |" % (goal_ratio or 0.8),
-              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+              "checksums | RoCE / INA, NIC-like input | load |" % (goal_ratio or 0.8),
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- "
+              "| --- |"]
         for r in rows:
             role = r.get("role", "root")
             goal = ("–" if r.get("met") is None else "**met**" if r["met"] else "**not met**")
             down = role == "aggregator" and "roce_full_mpps" in r
-            L.append("| %s | %d B | %s | %s | %s | **%.2f** | %s | %s | %s | %s | %s | %s | %s |" % (
+            L.append("| %s | %d B | %s | %s | %s | **%.2f** | %s | %s | %s | %s | %s | %s | %s "
+                     "| %s |" % (
                 "%s vs %s" % (role, "aggregator" if "role" not in r else role),
                 r["payload_bytes"], mmm_txt(r["roce_mpps"]),
                 mmm_txt(r["roce_full_mpps"]) if down else "–", mmm_txt(r["ina_mpps"]), r["ratio"],
@@ -350,6 +352,7 @@ def write(res, doc, result_path):
                 "%.2f" % r["full_ratio"] if down else "–", goal,
                 mmm_txt(r["ina_csum_mpps"]) if r.get("ina_csum_mpps") else "–",
                 "%.2f" % r["csum_ratio"] if r.get("csum_ratio") is not None else "–",
+                "%.2f" % r["nic_ratio"] if r.get("nic_ratio") is not None else "–",
                 f(r["loadavg"]["median"], 1)))
         L += ["", "*Paired runs*: each RoCE run over the INA run just before it (min / median / "
               "max), which cancels load changes between pairs; the goal is judged on the ratio of "
@@ -357,7 +360,10 @@ def write(res, doc, result_path):
               "(the switch verifies none, as when a NIC's RX offload did) while every RoCE "
               "packet's ICRC is verified in software. *INA with UDP checksums*: the same INA run "
               "with checksummed datagrams the switch verifies in software (ina-worker's over "
-              "af_packet / af_xdp): the like-for-like pair, shown, not the goal."]
+              "af_packet / af_xdp): the like-for-like pair, shown, not the goal. *NIC-like "
+              "input*: both from pools whose buffers already hold the frame, only the headers "
+              "(and RoCE's ICRC) written per packet, as a NIC's DMA leaves them (`ina_bench "
+              "--input nic`): neither pays the generator's copy of the payload."]
         L.append("")
         if ro.get("s2s_rows"):
             rows = ro["s2s_rows"]
