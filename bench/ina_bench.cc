@@ -585,12 +585,13 @@ bool frames_in(rte_mbuf** ms, unsigned n, FrameOf frame_of, LenOf len_of,
     }
     for (unsigned k = 0; k < n; ++k) {
         const size_t len = len_of(k);
+        const uint8_t* frame = frame_of(k);
         auto* d = rte_pktmbuf_mtod(ms[k], uint8_t*);
         if (from.header_bytes != 0 && from.header_bytes + 4 <= len) {
-            std::memcpy(d, frame_of(k), from.header_bytes);
-            std::memcpy(d + len - 4, frame_of(k) + len - 4, 4);
+            std::memcpy(d, frame, from.header_bytes);
+            std::memcpy(d + len - 4, frame + len - 4, 4);
         } else {
-            std::memcpy(d, frame_of(k), len);
+            std::memcpy(d, frame, len);
         }
         ms[k]->data_len = static_cast<uint16_t>(len);
         ms[k]->pkt_len = static_cast<uint32_t>(len);
