@@ -390,10 +390,15 @@ def restart_round(lab, data, tag: str) -> dict:
         dropped = workers[0].hold_sent_roce(None)
         dropping = False
         check(dropped > 0, f"{tag}: {dropped} of rank 1's WRITEs held back until then")
-        res = []
-        for rank, job in enumerate(jobs, start=1):
-            rc, out = job.wait(TIMEOUT_S + 30)
+        # Both ranks' ends (and, if one failed, the switch's counters) before any check: a
+        # stall shows which side stopped.
+        ends = [job.wait(TIMEOUT_S + 30) for job in jobs]
+        for rank, (rc, out) in enumerate(ends, start=1):
             log(f"{tag} rank {rank}: {out.strip()}")
+        if any(rc != 0 for rc, _out in ends):
+            log(f"switch, {tag} (a rank failed): {total()}")
+        res = []
+        for rank, (rc, out) in enumerate(ends, start=1):
             check(rc == 0, f"{tag}: rank {rank} completed (exit {rc})")
             res.append(json_line(out, "ok"))
     finally:
