@@ -23,7 +23,7 @@ job in its config; each VM's ina-rdma-worker holds one RC connection to the swit
      exactly one contribution per chunk and rank and four result packets per result; then the
      same under 2 % netem loss both ways on vm1's link (go-back-N inside messages both ways),
      still bit-exact and still exactly one contribution per chunk and rank.
-     INA_SWITCH_MULTI_ONLY=1 runs this round alone.
+     INA_SWITCH_MULTI_ONLY=1 runs this round alone; INA_SWITCH_FP32_ONLY=N runs round 2 N times.
   The switch's per-QP counters (sampled while the workers run: a QP's series goes with its
   DELETE) show the contributions, result WRITEs, ACKs, and the recovery under loss.
 
@@ -85,16 +85,65 @@ def job_qps(lab, job: int) -> list[dict]:
     return rdma_job(lab, job).get("qps", [])
 
 
-def wait_results(jobs, tag: str) -> list[list[dict]]:
-    """Waits for guest jobs; each must exit 0; returns each one's result JSON lines."""
-    out_all = []
+def wait_results(jobs, tag: str, lab=None, job_id: int = 0) -> list[list[dict]]:
+    """Waits for guest jobs; each must exit 0; returns each one's result JSON lines. Every end
+    is logged before any is checked. With `lab`, the switch's view of job `job_id` (its QPs'
+    states and counters) is sampled while the ranks run (a failing rank DELETEs its QP as it
+    exits), and a failure logs the last sample with QPs and each guest's view of its link."""
+    last_view: list = [None]
+
+    def ended():
+        if lab is not None:
+            try:
+                view = rdma_job(lab, job_id)
+                if view.get("qps"):
+                    last_view[0] = view
+            except Exception as e:  # noqa: BLE001 - a sample missed is no failure
+                last_view[0] = f"not read: {e}"
+        return all(j.done() for j in jobs) or None
+    wait_until(ended, TIMEOUT_S + 60, f"{tag}: every rank's end", interval=0.5)
+    ends = []
     for rank, job in enumerate(jobs, start=1):
-        rc, out = job.wait(TIMEOUT_S + 60)
+        rc, out = job.wait(10)
         log(f"{tag} rank {rank}: {out.strip()}")
+        ends.append((rc, out))
+    if lab is not None and any(rc != 0 for rc, _ in ends):
+        log(f"switch's job {job_id} as last sampled while the ranks ran: "
+            f"{json.dumps(last_view[0])}")
+        for vm in lab.vms:
+            _, out = vm.run("ip -s link show dev eth0; rdma statistic show 2>&1 | head -3; "
+                            "dmesg | grep -v 'speed is unknown' | tail -n 60", timeout=30)
+            log(f"{vm.name} after the failure:\n{out.strip()}")
+    out_all = []
+    for rank, (rc, out) in enumerate(ends, start=1):
         check(rc == 0, f"{tag}: rank {rank} completed and verified (exit {rc})")
         out_all.append([json.loads(line) for line in out.splitlines()
                         if line.startswith("{") and '"iteration"' in line])
     return out_all
+
+
+def fp32_round(lab) -> float:
+    """Three fp32 AllReduces on one connection per rank (job 8): every one verified on every
+    worker, session sequences 0, 1024, 2048, the same result bytes everywhere. Returns its wall
+    time."""
+    vms = lab.vms
+    t0 = time.monotonic()
+    jobs = [vm.start(worker_cmd(lab, vm, rank, JOB_FP32,
+                                f"--type fp32 --elements {ELEMENTS} --seed 11 "
+                                f"--iterations 3 --output /tmp/fp32.out"))
+            for rank, vm in enumerate(vms, start=1)]
+    res = wait_results(jobs, "fp32", lab, JOB_FP32)
+    wall = time.monotonic() - t0
+    chunks = ELEMENTS * 4 // CHUNK
+    check(all(len(r) == 3 and [i["first_seq"] for i in r] == [0, chunks, 2 * chunks] and
+              all(i["verified"] and i["mismatches"] == 0 for i in r) for r in res),
+          "fp32: 3 AllReduces per connection, session sequence 0, 1024, 2048, every "
+          "one verified on both workers")
+    sums = {vm.run("sha256sum /tmp/fp32.out", check=True)[1].split()[0] for vm in vms}
+    check(len(sums) == 1, "fp32: every worker received the same result bytes")
+    check(wait_until(lambda: job_qps(lab, JOB_FP32) == [] or None, 30,
+                     "job 8's QPs gone after the DELETEs"), "fp32: the DELETEs tore the QPs down")
+    return wall
 
 
 class QpCounters:
@@ -194,6 +243,10 @@ def test(worker_exe: str, switch_exe: str) -> None:
             vms = lab.vms
             lab.reach_all()
             multi_guest, multi_lossy_guest = multi_inputs, multi_lossy_inputs
+            if os.environ.get("INA_SWITCH_FP32_ONLY"):
+                for i in range(int(os.environ["INA_SWITCH_FP32_ONLY"])):
+                    log(f"fp32 round {i + 1}: {fp32_round(lab):.2f}s")
+                return
             if os.environ.get("INA_SWITCH_MULTI_ONLY"):
                 multi_wall = multi_packet_round(lab, multi_guest, multi_sha, "int32 4 KiB chunks")
                 lossy_multi_wall = multi_packet_round(lab, multi_lossy_guest, multi_lossy_sha,
@@ -227,6 +280,9 @@ def test(worker_exe: str, switch_exe: str) -> None:
             log(f"job {JOB_INT32} with rank 1 alone: {json.dumps(qps)}")
             check(len(qps) == 1 and qps[0].get("rank") == 1,
                   "GET /api/v1/rdma/jobs/7 shows rank 1's QP while it waits for the others")
+            check(qps[0].get("timeout") == 17 and qps[0].get("retry_cnt") == 7,
+                  "the switch's result WRITEs to rank 1 run with the ACK timeout the worker "
+                  "asked for (--ack-timeout's default 17, as rdma_cm gives RoCE) and retry 7")
             check(not jobs[0].done(), "rank 1 waits for the other ranks (no result without them)")
             jobs += [vm.start(worker_cmd(
                 lab, vm, rank, JOB_INT32,
@@ -246,20 +302,8 @@ def test(worker_exe: str, switch_exe: str) -> None:
                              "job 7's QPs gone after the DELETEs"), "the DELETEs tore the QPs down")
 
             # 2. fp32, three AllReduces on one connection each.
-            t0 = time.monotonic()
-            jobs = [vm.start(worker_cmd(lab, vm, rank, JOB_FP32,
-                                        f"--type fp32 --elements {ELEMENTS} --seed 11 "
-                                        f"--iterations 3 --output /tmp/fp32.out"))
-                    for rank, vm in enumerate(vms, start=1)]
-            res = wait_results(jobs, "fp32")
-            fp32_wall = time.monotonic() - t0
+            fp32_wall = fp32_round(lab)
             chunks = ELEMENTS * 4 // CHUNK
-            check(all(len(r) == 3 and [i["first_seq"] for i in r] == [0, chunks, 2 * chunks] and
-                      all(i["verified"] and i["mismatches"] == 0 for i in r) for r in res),
-                  "fp32: 3 AllReduces per connection, session sequence 0, 1024, 2048, every "
-                  "one verified on both workers")
-            sums = {vm.run("sha256sum /tmp/fp32.out", check=True)[1].split()[0] for vm in vms}
-            check(len(sums) == 1, "fp32: every worker received the same result bytes")
             t = clean.totals()
             log("switch QP counters, int32 without loss: " + json.dumps(t))
             n = WORLD * chunks

@@ -446,6 +446,51 @@ TEST_F(RoceSwitch, BusySlotGivesRnrNak) {
     EXPECT_EQ(qp1->responder.expected_psn(), kPsn1 + kWindow) << "nothing advanced";
 }
 
+// One state per QP: the result side out of retries (a worker that stopped answering) takes the
+// QP into error, so the worker's next WRITE is dropped (its own retries end it) rather than
+// taken or RNR-NAKed, and nothing more is sent.
+TEST_F(RoceSwitch, ResultSideOutOfRetriesPutsTheWholeQpInError) {
+    send(contribution(1, kPsn1, 0, fill(1)), kR0);
+    send(contribution(2, kPsn2, 0, fill(2)), kR1);
+    free_mbufs(take_tx(kR0));  // rank 1's result is lost, and so is every resend of it
+    send(ack_of(2, kSwitchPsn), kR1);
+    free_mbufs(take_tx(kR1));
+    for (int i = 0; i < 10 && fr::qp_state_code(*qp1) == 0; ++i) {
+        advance_ms(5);  // one ACK timeout (4.2 ms) each
+        free_mbufs(take_tx(kR0));
+    }
+    ASSERT_EQ(fr::qp_state_code(*qp1), 2) << "the result side is in error";
+    EXPECT_EQ(qp1->counters.retransmissions, 7u) << "retry_cnt 7: the eighth timeout ends it";
+    send(contribution(1, kPsn1 + 1, 1, fill(1)), kR0);
+    EXPECT_EQ(tx_count(kR0), 0u) << "no ACK and no RNR NAK: the QP drops what comes";
+    EXPECT_EQ(qp1->counters.dropped_in_error, 1u);
+    EXPECT_EQ(qp1->counters.contributions, 1u);
+    EXPECT_EQ(qp1->responder.expected_psn(), kPsn1 + 1) << "nothing advanced";
+    advance_ms(50);
+    EXPECT_EQ(tx_count(kR0), 0u) << "and the QP sends nothing more";
+    EXPECT_EQ(qp2->counters.dropped_in_error, 0u) << "rank 2's QP is untouched";
+}
+
+// ... and the receive side in error (it NAKed a fatal error) stops the QP's results.
+TEST_F(RoceSwitch, ReceiveSideInErrorSendsNoMoreResults) {
+    send(contribution(1, kPsn1, 0, fill(1)), kR0);
+    free_mbufs(take_tx(kR0));
+    // A WRITE beyond the area (chunk 1 at a 1 MiB stride): NAK remote access error.
+    send(contribution(1, kPsn1 + 1, 1, fill(1), 0x02, true, 1u << 20), kR0);
+    auto nak = seen(kR0);
+    ASSERT_EQ(nak.size(), 1u);
+    EXPECT_EQ(nak[0].p.aeth.syndrome, rc::aeth::kNakRemoteAccess);
+    EXPECT_EQ(fr::qp_state_code(*qp1), 1) << "the receive side is in error";
+    send(contribution(2, kPsn2, 0, fill(2)), kR1);  // chunk 0 complete: a result per rank
+    EXPECT_EQ(tx_count(kR0), 0u) << "rank 1's QP is in error: its result does not go";
+    auto out = seen(kR1);
+    EXPECT_TRUE(std::any_of(out.begin(), out.end(), [](const Seen& f) {
+        return f.p.bth.opcode == rc::op::kWriteOnlyImm;
+    })) << "rank 2 has its result";
+    advance_ms(50);
+    EXPECT_EQ(tx_count(kR0), 0u);
+}
+
 TEST_F(RoceSwitch, ChainedContributionAggregates) {
     const Bytes c1 = contribution(1, kPsn1, 0, fill(1));
     run({chained(c1, kR0, {20, 40, 13})});

@@ -761,6 +761,9 @@ RoceControl::Reply RoceControl::describe(uint32_t job_id) const {
                        {"ip", worker_ip_text(q.cfg)},
                        {"source", q.cfg.from_api ? "api" : "config"},
                        {"state", state_name(qp_state_code(*q.state))},
+                       {"timeout", q.cfg.timeout},
+                       {"retry_cnt", q.cfg.retry_cnt},
+                       {"rnr_retry", q.cfg.rnr_retry},
                        {"counters", counters}});
     }
     json out = {{"id", j.cfg.id},

@@ -300,7 +300,8 @@ bool result_in_place(LcoreContext& ctx, QpState& q, const rc::Transmit& tx, rte_
 // The next packet of q's requester as a frame, if one may go now; false when none may.
 bool next_result(LcoreContext& ctx, QpState& q, uint64_t t_ns, rte_mbuf*& out) {
     rc::Transmit tx;
-    if (!q.requester.next(t_ns, tx)) {
+    // A QP whose receive side is in error (it sent a fatal NAK) is in error: nothing more goes.
+    if (q.responder.state() != rc::Responder::State::ready || !q.requester.next(t_ns, tx)) {
         return false;
     }
     out = nullptr;
@@ -403,6 +404,13 @@ struct Burst {
     }
 
     void on_request(QpState& q, const rc::Packet& p, const uint8_t* payload, bool ce) {
+        // One state per QP (IBA 10.3): with its result side in error (retries exhausted, a
+        // fatal NAK) the QP is, and drops what comes, so the worker's own QP fails when its
+        // retries run out instead of being RNR-NAKed on a slot no result will free.
+        if (q.requester.state() != rc::Requester::State::ready) [[unlikely]] {
+            ++q.counters.dropped_in_error;
+            return;
+        }
         if (ce && q.cnp.on_ce(t_ns)) {
             ++q.counters.cnps_sent;
             emit(cnp_frame(ctx, q));
@@ -424,6 +432,7 @@ struct Burst {
             // (RC drops them silently after the one NAK-sequence, and they come again): loss,
             // not a misbehaving worker, so they are not counted as refusals.
             ++(v.drop == rc::DropReason::nak_outstanding ? q.counters.out_of_sequence
+               : v.drop == rc::DropReason::qp_error      ? q.counters.dropped_in_error
                                                           : q.counters.refused);
             return;
         }

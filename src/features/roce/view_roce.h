@@ -73,6 +73,7 @@ struct RoceView {
     X(cnps_received, "CNPs received (the result requester slows down)")                       \
     X(contributions, "Contributions added to the aggregation")                                 \
     X(refused, "Packets the QP's responder refused (bad opcode, key, length, transport)")      \
+    X(dropped_in_error, "Requests dropped because the QP is in error (either side: one state per QP)") \
     X(out_of_sequence, "Packets behind a PSN gap whose NAK-sequence is out, dropped as RC requires (resent)") \
     X(bad_contributions, "Executed WRITE messages that are no contribution (offset, immediate, size)") \
     X(invalid_requests, "NAKs invalid request sent (opcode sequence, length, unsupported opcode)") \

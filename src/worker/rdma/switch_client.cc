@@ -144,6 +144,8 @@ void SwitchClient::connect_by_api(const RoceGid& gid) {
     req.elem_type = opt_.elem_type;
     req.op = opt_.op;
     req.world = opt_.world;
+    req.timeout = opt_.ack_timeout;
+    req.retry_cnt = opt_.retry_cnt;
     reply_ = api_->connect(opt_.job_id, req);
     connected_ = true;
     try {

@@ -60,7 +60,12 @@ struct SwitchClientOptions {
     std::optional<uint32_t> gid_index;   // empty: the RoCE v2 GID of `ip` (or the first IPv4 one)
     std::string ip;                      // this worker's IPv4 or IPv6 address; empty: the GID's
     std::optional<uint32_t> psn;         // initial send PSN; empty: random
-    uint8_t ack_timeout = 14;            // this QP's local ACK timeout (4.096 us * 2^n)
+    // The local ACK timeout (4.096 us * 2^n) of this QP and, through the API, of the switch's
+    // requester for the results: 17 (537 ms) as rdma_cm gives a RoCE path (packet lifetime
+    // 16, + 1). After retry_cnt + 1 timeouts without an ACK a QP is in error for good, so this
+    // bounds how long either host may stall (a paused VM, a busy core) before the connection
+    // dies: ~4.3 s at 17 and 7, ~0.54 s at 14.
+    uint8_t ack_timeout = 17;
     uint8_t retry_cnt = 7;
     std::chrono::milliseconds timeout{60000};  // per allreduce() and for the API calls
 };
