@@ -261,10 +261,17 @@ constexpr uint16_t kInaPrefetchAhead = 3;
 // the generator: 0.95 whole, 0.99 capped); its later lines the stream prefetcher follows.
 constexpr uint32_t kBodyPrefetchBytes = 1152;
 inline void prefetch_frame_body(const rte_mbuf* m) {
-    const auto* at = rte_pktmbuf_mtod(m, const uint8_t*);
+    const auto* at = rte_pktmbuf_mtod(m, const uint8_t*) + 2 * RTE_CACHE_LINE_SIZE;
     const uint32_t end = std::min<uint32_t>(m->data_len, kBodyPrefetchBytes);
-    for (uint32_t off = 2 * RTE_CACHE_LINE_SIZE; off < end; off += RTE_CACHE_LINE_SIZE) {
-        rte_prefetch_non_temporal(at + off);
+    const uint32_t lines =
+        end > 2 * RTE_CACHE_LINE_SIZE
+            ? (end - 2 * RTE_CACHE_LINE_SIZE + RTE_CACHE_LINE_SIZE - 1) / RTE_CACHE_LINE_SIZE
+            : 0;
+    // Unrolled: as a loop its increment, compare and branch cost twice the prefetches
+    // (callgrind: 113 -> 45 instructions per 1 KiB contribution; +1.3 to +2.2 %, session 19).
+#pragma GCC unroll 16
+    for (uint32_t k = 0; k < lines; ++k) {
+        rte_prefetch_non_temporal(at + k * RTE_CACHE_LINE_SIZE);
     }
 }
 
