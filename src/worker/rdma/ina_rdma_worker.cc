@@ -110,9 +110,10 @@ int main(int argc, char** argv) {
     app.add_option("--seed", seed, "data seed")->default_val(1);
     app.add_option("--timeout-ms", timeout_ms, "deadline of each AllReduce")->default_val(60000);
     app.add_option("--ack-timeout", ack_timeout,
-                   "server-to-switch: local ACK timeout of this worker's QP and of the switch's "
-                   "for the results, 4.096 us x 2^N (rdma_cm's RoCE choice: 17, 537 ms; a QP "
-                   "that goes 8 timeouts without an ACK fails)")
+                   "server-to-switch through the API: local ACK timeout of this worker's QP "
+                   "and of the switch's for the results, 4.096 us x 2^N (rdma_cm's RoCE "
+                   "choice: 17, 537 ms; a QP that goes 8 timeouts without an ACK fails); with "
+                   "--switch-cm rdma_cm sets both")
         ->default_val(17)
         ->check(CLI::Range(1, 31));
     app.add_option("--linger-ms", linger_ms,
