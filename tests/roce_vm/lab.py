@@ -948,6 +948,14 @@ class Lab:
         self._switch_config = switch_config
         self.switch.reload(self._config_text(switch_config))
 
+    def log_guest_links(self, why: str) -> None:
+        """Logs each guest's data link and rxe counters and its kernel log's tail: whether a
+        guest's NIC stopped transmitting (rxe's sent_pkts above eth0's TX packets) shows here."""
+        for vm in self.vms:
+            _, out = vm.run("ip -s link show dev eth0; rdma statistic show 2>&1 | head -3; "
+                            "dmesg | grep -v 'speed is unknown' | tail -n 60", timeout=30)
+            log(f"{vm.name} {why}:\n{out.strip()}")
+
     def reach_all(self, timeout: float = 60) -> None:
         """Makes every VM resolve every other VM (and its gateway) by ARP, each pinging until a
         reply comes, so that the first RDMA connection does not wait for neighbour resolution

@@ -99,7 +99,8 @@ def wait_results(jobs, tag: str, lab=None, job_id: int = 0) -> list[list[dict]]:
                 if view.get("qps"):
                     last_view[0] = view
             except Exception as e:  # noqa: BLE001 - a sample missed is no failure
-                last_view[0] = f"not read: {e}"
+                if last_view[0] is None:  # an earlier sample says more than the error
+                    last_view[0] = f"not read: {e}"
         return all(j.done() for j in jobs) or None
     wait_until(ended, TIMEOUT_S + 60, f"{tag}: every rank's end", interval=0.5)
     ends = []
@@ -110,10 +111,7 @@ def wait_results(jobs, tag: str, lab=None, job_id: int = 0) -> list[list[dict]]:
     if lab is not None and any(rc != 0 for rc, _ in ends):
         log(f"switch's job {job_id} as last sampled while the ranks ran: "
             f"{json.dumps(last_view[0])}")
-        for vm in lab.vms:
-            _, out = vm.run("ip -s link show dev eth0; rdma statistic show 2>&1 | head -3; "
-                            "dmesg | grep -v 'speed is unknown' | tail -n 60", timeout=30)
-            log(f"{vm.name} after the failure:\n{out.strip()}")
+        lab.log_guest_links("after the failure")
     out_all = []
     for rank, (rc, out) in enumerate(ends, start=1):
         check(rc == 0, f"{tag}: rank {rank} completed and verified (exit {rc})")

@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
     uint64_t elements = 1 << 18;
     uint64_t seed = 1;
     uint32_t timeout_ms = 60000;
-    uint8_t ack_timeout = 17;
+    uint8_t ack_timeout = rdma::SwitchClientOptions{}.ack_timeout;
     uint32_t linger_ms = 10000;
     uint32_t iterations = 1;
     uint32_t gid_index = 0;
@@ -114,7 +114,7 @@ int main(int argc, char** argv) {
                    "and of the switch's for the results, 4.096 us x 2^N (rdma_cm's RoCE "
                    "choice: 17, 537 ms; a QP that goes 8 timeouts without an ACK fails); with "
                    "--switch-cm rdma_cm sets both")
-        ->default_val(17)
+        ->default_str(std::to_string(ack_timeout))
         ->check(CLI::Range(1, 31));
     app.add_option("--linger-ms", linger_ms,
                    "server-to-server: every result in, how long to wait for the root to "
