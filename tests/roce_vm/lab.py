@@ -841,6 +841,7 @@ class Lab:
         self._slots: _Slots | None = None
         self._ns_created = False
         self._closed = False
+        self._links_logged = False  # log_guest_links ran (the failure path logs them once)
         self.timings: dict[str, float] = {}
         testbed._live.append(self)
         try:
@@ -951,9 +952,16 @@ class Lab:
     def log_guest_links(self, why: str) -> None:
         """Logs each guest's data link and rxe counters and its kernel log's tail: whether a
         guest's NIC stopped transmitting (rxe's sent_pkts above eth0's TX packets) shows here."""
+        self._links_logged = True
         for vm in self.vms:
-            _, out = vm.run("ip -s link show dev eth0; rdma statistic show 2>&1 | head -3; "
-                            "dmesg | grep -v 'speed is unknown' | tail -n 60", timeout=30)
+            if not vm.alive():
+                log(f"{vm.name} {why}: its qemu is not running")
+                continue
+            try:
+                _, out = vm.run("ip -s link show dev eth0; rdma statistic show 2>&1 | head -3; "
+                                "dmesg | grep -v 'speed is unknown' | tail -n 60", timeout=30)
+            except Exception as e:  # noqa: BLE001 - a guest that cannot answer says so here
+                out = f"not read: {e}"
             log(f"{vm.name} {why}:\n{out.strip()}")
 
     def reach_all(self, timeout: float = 60) -> None:
@@ -1076,6 +1084,10 @@ class Lab:
 
     def __exit__(self, exc_type, *_exc) -> None:
         if exc_type is not None:
+            # Every test's failure shows whether a guest's NIC stopped sending (the rare
+            # virtio-net stall docs/rdma.md names), unless the test logged it already.
+            if not self._links_logged:
+                self.log_guest_links("at the failure")
             for vm in self.vms:
                 log(f"{vm.name} console (tail):\n{_tail(vm.console_path, 2000)}")
             for sw in ([self.switch] if self.switch is not None else []) + self.more_switches:
