@@ -153,6 +153,12 @@ public:
     // (PSN = its PSN, syndrome 0x20 | min_rnr_timer). Nothing advances.
     Reply refuse();
 
+    // The QP fails for a reason outside this responder (its own requester out of retries: one
+    // state per QP): the fatal NAK to answer the current request with (`syndrome`, e.g. remote
+    // operational error; PSN ePSN, acknowledging everything before it), and the error state.
+    // The requester learns of the failure at once instead of retrying into silence.
+    Reply fail(uint8_t syndrome) { return nak(syndrome, true).reply; }
+
     // Receive buffers posted for SENDs (and WRITE with immediate, which consumes one). A SEND
     // FIRST/ONLY or a WRITE *_IMM without one is refused with an RNR NAK.
     void post_receives(uint32_t n) { receives_ += n; }

@@ -118,15 +118,19 @@ def test(switch_exe: str) -> None:
     job = {"job_id": 1, "role": "root", "bsl": 64, "abm": "1-2", "op": "sum",
            "elem_type": "fp32", "max_elements": 256, "window": 64, "root": "10.0.1.1",
            "workers": [{"bfr_id": 1, "ip": "10.0.1.2"}, {"bfr_id": 2, "ip": "10.0.2.2"}]}
+    # An RDMA server-to-switch job beside it (no QP connected): its job series exist.
+    rdma_job = {"id": 7, "mode": "server-to-switch", "world": 2, "op": "sum", "dtype": "int32",
+                "chunk_bytes": 1024, "window": 64}
     panels, rules = dashboard_exprs(), rule_exprs()
-    check(len(rules) == 5, f"{len(rules)} rule expressions read from alerts.yml")
+    check(len(rules) == 6, f"{len(rules)} rule expressions read from alerts.yml")
     names = sorted({m for e in panels + rules for m in METRIC.findall(e)})
     log(f"{len(panels)} dashboard expressions, {len(rules)} rules, {len(names)} metrics: "
         f"{', '.join(names)}")
     workdir = tempfile.mkdtemp(prefix="inae2e-prom-")
     prom = None
     try:
-        with Testbed(switch_exe, ports, extra={"ina": {"jobs": [job]}}) as tb:
+        with Testbed(switch_exe, ports,
+                     extra={"ina": {"jobs": [job]}, "rdma": {"jobs": [rdma_job]}}) as tb:
             hosts[0].wait_reachable(hosts[1].ip)  # traffic: port counters move
             prom = Prometheus(tb.api.removeprefix("http://"), workdir)
             wait_until(lambda: any(r["value"][1] == "1" for r in

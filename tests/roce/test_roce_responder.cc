@@ -607,6 +607,27 @@ TEST(Responder, SendLongerThanTheReceiveBufferIsAnInvalidRequest) {
     EXPECT_TRUE(v.fatal);
 }
 
+// A failure from outside (the QP's requester out of retries): a fatal NAK at ePSN, which
+// acknowledges what was taken, and the error state; nothing is taken after it.
+TEST(Responder, FailAnswersWithAFatalNakAtTheExpectedPsnAndEntersError) {
+    ResponderConfig config;
+    config.initial_psn = 100;
+    config.pmtu = kPmtu;
+    config.region = {kRegionVa, kRegionBytes, kRkey};
+    Responder qp(config);
+    ASSERT_EQ(qp.receive(packet_of(wonly(100, 16))).action, Action::execute);
+    ASSERT_TRUE(qp.commit());
+    const Reply r = qp.fail(aeth::kNakRemoteOperational);
+    EXPECT_EQ(r.syndrome, aeth::kNakRemoteOperational);
+    EXPECT_EQ(r.psn, 101u);
+    EXPECT_EQ(r.msn, 1u);
+    EXPECT_EQ(qp.state(), Responder::State::error);
+    EXPECT_EQ(qp.error_syndrome(), aeth::kNakRemoteOperational);
+    Reply ack;
+    EXPECT_FALSE(qp.take_ack(ack)) << "the NAK acknowledged the WRITE: no ACK owed";
+    EXPECT_EQ(qp.receive(packet_of(wonly(101, 16))).action, Action::drop);
+}
+
 TEST(Responder, PmtuHelpers) {
     EXPECT_EQ(pmtu_bytes(1), 256u);
     EXPECT_EQ(pmtu_bytes(5), 4096u);

@@ -24,6 +24,14 @@ job in its config; each VM's ina-rdma-worker holds one RC connection to the swit
      same under 2 % netem loss both ways on vm1's link (go-back-N inside messages both ways),
      still bit-exact and still exactly one contribution per chunk and rank.
      INA_SWITCH_MULTI_ONLY=1 runs this round alone; INA_SWITCH_FP32_ONLY=N runs round 2 N times.
+  6. A rank that fails (job 12): vm0 drops every ACK it sends, so the switch's result WRITEs to
+     rank 1 go unacknowledged (its slots stay held, the window stalls) until the switch's QP for
+     rank 1 runs out of retries (--ack-timeout 14: 8 x 67 ms). The session cannot complete: ranks
+     2 and 3 are sent failure notices and end at once (exit 1) naming rank 1 and why, long
+     before their deadline; the failure_notices counter moved by 2, and once every rank left,
+     GET /api/v1/rdma/jobs/12 still shows last_failed_session {rank 1, retry_exceeded}. Rank 1 ends
+     too, at its next WRITE (NAK remote operational error), saying the switch ended it.
+     INA_SWITCH_FAIL_ONLY=1 runs this round alone.
   The switch's per-QP counters (sampled while the workers run: a QP's series goes with its
   DELETE) show the contributions, result WRITEs, ACKs, and the recovery under loss.
 
@@ -51,7 +59,7 @@ WINDOW = 64
 TIMEOUT_S = 150
 # The lossy session runs on job 7 again after its ranks disconnected: a job whose last QP went
 # starts its next session (sequences from 0 again) with fresh slots.
-JOB_INT32, JOB_FP32, JOB_BESIDE = 7, 8, 10
+JOB_INT32, JOB_FP32, JOB_BESIDE, JOB_FAIL = 7, 8, 10, 12
 JOB_LOSSY = JOB_INT32
 # Round 5: a chunk is four packets at the rxe link's PMTU 1024.
 JOB_MULTI, MULTI_CHUNK, MULTI_WINDOW, PMTU = 11, 4096, 16, 1024
@@ -60,7 +68,8 @@ JOB_MULTI, MULTI_CHUNK, MULTI_WINDOW, PMTU = 11, 4096, 16, 1024
 def rdma_jobs() -> list[dict]:
     return [{"id": job, "mode": "server-to-switch", "world": WORLD, "op": "sum", "dtype": dtype,
              "chunk_bytes": CHUNK, "window": WINDOW, "pmtu": PMTU}
-            for job, dtype in ((JOB_INT32, "int32"), (JOB_FP32, "fp32"), (JOB_BESIDE, "fp32"))] + [
+            for job, dtype in ((JOB_INT32, "int32"), (JOB_FP32, "fp32"), (JOB_BESIDE, "fp32"),
+                               (JOB_FAIL, "int32"))] + [
         {"id": JOB_MULTI, "mode": "server-to-switch", "world": WORLD, "op": "sum",
          "dtype": "int32", "chunk_bytes": MULTI_CHUNK, "window": MULTI_WINDOW, "pmtu": PMTU}]
 
@@ -142,6 +151,71 @@ def fp32_round(lab) -> float:
     check(wait_until(lambda: job_qps(lab, JOB_FP32) == [] or None, 30,
                      "job 8's QPs gone after the DELETEs"), "fp32: the DELETEs tore the QPs down")
     return wall
+
+
+def failed_rank_round(lab) -> float:
+    """Round 6: rank 1 never acknowledges a result; the switch fails the session when its QP
+    for rank 1 is out of retries, and ranks 2 and 3 end on the failure notice. Returns how long
+    the other ranks took to end."""
+    vms = lab.vms
+    counters = QpCounters(lab, JOB_FAIL)
+    vms[0].drop_sent_roce(0x11)
+    seen: list = [None]
+    try:
+        t0 = time.monotonic()
+        jobs = [vm.start(worker_cmd(lab, vm, rank, JOB_FAIL,
+                                    f"--type int32 --elements {ELEMENTS} --seed 13 "
+                                    "--ack-timeout 14"))
+                for rank, vm in enumerate(vms, start=1)]
+
+        def others_ended():
+            # The failed session's state lasts until every rank's QP is gone (a new session is
+            # fresh): sampled while the ranks run.
+            if seen[0] is None:
+                failed = rdma_job(lab, JOB_FAIL).get("session_failed")
+                if failed:
+                    seen[0] = failed
+            return all(j.done() for j in jobs[1:]) or None
+        wait_until(others_ended, TIMEOUT_S + 60, "ranks 2 and 3 ended", interval=0.05)
+        others_s = time.monotonic() - t0
+        wait_until(lambda: jobs[0].done() or None, TIMEOUT_S + 60, "rank 1 ended")
+    finally:
+        dropped = vms[0].drop_sent_roce(None)
+    ends = [j.wait(10) for j in jobs]
+    for rank, (rc, out) in enumerate(ends, start=1):
+        log(f"failed session, rank {rank} (exit {rc}): {out.strip()[-600:]}")
+    log(f"failed session: vm0 dropped {dropped} ACKs; the switch's view {json.dumps(seen[0])}; "
+        f"ranks 2 and 3 ended after {others_s:.2f}s")
+    why = ("the switch failed job 12's session: rank 1's connection failed (the switch's "
+           "results went unacknowledged until its retries ran out)")
+    for rank, (rc, out) in enumerate(ends[1:], start=2):
+        check(rc == 1 and why in out, f"rank {rank} ended on the failure notice, naming rank 1 "
+              f"and why (exit {rc})")
+    check(others_s < TIMEOUT_S / 3, f"ranks 2 and 3 ended {others_s:.1f}s after the start, not "
+          f"at their {TIMEOUT_S}s deadline")
+    check(ends[0][0] == 1 and "the switch put this rank's connection of job 12 in error" in
+          ends[0][1], "rank 1, whose QP the switch put in error, ended at its next WRITE (the "
+          "switch's NAK remote operational error), saying so")
+    failure = {"rank": 1, "reason": "retry_exceeded"}
+    check(seen[0] in (None, failure),
+          f"GET /api/v1/rdma/jobs/{JOB_FAIL}'s session_failed, if sampled in the moment between "
+          f"the failure and the ranks' DELETEs, named rank 1 and retry_exceeded: {seen[0]}")
+    t = counters.totals()
+    log("switch QP counters, failed session: " + json.dumps(t))
+    check(t.get("failure_notices") == WORLD - 1,
+          f"the switch sent a failure notice to each of the {WORLD - 1} other ranks")
+    check(wait_until(lambda: job_qps(lab, JOB_FAIL) == [] or None, 30,
+                     "job 12's QPs gone after the DELETEs"), "every rank's DELETE came")
+    job = rdma_job(lab, JOB_FAIL)
+    failed_sessions = lab.switch.metrics().get("inaswitch_rdma_job_failed_sessions_total",
+                                               job=str(JOB_FAIL))
+    check(failed_sessions == 1, f"inaswitch_rdma_job_failed_sessions_total counted the failed "
+          f"session once ({failed_sessions})")
+    check(job.get("session_failed") is None and job.get("last_failed_session") == failure and
+          job["results_completed"] == 0,
+          "the job's next session starts fresh, and the job still says which rank failed the "
+          f"last one and why: {json.dumps(job)[:300]}")
+    return others_s
 
 
 class QpCounters:
@@ -244,6 +318,9 @@ def test(worker_exe: str, switch_exe: str) -> None:
             if os.environ.get("INA_SWITCH_FP32_ONLY"):
                 for i in range(int(os.environ["INA_SWITCH_FP32_ONLY"])):
                     log(f"fp32 round {i + 1}: {fp32_round(lab):.2f}s")
+                return
+            if os.environ.get("INA_SWITCH_FAIL_ONLY"):
+                log(f"failed session: the others ended after {failed_rank_round(lab):.2f}s")
                 return
             if os.environ.get("INA_SWITCH_MULTI_ONLY"):
                 multi_wall = multi_packet_round(lab, multi_guest, multi_sha, "int32 4 KiB chunks")
@@ -369,10 +446,13 @@ def test(worker_exe: str, switch_exe: str) -> None:
             lossy_multi_wall = multi_packet_round(lab, multi_lossy_guest, multi_lossy_sha,
                                                   "int32 4 KiB chunks under 2 % loss",
                                                   lossy_vm=vms[1])
+            # 6. a rank that fails: the others end on the switch's failure notice.
+            failed_s = failed_rank_round(lab)
             log(f"timings: boot {lab.timings.get('boot_s', 0):.1f}s; int32 1 MiB x {WORLD}: "
                 f"{int32_wall:.2f}s wall; fp32 x 3: {fp32_wall:.2f}s; int32 under 2 % loss: "
                 f"{lossy_wall:.2f}s; int32 4 KiB chunks: {multi_wall:.2f}s; under loss: "
-                f"{lossy_multi_wall:.2f}s")
+                f"{lossy_multi_wall:.2f}s; a failed session's other ranks ended after "
+                f"{failed_s:.2f}s")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

@@ -446,10 +446,30 @@ TEST_F(RoceSwitch, BusySlotGivesRnrNak) {
     EXPECT_EQ(qp1->responder.expected_psn(), kPsn1 + kWindow) << "nothing advanced";
 }
 
+// The failure notice rank 2 is sent when rank `failed`'s QP failed the session: a zero-length
+// WRITE ONLY with immediate to the result ring's start, count 0, the rank and the reason.
+void expect_failure_notice(const std::vector<Seen>& out, uint16_t failed, uint8_t failure,
+                           uint32_t psn) {
+    ASSERT_EQ(out.size(), 1u);
+    const Seen& n = out[0];
+    EXPECT_EQ(n.p.bth.opcode, rc::op::kWriteOnlyImm);
+    EXPECT_EQ(n.p.bth.psn, psn);
+    EXPECT_EQ(n.p.imm, rdma::failure_notice_imm(failed, failure));
+    EXPECT_EQ(n.p.imm & 0xFF, 0u) << "count 0: no result";
+    EXPECT_EQ(n.p.reth.va, kResultAddr);
+    EXPECT_EQ(n.p.reth.dma_len, 0u);
+    EXPECT_TRUE(n.payload.empty());
+    EXPECT_TRUE(n.icrc_ok);
+}
+
 // One state per QP: the result side out of retries (a worker that stopped answering) takes the
-// QP into error, so the worker's next WRITE is dropped (its own retries end it) rather than
-// taken or RNR-NAKed, and nothing more is sent.
-TEST_F(RoceSwitch, ResultSideOutOfRetriesPutsTheWholeQpInError) {
+// QP into error, so the worker's next WRITE is answered with NAK remote operational error
+// (which ends the worker's QP: rxe would retransmit a dropped one until its deadline) rather
+// than taken or RNR-NAKed, what follows is dropped, and nothing more is sent. The job's
+// session cannot complete without the
+// rank: the other rank is sent a failure notice (reliably: resent until acknowledged) and its
+// WRITEs are dropped from then on.
+TEST_F(RoceSwitch, ResultSideOutOfRetriesPutsTheWholeQpInErrorAndFailsTheSession) {
     send(contribution(1, kPsn1, 0, fill(1)), kR0);
     send(contribution(2, kPsn2, 0, fill(2)), kR1);
     free_mbufs(take_tx(kR0));  // rank 1's result is lost, and so is every resend of it
@@ -461,18 +481,44 @@ TEST_F(RoceSwitch, ResultSideOutOfRetriesPutsTheWholeQpInError) {
     }
     ASSERT_EQ(fr::qp_state_code(*qp1), 2) << "the result side is in error";
     EXPECT_EQ(qp1->counters.retransmissions, 7u) << "retry_cnt 7: the eighth timeout ends it";
+    EXPECT_EQ(job->failed_rank, 1u);
+    EXPECT_EQ(fr::session_failure_name(job->failure), "retry_exceeded");
     send(contribution(1, kPsn1 + 1, 1, fill(1)), kR0);
-    EXPECT_EQ(tx_count(kR0), 0u) << "no ACK and no RNR NAK: the QP drops what comes";
-    EXPECT_EQ(qp1->counters.dropped_in_error, 1u);
+    auto nak = seen(kR0);
+    ASSERT_EQ(nak.size(), 1u) << "one NAK, no ACK, no RNR NAK";
+    EXPECT_EQ(nak[0].p.bth.opcode, rc::op::kAcknowledge);
+    EXPECT_EQ(nak[0].p.aeth.syndrome, rc::aeth::kNakRemoteOperational);
+    EXPECT_EQ(nak[0].p.bth.psn, kPsn1 + 1);
+    EXPECT_EQ(fr::qp_state_code(*qp1), 3) << "both sides in error";
+    send(contribution(1, kPsn1 + 1, 1, fill(1)), kR0);
+    EXPECT_EQ(tx_count(kR0), 0u) << "after the NAK the QP drops what comes";
+    EXPECT_EQ(qp1->counters.dropped_in_error, 2u);
     EXPECT_EQ(qp1->counters.contributions, 1u);
     EXPECT_EQ(qp1->responder.expected_psn(), kPsn1 + 1) << "nothing advanced";
+    advance_ms(1);  // rank 2's QP's own tick sends its notice
+    ASSERT_NO_FATAL_FAILURE(expect_failure_notice(
+        seen(kR1), 1, static_cast<uint8_t>(rc::RequesterError::retry_exceeded), kSwitchPsn + 1));
+    EXPECT_EQ(qp2->counters.failure_notices, 1u);
+    EXPECT_EQ(qp2->counters.results_sent, 1u) << "the notice is no result";
+    advance_ms(5);
+    ASSERT_NO_FATAL_FAILURE(expect_failure_notice(
+        seen(kR1), 1, static_cast<uint8_t>(rc::RequesterError::retry_exceeded), kSwitchPsn + 1))
+        << "not acknowledged: sent again";
+    send(ack_of(2, kSwitchPsn + 1), kR1);
+    EXPECT_EQ(qp2->requester.completed_messages(), 2u);
+    send(contribution(2, kPsn2 + 1, 1, fill(2)), kR1);
+    EXPECT_EQ(tx_count(kR1), 0u) << "the failed session takes nothing more";
+    EXPECT_EQ(qp2->counters.dropped_session_failed, 1u);
+    EXPECT_EQ(qp2->counters.dropped_in_error, 0u) << "rank 2's QP itself is not in error";
+    EXPECT_EQ(fr::qp_state_code(*qp2), 0);
     advance_ms(50);
-    EXPECT_EQ(tx_count(kR0), 0u) << "and the QP sends nothing more";
-    EXPECT_EQ(qp2->counters.dropped_in_error, 0u) << "rank 2's QP is untouched";
+    EXPECT_EQ(tx_count(kR0), 0u) << "and rank 1's QP sends nothing more";
+    EXPECT_EQ(tx_count(kR1), 0u);
 }
 
-// ... and the receive side in error (it NAKed a fatal error) stops the QP's results.
-TEST_F(RoceSwitch, ReceiveSideInErrorSendsNoMoreResults) {
+// ... and the receive side in error (it NAKed a fatal error) stops the QP's results, and fails
+// the session the same way, in the burst that saw it.
+TEST_F(RoceSwitch, ReceiveSideInErrorSendsNoMoreResultsAndFailsTheSession) {
     send(contribution(1, kPsn1, 0, fill(1)), kR0);
     free_mbufs(take_tx(kR0));
     // A WRITE beyond the area (chunk 1 at a 1 MiB stride): NAK remote access error.
@@ -481,14 +527,18 @@ TEST_F(RoceSwitch, ReceiveSideInErrorSendsNoMoreResults) {
     ASSERT_EQ(nak.size(), 1u);
     EXPECT_EQ(nak[0].p.aeth.syndrome, rc::aeth::kNakRemoteAccess);
     EXPECT_EQ(fr::qp_state_code(*qp1), 1) << "the receive side is in error";
-    send(contribution(2, kPsn2, 0, fill(2)), kR1);  // chunk 0 complete: a result per rank
-    EXPECT_EQ(tx_count(kR0), 0u) << "rank 1's QP is in error: its result does not go";
-    auto out = seen(kR1);
-    EXPECT_TRUE(std::any_of(out.begin(), out.end(), [](const Seen& f) {
-        return f.p.bth.opcode == rc::op::kWriteOnlyImm;
-    })) << "rank 2 has its result";
+    EXPECT_EQ(job->failed_rank, 1u);
+    EXPECT_EQ(fr::session_failure_name(job->failure), "fatal_nak_sent");
+    ASSERT_NO_FATAL_FAILURE(
+        expect_failure_notice(seen(kR1), 1, rdma::kFailureReceiveSide, kSwitchPsn));
+    send(contribution(2, kPsn2, 0, fill(2)), kR1);  // would complete chunk 0
+    EXPECT_EQ(tx_count(kR1), 0u) << "dropped: neither ACKed nor a result";
+    EXPECT_EQ(tx_count(kR0), 0u) << "rank 1's QP is in error: nothing goes to it";
+    EXPECT_EQ(job->results_completed, 0u);
+    EXPECT_EQ(qp2->counters.dropped_session_failed, 1u);
     advance_ms(50);
     EXPECT_EQ(tx_count(kR0), 0u);
+    free_mbufs(take_tx(kR1));  // the unacknowledged notice, sent again
 }
 
 TEST_F(RoceSwitch, ChainedContributionAggregates) {
@@ -932,17 +982,24 @@ TEST_F(RoceMultiPacket, SequenceErrorsGetNakInvalidRequestCounted) {
     EXPECT_EQ(acks[0].p.bth.psn, kPsn1);
     EXPECT_EQ(qp1->counters.invalid_requests, 1u);
     EXPECT_EQ(fr::qp_state_code(*qp1), 1) << "the responder is in error";
+    EXPECT_EQ(job->table.in_use(), 0u) << "nothing was added";
+    EXPECT_EQ(qp1->counters.contributions, 0u);
+}
+
+TEST_F(RoceMultiPacket, ShortMiddleGetsNakInvalidRequestCounted) {
     // Rank 2: a FIRST, then a MIDDLE shorter than the PMTU.
     send(segment(2, kPsn2, 0, ints(1), 0), kR1);
     send(segment(2, kPsn2, 0, ints(1), 1, kPmtu - 4), kR1);
-    acks.clear();
+    std::vector<Seen> acks;
     results(kR1, &acks);
     ASSERT_EQ(acks.size(), 1u);
     EXPECT_EQ(acks[0].p.aeth.syndrome, rc::aeth::kNakInvalidRequest);
     EXPECT_EQ(acks[0].p.bth.psn, kPsn2 + 1);
     EXPECT_EQ(qp2->counters.invalid_requests, 1u);
     EXPECT_EQ(job->table.in_use(), 0u) << "nothing was added";
-    EXPECT_EQ(qp1->counters.contributions + qp2->counters.contributions, 0u);
+    EXPECT_EQ(qp2->counters.contributions, 0u);
+    EXPECT_EQ(job->failed_rank, 2u);
+    free_mbufs(take_tx(kR0));  // rank 1's failure notice
 }
 
 TEST_F(RoceMultiPacket, FirstInsideAMessageGetsNakInvalidRequest) {

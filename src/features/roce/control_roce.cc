@@ -69,6 +69,14 @@ std::string error_json(const std::string& message) {
     return json{{"error", message}}.dump();
 }
 
+// A failed session's {rank, reason}; null for rank 0 (none).
+json failure_json(uint16_t rank, uint8_t reason) {
+    if (rank == 0) {
+        return nullptr;
+    }
+    return {{"rank", rank}, {"reason", std::string(session_failure_name(reason))}};
+}
+
 const char* state_name(uint8_t code) {
     constexpr const char* names[] = {"ready", "error_receive", "error_result", "error"};
     return names[code & 3];
@@ -367,6 +375,16 @@ bool RoceControl::prepare(control::ControlPlane& cp, const config::Config& next,
             Job job;
             auto kept = jobs_.find(j.id);
             const bool keep_job = kept != jobs_.end() && keeps_session(j, kept->second.cfg);
+            if (kept != jobs_.end() && same_job(j, kept->second.cfg)) {
+                const Job& was = kept->second;
+                job.last_failure = was.last_failure;
+                job.failed_sessions = was.failed_sessions;
+                // A plain read of the home lcore's word, written once per session.
+                if (!keep_job && was.state->failed_rank != 0) {
+                    job.last_failure = {was.state->failed_rank, was.state->failure};
+                    ++job.failed_sessions;
+                }
+            }
             if (keep_job) {
                 job.home = kept->second.home;
                 job.slot = kept->second.slot;
@@ -500,6 +518,7 @@ void RoceControl::stats(const control::ControlPlane& cp, metrics::Stats& out) {
         for (const auto& [id, j] : jobs_) {
             jobs.push_back(JobSample{id, j.state->table.in_use(), j.state->results_completed,
                                      j.state->results_released, j.state->post_failures,
+                                     j.failed_sessions + (j.state->failed_rank != 0 ? 1 : 0),
                                      j.state->parent != nullptr,
                                      j.state->parent != nullptr ? j.state->parent->counters
                                                                 : ParentCounters{},
@@ -778,6 +797,11 @@ RoceControl::Reply RoceControl::describe(uint32_t job_id) const {
                 {"slots_in_use", j.state->table.in_use()},
                 {"results_completed", j.state->results_completed},
                 {"results_released", j.state->results_released},
+                {"session_failed", failure_json(j.state->failed_rank, j.state->failure)},
+                {"last_failed_session",
+                 j.state->failed_rank != 0
+                     ? failure_json(j.state->failed_rank, j.state->failure)
+                     : failure_json(j.last_failure.rank, j.last_failure.reason)},
                 {"role", j.cfg.role == Role::aggregator ? "aggregator" : "root"},
                 {"qps", qps}};
     if (j.state->parent != nullptr) {

@@ -72,12 +72,22 @@ private:
         uint16_t slot = dp::kNoStateSlot;
         std::shared_ptr<QpState> state;
     };
+    // The rank that failed a session, and why (JobState::failed_rank, failure; rank 0: none).
+    struct SessionFailure {
+        uint16_t rank = 0;
+        uint8_t reason = 0;
+    };
     struct Job {
         JobConfig cfg;
         uint16_t home = 0;
         uint16_t slot = dp::kNoStateSlot;
         std::shared_ptr<JobState> state;
         std::map<uint16_t, Qp> qps;  // by rank
+        // The last session of this job that failed and ended (its state replaced by a fresh
+        // one): kept while the job is configured, so an operator still sees which rank ended
+        // a training run after every worker left.
+        SessionFailure last_failure;
+        uint64_t failed_sessions = 0;  // sessions that failed and ended, while configured
     };
     struct Plan {
         std::map<uint32_t, Job> jobs;

@@ -219,7 +219,11 @@ void count_reply(QpState& q, const rc::Reply& r) {
 }
 
 void count_result(QpState& q, const rc::Transmit& tx, size_t l3) {
-    ++(tx.retransmission ? q.counters.retransmissions : q.counters.results_sent);
+    if (tx.retransmission) {
+        ++q.counters.retransmissions;
+    } else if (tx.length != 0) {
+        ++q.counters.results_sent;  // (a failure notice counts where it is posted)
+    }
     q.counters.packets_out += 1;
     q.counters.bytes_out += l3;
 }
@@ -255,6 +259,9 @@ uint32_t result_write_icrc(JobState& job, uint8_t* l3, size_t headers, size_t l3
                                                 uint8_t* payload) {
     const uint32_t shift = q.job->elem_shift;
     const uint32_t n = tx.length >> shift;
+    if (tx.length == 0) [[unlikely]] {
+        return true;  // a failure notice: no result bytes
+    }
     if ((tx.length & ((1u << shift) - 1)) != 0 ||
         rank_result(*q.job, static_cast<uint32_t>(tx.cookie), tx.offset >> shift, n, payload) !=
             n) [[unlikely]] {
@@ -355,6 +362,38 @@ void post_results(JobState& job, uint32_t key, uint32_t length, uint64_t t_ns) {
     job.table.mark_sent(key, t_ns);
 }
 
+// The session of q's job fails (the first QP to go into error; a rank that cannot go on
+// leaves chunks no other rank can complete): every other rank's live QP gets a failure notice
+// behind the results already posted to it (a zero-length WRITE with immediate: count 0, the
+// failed rank, why), so its worker ends the call at once instead of at its deadline, as a
+// collective library aborts a communicator. From here on the job takes no more requests.
+void fail_session(JobState& job, const QpState& failed) {
+    if (job.failed_rank != 0) {
+        return;
+    }
+    job.failed_rank = failed.params.rank;
+    job.failure = session_failure(failed);
+    for (uint16_t r = 1; r <= job.params.world; ++r) {
+        QpState* q = job.rank_qp[r];
+        if (q == nullptr || q == &failed || qp_state_code(*q) != 0) {
+            continue;
+        }
+        rc::WriteRequest w;
+        w.remote_va = q->params.result_addr;
+        w.rkey = q->params.result_rkey;
+        w.length = 0;
+        w.has_imm = true;
+        w.imm = rdma::failure_notice_imm(job.failed_rank, job.failure);
+        uint64_t seq = 0;
+        if (q->requester.post(w, seq)) {
+            ++q->counters.failure_notices;
+        }
+    }
+}
+
+// Whether q (touched by a response, a request or its timer) has just failed its job's session.
+bool fails_session(const QpState& q) { return q.job->failed_rank == 0 && qp_state_code(q) != 0; }
+
 struct Burst {
     // Not an aggregate: `touched` is read in [0, n_touched) only, so it is left uncleared.
     Burst(LcoreContext& c, EdgeBatches<FeatureEdge>& o, uint64_t t) : ctx(c), out(o), t_ns(t) {}
@@ -393,7 +432,9 @@ struct Burst {
         }
         const rc::ResponseOutcome o = q.requester.on_response(p, t_ns);
         JobState& job = *q.job;
-        for (uint32_t k = 0; k < o.completed; ++k) {
+        // A failed session's slots are never used again: its keys' ACKs are not counted (the
+        // failure notices are no keys' messages).
+        for (uint32_t k = 0; k < o.completed && job.failed_rank == 0; ++k) {
             const uint64_t seq = o.first_completed + k;
             const uint32_t key = q.message_key[seq % q.message_key.size()];
             if (job.table.ack(key, q.rank_bits.data()) == agg::AckResult::released) {
@@ -405,10 +446,24 @@ struct Burst {
 
     void on_request(QpState& q, const rc::Packet& p, const uint8_t* payload, bool ce) {
         // One state per QP (IBA 10.3): with its result side in error (retries exhausted, a
-        // fatal NAK) the QP is, and drops what comes, so the worker's own QP fails when its
-        // retries run out instead of being RNR-NAKed on a slot no result will free.
+        // fatal NAK) the QP is. The worker's next request is answered with NAK remote
+        // operational error, which ends the worker's QP at once (rxe retransmits dropped WRITEs
+        // until the worker's deadline, never counting them out: roce-vm-switch-allreduce round
+        // 6); whatever follows it is dropped, never RNR-NAKed on a slot no result will free.
         if (q.requester.state() != rc::Requester::State::ready) [[unlikely]] {
+            if (q.responder.state() == rc::Responder::State::ready) {
+                const rc::Reply r = q.responder.fail(rc::aeth::kNakRemoteOperational);
+                count_reply(q, r);
+                emit(ack_frame(ctx, q, r));
+            }
             ++q.counters.dropped_in_error;
+            return;
+        }
+        // Nothing of a failed session completes: the worker learns of it from the failure
+        // notice (or, without reading it, from its own retries running out).
+        if (q.job->failed_rank != 0 && q.responder.state() == rc::Responder::State::ready)
+            [[unlikely]] {
+            ++q.counters.dropped_session_failed;
             return;
         }
         if (ce && q.cnp.on_ce(t_ns)) {
@@ -449,6 +504,9 @@ struct Burst {
             }
             count_reply(q, v.reply);
             emit(ack_frame(ctx, q, v.reply));
+            if (v.fatal) {
+                touch(q);  // its receive side is in error: the session fails (finish)
+            }
             return;
         }
         if (v.where.first && v.where.last) {
@@ -582,8 +640,13 @@ struct Burst {
     // End of the burst: one coalesced ACK per touched QP, then as many result packets as the
     // edges have room for (the rest go at the next burst or tick).
     void finish() {
+        // n_touched may grow in the loop: a failed session's QPs are pumped too.
         for (uint16_t i = 0; i < n_touched; ++i) {
             QpState& q = *touched[i];
+            if (fails_session(q)) [[unlikely]] {
+                fail_session(*q.job, q);
+                touch_ranks(*q.job);
+            }
             rc::Reply r;
             if (q.responder.take_ack(r)) {
                 count_reply(q, r);
@@ -887,6 +950,9 @@ void roce_tick(LcoreContext& ctx, const dp::Snapshot& snap, void* state, uint64_
     QpState& q = *static_cast<QpState*>(tag);
     const uint64_t t = now_ns(ctx);
     q.requester.tick(t);
+    if (fails_session(q)) [[unlikely]] {
+        fail_session(*q.job, q);  // the other QPs send their notices at their own ticks
+    }
     rte_mbuf* frames[pipeline::kMaxBurst];
     uint16_t n = 0;
     rte_mbuf* m = nullptr;

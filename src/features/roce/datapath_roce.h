@@ -13,6 +13,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "agg/ack_table.h"
@@ -25,6 +26,7 @@
 #include "roce/rc_requester.h"
 #include "roce/rc_responder.h"
 #include "wire/bitstring.h"
+#include "worker/rdma/switch_exchange.h"
 
 namespace ina::features::roce {
 
@@ -74,6 +76,12 @@ struct alignas(64) JobState : StateTag {
     uint64_t results_completed = 0;
     uint64_t results_released = 0;
     uint64_t post_failures = 0;  // a result that could not be posted on some rank's QP
+    // The session failed (docs/rdma.md "A rank that fails"): the rank whose QP went into error
+    // first (0: none) and how (session_failure()). Set once, on the home lcore; from then on the
+    // other ranks' requests are dropped and each live QP carries a failure notice. A new session
+    // is a new JobState.
+    uint16_t failed_rank = 0;
+    uint8_t failure = 0;
     uint8_t elem_shift = 0;  // log2 of the element's bytes (1, 2, 4, 8)
     // A result packet's payload: min(chunk_bytes, pmtu); a chunk is chunk_bytes / this many
     // packets (the last of a short final chunk shorter).
@@ -152,6 +160,26 @@ inline uint8_t qp_state_code(const QpState& q) {
     return static_cast<uint8_t>(
         (q.responder.state() == ina::roce::Responder::State::error ? 1 : 0) |
         (q.requester.state() == ina::roce::Requester::State::error ? 2 : 0));
+}
+
+// Why a session failed, from the QP that failed (JobState::failure, the failure notice's top
+// byte, rdma::failure_notice_imm): its result side's rc::RequesterError (1..6: retries or RNR
+// retries exhausted, a fatal NAK received), or rdma::kFailureReceiveSide (it was sent a fatal
+// NAK: its requests were invalid).
+inline uint8_t session_failure(const QpState& q) {
+    return q.requester.state() == ina::roce::Requester::State::error
+               ? static_cast<uint8_t>(q.requester.error())
+               : rdma::kFailureReceiveSide;
+}
+// session_failure()'s name: "none", the requester error's ("retry_exceeded", ...), or
+// "fatal_nak_sent".
+constexpr std::string_view session_failure_name(uint8_t failure) {
+    if (failure == rdma::kFailureReceiveSide) {
+        return "fatal_nak_sent";
+    }
+    return failure < static_cast<uint8_t>(ina::roce::RequesterError::count)
+               ? ina::roce::to_string(static_cast<ina::roce::RequesterError>(failure))
+               : "unknown";
 }
 
 // Frames one input may put on the edges before the burst's end: a CNP and a NAK/re-ACK.

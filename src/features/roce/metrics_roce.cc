@@ -58,6 +58,14 @@ std::string render_metrics(const std::vector<JobSample>& jobs, const std::vector
            << "inaswitch_rdma_job_results_total{job=\"" << j.job_id
            << "\",event=\"post_failed\"} " << j.post_failures << '\n';
     }
+    family(os, "inaswitch_rdma_job_failed_sessions_total", "counter",
+           "Sessions of the job that failed: a rank's QP went into error and the other ranks "
+           "were sent failure notices (docs/rdma.md \"A rank that fails\"; which rank: the "
+           "job's last_failed_session in the API)");
+    for (const auto& j : jobs) {
+        os << "inaswitch_rdma_job_failed_sessions_total{job=\"" << j.job_id << "\"} "
+           << j.failed_sessions << '\n';
+    }
     family(os, "inaswitch_rdma_job_parent_total", "counter",
            "An aggregator job's traffic with its INA parent, by event (docs/rdma.md "
            "\"Aggregator role\")");

@@ -28,6 +28,7 @@ struct JobSample {
     uint64_t results_completed = 0;
     uint64_t results_released = 0;
     uint64_t post_failures = 0;
+    uint64_t failed_sessions = 0;  // the current one included when it failed
     bool aggregator = false;  // the parent events below are rendered for aggregators only
     ParentCounters parent;
     QpCounters qp_totals;  // its QPs' counters, those of QPs that left included

@@ -74,6 +74,8 @@ struct RoceView {
     X(contributions, "Contributions added to the aggregation")                                 \
     X(refused, "Packets the QP's responder refused (bad opcode, key, length, transport)")      \
     X(dropped_in_error, "Requests dropped because the QP is in error (either side: one state per QP)") \
+    X(dropped_session_failed, "Requests dropped because another rank's QP failed the job's session") \
+    X(failure_notices, "Failure notices sent (the session failed: another rank's QP is in error)") \
     X(out_of_sequence, "Packets behind a PSN gap whose NAK-sequence is out, dropped as RC requires (resent)") \
     X(bad_contributions, "Executed WRITE messages that are no contribution (offset, immediate, size)") \
     X(invalid_requests, "NAKs invalid request sent (opcode sequence, length, unsupported opcode)") \

@@ -238,11 +238,27 @@ ClientStats SwitchClient::allreduce(std::span<const std::byte> input, std::span<
         }
         for (size_t i = 0; i < n; ++i) {
             const ibv_wc& wc = wcs[i];
+            if (wc.status == IBV_WC_REM_OP_ERR) {
+                // The switch NAKs a WRITE so when this connection's result side failed there
+                // (docs/rdma.md "A rank that fails"): results it sent went unacknowledged.
+                throw Error("the switch put this rank's connection of job " +
+                            std::to_string(opt_.job_id) +
+                            " in error (remote operational error: its results to this rank "
+                            "went unacknowledged or were refused); " +
+                            std::to_string(st.results) + " of " + std::to_string(chunks) +
+                            " results in");
+            }
             if (classify_client_completion(wc, kResultRecv) == ClientCompletion::write_done) {
                 --sends_outstanding;
                 continue;
             }
             const uint32_t imm = ntohl(wc.imm_data);
+            if (is_failure_notice(imm)) {
+                throw Error("the switch failed job " + std::to_string(opt_.job_id) +
+                            "'s session: " + failure_notice_text(imm) + "; " +
+                            std::to_string(st.results) + " of " + std::to_string(chunks) +
+                            " results in");
+            }
             const auto c = seq_.chunk_of(imm, chunks);
             if (!c || have[*c] || (imm & 0xFF) != opt_.world || *c >= next ||
                 wc.byte_len != chunking.length(*c)) {

@@ -232,6 +232,23 @@ std::optional<CmTarget> parse_cm_target(std::string_view text, std::string* why)
     return t;
 }
 
+std::string failure_notice_text(uint32_t imm) {
+    const uint32_t rank = imm >> 8 & 0xFFFF;
+    const uint8_t failure = static_cast<uint8_t>(imm >> 24);
+    std::string why;
+    switch (failure) {
+    case 1: why = "the switch's results went unacknowledged until its retries ran out"; break;
+    case 2: why = "it answered the switch's results with RNR NAKs until the retries ran out"; break;
+    case 3: why = "it answered a result with NAK invalid request"; break;
+    case 4: why = "it answered a result with NAK remote access error"; break;
+    case 5: why = "it answered a result with NAK remote operational error"; break;
+    case 6: why = "it answered a result with a fatal NAK"; break;
+    case kFailureReceiveSide: why = "the switch refused its WRITEs with a fatal NAK"; break;
+    default: why = "reason " + std::to_string(failure); break;
+    }
+    return "rank " + std::to_string(rank) + "'s connection failed (" + why + ")";
+}
+
 std::string api_error_text(int status, std::string_view body) {
     std::string text;
     std::string why;

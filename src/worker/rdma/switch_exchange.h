@@ -90,6 +90,20 @@ constexpr uint32_t result_imm(uint32_t seq, uint8_t world) {
     return (seq & kSeqMask) << 8 | world;
 }
 
+// The switch's failure notice (docs/rdma.md "A rank that fails"): when one rank's QP goes into
+// error the job's session cannot complete, and every other rank gets a zero-length WRITE with
+// immediate failure << 24 | rank << 8: count 0, which no result carries. `failure`: the failed
+// QP's result side error at the switch (1 retries exhausted, 2 RNR retries exhausted, 3..6 a
+// fatal NAK received: invalid request, remote access, remote operational, other), or
+// kFailureReceiveSide (the switch sent it a fatal NAK).
+inline constexpr uint8_t kFailureReceiveSide = 0x80;
+constexpr uint32_t failure_notice_imm(uint16_t rank, uint8_t failure) {
+    return uint32_t{failure} << 24 | uint32_t{rank} << 8;
+}
+constexpr bool is_failure_notice(uint32_t imm) { return (imm & 0xFF) == 0; }
+// "rank R's connection failed (why)" for a failure notice's immediate.
+std::string failure_notice_text(uint32_t imm);
+
 // Where the worker's WRITE of s goes and where the switch's result of s lands.
 struct SwitchLayout {
     uint64_t area_addr = 0;

@@ -231,6 +231,22 @@ TEST(SwitchImmediate, SequenceHighCountLowWrapping24Bits) {
     EXPECT_EQ(result_imm(0x1000005, 255), 0x000005FFu);
 }
 
+// The failure notice's immediate: count 0 (no result's), the rank and the reason above it.
+TEST(SwitchImmediate, FailureNoticeHasCountZeroAndNamesTheRankAndWhy) {
+    EXPECT_EQ(failure_notice_imm(3, 1), 0x01000300u);
+    EXPECT_EQ(failure_notice_imm(64, kFailureReceiveSide), 0x80004000u);
+    EXPECT_TRUE(is_failure_notice(failure_notice_imm(1, 2)));
+    EXPECT_FALSE(is_failure_notice(result_imm(0, 2))) << "a result has its world as count";
+    EXPECT_FALSE(is_failure_notice(result_imm(0x123456, 1)));
+    EXPECT_EQ(failure_notice_text(failure_notice_imm(3, 1)),
+              "rank 3's connection failed (the switch's results went unacknowledged until its "
+              "retries ran out)");
+    EXPECT_EQ(failure_notice_text(failure_notice_imm(2, kFailureReceiveSide)),
+              "rank 2's connection failed (the switch refused its WRITEs with a fatal NAK)");
+    EXPECT_EQ(failure_notice_text(failure_notice_imm(1, 0x7F)),
+              "rank 1's connection failed (reason 127)");
+}
+
 TEST(SessionSequence, RunsAcrossCallsAndMapsResultsBackToChunks) {
     SessionSequence s;
     EXPECT_EQ(s.seq(0), 0u);
