@@ -28,10 +28,22 @@ job in its config; each VM's ina-rdma-worker holds one RC connection to the swit
      rank 1 go unacknowledged (its slots stay held, the window stalls) until the switch's QP for
      rank 1 runs out of retries (--ack-timeout 14: 8 x 67 ms). The session cannot complete: ranks
      2 and 3 are sent failure notices and end at once (exit 1) naming rank 1 and why, long
-     before their deadline; the failure_notices counter moved by 2, and once every rank left,
-     GET /api/v1/rdma/jobs/12 still shows last_failed_session {rank 1, retry_exceeded}. Rank 1 ends
-     too, at its next WRITE (NAK remote operational error), saying the switch ended it.
-     INA_SWITCH_FAIL_ONLY=1 runs this round alone.
+     before their deadline; the failure_notices counter moved by 2, and once every rank
+     left, GET /api/v1/rdma/jobs/12 still shows last_failed_session {rank 1,
+     retry_exceeded}. Rank 1 ends too, at its next WRITE (NAK remote operational error),
+     saying the switch ended it.
+  7. A rank whose process dies (job 12 again): rank 1 is killed (SIGKILL: its QP destroyed,
+     no DELETE) once the first of their many AllReduces is complete at the switch. The
+     switch notices by itself (a result it owes rank 1 goes unacknowledged, or, none owed,
+     its liveness probe after 1 s of silence does) and ranks 2 and 3 end on the failure
+     notice naming rank 1, seconds after the kill; rank 1's dead QP is listed in error until
+     an operator DELETEs it.
+  8. A rank that dies owing nothing (job 12 again): vm0's WRITEs never reach the switch (tc
+     holds every WRITE_ONLY_WITH_IMM it sends), so no chunk completes and no result is owed
+     to rank 1 while ranks 2 and 3 hold slots. Rank 1, alive, answers the switch's liveness
+     probes (its QP stays ready); killed, it does not, and the probe's retries fail the session:
+     ranks 2 and 3 end on the failure notice naming rank 1, with no result ever completed.
+     INA_SWITCH_FAIL_ONLY=1 runs rounds 6 to 8 alone.
   The switch's per-QP counters (sampled while the workers run: a QP's series goes with its
   DELETE) show the contributions, result WRITEs, ACKs, and the recovery under loss.
 
@@ -153,6 +165,30 @@ def fp32_round(lab) -> float:
     return wall
 
 
+# What ranks 2 and 3 end with when rank 1's QP ran out of retries (rounds 6 to 8).
+RANK1_FAILED = ("the switch failed job 12's session: rank 1's connection failed (what the switch "
+                "sent it went unacknowledged until its retries ran out)")
+
+
+def kill_worker(vm) -> None:
+    """SIGKILLs the guest's ina-rdma-worker: its QP is destroyed, no DELETE comes. (No pkill in
+    the guest: its processes by name, from /proc; comm is the name's 15 bytes.)"""
+    vm.run("for p in /proc/[0-9]*; do [ \"$(cat $p/comm 2>/dev/null)\" = ina-rdma-worker ] "
+           "&& kill -KILL ${p#/proc/}; done; true", check=True)
+
+
+def check_others_ended(ends, tag: str, seconds: float, since: str, also: str = "") -> None:
+    """Logs every rank's end; ranks 2 and 3 must have ended (exit 1) on the failure notice
+    naming rank 1 (and `also`), within a fifth of their deadline `seconds` after `since`."""
+    for rank, (rc, out) in enumerate(ends, start=1):
+        log(f"{tag}, rank {rank} (exit {rc}): {out.strip()[-400:]}")
+    for rank, (rc, out) in enumerate(ends[1:], start=2):
+        check(rc == 1 and RANK1_FAILED in out and also in out,
+              f"{tag}: rank {rank} ended on the failure notice naming rank 1 (exit {rc})")
+    check(seconds < TIMEOUT_S / 5, f"{tag}: ranks 2 and 3 ended {seconds:.1f}s after {since}, "
+          f"not at their {TIMEOUT_S}s deadline")
+
+
 def failed_rank_round(lab) -> float:
     """Round 6: rank 1 never acknowledges a result; the switch fails the session when its QP
     for rank 1 is out of retries, and ranks 2 and 3 end on the failure notice. Returns how long
@@ -182,17 +218,8 @@ def failed_rank_round(lab) -> float:
     finally:
         dropped = vms[0].drop_sent_roce(None)
     ends = [j.wait(10) for j in jobs]
-    for rank, (rc, out) in enumerate(ends, start=1):
-        log(f"failed session, rank {rank} (exit {rc}): {out.strip()[-600:]}")
-    log(f"failed session: vm0 dropped {dropped} ACKs; the switch's view {json.dumps(seen[0])}; "
-        f"ranks 2 and 3 ended after {others_s:.2f}s")
-    why = ("the switch failed job 12's session: rank 1's connection failed (the switch's "
-           "results went unacknowledged until its retries ran out)")
-    for rank, (rc, out) in enumerate(ends[1:], start=2):
-        check(rc == 1 and why in out, f"rank {rank} ended on the failure notice, naming rank 1 "
-              f"and why (exit {rc})")
-    check(others_s < TIMEOUT_S / 3, f"ranks 2 and 3 ended {others_s:.1f}s after the start, not "
-          f"at their {TIMEOUT_S}s deadline")
+    log(f"failed session: vm0 dropped {dropped} ACKs; the switch's view {json.dumps(seen[0])}")
+    check_others_ended(ends, "failed session", others_s, "their start")
     check(ends[0][0] == 1 and "the switch put this rank's connection of job 12 in error" in
           ends[0][1], "rank 1, whose QP the switch put in error, ended at its next WRITE (the "
           "switch's NAK remote operational error), saying so")
@@ -216,6 +243,79 @@ def failed_rank_round(lab) -> float:
           "the job's next session starts fresh, and the job still says which rank failed the "
           f"last one and why: {json.dumps(job)[:300]}")
     return others_s
+
+
+def killed_rank_round(lab) -> float:
+    """Round 7: rank 1 is killed mid-run; ranks 2 and 3 end on the failure notice. Returns the
+    seconds from the kill to their end."""
+    vms = lab.vms
+    before = lab.switch.metrics().get("inaswitch_rdma_job_failed_sessions_total",
+                                      job=str(JOB_FAIL))
+    jobs = [vm.start(worker_cmd(lab, vm, rank, JOB_FAIL,
+                                f"--type int32 --elements {ELEMENTS} --seed 14 "
+                                "--iterations 1000 --ack-timeout 14"))
+            for rank, vm in enumerate(vms, start=1)]
+    # (A guest job's output arrives when it ends: the switch's count says how far they are.)
+    chunks = ELEMENTS * 4 // CHUNK
+    wait_until(lambda: rdma_job(lab, JOB_FAIL)["results_completed"] >= chunks or None,
+               TIMEOUT_S, "the ranks' first AllReduce complete at the switch")
+    # (No pkill in the guest: its processes by name, from /proc; comm is the name's 15 bytes.)
+    kill_worker(vms[0])
+    t_kill = time.monotonic()
+    wait_until(lambda: all(j.done() for j in jobs) or None, TIMEOUT_S + 60,
+               "every rank ended")
+    after_s = time.monotonic() - t_kill
+    check_others_ended([j.wait(10) for j in jobs], "killed rank", after_s, "rank 1's kill")
+    qps = job_qps(lab, JOB_FAIL)
+    check([(q["rank"], q["state"]) for q in qps] == [(1, "error_result")],
+          f"the dead rank's QP stays, in error, until it is deleted: {qps}")
+    status, body = lab.switch.http("DELETE", f"/api/v1/rdma/jobs/{JOB_FAIL}/connect/1")
+    check(status == 204, f"an operator's DELETE removes it ({status} {body})")
+    job = rdma_job(lab, JOB_FAIL)
+    failed = lab.switch.metrics().get("inaswitch_rdma_job_failed_sessions_total",
+                                      job=str(JOB_FAIL))
+    check(job.get("qps") == [] and job.get("session_failed") is None and
+          job.get("last_failed_session") == {"rank": 1, "reason": "retry_exceeded"} and
+          failed == before + 1,
+          f"the job is fresh again, its last failed session rank 1's, counted ({failed:.0f})")
+    return after_s
+
+
+def probed_rank_round(lab) -> float:
+    """Round 8: rank 1 contributes nothing (its WRITEs held at its egress) and dies; only the
+    liveness probe can notice. Returns the seconds from the kill to the others' end."""
+    vms = lab.vms
+    vms[0].hold_sent_roce(0x0B)
+    try:
+        jobs = [vm.start(worker_cmd(lab, vm, rank, JOB_FAIL,
+                                    f"--type int32 --elements {ELEMENTS} --seed 15 "
+                                    "--ack-timeout 14"))
+                for rank, vm in enumerate(vms, start=1)]
+
+        def rank1_probed_and_alive():
+            qp = {q["rank"]: q for q in job_qps(lab, JOB_FAIL)}.get(1)
+            return (qp is not None and qp["state"] == "ready" and
+                    qp["counters"]["probes_sent"] >= 1 and
+                    qp["counters"]["acks_received"] >= 1 and qp) or None
+        qp = wait_until(rank1_probed_and_alive, 60, "rank 1 probed, and answering")
+        log(f"probed rank 1 while it lives: {json.dumps(qp['counters'])}")
+        kill_worker(vms[0])
+        t_kill = time.monotonic()
+        wait_until(lambda: all(j.done() for j in jobs[1:]) or None, TIMEOUT_S + 60,
+                   "ranks 2 and 3 ended")
+        after_s = time.monotonic() - t_kill
+    finally:
+        vms[0].hold_sent_roce(None)
+    # Nothing was owed to rank 1 (no result in anywhere): the probe noticed.
+    check_others_ended([j.wait(10) for j in jobs], "probed rank", after_s, "rank 1's kill",
+                       also="; 0 of 1024 results in")
+    qps = job_qps(lab, JOB_FAIL)
+    check([(q["rank"], q["state"]) for q in qps] == [(1, "error_result")] and
+          qps[0]["counters"]["probes_sent"] >= 2 and qps[0]["counters"]["results_sent"] == 0,
+          f"rank 1's QP failed on a probe, never sent a result: {qps}")
+    status, body = lab.switch.http("DELETE", f"/api/v1/rdma/jobs/{JOB_FAIL}/connect/1")
+    check(status == 204 and job_qps(lab, JOB_FAIL) == [], f"DELETE of the dead QP ({status})")
+    return after_s
 
 
 class QpCounters:
@@ -321,6 +421,8 @@ def test(worker_exe: str, switch_exe: str) -> None:
                 return
             if os.environ.get("INA_SWITCH_FAIL_ONLY"):
                 log(f"failed session: the others ended after {failed_rank_round(lab):.2f}s")
+                log(f"killed rank: the others ended {killed_rank_round(lab):.2f}s after it")
+                log(f"probed rank: the others ended {probed_rank_round(lab):.2f}s after it")
                 return
             if os.environ.get("INA_SWITCH_MULTI_ONLY"):
                 multi_wall = multi_packet_round(lab, multi_guest, multi_sha, "int32 4 KiB chunks")
@@ -448,11 +550,16 @@ def test(worker_exe: str, switch_exe: str) -> None:
                                                   lossy_vm=vms[1])
             # 6. a rank that fails: the others end on the switch's failure notice.
             failed_s = failed_rank_round(lab)
+            # 7. a rank whose process dies: the switch notices, the others end.
+            killed_s = killed_rank_round(lab)
+            # 8. a rank that dies owing nothing: the liveness probe notices.
+            probed_s = probed_rank_round(lab)
             log(f"timings: boot {lab.timings.get('boot_s', 0):.1f}s; int32 1 MiB x {WORLD}: "
                 f"{int32_wall:.2f}s wall; fp32 x 3: {fp32_wall:.2f}s; int32 under 2 % loss: "
                 f"{lossy_wall:.2f}s; int32 4 KiB chunks: {multi_wall:.2f}s; under loss: "
                 f"{lossy_multi_wall:.2f}s; a failed session's other ranks ended after "
-                f"{failed_s:.2f}s")
+                f"{failed_s:.2f}s, {killed_s:.2f}s after a kill, {probed_s:.2f}s after a kill "
+                "noticed by the probe")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

@@ -541,6 +541,75 @@ TEST_F(RoceSwitch, ReceiveSideInErrorSendsNoMoreResultsAndFailsTheSession) {
     free_mbufs(take_tx(kR1));  // the unacknowledged notice, sent again
 }
 
+// Liveness: a worker silent for a second while its job holds slots, with nothing in flight to
+// it, is probed with a zero-length WRITE (no immediate). A live one's NIC acknowledges it; a
+// dead one's QP (destroyed with its process) does not, its QP here runs out of retries and the
+// session fails, as when a result goes unacknowledged.
+TEST_F(RoceSwitch, ASilentRankIsProbedAndADeadOneFailsTheSession) {
+    send(contribution(1, kPsn1, 0, fill(1)), kR0);  // chunk 0 waits for rank 2
+    free_mbufs(take_tx(kR0));
+    advance_ms(1);  // the QPs' first tick: silence counts from here
+    advance_ms(900);
+    EXPECT_EQ(tx_count(kR0) + tx_count(kR1), 0u) << "not before a second of silence";
+    advance_ms(200);
+    for (auto [port, qp, rank, psn] : {std::tuple{kR0, qp1.get(), 1, kSwitchPsn},
+                                       std::tuple{kR1, qp2.get(), 2, kSwitchPsn}}) {
+        auto out = seen(port);
+        ASSERT_EQ(out.size(), 1u) << "rank " << rank << " probed";
+        EXPECT_EQ(out[0].p.bth.opcode, rc::op::kWriteOnly);
+        EXPECT_EQ(out[0].p.bth.psn, psn);
+        EXPECT_EQ(out[0].p.reth.va, kResultAddr);
+        EXPECT_EQ(out[0].p.reth.dma_len, 0u);
+        EXPECT_TRUE(out[0].payload.empty());
+        EXPECT_TRUE(out[0].icrc_ok);
+        EXPECT_EQ(qp->counters.probes_sent, 1u);
+    }
+    send(ack_of(1, kSwitchPsn), kR0);  // rank 1 is alive
+    EXPECT_EQ(job->table.in_use(), 1u) << "a probe's ACK releases nothing";
+    EXPECT_EQ(job->table.counters()[agg::AckVerdict::duplicate], 0u);
+    for (int i = 0; i < 10 && fr::qp_state_code(*qp2) == 0; ++i) {
+        advance_ms(5);  // rank 2 never answers: one ACK timeout (4.2 ms) each
+        free_mbufs(take_tx(kR1));
+    }
+    ASSERT_EQ(fr::qp_state_code(*qp2), 2) << "rank 2's QP ran out of retries";
+    EXPECT_EQ(job->failed_rank, 2u);
+    EXPECT_EQ(fr::session_failure_name(job->failure), "retry_exceeded");
+    ASSERT_NO_FATAL_FAILURE(expect_failure_notice(
+        seen(kR0), 2, static_cast<uint8_t>(rc::RequesterError::retry_exceeded), kSwitchPsn + 1));
+}
+
+// ... a live silent worker answers each probe, nothing fails, and it is probed again only
+// after another second of silence; a job that holds no slot probes nobody.
+TEST_F(RoceSwitch, ALiveSilentRankAnswersItsProbesAndAnIdleJobProbesNobody) {
+    advance_ms(1);
+    advance_ms(2500);
+    EXPECT_EQ(tx_count(kR0) + tx_count(kR1), 0u) << "no slot held: no probe";
+    send(contribution(1, kPsn1, 0, fill(1)), kR0);
+    free_mbufs(take_tx(kR0));
+    advance_ms(1100);
+    ASSERT_EQ(seen(kR0).size(), 1u);
+    ASSERT_EQ(seen(kR1).size(), 1u);
+    send(ack_of(1, kSwitchPsn), kR0);
+    send(ack_of(2, kSwitchPsn), kR1);
+    advance_ms(600);
+    EXPECT_EQ(tx_count(kR0) + tx_count(kR1), 0u) << "heard from 0.6 s ago: not yet";
+    advance_ms(500);
+    EXPECT_EQ(seen(kR0).size(), 1u) << "silent for 1.1 s again: probed again";
+    EXPECT_EQ(seen(kR1).size(), 1u);
+    send(ack_of(1, kSwitchPsn + 1), kR0);
+    send(ack_of(2, kSwitchPsn + 1), kR1);
+    EXPECT_EQ(qp1->counters.probes_sent, 2u);
+    EXPECT_EQ(job->failed_rank, 0u);
+    EXPECT_EQ(fr::qp_state_code(*qp1) + fr::qp_state_code(*qp2), 0);
+    send(contribution(2, kPsn2, 0, fill(2)), kR1);  // chunk 0 completes as ever
+    auto out = seen(kR0);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].p.bth.opcode, rc::op::kWriteOnlyImm);
+    EXPECT_EQ(out[0].p.bth.psn, kSwitchPsn + 2);
+    EXPECT_EQ(floats(out[0].payload)[0], 3.0f);
+    free_mbufs(take_tx(kR1));
+}
+
 TEST_F(RoceSwitch, ChainedContributionAggregates) {
     const Bytes c1 = contribution(1, kPsn1, 0, fill(1));
     run({chained(c1, kR0, {20, 40, 13})});

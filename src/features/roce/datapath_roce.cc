@@ -260,7 +260,7 @@ uint32_t result_write_icrc(JobState& job, uint8_t* l3, size_t headers, size_t l3
     const uint32_t shift = q.job->elem_shift;
     const uint32_t n = tx.length >> shift;
     if (tx.length == 0) [[unlikely]] {
-        return true;  // a failure notice: no result bytes
+        return true;  // a probe or a failure notice: no result bytes
     }
     if ((tx.length & ((1u << shift) - 1)) != 0 ||
         rank_result(*q.job, static_cast<uint32_t>(tx.cookie), tx.offset >> shift, n, payload) !=
@@ -358,6 +358,7 @@ void post_results(JobState& job, uint32_t key, uint32_t length, uint64_t t_ns) {
             continue;
         }
         q->message_key[seq % q->message_key.size()] = key;
+        q->control_message[seq % q->control_message.size()] = false;
     }
     job.table.mark_sent(key, t_ns);
 }
@@ -386,8 +387,36 @@ void fail_session(JobState& job, const QpState& failed) {
         w.imm = rdma::failure_notice_imm(job.failed_rank, job.failure);
         uint64_t seq = 0;
         if (q->requester.post(w, seq)) {
+            q->control_message[seq % q->control_message.size()] = true;
             ++q->counters.failure_notices;
         }
+    }
+}
+
+// Probes q's worker when it has been silent for kProbeAfterSilenceNs while its job holds slots
+// (others' contributions wait for it, or results for its ACK) and nothing is in flight to it
+// (an outstanding result is a probe already): see kProbeAfterSilenceNs.
+void probe_if_silent(QpState& q, uint64_t t_ns) {
+    if (q.last_heard_ns == 0) {
+        q.last_heard_ns = t_ns;  // the QP's first tick: silence counts from here
+        return;
+    }
+    const JobState& job = *q.job;
+    if (job.failed_rank != 0 || qp_state_code(q) != 0 || job.table.in_use() == 0 ||
+        q.requester.posted_messages() != q.requester.completed_messages() ||
+        t_ns - q.last_heard_ns < kProbeAfterSilenceNs ||
+        t_ns - q.last_probe_ns < kProbeAfterSilenceNs) {
+        return;
+    }
+    rc::WriteRequest w;
+    w.remote_va = q.params.result_addr;
+    w.rkey = q.params.result_rkey;
+    w.length = 0;
+    uint64_t seq = 0;
+    if (q.requester.post(w, seq)) {
+        q.control_message[seq % q.control_message.size()] = true;
+        q.last_probe_ns = t_ns;
+        ++q.counters.probes_sent;
     }
 }
 
@@ -432,10 +461,13 @@ struct Burst {
         }
         const rc::ResponseOutcome o = q.requester.on_response(p, t_ns);
         JobState& job = *q.job;
-        // A failed session's slots are never used again: its keys' ACKs are not counted (the
-        // failure notices are no keys' messages).
+        q.last_heard_ns = t_ns;
+        // A failed session's slots are never used again: its keys' ACKs are not counted.
         for (uint32_t k = 0; k < o.completed && job.failed_rank == 0; ++k) {
             const uint64_t seq = o.first_completed + k;
+            if (q.control_message[seq % q.control_message.size()]) {
+                continue;  // a probe's or a notice's: no key
+            }
             const uint32_t key = q.message_key[seq % q.message_key.size()];
             if (job.table.ack(key, q.rank_bits.data()) == agg::AckResult::released) {
                 ++job.results_released;
@@ -445,6 +477,7 @@ struct Burst {
     }
 
     void on_request(QpState& q, const rc::Packet& p, const uint8_t* payload, bool ce) {
+        q.last_heard_ns = t_ns;
         // One state per QP (IBA 10.3): with its result side in error (retries exhausted, a
         // fatal NAK) the QP is. The worker's next request is answered with NAK remote
         // operational error, which ends the worker's QP at once (rxe retransmits dropped WRITEs
@@ -953,6 +986,7 @@ void roce_tick(LcoreContext& ctx, const dp::Snapshot& snap, void* state, uint64_
     if (fails_session(q)) [[unlikely]] {
         fail_session(*q.job, q);  // the other QPs send their notices at their own ticks
     }
+    probe_if_silent(q, t);
     rte_mbuf* frames[pipeline::kMaxBurst];
     uint16_t n = 0;
     rte_mbuf* m = nullptr;

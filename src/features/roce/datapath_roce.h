@@ -140,8 +140,14 @@ struct alignas(64) QpState : StateTag {
     // Its ACK/NAK frames, written once from the path above (which never changes on a QP).
     ina::roce::AckFrameTemplate ack;
     wire::BitString rank_bits;
-    // The key of each posted result message, by message sequence mod kMaxMessages.
+    // The key of each posted result message, by message sequence mod kMaxMessages; `control`:
+    // the message is no result but a probe or a failure notice, whose ACK releases nothing.
     std::array<uint32_t, ina::roce::Requester::kMaxMessages> message_key{};
+    std::array<bool, ina::roce::Requester::kMaxMessages> control_message{};
+    // Liveness (docs/rdma.md "A rank that fails"): when the worker was last heard from (any
+    // packet with a good ICRC; 0 until the QP's first tick) and last probed.
+    uint64_t last_heard_ns = 0;
+    uint64_t last_probe_ns = 0;
     // The multi-packet contribution in progress (FIRST..LAST, in PSN order: the responder's
     // rules): its bytes at their message offset, added to the table whole at the LAST, which is
     // the only packet carrying the chunk's sequence (the immediate). Empty for a job whose
@@ -181,6 +187,13 @@ constexpr std::string_view session_failure_name(uint8_t failure) {
                ? ina::roce::to_string(static_cast<ina::roce::RequesterError>(failure))
                : "unknown";
 }
+
+// A worker silent this long while its job holds slots is probed: a zero-length WRITE (no
+// immediate, nothing consumed at the worker) that a live peer's NIC acknowledges and a dead
+// one's does not, so its QP runs out of retries and fails the session. A process that died
+// (its QP destroyed) with no result owed it would otherwise never be noticed, and the others
+// would wait for their deadline.
+inline constexpr uint64_t kProbeAfterSilenceNs = 1'000'000'000;
 
 // Frames one input may put on the edges before the burst's end: a CNP and a NAK/re-ACK.
 inline constexpr uint16_t kRoceEmitPerInput = 2;

@@ -76,6 +76,7 @@ struct RoceView {
     X(dropped_in_error, "Requests dropped because the QP is in error (either side: one state per QP)") \
     X(dropped_session_failed, "Requests dropped because another rank's QP failed the job's session") \
     X(failure_notices, "Failure notices sent (the session failed: another rank's QP is in error)") \
+    X(probes_sent, "Zero-length WRITEs sent to a worker silent for 1 s while its job holds slots (liveness)") \
     X(out_of_sequence, "Packets behind a PSN gap whose NAK-sequence is out, dropped as RC requires (resent)") \
     X(bad_contributions, "Executed WRITE messages that are no contribution (offset, immediate, size)") \
     X(invalid_requests, "NAKs invalid request sent (opcode sequence, length, unsupported opcode)") \

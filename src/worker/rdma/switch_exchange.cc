@@ -237,7 +237,7 @@ std::string failure_notice_text(uint32_t imm) {
     const uint8_t failure = static_cast<uint8_t>(imm >> 24);
     std::string why;
     switch (failure) {
-    case 1: why = "the switch's results went unacknowledged until its retries ran out"; break;
+    case 1: why = "what the switch sent it went unacknowledged until its retries ran out"; break;
     case 2: why = "it answered the switch's results with RNR NAKs until the retries ran out"; break;
     case 3: why = "it answered a result with NAK invalid request"; break;
     case 4: why = "it answered a result with NAK remote access error"; break;

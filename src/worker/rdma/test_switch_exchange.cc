@@ -239,8 +239,8 @@ TEST(SwitchImmediate, FailureNoticeHasCountZeroAndNamesTheRankAndWhy) {
     EXPECT_FALSE(is_failure_notice(result_imm(0, 2))) << "a result has its world as count";
     EXPECT_FALSE(is_failure_notice(result_imm(0x123456, 1)));
     EXPECT_EQ(failure_notice_text(failure_notice_imm(3, 1)),
-              "rank 3's connection failed (the switch's results went unacknowledged until its "
-              "retries ran out)");
+              "rank 3's connection failed (what the switch sent it went unacknowledged until "
+              "its retries ran out)");
     EXPECT_EQ(failure_notice_text(failure_notice_imm(2, kFailureReceiveSide)),
               "rank 2's connection failed (the switch refused its WRITEs with a fatal NAK)");
     EXPECT_EQ(failure_notice_text(failure_notice_imm(1, 0x7F)),
