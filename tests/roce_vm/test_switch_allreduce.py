@@ -43,7 +43,11 @@ job in its config; each VM's ina-rdma-worker holds one RC connection to the swit
      to rank 1 while ranks 2 and 3 hold slots. Rank 1, alive, answers the switch's liveness
      probes (its QP stays ready); killed, it does not, and the probe's retries fail the session:
      ranks 2 and 3 end on the failure notice naming rank 1, with no result ever completed.
-     INA_SWITCH_FAIL_ONLY=1 runs rounds 6 to 8 alone.
+  9. A rank that leaves early (job 12 again): rank 1 runs one AllReduce and DELETEs its QP,
+     ranks 2 and 3 run two. Their second call's chunks are beyond rank 1's last, which can
+     never complete: the session fails (rank_left) and they end on the notice, their first
+     call verified; rank 1, done, exits 0.
+     INA_SWITCH_FAIL_ONLY=1 runs rounds 6 to 9 alone.
   The switch's per-QP counters (sampled while the workers run: a QP's series goes with its
   DELETE) show the contributions, result WRITEs, ACKs, and the recovery under loss.
 
@@ -177,13 +181,14 @@ def kill_worker(vm) -> None:
            "&& kill -KILL ${p#/proc/}; done; true", check=True)
 
 
-def check_others_ended(ends, tag: str, seconds: float, since: str, also: str = "") -> None:
+def check_others_ended(ends, tag: str, seconds: float, since: str, also: str = "",
+                       why: str = RANK1_FAILED) -> None:
     """Logs every rank's end; ranks 2 and 3 must have ended (exit 1) on the failure notice
-    naming rank 1 (and `also`), within a fifth of their deadline `seconds` after `since`."""
+    `why` (and `also`), within a fifth of their deadline `seconds` after `since`."""
     for rank, (rc, out) in enumerate(ends, start=1):
         log(f"{tag}, rank {rank} (exit {rc}): {out.strip()[-400:]}")
     for rank, (rc, out) in enumerate(ends[1:], start=2):
-        check(rc == 1 and RANK1_FAILED in out and also in out,
+        check(rc == 1 and why in out and also in out,
               f"{tag}: rank {rank} ended on the failure notice naming rank 1 (exit {rc})")
     check(seconds < TIMEOUT_S / 5, f"{tag}: ranks 2 and 3 ended {seconds:.1f}s after {since}, "
           f"not at their {TIMEOUT_S}s deadline")
@@ -318,6 +323,32 @@ def probed_rank_round(lab) -> float:
     return after_s
 
 
+def left_rank_round(lab) -> float:
+    """Round 9: rank 1 leaves after one call, the others want two. Returns how long the
+    others took after rank 1 ended."""
+    vms = lab.vms
+    jobs = [vm.start(worker_cmd(lab, vm, rank, JOB_FAIL,
+                                f"--type int32 --elements {ELEMENTS} --seed 16 "
+                                f"--iterations {1 if rank == 1 else 2}"))
+            for rank, vm in enumerate(vms, start=1)]
+    wait_until(lambda: jobs[0].done() or None, TIMEOUT_S + 60, "rank 1's one call")
+    t_left = time.monotonic()
+    wait_until(lambda: all(j.done() for j in jobs) or None, TIMEOUT_S + 60, "ranks 2 and 3")
+    after_s = time.monotonic() - t_left
+    ends = [j.wait(10) for j in jobs]
+    check(ends[0][0] == 0 and '"verified": true' in ends[0][1],
+          f"rank 1 did its one call and left (exit {ends[0][0]})")
+    check_others_ended(ends, "rank left", after_s, "rank 1 ended",
+                       why="the switch failed job 12's session: rank 1's connection failed (it "
+                           "left the job while the others still needed its contributions)",
+                       also='"verified": true')
+    check(wait_until(lambda: job_qps(lab, JOB_FAIL) == [] or None, 30, "job 12's QPs gone") and
+          rdma_job(lab, JOB_FAIL).get("last_failed_session") == {"rank": 1,
+                                                                 "reason": "rank_left"},
+          "the job's last failed session: rank 1, rank_left")
+    return after_s
+
+
 class QpCounters:
     """A job's QP counters (inaswitch_rdma_job_qp_<name>_total{job}): its live QPs' and those
     of QPs that left (a worker's DELETE takes its QP's own series away), so they are read once,
@@ -423,6 +454,7 @@ def test(worker_exe: str, switch_exe: str) -> None:
                 log(f"failed session: the others ended after {failed_rank_round(lab):.2f}s")
                 log(f"killed rank: the others ended {killed_rank_round(lab):.2f}s after it")
                 log(f"probed rank: the others ended {probed_rank_round(lab):.2f}s after it")
+                log(f"rank left: the others ended {left_rank_round(lab):.2f}s after it")
                 return
             if os.environ.get("INA_SWITCH_MULTI_ONLY"):
                 multi_wall = multi_packet_round(lab, multi_guest, multi_sha, "int32 4 KiB chunks")
@@ -554,12 +586,14 @@ def test(worker_exe: str, switch_exe: str) -> None:
             killed_s = killed_rank_round(lab)
             # 8. a rank that dies owing nothing: the liveness probe notices.
             probed_s = probed_rank_round(lab)
+            # 9. a rank that leaves early: the first chunk beyond its last fails the session.
+            left_s = left_rank_round(lab)
             log(f"timings: boot {lab.timings.get('boot_s', 0):.1f}s; int32 1 MiB x {WORLD}: "
                 f"{int32_wall:.2f}s wall; fp32 x 3: {fp32_wall:.2f}s; int32 under 2 % loss: "
                 f"{lossy_wall:.2f}s; int32 4 KiB chunks: {multi_wall:.2f}s; under loss: "
                 f"{lossy_multi_wall:.2f}s; a failed session's other ranks ended after "
                 f"{failed_s:.2f}s, {killed_s:.2f}s after a kill, {probed_s:.2f}s after a kill "
-                "noticed by the probe")
+                f"noticed by the probe, {left_s:.2f}s after a rank left")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

@@ -216,6 +216,12 @@ protected:
     uint64_t lcore(fr::LcoreCounter c) const {
         return ctx->feature_counters[fr::kFeatureRoce][static_cast<size_t>(c)];
     }
+    // The QP in feature slot `slot` (11: rank 1's, 12: rank 2's) leaves, as a DELETE detaches it.
+    void leave(uint16_t slot) {
+        pipeline::apply_command(*ctx, dp::Command{dp::CommandType::detach, fr::kFeatureRoce, slot,
+                                                  ctx->feature_slots[slot].id, nullptr});
+    }
+
     void advance_ms(uint64_t ms) {
         ctx->now_tsc += ms * ctx->tsc_hz / 1000;
         pipeline::service_timers(*ctx, *snap);
@@ -608,6 +614,47 @@ TEST_F(RoceSwitch, ALiveSilentRankAnswersItsProbesAndAnIdleJobProbesNobody) {
     EXPECT_EQ(out[0].p.bth.psn, kSwitchPsn + 2);
     EXPECT_EQ(floats(out[0].payload)[0], 3.0f);
     free_mbufs(take_tx(kR1));
+}
+
+// A rank whose QP leaves (DELETE, disconnect) while the other stays: behind the others (they
+// went beyond its last chunk) it fails the session at once; ...
+TEST_F(RoceSwitch, ARankThatLeavesBehindTheOthersFailsTheSession) {
+    send(contribution(1, kPsn1, 0, fill(1)), kR0);
+    send(contribution(2, kPsn2, 0, fill(2)), kR1);
+    send(contribution(2, kPsn2 + 1, 1, fill(2)), kR1);  // chunk 1 waits for rank 1
+    free_mbufs(take_tx(kR0));
+    free_mbufs(take_tx(kR1));
+    leave(11);  // rank 1's QP
+    EXPECT_EQ(job->failed_rank, 1u);
+    EXPECT_EQ(fr::session_failure_name(job->failure), "rank_left");
+    advance_ms(1);  // rank 2's tick sends the notice, behind chunk 0's result
+    ASSERT_NO_FATAL_FAILURE(
+        expect_failure_notice(seen(kR1), 1, rdma::kFailureRankLeft, kSwitchPsn + 1));
+}
+
+// ... level with them (its last call done, the others finishing theirs) nothing fails: every
+// chunk they still send it contributed to; the first chunk beyond its last fails the session.
+TEST_F(RoceSwitch, ARankThatLeavesAfterItsLastChunkFailsTheSessionOnlyWhenOthersGoBeyond) {
+    send(contribution(1, kPsn1, 0, fill(1)), kR0);
+    send(contribution(1, kPsn1 + 1, 1, fill(1)), kR0);
+    send(contribution(2, kPsn2, 0, fill(2)), kR1);
+    free_mbufs(take_tx(kR0));
+    free_mbufs(take_tx(kR1));
+    leave(11);
+    EXPECT_EQ(job->failed_rank, 0u);
+    send(contribution(2, kPsn2 + 1, 1, fill(2)), kR1);  // chunk 1: rank 1's is in
+    auto out = seen(kR1);
+    ASSERT_EQ(out.size(), 2u) << "an ACK and chunk 1's result";
+    EXPECT_EQ(floats(out[1].payload)[0], 3.0f);
+    EXPECT_EQ(job->results_completed, 2u);
+    send(contribution(2, kPsn2 + 2, 2, fill(2)), kR1);  // chunk 2: rank 1 never sends it
+    EXPECT_EQ(job->failed_rank, 1u);
+    EXPECT_EQ(fr::session_failure_name(job->failure), "rank_left");
+    EXPECT_EQ(qp2->counters.dropped_session_failed, 1u) << "not taken, not ACKed";
+    out = seen(kR1);
+    ASSERT_FALSE(out.empty());
+    ASSERT_NO_FATAL_FAILURE(expect_failure_notice({out.back()}, 1, rdma::kFailureRankLeft,
+                                                  kSwitchPsn + 2));
 }
 
 TEST_F(RoceSwitch, ChainedContributionAggregates) {

@@ -368,15 +368,15 @@ void post_results(JobState& job, uint32_t key, uint32_t length, uint64_t t_ns) {
 // behind the results already posted to it (a zero-length WRITE with immediate: count 0, the
 // failed rank, why), so its worker ends the call at once instead of at its deadline, as a
 // collective library aborts a communicator. From here on the job takes no more requests.
-void fail_session(JobState& job, const QpState& failed) {
+void fail_session(JobState& job, uint16_t rank, uint8_t failure) {
     if (job.failed_rank != 0) {
         return;
     }
-    job.failed_rank = failed.params.rank;
-    job.failure = session_failure(failed);
+    job.failed_rank = rank;
+    job.failure = failure;
     for (uint16_t r = 1; r <= job.params.world; ++r) {
         QpState* q = job.rank_qp[r];
-        if (q == nullptr || q == &failed || qp_state_code(*q) != 0) {
+        if (q == nullptr || r == rank || qp_state_code(*q) != 0) {
             continue;
         }
         rc::WriteRequest w;
@@ -418,6 +418,16 @@ void probe_if_silent(QpState& q, uint64_t t_ns) {
         q.last_probe_ns = t_ns;
         ++q.counters.probes_sent;
     }
+}
+
+// Whether request p (a WRITE carrying its chunk's immediate) is for a chunk the rank that left
+// never contributed to (JobState::left_rank), which can therefore never complete.
+bool beyond_the_rank_that_left(JobState& job, const rc::Packet& p) {
+    if (p.bth.opcode != rc::op::kWriteOnlyImm && p.bth.opcode != rc::op::kWriteLastImm) {
+        return false;  // FIRST, MIDDLE: staged; the LAST decides
+    }
+    const uint32_t key = job.extend(p.imm >> 8);
+    return !job.left_contributed || static_cast<int32_t>(key - job.left_high_key) > 0;
 }
 
 // Whether q (touched by a response, a request or its timer) has just failed its job's session.
@@ -491,6 +501,11 @@ struct Burst {
             }
             ++q.counters.dropped_in_error;
             return;
+        }
+        // A chunk the rank that left never sent can never complete: the session fails.
+        if (q.job->left_rank != 0 && beyond_the_rank_that_left(*q.job, p)) [[unlikely]] {
+            fail_session(*q.job, q.job->left_rank, rdma::kFailureRankLeft);
+            touch_ranks(*q.job);
         }
         // Nothing of a failed session completes: the worker learns of it from the failure
         // notice (or, without reading it, from its own retries running out).
@@ -643,10 +658,14 @@ struct Burst {
         case agg::AckVerdict::absorbed:
             ++q.counters.contributions;
             q.responder.commit();
+            q.high_key = key;
+            q.contributed = true;
             break;
         case agg::AckVerdict::completed:
             ++q.counters.contributions;
             q.responder.commit();
+            q.high_key = key;
+            q.contributed = true;
             if (job.parent != nullptr) {
                 send_partial(ctx, *snap, job, key, t_ns, out);  // the result comes from above
                 break;
@@ -677,7 +696,7 @@ struct Burst {
         for (uint16_t i = 0; i < n_touched; ++i) {
             QpState& q = *touched[i];
             if (fails_session(q)) [[unlikely]] {
-                fail_session(*q.job, q);
+                fail_session(*q.job, q.params.rank, session_failure(q));
                 touch_ranks(*q.job);
             }
             rc::Reply r;
@@ -984,7 +1003,8 @@ void roce_tick(LcoreContext& ctx, const dp::Snapshot& snap, void* state, uint64_
     const uint64_t t = now_ns(ctx);
     q.requester.tick(t);
     if (fails_session(q)) [[unlikely]] {
-        fail_session(*q.job, q);  // the other QPs send their notices at their own ticks
+        // The other QPs send their notices at their own ticks.
+        fail_session(*q.job, q.params.rank, session_failure(q));
     }
     probe_if_silent(q, t);
     rte_mbuf* frames[pipeline::kMaxBurst];
@@ -1007,9 +1027,44 @@ void roce_attach(void* state) {
         auto* q = static_cast<QpState*>(tag);
         if (q->params.rank >= 1 && q->params.rank <= kMaxRanks) {
             q->job->rank_qp[q->params.rank] = q;
+            if (q->job->left_rank == q->params.rank) {
+                q->job->left_rank = 0;  // back (a rank alone reconnecting: not supported here)
+            }
         }
     }
 }
+
+namespace {
+
+// QP q left its job (its rank's entry already cleared) while the session goes on for others.
+// A QP in error has failed the session (or is about to: its tick is gone); one whose job went
+// beyond its last contribution fails it now; otherwise the first contribution beyond that does
+// (on_request). A rank that leaves after its last call leaves nothing the others need: every
+// chunk they still send it contributed to.
+void leaves(JobState& job, const QpState& q) {
+    if (job.failed_rank != 0 || job.left_rank != 0) {
+        return;
+    }
+    bool others = false;
+    for (uint16_t r = 1; r <= job.params.world && !others; ++r) {
+        others = job.rank_qp[r] != nullptr;
+    }
+    if (!others) {
+        return;  // the session ends with its last QP: the next one starts fresh
+    }
+    if (qp_state_code(q) != 0) {
+        fail_session(job, q.params.rank, session_failure(q));
+    } else if (job.any_key &&
+               (!q.contributed || static_cast<int32_t>(job.high_key - q.high_key) > 0)) {
+        fail_session(job, q.params.rank, rdma::kFailureRankLeft);
+    } else {
+        job.left_rank = q.params.rank;
+        job.left_contributed = q.contributed;
+        job.left_high_key = q.high_key;
+    }
+}
+
+}  // namespace
 
 void roce_detach(void* state) {
     auto* tag = static_cast<StateTag*>(state);
@@ -1018,6 +1073,7 @@ void roce_detach(void* state) {
         if (q->params.rank >= 1 && q->params.rank <= kMaxRanks &&
             q->job->rank_qp[q->params.rank] == q) {
             q->job->rank_qp[q->params.rank] = nullptr;
+            leaves(*q->job, *q);
         }
     }
 }

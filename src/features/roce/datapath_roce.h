@@ -82,6 +82,12 @@ struct alignas(64) JobState : StateTag {
     // is a new JobState.
     uint16_t failed_rank = 0;
     uint8_t failure = 0;
+    // A rank whose QP left (DELETE, disconnect) while others stayed, having contributed every
+    // key up to left_high_key (RC delivers a worker's chunks in order) or none: a chunk beyond
+    // that can never complete, so the first contribution to one fails the session (rank_left).
+    uint16_t left_rank = 0;
+    bool left_contributed = false;
+    uint32_t left_high_key = 0;
     uint8_t elem_shift = 0;  // log2 of the element's bytes (1, 2, 4, 8)
     // A result packet's payload: min(chunk_bytes, pmtu); a chunk is chunk_bytes / this many
     // packets (the last of a short final chunk shorter).
@@ -148,6 +154,9 @@ struct alignas(64) QpState : StateTag {
     // packet with a good ICRC; 0 until the QP's first tick) and last probed.
     uint64_t last_heard_ns = 0;
     uint64_t last_probe_ns = 0;
+    // The highest key this QP contributed (its chunks come in order), once it contributed.
+    uint32_t high_key = 0;
+    bool contributed = false;
     // The multi-packet contribution in progress (FIRST..LAST, in PSN order: the responder's
     // rules): its bytes at their message offset, added to the table whole at the LAST, which is
     // the only packet carrying the chunk's sequence (the immediate). Empty for a job whose
@@ -182,6 +191,9 @@ inline uint8_t session_failure(const QpState& q) {
 constexpr std::string_view session_failure_name(uint8_t failure) {
     if (failure == rdma::kFailureReceiveSide) {
         return "fatal_nak_sent";
+    }
+    if (failure == rdma::kFailureRankLeft) {
+        return "rank_left";
     }
     return failure < static_cast<uint8_t>(ina::roce::RequesterError::count)
                ? ina::roce::to_string(static_cast<ina::roce::RequesterError>(failure))

@@ -244,6 +244,9 @@ std::string failure_notice_text(uint32_t imm) {
     case 5: why = "it answered a result with NAK remote operational error"; break;
     case 6: why = "it answered a result with a fatal NAK"; break;
     case kFailureReceiveSide: why = "the switch refused its WRITEs with a fatal NAK"; break;
+    case kFailureRankLeft:
+        why = "it left the job while the others still needed its contributions";
+        break;
     default: why = "reason " + std::to_string(failure); break;
     }
     return "rank " + std::to_string(rank) + "'s connection failed (" + why + ")";

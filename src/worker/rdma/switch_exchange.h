@@ -95,8 +95,10 @@ constexpr uint32_t result_imm(uint32_t seq, uint8_t world) {
 // immediate failure << 24 | rank << 8: count 0, which no result carries. `failure`: the failed
 // QP's result side error at the switch (1 retries exhausted, 2 RNR retries exhausted, 3..6 a
 // fatal NAK received: invalid request, remote access, remote operational, other), or
-// kFailureReceiveSide (the switch sent it a fatal NAK).
+// kFailureReceiveSide (the switch sent it a fatal NAK), or kFailureRankLeft (its QP was
+// deleted or disconnected while the others still needed its contributions).
 inline constexpr uint8_t kFailureReceiveSide = 0x80;
+inline constexpr uint8_t kFailureRankLeft = 0x81;
 constexpr uint32_t failure_notice_imm(uint16_t rank, uint8_t failure) {
     return uint32_t{failure} << 24 | uint32_t{rank} << 8;
 }

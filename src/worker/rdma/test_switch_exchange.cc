@@ -243,6 +243,9 @@ TEST(SwitchImmediate, FailureNoticeHasCountZeroAndNamesTheRankAndWhy) {
               "its retries ran out)");
     EXPECT_EQ(failure_notice_text(failure_notice_imm(2, kFailureReceiveSide)),
               "rank 2's connection failed (the switch refused its WRITEs with a fatal NAK)");
+    EXPECT_EQ(failure_notice_text(failure_notice_imm(2, kFailureRankLeft)),
+              "rank 2's connection failed (it left the job while the others still needed its "
+              "contributions)");
     EXPECT_EQ(failure_notice_text(failure_notice_imm(1, 0x7F)),
               "rank 1's connection failed (reason 127)");
 }
