@@ -7,6 +7,8 @@ speaks TLS with a write token (from a file) and a read token (docs/api.md).
     the API itself); an invalid job exits 1 with the switch's api:line:col reason, deleting a
     job that is not there exits 1;
   - bier set / group-add / group-delete, checked in GET /api/v1/bier;
+  - rdma show (a server-to-switch job: its session, the last failed one, its QPs) and rdma
+    disconnect (a rank's QP torn down; an unknown job exits 1 with the switch's reason);
   - the metrics summary shows both ports with their link state and the job's slots;
   - exit codes: 4 with the read token for a change and without a token, 3 without the CA (TLS
     verification) and for a port nothing listens on, 2 for usage and a missing token file.
@@ -23,6 +25,11 @@ import tempfile
 
 from testbed import check, free_tcp_port, log, main
 from test_api_security import make_pki, secure_switch
+from test_rdma_api import connect_body
+
+# A server-to-switch job whose parameters are test_rdma_api's connect body's.
+RDMA_JOB = {"id": 9, "mode": "server-to-switch", "world": 2, "op": "sum", "dtype": "fp32",
+            "chunk_bytes": 1024, "window": 64, "pmtu": 1024}
 
 CTL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools",
                    "inaswitchctl")
@@ -59,7 +66,8 @@ def test(exe: str) -> None:
     with open(job_file, "w") as f:
         f.write(JOB_YAML)
 
-    with secure_switch(exe, {"control": control}, write_token, ca) as tb:
+    with secure_switch(exe, {"control": control, "rdma": {"jobs": [RDMA_JOB]}}, write_token,
+                       ca) as tb:
         url = f"https://127.0.0.1:{tb.api_port}"
 
         def ctl(*args: str, token: str | None = "write", cacert: bool = True,
@@ -159,6 +167,32 @@ def test(exe: str) -> None:
         check(r.returncode == 1, "a unicast address as a group: exit 1")
         check(ctl("bier", "group-delete", "239.1.1.1").returncode == 0 and
               tb.api_json("GET", "/api/v1/bier")["groups"] == [], "bier group-delete")
+
+        # -- rdma -----------------------------------------------------------------------------
+        r = ctl("rdma", "show", "9")
+        check(r.returncode == 0 and "rdma job 9  server-to-switch  root  world 2" in r.stdout and
+              "session: ok  last failed session: none" in r.stdout and
+              "no QPs connected" in r.stdout, f"rdma show, no QP yet:\n{r.stdout}")
+        status, text = tb.http("POST", "/api/v1/rdma/jobs/9/connect", connect_body(1, "10.0.1.2"))
+        check(status == 200, f"a worker's connect ({status} {text[:200]})")
+        r = ctl("rdma", "show", "9")
+        row = next((line.split() for line in r.stdout.splitlines() if line.startswith("1 ")), [])
+        check(r.returncode == 0 and "RANK" in r.stdout and row[2:6] == ["17", "10.0.1.2", "api",
+                                                                         "ready"],
+              f"rdma show lists rank 1's QP (worker QPN 17 at 10.0.1.2, from the API, ready):\n"
+              f"{r.stdout}")
+        check(ok_json("rdma", "show", "9") == tb.api_json("GET", "/api/v1/rdma/jobs/9"),
+              "rdma show --json is GET /api/v1/rdma/jobs/9")
+        r = ctl("rdma", "disconnect", "9", "1", token="read")
+        check(r.returncode == 4, f"rdma disconnect with the read token: exit 4 ({r.stderr})")
+        r = ctl("rdma", "disconnect", "9", "1")
+        check(r.returncode == 0 and "rank 1 of rdma job 9 disconnected" in r.stdout and
+              tb.api_json("GET", "/api/v1/rdma/jobs/9")["qps"] == [],
+              f"rdma disconnect tears the QP down ({r.stdout})")
+        r = ctl("rdma", "disconnect", "9", "1")
+        check(r.returncode == 1 and "404" in r.stderr, f"again: the switch's 404 ({r.stderr})")
+        r = ctl("rdma", "show", "99")
+        check(r.returncode == 1 and "99" in r.stderr, f"an unknown rdma job: exit 1 ({r.stderr})")
 
         # -- errors and exit codes --------------------------------------------------------------
         r = ctl("jobs", "delete", "7", token="read")
