@@ -146,8 +146,9 @@ struct alignas(64) QpState : StateTag {
     // Its ACK/NAK frames, written once from the path above (which never changes on a QP).
     ina::roce::AckFrameTemplate ack;
     wire::BitString rank_bits;
-    // The key of each posted result message, by message sequence mod kMaxMessages; `control`:
-    // the message is no result but a probe or a failure notice, whose ACK releases nothing.
+    // The key of each posted result message, by message sequence mod kMaxMessages;
+    // control_message: the message is no result but a probe or a failure notice, whose ACK
+    // releases nothing.
     std::array<uint32_t, ina::roce::Requester::kMaxMessages> message_key{};
     std::array<bool, ina::roce::Requester::kMaxMessages> control_message{};
     // Liveness (docs/rdma.md "A rank that fails"): when the worker was last heard from (any
@@ -186,8 +187,8 @@ inline uint8_t session_failure(const QpState& q) {
                ? static_cast<uint8_t>(q.requester.error())
                : rdma::kFailureReceiveSide;
 }
-// session_failure()'s name: "none", the requester error's ("retry_exceeded", ...), or
-// "fatal_nak_sent".
+// A failure code's name: "none", the requester error's ("retry_exceeded", ...),
+// "fatal_nak_sent" or "rank_left".
 constexpr std::string_view session_failure_name(uint8_t failure) {
     if (failure == rdma::kFailureReceiveSide) {
         return "fatal_nak_sent";
