@@ -257,11 +257,11 @@ uint32_t result_write_icrc(JobState& job, uint8_t* l3, size_t headers, size_t l3
 // later NAK brings the requester back.
 [[gnu::always_inline]] inline bool result_bytes(QpState& q, const rc::Transmit& tx,
                                                 uint8_t* payload) {
-    const uint32_t shift = q.job->elem_shift;
-    const uint32_t n = tx.length >> shift;
     if (tx.length == 0) [[unlikely]] {
         return true;  // a probe or a failure notice: no result bytes
     }
+    const uint32_t shift = q.job->elem_shift;
+    const uint32_t n = tx.length >> shift;
     if ((tx.length & ((1u << shift) - 1)) != 0 ||
         rank_result(*q.job, static_cast<uint32_t>(tx.cookie), tx.offset >> shift, n, payload) !=
             n) [[unlikely]] {
@@ -363,6 +363,24 @@ void post_results(JobState& job, uint32_t key, uint32_t length, uint64_t t_ns) {
     job.table.mark_sent(key, t_ns);
 }
 
+// Posts q a zero-length WRITE to its result ring's start (with immediate `imm` if has_imm): a
+// failure notice or a liveness probe. A control message: its ACK releases no key. False when the
+// requester cannot take it.
+bool post_control_write(QpState& q, bool has_imm, uint32_t imm = 0) {
+    rc::WriteRequest w;
+    w.remote_va = q.params.result_addr;
+    w.rkey = q.params.result_rkey;
+    w.length = 0;
+    w.has_imm = has_imm;
+    w.imm = imm;
+    uint64_t seq = 0;
+    if (!q.requester.post(w, seq)) {
+        return false;
+    }
+    q.control_message[seq % q.control_message.size()] = true;
+    return true;
+}
+
 // The session of q's job fails (the first QP to go into error; a rank that cannot go on
 // leaves chunks no other rank can complete): every other rank's live QP gets a failure notice
 // behind the results already posted to it (a zero-length WRITE with immediate: count 0, the
@@ -379,15 +397,7 @@ void fail_session(JobState& job, uint16_t rank, uint8_t failure) {
         if (q == nullptr || r == rank || qp_state_code(*q) != 0) {
             continue;
         }
-        rc::WriteRequest w;
-        w.remote_va = q->params.result_addr;
-        w.rkey = q->params.result_rkey;
-        w.length = 0;
-        w.has_imm = true;
-        w.imm = rdma::failure_notice_imm(job.failed_rank, job.failure);
-        uint64_t seq = 0;
-        if (q->requester.post(w, seq)) {
-            q->control_message[seq % q->control_message.size()] = true;
+        if (post_control_write(*q, true, rdma::failure_notice_imm(rank, failure))) {
             ++q->counters.failure_notices;
         }
     }
@@ -408,13 +418,7 @@ void probe_if_silent(QpState& q, uint64_t t_ns) {
         t_ns - q.last_probe_ns < kProbeAfterSilenceNs) {
         return;
     }
-    rc::WriteRequest w;
-    w.remote_va = q.params.result_addr;
-    w.rkey = q.params.result_rkey;
-    w.length = 0;
-    uint64_t seq = 0;
-    if (q.requester.post(w, seq)) {
-        q.control_message[seq % q.control_message.size()] = true;
+    if (post_control_write(q, false)) {
         q.last_probe_ns = t_ns;
         ++q.counters.probes_sent;
     }
@@ -471,7 +475,6 @@ struct Burst {
         }
         const rc::ResponseOutcome o = q.requester.on_response(p, t_ns);
         JobState& job = *q.job;
-        q.last_heard_ns = t_ns;
         // A failed session's slots are never used again: its keys' ACKs are not counted.
         for (uint32_t k = 0; k < o.completed && job.failed_rank == 0; ++k) {
             const uint64_t seq = o.first_completed + k;
@@ -487,7 +490,6 @@ struct Burst {
     }
 
     void on_request(QpState& q, const rc::Packet& p, const uint8_t* payload, bool ce) {
-        q.last_heard_ns = t_ns;
         // One state per QP (IBA 10.3): with its result side in error (retries exhausted, a
         // fatal NAK) the QP is. The worker's next request is answered with NAK remote
         // operational error, which ends the worker's QP at once (rxe retransmits dropped WRITEs
@@ -502,17 +504,19 @@ struct Burst {
             ++q.counters.dropped_in_error;
             return;
         }
-        // A chunk the rank that left never sent can never complete: the session fails.
-        if (q.job->left_rank != 0 && beyond_the_rank_that_left(*q.job, p)) [[unlikely]] {
-            fail_session(*q.job, q.job->left_rank, rdma::kFailureRankLeft);
-            touch_ranks(*q.job);
-        }
-        // Nothing of a failed session completes: the worker learns of it from the failure
-        // notice (or, without reading it, from its own retries running out).
-        if (q.job->failed_rank != 0 && q.responder.state() == rc::Responder::State::ready)
-            [[unlikely]] {
-            ++q.counters.dropped_session_failed;
-            return;
+        JobState& job = *q.job;
+        if ((job.left_rank | job.failed_rank) != 0) [[unlikely]] {  // one test on the common path
+            // A chunk the rank that left never sent can never complete: the session fails.
+            if (job.left_rank != 0 && beyond_the_rank_that_left(job, p)) {
+                fail_session(job, job.left_rank, rdma::kFailureRankLeft);
+                touch_ranks(job);
+            }
+            // Nothing of a failed session completes: the worker learns of it from the failure
+            // notice (or, without reading it, from its own retries running out).
+            if (job.failed_rank != 0 && q.responder.state() == rc::Responder::State::ready) {
+                ++q.counters.dropped_session_failed;
+                return;
+            }
         }
         if (ce && q.cnp.on_ce(t_ns)) {
             ++q.counters.cnps_sent;
@@ -645,6 +649,15 @@ struct Burst {
         contribute(q, w, w.length, payload);
     }
 
+    // q's contribution to `key` is in: committed and counted, the QP's last key (its chunks come
+    // in order; JobState::left_high_key when it leaves).
+    static void took(QpState& q, uint32_t key) {
+        ++q.counters.contributions;
+        q.responder.commit();
+        q.high_key = key;
+        q.contributed = true;
+    }
+
     // The chunk of w's immediate, `length` bytes at `payload`, added under its key; commits, or
     // refuses (RNR NAK) when its slot is busy. False when refused.
     [[gnu::always_inline]] bool contribute(QpState& q, const rc::Placement& w, uint32_t length,
@@ -656,16 +669,10 @@ struct Burst {
                                                        payload, t_ns);
         switch (a) {
         case agg::AckVerdict::absorbed:
-            ++q.counters.contributions;
-            q.responder.commit();
-            q.high_key = key;
-            q.contributed = true;
+            took(q, key);
             break;
         case agg::AckVerdict::completed:
-            ++q.counters.contributions;
-            q.responder.commit();
-            q.high_key = key;
-            q.contributed = true;
+            took(q, key);
             if (job.parent != nullptr) {
                 send_partial(ctx, *snap, job, key, t_ns, out);  // the result comes from above
                 break;
@@ -959,6 +966,7 @@ uint16_t roce_input(LcoreContext& ctx, const dp::Snapshot& snap, rte_mbuf** pkts
             continue;
         }
         q.last_port = m->port;
+        q.last_heard_ns = b.t_ns;  // alive (probe_if_silent)
         if (p.bth.opcode == rc::op::kAcknowledge) {
             b.on_response(q, p);
         } else if (p.bth.opcode == rc::op::kCnp) {
