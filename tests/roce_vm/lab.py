@@ -782,7 +782,8 @@ def cleanup_stale() -> None:
     out = _sh(["ip", "netns", "list"], check_rc=False).stdout
     for line in out.splitlines():
         name = line.split()[0] if line.split() else ""
-        m = re.match(re.escape(NS_PREFIX) + r"(\d+)-\d+$", name)
+        # A lab's own, or a test's beside it named after it (<lab ns>-<tag>).
+        m = re.match(re.escape(NS_PREFIX) + r"(\d+)-\d+(-[a-z]+)?$", name)
         if m and _dead(int(m.group(1))):
             for pid in _sh(["ip", "netns", "pids", name], check_rc=False).stdout.split():
                 try:

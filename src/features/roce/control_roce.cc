@@ -379,6 +379,9 @@ bool RoceControl::prepare(control::ControlPlane& cp, const config::Config& next,
                 const Job& was = kept->second;
                 job.last_failure = was.last_failure;
                 job.failed_sessions = was.failed_sessions;
+                // Plain reads of the home lcore's words: the session ended with its last QP,
+                // so nothing but a late parent result still counts there.
+                job.ended = keep_job ? was.ended : was.ended.plus(*was.state);
                 // A plain read of the home lcore's word, written once per session.
                 if (!keep_job && was.state->failed_rank != 0) {
                     job.last_failure = {was.state->failed_rank, was.state->failure};
@@ -516,13 +519,9 @@ void RoceControl::stats(const control::ControlPlane& cp, metrics::Stats& out) {
         }
         // Plain reads of the home lcore's words: each is written by that lcore only.
         for (const auto& [id, j] : jobs_) {
-            jobs.push_back(JobSample{id, j.state->table.in_use(), j.state->results_completed,
-                                     j.state->results_released, j.state->post_failures,
+            jobs.push_back(JobSample{id, j.state->table.in_use(), j.ended.plus(*j.state),
                                      j.failed_sessions + (j.state->failed_rank != 0 ? 1 : 0),
-                                     j.state->parent != nullptr,
-                                     j.state->parent != nullptr ? j.state->parent->counters
-                                                                : ParentCounters{},
-                                     {}});
+                                     j.state->parent != nullptr, {}});
             QpCounters& total = jobs.back().qp_totals;
             if (auto d = departed_.find(id); d != departed_.end()) {
                 total = d->second;

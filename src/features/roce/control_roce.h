@@ -20,6 +20,7 @@
 #include "features/roce/config_roce.h"
 #include "features/roce/control_roce_cm.h"
 #include "features/roce/datapath_roce.h"
+#include "features/roce/metrics_roce.h"
 
 struct rte_mbuf;
 struct rte_ring;
@@ -88,6 +89,10 @@ private:
         // a training run after every worker left.
         SessionFailure last_failure;
         uint64_t failed_sessions = 0;  // sessions that failed and ended, while configured
+        // The counters of this job's sessions that ended (their state replaced by a fresh
+        // one), while configured: the metrics add the running session's, so a job's counters
+        // never fall when its last rank leaves.
+        JobCounts ended;
     };
     struct Plan {
         std::map<uint32_t, Job> jobs;

@@ -13,6 +13,19 @@ void family(std::ostringstream& os, const std::string& name, const char* type, c
 
 }  // namespace
 
+JobCounts JobCounts::plus(const JobState& s) const {
+    JobCounts sum = *this;
+    sum.results_completed += s.results_completed;
+    sum.results_released += s.results_released;
+    sum.post_failures += s.post_failures;
+    if (s.parent != nullptr) {
+#define INA_ROCE_PARENT_ADD(name, help) sum.parent.name += s.parent->counters.name;
+        INA_ROCE_PARENT_EVENTS(INA_ROCE_PARENT_ADD)
+#undef INA_ROCE_PARENT_ADD
+    }
+    return sum;
+}
+
 std::string render_metrics(const std::vector<JobSample>& jobs, const std::vector<QpSample>& qps,
                            const LcoreTotals& lcore) {
     std::ostringstream os;
@@ -52,11 +65,11 @@ std::string render_metrics(const std::vector<JobSample>& jobs, const std::vector
            "rank acknowledged), post_failed (a rank's QP could not take it)");
     for (const auto& j : jobs) {
         os << "inaswitch_rdma_job_results_total{job=\"" << j.job_id << "\",event=\"completed\"} "
-           << j.results_completed << '\n'
+           << j.counts.results_completed << '\n'
            << "inaswitch_rdma_job_results_total{job=\"" << j.job_id << "\",event=\"released\"} "
-           << j.results_released << '\n'
+           << j.counts.results_released << '\n'
            << "inaswitch_rdma_job_results_total{job=\"" << j.job_id
-           << "\",event=\"post_failed\"} " << j.post_failures << '\n';
+           << "\",event=\"post_failed\"} " << j.counts.post_failures << '\n';
     }
     family(os, "inaswitch_rdma_job_failed_sessions_total", "counter",
            "Sessions of the job that failed: a rank's QP went into error and the other ranks "
@@ -75,7 +88,7 @@ std::string render_metrics(const std::vector<JobSample>& jobs, const std::vector
         }
 #define INA_ROCE_PARENT_SERIES(name, help)                                                 \
     os << "inaswitch_rdma_job_parent_total{job=\"" << j.job_id << "\",event=\"" #name "\"} " \
-       << j.parent.name << '\n';
+       << j.counts.parent.name << '\n';
         INA_ROCE_PARENT_EVENTS(INA_ROCE_PARENT_SERIES)
 #undef INA_ROCE_PARENT_SERIES
     }

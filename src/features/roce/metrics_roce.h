@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "features/roce/datapath_roce_parent.h"
+#include "features/roce/datapath_roce.h"
 #include "features/roce/view_roce.h"
 
 namespace ina::features::roce {
@@ -22,15 +22,23 @@ struct QpSample {
     QpCounters counters;
 };
 
-struct JobSample {
-    uint32_t job_id = 0;
-    uint64_t slots_in_use = 0;
+// A job's result and parent-link counters: one session's (JobState), or summed over sessions.
+struct JobCounts {
     uint64_t results_completed = 0;
     uint64_t results_released = 0;
     uint64_t post_failures = 0;
+    ParentCounters parent;
+
+    // This plus session `s`'s counters (plain reads of its home lcore's words).
+    JobCounts plus(const JobState& s) const;
+};
+
+struct JobSample {
+    uint32_t job_id = 0;
+    uint64_t slots_in_use = 0;
+    JobCounts counts;  // every session's while the job is configured, the running one included
     uint64_t failed_sessions = 0;  // the current one included when it failed
     bool aggregator = false;  // the parent events below are rendered for aggregators only
-    ParentCounters parent;
     QpCounters qp_totals;  // its QPs' counters, those of QPs that left included
 };
 

@@ -1,0 +1,245 @@
+# SPDX-License-Identifier: Apache-2.0
+"""One Virtual Aggregation Tree with both kinds of workers (docs/rdma.md "Aggregator role"):
+two ranks on Linux's own RDMA stack (rdma_rxe in qemu VMs, ina-rdma-worker --mode
+server-to-switch) hold RC connections to inaswitch, which aggregates them as a VAT aggregator
+of INA job 7 under a host INA root (ina-ps); a UDP INA worker (ina-worker) behind the same
+switch contributes to the same job. Every subnet is routed by the switch:
+
+    rank 1 10.77.1.2 - tap0 - [10.77.1.1]
+    rank 2 10.77.2.2 - tap1 - [10.77.2.1]  inaswitch  [10.77.50.1] up0 = up1 10.77.50.2  ina-ps
+                                                      [10.77.51.1] wk0 = wk1 10.77.51.2  ina-worker
+
+The root's A-BM is {1, 2, 3}: BFR-ids 1 and 2 are the ranks (the rdma job's `abm`), 3 the UDP
+worker. For each chunk the switch sends ONE INA partial (P-BM {1, 2}) up to ina-ps; the UDP
+worker's datagram carries P-BM {3}, which shares no bit with the switch's A-BM, so the switch
+routes it to the root untouched (a job the INA stage does not aggregate here). ina-ps sends the
+result by unicast per BFR-id: 1 and 2 to the switch's address (the first becomes the ranks'
+result WRITEs, the second a duplicate), 3 through the switch to the worker (a result of a job
+the RoCE feature aggregates, for another host: routed on untouched).
+
+  1. int32 sum of 1 MiB per contributor from host-generated random files: the result on both
+     ranks and on the UDP worker is bit-exact against the host's own sum (sha256); the switch
+     sent one partial per chunk (inaswitch_rdma_job_parent_total{event=partial_sent}), took one
+     result per chunk and counted the second copy of each a duplicate, and routed the UDP
+     worker's datagrams without aggregating them.
+  2. The same with the UDP worker losing 3 % of its sends and 3 % of the results it receives
+     (ina-worker --fault-tx-loss / --fault-rx-loss): it retransmits, ina-ps answers a chunk it
+     already completed with the result again, through the switch; bit-exact everywhere.
+  3. The same with 2 % netem loss both ways on rank 2's link (its WRITEs and the switch's
+     result WRITEs recovered by go-back-N, each chunk still one partial up); bit-exact.
+  The switch's job counters are read across rounds whose sessions ended (the ranks' DELETEs):
+  they do not fall when a session ends.
+
+usage: test_vat_mixed.py build/src/worker/rdma/ina-rdma-worker build/src/worker/ina-worker \
+           build/src/worker/ina-ps build/src/app/inaswitch
+"""
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from lab import Lab, check, log, run_test, wait_until  # noqa: E402
+from test_rdma_allreduce import int32_inputs, stripped  # noqa: E402
+
+JOB = 7
+RANKS = 2
+ELEMENTS = 262144  # 1 MiB of int32 per contributor
+CHUNK = 1024       # bytes: one packet at PMTU 1024, one INA seq per chunk
+WINDOW = 64
+TIMEOUT_S = 150
+LINKS = ("up", "wk")
+SWITCH_UP, ROOT = "10.77.50.1", "10.77.50.2"
+SWITCH_WK, UDP_WORKER = "10.77.51.1", "10.77.51.2"
+
+
+def link_port(name: str, iface: str, addr: str) -> dict:
+    return {"name": name, "devargs": f"net_af_packet_{iface},iface={iface},qdisc_bypass=0",
+            "ipv4": [f"{addr}/24"]}
+
+
+def switch_config(cfg: dict, lab) -> dict:
+    cfg["ports"] += [link_port("up", "up0", SWITCH_UP), link_port("wk", "wk0", SWITCH_WK)]
+    cfg["rdma"] = {"jobs": [{
+        "id": JOB, "mode": "server-to-switch", "world": RANKS, "op": "sum", "dtype": "int32",
+        "chunk_bytes": CHUNK, "window": WINDOW, "pmtu": 1024, "role": "aggregator",
+        "parent": ROOT, "bsl": 64, "abm": f"1-{RANKS}", "partial_timeout_ms": 100}]}
+    return cfg
+
+
+class Host:
+    """A Linux host in a namespace of its own on a link's far end (the lab's namespace holds
+    the switch: two addresses there would reach each other without it)."""
+
+    def __init__(self, lab, iface: str, addr: str, gw: str, tag: str):
+        self.ns = f"{lab.ns}-{tag}"
+        self.addr = addr
+        subprocess.run(["ip", "netns", "add", self.ns], check=True)
+        lab.ns_run(["ip", "link", "set", iface, "netns", self.ns])
+        for cmd in (["ip", "link", "set", "lo", "up"], ["ip", "link", "set", iface, "up"],
+                    ["ip", "addr", "add", f"{addr}/24", "dev", iface],
+                    ["ip", "route", "add", "default", "via", gw]):
+            self.run(cmd)
+
+    def run(self, cmd: list[str], **kw) -> subprocess.CompletedProcess:
+        return subprocess.run(["ip", "netns", "exec", self.ns] + cmd, check=True,
+                              capture_output=True, text=True, **kw)
+
+    def popen(self, cmd: list[str]) -> subprocess.Popen:
+        return subprocess.Popen(["ip", "netns", "exec", self.ns] + cmd, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True)
+
+    def pings(self, addr: str) -> bool:
+        return subprocess.run(["ip", "netns", "exec", self.ns, "ping", "-c", "1", "-W", "1",
+                               addr], capture_output=True).returncode == 0
+
+    def udp_bound(self, port: int) -> bool:
+        return f":{port} " in self.run(["ss", "-Huln"]).stdout
+
+    def close(self) -> None:
+        subprocess.run(["ip", "netns", "del", self.ns], check=False)
+
+
+def rank_cmd(lab, vm, rank: int, path: str, out: str) -> str:
+    return (f"ina-rdma-worker --mode server-to-switch --switch-api {lab.guest_api_url} "
+            f"--job {JOB} --rank {rank} --world {RANKS} --ip {vm.ip} --gid-index {vm.gid_index} "
+            f"--chunk-bytes {CHUNK} --window {WINDOW} --timeout-ms {TIMEOUT_S * 1000} "
+            f"--type int32 --input /root/{os.path.basename(path)} --output {out}")
+
+
+def parent_events(lab) -> dict[str, float]:
+    m = lab.switch.metrics()
+    return {e: m.get("inaswitch_rdma_job_parent_total", job=str(JOB), event=e) or 0.0
+            for e in ("partial_sent", "partial_resent", "result_in", "result_duplicate",
+                      "result_not_held", "result_bad")}
+
+
+# What loss costs a QP. Not out_of_sequence: rxe's packets behind an RNR NAK (a full window
+# while the root's results come) are dropped as out of sequence on a clean link too.
+RECOVERY = ("retransmissions", "duplicates", "naks_sent")
+
+
+def recovery(lab) -> dict[str, float]:
+    """The job's QP recovery counters (QPs that left included: never falling)."""
+    m = lab.switch.metrics()
+    return {c: m.get(f"inaswitch_rdma_job_qp_{c}_total", job=str(JOB))
+            for c in RECOVERY + ("rnr_naks_sent", "out_of_sequence")}
+
+
+def a_round(lab, root: Host, worker: Host, exes: dict, inputs: list[str], sha: str, tag: str,
+            scratch: str, faults: list[str], lossy_vm=None) -> dict[str, float]:
+    """ina-ps as the root, the UDP worker and both ranks reduce `inputs`; every result bit-exact.
+    Returns the switch's parent events over the round."""
+    before = parent_events(lab)
+    recovered_before = recovery(lab)
+    unknown_before = lab.switch.metrics().get("inaswitch_ina_unknown_job_total") or 0.0
+    ps = root.popen([exes["ps"], "--job", str(JOB), "--abm", f"1-{RANKS + 1}", "--bsl", "64",
+                     "--type", "int32", "--chunk", str(CHUNK // 4), "--window", str(WINDOW),
+                     "--workers", f"1={SWITCH_UP},2={SWITCH_UP},3={UDP_WORKER}",
+                     "--bind", ROOT])
+    out_path = os.path.join(scratch, f"udp-{tag.replace(' ', '-')}.out")
+    udp = None
+    try:
+        wait_until(lambda: root.udp_bound(9470) or None, 30, "ina-ps bound")
+        if lossy_vm is not None:
+            lossy_vm.netem("loss 2%", direction="both")
+        t0 = time.monotonic()
+        ranks = [vm.start(rank_cmd(lab, vm, rank, p, "/tmp/vat.out"))
+                 for rank, (vm, p) in enumerate(zip(lab.vms, inputs), start=1)]
+        udp = worker.popen([exes["worker"], "--job", str(JOB), "--bfr-id", str(RANKS + 1),
+                            "--abm", f"1-{RANKS + 1}", "--root", ROOT, "--bind", UDP_WORKER,
+                            "--type", "int32", "--chunk", str(CHUNK // 4), "--window",
+                            str(WINDOW), "--input", inputs[RANKS], "--output", out_path,
+                            "--timeout-ms", str(TIMEOUT_S * 1000), "--no-progress"] + faults)
+        wait_until(lambda: (all(j.done() for j in ranks) and udp.poll() is not None) or None,
+                   TIMEOUT_S + 60, f"{tag}: every contributor's end", interval=0.5)
+        wall = time.monotonic() - t0
+        ends = [j.wait(10) for j in ranks]
+        udp_out, udp_err = udp.communicate(timeout=10)
+        for rank, (rc, out) in enumerate(ends, start=1):
+            log(f"{tag} rank {rank} (exit {rc}): {out.strip()[-600:]}")
+        log(f"{tag} UDP worker (exit {udp.returncode}): {udp_out.strip()[-600:]} "
+            f"{udp_err.strip()[-600:]}")
+        for rank, (rc, _) in enumerate(ends, start=1):
+            check(rc == 0, f"{tag}: rank {rank} completed (exit {rc})")
+        check(udp.returncode == 0, f"{tag}: the UDP worker completed (exit {udp.returncode})")
+    finally:
+        if lossy_vm is not None:
+            lossy_vm.netem(None, direction="both")
+        for p in (ps, udp):
+            if p is not None and p.poll() is None:
+                p.terminate()
+        ps_out, ps_err = ps.communicate(timeout=10)
+        log(f"{tag} ina-ps: {ps_out.strip()[-400:]} {ps_err.strip()[-400:]}")
+    for vm in lab.vms:
+        _, out = vm.run("sha256sum /tmp/vat.out", check=True)
+        check(out.split()[0] == sha, f"{tag}: {vm.name}'s result bit-exact (sha256 {sha[:16]}...)")
+    with open(out_path, "rb") as f:
+        got = hashlib.sha256(f.read()).hexdigest()
+    check(got == sha, f"{tag}: the UDP worker's result bit-exact (sha256 {got[:16]}...)")
+    after = parent_events(lab)
+    delta = {k: after[k] - before[k] for k in after}
+    unknown = (lab.switch.metrics().get("inaswitch_ina_unknown_job_total") or 0.0) - unknown_before
+    log(f"{tag}: {wall:.2f}s; the switch's parent events {delta}; UDP datagrams of job {JOB} "
+        f"routed on (ina unknown job) {unknown:.0f}")
+    chunks = ELEMENTS * 4 // CHUNK
+    check(delta["partial_sent"] == chunks and delta["result_bad"] == 0,
+          f"{tag}: one partial per chunk went up ({delta['partial_sent']:.0f} of {chunks}), "
+          "no parent result refused")
+    # The root's second copy of a chunk's result finds it still held (a duplicate) or, when
+    # both ranks acknowledged the first one's WRITEs already, released (not held).
+    check(delta["result_in"] == chunks and
+          delta["result_duplicate"] + delta["result_not_held"] >= chunks,
+          f"{tag}: every chunk's result was taken once, the root's second copy of each dropped")
+    recovered_by = {k: v - recovered_before[k] for k, v in recovery(lab).items()}
+    recovered = sum(recovered_by[c] for c in RECOVERY)
+    log(f"{tag}: the ranks' QPs' recovery {recovered_by}")
+    if lossy_vm is not None:
+        check(recovered > 0, f"{tag}: the loss on {lossy_vm.name}'s link was recovered by RC "
+              f"({recovered:.0f} retransmissions, duplicates, NAKs)")
+    check(unknown >= chunks, f"{tag}: the UDP worker's {chunks} contributions were routed to the "
+          f"root unaggregated ({unknown:.0f})")
+    return delta
+
+
+def test(rdma_worker_exe: str, worker_exe: str, ps_exe: str, switch_exe: str) -> None:
+    scratch = tempfile.mkdtemp(prefix="vat-mixed-")
+    hosts: list[Host] = []
+    try:
+        clean_inputs, clean_sha = int32_inputs(scratch, RANKS + 1, 5150, ELEMENTS)
+        lossy_inputs, lossy_sha = int32_inputs(scratch, RANKS + 1, 5151, ELEMENTS)
+        rank_lossy_inputs, rank_lossy_sha = int32_inputs(scratch, RANKS + 1, 5152, ELEMENTS)
+        extra = [stripped(rdma_worker_exe, scratch)]
+        extra += [(p, f"/root/{os.path.basename(p)}")
+                  for p in clean_inputs[:RANKS] + lossy_inputs[:RANKS] +
+                  rank_lossy_inputs[:RANKS]]
+        exes = {"worker": worker_exe, "ps": ps_exe}
+        with Lab(RANKS, fabric="inaswitch", switch_exe=switch_exe, routed=True, guest_api=True,
+                 switch_config=switch_config, extra_files=extra, links=list(LINKS)) as lab:
+            root = Host(lab, "up1", ROOT, SWITCH_UP, "root")
+            hosts.append(root)
+            worker = Host(lab, "wk1", UDP_WORKER, SWITCH_WK, "wk")
+            hosts.append(worker)
+            lab.reach_all()
+            # The switch routes between them (a ping answered once its ARP entries are in).
+            wait_until(lambda: worker.pings(ROOT) or None, 30, "the UDP worker reaches the root")
+            a_round(lab, root, worker, exes, clean_inputs, clean_sha, "clean", scratch, [])
+            a_round(lab, root, worker, exes, lossy_inputs, lossy_sha, "UDP worker lossy",
+                    scratch, ["--fault-tx-loss", "0.03", "--fault-rx-loss", "0.03"])
+            a_round(lab, root, worker, exes, rank_lossy_inputs, rank_lossy_sha,
+                    "rank 2 lossy", scratch, [], lossy_vm=lab.vms[1])
+    finally:
+        for h in hosts:
+            h.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(run_test("roce-vm-vat-mixed", __doc__, test, (4,)))
