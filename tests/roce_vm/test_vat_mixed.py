@@ -27,6 +27,9 @@ the RoCE feature aggregates, for another host: routed on untouched).
      already completed with the result again, through the switch; bit-exact everywhere.
   3. The same with 2 % netem loss both ways on rank 2's link (its WRITEs and the switch's
      result WRITEs recovered by go-back-N, each chunk still one partial up); bit-exact.
+  4. Chunks above the PMTU (job 8: 4096-byte chunks at PMTU 1024): every rank's chunk is one
+     4-packet WRITE, the switch sends 4 partials up per chunk (INA seqs 4s..4s+3, which the UDP
+     worker's 1 KiB datagrams match), the ranks get each result as one 4-packet WRITE.
   The switch's job counters are read across rounds whose sessions ended (the ranks' DELETEs):
   they do not fall when a session ends.
 
@@ -48,11 +51,23 @@ sys.path.insert(0, HERE)
 from lab import Lab, check, log, run_test, wait_until  # noqa: E402
 from test_rdma_allreduce import int32_inputs, stripped  # noqa: E402
 
-JOB = 7
 RANKS = 2
 ELEMENTS = 262144  # 1 MiB of int32 per contributor
-CHUNK = 1024       # bytes: one packet at PMTU 1024, one INA seq per chunk
-WINDOW = 64
+PMTU = 1024        # the rxe links'; an INA seq carries PMTU bytes of a chunk
+SEQS = ELEMENTS * 4 // PMTU
+
+
+class Shape:
+    """An rdma job in the aggregator role: its id (= the INA job's), chunk and window. A chunk
+    above the PMTU is chunk_bytes / PMTU INA seqs up and one multi-packet WRITE down."""
+
+    def __init__(self, job: int, chunk_bytes: int, window: int):
+        self.job, self.chunk_bytes, self.window = job, chunk_bytes, window
+        self.ina_window = window * (chunk_bytes // PMTU)
+
+
+ONE_PACKET = Shape(7, 1024, 64)
+MULTI_PACKET = Shape(8, 4096, 16)
 TIMEOUT_S = 150
 LINKS = ("up", "wk")
 SWITCH_UP, ROOT = "10.77.50.1", "10.77.50.2"
@@ -67,9 +82,10 @@ def link_port(name: str, iface: str, addr: str) -> dict:
 def switch_config(cfg: dict, lab) -> dict:
     cfg["ports"] += [link_port("up", "up0", SWITCH_UP), link_port("wk", "wk0", SWITCH_WK)]
     cfg["rdma"] = {"jobs": [{
-        "id": JOB, "mode": "server-to-switch", "world": RANKS, "op": "sum", "dtype": "int32",
-        "chunk_bytes": CHUNK, "window": WINDOW, "pmtu": 1024, "role": "aggregator",
-        "parent": ROOT, "bsl": 64, "abm": f"1-{RANKS}", "partial_timeout_ms": 100}]}
+        "id": j.job, "mode": "server-to-switch", "world": RANKS, "op": "sum", "dtype": "int32",
+        "chunk_bytes": j.chunk_bytes, "window": j.window, "pmtu": PMTU, "role": "aggregator",
+        "parent": ROOT, "bsl": 64, "abm": f"1-{RANKS}", "partial_timeout_ms": 100}
+        for j in (ONE_PACKET, MULTI_PACKET)]}
     return cfg
 
 
@@ -107,16 +123,17 @@ class Host:
         subprocess.run(["ip", "netns", "del", self.ns], check=False)
 
 
-def rank_cmd(lab, vm, rank: int, path: str, out: str) -> str:
+def rank_cmd(lab, vm, shape: Shape, rank: int, path: str, out: str) -> str:
     return (f"ina-rdma-worker --mode server-to-switch --switch-api {lab.guest_api_url} "
-            f"--job {JOB} --rank {rank} --world {RANKS} --ip {vm.ip} --gid-index {vm.gid_index} "
-            f"--chunk-bytes {CHUNK} --window {WINDOW} --timeout-ms {TIMEOUT_S * 1000} "
+            f"--job {shape.job} --rank {rank} --world {RANKS} --ip {vm.ip} "
+            f"--gid-index {vm.gid_index} --chunk-bytes {shape.chunk_bytes} "
+            f"--window {shape.window} --timeout-ms {TIMEOUT_S * 1000} "
             f"--type int32 --input /root/{os.path.basename(path)} --output {out}")
 
 
-def parent_events(lab) -> dict[str, float]:
+def parent_events(lab, job: int) -> dict[str, float]:
     m = lab.switch.metrics()
-    return {e: m.get("inaswitch_rdma_job_parent_total", job=str(JOB), event=e) or 0.0
+    return {e: m.get("inaswitch_rdma_job_parent_total", job=str(job), event=e)
             for e in ("partial_sent", "partial_resent", "result_in", "result_duplicate",
                       "result_not_held", "result_bad")}
 
@@ -126,22 +143,25 @@ def parent_events(lab) -> dict[str, float]:
 RECOVERY = ("retransmissions", "duplicates", "naks_sent")
 
 
-def recovery(lab) -> dict[str, float]:
-    """The job's QP recovery counters (QPs that left included: never falling)."""
+def qp_totals(lab, job: int) -> dict[str, float]:
+    """The job's QP recovery and segment counters (QPs that left included: never falling)."""
     m = lab.switch.metrics()
-    return {c: m.get(f"inaswitch_rdma_job_qp_{c}_total", job=str(JOB))
-            for c in RECOVERY + ("rnr_naks_sent", "out_of_sequence")}
+    return {c: m.get(f"inaswitch_rdma_job_qp_{c}_total", job=str(job))
+            for c in RECOVERY + ("rnr_naks_sent", "out_of_sequence", "segments",
+                                 "results_sent")}
 
 
-def a_round(lab, root: Host, worker: Host, exes: dict, inputs: list[str], sha: str, tag: str,
-            scratch: str, faults: list[str], lossy_vm=None) -> dict[str, float]:
+def a_round(lab, shape: Shape, root: Host, worker: Host, exes: dict, inputs: list[str],
+            sha: str, tag: str, scratch: str, faults: list[str],
+            lossy_vm=None) -> dict[str, float]:
     """ina-ps as the root, the UDP worker and both ranks reduce `inputs`; every result bit-exact.
     Returns the switch's parent events over the round."""
-    before = parent_events(lab)
-    recovered_before = recovery(lab)
+    before = parent_events(lab, shape.job)
+    qp_before = qp_totals(lab, shape.job)
     unknown_before = lab.switch.metrics().get("inaswitch_ina_unknown_job_total") or 0.0
-    ps = root.popen([exes["ps"], "--job", str(JOB), "--abm", f"1-{RANKS + 1}", "--bsl", "64",
-                     "--type", "int32", "--chunk", str(CHUNK // 4), "--window", str(WINDOW),
+    ps = root.popen([exes["ps"], "--job", str(shape.job), "--abm", f"1-{RANKS + 1}", "--bsl",
+                     "64", "--type", "int32", "--chunk", str(PMTU // 4), "--window",
+                     str(shape.ina_window),
                      "--workers", f"1={SWITCH_UP},2={SWITCH_UP},3={UDP_WORKER}",
                      "--bind", ROOT])
     out_path = os.path.join(scratch, f"udp-{tag.replace(' ', '-')}.out")
@@ -151,12 +171,13 @@ def a_round(lab, root: Host, worker: Host, exes: dict, inputs: list[str], sha: s
         if lossy_vm is not None:
             lossy_vm.netem("loss 2%", direction="both")
         t0 = time.monotonic()
-        ranks = [vm.start(rank_cmd(lab, vm, rank, p, "/tmp/vat.out"))
+        ranks = [vm.start(rank_cmd(lab, vm, shape, rank, p, "/tmp/vat.out"))
                  for rank, (vm, p) in enumerate(zip(lab.vms, inputs), start=1)]
-        udp = worker.popen([exes["worker"], "--job", str(JOB), "--bfr-id", str(RANKS + 1),
-                            "--abm", f"1-{RANKS + 1}", "--root", ROOT, "--bind", UDP_WORKER,
-                            "--type", "int32", "--chunk", str(CHUNK // 4), "--window",
-                            str(WINDOW), "--input", inputs[RANKS], "--output", out_path,
+        udp = worker.popen([exes["worker"], "--job", str(shape.job), "--bfr-id",
+                            str(RANKS + 1), "--abm", f"1-{RANKS + 1}", "--root", ROOT, "--bind",
+                            UDP_WORKER, "--type", "int32", "--chunk", str(PMTU // 4),
+                            "--window", str(shape.ina_window), "--input", inputs[RANKS],
+                            "--output", out_path,
                             "--timeout-ms", str(TIMEOUT_S * 1000), "--no-progress"] + faults)
         wait_until(lambda: (all(j.done() for j in ranks) and udp.poll() is not None) or None,
                    TIMEOUT_S + 60, f"{tag}: every contributor's end", interval=0.5)
@@ -184,27 +205,33 @@ def a_round(lab, root: Host, worker: Host, exes: dict, inputs: list[str], sha: s
     with open(out_path, "rb") as f:
         got = hashlib.sha256(f.read()).hexdigest()
     check(got == sha, f"{tag}: the UDP worker's result bit-exact (sha256 {got[:16]}...)")
-    after = parent_events(lab)
+    after = parent_events(lab, shape.job)
     delta = {k: after[k] - before[k] for k in after}
     unknown = (lab.switch.metrics().get("inaswitch_ina_unknown_job_total") or 0.0) - unknown_before
-    log(f"{tag}: {wall:.2f}s; the switch's parent events {delta}; UDP datagrams of job {JOB} "
-        f"routed on (ina unknown job) {unknown:.0f}")
-    chunks = ELEMENTS * 4 // CHUNK
-    check(delta["partial_sent"] == chunks and delta["result_bad"] == 0,
-          f"{tag}: one partial per chunk went up ({delta['partial_sent']:.0f} of {chunks}), "
+    log(f"{tag}: {wall:.2f}s; the switch's parent events {delta}; UDP datagrams of job "
+        f"{shape.job} routed on (ina unknown job) {unknown:.0f}")
+    # INA seqs: one per chunk, or one per PMTU segment of a chunk above the PMTU.
+    check(delta["partial_sent"] == SEQS and delta["result_bad"] == 0,
+          f"{tag}: one partial per INA seq went up ({delta['partial_sent']:.0f} of {SEQS}), "
           "no parent result refused")
-    # The root's second copy of a chunk's result finds it still held (a duplicate) or, when
-    # both ranks acknowledged the first one's WRITEs already, released (not held).
-    check(delta["result_in"] == chunks and
-          delta["result_duplicate"] + delta["result_not_held"] >= chunks,
-          f"{tag}: every chunk's result was taken once, the root's second copy of each dropped")
-    recovered_by = {k: v - recovered_before[k] for k, v in recovery(lab).items()}
-    recovered = sum(recovered_by[c] for c in RECOVERY)
-    log(f"{tag}: the ranks' QPs' recovery {recovered_by}")
+    # The root's second copy of a seq's result finds its chunk still held (a duplicate) or,
+    # when both ranks acknowledged the first one's WRITEs already, released (not held).
+    check(delta["result_in"] == SEQS and
+          delta["result_duplicate"] + delta["result_not_held"] >= SEQS,
+          f"{tag}: every seq's result was taken once, the root's second copy of each dropped")
+    qp = {k: v - qp_before[k] for k, v in qp_totals(lab, shape.job).items()}
+    recovered = sum(qp[c] for c in RECOVERY)
+    log(f"{tag}: the ranks' QPs' recovery and segments {qp}")
     if lossy_vm is not None:
         check(recovered > 0, f"{tag}: the loss on {lossy_vm.name}'s link was recovered by RC "
               f"({recovered:.0f} retransmissions, duplicates, NAKs)")
-    check(unknown >= chunks, f"{tag}: the UDP worker's {chunks} contributions were routed to the "
+    check(qp["results_sent"] == RANKS * SEQS, f"{tag}: {RANKS * SEQS} result WRITE packets "
+          f"went down, each PMTU segment of each result once to each rank "
+          f"({qp['results_sent']:.0f})")
+    if shape.chunk_bytes > PMTU:
+        check(qp["segments"] >= RANKS * SEQS, f"{tag}: every rank's chunk came as a "
+              f"{shape.chunk_bytes // PMTU}-packet WRITE ({qp['segments']:.0f} segments)")
+    check(unknown >= SEQS, f"{tag}: the UDP worker's {SEQS} contributions were routed to the "
           f"root unaggregated ({unknown:.0f})")
     return delta
 
@@ -216,10 +243,11 @@ def test(rdma_worker_exe: str, worker_exe: str, ps_exe: str, switch_exe: str) ->
         clean_inputs, clean_sha = int32_inputs(scratch, RANKS + 1, 5150, ELEMENTS)
         lossy_inputs, lossy_sha = int32_inputs(scratch, RANKS + 1, 5151, ELEMENTS)
         rank_lossy_inputs, rank_lossy_sha = int32_inputs(scratch, RANKS + 1, 5152, ELEMENTS)
+        multi_inputs, multi_sha = int32_inputs(scratch, RANKS + 1, 5153, ELEMENTS)
         extra = [stripped(rdma_worker_exe, scratch)]
         extra += [(p, f"/root/{os.path.basename(p)}")
                   for p in clean_inputs[:RANKS] + lossy_inputs[:RANKS] +
-                  rank_lossy_inputs[:RANKS]]
+                  rank_lossy_inputs[:RANKS] + multi_inputs[:RANKS]]
         exes = {"worker": worker_exe, "ps": ps_exe}
         with Lab(RANKS, fabric="inaswitch", switch_exe=switch_exe, routed=True, guest_api=True,
                  switch_config=switch_config, extra_files=extra, links=list(LINKS)) as lab:
@@ -230,11 +258,15 @@ def test(rdma_worker_exe: str, worker_exe: str, ps_exe: str, switch_exe: str) ->
             lab.reach_all()
             # The switch routes between them (a ping answered once its ARP entries are in).
             wait_until(lambda: worker.pings(ROOT) or None, 30, "the UDP worker reaches the root")
-            a_round(lab, root, worker, exes, clean_inputs, clean_sha, "clean", scratch, [])
-            a_round(lab, root, worker, exes, lossy_inputs, lossy_sha, "UDP worker lossy",
-                    scratch, ["--fault-tx-loss", "0.03", "--fault-rx-loss", "0.03"])
-            a_round(lab, root, worker, exes, rank_lossy_inputs, rank_lossy_sha,
+            a_round(lab, ONE_PACKET, root, worker, exes, clean_inputs, clean_sha, "clean",
+                    scratch, [])
+            a_round(lab, ONE_PACKET, root, worker, exes, lossy_inputs, lossy_sha,
+                    "UDP worker lossy", scratch,
+                    ["--fault-tx-loss", "0.03", "--fault-rx-loss", "0.03"])
+            a_round(lab, ONE_PACKET, root, worker, exes, rank_lossy_inputs, rank_lossy_sha,
                     "rank 2 lossy", scratch, [], lossy_vm=lab.vms[1])
+            a_round(lab, MULTI_PACKET, root, worker, exes, multi_inputs, multi_sha,
+                    "4 KiB chunks", scratch, [])
     finally:
         for h in hosts:
             h.close()
