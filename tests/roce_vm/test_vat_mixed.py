@@ -1,13 +1,16 @@
 # SPDX-License-Identifier: Apache-2.0
 """One Virtual Aggregation Tree with both kinds of workers (docs/rdma.md "Aggregator role"):
 two ranks on Linux's own RDMA stack (rdma_rxe in qemu VMs, ina-rdma-worker --mode
-server-to-switch) hold RC connections to inaswitch, which aggregates them as a VAT aggregator
+server-to-switch) hold RC connections to inaswitch S1, which aggregates them as a VAT aggregator
 of INA job 7 under a host INA root (ina-ps); a UDP INA worker (ina-worker) behind the same
-switch contributes to the same job. Every subnet is routed by the switch:
+switch contributes to the same job. A second inaswitch S0 sits between S1 and the root (it only
+routes, but for job 9 in round 5). Every subnet is routed; the root and the UDP worker are
+Linux hosts in namespaces of their own:
 
     rank 1 10.77.1.2 - tap0 - [10.77.1.1]
-    rank 2 10.77.2.2 - tap1 - [10.77.2.1]  inaswitch  [10.77.50.1] up0 = up1 10.77.50.2  ina-ps
-                                                      [10.77.51.1] wk0 = wk1 10.77.51.2  ina-worker
+    rank 2 10.77.2.2 - tap1 - [10.77.2.1]  S1  [10.77.50.1] up0 = up1 [10.77.50.2]  S0
+                                               [10.77.51.1] wk0 = wk1 10.77.51.2 ina-worker
+                                    S0 [10.77.52.1] rt0 = rt1 10.77.52.2 ina-ps
 
 The root's A-BM is {1, 2, 3}: BFR-ids 1 and 2 are the ranks (the rdma job's `abm`), 3 the UDP
 worker. For each chunk the switch sends ONE INA partial (P-BM {1, 2}) up to ina-ps; the UDP
@@ -30,6 +33,11 @@ the RoCE feature aggregates, for another host: routed on untouched).
   4. Chunks above the PMTU (job 8: 4096-byte chunks at PMTU 1024): every rank's chunk is one
      4-packet WRITE, the switch sends 4 partials up per chunk (INA seqs 4s..4s+3, which the UDP
      worker's 1 KiB datagrams match), the ranks get each result as one 4-packet WRITE.
+  5. Two levels above the ranks (job 9): S0 is an INA aggregator of job 9 with A-BM {1, 2, 3};
+     S1's partials (P-BM {1, 2}) and the UDP worker's datagrams (P-BM {3}), both addressed to
+     the root, are aggregated on their way, and the root gets one packet per seq holding all
+     three BFR-ids (ina-ps: every seq completed, none absorbed); the root's results pass S0
+     untouched; bit-exact on all three.
   The switch's job counters are read across rounds whose sessions ended (the ranks' DELETEs):
   they do not fall when a session ends.
 
@@ -38,6 +46,7 @@ usage: test_vat_mixed.py build/src/worker/rdma/ina-rdma-worker build/src/worker/
 """
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -48,7 +57,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from lab import Lab, check, log, run_test, wait_until  # noqa: E402
+from lab import API_PORT, Lab, check, log, run_test, to_yaml, wait_until  # noqa: E402
 from test_rdma_allreduce import int32_inputs, stripped  # noqa: E402
 
 RANKS = 2
@@ -68,9 +77,12 @@ class Shape:
 
 ONE_PACKET = Shape(7, 1024, 64)
 MULTI_PACKET = Shape(8, 4096, 16)
+TWO_LEVELS = Shape(9, 1024, 64)  # S0 aggregates this INA job above the lab's switch
 TIMEOUT_S = 150
-LINKS = ("up", "wk")
-SWITCH_UP, ROOT = "10.77.50.1", "10.77.50.2"
+# S1 (the lab's switch) up0 = up1 S0 rt0 = rt1 ina-ps; S1 wk0 = wk1 ina-worker.
+LINKS = ("up", "rt", "wk")
+SWITCH_UP, S0_DOWN = "10.77.50.1", "10.77.50.2"
+S0_UP, ROOT = "10.77.52.1", "10.77.52.2"
 SWITCH_WK, UDP_WORKER = "10.77.51.1", "10.77.51.2"
 
 
@@ -80,13 +92,30 @@ def link_port(name: str, iface: str, addr: str) -> dict:
 
 
 def switch_config(cfg: dict, lab) -> dict:
+    """S1: the ranks' ports, the link to S0 (the root's subnet behind it), the UDP worker's."""
     cfg["ports"] += [link_port("up", "up0", SWITCH_UP), link_port("wk", "wk0", SWITCH_WK)]
+    cfg["routes"] = [{"prefix": "10.77.52.0/24", "via": S0_DOWN}]
     cfg["rdma"] = {"jobs": [{
         "id": j.job, "mode": "server-to-switch", "world": RANKS, "op": "sum", "dtype": "int32",
         "chunk_bytes": j.chunk_bytes, "window": j.window, "pmtu": PMTU, "role": "aggregator",
         "parent": ROOT, "bsl": 64, "abm": f"1-{RANKS}", "partial_timeout_ms": 100}
-        for j in (ONE_PACKET, MULTI_PACKET)]}
+        for j in (ONE_PACKET, MULTI_PACKET, TWO_LEVELS)]}
     return cfg
+
+
+def s0_config(lab, api_host: str) -> str:
+    """S0, between S1 and the root: routes jobs 7 and 8 (no INA job of theirs here) and
+    aggregates INA job 9 (A-BM {1, 2, 3}: S1's partials and the UDP worker's datagrams, both
+    on their way to the root) into one partial per seq to the root."""
+    cfg = lab.default_switch_config()
+    cfg["ports"] = [link_port("s1", "up1", S0_DOWN), link_port("rt", "rt0", S0_UP)]
+    cfg["routes"] = [{"prefix": f"10.77.{n}.0/24", "via": SWITCH_UP} for n in (1, 2, 51)]
+    cfg["control"] = {"listen": f"{api_host}:{API_PORT}"}
+    cfg["ina"] = {"jobs": [{
+        "job_id": TWO_LEVELS.job, "role": "aggregator", "bsl": 64, "abm": f"1-{RANKS + 1}",
+        "op": "sum", "elem_type": "int32", "max_elements": PMTU // 4,
+        "window": TWO_LEVELS.ina_window, "root": ROOT}]}
+    return "# SPDX-License-Identifier: Apache-2.0\n" + to_yaml(cfg)
 
 
 class Host:
@@ -151,11 +180,18 @@ def qp_totals(lab, job: int) -> dict[str, float]:
                                  "results_sent")}
 
 
+def s0_counts(s0) -> dict[str, float]:
+    m = s0.metrics()
+    return {"absorbed": m.get("inaswitch_ina_absorbed_total"),
+            "partials_sent": m.get("inaswitch_ina_partials_sent_total"),
+            "resent": m.get("inaswitch_ina_resent_total")}
+
+
 def a_round(lab, shape: Shape, root: Host, worker: Host, exes: dict, inputs: list[str],
             sha: str, tag: str, scratch: str, faults: list[str],
-            lossy_vm=None) -> dict[str, float]:
+            lossy_vm=None) -> dict:
     """ina-ps as the root, the UDP worker and both ranks reduce `inputs`; every result bit-exact.
-    Returns the switch's parent events over the round."""
+    Returns ina-ps's counters (its chunk table's verdicts)."""
     before = parent_events(lab, shape.job)
     qp_before = qp_totals(lab, shape.job)
     unknown_before = lab.switch.metrics().get("inaswitch_ina_unknown_job_total") or 0.0
@@ -199,6 +235,7 @@ def a_round(lab, shape: Shape, root: Host, worker: Host, exes: dict, inputs: lis
                 p.terminate()
         ps_out, ps_err = ps.communicate(timeout=10)
         log(f"{tag} ina-ps: {ps_out.strip()[-400:]} {ps_err.strip()[-400:]}")
+    root_counts = json.loads(ps_out.strip().splitlines()[-1])
     for vm in lab.vms:
         _, out = vm.run("sha256sum /tmp/vat.out", check=True)
         check(out.split()[0] == sha, f"{tag}: {vm.name}'s result bit-exact (sha256 {sha[:16]}...)")
@@ -231,9 +268,9 @@ def a_round(lab, shape: Shape, root: Host, worker: Host, exes: dict, inputs: lis
     if shape.chunk_bytes > PMTU:
         check(qp["segments"] >= RANKS * SEQS, f"{tag}: every rank's chunk came as a "
               f"{shape.chunk_bytes // PMTU}-packet WRITE ({qp['segments']:.0f} segments)")
-    check(unknown >= SEQS, f"{tag}: the UDP worker's {SEQS} contributions were routed to the "
-          f"root unaggregated ({unknown:.0f})")
-    return delta
+    check(unknown >= SEQS, f"{tag}: S1 routed the UDP worker's {SEQS} contributions on "
+          f"toward the root unaggregated ({unknown:.0f})")
+    return root_counts
 
 
 def test(rdma_worker_exe: str, worker_exe: str, ps_exe: str, switch_exe: str) -> None:
@@ -244,14 +281,16 @@ def test(rdma_worker_exe: str, worker_exe: str, ps_exe: str, switch_exe: str) ->
         lossy_inputs, lossy_sha = int32_inputs(scratch, RANKS + 1, 5151, ELEMENTS)
         rank_lossy_inputs, rank_lossy_sha = int32_inputs(scratch, RANKS + 1, 5152, ELEMENTS)
         multi_inputs, multi_sha = int32_inputs(scratch, RANKS + 1, 5153, ELEMENTS)
+        deep_inputs, deep_sha = int32_inputs(scratch, RANKS + 1, 5154, ELEMENTS)
         extra = [stripped(rdma_worker_exe, scratch)]
         extra += [(p, f"/root/{os.path.basename(p)}")
                   for p in clean_inputs[:RANKS] + lossy_inputs[:RANKS] +
-                  rank_lossy_inputs[:RANKS] + multi_inputs[:RANKS]]
+                  rank_lossy_inputs[:RANKS] + multi_inputs[:RANKS] + deep_inputs[:RANKS]]
         exes = {"worker": worker_exe, "ps": ps_exe}
         with Lab(RANKS, fabric="inaswitch", switch_exe=switch_exe, routed=True, guest_api=True,
                  switch_config=switch_config, extra_files=extra, links=list(LINKS)) as lab:
-            root = Host(lab, "up1", ROOT, SWITCH_UP, "root")
+            s0 = lab.add_switch(switch_exe, s0_config(lab, lab.add_switch_host()), "s0")
+            root = Host(lab, "rt1", ROOT, S0_UP, "root")
             hosts.append(root)
             worker = Host(lab, "wk1", UDP_WORKER, SWITCH_WK, "wk")
             hosts.append(worker)
@@ -267,6 +306,18 @@ def test(rdma_worker_exe: str, worker_exe: str, ps_exe: str, switch_exe: str) ->
                     "rank 2 lossy", scratch, [], lossy_vm=lab.vms[1])
             a_round(lab, MULTI_PACKET, root, worker, exes, multi_inputs, multi_sha,
                     "4 KiB chunks", scratch, [])
+            # 5. S0 aggregates job 9 above S1: the root gets one packet per seq with all bits.
+            s0_before = s0_counts(s0)
+            ps = a_round(lab, TWO_LEVELS, root, worker, exes, deep_inputs, deep_sha,
+                         "two levels", scratch, [])
+            s0_delta = {k: v - s0_before[k] for k, v in s0_counts(s0).items()}
+            log(f"two levels: S0's INA counters {s0_delta}; the root's verdicts {ps}")
+            check(s0_delta["absorbed"] >= 2 * SEQS and s0_delta["partials_sent"] == SEQS,
+                  f"two levels: S0 aggregated S1's partial and the UDP worker's datagram of "
+                  f"every seq into one partial each ({s0_delta})")
+            check(ps["completed"] == SEQS and ps["absorbed"] == 0,
+                  f"two levels: the root completed every seq on one packet holding all three "
+                  f"BFR-ids (completed {ps['completed']}, absorbed {ps['absorbed']})")
     finally:
         for h in hosts:
             h.close()
