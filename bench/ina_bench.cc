@@ -447,7 +447,7 @@ constexpr uint32_t kParentIp = 0x0A000202;  // 10.0.2.2: the INA parent of --rol
 constexpr uint32_t kUpIp = 0x0A000201;      // 10.0.2.1: the switch's address on "up"
 // pmtu 0: the smallest that carries a chunk in one packet.
 std::string roce_yaml(unsigned payload, const std::string& type, bool aggregator,
-                      unsigned pmtu) {
+                      unsigned pmtu, bool deterministic) {
     pmtu = pmtu != 0 ? pmtu : payload <= 1024 ? 1024 : 4096;
     std::string neighbours =
         aggregator ? "  - {ip: 10.0.2.2, mac: \"02:00:00:00:02:02\", port: up}\n" : "";
@@ -472,7 +472,7 @@ std::string roce_yaml(unsigned payload, const std::string& type, bool aggregator
       window: )" + std::to_string(kRoceWindow) + R"(
       pmtu: )" + std::to_string(pmtu) + "\n" +
            (aggregator ? "      role: aggregator\n      parent: 10.0.2.2\n      bsl: 64\n" : "") +
-           "      qps:\n" + qps;
+           (deterministic ? "      deterministic: true\n" : "") + "      qps:\n" + qps;
 }
 
 // The per-lcore states of the config's one job, made and attached as the control piece does
@@ -606,7 +606,7 @@ bool frames_in(rte_mbuf** ms, unsigned n, size_t len, FrameOf frame_of) {
 }
 
 int run_roce(unsigned payload, const std::string& type, double seconds, rte_rcu_qsbr* qsbr,
-             bool aggregator, unsigned pmtu, bool nic_input) {
+             bool aggregator, unsigned pmtu, bool nic_input, bool deterministic) {
     // A chunk above the PMTU goes as `packets` WRITE packets (FIRST, MIDDLE.., LAST_WITH_IMM).
     const unsigned packets = pmtu != 0 && payload > pmtu ? payload / pmtu : 1;
     if (packets > 1 && (aggregator || payload % pmtu != 0 || kBurst % (kRanks * packets) != 0)) {
@@ -614,7 +614,8 @@ int run_roce(unsigned payload, const std::string& type, double seconds, rte_rcu_
         return 2;
     }
     const uint32_t chunks_per_burst = kBurst / (kRanks * packets);
-    auto bench = build_bench_snapshot(roce_yaml(payload, type, aggregator, pmtu), qsbr);
+    auto bench = build_bench_snapshot(roce_yaml(payload, type, aggregator, pmtu, deterministic),
+                                      qsbr);
     auto& cfg = bench.cfg;
     auto& snap = bench.built.snapshot;
     if (!snap) {
@@ -795,7 +796,7 @@ int run_roce(unsigned payload, const std::string& type, double seconds, rte_rcu_
     const fr::ParentCounters up = st.job->parent ? st.job->parent->counters : fr::ParentCounters{};
     std::printf("{\"traffic\": \"roce\", \"role\": \"%s\", \"workers\": %u, \"payload_bytes\": %u, "
                 "\"packets_per_chunk\": %u, \"segments\": %lu, \"type\": \"%s\", "
-                "\"isa\": \"%s\", \"lcores\": 1, \"steer\": \"none\", \"deterministic\": false, "
+                "\"isa\": \"%s\", \"lcores\": 1, \"steer\": \"none\", \"deterministic\": %s, "
                 "\"mpps\": %.3f, \"up_mpps\": %.3f, \"cpu_mpps\": %.3f, \"cpu_up_mpps\": %.3f, "
                 "\"cpu_share\": %.3f, \"payload_gbit_s\": %.2f, \"gelem_s\": %.3f, "
                 "\"absorbed\": %lu, \"completed\": %lu, \"released\": %lu, \"results_sent\": %lu, "
@@ -805,6 +806,7 @@ int run_roce(unsigned payload, const std::string& type, double seconds, rte_rcu_
                 aggregator ? "aggregator" : "root", kRanks, payload, packets,
                 static_cast<unsigned long>(sum.segments), type.c_str(),
                 std::string(reduce::to_string(reduce::kernels().isa)).c_str(),
+                st.job->params.deterministic ? "true" : "false",
                 static_cast<double>(generated) / elapsed / 1e6,
                 static_cast<double>(generated) / up_elapsed / 1e6,
                 static_cast<double>(generated) / (elapsed * ran) / 1e6,
@@ -1147,10 +1149,13 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "--role root: 1 lcore, not with --l3\n");
         return 2;
     }
-    if ((roce || s2s) &&
-        (lanes != 1 || deterministic || payload % 4 != 0 || payload > 4096)) {
-        std::fprintf(stderr, "--roce, --s2s: 1 lcore, not deterministic, payload a multiple of 4 "
-                             "up to 4096\n");
+    if ((roce || s2s) && (lanes != 1 || payload % 4 != 0 || payload > 4096)) {
+        std::fprintf(stderr, "--roce, --s2s: 1 lcore, payload a multiple of 4 up to 4096\n");
+        return 2;
+    }
+    // A deterministic rdma job is a root's (config refuses the aggregator role).
+    if (deterministic && (s2s || (roce && !root))) {
+        std::fprintf(stderr, "--deterministic: INA, or --roce --role root\n");
         return 2;
     }
 
@@ -1198,7 +1203,7 @@ int main(int argc, char** argv) {
         return 1;
     }
     if (roce) {
-        return run_roce(payload, type, seconds, qsbr, !root, pmtu, nic_input);
+        return run_roce(payload, type, seconds, qsbr, !root, pmtu, nic_input, deterministic);
     }
     if (s2s) {
         return run_s2s(payload, type, seconds, qsbr);

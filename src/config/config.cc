@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "config/config.h"
 #include "config/reader.h"
+#include "config/reader_fields.h"
 
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
@@ -358,39 +359,6 @@ constexpr std::array<std::string_view, 4> kOpNames = {"sum", "prod", "min", "max
 constexpr std::array<std::string_view, 6> kElemTypeNames = {"int32", "fp32",  "fp16",
                                                             "bf16",  "int64", "fp64"};
 
-// `deterministic: true | false | {fraction_bits: N}`, read after op and elem_type. Refused where
-// it could change nothing (integer types, min/max: already order free) or cannot apply (prod: no
-// exact integer product), so a config never promises reproducibility it does not get.
-void read_deterministic(Reader& r, const YAML::Node& v, InaJobConfig& j) {
-    if (v.IsMap()) {
-        r.check_keys(v, {"fraction_bits"}, "deterministic");
-        j.deterministic = true;
-        r.optional(v, "fraction_bits", [&](const YAML::Node& x) {
-            uint8_t bits = 0;
-            if (r.uint_value(x, "fraction_bits", bits, 0,
-                             static_cast<uint64_t>(reduce::kMaxFractionBits))) {
-                j.fraction_bits = bits;
-            }
-        });
-    } else if (!r.bool_value(v, "deterministic (or {fraction_bits: N})", j.deterministic)) {
-        return;
-    }
-    if (!j.deterministic) {
-        return;
-    }
-    const auto type = static_cast<reduce::ElemType>(j.elem_type);
-    if (!reduce::is_float(type)) {
-        r.error(v, "deterministic on an " + std::string(reduce::to_string(type)) +
-                       " job: integer reductions are exact and order free already; drop it");
-    } else if (j.op != static_cast<uint8_t>(reduce::Op::sum)) {
-        const auto op = static_cast<reduce::Op>(j.op);
-        r.error(v, "deterministic on op " + std::string(reduce::to_string(op)) +
-                       (op == reduce::Op::prod
-                            ? ": a float product has no exact fixed-point form; only sum"
-                            : ": float min/max are order free already; drop it"));
-    }
-}
-
 void read_ina_job(Reader& r, const YAML::Node& n, InaJobConfig& j) {
     j.mark = mark_of(n);
     if (!r.expect_map(n, "an INA job")) {
@@ -527,7 +495,10 @@ void read_ina_job(Reader& r, const YAML::Node& n, InaJobConfig& j) {
     r.optional(n, "on_reject", [&](const YAML::Node& v) {
         enum_value(r, v, "on_reject", kRejectNames, j.on_reject);
     });
-    r.optional(n, "deterministic", [&](const YAML::Node& v) { read_deterministic(r, v, j); });
+    r.optional(n, "deterministic", [&](const YAML::Node& v) {
+        read_deterministic(r, v, static_cast<reduce::ElemType>(j.elem_type),
+                           static_cast<reduce::Op>(j.op), j.deterministic, j.fraction_bits);
+    });
     r.optional(n, "results", [&](const YAML::Node& v) {
         enum_value(r, v, "results", kResultNames, j.results);
     });

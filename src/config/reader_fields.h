@@ -7,9 +7,11 @@
 #include <array>
 #include <charconv>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "config/reader.h"
+#include "reduce/fixed_point.h"
 #include "reduce/reduce.h"
 
 namespace ina::config {
@@ -70,6 +72,40 @@ void reduce_enum_field(Reader& r, const YAML::Node& map, const char* key,
         r.error(v, std::string("expected ") + key + " in " + where + ": one of" + names +
                        ", got '" + s + "'");
     });
+}
+
+// `deterministic: true | false | {fraction_bits: N}` of a job reducing `type` with `op` (read
+// after both). Refused where it could change nothing (integer types, min/max: already order
+// free) or cannot apply (prod: no exact integer product), so a config never promises a
+// reproducibility it does not get. `fraction_bits` stays unset unless written.
+inline void read_deterministic(Reader& r, const YAML::Node& v, reduce::ElemType type,
+                               reduce::Op op, bool& deterministic,
+                               std::optional<uint8_t>& fraction_bits) {
+    if (v.IsMap()) {
+        r.check_keys(v, {"fraction_bits"}, "deterministic");
+        deterministic = true;
+        r.optional(v, "fraction_bits", [&](const YAML::Node& x) {
+            uint8_t bits = 0;
+            if (r.uint_value(x, "fraction_bits", bits, 0,
+                             static_cast<uint64_t>(reduce::kMaxFractionBits))) {
+                fraction_bits = bits;
+            }
+        });
+    } else if (!r.bool_value(v, "deterministic (or {fraction_bits: N})", deterministic)) {
+        return;
+    }
+    if (!deterministic) {
+        return;
+    }
+    if (!reduce::is_float(type)) {
+        r.error(v, "deterministic on an " + std::string(reduce::to_string(type)) +
+                       " job: integer reductions are exact and order free already; drop it");
+    } else if (op != reduce::Op::sum) {
+        r.error(v, "deterministic on op " + std::string(reduce::to_string(op)) +
+                       (op == reduce::Op::prod
+                            ? ": a float product has no exact fixed-point form; only sum"
+                            : ": float min/max are order free already; drop it"));
+    }
 }
 
 }  // namespace ina::config

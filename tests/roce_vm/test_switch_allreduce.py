@@ -24,6 +24,11 @@ job in its config; each VM's ina-rdma-worker holds one RC connection to the swit
      same under 2 % netem loss both ways on vm1's link (go-back-N inside messages both ways),
      still bit-exact and still exactly one contribution per chunk and rank.
      INA_SWITCH_MULTI_ONLY=1 runs this round alone; INA_SWITCH_FP32_ONLY=N runs round 2 N times.
+  5b. A deterministic job (job 13, fp32, `deterministic: true`): 1 MiB of random fp32 in
+     [-1000, 1000) per worker; every worker's result is the exact fixed-point sum computed on
+     the host (RN_fp32(sum of round_half_even(x * 2^32) * 2^-32)), bit for bit, clean and again
+     with 2 % loss both ways on vm2's link (the chunks arrive in other orders).
+     INA_SWITCH_DET_ONLY=1 runs it alone.
   6. A rank that fails (job 12): vm0 drops every ACK it sends, so the switch's result WRITEs to
      rank 1 go unacknowledged (its slots stay held, the window stalls) until the switch's QP for
      rank 1 runs out of retries (--ack-timeout 14: 8 x 67 ms). The session cannot complete: ranks
@@ -54,8 +59,11 @@ job in its config; each VM's ina-rdma-worker holds one RC connection to the swit
 usage: test_switch_allreduce.py build/src/worker/rdma/ina-rdma-worker build/src/app/inaswitch
 """
 
+import array
+import hashlib
 import json
 import os
+import random
 import re
 import shutil
 import sys
@@ -75,7 +83,7 @@ WINDOW = 64
 TIMEOUT_S = 150
 # The lossy session runs on job 7 again after its ranks disconnected: a job whose last QP went
 # starts its next session (sequences from 0 again) with fresh slots.
-JOB_INT32, JOB_FP32, JOB_BESIDE, JOB_FAIL = 7, 8, 10, 12
+JOB_INT32, JOB_FP32, JOB_BESIDE, JOB_FAIL, JOB_DET = 7, 8, 10, 12, 13
 JOB_LOSSY = JOB_INT32
 # Round 5: a chunk is four packets at the rxe link's PMTU 1024.
 JOB_MULTI, MULTI_CHUNK, MULTI_WINDOW, PMTU = 11, 4096, 16, 1024
@@ -87,7 +95,10 @@ def rdma_jobs() -> list[dict]:
             for job, dtype in ((JOB_INT32, "int32"), (JOB_FP32, "fp32"), (JOB_BESIDE, "fp32"),
                                (JOB_FAIL, "int32"))] + [
         {"id": JOB_MULTI, "mode": "server-to-switch", "world": WORLD, "op": "sum",
-         "dtype": "int32", "chunk_bytes": MULTI_CHUNK, "window": MULTI_WINDOW, "pmtu": PMTU}]
+         "dtype": "int32", "chunk_bytes": MULTI_CHUNK, "window": MULTI_WINDOW, "pmtu": PMTU},
+        {"id": JOB_DET, "mode": "server-to-switch", "world": WORLD, "op": "sum",
+         "dtype": "fp32", "chunk_bytes": CHUNK, "window": WINDOW, "pmtu": PMTU,
+         "deterministic": True}]
 
 
 def switch_config(cfg: dict, lab) -> dict:
@@ -378,6 +389,52 @@ class QpCounters:
         return {k: v - self.before.get(k, 0.0) for k, v in self.read().items()}
 
 
+def deterministic_inputs(d: str, seed: int) -> tuple[list[str], str]:
+    """Random fp32 tensors in [-1000, 1000) for ranks 1..WORLD and the sha256 of their
+    deterministic sum (job 13, 32 fraction bits): RN_fp32(sum of round_half_even(x * 2^32) *
+    2^-32), computed exactly here (every product and sum below 2^53 is an exact double, and
+    Python's round() of a float is half to even; array('f') rounds a double to nearest even)."""
+    rng = random.Random(seed)
+    paths, total = [], [0] * ELEMENTS
+    floats = array.array("f", bytes(4 * ELEMENTS))  # the fp32 sum in rank order, for contrast
+    for rank in range(1, WORLD + 1):
+        a = array.array("f", (rng.uniform(-1000.0, 1000.0) for _ in range(ELEMENTS)))
+        path = os.path.join(d, f"fp32-det-{seed}-rank{rank}.bin")
+        with open(path, "wb") as f:
+            f.write(a.tobytes())
+        paths.append(path)
+        total = [t + round(x * 2.0 ** 32) for t, x in zip(total, a)]
+        floats = array.array("f", (s + x for s, x in zip(floats, a)))
+    result = array.array("f", (s * 2.0 ** -32 for s in total))
+    differ = sum(1 for x, y in zip(result, floats) if x != y)
+    check(differ > 0, f"the deterministic sum differs from the float sum in {differ} elements: "
+          "a switch adding floats could not pass this round")
+    return paths, hashlib.sha256(result.tobytes()).hexdigest()
+
+
+def deterministic_round(lab, inputs: list[str], sha: str, tag: str, lossy_vm=None) -> float:
+    """Job 13 (`deterministic: true`): the ranks' fp32 `inputs`; every worker's result is the
+    exact fixed-point sum (`sha`), bit for bit, whatever order the chunks arrived in (with
+    `lossy_vm`, 2 % loss both ways on its link reorders them). Returns the wall time."""
+    vms = lab.vms
+    if lossy_vm is not None:
+        lossy_vm.netem("loss 2%", direction="both")
+    t0 = time.monotonic()
+    jobs = [vm.start(worker_cmd(lab, vm, rank, JOB_DET,
+                                f"--type fp32 --input /root/{os.path.basename(p)} "
+                                "--output /tmp/det.out"))
+            for rank, (vm, p) in enumerate(zip(vms, inputs), start=1)]
+    wait_results(jobs, tag, lab, JOB_DET)
+    wall = time.monotonic() - t0
+    if lossy_vm is not None:
+        lossy_vm.netem(None, direction="both")
+    for vm in vms:
+        _, out = vm.run("sha256sum /tmp/det.out", check=True)
+        check(out.split()[0] == sha, f"{vm.name}: {tag}: the exact fixed-point sum, bit for bit "
+              f"(sha256 {sha[:16]}...)")
+    return wall
+
+
 def multi_packet_round(lab, inputs: list[str], sha: str, tag: str, lossy_vm=None,
                        cmd=None) -> float:
     """Round 5: job 11's 4096-byte chunks at PMTU 1024 (multi-packet WRITEs both ways), the
@@ -438,9 +495,11 @@ def test(worker_exe: str, switch_exe: str) -> None:
         # Files are named by seed, so every round's inputs are apart.
         multi_inputs, multi_sha = int32_inputs(scratch, WORLD, 4096, ELEMENTS)
         multi_lossy_inputs, multi_lossy_sha = int32_inputs(scratch, WORLD, 4097, ELEMENTS)
+        det_inputs, det_sha = deterministic_inputs(scratch, 1313)
         extra = [stripped(worker_exe, scratch)]
         extra += [(p, f"/root/{os.path.basename(p)}")
-                  for p in inputs + lossy_inputs + multi_inputs + multi_lossy_inputs]
+                  for p in inputs + lossy_inputs + multi_inputs + multi_lossy_inputs +
+                  det_inputs]
         with Lab(WORLD, fabric="inaswitch", switch_exe=switch_exe, routed=True, guest_api=True,
                  switch_config=switch_config, extra_files=extra) as lab:
             vms = lab.vms
@@ -455,6 +514,11 @@ def test(worker_exe: str, switch_exe: str) -> None:
                 log(f"killed rank: the others ended {killed_rank_round(lab):.2f}s after it")
                 log(f"probed rank: the others ended {probed_rank_round(lab):.2f}s after it")
                 log(f"rank left: the others ended {left_rank_round(lab):.2f}s after it")
+                return
+            if os.environ.get("INA_SWITCH_DET_ONLY"):
+                deterministic_round(lab, det_inputs, det_sha, "fp32 deterministic")
+                deterministic_round(lab, det_inputs, det_sha, "fp32 deterministic under 2 % loss",
+                                    lossy_vm=vms[2])
                 return
             if os.environ.get("INA_SWITCH_MULTI_ONLY"):
                 multi_wall = multi_packet_round(lab, multi_guest, multi_sha, "int32 4 KiB chunks")
@@ -580,6 +644,11 @@ def test(worker_exe: str, switch_exe: str) -> None:
             lossy_multi_wall = multi_packet_round(lab, multi_lossy_guest, multi_lossy_sha,
                                                   "int32 4 KiB chunks under 2 % loss",
                                                   lossy_vm=vms[1])
+            # 5b. a deterministic job: the same bits clean and with the chunks reordered.
+            det_wall = deterministic_round(lab, det_inputs, det_sha, "fp32 deterministic")
+            det_lossy_wall = deterministic_round(lab, det_inputs, det_sha,
+                                                 "fp32 deterministic under 2 % loss",
+                                                 lossy_vm=vms[2])
             # 6. a rank that fails: the others end on the switch's failure notice.
             failed_s = failed_rank_round(lab)
             # 7. a rank whose process dies: the switch notices, the others end.
@@ -591,7 +660,8 @@ def test(worker_exe: str, switch_exe: str) -> None:
             log(f"timings: boot {lab.timings.get('boot_s', 0):.1f}s; int32 1 MiB x {WORLD}: "
                 f"{int32_wall:.2f}s wall; fp32 x 3: {fp32_wall:.2f}s; int32 under 2 % loss: "
                 f"{lossy_wall:.2f}s; int32 4 KiB chunks: {multi_wall:.2f}s; under loss: "
-                f"{lossy_multi_wall:.2f}s; a failed session's other ranks ended after "
+                f"{lossy_multi_wall:.2f}s; fp32 deterministic {det_wall:.2f}s, under loss "
+                f"{det_lossy_wall:.2f}s; a failed session's other ranks ended after "
                 f"{failed_s:.2f}s, {killed_s:.2f}s after a kill, {probed_s:.2f}s after a kill "
                 f"noticed by the probe, {left_s:.2f}s after a rank left")
     finally:

@@ -7,6 +7,7 @@
 // (datapath_roce_parent.*): a complete chunk goes up as one INA contribution, the parent's INA
 // result comes down as the ranks' result WRITEs.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <memory>
 
@@ -24,6 +25,7 @@
 #include "roce/cm.h"
 #include "roce/encode.h"
 #include "roce/icrc.h"
+#include "features/roce/metrics_roce.h"
 #include "roce_states.h"
 #include "stage_util.h"
 
@@ -790,6 +792,140 @@ TEST_F(RoceSecondAddress, WriteToTheQpnAtAnotherSwitchAddressIsDroppedAndCounted
 // result goes back to each rank as the same four packets with consecutive PSNs.
 // 1 KiB fp32 chunks (256 elements): the adds that carry the next packet's ICRC check
 // (datapath_roce.cc "Hiding the ICRC check"; on a CPU with VPCLMULQDQ) run here.
+// A deterministic job (`deterministic: true`, fraction bits 32): the slots add exact int64 fixed
+// point, so a result is RN_fp32(sum of round_half_even(x * 2^32) * 2^-32) whatever the order of
+// the ranks' chunks (src/reduce/README.md "Deterministic mode"), not the float sum.
+class RoceDeterministic : public RoceSwitch {
+protected:
+    std::string config_yaml() const override {
+        std::string y = roce_yaml();
+        const std::string pmtu = "      pmtu: 1024\n";
+        y.replace(y.find(pmtu), pmtu.size(), pmtu + "      deterministic: true\n");
+        return y;
+    }
+    fr::JobParams job_params() const override {
+        fr::JobParams p{7, 2, reduce::Op::sum, reduce::ElemType::fp32, kChunk, kWindow};
+        p.deterministic = true;
+        p.fraction_bits = 32;
+        return p;
+    }
+    // The fixed-point result, computed here without the reduce kernels: every quantized value
+    // and the sum are below 2^53, so the doubles are exact and the float conversion rounds once.
+    static float fixed_sum(float a, float b) {
+        const auto q = [](float x) {
+            return static_cast<int64_t>(std::nearbyint(static_cast<double>(x) * 0x1p32));
+        };
+        return static_cast<float>(static_cast<double>(q(a) + q(b)) * 0x1p-32);
+    }
+    // Rank `first`'s chunk s, then the other's; every result WRITE's elements (both ranks').
+    std::vector<std::vector<float>> chunk(uint32_t s, uint16_t first, const std::vector<float>& a,
+                                          const std::vector<float>& b) {
+        const Bytes one = contribution(1, kPsn1 + s, s, a);
+        const Bytes two = contribution(2, kPsn2 + s, s, b);
+        if (first == 1) {
+            send(one, kR0);
+            send(two, kR1);
+        } else {
+            send(two, kR1);
+            send(one, kR0);
+        }
+        std::vector<std::vector<float>> out;
+        for (const uint16_t port : {kR0, kR1}) {
+            for (const auto& x : seen(port)) {
+                if (x.p.bth.opcode == rc::op::kWriteOnlyImm) {
+                    EXPECT_TRUE(x.icrc_ok) << "the result's ICRC covers the dequantized elements";
+                    out.push_back(floats(x.payload));
+                }
+            }
+        }
+        return out;
+    }
+};
+
+TEST_F(RoceDeterministic, ResultsAreTheExactFixedPointSumInEitherOrder) {
+    EXPECT_FALSE(job->fused) << "the fused kernels add floats; a deterministic job quantizes";
+    std::vector<float> a(kChunk / 4), b(kChunk / 4);
+    for (size_t i = 0; i < a.size(); ++i) {
+        a[i] = 0.1f * static_cast<float>(i) - 0.7f;
+        b[i] = 1000.7f / static_cast<float>(i + 3);
+    }
+    a[0] = b[0] = 0x1p-33f;  // each rounds to 0 (half to even): the float sum would be 2^-32
+    a[1] = 0x1p-33f * 3;     // 1.5 -> 2, with b's 2^-32 (1): 3 x 2^-32, the float sum's 4 x 2^-33
+    b[1] = 0x1p-32f;
+    for (uint16_t first : {uint16_t{1}, uint16_t{2}}) {
+        const uint32_t s = first - 1u;
+        const auto results = chunk(s, first, a, b);
+        ASSERT_EQ(results.size(), 2u) << "one result WRITE per rank, rank " << first << " first";
+        for (const auto& r : results) {
+            ASSERT_EQ(r.size(), a.size());
+            EXPECT_EQ(r[0], 0.0f) << "below the resolution: quantized to 0, not summed as floats";
+            EXPECT_EQ(r[1], 0x1p-32f * 3);
+            for (size_t i = 0; i < r.size(); ++i) {
+                EXPECT_EQ(r[i], fixed_sum(a[i], b[i])) << "element " << i;
+            }
+        }
+        send(ack_of(1, kSwitchPsn + s), kR0);
+        send(ack_of(2, kSwitchPsn + s), kR1);
+    }
+    EXPECT_EQ(job->results_released, 2u);
+    EXPECT_EQ(job->table.core().fixed_stats().underflow, 4u)
+        << "a[0] and b[0] of both chunks: counted, never silent";
+    fr::JobSample sample;
+    sample.job_id = 7;
+    sample.deterministic = true;
+    sample.counts = fr::JobCounts{}.plus(*job);
+    const std::string text = fr::render_metrics({sample}, {}, fr::LcoreTotals{});
+    EXPECT_NE(text.find("inaswitch_rdma_job_fixed_point_total{job=\"7\",event=\"underflow\"} 4\n"),
+              std::string::npos)
+        << text;
+}
+
+TEST(RoceConfig, DeterministicOnFloatSumsOfRootJobsOnly) {
+    register_once();
+    const std::string base = std::string(kStageYaml) + "rdma:\n  jobs:\n";
+    auto r = config::load_string(base + "    - {id: 7, world: 2, deterministic: true}\n", "t.yaml");
+    ASSERT_TRUE(r.ok()) << r.error_text();
+    EXPECT_EQ(fr::rdma_of(*r.config)->jobs[0].fixed_fraction_bits(), 32) << "fp32's default";
+    r = config::load_string(base + "    - {id: 7, world: 2, dtype: bf16, "
+                                   "deterministic: {fraction_bits: 20}}\n",
+                            "t.yaml");
+    ASSERT_TRUE(r.ok()) << r.error_text();
+    EXPECT_EQ(fr::rdma_of(*r.config)->jobs[0].fixed_fraction_bits(), 20);
+    // GET /api/v1/config renders it so that the loader reads the same job back (the API's
+    // connects rewrite the running config through it: a lost key would start a new session).
+    const auto sections = config::sections_json(*r.config);
+    ASSERT_EQ(sections.size(), 1u);
+    const auto back = config::load_string(std::string(kStageYaml) + "rdma: " +
+                                              sections[0].second + "\n",
+                                          "back.yaml");
+    ASSERT_TRUE(back.ok()) << back.error_text() << "\n" << sections[0].second;
+    EXPECT_TRUE(fr::same_job(fr::rdma_of(*back.config)->jobs[0], fr::rdma_of(*r.config)->jobs[0]))
+        << sections[0].second;
+    r = config::load_string(base + "    - {id: 7, world: 2, deterministic: false}\n", "t.yaml");
+    ASSERT_TRUE(r.ok()) << r.error_text();
+    EXPECT_EQ(fr::rdma_of(*r.config)->jobs[0].fixed_fraction_bits(), 0);
+    const auto line = std::to_string(std::count(base.begin(), base.end(), '\n') + 1);
+    r = config::load_string(base + "    - {id: 7, world: 2, dtype: int32, deterministic: true}\n",
+                            "t.yaml");
+    EXPECT_NE(r.error_text().find("t.yaml:" + line + ":54: deterministic on an int32 job"),
+              std::string::npos)
+        << r.error_text();
+    r = config::load_string(base + "    - {id: 7, world: 2, op: max, deterministic: true}\n",
+                            "t.yaml");
+    EXPECT_NE(r.error_text().find("deterministic on op max"), std::string::npos)
+        << r.error_text();
+    r = config::load_string(base + "    - {id: 7, world: 2, deterministic: {fraction_bits: 127}}\n",
+                            "t.yaml");
+    EXPECT_NE(r.error_text().find("fraction_bits"), std::string::npos) << r.error_text();
+    r = config::load_string(base + "    - {id: 7, world: 2, role: aggregator, parent: 10.0.2.7, "
+                                   "deterministic: true}\n",
+                            "t.yaml");
+    EXPECT_NE(r.error_text().find("t.yaml:" + line + ":76: deterministic on rdma job 7 in the "
+                                  "aggregator role: not built"),
+              std::string::npos)
+        << r.error_text();
+}
+
 class RoceFusedCheck : public RoceSwitch {
 protected:
     static constexpr uint32_t kKib = 1024;

@@ -230,7 +230,8 @@ void read_job(Reader& r, const YAML::Node& n, JobConfig& j) {
     }
     r.check_keys(n,
                  {"id", "mode", "world", "op", "dtype", "chunk_bytes", "window", "pmtu", "qps",
-                  "role", "parent", "source", "bsl", "set_id", "abm", "partial_timeout_ms"},
+                  "role", "parent", "source", "bsl", "set_id", "abm", "partial_timeout_ms",
+                  "deterministic"},
                  where);
     uint_field(r, n, "id", where, j.id, 1, 65535, true);
     r.optional(n, "mode", [&](const YAML::Node& v) {
@@ -257,6 +258,17 @@ void read_job(Reader& r, const YAML::Node& n, JobConfig& j) {
         }
     });
     read_aggregator(r, n, j);
+    r.optional(n, "deterministic", [&](const YAML::Node& v) {
+        read_deterministic(r, v, j.dtype, j.op, j.deterministic, j.fraction_bits);
+        if (j.deterministic && j.role == Role::aggregator) {
+            // Its partials would have to travel as int64 fixed point (an INA deterministic
+            // job's), which the aggregator role does not send.
+            r.error(v, "deterministic on rdma job " + std::to_string(j.id) +
+                           " in the aggregator role: not built (its partial sums would go up to "
+                           "the parent as floats, added in arrival order); drop it, or run the "
+                           "job as its own root");
+        }
+    });
     check_job(r, j, n);
 }
 
@@ -372,6 +384,11 @@ std::string section_json(const void* section) {
                               {"dtype", std::string(reduce::to_string(j.dtype))},
                               {"chunk_bytes", j.chunk_bytes}, {"window", j.window},
                               {"pmtu", j.pmtu}, {"qps", qps}};
+        if (j.deterministic) {
+            job["deterministic"] = j.fraction_bits
+                                       ? nlohmann::json{{"fraction_bits", *j.fraction_bits}}
+                                       : nlohmann::json(true);
+        }
         if (j.role == Role::aggregator) {
             std::string abm;
             for (uint16_t id : j.abm) {
@@ -449,7 +466,9 @@ bool same_job(const JobConfig& a, const JobConfig& b) {
            a.chunk_bytes == b.chunk_bytes && a.window == b.window && a.pmtu == b.pmtu &&
            a.role == b.role && a.parent == b.parent && a.source == b.source &&
            a.bsl_bits == b.bsl_bits && a.set_id == b.set_id && a.abm == b.abm &&
-           a.partial_timeout_ms == b.partial_timeout_ms;
+           a.partial_timeout_ms == b.partial_timeout_ms &&
+           a.fixed_fraction_bits() == b.fixed_fraction_bits() &&
+           a.deterministic == b.deterministic;
 }
 
 bool same_qp(const QpConfig& a, const QpConfig& b) {

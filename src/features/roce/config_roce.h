@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "reduce/fixed_point.h"
 #include "reduce/reduce.h"
 
 namespace ina::features::roce {
@@ -79,7 +80,20 @@ struct JobConfig {
     uint16_t set_id = 0;
     std::vector<uint16_t> abm;        // BFR-ids, sorted: rank r stands for abm[r - 1]
     uint32_t partial_timeout_ms = 100;  // a partial without result is sent again after this
+    // Reproducible float sum (`deterministic`, as an INA job's): the slots accumulate exact
+    // int64 fixed point, so a result does not depend on the order the ranks' chunks arrived in
+    // (src/reduce/README.md "Deterministic mode"). Root role only. fraction_bits unset: the
+    // dtype's default.
+    bool deterministic = false;
+    std::optional<uint8_t> fraction_bits;
     config::Mark mark;
+
+    // The fraction bits the job's slots use: 0 when it is not deterministic.
+    uint8_t fixed_fraction_bits() const {
+        return deterministic ? fraction_bits.value_or(static_cast<uint8_t>(
+                                   reduce::default_fraction_bits(dtype)))
+                             : 0;
+    }
 
     const QpConfig* qp_of_rank(uint16_t rank) const {
         for (const auto& q : qps) {

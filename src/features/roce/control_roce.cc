@@ -24,7 +24,9 @@ using json = nlohmann::json;
 static_assert(kMaxChunkBytes == kMaxStagedBytes);
 
 JobParams job_params(const JobConfig& j) {
-    return JobParams{j.id, j.world, j.op, j.dtype, j.chunk_bytes, j.window, j.pmtu};
+    return JobParams{j.id,         j.world,  j.op,   j.dtype,
+                     j.chunk_bytes, j.window, j.pmtu, j.deterministic,
+                     j.fixed_fraction_bits()};
 }
 
 QpParams qp_params(const config::Config& c, const JobConfig& j, const QpConfig& q) {
@@ -521,7 +523,7 @@ void RoceControl::stats(const control::ControlPlane& cp, metrics::Stats& out) {
         for (const auto& [id, j] : jobs_) {
             jobs.push_back(JobSample{id, j.state->table.in_use(), j.ended.plus(*j.state),
                                      j.failed_sessions + (j.state->failed_rank != 0 ? 1 : 0),
-                                     j.state->parent != nullptr, {}});
+                                     j.state->parent != nullptr, j.cfg.deterministic, {}});
             QpCounters& total = jobs.back().qp_totals;
             if (auto d = departed_.find(id); d != departed_.end()) {
                 total = d->second;

@@ -50,6 +50,8 @@ agg::AckParams ack_params(const JobParams& p, const ParentParams& parent) {
     a.core.elem_type = p.dtype;
     a.core.max_elems = static_cast<uint32_t>(p.chunk_bytes / reduce::elem_size(p.dtype));
     a.core.slots = p.window;
+    a.core.deterministic = p.deterministic;
+    a.core.fraction_bits = p.fraction_bits;
     a.receivers = a.core.contributors;
     // Results are retransmitted by each QP's requester (go-back-N), not by the table's sweep;
     // an aggregator's sweep re-sends partials the parent has not answered (parent_tick).
@@ -117,7 +119,10 @@ void install_fused(reduce::Kernels& k) {
 bool fuses(const JobParams& p) {
     const bool type_fuses = std::any_of(kFusedTypes.begin(), kFusedTypes.end(),
                                         [&](const auto& t) { return t.first == p.dtype; });
-    return type_fuses && p.op == reduce::Op::sum && rc::crc32_isa() == rc::CrcIsa::vpclmul512;
+    // A deterministic job's slots quantize instead of adding floats: the fused kernels, which
+    // check the next packet's ICRC inside the float add, would never run.
+    return type_fuses && p.op == reduce::Op::sum && !p.deterministic &&
+           rc::crc32_isa() == rc::CrcIsa::vpclmul512;
 }
 const reduce::Kernels& job_kernels(const JobParams& p) {
     static const reduce::Kernels table = [] {

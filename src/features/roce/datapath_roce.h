@@ -43,6 +43,9 @@ struct JobParams {
     // Every QP's path MTU (0: chunk_bytes). A chunk above it travels as a multi-packet WRITE
     // both ways; config keeps chunk_bytes then a multiple of it, at most kMaxChunkBytes.
     uint32_t pmtu = 0;
+    // Exact int64 fixed-point slots with this many fraction bits (reduce/fixed_point.h).
+    bool deterministic = false;
+    uint8_t fraction_bits = 0;
 };
 
 // The largest chunk (= config kMaxChunkBytes): a multi-packet contribution is staged per QP.

@@ -18,6 +18,10 @@ JobCounts JobCounts::plus(const JobState& s) const {
     sum.results_completed += s.results_completed;
     sum.results_released += s.results_released;
     sum.post_failures += s.post_failures;
+    const reduce::FixedStats& f = s.table.core().fixed_stats();
+    sum.fixed.saturated += f.saturated;
+    sum.fixed.underflow += f.underflow;
+    sum.fixed.nan += f.nan;
     if (s.parent != nullptr) {
 #define INA_ROCE_PARENT_ADD(name, help) sum.parent.name += s.parent->counters.name;
         INA_ROCE_PARENT_EVENTS(INA_ROCE_PARENT_ADD)
@@ -91,6 +95,20 @@ std::string render_metrics(const std::vector<JobSample>& jobs, const std::vector
        << j.counts.parent.name << '\n';
         INA_ROCE_PARENT_EVENTS(INA_ROCE_PARENT_SERIES)
 #undef INA_ROCE_PARENT_SERIES
+    }
+    family(os, "inaswitch_rdma_job_fixed_point_total", "counter",
+           "A deterministic job's elements its quantizer saturated (beyond the fixed-point "
+           "range, or infinite), lost below the resolution (underflow) or met as NaN "
+           "(src/reduce/README.md \"Deterministic mode\")");
+    for (const auto& j : jobs) {
+        if (!j.deterministic) {
+            continue;
+        }
+        const std::string prefix = "inaswitch_rdma_job_fixed_point_total{job=\"" +
+                                   std::to_string(j.job_id) + "\",event=\"";
+        os << prefix << "saturated\"} " << j.counts.fixed.saturated << '\n'
+           << prefix << "underflow\"} " << j.counts.fixed.underflow << '\n'
+           << prefix << "nan\"} " << j.counts.fixed.nan << '\n';
     }
     family(os, "inaswitch_rdma_packets_total", "counter",
            "RoCEv2 packets on UDP 4791 that reached no QP, by reason (see docs/rdma.md)");

@@ -28,6 +28,7 @@ struct JobCounts {
     uint64_t results_released = 0;
     uint64_t post_failures = 0;
     ParentCounters parent;
+    reduce::FixedStats fixed;  // a deterministic job's quantizer events
 
     // This plus session `s`'s counters (plain reads of its home lcore's words).
     JobCounts plus(const JobState& s) const;
@@ -39,6 +40,7 @@ struct JobSample {
     JobCounts counts;  // every session's while the job is configured, the running one included
     uint64_t failed_sessions = 0;  // the current one included when it failed
     bool aggregator = false;  // the parent events below are rendered for aggregators only
+    bool deterministic = false;  // the fixed-point events are rendered for these only
     QpCounters qp_totals;  // its QPs' counters, those of QPs that left included
 };
 
