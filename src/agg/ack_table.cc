@@ -136,10 +136,10 @@ uint32_t AckTable::store_result(uint32_t key, void* out) const noexcept {
     return held_by(s, key) ? core_.store_result(s, out) : 0;
 }
 
-uint32_t AckTable::store_range(uint32_t key, uint32_t first, uint32_t n,
-                               void* out) const noexcept {
+uint32_t AckTable::store_range(uint32_t key, uint32_t first, uint32_t n, void* out,
+                               Encoding enc) const noexcept {
     const uint32_t s = slot_of(key);
-    return held_by(s, key) ? core_.store_range(s, first, n, out) : 0;
+    return held_by(s, key) ? core_.store_range(s, first, n, out, enc) : 0;
 }
 
 bool AckTable::missing(uint32_t key, uint8_t* out) const noexcept {

@@ -87,7 +87,8 @@ public:
     uint32_t store_result(uint32_t key, void* out) const noexcept;
     // store_result() of elements [first, first + n) only (one packet of a multi-packet result);
     // n, or 0 unless key is complete here and the range inside its count.
-    uint32_t store_range(uint32_t key, uint32_t first, uint32_t n, void* out) const noexcept;
+    uint32_t store_range(uint32_t key, uint32_t first, uint32_t n, void* out,
+                         Encoding enc = Encoding::native) const noexcept;
     // The receivers that have not acknowledged key (receivers' bytes, written to `out`);
     // false (nothing written) unless key is complete here.
     bool missing(uint32_t key, uint8_t* out) const noexcept;

@@ -162,8 +162,8 @@ bool AggCore::mark_added(uint32_t s, const uint8_t* who) noexcept {
     return covered;
 }
 
-uint32_t AggCore::store_range(uint32_t s, uint32_t first, uint32_t n,
-                              void* out) const noexcept {
+uint32_t AggCore::store_range(uint32_t s, uint32_t first, uint32_t n, void* out,
+                              Encoding enc) const noexcept {
     if (state_[s] != SlotState::complete || n == 0 || first > count_[s] ||
         n > count_[s] - first) {
         return 0;
@@ -171,6 +171,8 @@ uint32_t AggCore::store_range(uint32_t s, uint32_t first, uint32_t n,
     const void* from = static_cast<const std::byte*>(acc(s)) + size_t{first} * acc_elem_;
     if (!params_.deterministic) {
         store_(out, from, n);
+    } else if (enc == Encoding::fixed_point) {
+        reduce::fixed_store(out, static_cast<const int64_t*>(from), n);
     } else {
         fixed_.dequantize(out, static_cast<const int64_t*>(from), n, params_.fraction_bits);
     }

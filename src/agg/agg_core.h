@@ -108,12 +108,14 @@ public:
     // True when the slot is complete afterwards (then its result is the sum of the others').
     // Nothing changes unless the slot is aggregating.
     bool mark_added(uint32_t s, const uint8_t* who) noexcept;
-    // store_result() of elements [first, first + n) of slot s only (native encoding; a
-    // deterministic core dequantizes just those): one packet of a result sent in several.
-    // Returns n, or 0 (nothing written) unless the slot is complete and the range inside its
-    // count. reduce.h's kernels want the accumulator 64-byte aligned: `first` times the
-    // accumulator element is then a multiple of 64 (a PMTU segment's start always is).
-    uint32_t store_range(uint32_t s, uint32_t first, uint32_t n, void* out) const noexcept;
+    // store_result() of elements [first, first + n) of slot s only (a deterministic core
+    // dequantizes just those, or with `enc` fixed_point writes their exact int64 sums): one
+    // packet of a result sent in several. Returns n, or 0 (nothing written) unless the slot is
+    // complete and the range inside its count. reduce.h's kernels want the accumulator 64-byte
+    // aligned: `first` times the accumulator element is then a multiple of 64 (a PMTU
+    // segment's start always is).
+    uint32_t store_range(uint32_t s, uint32_t first, uint32_t n, void* out,
+                         Encoding enc = Encoding::native) const noexcept;
 
     // Empties slot s (its result and contributors are forgotten). The policy's decision.
     void release(uint32_t s) noexcept;

@@ -102,6 +102,36 @@ TEST(AckTable, StoreRangeWritesOnlyThatRange) {
     EXPECT_EQ(t.store_range(13, 0, 1, out.data()), 0u) << "another key of the slot";
 }
 
+// A deterministic table: a range is dequantized into the element type, or (fixed_point) given
+// as the exact int64 sums, 8 bytes an element: a deterministic aggregator's partial segment.
+TEST(AckTable, StoreRangeOfADeterministicTableDequantizesOrGivesTheExactSums) {
+    AckParams p = params();
+    p.core.elem_type = reduce::ElemType::fp32;
+    p.core.max_elems = 64;
+    p.core.deterministic = true;
+    p.core.fraction_bits = 32;
+    AckTable t(p);
+    std::vector<float> a(40), b(40);
+    for (int i = 0; i < 40; ++i) {
+        a[i] = 0.5f * static_cast<float>(i);
+        b[i] = 0x1p-32f * static_cast<float>(i);  // i units of the resolution
+    }
+    ASSERT_EQ(t.contribute(9, set_of({1}).data(), 40, a.data(), 0), AckVerdict::absorbed);
+    ASSERT_EQ(t.contribute(9, set_of({2}).data(), 40, b.data(), 0), AckVerdict::completed);
+    std::vector<int64_t> fixed(17, -1);
+    ASSERT_EQ(t.store_range(9, 16, 16, fixed.data(), Encoding::fixed_point), 16u);
+    for (int i = 0; i < 16; ++i) {
+        const int64_t k = 16 + i;
+        EXPECT_EQ(fixed[i], k * (int64_t{1} << 31) + k) << "0.5k x 2^32 + k, exactly";
+    }
+    EXPECT_EQ(fixed[16], -1) << "nothing written past the range";
+    std::vector<float> native(16);
+    ASSERT_EQ(t.store_range(9, 16, 16, native.data()), 16u);
+    for (int i = 0; i < 16; ++i) {
+        EXPECT_EQ(native[i], 0.5f * static_cast<float>(16 + i)) << "rounded to the nearest fp32";
+    }
+}
+
 TEST(AckTable, BusySlotAnswersNoSlotAndTouchesNothing) {
     AckTable t(params(4));
     ASSERT_EQ(t.contribute(1, set_of({1}).data(), 1, one(1).data(), 0), AckVerdict::absorbed);

@@ -38,6 +38,11 @@ the RoCE feature aggregates, for another host: routed on untouched).
      the root, are aggregated on their way, and the root gets one packet per seq holding all
      three BFR-ids (ina-ps: every seq completed, none absorbed); the root's results pass S0
      untouched; bit-exact on all three.
+  6. A deterministic tree (job 10, fp32, `deterministic: true` at S1's rdma aggregator and at
+     S0, now the job's INA root): S1's partials carry the ranks' exact int64 fixed-point sums,
+     S0 quantizes the UDP worker's fp32 and adds them, and every contributor's result is the
+     exact fixed-point sum computed on the host (RN_fp32(sum of round_half_even(x * 2^32) *
+     2^-32)), bit for bit: RDMA and UDP workers reproducible in one tree.
   The switch's job counters are read across rounds whose sessions ended (the ranks' DELETEs):
   they do not fall when a session ends.
 
@@ -59,25 +64,34 @@ sys.path.insert(0, HERE)
 
 from lab import API_PORT, Lab, check, log, run_test, to_yaml, wait_until  # noqa: E402
 from test_rdma_allreduce import int32_inputs, stripped  # noqa: E402
+from test_switch_allreduce import deterministic_inputs  # noqa: E402
 
 RANKS = 2
 ELEMENTS = 262144  # 1 MiB of int32 per contributor
-PMTU = 1024        # the rxe links'; an INA seq carries PMTU bytes of a chunk
-SEQS = ELEMENTS * 4 // PMTU
+PMTU = 1024        # the rxe links'; an INA seq carries at most PMTU bytes of a chunk
 
 
 class Shape:
-    """An rdma job in the aggregator role: its id (= the INA job's), chunk and window. A chunk
-    above the PMTU is chunk_bytes / PMTU INA seqs up and one multi-packet WRITE down."""
+    """An rdma job in the aggregator role: its id (= the INA job's), chunk, window and type. A
+    chunk above the PMTU is chunk_bytes / PMTU INA seqs up and one multi-packet WRITE down; the
+    UDP worker chunks its tensor as the seqs do."""
 
-    def __init__(self, job: int, chunk_bytes: int, window: int):
+    def __init__(self, job: int, chunk_bytes: int, window: int, dtype: str = "int32",
+                 deterministic: bool = False):
         self.job, self.chunk_bytes, self.window = job, chunk_bytes, window
-        self.ina_window = window * (chunk_bytes // PMTU)
+        self.dtype, self.deterministic = dtype, deterministic
+        segment = min(chunk_bytes, PMTU)
+        self.ina_window = window * (chunk_bytes // segment)
+        self.seqs = ELEMENTS * 4 // segment  # INA packets per contributor, result packets per rank
+        self.ina_chunk = segment // 4         # elements per INA seq
 
 
 ONE_PACKET = Shape(7, 1024, 64)
 MULTI_PACKET = Shape(8, 4096, 16)
 TWO_LEVELS = Shape(9, 1024, 64)  # S0 aggregates this INA job above the lab's switch
+# S0 is this job's deterministic INA root: S1's partials go up as int64 fixed point (512-byte
+# fp32 chunks: 1 KiB of int64 in a datagram under the links' 1500-byte MTU).
+DETERMINISTIC = Shape(10, 512, 64, "fp32", deterministic=True)
 TIMEOUT_S = 150
 # S1 (the lab's switch) up0 = up1 S0 rt0 = rt1 ina-ps; S1 wk0 = wk1 ina-worker.
 LINKS = ("up", "rt", "wk")
@@ -96,10 +110,11 @@ def switch_config(cfg: dict, lab) -> dict:
     cfg["ports"] += [link_port("up", "up0", SWITCH_UP), link_port("wk", "wk0", SWITCH_WK)]
     cfg["routes"] = [{"prefix": "10.77.52.0/24", "via": S0_DOWN}]
     cfg["rdma"] = {"jobs": [{
-        "id": j.job, "mode": "server-to-switch", "world": RANKS, "op": "sum", "dtype": "int32",
+        "id": j.job, "mode": "server-to-switch", "world": RANKS, "op": "sum", "dtype": j.dtype,
         "chunk_bytes": j.chunk_bytes, "window": j.window, "pmtu": PMTU, "role": "aggregator",
-        "parent": ROOT, "bsl": 64, "abm": f"1-{RANKS}", "partial_timeout_ms": 100}
-        for j in (ONE_PACKET, MULTI_PACKET, TWO_LEVELS)]}
+        "parent": S0_DOWN if j.deterministic else ROOT, "bsl": 64, "abm": f"1-{RANKS}",
+        "partial_timeout_ms": 100, **({"deterministic": True} if j.deterministic else {})}
+        for j in (ONE_PACKET, MULTI_PACKET, TWO_LEVELS, DETERMINISTIC)]}
     return cfg
 
 
@@ -113,8 +128,13 @@ def s0_config(lab, api_host: str) -> str:
     cfg["control"] = {"listen": f"{api_host}:{API_PORT}"}
     cfg["ina"] = {"jobs": [{
         "job_id": TWO_LEVELS.job, "role": "aggregator", "bsl": 64, "abm": f"1-{RANKS + 1}",
-        "op": "sum", "elem_type": "int32", "max_elements": PMTU // 4,
-        "window": TWO_LEVELS.ina_window, "root": ROOT}]}
+        "op": "sum", "elem_type": "int32", "max_elements": TWO_LEVELS.ina_chunk,
+        "window": TWO_LEVELS.ina_window, "root": ROOT}, {
+        "job_id": DETERMINISTIC.job, "role": "root", "bsl": 64, "abm": f"1-{RANKS + 1}",
+        "op": "sum", "elem_type": "fp32", "max_elements": DETERMINISTIC.ina_chunk,
+        "window": DETERMINISTIC.ina_window, "root": S0_DOWN, "deterministic": True,
+        "workers": [{"bfr_id": 1, "ip": SWITCH_UP}, {"bfr_id": 2, "ip": SWITCH_UP},
+                    {"bfr_id": 3, "ip": UDP_WORKER}]}]}
     return "# SPDX-License-Identifier: Apache-2.0\n" + to_yaml(cfg)
 
 
@@ -157,7 +177,7 @@ def rank_cmd(lab, vm, shape: Shape, rank: int, path: str, out: str) -> str:
             f"--job {shape.job} --rank {rank} --world {RANKS} --ip {vm.ip} "
             f"--gid-index {vm.gid_index} --chunk-bytes {shape.chunk_bytes} "
             f"--window {shape.window} --timeout-ms {TIMEOUT_S * 1000} "
-            f"--type int32 --input /root/{os.path.basename(path)} --output {out}")
+            f"--type {shape.dtype} --input /root/{os.path.basename(path)} --output {out}")
 
 
 def parent_events(lab, job: int) -> dict[str, float]:
@@ -184,34 +204,38 @@ def s0_counts(s0) -> dict[str, float]:
     m = s0.metrics()
     return {"absorbed": m.get("inaswitch_ina_absorbed_total"),
             "partials_sent": m.get("inaswitch_ina_partials_sent_total"),
-            "resent": m.get("inaswitch_ina_resent_total")}
+            "resent": m.get("inaswitch_ina_resent_total"),
+            "results_sent": m.get("inaswitch_ina_results_sent_total")}
 
 
 def a_round(lab, shape: Shape, root: Host, worker: Host, exes: dict, inputs: list[str],
             sha: str, tag: str, scratch: str, faults: list[str],
             lossy_vm=None) -> dict:
-    """ina-ps as the root, the UDP worker and both ranks reduce `inputs`; every result bit-exact.
-    Returns ina-ps's counters (its chunk table's verdicts)."""
+    """ina-ps as the root (S0 for the deterministic job), the UDP worker and both ranks reduce
+    `inputs`; every result bit-exact. Returns ina-ps's counters (its chunk table's verdicts;
+    empty when S0 was the root)."""
+    seqs = shape.seqs
     before = parent_events(lab, shape.job)
     qp_before = qp_totals(lab, shape.job)
     unknown_before = lab.switch.metrics().get("inaswitch_ina_unknown_job_total") or 0.0
-    ps = root.popen([exes["ps"], "--job", str(shape.job), "--abm", f"1-{RANKS + 1}", "--bsl",
-                     "64", "--type", "int32", "--chunk", str(PMTU // 4), "--window",
-                     str(shape.ina_window),
-                     "--workers", f"1={SWITCH_UP},2={SWITCH_UP},3={UDP_WORKER}",
-                     "--bind", ROOT])
+    ps = None if shape.deterministic else root.popen([
+        exes["ps"], "--job", str(shape.job), "--abm", f"1-{RANKS + 1}", "--bsl", "64", "--type",
+        shape.dtype, "--chunk", str(shape.ina_chunk), "--window", str(shape.ina_window),
+        "--workers", f"1={SWITCH_UP},2={SWITCH_UP},3={UDP_WORKER}", "--bind", ROOT])
     out_path = os.path.join(scratch, f"udp-{tag.replace(' ', '-')}.out")
     udp = None
     try:
-        wait_until(lambda: root.udp_bound(9470) or None, 30, "ina-ps bound")
+        if ps is not None:
+            wait_until(lambda: root.udp_bound(9470) or None, 30, "ina-ps bound")
         if lossy_vm is not None:
             lossy_vm.netem("loss 2%", direction="both")
         t0 = time.monotonic()
         ranks = [vm.start(rank_cmd(lab, vm, shape, rank, p, "/tmp/vat.out"))
                  for rank, (vm, p) in enumerate(zip(lab.vms, inputs), start=1)]
         udp = worker.popen([exes["worker"], "--job", str(shape.job), "--bfr-id",
-                            str(RANKS + 1), "--abm", f"1-{RANKS + 1}", "--root", ROOT, "--bind",
-                            UDP_WORKER, "--type", "int32", "--chunk", str(PMTU // 4),
+                            str(RANKS + 1), "--abm", f"1-{RANKS + 1}", "--root",
+                            S0_DOWN if ps is None else ROOT, "--bind",
+                            UDP_WORKER, "--type", shape.dtype, "--chunk", str(shape.ina_chunk),
                             "--window", str(shape.ina_window), "--input", inputs[RANKS],
                             "--output", out_path,
                             "--timeout-ms", str(TIMEOUT_S * 1000), "--no-progress"] + faults)
@@ -233,9 +257,11 @@ def a_round(lab, shape: Shape, root: Host, worker: Host, exes: dict, inputs: lis
         for p in (ps, udp):
             if p is not None and p.poll() is None:
                 p.terminate()
-        ps_out, ps_err = ps.communicate(timeout=10)
-        log(f"{tag} ina-ps: {ps_out.strip()[-400:]} {ps_err.strip()[-400:]}")
-    root_counts = json.loads(ps_out.strip().splitlines()[-1])
+        ps_out = ""
+        if ps is not None:
+            ps_out, ps_err = ps.communicate(timeout=10)
+            log(f"{tag} ina-ps: {ps_out.strip()[-400:]} {ps_err.strip()[-400:]}")
+    root_counts = json.loads(ps_out.strip().splitlines()[-1]) if ps is not None else {}
     for vm in lab.vms:
         _, out = vm.run("sha256sum /tmp/vat.out", check=True)
         check(out.split()[0] == sha, f"{tag}: {vm.name}'s result bit-exact (sha256 {sha[:16]}...)")
@@ -248,13 +274,13 @@ def a_round(lab, shape: Shape, root: Host, worker: Host, exes: dict, inputs: lis
     log(f"{tag}: {wall:.2f}s; the switch's parent events {delta}; UDP datagrams of job "
         f"{shape.job} routed on (ina unknown job) {unknown:.0f}")
     # INA seqs: one per chunk, or one per PMTU segment of a chunk above the PMTU.
-    check(delta["partial_sent"] == SEQS and delta["result_bad"] == 0,
-          f"{tag}: one partial per INA seq went up ({delta['partial_sent']:.0f} of {SEQS}), "
+    check(delta["partial_sent"] == seqs and delta["result_bad"] == 0,
+          f"{tag}: one partial per INA seq went up ({delta['partial_sent']:.0f} of {seqs}), "
           "no parent result refused")
     # The root's second copy of a seq's result finds its chunk still held (a duplicate) or,
     # when both ranks acknowledged the first one's WRITEs already, released (not held).
-    check(delta["result_in"] == SEQS and
-          delta["result_duplicate"] + delta["result_not_held"] >= SEQS,
+    check(delta["result_in"] == seqs and
+          delta["result_duplicate"] + delta["result_not_held"] >= seqs,
           f"{tag}: every seq's result was taken once, the root's second copy of each dropped")
     qp = {k: v - qp_before[k] for k, v in qp_totals(lab, shape.job).items()}
     recovered = sum(qp[c] for c in RECOVERY)
@@ -262,13 +288,13 @@ def a_round(lab, shape: Shape, root: Host, worker: Host, exes: dict, inputs: lis
     if lossy_vm is not None:
         check(recovered > 0, f"{tag}: the loss on {lossy_vm.name}'s link was recovered by RC "
               f"({recovered:.0f} retransmissions, duplicates, NAKs)")
-    check(qp["results_sent"] == RANKS * SEQS, f"{tag}: {RANKS * SEQS} result WRITE packets "
+    check(qp["results_sent"] == RANKS * seqs, f"{tag}: {RANKS * seqs} result WRITE packets "
           f"went down, each PMTU segment of each result once to each rank "
           f"({qp['results_sent']:.0f})")
     if shape.chunk_bytes > PMTU:
-        check(qp["segments"] >= RANKS * SEQS, f"{tag}: every rank's chunk came as a "
+        check(qp["segments"] >= RANKS * seqs, f"{tag}: every rank's chunk came as a "
               f"{shape.chunk_bytes // PMTU}-packet WRITE ({qp['segments']:.0f} segments)")
-    check(unknown >= SEQS, f"{tag}: S1 routed the UDP worker's {SEQS} contributions on "
+    check(unknown >= seqs, f"{tag}: S1 routed the UDP worker's {seqs} contributions on "
           f"toward the root unaggregated ({unknown:.0f})")
     return root_counts
 
@@ -282,10 +308,13 @@ def test(rdma_worker_exe: str, worker_exe: str, ps_exe: str, switch_exe: str) ->
         rank_lossy_inputs, rank_lossy_sha = int32_inputs(scratch, RANKS + 1, 5152, ELEMENTS)
         multi_inputs, multi_sha = int32_inputs(scratch, RANKS + 1, 5153, ELEMENTS)
         deep_inputs, deep_sha = int32_inputs(scratch, RANKS + 1, 5154, ELEMENTS)
+        # RANKS + 1 contributors of ELEMENTS fp32 each, as that module's WORLD and ELEMENTS.
+        det_inputs, det_sha = deterministic_inputs(scratch, 5155)
         extra = [stripped(rdma_worker_exe, scratch)]
         extra += [(p, f"/root/{os.path.basename(p)}")
                   for p in clean_inputs[:RANKS] + lossy_inputs[:RANKS] +
-                  rank_lossy_inputs[:RANKS] + multi_inputs[:RANKS] + deep_inputs[:RANKS]]
+                  rank_lossy_inputs[:RANKS] + multi_inputs[:RANKS] + deep_inputs[:RANKS] +
+                  det_inputs[:RANKS]]
         exes = {"worker": worker_exe, "ps": ps_exe}
         with Lab(RANKS, fabric="inaswitch", switch_exe=switch_exe, routed=True, guest_api=True,
                  switch_config=switch_config, extra_files=extra, links=list(LINKS)) as lab:
@@ -312,12 +341,25 @@ def test(rdma_worker_exe: str, worker_exe: str, ps_exe: str, switch_exe: str) ->
                          "two levels", scratch, [])
             s0_delta = {k: v - s0_before[k] for k, v in s0_counts(s0).items()}
             log(f"two levels: S0's INA counters {s0_delta}; the root's verdicts {ps}")
-            check(s0_delta["absorbed"] >= 2 * SEQS and s0_delta["partials_sent"] == SEQS,
+            seqs = TWO_LEVELS.seqs
+            check(s0_delta["absorbed"] >= 2 * seqs and s0_delta["partials_sent"] == seqs,
                   f"two levels: S0 aggregated S1's partial and the UDP worker's datagram of "
                   f"every seq into one partial each ({s0_delta})")
-            check(ps["completed"] == SEQS and ps["absorbed"] == 0,
+            check(ps["completed"] == seqs and ps["absorbed"] == 0,
                   f"two levels: the root completed every seq on one packet holding all three "
                   f"BFR-ids (completed {ps['completed']}, absorbed {ps['absorbed']})")
+            # 6. A deterministic tree: S0 the job's INA root (exact fixed point), S1's partials
+            # int64, the UDP worker's fp32 quantized at S0; the exact sum everywhere, bit for bit.
+            s0_before = s0_counts(s0)
+            a_round(lab, DETERMINISTIC, root, worker, exes, det_inputs, det_sha,
+                    "deterministic", scratch, [])
+            s0_delta = {k: v - s0_before[k] for k, v in s0_counts(s0).items()}
+            seqs = DETERMINISTIC.seqs
+            log(f"deterministic: S0's INA counters {s0_delta}")
+            check(s0_delta["absorbed"] >= 2 * seqs and s0_delta["results_sent"] >= 3 * seqs,
+                  f"deterministic: S0 as the root took S1's int64 partial and the UDP worker's "
+                  f"datagram of every seq and sent the result to all three BFR-ids "
+                  f"({s0_delta})")
     finally:
         for h in hosts:
             h.close()

@@ -880,7 +880,7 @@ TEST_F(RoceDeterministic, ResultsAreTheExactFixedPointSumInEitherOrder) {
         << text;
 }
 
-TEST(RoceConfig, DeterministicOnFloatSumsOfRootJobsOnly) {
+TEST(RoceConfig, DeterministicOnFloatSums) {
     register_once();
     const std::string base = std::string(kStageYaml) + "rdma:\n  jobs:\n";
     auto r = config::load_string(base + "    - {id: 7, world: 2, deterministic: true}\n", "t.yaml");
@@ -920,10 +920,20 @@ TEST(RoceConfig, DeterministicOnFloatSumsOfRootJobsOnly) {
     r = config::load_string(base + "    - {id: 7, world: 2, role: aggregator, parent: 10.0.2.7, "
                                    "deterministic: true}\n",
                             "t.yaml");
-    EXPECT_NE(r.error_text().find("t.yaml:" + line + ":76: deterministic on rdma job 7 in the "
-                                  "aggregator role: not built"),
+    EXPECT_TRUE(r.ok()) << "1 KiB fp32 segments go up as 2 KiB of int64: " << r.error_text();
+    r = config::load_string(base + "    - {id: 7, world: 2, role: aggregator, parent: 10.0.2.7, "
+                                   "chunk_bytes: 4096, pmtu: 4096, deterministic: true}\n",
+                            "t.yaml");
+    EXPECT_NE(r.error_text().find("t.yaml:" + line + ":107: deterministic on rdma job 7: its "
+                                  "partials carry 8-byte fixed-point elements, so a segment of "
+                                  "4096 bytes goes up as 8192, above 4096; expected "
+                                  "min(chunk_bytes, pmtu) at most 2048"),
               std::string::npos)
         << r.error_text();
+    r = config::load_string(base + "    - {id: 7, world: 2, chunk_bytes: 4096, pmtu: 4096, "
+                                   "deterministic: true}\n",
+                            "t.yaml");
+    EXPECT_TRUE(r.ok()) << "a root sends no partial: " << r.error_text();
 }
 
 class RoceFusedCheck : public RoceSwitch {
@@ -1386,7 +1396,8 @@ struct InaSeen {
     uint32_t src = 0, dst = 0;
     proto::Header h;
     std::vector<uint8_t> pbm;
-    std::vector<float> elements;
+    std::vector<float> elements;  // 4-byte elements (fp32); payload: the raw bytes
+    std::vector<uint8_t> payload;
     bool checksum_ok = false;
 };
 
@@ -1408,8 +1419,9 @@ InaSeen ina_of(const Bytes& b) {
         s.h = parsed.packet->header;
         s.pbm.assign(parsed.packet->bitstring,
                      parsed.packet->bitstring + s.h.bitstring_bytes());
-        s.elements.resize(s.h.elem_count);
-        std::memcpy(s.elements.data(), parsed.packet->payload, s.h.payload_bytes());
+        s.payload.assign(parsed.packet->payload, parsed.packet->payload + s.h.payload_bytes());
+        s.elements.resize(s.h.payload_bytes() / 4);
+        std::memcpy(s.elements.data(), parsed.packet->payload, s.elements.size() * 4);
     }
     return s;
 }
@@ -1529,6 +1541,47 @@ TEST_F(RoceAggregator, CompleteChunkGoesUpAsOneInaPacketAndTheResultComesDownAsW
     send(ina_result(0, fill(5000.0f)), kR1);  // a late copy
     EXPECT_EQ(total_tx(), 0u);
     EXPECT_EQ(up().result_not_held, 1u);
+}
+
+// A deterministic aggregator (`deterministic: true`): its partial carries the exact int64
+// fixed-point sums (INA element type int64, 8 bytes an element, F = 32) for a deterministic
+// parent, which adds them as they are; the parent's fp32 result comes down as ever.
+class RoceAggregatorDeterministic : public RoceAggregator {
+protected:
+    std::string config_yaml() const override {
+        std::string y = aggregator_yaml();
+        const std::string at = "      pmtu: 1024\n";
+        y.insert(y.find(at) + at.size(), "      deterministic: true\n");
+        return y;
+    }
+    fr::JobParams job_params() const override {
+        fr::JobParams p = RoceAggregator::job_params();
+        p.deterministic = true;
+        p.fraction_bits = 32;
+        return p;
+    }
+};
+
+TEST_F(RoceAggregatorDeterministic, ThePartialCarriesTheExactFixedPointSums) {
+    const InaSeen partial = complete(0, 0.75f, 0x1p-33f);  // 2^-33 quantizes to 0 (half even)
+    EXPECT_EQ(partial.h.elem_type, static_cast<uint8_t>(reduce::kFixedWireType));
+    EXPECT_EQ(partial.h.elem_count, kChunk / 4);
+    EXPECT_TRUE(partial.checksum_ok) << "the checksum covers the int64 elements";
+    ASSERT_EQ(partial.payload.size(), kChunk / 4 * 8);
+    for (size_t i = 0; i < kChunk / 4; ++i) {
+        int64_t q = 0;
+        std::memcpy(&q, partial.payload.data() + i * 8, 8);  // little-endian on the wire
+        // fill(a)[i] = a + i: q(0.75 + i) + q(2^-33 + i) = (0.75 + 2i) x 2^32 exactly.
+        EXPECT_EQ(q, static_cast<int64_t>((0.75 + 2.0 * static_cast<double>(i)) * 0x1p32))
+            << "element " << i;
+    }
+    send(ina_result(0, fill(42.0f)), kR1);
+    const auto w = writes();
+    ASSERT_EQ(w.size(), 2u);
+    for (const auto& x : w) {
+        EXPECT_TRUE(x.icrc_ok);
+        EXPECT_EQ(floats(x.payload), fill(42.0f)) << "the parent's result, in the job's type";
+    }
 }
 
 TEST_F(RoceAggregator, DuplicateResultWhileHeldIsCountedAndDropped) {

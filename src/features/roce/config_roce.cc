@@ -260,13 +260,20 @@ void read_job(Reader& r, const YAML::Node& n, JobConfig& j) {
     read_aggregator(r, n, j);
     r.optional(n, "deterministic", [&](const YAML::Node& v) {
         read_deterministic(r, v, j.dtype, j.op, j.deterministic, j.fraction_bits);
-        if (j.deterministic && j.role == Role::aggregator) {
-            // Its partials would have to travel as int64 fixed point (an INA deterministic
-            // job's), which the aggregator role does not send.
+        // An aggregator's partials go up as int64 fixed point: a pmtu segment of the chunk
+        // grows to 8 bytes an element, and must stay one INA packet of at most 4096 bytes.
+        const uint32_t segment = std::min(j.chunk_bytes, j.pmtu);
+        const uint64_t wire = uint64_t{segment} / reduce::elem_size(j.dtype) *
+                              reduce::elem_size(reduce::kFixedWireType);
+        if (j.deterministic && j.role == Role::aggregator && wire > kMaxFixedSegmentBytes) {
             r.error(v, "deterministic on rdma job " + std::to_string(j.id) +
-                           " in the aggregator role: not built (its partial sums would go up to "
-                           "the parent as floats, added in arrival order); drop it, or run the "
-                           "job as its own root");
+                           ": its partials carry 8-byte fixed-point elements, so a segment of " +
+                           std::to_string(segment) + " bytes goes up as " + std::to_string(wire) +
+                           ", above " + std::to_string(kMaxFixedSegmentBytes) +
+                           "; expected min(chunk_bytes, pmtu) at most " +
+                           std::to_string(kMaxFixedSegmentBytes /
+                                          reduce::elem_size(reduce::kFixedWireType) *
+                                          reduce::elem_size(j.dtype)));
         }
     });
     check_job(r, j, n);

@@ -24,6 +24,8 @@ inline constexpr uint32_t kMaxWindow = 256;      // = roce::Requester::kMaxMessa
 // A chunk above the pmtu is a multi-packet WRITE both ways (a multiple of the pmtu; the switch
 // stages a rank's message per QP, so this bounds that memory: 64 QPs x 64 KiB).
 inline constexpr uint32_t kMaxChunkBytes = 65536;
+// A deterministic aggregator's partial segment in int64 fixed point: one INA packet's elements.
+inline constexpr uint32_t kMaxFixedSegmentBytes = 4096;
 inline constexpr uint32_t kMaxRdmaJobs = 16;
 // The switch's contribution area is virtual: every QP is told the same address and key.
 inline constexpr uint64_t kAreaAddr = 4096;
@@ -82,8 +84,8 @@ struct JobConfig {
     uint32_t partial_timeout_ms = 100;  // a partial without result is sent again after this
     // Reproducible float sum (`deterministic`, as an INA job's): the slots accumulate exact
     // int64 fixed point, so a result does not depend on the order the ranks' chunks arrived in
-    // (src/reduce/README.md "Deterministic mode"). Root role only. fraction_bits unset: the
-    // dtype's default.
+    // (src/reduce/README.md "Deterministic mode"); an aggregator's partials go up as int64 fixed
+    // point, for a deterministic INA parent. fraction_bits unset: the dtype's default.
     bool deterministic = false;
     std::optional<uint8_t> fraction_bits;
     config::Mark mark;

@@ -14,6 +14,7 @@
 #include "pipeline/mbuf_chain.h"
 #include "pipeline/packet_meta.h"
 #include "pipeline/pipeline.h"
+#include "reduce/fixed_point.h"
 #include "reduce/reduce.h"
 
 namespace ina::features::roce {
@@ -26,7 +27,7 @@ namespace {
 
 // A partial's frame is built at the start of the lcore's scratch (the contribution that
 // completed the chunk was consumed before): head + INA header + BitString (<= 512) + one
-// segment (<= the pmtu, 4096).
+// segment (<= the pmtu, 4096; a deterministic job's int64 segment too: config_roce keeps it so).
 constexpr size_t kPartialMax = pipeline::kInaFrameHeadBytes + proto::kFixedHeaderBytes + 512 +
                                4096;
 static_assert(kPartialMax <= LcoreContext::kScratchBytes / 2);
@@ -49,11 +50,16 @@ rte_mbuf* partial_frame(LcoreContext& ctx, const dp::Snapshot& snap, JobState& j
                         uint32_t seg, bool resend) {
     ParentLink& up = *job.parent;
     const ParentParams& pp = up.params;
+    // A deterministic job's partial carries the exact int64 fixed-point sums (as an INA
+    // deterministic aggregator's): 8 bytes an element on the wire, its parent adds them as is.
+    const bool fixed = job.params.deterministic;
+    const agg::Encoding enc = fixed ? agg::Encoding::fixed_point : agg::Encoding::native;
+    const unsigned wire_shift = fixed ? 3 : job.elem_shift;
     proto::Header h;
     h.type = proto::PacketType::data;
     h.flags = resend ? proto::kFlagRetransmit : 0;
     h.op = static_cast<uint8_t>(job.params.op);
-    h.elem_type = static_cast<uint8_t>(job.params.dtype);
+    h.elem_type = static_cast<uint8_t>(fixed ? reduce::kFixedWireType : job.params.dtype);
     h.bsl_code = pp.bsl_code;
     h.set_id = pp.set_id;
     h.job_id = job.params.job_id;
@@ -66,7 +72,8 @@ rte_mbuf* partial_frame(LcoreContext& ctx, const dp::Snapshot& snap, JobState& j
                         h.bitstring_bytes();
     // (An empty pool takes the scratch path too, where frame_of counts it.)
     rte_mbuf* direct = rte_pktmbuf_alloc(ctx.pool);
-    if (direct != nullptr && head + up.segment_bytes > rte_pktmbuf_tailroom(direct)) {
+    if (direct != nullptr &&
+        head + (size_t{seg_elems} << wire_shift) > rte_pktmbuf_tailroom(direct)) {
         rte_pktmbuf_free(direct);
         direct = nullptr;
     }
@@ -84,13 +91,14 @@ rte_mbuf* partial_frame(LcoreContext& ctx, const dp::Snapshot& snap, JobState& j
     uint32_t count = 0;
     if (total != 0 && first == 0 && total <= seg_elems) {
         // key holds its slot (local_count): the slot's result is key's.
-        count = job.table.core().store_result(key & (job.table.slots() - 1), elements,
-                                              agg::Encoding::native, &elements_sum);
+        count = job.table.core().store_result(key & (job.table.slots() - 1), elements, enc,
+                                              &elements_sum);
     } else if (first < total) {
         // A segment's start is a multiple of the pmtu: store_range's alignment holds.
-        count = job.table.store_range(key, first, std::min(seg_elems, total - first), elements);
+        count = job.table.store_range(key, first, std::min(seg_elems, total - first), elements,
+                                      enc);
         static const reduce::SumBytesFn sum_bytes = reduce::kernels().sum_bytes;
-        elements_sum = sum_bytes(elements, size_t{count} << job.elem_shift);
+        elements_sum = sum_bytes(elements, size_t{count} << wire_shift);
     }
     const uint32_t src =
         pipeline::ina_source_for(snap, ctx.neighbours, pp.source_ip, pp.parent_ip);
