@@ -1584,6 +1584,24 @@ TEST_F(RoceAggregatorDeterministic, ThePartialCarriesTheExactFixedPointSums) {
     }
 }
 
+TEST_F(RoceAggregator, ACeMarkedContributionMakesItsChunksPartialCarryEcnEcho) {
+    send(contribution(1, kPsn1, 0, fill(1.0f), 0x03), kR0);  // CE (RFC 3168)
+    send(contribution(2, kPsn2, 0, fill(2.0f)), kR1);
+    bool cnp = false;
+    for (const auto& x : seen(kR0)) {
+        cnp = cnp || x.p.bth.opcode == rc::op::kCnp;
+    }
+    EXPECT_TRUE(cnp) << "rank 1 is sent a CNP as by a root";
+    seen(kR1);  // sets the partial aside in `inas`
+    ASSERT_EQ(inas.size(), 1u);
+    const InaSeen first = ina_of(inas.back());
+    inas.clear();
+    EXPECT_EQ(first.h.flags, proto::kFlagEcnEcho) << "the congestion goes up with the partial";
+    EXPECT_TRUE(first.checksum_ok);
+    const InaSeen next = complete(1, 1.0f, 2.0f);
+    EXPECT_EQ(next.h.flags, 0u) << "the next chunk saw no CE";
+}
+
 TEST_F(RoceAggregator, DuplicateResultWhileHeldIsCountedAndDropped) {
     complete(0, 1.0f, 2.0f);
     send(ina_result(0, fill(7.0f)), kR1);

@@ -523,9 +523,12 @@ struct Burst {
                 return;
             }
         }
-        if (ce && q.cnp.on_ce(t_ns)) {
-            ++q.counters.cnps_sent;
-            emit(cnp_frame(ctx, q));
+        if (ce) {
+            q.ce_pending = true;
+            if (q.cnp.on_ce(t_ns)) {
+                ++q.counters.cnps_sent;
+                emit(cnp_frame(ctx, q));
+            }
         }
         if (q.responder.posted_receives() < (1u << 20)) {
             q.responder.post_receives(1u << 30);  // the switch's receive queue never runs dry
@@ -672,6 +675,12 @@ struct Burst {
         const uint32_t key = job.extend(w.imm >> 8);
         const agg::AckVerdict a = job.table.contribute(key, q.rank_bits.data(), length / elem,
                                                        payload, t_ns);
+        if (q.ce_pending && (a == agg::AckVerdict::absorbed || a == agg::AckVerdict::completed)) {
+            q.ce_pending = false;
+            if (job.parent != nullptr) {
+                job.parent->ce_key[job.parent->slot(key)] = key + 1;
+            }
+        }
         switch (a) {
         case agg::AckVerdict::absorbed:
             took(q, key);

@@ -168,6 +168,9 @@ struct alignas(64) QpState : StateTag {
     // every earlier packet still here, and nothing before the LAST was added anywhere.
     std::unique_ptr<uint8_t[]> staging;
     bool message_bad = false;  // a packet of this message was no contribution: not added
+    // A packet since this QP's last contribution was CE-marked (RFC 3168): the next chunk it
+    // contributes to makes an aggregator's partial carry ECN echo (INA's, to the root's result).
+    bool ce_pending = false;
     uint16_t ip_id = 0;
     uint16_t last_port = 0;  // where the worker's packets last came in (emitted frames' m->port)
     bool touched = false;    // in the current burst's list of QPs to ACK and pump

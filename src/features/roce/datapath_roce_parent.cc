@@ -57,7 +57,8 @@ rte_mbuf* partial_frame(LcoreContext& ctx, const dp::Snapshot& snap, JobState& j
     const unsigned wire_shift = fixed ? 3 : job.elem_shift;
     proto::Header h;
     h.type = proto::PacketType::data;
-    h.flags = resend ? proto::kFlagRetransmit : 0;
+    h.flags = static_cast<uint8_t>((resend ? proto::kFlagRetransmit : 0) |
+                                   (up.ce_key[up.slot(key)] == key + 1 ? proto::kFlagEcnEcho : 0));
     h.op = static_cast<uint8_t>(job.params.op);
     h.elem_type = static_cast<uint8_t>(fixed ? reduce::kFixedWireType : job.params.dtype);
     h.bsl_code = pp.bsl_code;
@@ -173,7 +174,8 @@ ParentLink::ParentLink(const ParentParams& p, uint32_t window, uint32_t chunk, u
       result_key(window),
       result_elems(window),
       arriving_key(window),
-      arrived(size_t{window} * seg_words) {}
+      arrived(size_t{window} * seg_words),
+      ce_key(window) {}
 
 uint32_t rank_result(const JobState& job, uint32_t key, uint32_t first, uint32_t n,
                      uint8_t* out) {

@@ -67,6 +67,9 @@ struct ParentLink {
     // local chunk is in.
     std::vector<uint32_t> arriving_key;
     std::vector<uint64_t> arrived;       // window x seg_words
+    // By slot: key + 1 of the last chunk a CE-marked contribution went into (0: none); its
+    // partial carries ECN echo, as an INA aggregator's does for a CE-marked contribution.
+    std::vector<uint32_t> ce_key;
     ParentCounters counters;
 
     uint32_t slot(uint32_t key) const {
