@@ -432,6 +432,10 @@ def deterministic_round(lab, inputs: list[str], sha: str, tag: str, lossy_vm=Non
         _, out = vm.run("sha256sum /tmp/det.out", check=True)
         check(out.split()[0] == sha, f"{vm.name}: {tag}: the exact fixed-point sum, bit for bit "
               f"(sha256 {sha[:16]}...)")
+    det = rdma_job(lab, JOB_DET).get("deterministic")
+    check(isinstance(det, dict) and det.get("fraction_bits") == 32 and det.get("nan") == 0,
+          f"{tag}: GET /api/v1/rdma/jobs/13 shows the job deterministic with fp32's 32 fraction "
+          f"bits and its quantizer counts ({det})")
     return wall
 
 

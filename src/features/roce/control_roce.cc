@@ -815,6 +815,14 @@ RoceControl::Reply RoceControl::describe(uint32_t job_id) const {
         out["parent"] = net::Ipv4Addr{j.cfg.parent}.str();
         out["parent_events"] = events;
     }
+    if (j.cfg.deterministic) {
+        // The session's quantizer events (the metric counts every session's).
+        const reduce::FixedStats& f = j.state->table.core().fixed_stats();
+        out["deterministic"] = {{"fraction_bits", j.cfg.fixed_fraction_bits()},
+                                {"saturated", f.saturated},
+                                {"underflow", f.underflow},
+                                {"nan", f.nan}};
+    }
     return {200, out.dump(2)};
 }
 
