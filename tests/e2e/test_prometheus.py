@@ -117,12 +117,14 @@ def test(switch_exe: str) -> None:
              Port("p1", ipv4=["10.0.2.1/24"], host=hosts[1])]
     job = {"job_id": 1, "role": "root", "bsl": 64, "abm": "1-2", "op": "sum",
            "elem_type": "fp32", "max_elements": 256, "window": 64, "root": "10.0.1.1",
-           "workers": [{"bfr_id": 1, "ip": "10.0.1.2"}, {"bfr_id": 2, "ip": "10.0.2.2"}]}
-    # An RDMA server-to-switch job beside it (no QP connected): its job series exist.
-    rdma_job = {"id": 7, "mode": "server-to-switch", "world": 2, "op": "sum", "dtype": "int32",
-                "chunk_bytes": 1024, "window": 64}
+           "workers": [{"bfr_id": 1, "ip": "10.0.1.2"}, {"bfr_id": 2, "ip": "10.0.2.2"}],
+           "deterministic": True}
+    # An RDMA server-to-switch job beside it (no QP connected): its job series exist (both
+    # deterministic: the fixed-point series too).
+    rdma_job = {"id": 7, "mode": "server-to-switch", "world": 2, "op": "sum", "dtype": "fp32",
+                "chunk_bytes": 1024, "window": 64, "deterministic": True}
     panels, rules = dashboard_exprs(), rule_exprs()
-    check(len(rules) == 6, f"{len(rules)} rule expressions read from alerts.yml")
+    check(len(rules) == 7, f"{len(rules)} rule expressions read from alerts.yml")
     names = sorted({m for e in panels + rules for m in METRIC.findall(e)})
     log(f"{len(panels)} dashboard expressions, {len(rules)} rules, {len(names)} metrics: "
         f"{', '.join(names)}")
