@@ -7,8 +7,9 @@ speaks TLS with a write token (from a file) and a read token (docs/api.md).
     the API itself); an invalid job exits 1 with the switch's api:line:col reason, deleting a
     job that is not there exits 1;
   - bier set / group-add / group-delete, checked in GET /api/v1/bier;
-  - rdma show (a server-to-switch job: its session, the last failed one, its QPs) and rdma
-    disconnect (a rank's QP torn down; an unknown job exits 1 with the switch's reason);
+  - rdma show (a server-to-switch job: its session, the last failed one, its deterministic
+    mode, its QPs) and rdma disconnect (a rank's QP torn down; an unknown job exits 1 with the
+    switch's reason);
   - the metrics summary shows both ports with their link state and the job's slots;
   - exit codes: 4 with the read token for a change and without a token, 3 without the CA (TLS
     verification) and for a port nothing listens on, 2 for usage and a missing token file.
@@ -29,7 +30,7 @@ from test_rdma_api import connect_body
 
 # A server-to-switch job whose parameters are test_rdma_api's connect body's.
 RDMA_JOB = {"id": 9, "mode": "server-to-switch", "world": 2, "op": "sum", "dtype": "fp32",
-            "chunk_bytes": 1024, "window": 64, "pmtu": 1024}
+            "chunk_bytes": 1024, "window": 64, "pmtu": 1024, "deterministic": True}
 
 CTL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools",
                    "inaswitchctl")
@@ -172,6 +173,7 @@ def test(exe: str) -> None:
         r = ctl("rdma", "show", "9")
         check(r.returncode == 0 and "rdma job 9  server-to-switch  root  world 2" in r.stdout and
               "session: ok  last failed session: none" in r.stdout and
+              "deterministic: 32 fraction bits" in r.stdout and
               "no QPs connected" in r.stdout, f"rdma show, no QP yet:\n{r.stdout}")
         status, text = tb.http("POST", "/api/v1/rdma/jobs/9/connect", connect_body(1, "10.0.1.2"))
         check(status == 200, f"a worker's connect ({status} {text[:200]})")
