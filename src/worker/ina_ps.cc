@@ -25,6 +25,7 @@
 
 #include "ina/chunk_table.h"
 #include "ina/protocol.h"
+#include "reduce/fixed_point.h"
 
 namespace {
 
@@ -64,6 +65,8 @@ int main(int argc, char** argv) {
     uint64_t idle_exit_ms = 0;
     uint64_t slot_timeout_ms = 5000;
     uint32_t result_cache = 2;
+    bool deterministic = false;
+    int fraction_bits = -1;
     app.add_option("--job", job, "job id")->required();
     app.add_option("--abm", abm_text, "A-BM as BFR-ids, e.g. 1-4")->required();
     app.add_option("--bsl", bsl, "BitString length")->default_val(64);
@@ -83,6 +86,13 @@ int main(int argc, char** argv) {
     app.add_option("--result-cache", result_cache,
                    "released results kept per slot index for workers beyond the window (0..2)")
         ->default_val(2);
+    app.add_flag("--deterministic", deterministic,
+                 "exact int64 fixed-point sums (a float sum job, src/reduce/README.md "
+                 "\"Deterministic mode\"): takes the tree's int64 partials, sends RN(S x 2^-F)");
+    app.add_option("--fraction-bits", fraction_bits,
+                   "with --deterministic: F, as the switches' fraction_bits (default: the "
+                   "type's, 24 for fp16, else 32)")
+        ->check(CLI::Range(0, reduce::kMaxFractionBits));
     CLI11_PARSE(app, argc, argv);
 
     const std::map<std::string, reduce::ElemType> types{
@@ -153,6 +163,18 @@ int main(int argc, char** argv) {
     p.role = Role::root;
     p.idle_timeout = slot_timeout_ms;
     p.result_cache = result_cache;
+    if (fraction_bits >= 0 && !deterministic) {
+        std::fprintf(stderr, "ina-ps: --fraction-bits needs --deterministic\n");
+        return 2;
+    }
+    if (deterministic && !reduce::fixed_point_applies(p.elem_type, p.op)) {
+        std::fprintf(stderr, "ina-ps: --deterministic applies to float sums only (--type "
+                             "fp32|fp16|bf16|fp64, --op sum)\n");
+        return 2;
+    }
+    p.deterministic = deterministic;
+    p.fraction_bits = static_cast<uint8_t>(
+        fraction_bits >= 0 ? fraction_bits : reduce::default_fraction_bits(p.elem_type));
     if (const auto why = validate(p); !why.empty()) {
         std::fprintf(stderr, "ina-ps: bad job: %.*s\n", static_cast<int>(why.size()), why.data());
         return 2;
@@ -209,6 +231,8 @@ int main(int argc, char** argv) {
     auto build_result = [&](const proto::Header& in) {
         proto::Header h = in;
         h.type = proto::PacketType::result;
+        // The job's type, also when the last contribution was an int64 fixed-point partial.
+        h.elem_type = static_cast<uint8_t>(p.elem_type);
         h.flags = table.result_flags(in.seq);
         const size_t at = proto::write_header(tx.data(), h, abm->data());
         table.store_result(in.seq, tx.data() + at);
@@ -255,7 +279,7 @@ int main(int argc, char** argv) {
             }
             const Verdict v = table.on_data(parsed.packet->bitstring, h.seq, h.elem_count,
                                             parsed.packet->payload, h.flags, last_rx,
-                                            agg::Encoding::native, h.lowest_missing);
+                                            table.encoding_of(h.elem_type), h.lowest_missing);
             if (v == Verdict::completed) {
                 const size_t len = build_result(h);
                 for (const auto& w : workers) {
@@ -294,6 +318,12 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(k.slot_timeouts),
                 static_cast<unsigned long long>(k.rx_retransmit),
                 static_cast<unsigned long long>(k.rx_fallback_flag), table.slots_in_use());
+    if (deterministic) {
+        std::printf(", \"fixed_saturated\": %llu, \"fixed_underflow\": %llu, \"fixed_nan\": %llu",
+                    static_cast<unsigned long long>(k.fixed_saturated),
+                    static_cast<unsigned long long>(k.fixed_underflow),
+                    static_cast<unsigned long long>(k.fixed_nan));
+    }
     for (size_t i = 0; i < kNumVerdicts; ++i) {
         const auto name = to_string(static_cast<Verdict>(i));
         std::printf(", \"%.*s\": %llu", static_cast<int>(name.size()), name.data(),

@@ -43,6 +43,7 @@ the RoCE feature aggregates, for another host: routed on untouched).
      S0 quantizes the UDP worker's fp32 and adds them, and every contributor's result is the
      exact fixed-point sum computed on the host (RN_fp32(sum of round_half_even(x * 2^32) *
      2^-32)), bit for bit: RDMA and UDP workers reproducible in one tree.
+  7. The same deterministic tree under ina-ps --deterministic as the root (job 11, S0 routing).
   The switch's job counters are read across rounds whose sessions ended (the ranks' DELETEs):
   they do not fall when a session ends.
 
@@ -77,9 +78,9 @@ class Shape:
     UDP worker chunks its tensor as the seqs do."""
 
     def __init__(self, job: int, chunk_bytes: int, window: int, dtype: str = "int32",
-                 deterministic: bool = False):
+                 deterministic: bool = False, root_at_s0: bool = False):
         self.job, self.chunk_bytes, self.window = job, chunk_bytes, window
-        self.dtype, self.deterministic = dtype, deterministic
+        self.dtype, self.deterministic, self.root_at_s0 = dtype, deterministic, root_at_s0
         segment = min(chunk_bytes, PMTU)
         self.ina_window = window * (chunk_bytes // segment)
         self.seqs = ELEMENTS * 4 // segment  # INA packets per contributor, result packets per rank
@@ -91,7 +92,9 @@ MULTI_PACKET = Shape(8, 4096, 16)
 TWO_LEVELS = Shape(9, 1024, 64)  # S0 aggregates this INA job above the lab's switch
 # S0 is this job's deterministic INA root: S1's partials go up as int64 fixed point (512-byte
 # fp32 chunks: 1 KiB of int64 in a datagram under the links' 1500-byte MTU).
-DETERMINISTIC = Shape(10, 512, 64, "fp32", deterministic=True)
+DETERMINISTIC = Shape(10, 512, 64, "fp32", deterministic=True, root_at_s0=True)
+# The same under ina-ps --deterministic (S0 routes job 11).
+DETERMINISTIC_PS = Shape(11, 512, 64, "fp32", deterministic=True)
 TIMEOUT_S = 150
 # S1 (the lab's switch) up0 = up1 S0 rt0 = rt1 ina-ps; S1 wk0 = wk1 ina-worker.
 LINKS = ("up", "rt", "wk")
@@ -112,9 +115,9 @@ def switch_config(cfg: dict, lab) -> dict:
     cfg["rdma"] = {"jobs": [{
         "id": j.job, "mode": "server-to-switch", "world": RANKS, "op": "sum", "dtype": j.dtype,
         "chunk_bytes": j.chunk_bytes, "window": j.window, "pmtu": PMTU, "role": "aggregator",
-        "parent": S0_DOWN if j.deterministic else ROOT, "bsl": 64, "abm": f"1-{RANKS}",
+        "parent": S0_DOWN if j.root_at_s0 else ROOT, "bsl": 64, "abm": f"1-{RANKS}",
         "partial_timeout_ms": 100, **({"deterministic": True} if j.deterministic else {})}
-        for j in (ONE_PACKET, MULTI_PACKET, TWO_LEVELS, DETERMINISTIC)]}
+        for j in (ONE_PACKET, MULTI_PACKET, TWO_LEVELS, DETERMINISTIC, DETERMINISTIC_PS)]}
     return cfg
 
 
@@ -211,17 +214,18 @@ def s0_counts(s0) -> dict[str, float]:
 def a_round(lab, shape: Shape, root: Host, worker: Host, exes: dict, inputs: list[str],
             sha: str, tag: str, scratch: str, faults: list[str],
             lossy_vm=None) -> dict:
-    """ina-ps as the root (S0 for the deterministic job), the UDP worker and both ranks reduce
+    """ina-ps as the root (S0 for a root_at_s0 job), the UDP worker and both ranks reduce
     `inputs`; every result bit-exact. Returns ina-ps's counters (its chunk table's verdicts;
     empty when S0 was the root)."""
     seqs = shape.seqs
     before = parent_events(lab, shape.job)
     qp_before = qp_totals(lab, shape.job)
     unknown_before = lab.switch.metrics().get("inaswitch_ina_unknown_job_total") or 0.0
-    ps = None if shape.deterministic else root.popen([
+    ps = None if shape.root_at_s0 else root.popen([
         exes["ps"], "--job", str(shape.job), "--abm", f"1-{RANKS + 1}", "--bsl", "64", "--type",
         shape.dtype, "--chunk", str(shape.ina_chunk), "--window", str(shape.ina_window),
-        "--workers", f"1={SWITCH_UP},2={SWITCH_UP},3={UDP_WORKER}", "--bind", ROOT])
+        "--workers", f"1={SWITCH_UP},2={SWITCH_UP},3={UDP_WORKER}", "--bind", ROOT] +
+        (["--deterministic"] if shape.deterministic else []))
     out_path = os.path.join(scratch, f"udp-{tag.replace(' ', '-')}.out")
     udp = None
     try:
@@ -360,6 +364,13 @@ def test(rdma_worker_exe: str, worker_exe: str, ps_exe: str, switch_exe: str) ->
                   f"deterministic: S0 as the root took S1's int64 partial and the UDP worker's "
                   f"datagram of every seq and sent the result to all three BFR-ids "
                   f"({s0_delta})")
+            # 7. The same tree under ina-ps --deterministic (the host root), S0 routing.
+            ps = a_round(lab, DETERMINISTIC_PS, root, worker, exes, det_inputs, det_sha,
+                         "deterministic under ina-ps", scratch, [])
+            check(ps["completed"] == DETERMINISTIC_PS.seqs and ps["mismatched"] == 0 and
+                  ps["fixed_saturated"] == 0 and ps["fixed_nan"] == 0,
+                  f"deterministic under ina-ps: it took every seq, S1's int64 partials and the "
+                  f"UDP worker's fp32 alike, none refused ({ps})")
     finally:
         for h in hosts:
             h.close()
