@@ -123,6 +123,8 @@ def test(switch_exe: str) -> None:
     # deterministic: the fixed-point series too).
     rdma_job = {"id": 7, "mode": "server-to-switch", "world": 2, "op": "sum", "dtype": "fp32",
                 "chunk_bytes": 1024, "window": 64, "deterministic": True}
+    # And a server-to-server job learning its connections (none come): its series exist.
+    s2s_job = {"id": 3, "root": "10.0.2.2", "world": 2, "learn": True}
     panels, rules = dashboard_exprs(), rule_exprs()
     check(len(rules) == 7, f"{len(rules)} rule expressions read from alerts.yml")
     names = sorted({m for e in panels + rules for m in METRIC.findall(e)})
@@ -132,7 +134,8 @@ def test(switch_exe: str) -> None:
     prom = None
     try:
         with Testbed(switch_exe, ports,
-                     extra={"ina": {"jobs": [job]}, "rdma": {"jobs": [rdma_job]}}) as tb:
+                     extra={"ina": {"jobs": [job]}, "rdma": {"jobs": [rdma_job]},
+                            "rdma_s2s": {"jobs": [s2s_job]}}) as tb:
             hosts[0].wait_reachable(hosts[1].ip)  # traffic: port counters move
             prom = Prometheus(tb.api.removeprefix("http://"), workdir)
             wait_until(lambda: any(r["value"][1] == "1" for r in
