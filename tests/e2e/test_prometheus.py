@@ -2,7 +2,8 @@
 """The Grafana dashboard (docs/grafana/inaswitch.json) and the alert rules
 (docs/prometheus/alerts.yml) query what a live switch exports, as Prometheus stores it.
 
-A switch with an INA job runs in the testbed; Prometheus itself (Debian's `prometheus`)
+A switch with an INA job, an RDMA server-to-switch job and a server-to-server job (the first
+two deterministic, so the fixed-point series exist) runs in the testbed; Prometheus itself (Debian's `prometheus`)
 scrapes it every second with the rules loaded. Asserted: every `inaswitch_*` metric any panel,
 template variable or rule names has a series in Prometheus; the switch's INA `job` label is
 stored as `exported_job` (what the rules and panels group by); every panel expression and
