@@ -245,7 +245,8 @@ def measure_roce(binary, payloads, seconds, repeat, log=print):
     second of CPU time. INA and RoCE runs alternate, so a load change on this shared machine hits
     both; each figure is a median of `repeat` runs and the ratio is RoCE's median over INA's."""
     keys = [(p, role) for p in payloads for role in ROCE_ROLES]
-    runs = {k: {"ina": [], "ina_csum": [], "roce": [], "ina_nic": [], "roce_nic": [], "load": []}
+    runs = {k: {"ina": [], "ina_csum": [], "roce": [], "ina_nic": [], "roce_nic": [],
+                "roce_det": [], "load": []}
             for k in keys}
     for _ in range(repeat):
         for k in keys:
@@ -262,6 +263,11 @@ def measure_roce(binary, payloads, seconds, repeat, log=print):
                                                 input_mode="nic"))
             runs[k]["roce_nic"].append(ina_bench(binary, ROCE_RANKS, p, "fp32", seconds,
                                                  roce=True, role=role, input_mode="nic"))
+            # The deterministic mode (exact int64 fixed point, docs/rdma.md "Deterministic
+            # mode") of a root job, beside the default's runs (issue 15 item 4 for RDMA).
+            if role == "root":
+                runs[k]["roce_det"].append(ina_bench(binary, ROCE_RANKS, p, "fp32", seconds,
+                                                     roce=True, role=role, deterministic=True))
     rows = []
     for k in keys:
         p, role = k
@@ -300,6 +306,13 @@ def measure_roce(binary, payloads, seconds, repeat, log=print):
                "pair_ratio": mmm([round(x, 3) for x in pairs]),
                "goal": ROCE_GOAL if goal_row else None,
                "met": ratio >= ROCE_GOAL if goal_row else None}
+        if runs[k]["roce_det"]:
+            det = [r["cpu_mpps"] for r in runs[k]["roce_det"]]
+            row["roce_det_mpps"] = mmm(det)
+            row["det_of_default"] = round(statistics.median(det) / statistics.median(full), 3)
+            log("%5d B fp32 %d ranks, root, deterministic: %6.2f Mpps per CPU second, %.3f of "
+                "the default mode" % (p, ROCE_RANKS, statistics.median(det),
+                                       row["det_of_default"]))
         rows.append(row)
         log("%5d B fp32 %d ranks, %-10s: RoCE %s%6.2f Mpps (min %.2f max %.2f) | INA %6.2f Mpps "
             "(min %.2f max %.2f), per CPU second | RoCE/INA %.3f (paired runs: median %.3f; wall "

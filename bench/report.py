@@ -364,6 +364,13 @@ def write(res, doc, result_path):
               "input*: both from pools whose buffers already hold the frame, only the headers "
               "(and RoCE's ICRC) written per packet, as a NIC's DMA leaves them (`ina_bench "
               "--input nic`): neither pays the generator's copy of the payload."]
+        det = [r for r in rows if r.get("roce_det_mpps")]
+        if det:
+            L += ["", "*Deterministic mode* (`deterministic: true`: exact int64 fixed-point "
+                  "slots, docs/rdma.md \"Deterministic mode\"), the root job, Mpps per CPU "
+                  "second: " + "; ".join("%d B %s (%.2f of the default)" % (
+                      r["payload_bytes"], mmm_txt(r["roce_det_mpps"]), r["det_of_default"])
+                      for r in det) + "."]
         L.append("")
         if ro.get("s2s_rows"):
             rows = ro["s2s_rows"]
