@@ -23,7 +23,9 @@ import zipfile
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # python/
 PROJECT = os.path.dirname(HERE)                                      # the meson project
-MODULES = ("__init__.py", "torch.py")
+MODULES = ("__init__.py", "torch.py", "rdma.py")
+# The extension modules: _native (the UDP client) and _rdma (the RDMA server-to-switch client).
+EXTENSIONS = ("_native", "_rdma")
 
 
 def _metadata() -> tuple[str, str, str]:
@@ -38,8 +40,8 @@ def _tag() -> str:
     return f"{impl}-{impl}-{platform}"
 
 
-def _build_extension(builddir: str) -> str:
-    """Builds python/inaswitch/_native in `builddir`; returns its path."""
+def _build_extensions(builddir: str) -> list[str]:
+    """Builds python/inaswitch's extension modules in `builddir`; returns their paths."""
     if not os.path.exists(os.path.join(PROJECT, "meson.build")):
         raise RuntimeError(f"{HERE} is not inside an inaswitch checkout: the extension is built "
                            "by the project's meson build")
@@ -49,11 +51,12 @@ def _build_extension(builddir: str) -> str:
     if not os.path.exists(os.path.join(builddir, "build.ninja")):
         subprocess.run(["meson", "setup", builddir, PROJECT, "--buildtype=debugoptimized"],
                        check=True, stdout=sys.stderr, env=env)
-    target = "python/inaswitch/_native" + sysconfig.get_config_var("EXT_SUFFIX")
+    targets = ["python/inaswitch/" + e + sysconfig.get_config_var("EXT_SUFFIX")
+               for e in EXTENSIONS]
     # The meson build targets Debian's /usr/bin/python3: another interpreter's ABI has no
     # such target, and ninja says so.
-    subprocess.run(["ninja", "-C", builddir, target], check=True, stdout=sys.stderr, env=env)
-    return os.path.join(builddir, target)
+    subprocess.run(["ninja", "-C", builddir] + targets, check=True, stdout=sys.stderr, env=env)
+    return [os.path.join(builddir, t) for t in targets]
 
 
 def _record_line(arcname: str, data: bytes) -> str:
@@ -94,13 +97,14 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None) 
     builddir = (config_settings or {}).get("builddir")
     scratch = None if builddir else tempfile.mkdtemp(prefix="inaswitch-wheel-")
     try:
-        native = _build_extension(os.path.abspath(builddir or scratch))
+        extensions = _build_extensions(os.path.abspath(builddir or scratch))
         files: list[tuple[str, bytes]] = []
         for module in MODULES:
             with open(os.path.join(HERE, "inaswitch", module), "rb") as f:
                 files.append((f"inaswitch/{module}", f.read()))
-        with open(native, "rb") as f:
-            files.append((f"inaswitch/{os.path.basename(native)}", f.read()))
+        for extension in extensions:
+            with open(extension, "rb") as f:
+                files.append((f"inaswitch/{os.path.basename(extension)}", f.read()))
     finally:
         if scratch:
             shutil.rmtree(scratch, ignore_errors=True)

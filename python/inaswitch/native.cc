@@ -18,11 +18,15 @@
 #include <string>
 #include <string_view>
 
+#include "buffer_format.h"
 #include "reduce/reduce.h"
 #include "wire/bitstring.h"
 #include "worker/client.h"
 
 namespace py = pybind11;
+using ina::python::elem_type_named;
+using ina::python::elem_type_of_format;
+using ina::python::op_named;
 using ina::reduce::ElemType;
 using ina::reduce::Op;
 using ina::worker::ErrorKind;
@@ -46,43 +50,6 @@ std::string_view kind_name(ErrorKind k) {
     PyErr_SetObject(g_native_error,
                     py::make_tuple(py::str(kind.data(), kind.size()), message).ptr());
     throw py::error_already_set();
-}
-
-// "fp32" -> ElemType::fp32, "sum" -> Op::sum: the names ina::reduce::to_string gives.
-template <typename Enum, size_t kCount>
-std::optional<Enum> named(std::string_view name) {
-    for (size_t v = 0; v < kCount; ++v) {
-        const auto e = static_cast<Enum>(v);
-        if (ina::reduce::to_string(e) == name) {
-            return e;
-        }
-    }
-    return std::nullopt;
-}
-constexpr auto elem_type_named = named<ElemType, ina::reduce::kNumElemTypes>;
-constexpr auto op_named = named<Op, ina::reduce::kNumOps>;
-
-// A buffer-protocol format with its item size -> the wire element type. Native byte order only
-// ('=', '<', '@' or none): the wire is little-endian and so is every host this builds on.
-std::optional<ElemType> elem_type_of_format(std::string_view format, py::ssize_t itemsize) {
-    if (!format.empty() && (format[0] == '<' || format[0] == '=' || format[0] == '@')) {
-        format.remove_prefix(1);
-    }
-    if (format.size() != 1) {
-        return std::nullopt;
-    }
-    switch (format[0]) {
-    case 'f': return itemsize == 4 ? std::optional(ElemType::fp32) : std::nullopt;
-    case 'd': return itemsize == 8 ? std::optional(ElemType::fp64) : std::nullopt;
-    case 'e': return itemsize == 2 ? std::optional(ElemType::fp16) : std::nullopt;
-    case 'i':
-    case 'l':
-    case 'q':
-        if (itemsize == 4) return ElemType::int32;
-        if (itemsize == 8) return ElemType::int64;
-        return std::nullopt;
-    default: return std::nullopt;
-    }
 }
 
 py::dict stats_dict(const ina::worker::Stats& s) {
@@ -166,15 +133,9 @@ public:
                                         std::to_string(info.itemsize) +
                                         "): float32, float16, float64, int32 or int64");
         }
-        // C-contiguous: each stride is the product of the later extents times the item size.
-        py::ssize_t expect = info.itemsize;
-        for (py::ssize_t d = info.ndim - 1; d >= 0; --d) {
-            const auto i = static_cast<size_t>(d);
-            if (info.shape[i] > 1 && info.strides[i] != expect) {
-                raise_native("invalid", "the buffer is not contiguous (copy it first, e.g. "
-                                        "numpy.ascontiguousarray)");
-            }
-            expect *= info.shape[i];
+        if (!ina::python::c_contiguous(info)) {
+            raise_native("invalid", "the buffer is not contiguous (copy it first, e.g. "
+                                    "numpy.ascontiguousarray)");
         }
         const auto nbytes = static_cast<size_t>(info.size * info.itemsize);
         return run(std::span<std::byte>(static_cast<std::byte*>(info.ptr), nbytes), *type, op_name,

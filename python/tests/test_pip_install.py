@@ -2,7 +2,9 @@
 """`pip install ./python` works offline (the in-tree backend needs nothing from an index) and
 the installed copy, not the build tree, reduces: pip installs into a scratch --target reusing
 this build directory, then a fresh interpreter with only that directory on its path imports
-inaswitch from there and two workers (threads) sum through ina-ps on loopback.
+inaswitch from there and two workers (threads) sum through ina-ps on loopback; its
+inaswitch.rdma (the RDMA module, also in the wheel) imports and, without an RDMA device here,
+raises inaswitch.rdma.RdmaError, an inaswitch.Error.
 
     python3 test_pip_install.py SOURCE/python BUILD
 """
@@ -36,6 +38,14 @@ try:
     for a in arrays:
         np.testing.assert_array_equal(a, np.arange(1000, dtype=np.float32) * 3)
     print("installed inaswitch from", os.path.dirname(inaswitch.__file__), "reduced 2 x 1000 fp32")
+    # The RDMA module is in the wheel too; without an RDMA device (this host) it says so.
+    import inaswitch.rdma
+    try:
+        inaswitch.rdma.SwitchClient(job=7, rank=1, world=2, switch_api="http://127.0.0.1:1")
+        raise AssertionError("an RDMA client connected without an RDMA device")
+    except inaswitch.rdma.RdmaError as e:
+        assert isinstance(e, inaswitch.Error), type(e)
+        print("inaswitch.rdma without an RDMA device:", e)
 finally:
     ps.terminate()
     ps.communicate(timeout=10)

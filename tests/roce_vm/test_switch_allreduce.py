@@ -29,6 +29,10 @@ job in its config; each VM's ina-rdma-worker holds one RC connection to the swit
      the host (RN_fp32(sum of round_half_even(x * 2^32) * 2^-32)), bit for bit, clean and again
      with 2 % loss both ways on vm2's link (the chunks arrive in other orders).
      INA_SWITCH_DET_ONLY=1 runs it alone.
+  5c. The ranks as Python processes (a bare python3 -S in each guest with inaswitch's RDMA
+     module `_rdma`, python/inaswitch/rdma.cc): two int32 AllReduces of 1 MiB on one connection
+     each, both bit-exact on every rank, the session sequence running on; close() DELETEs the
+     QPs. INA_SWITCH_PY_ONLY=1 runs it alone.
   6. A rank that fails (job 12): vm0 drops every ACK it sends, so the switch's result WRITEs to
      rank 1 go unacknowledged (its slots stay held, the window stalls) until the switch's QP for
      rank 1 runs out of retries (--ack-timeout 14: 8 x 67 ms). The session cannot complete: ranks
@@ -56,7 +60,8 @@ job in its config; each VM's ina-rdma-worker holds one RC connection to the swit
   The switch's per-QP counters (sampled while the workers run: a QP's series goes with its
   DELETE) show the contributions, result WRITEs, ACKs, and the recovery under loss.
 
-usage: test_switch_allreduce.py build/src/worker/rdma/ina-rdma-worker build/src/app/inaswitch
+usage: test_switch_allreduce.py build/src/worker/rdma/ina-rdma-worker build/src/app/inaswitch \
+           build/python/inaswitch/_rdma.cpython-311-x86_64-linux-gnu.so
 """
 
 import array
@@ -439,6 +444,56 @@ def deterministic_round(lab, inputs: list[str], sha: str, tag: str, lossy_vm=Non
     return wall
 
 
+# The bare interpreter a guest runs inaswitch's RDMA module under: the host's python3.11, the
+# encodings package (the only part of the standard library a `-S` start imports that is not
+# frozen into the binary) and os.py (the landmark by which it finds its prefix).
+PYTHON = "/usr/bin/python3.11"
+PYLIB = "/usr/lib/python3.11"
+GUEST_SCRIPT = os.path.join(HERE, "guest_rdma_allreduce.py")
+
+
+def python_extras(rdma_module: str) -> list:
+    files = [(PYTHON, "/usr/local/bin/python3"), (f"{PYLIB}/os.py", f"{PYLIB}/os.py"),
+             (rdma_module, f"/root/py/{os.path.basename(rdma_module)}"),
+             (GUEST_SCRIPT, "/root/rdma_allreduce.py")]
+    files += [(f"{PYLIB}/encodings/{m}.py", f"{PYLIB}/encodings/{m}.py")
+              for m in ("__init__", "aliases", "utf_8")]
+    return files
+
+
+def python_round(lab, inputs: list[str], sha: str) -> float:
+    """Round 5c: the ranks are Python processes (inaswitch's `_rdma` module, python/inaswitch
+    rdma.cc) on job 7: two AllReduces of the int32 `inputs` on one connection each, both
+    bit-exact (`sha`) on every rank, the second continuing the session sequence. Returns the
+    wall time."""
+    vms = lab.vms
+    t0 = time.monotonic()
+    jobs = [vm.start(
+        f"PYTHONHOME=/usr python3 -S /root/rdma_allreduce.py api={lab.guest_api_url} "
+        f"job={JOB_INT32} rank={rank} world={WORLD} ip={vm.ip} gid={vm.gid_index} dtype=int32 "
+        f"chunk={CHUNK} window={WINDOW} timeout_ms={TIMEOUT_S * 1000} calls=2 "
+        f"input=/root/{os.path.basename(p)} output=/tmp/py.out")
+        for rank, (vm, p) in enumerate(zip(vms, inputs), start=1)]
+    wait_until(lambda: all(j.done() for j in jobs) or None, TIMEOUT_S + 60,
+               "the Python ranks' end", interval=0.5)
+    wall = time.monotonic() - t0
+    chunks = ELEMENTS * 4 // CHUNK
+    for rank, (vm, job) in enumerate(zip(vms, jobs), start=1):
+        rc, out = job.wait(10)
+        log(f"python rank {rank}: {out.strip()}")
+        check(rc == 0 and f"call 1 chunks {chunks} results {chunks} next_seq {2 * chunks}"
+              in out and "close ''" in out,
+              f"python rank {rank}: two AllReduces on one connection through inaswitch.rdma's "
+              f"module, the session sequence run on to {2 * chunks}, a clean close (exit {rc})")
+        _, sums = vm.run("sha256sum /tmp/py.out0 /tmp/py.out1", check=True)
+        check([line.split()[0] for line in sums.splitlines()] == [sha, sha],
+              f"{vm.name}: both Python AllReduces bit-exact (sha256 {sha[:16]}...)")
+    check(wait_until(lambda: job_qps(lab, JOB_INT32) == [] or None, 30,
+                     "job 7's QPs gone after the Python ranks closed"),
+          "the Python ranks' close() DELETEd their QPs")
+    return wall
+
+
 def multi_packet_round(lab, inputs: list[str], sha: str, tag: str, lossy_vm=None,
                        cmd=None) -> float:
     """Round 5: job 11's 4096-byte chunks at PMTU 1024 (multi-packet WRITEs both ways), the
@@ -491,7 +546,7 @@ def multi_packet_round(lab, inputs: list[str], sha: str, tag: str, lossy_vm=None
     return wall
 
 
-def test(worker_exe: str, switch_exe: str) -> None:
+def test(worker_exe: str, switch_exe: str, rdma_module: str) -> None:
     scratch = tempfile.mkdtemp(prefix="switch-allreduce-")
     try:
         inputs, int32_sha = int32_inputs(scratch, WORLD, 20261124, ELEMENTS)
@@ -504,6 +559,7 @@ def test(worker_exe: str, switch_exe: str) -> None:
         extra += [(p, f"/root/{os.path.basename(p)}")
                   for p in inputs + lossy_inputs + multi_inputs + multi_lossy_inputs +
                   det_inputs]
+        extra += python_extras(rdma_module)
         with Lab(WORLD, fabric="inaswitch", switch_exe=switch_exe, routed=True, guest_api=True,
                  switch_config=switch_config, extra_files=extra) as lab:
             vms = lab.vms
@@ -518,6 +574,9 @@ def test(worker_exe: str, switch_exe: str) -> None:
                 log(f"killed rank: the others ended {killed_rank_round(lab):.2f}s after it")
                 log(f"probed rank: the others ended {probed_rank_round(lab):.2f}s after it")
                 log(f"rank left: the others ended {left_rank_round(lab):.2f}s after it")
+                return
+            if os.environ.get("INA_SWITCH_PY_ONLY"):
+                python_round(lab, inputs, int32_sha)
                 return
             if os.environ.get("INA_SWITCH_DET_ONLY"):
                 deterministic_round(lab, det_inputs, det_sha, "fp32 deterministic")
@@ -653,6 +712,8 @@ def test(worker_exe: str, switch_exe: str) -> None:
             det_lossy_wall = deterministic_round(lab, det_inputs, det_sha,
                                                  "fp32 deterministic under 2 % loss",
                                                  lossy_vm=vms[2])
+            # 5c. the ranks as Python processes through inaswitch.rdma's module.
+            py_wall = python_round(lab, inputs, int32_sha)
             # 6. a rank that fails: the others end on the switch's failure notice.
             failed_s = failed_rank_round(lab)
             # 7. a rank whose process dies: the switch notices, the others end.
@@ -664,7 +725,8 @@ def test(worker_exe: str, switch_exe: str) -> None:
             log(f"timings: boot {lab.timings.get('boot_s', 0):.1f}s; int32 1 MiB x {WORLD}: "
                 f"{int32_wall:.2f}s wall; fp32 x 3: {fp32_wall:.2f}s; int32 under 2 % loss: "
                 f"{lossy_wall:.2f}s; int32 4 KiB chunks: {multi_wall:.2f}s; under loss: "
-                f"{lossy_multi_wall:.2f}s; fp32 deterministic {det_wall:.2f}s, under loss "
+                f"{lossy_multi_wall:.2f}s; Python ranks x 2 {py_wall:.2f}s; "
+                f"fp32 deterministic {det_wall:.2f}s, under loss "
                 f"{det_lossy_wall:.2f}s; a failed session's other ranks ended after "
                 f"{failed_s:.2f}s, {killed_s:.2f}s after a kill, {probed_s:.2f}s after a kill "
                 f"noticed by the probe, {left_s:.2f}s after a rank left")
@@ -673,4 +735,4 @@ def test(worker_exe: str, switch_exe: str) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(run_test("roce-vm-switch-allreduce", __doc__, test, (2,)))
+    sys.exit(run_test("roce-vm-switch-allreduce", __doc__, test, (3,)))
