@@ -54,7 +54,9 @@ rte_mbuf* partial_frame(LcoreContext& ctx, const dp::Snapshot& snap, JobState& j
     // deterministic aggregator's): 8 bytes an element on the wire, its parent adds them as is.
     const bool fixed = job.params.deterministic;
     const agg::Encoding enc = fixed ? agg::Encoding::fixed_point : agg::Encoding::native;
-    const unsigned wire_shift = fixed ? 3 : job.elem_shift;
+    constexpr unsigned kFixedShift =
+        std::countr_zero(reduce::elem_size(reduce::kFixedWireType));  // 8-byte elements
+    const unsigned wire_shift = fixed ? kFixedShift : job.elem_shift;
     proto::Header h;
     h.type = proto::PacketType::data;
     h.flags = static_cast<uint8_t>((resend ? proto::kFlagRetransmit : 0) |
