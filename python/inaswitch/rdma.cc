@@ -80,6 +80,7 @@ public:
         o.ack_timeout = ack_timeout;
         o.retry_cnt = retry_cnt;
         o.timeout = std::chrono::milliseconds(timeout_ms);
+        elem_type_ = *type;
         std::optional<std::string> failed;
         {
             py::gil_scoped_release nogil;  // the connect waits on the switch
@@ -97,7 +98,7 @@ public:
     // AllReduce a writable contiguous buffer of the job's element type, in place.
     py::dict allreduce(const py::buffer& b) {
         py::buffer_info info = b.request(true);
-        const ElemType want = client_ ? client_->options().elem_type : ElemType::fp32;
+        const ElemType want = elem_type_;  // not client_'s: close() may reset it meanwhile
         const auto type = ina::python::elem_type_of_format(info.format, info.itemsize);
         // Raw bytes ('B', a bytearray) are taken as the job's elements.
         const bool raw = (info.format == "B" || info.format == "b") && info.itemsize == 1;
@@ -156,6 +157,7 @@ public:
     }
 
 private:
+    ElemType elem_type_ = ElemType::fp32;  // the job's, fixed at construction
     std::unique_ptr<ina::rdma::SwitchClient> client_;
     std::mutex mu_;
 };
